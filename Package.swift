@@ -1,0 +1,61 @@
+// swift-tools-version: 6.0
+import PackageDescription
+
+let package = Package(
+    name: "Coffer",
+    platforms: [.macOS(.v15)],
+    products: [
+        .library(name: "CofferCrypto", targets: ["CofferCrypto"]),
+        .library(name: "CofferVault", targets: ["CofferVault"]),
+        .library(name: "CofferStore", targets: ["CofferStore"]),
+        .executable(name: "coffer", targets: ["coffer"]),
+        .executable(name: "coffer-bench", targets: ["coffer-bench"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/groue/GRDB.swift", exact: "7.10.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+    ],
+    targets: [
+        // libsodium, the only cryptography. Imported by CofferCrypto alone.
+        .systemLibrary(
+            name: "CSodium",
+            pkgConfig: "libsodium",
+            providers: [.apt(["libsodium-dev"])]
+        ),
+        .target(name: "CofferCrypto", dependencies: ["CSodium"]),
+        .target(
+            name: "CofferVault",
+            dependencies: ["CofferCrypto", .product(name: "Logging", package: "swift-log")]
+        ),
+        .target(
+            name: "CofferStore",
+            dependencies: [
+                "CofferCrypto", "CofferVault",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .executableTarget(
+            name: "coffer",
+            dependencies: [
+                "CofferCrypto", "CofferVault", "CofferStore",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .executableTarget(
+            name: "coffer-bench",
+            dependencies: [
+                "CofferCrypto", "CofferVault", "CofferStore",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        .testTarget(name: "CofferCryptoTests", dependencies: ["CofferCrypto"]),
+        .testTarget(name: "CofferVaultTests", dependencies: ["CofferVault", "CofferCrypto"]),
+        .testTarget(name: "CofferStoreTests", dependencies: ["CofferStore", "CofferVault", "CofferCrypto"]),
+        .testTarget(name: "CofferCLITests", dependencies: ["CofferCrypto"]),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,88 @@
+import Foundation
+
+/// A versioned XChaCha20-Poly1305 envelope that names the key that sealed it.
+///
+/// Byte layout (integers big-endian):
+///
+/// | offset | length | content |
+/// | --- | --- | --- |
+/// | 0 | 1 | envelope version, `0x01` |
+/// | 1 | 4 | key id (for zone keys: the key epoch) |
+/// | 5 | 24 | nonce (random) |
+/// | 29 | n | ciphertext |
+/// | 29 + n | 16 | tag |
+///
+/// The AEAD's associated data is the 5-byte header followed by the caller's associated
+/// data, so neither the version nor the key id can be changed without detection.
+public struct Envelope: Sendable, Equatable {
+    public static let version: UInt8 = 1
+    public static let headerByteCount = 5
+    /// Total bytes added to a plaintext.
+    public static let overhead = headerByteCount + XChaCha20Poly1305.overhead
+
+    /// The encoded envelope.
+    public let bytes: [UInt8]
+
+    /// Parses an encoded envelope, rejecting unknown versions and short input.
+    public init(bytes: [UInt8]) throws {
+        guard bytes.count >= Self.overhead else {
+            throw CryptoError.malformedInput("envelope too short (\(bytes.count) bytes)")
+        }
+        guard bytes[0] == Self.version else {
+            throw CryptoError.malformedInput("unknown envelope version \(bytes[0])")
+        }
+        self.bytes = bytes
+    }
+
+    /// The id of the key that sealed this envelope.
+    public var keyID: UInt32 {
+        UInt32(bytes[1]) << 24 | UInt32(bytes[2]) << 16 | UInt32(bytes[3]) << 8 | UInt32(bytes[4])
+    }
+
+    /// The length of the plaintext inside.
+    public var plaintextCount: Int { bytes.count - Self.overhead }
+
+    /// Seals `plaintext` under `key`, naming it `keyID`, binding `authenticatedData`.
+    public static func seal(_ plaintext: some ContiguousBytes, using key: SymmetricKey, keyID: UInt32,
+                            authenticating authenticatedData: some ContiguousBytes = [UInt8]()) -> Envelope {
+        let header = headerBytes(keyID: keyID)
+        let box: [UInt8] = plaintext.withUnsafeBytes { p in
+            withAssociatedData(header: header, authenticatedData) { ad in
+                XChaCha20Poly1305.sealRaw(p, key: key, ad: ad)
+            }
+        }
+        var out = header
+        out.reserveCapacity(header.count + box.count)
+        out.append(contentsOf: box)
+        return try! Envelope(bytes: out) // length and version are correct by construction
+    }
+
+    /// Opens the envelope; throws ``CryptoError/authenticationFailure`` when the key, the
+    /// associated data, the key id or any byte differs.
+    public func open(using key: SymmetricKey, authenticating authenticatedData: some ContiguousBytes = [UInt8]()) throws -> [UInt8] {
+        let header = Array(bytes[0..<Self.headerByteCount])
+        var out = [UInt8](repeating: 0, count: plaintextCount)
+        try out.withUnsafeMutableBytes { o in
+            try bytes.withUnsafeBytes { all in
+                try Self.withAssociatedData(header: header, authenticatedData) { ad in
+                    try XChaCha20Poly1305.openRaw(UnsafeRawBufferPointer(rebasing: all[Self.headerByteCount...]),
+                                                  into: o, key: key, ad: ad)
+                }
+            }
+        }
+        return out
+    }
+
+    static func headerBytes(keyID: UInt32) -> [UInt8] {
+        [version, UInt8(keyID >> 24), UInt8((keyID >> 16) & 0xff), UInt8((keyID >> 8) & 0xff), UInt8(keyID & 0xff)]
+    }
+
+    private static func withAssociatedData<R>(header: [UInt8], _ extra: some ContiguousBytes,
+                                              _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        try extra.withUnsafeBytes { e in
+            var ad = header
+            ad.append(contentsOf: e)
+            return try ad.withUnsafeBytes(body)
+        }
+    }
+}

@@ -1,0 +1,267 @@
+import CofferCrypto
+import Foundation
+import Logging
+import Synchronization
+
+/// How to unlock a vault.
+public enum VaultUnlock: Sendable {
+    /// A passphrase (its UTF-8 bytes, in guarded memory).
+    case passphrase(SecureBytes)
+    /// The contents of a key file made by ``Vault/addKeyFile(at:)``.
+    case keyFile(SymmetricKey)
+
+    /// Reads a key file from disk (exactly 32 bytes).
+    public static func keyFile(at url: URL) throws -> VaultUnlock {
+        .keyFile(try VaultFile.readKeyFile(url))
+    }
+}
+
+/// A user's vault: one file holding their identity keys and keychain-like items,
+/// sealed under a random vault key that one or more key slots unlock.
+///
+/// ```swift
+/// let vault = try Vault.create(at: url, name: "Alice", email: "alice@example.com",
+///                              passphrase: SecureBytes(copying: Array("correct horse".utf8)))
+/// try vault.addItem(service: "db", account: "app", secret: SecureBytes(copying: Array("s3cret".utf8)))
+/// let again = try Vault.open(at: url, unlock: .passphrase(SecureBytes(copying: Array("correct horse".utf8))))
+/// ```
+///
+/// Every change is written at once, atomically and durably (see `Docs/VaultFormat.md`);
+/// a change refuses to overwrite a file that another process changed after this one read it.
+public final class Vault: Sendable {
+    struct State {
+        var header: VaultFormat.Header
+        var vaultKey: SymmetricKey
+        var body: VaultFormat.Body
+        /// Hash of the file contents last read or written by this process.
+        var fileHash: [UInt8]
+    }
+
+    /// The file this vault lives in.
+    public let url: URL
+    /// The user's public identity.
+    public let identity: UserIdentity
+    /// The identity's signing key (Ed25519), for the store module.
+    package let signingKey: Ed25519.PrivateKey
+    /// The identity's box key (X25519), for the store module.
+    package let boxKey: X25519.PrivateKey
+    private let state: Mutex<State>
+    private let logger: Logger
+
+    private init(url: URL, state: State, logger: Logger) throws {
+        self.url = url
+        self.logger = logger
+        let body = state.body
+        self.signingKey = try Ed25519.PrivateKey(seed: body.signingSeed)
+        self.boxKey = try X25519.PrivateKey(rawRepresentation: body.boxSecret)
+        self.identity = UserIdentity(name: body.name, email: body.email,
+                                     signingKey: signingKey.publicKey, boxKey: boxKey.publicKey)
+        self.state = Mutex(state)
+    }
+
+    /// When the identity was created.
+    public var created: Date {
+        state.withLock { Date(timeIntervalSince1970: Double($0.body.created) / 1000) }
+    }
+
+    /// The Argon2id parameters of the passphrase slot, if the vault has one.
+    public var passphraseParameters: Argon2id.Parameters? {
+        state.withLock { $0.header.slots.first { $0.type == .passphrase }?.kdf }
+    }
+
+    /// The number of key-file slots.
+    public var keyFileCount: Int {
+        state.withLock { $0.header.slots.filter { $0.type == .keyFile }.count }
+    }
+
+    // MARK: - Create and open
+
+    /// Creates a new vault with a fresh identity at `url`, which must not exist.
+    ///
+    /// - Parameters:
+    ///   - kdf: Argon2id cost for the passphrase slot; `.moderate` unless told otherwise.
+    /// - Throws: ``VaultError`` `.alreadyExists`, `.invalidArguments` (name, email), `.io`.
+    public static func create(at url: URL, name: String, email: String? = nil, passphrase: SecureBytes,
+                              kdf: Argon2id.Parameters = .moderate, logger: Logger = Vault.disabledLogger) throws -> Vault {
+        try IdentityRules.validate(name: name, email: email)
+        try checkPassphrase(passphrase)
+        if FileManager.default.fileExists(atPath: url.path) {
+            throw VaultError(.alreadyExists, "a vault already exists at \(url.path)")
+        }
+        let vaultKey = SymmetricKey()
+        let vaultID = SecureRandom.bytes(count: VaultFormat.vaultIDByteCount)
+        let slot = try passphraseSlot(passphrase: passphrase, kdf: kdf, vaultID: vaultID, vaultKey: vaultKey)
+        let body = VaultFormat.Body(name: name, email: email, created: nowMillis(),
+                                    signingSeed: Ed25519.PrivateKey().seed,
+                                    boxSecret: X25519.PrivateKey().rawRepresentation, items: [])
+        let header = VaultFormat.Header(vaultID: vaultID, slots: [slot])
+        let file = try seal(header: header, body: body, vaultKey: vaultKey)
+        try VaultFile.write(file, to: url, expectedHash: nil)
+        logger.info("vault created", metadata: ["path": "\(url.path)", "kdf": "\(kdf)"])
+        return try Vault(url: url, state: State(header: header, vaultKey: vaultKey, body: body,
+                                                fileHash: VaultFile.contentHash(file)), logger: logger)
+    }
+
+    /// Opens the vault at `url`.
+    ///
+    /// - Throws: ``VaultError`` `.notFound`; `.malformed` for a file that is not a vault, of an
+    ///   unknown version, or damaged; `.wrongPassphrase` / `.wrongKeyFile`; `.integrityFailure`
+    ///   when a slot opens but the body does not authenticate.
+    public static func open(at url: URL, unlock: VaultUnlock, logger: Logger = Vault.disabledLogger) throws -> Vault {
+        let file = try VaultFile.read(url)
+        let (header, bodyOffset) = try VaultFormat.parseHeader(file)
+        let vaultKey = try unlockKey(header: header, unlock: unlock)
+        let headerBytes = Array(file[0..<bodyOffset])
+        let box = try XChaCha20Poly1305.SealedBox(combined: Array(file[bodyOffset...]))
+        let plaintext: SecureBytes
+        do {
+            plaintext = try XChaCha20Poly1305.openSecret(box, using: vaultKey, authenticating: headerBytes)
+        } catch {
+            throw VaultError(.integrityFailure, "the vault body fails authentication: the file was changed or damaged")
+        }
+        let body = try VaultFormat.decodeBody(plaintext)
+        logger.debug("vault opened", metadata: ["path": "\(url.path)"])
+        return try Vault(url: url, state: State(header: header, vaultKey: vaultKey, body: body,
+                                                fileHash: VaultFile.contentHash(file)), logger: logger)
+    }
+
+    /// Opens with a passphrase.
+    public static func open(at url: URL, passphrase: SecureBytes, logger: Logger = Vault.disabledLogger) throws -> Vault {
+        try open(at: url, unlock: .passphrase(passphrase), logger: logger)
+    }
+
+    // MARK: - Slots
+
+    /// Replaces the passphrase slot with one for `newPassphrase` (a fresh salt; the cost
+    /// kept unless `kdf` is given). The vault key and body stay as they are, so a copy of
+    /// the old file still opens with the old passphrase; see ``rekey(passphrase:kdf:)``.
+    public func changePassphrase(to newPassphrase: SecureBytes, kdf: Argon2id.Parameters? = nil) throws {
+        try Self.checkPassphrase(newPassphrase)
+        try mutate { state in
+            let cost = kdf ?? state.header.slots.first { $0.type == .passphrase }?.kdf ?? .moderate
+            let slot = try Self.passphraseSlot(passphrase: newPassphrase, kdf: cost,
+                                               vaultID: state.header.vaultID, vaultKey: state.vaultKey)
+            state.header.slots.removeAll { $0.type == .passphrase }
+            state.header.slots.insert(slot, at: 0)
+        }
+        logger.info("vault passphrase changed", metadata: ["path": "\(url.path)"])
+    }
+
+    /// Re-keys the vault: a new random vault key seals the body, one passphrase slot holds
+    /// it, and every other slot (key files, old passphrases) is dropped. After this, old
+    /// copies of the file no longer open with anything that unlocks the new one.
+    public func rekey(passphrase: SecureBytes, kdf: Argon2id.Parameters? = nil) throws {
+        try Self.checkPassphrase(passphrase)
+        try mutate { state in
+            let cost = kdf ?? state.header.slots.first { $0.type == .passphrase }?.kdf ?? .moderate
+            let newKey = SymmetricKey()
+            let newID = SecureRandom.bytes(count: VaultFormat.vaultIDByteCount)
+            state.header = VaultFormat.Header(vaultID: newID, slots: [
+                try Self.passphraseSlot(passphrase: passphrase, kdf: cost, vaultID: newID, vaultKey: newKey),
+            ])
+            state.vaultKey = newKey
+        }
+        logger.info("vault re-keyed", metadata: ["path": "\(url.path)"])
+    }
+
+    /// Adds a key-file slot and writes the new 32-byte key file to `keyFileURL` (mode 0600;
+    /// it must not exist). The key file then unlocks this vault on its own.
+    public func addKeyFile(at keyFileURL: URL) throws {
+        let keyFile = SymmetricKey()
+        if FileManager.default.fileExists(atPath: keyFileURL.path) {
+            throw VaultError(.alreadyExists, "a file already exists at \(keyFileURL.path)")
+        }
+        try mutate { state in
+            guard state.header.slots.count < VaultFormat.maxSlots else {
+                throw VaultError(.invalidArguments, "the vault already has \(VaultFormat.maxSlots) key slots; re-key it to drop old ones")
+            }
+            let salt = SecureRandom.bytes(count: Argon2id.saltByteCount)
+            var slot = VaultFormat.Slot(type: .keyFile, kdf: nil, salt: salt, wrappedKey: [])
+            let slotKey = VaultFormat.keyFileSlotKey(keyFile: keyFile, vaultID: state.header.vaultID, salt: salt)
+            slot.wrappedKey = try XChaCha20Poly1305.seal(state.vaultKey.bytes, using: slotKey,
+                                                         authenticating: VaultFormat.slotAssociatedData(vaultID: state.header.vaultID, slot: slot)).combined
+            state.header.slots.append(slot)
+            // Write the key file first: if the vault write then fails, a stray key file opens nothing.
+            try VaultFile.writeNewSecretFile(keyFile.bytes, to: keyFileURL)
+        }
+        logger.info("vault key file added", metadata: ["path": "\(url.path)"])
+    }
+
+    // MARK: - Internals
+
+    /// Applies `change` to a copy of the state, writes the file, and keeps the copy only if
+    /// the write succeeded: a failed write leaves both the file and this object unchanged.
+    func mutate(_ change: (inout State) throws -> Void) throws {
+        try state.withLock { current in
+            var next = current
+            try change(&next)
+            let file = try Self.seal(header: next.header, body: next.body, vaultKey: next.vaultKey)
+            try VaultFile.write(file, to: url, expectedHash: current.fileHash)
+            next.fileHash = VaultFile.contentHash(file)
+            current = next
+        }
+    }
+
+    func read<R>(_ body: (State) throws -> R) rethrows -> R {
+        try state.withLock { try body($0) }
+    }
+
+    static func seal(header: VaultFormat.Header, body: VaultFormat.Body, vaultKey: SymmetricKey) throws -> [UInt8] {
+        let headerBytes = header.encoded()
+        let plaintext = VaultFormat.encodeBody(body)
+        let box = try XChaCha20Poly1305.seal(plaintext, using: vaultKey, authenticating: headerBytes)
+        return headerBytes + box.combined
+    }
+
+    static func passphraseSlot(passphrase: SecureBytes, kdf: Argon2id.Parameters, vaultID: [UInt8],
+                               vaultKey: SymmetricKey) throws -> VaultFormat.Slot {
+        let salt = SecureRandom.bytes(count: Argon2id.saltByteCount)
+        var slot = VaultFormat.Slot(type: .passphrase, kdf: kdf, salt: salt, wrappedKey: [])
+        let slotKey = try Argon2id.deriveKey(passphrase: passphrase, salt: salt, parameters: kdf)
+        slot.wrappedKey = try XChaCha20Poly1305.seal(vaultKey.bytes, using: slotKey,
+                                                     authenticating: VaultFormat.slotAssociatedData(vaultID: vaultID, slot: slot)).combined
+        return slot
+    }
+
+    static func unlockKey(header: VaultFormat.Header, unlock: VaultUnlock) throws -> SymmetricKey {
+        switch unlock {
+        case .passphrase(let passphrase):
+            let slots = header.slots.filter { $0.type == .passphrase }
+            guard !slots.isEmpty else {
+                throw VaultError(.wrongPassphrase, "this vault has no passphrase; unlock it with its key file")
+            }
+            for slot in slots {
+                let slotKey = try Argon2id.deriveKey(passphrase: passphrase, salt: slot.salt, parameters: slot.kdf!)
+                if let key = try? unwrap(slot, slotKey: slotKey, vaultID: header.vaultID) { return key }
+            }
+            throw VaultError(.wrongPassphrase, "wrong passphrase for this vault")
+        case .keyFile(let keyFile):
+            for slot in header.slots where slot.type == .keyFile {
+                let slotKey = VaultFormat.keyFileSlotKey(keyFile: keyFile, vaultID: header.vaultID, salt: slot.salt)
+                if let key = try? unwrap(slot, slotKey: slotKey, vaultID: header.vaultID) { return key }
+            }
+            throw VaultError(.wrongKeyFile, "this key file does not unlock this vault")
+        }
+    }
+
+    private static func unwrap(_ slot: VaultFormat.Slot, slotKey: SymmetricKey, vaultID: [UInt8]) throws -> SymmetricKey {
+        let box = try XChaCha20Poly1305.SealedBox(combined: slot.wrappedKey)
+        let raw = try XChaCha20Poly1305.openSecret(box, using: slotKey,
+                                                   authenticating: VaultFormat.slotAssociatedData(vaultID: vaultID, slot: slot))
+        return try SymmetricKey(bytes: raw)
+    }
+
+    static func checkPassphrase(_ passphrase: SecureBytes) throws {
+        guard passphrase.count > 0 else { throw VaultError(.invalidArguments, "the passphrase is empty") }
+        guard passphrase.count <= 4096 else { throw VaultError(.invalidArguments, "the passphrase is longer than 4096 bytes") }
+    }
+
+    static func nowMillis() -> Int64 { Int64((Date().timeIntervalSince1970 * 1000).rounded()) }
+
+    /// A logger that drops everything: the library default. Only executables bootstrap logging.
+    public static let disabledLogger = Logger(label: "coffer.disabled", factory: { _ in SwiftLogNoOpLogHandler() })
+}
+
+extension Vault: CustomStringConvertible {
+    public var description: String { "Vault(\(identity.userID), \(identity.name), locked keys redacted)" }
+}
