@@ -1,0 +1,31 @@
+# Coffer: `make demo` runs the walkthrough, `make test` runs every test.
+# Both install what is missing first (libsodium-dev, libsqlite3-dev, pkg-config via apt-get).
+
+SWIFT ?= swift
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+APT_PACKAGES := libsodium-dev libsqlite3-dev pkg-config
+
+.PHONY: deps build demo test bench clean
+
+deps:
+	@if ! command -v pkg-config >/dev/null 2>&1 || ! pkg-config --exists libsodium || ! pkg-config --exists sqlite3; then \
+		echo "Installing $(APT_PACKAGES) with apt-get (libsodium or SQLite headers not found by pkg-config)"; \
+		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $(APT_PACKAGES); \
+	fi
+
+build: deps
+	$(SWIFT) build
+
+demo: build
+	$(SWIFT) run coffer demo
+
+test: deps
+	$(SWIFT) build --build-tests
+	$(SWIFT) test --skip-build
+
+bench: deps
+	$(SWIFT) build -c release --product coffer-bench --scratch-path .build-release
+	.build-release/release/coffer-bench $(BENCH_ARGS)
+
+clean:
+	rm -rf .build .build-release

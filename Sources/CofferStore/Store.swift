@@ -1,0 +1,84 @@
+import CofferCrypto
+import CofferVault
+import Foundation
+import GRDB
+import Logging
+
+/// A Coffer store: one SQLite database (WAL) that several users' sessions act on.
+///
+/// ```swift
+/// let store = try Store(path: "notes.sqlite")
+/// try store.addContact(try ContactCard.verify(cardData))
+/// ```
+///
+/// The file is created with mode 0600 if it does not exist. Connections run with foreign
+/// keys and `secure_delete` on; the schema is built by named migrations (see
+/// `Store+Migrations.swift`) that never change once released.
+public final class Store: Sendable {
+    /// The database file.
+    public let url: URL
+    /// 16 random bytes that name this store; bound into every ciphertext's associated data.
+    public let storeID: [UInt8]
+    let dbPool: DatabasePool
+    let logger: Logger
+
+    /// Opens (creating if needed) the store at `path`.
+    /// - Throws: ``StoreError`` `.internalError` when the file cannot be opened or is not a Coffer store.
+    public init(path: String, logger: Logger = Vault.disabledLogger) throws {
+        let url = URL(fileURLWithPath: path)
+        self.url = url
+        self.logger = logger
+        let folder = url.deletingLastPathComponent()
+        guard FileManager.default.fileExists(atPath: folder.path) else {
+            throw StoreError(.unknownItem, "the folder \(folder.path) does not exist")
+        }
+        if !FileManager.default.fileExists(atPath: url.path) {
+            // Create it private before SQLite does (SQLite gives -wal and -shm the same mode).
+            _ = FileManager.default.createFile(atPath: url.path, contents: nil, attributes: [.posixPermissions: 0o600])
+        }
+        var config = Configuration()
+        config.foreignKeysEnabled = true
+        config.busyMode = .timeout(10)
+        config.label = "coffer"
+        config.prepareDatabase { db in
+            try db.execute(sql: "PRAGMA secure_delete = ON")
+            try db.execute(sql: "PRAGMA synchronous = NORMAL")
+        }
+        do {
+            dbPool = try DatabasePool(path: url.path, configuration: config)
+            try Self.migrator.migrate(dbPool)
+            storeID = try dbPool.write { db in
+                if let existing = try Data.fetchOne(db, sql: "SELECT value FROM store_meta WHERE key = 'store_id'") {
+                    return Array(existing)
+                }
+                let id = SecureRandom.bytes(count: 16)
+                try db.execute(sql: "INSERT INTO store_meta (key, value) VALUES ('store_id', ?)", arguments: [Data(id)])
+                return id
+            }
+        } catch let error as DatabaseError {
+            throw StoreError(.internalError, "cannot open the store at \(url.path): \(error.message ?? "\(error.resultCode)")", underlying: error)
+        }
+        logger.debug("store opened", metadata: ["path": "\(url.path)"])
+    }
+
+    /// Runs a read, mapping database errors to ``StoreError``.
+    func read<T: Sendable>(_ body: @Sendable (Database) throws -> T) throws -> T {
+        do { return try dbPool.read(body) } catch { throw Self.map(error) }
+    }
+
+    /// Runs a write transaction, mapping database errors to ``StoreError``.
+    func write<T: Sendable>(_ body: @Sendable (Database) throws -> T) throws -> T {
+        do { return try dbPool.write(body) } catch { throw Self.map(error) }
+    }
+
+    static func map(_ error: any Error) -> any Error {
+        if error is StoreError { return error }
+        if let db = error as? DatabaseError {
+            if db.resultCode == .SQLITE_BUSY || db.resultCode == .SQLITE_LOCKED {
+                return StoreError(.busy, "the store stayed busy (another process is writing); try again", underlying: db)
+            }
+            return StoreError(.internalError, "database error: \(db.message ?? "\(db.resultCode)")", underlying: db)
+        }
+        return error
+    }
+}

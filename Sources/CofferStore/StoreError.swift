@@ -1,0 +1,45 @@
+/// An error from the store. Its ``code`` mirrors CloudKit's `CKError.Code`; its ``message``
+/// says what went wrong and what to do, and never holds a secret or a decrypted value.
+public struct StoreError: Error, Sendable, CustomStringConvertible {
+    public enum Code: Sendable, Equatable {
+        /// A save with a stale change tag (CKError `.serverRecordChanged`).
+        case serverRecordChanged
+        /// No such zone (CKError `.zoneNotFound`).
+        case zoneNotFound
+        /// No such record, contact, share or participant (CKError `.unknownItem`).
+        case unknownItem
+        /// The acting user may not do this (CKError `.permissionFailure`).
+        case permissionFailure
+        /// A change token that can no longer be served (CKError `.changeTokenExpired`).
+        case changeTokenExpired
+        /// Over a size or count limit (CKError `.limitExceeded`): split and retry.
+        case limitExceeded
+        /// Some items of a batch failed (CKError `.partialFailure`).
+        case partialFailure
+        /// Malformed input: a name, a value, a token (CKError `.invalidArguments`).
+        case invalidArguments
+        /// Stored data fails authentication or a signature check.
+        case integrityFailure
+        /// The vault did not unlock.
+        case wrongPassphrase
+        /// The thing being created exists already (a zone).
+        case alreadyExists
+        /// The database stayed locked by another writer.
+        case busy
+        /// The database or file system failed.
+        case internalError
+    }
+
+    public let code: Code
+    public let message: String
+    /// The error underneath (a GRDB `DatabaseError`, a `CryptoError`), when there is one.
+    public let underlying: (any Error & Sendable)?
+
+    public init(_ code: Code, _ message: String, underlying: (any Error & Sendable)? = nil) {
+        self.code = code
+        self.message = message
+        self.underlying = underlying
+    }
+
+    public var description: String { message }
+}

@@ -1,0 +1,39 @@
+import ArgumentParser
+import Foundation
+
+/// `coffer-bench`: measures Coffer. Numbers in Docs/Performance.md come from its runs.
+@main
+struct CofferBench: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "coffer-bench",
+        abstract: "Benchmarks for Coffer (build with -c release).",
+        subcommands: [VaultUnlockBench.self],
+        defaultSubcommand: VaultUnlockBench.self
+    )
+}
+
+/// Timing helpers shared by the benchmarks.
+enum Clock {
+    static func seconds(_ body: () throws -> Void) rethrows -> Double {
+        let start = DispatchTime.now().uptimeNanoseconds
+        try body()
+        return Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
+    }
+
+    static func median(_ values: [Double]) -> Double {
+        let sorted = values.sorted()
+        guard !sorted.isEmpty else { return 0 }
+        return sorted.count % 2 == 1 ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
+    }
+
+    static func emitJSON(_ object: Any) {
+        let data = try! JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys])
+        FileHandle.standardOutput.write(data + Data("\n".utf8))
+    }
+
+    static func temporaryFolder(_ prefix: String) throws -> URL {
+        let url = FileManager.default.temporaryDirectory.appendingPathComponent("\(prefix)-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+        return url
+    }
+}

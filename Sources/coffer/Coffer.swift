@@ -1,0 +1,45 @@
+import ArgumentParser
+import Foundation
+import Logging
+
+/// `coffer`: keys, records and shares from the shell. Each subcommand lives in its own
+/// file; all logic is in the library modules.
+struct Coffer: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "coffer",
+        abstract: "An encrypted record store with end-to-end encrypted sharing.",
+        discussion: """
+            Every command acts as the user whose vault is opened (--vault, COFFER_VAULT). The passphrase \
+            comes from COFFER_PASSPHRASE, --passphrase-file (COFFER_PASSPHRASE_FILE), a key file \
+            (--key-file, COFFER_KEY_FILE), or a prompt on the terminal; never from a flag.
+
+            Exit codes: 0 ok, 1 other failure, 64 bad command line or no passphrase, 65 malformed or \
+            tampered input, 66 not found, 73 already exists, 75 conflict or busy, 77 wrong passphrase \
+            or not allowed.
+            """,
+        version: "0.1.0",
+        subcommands: [VaultCommand.self, ContactCommand.self, Demo.self]
+    )
+}
+
+@main
+enum CofferMain {
+    static func main() async {
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            let level = ProcessInfo.processInfo.environment["COFFER_LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:))
+            handler.logLevel = level ?? .error
+            return handler
+        }
+        do {
+            var command = try Coffer.parseAsRoot()
+            if var asyncCommand = command as? AsyncParsableCommand {
+                try await asyncCommand.run()
+            } else {
+                try command.run()
+            }
+        } catch {
+            ErrorReporter.exit(with: error)
+        }
+    }
+}

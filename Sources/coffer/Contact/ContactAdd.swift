@@ -1,0 +1,43 @@
+import ArgumentParser
+import CofferStore
+import CofferVault
+import Foundation
+
+extension Coffer.ContactCommand {
+    struct Add: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Verify someone's contact card and add it to the store.",
+            discussion: "Compare the fingerprint it prints with its owner (aloud, or by another channel) before you share with them.")
+
+        @Argument(help: ArgumentHelp("The card file ('-' for stdin).", valueName: "file")) var file: String
+        @OptionGroup var global: GlobalOptions
+
+        func run() async throws {
+            let data: Data
+            if file == "-" {
+                data = FileHandle.standardInput.readData(ofLength: ContactCard.maxEncodedBytes + 1)
+            } else {
+                guard FileManager.default.fileExists(atPath: file), let read = FileManager.default.contents(atPath: file) else {
+                    throw CLIError(ExitStatus.notFound, "cannot read the contact card \(file)")
+                }
+                data = read
+            }
+            let card = try ContactCard.verify(data)
+            let store = try global.openStore()
+            let result = try store.addContact(card)
+            let contact = try store.contact(matching: card.identity.userID)
+            if global.json {
+                struct Added: Encodable { let result: String; let contact: ContactJSON }
+                try Output.json(Added(result: "\(result)", contact: ContactJSON(contact)))
+                return
+            }
+            let who = contact.name + (contact.email.map { " <\($0)>" } ?? "")
+            switch result {
+            case .added: Output.line("Added \(who).")
+            case .updated: Output.line("Updated \(who) with a newer card.")
+            case .unchanged: Output.line("\(who) is already known; nothing changed.")
+            }
+            Output.fields([("User ID", contact.userID), ("Fingerprint", contact.fingerprint)])
+        }
+    }
+}

@@ -1,0 +1,91 @@
+import ArgumentParser
+import CofferCrypto
+import CofferStore
+import CofferVault
+import Foundation
+
+/// The exit codes of the CLI contract.
+enum ExitStatus {
+    static let failure: Int32 = 1
+    static let usage: Int32 = 64
+    static let dataError: Int32 = 65
+    static let notFound: Int32 = 66
+    static let alreadyExists: Int32 = 73
+    static let conflict: Int32 = 75
+    static let denied: Int32 = 77
+}
+
+/// An error the CLI itself raises, with its exit code.
+struct CLIError: Error {
+    let status: Int32
+    let message: String
+
+    init(_ status: Int32, _ message: String) {
+        self.status = status
+        self.message = message
+    }
+
+    static func usage(_ message: String) -> CLIError { CLIError(ExitStatus.usage, message) }
+}
+
+/// Turns any error into one `error:` line on stderr and the documented exit code.
+enum ErrorReporter {
+    static func exit(with error: any Error) -> Never {
+        if let e = error as? ExitCode, e != .success, e != .validationFailure {
+            Foundation.exit(e.rawValue) // the command already said why
+        }
+        let (status, message) = describe(error)
+        if let status, let message {
+            FileHandle.standardError.write(Data("error: \(message)\n".utf8))
+            Foundation.exit(status)
+        }
+        // Argument parser errors: help and version print as usual; parse errors become one line, exit 64.
+        let code = Coffer.exitCode(for: error)
+        if code == .success || error is CleanExit {
+            Coffer.exit(withError: error)
+        }
+        let text = Coffer.message(for: error)
+            .split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+            .joined(separator: "; ")
+        FileHandle.standardError.write(Data("error: \(text) (see 'coffer help')\n".utf8))
+        Foundation.exit(ExitStatus.usage)
+    }
+
+    static func describe(_ error: any Error) -> (Int32?, String?) {
+        switch error {
+        case let e as CLIError:
+            return (e.status, e.message)
+        case let e as VaultError:
+            return (status(for: e.code), e.message)
+        case let e as StoreError:
+            return (status(for: e.code), e.message)
+        case let e as CryptoError:
+            return (ExitStatus.dataError, e.description)
+        default:
+            return (nil, nil)
+        }
+    }
+
+    static func status(for code: VaultError.Code) -> Int32 {
+        switch code {
+        case .notFound, .itemNotFound: return ExitStatus.notFound
+        case .alreadyExists: return ExitStatus.alreadyExists
+        case .malformed, .integrityFailure, .invalidArguments: return ExitStatus.dataError
+        case .wrongPassphrase, .wrongKeyFile: return ExitStatus.denied
+        case .changedOnDisk: return ExitStatus.conflict
+        case .io: return ExitStatus.failure
+        }
+    }
+
+    static func status(for code: StoreError.Code) -> Int32 {
+        switch code {
+        case .unknownItem, .zoneNotFound: return ExitStatus.notFound
+        case .alreadyExists: return ExitStatus.alreadyExists
+        case .invalidArguments, .limitExceeded, .integrityFailure: return ExitStatus.dataError
+        case .serverRecordChanged, .busy: return ExitStatus.conflict
+        case .permissionFailure, .wrongPassphrase: return ExitStatus.denied
+        case .changeTokenExpired: return ExitStatus.dataError
+        case .partialFailure, .internalError: return ExitStatus.failure
+        }
+    }
+}

@@ -1,0 +1,81 @@
+import ArgumentParser
+import CofferCrypto
+import CofferStore
+import CofferVault
+import Foundation
+
+/// The options every command accepts, among its own arguments.
+struct GlobalOptions: ParsableArguments {
+    @Option(name: .customLong("store"), help: ArgumentHelp("The store (SQLite file).", valueName: "path"))
+    var storePath: String?
+
+    @Option(name: .customLong("vault"), help: ArgumentHelp("The acting user's vault file.", valueName: "path"))
+    var vaultPath: String?
+
+    @Option(name: .customLong("passphrase-file"), help: ArgumentHelp("Read the vault passphrase from the first line of a file.", valueName: "path"))
+    var passphraseFile: String?
+
+    @Option(name: .customLong("key-file"), help: ArgumentHelp("Unlock the vault with a key file instead of a passphrase.", valueName: "path"))
+    var keyFile: String?
+
+    @Flag(help: "Machine-readable output on stdout.")
+    var json = false
+
+    var environment: [String: String] { ProcessInfo.processInfo.environment }
+
+    /// `$XDG_DATA_HOME/coffer` or `~/.local/share/coffer`.
+    static func defaultFolder(_ env: [String: String]) -> URL {
+        if let xdg = env["XDG_DATA_HOME"], !xdg.isEmpty {
+            return URL(fileURLWithPath: xdg).appendingPathComponent("coffer")
+        }
+        let home = env["HOME"].map { URL(fileURLWithPath: $0) } ?? FileManager.default.homeDirectoryForCurrentUser
+        return home.appendingPathComponent(".local/share/coffer")
+    }
+
+    var vaultURL: URL {
+        if let p = vaultPath ?? environment["COFFER_VAULT"], !p.isEmpty { return URL(fileURLWithPath: p) }
+        return Self.defaultFolder(environment).appendingPathComponent("vault.coffer")
+    }
+
+    var storeURL: URL {
+        if let p = storePath ?? environment["COFFER_STORE"], !p.isEmpty { return URL(fileURLWithPath: p) }
+        return Self.defaultFolder(environment).appendingPathComponent("store.sqlite")
+    }
+
+    /// Creates the default data folder (mode 0700) when a default path is used.
+    func ensureFolder(for url: URL) throws {
+        let folder = url.deletingLastPathComponent()
+        if folder.path == Self.defaultFolder(environment).path, !FileManager.default.fileExists(atPath: folder.path) {
+            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true,
+                                                    attributes: [.posixPermissions: 0o700])
+        }
+    }
+
+    /// How to unlock: a key file (flag, then env) or a passphrase (file flag, env file, env, prompt).
+    func unlock() throws -> VaultUnlock {
+        if keyFile != nil && passphraseFile != nil {
+            throw CLIError.usage("give either --key-file or --passphrase-file, not both")
+        }
+        if let keyPath = keyFile ?? (passphraseFile == nil ? environment["COFFER_KEY_FILE"] : nil), !keyPath.isEmpty {
+            return try VaultUnlock.keyFile(at: URL(fileURLWithPath: keyPath))
+        }
+        return .passphrase(try Passphrase.read(fileFlag: passphraseFile, environment: environment,
+                                               prompt: "Passphrase for \(vaultURL.path): "))
+    }
+
+    /// Opens the acting user's vault.
+    func openVault() throws -> Vault {
+        let url = vaultURL
+        guard FileManager.default.fileExists(atPath: url.path) else {
+            throw CLIError(ExitStatus.notFound, "no vault at \(url.path); create one with 'coffer vault init --name NAME' or pass --vault")
+        }
+        return try Vault.open(at: url, unlock: unlock())
+    }
+
+    /// Opens the store, creating it (and the default folder) if needed.
+    func openStore() throws -> Store {
+        let url = storeURL
+        try ensureFolder(for: url)
+        return try Store(path: url.path)
+    }
+}

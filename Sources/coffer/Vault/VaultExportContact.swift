@@ -1,0 +1,37 @@
+import ArgumentParser
+import CofferVault
+import Foundation
+
+extension Coffer.VaultCommand {
+    struct ExportContact: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "export-contact",
+            abstract: "Print your public contact card (self-signed JSON) for others to 'coffer contact add'.")
+
+        @Option(help: ArgumentHelp("Write the card to this file (it must not exist) instead of stdout.", valueName: "file"))
+        var output: String?
+        @OptionGroup var global: GlobalOptions
+
+        func run() async throws {
+            let vault = try global.openVault()
+            let card = ContactCard(vault: vault).jsonData()
+            guard let output else {
+                FileHandle.standardOutput.write(card)
+                return
+            }
+            let url = URL(fileURLWithPath: output)
+            guard !FileManager.default.fileExists(atPath: url.path) else {
+                throw CLIError(ExitStatus.alreadyExists, "\(output) already exists; choose another file")
+            }
+            do { try card.write(to: url, options: .withoutOverwriting) } catch {
+                throw CLIError(ExitStatus.failure, "cannot write \(output): \(error.localizedDescription)")
+            }
+            if global.json {
+                try Output.json(["file": output, "userID": vault.identity.userID, "fingerprint": vault.identity.fingerprint])
+            } else {
+                Output.line("Wrote the contact card of \(vault.identity.name) to \(output)")
+                Output.line("Fingerprint: \(vault.identity.fingerprint)")
+            }
+        }
+    }
+}
