@@ -35,10 +35,19 @@ public struct StoreError: Error, Sendable, CustomStringConvertible {
     /// The error underneath (a GRDB `DatabaseError`, a `CryptoError`), when there is one.
     public let underlying: (any Error & Sendable)?
 
-    public init(_ code: Code, _ message: String, underlying: (any Error & Sendable)? = nil) {
+    /// For `.serverRecordChanged`: the record as stored now, to merge with and save again.
+    public let serverRecord: Record?
+    /// For `.partialFailure`: the error of each record that failed, by record name. The other
+    /// records of an atomic batch were not saved either.
+    public let partialErrors: [String: StoreError]
+
+    public init(_ code: Code, _ message: String, underlying: (any Error & Sendable)? = nil,
+                serverRecord: Record? = nil, partialErrors: [String: StoreError] = [:]) {
         self.code = code
         self.message = message
         self.underlying = underlying
+        self.serverRecord = serverRecord
+        self.partialErrors = partialErrors
     }
 
     public var description: String { message }

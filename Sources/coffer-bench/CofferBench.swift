@@ -7,8 +7,8 @@ struct CofferBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "coffer-bench",
         abstract: "Benchmarks for Coffer (build with -c release).",
-        subcommands: [VaultUnlockBench.self],
-        defaultSubcommand: VaultUnlockBench.self
+        subcommands: [RecordsBench.self, VaultUnlockBench.self],
+        defaultSubcommand: RecordsBench.self
     )
 }
 
@@ -17,6 +17,12 @@ enum Clock {
     static func seconds(_ body: () throws -> Void) rethrows -> Double {
         let start = DispatchTime.now().uptimeNanoseconds
         try body()
+        return Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
+    }
+
+    static func secondsAsync(_ body: () async throws -> Void) async rethrows -> Double {
+        let start = DispatchTime.now().uptimeNanoseconds
+        try await body()
         return Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
     }
 

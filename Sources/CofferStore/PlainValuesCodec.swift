@@ -1,0 +1,251 @@
+import Foundation
+
+/// Plain values as a JSON object: the form stored in `record.plain`, which SQLite's
+/// `json_extract` reads for the per-field expression indexes that queries use.
+///
+/// Keys are sorted so that equal values give equal bytes (signatures rely on it). Types map
+/// to JSON as: string and reference → string; int → integer; double → number with a
+/// fraction or exponent; bool → true/false; date → seconds since 1970 as a number;
+/// bytes → base64 string; list → array. The field's type comes from the schema on decode.
+enum PlainValuesCodec {
+    static func encode(_ values: [String: RecordValue]) -> String {
+        var out = [UInt8]()
+        out.reserveCapacity(64 + values.count * 24)
+        out.append(UInt8(ascii: "{"))
+        var first = true
+        for key in values.keys.sorted() {
+            if !first { out.append(UInt8(ascii: ",")) }
+            first = false
+            appendString(key, to: &out)
+            out.append(UInt8(ascii: ":"))
+            appendValue(values[key]!, to: &out)
+        }
+        out.append(UInt8(ascii: "}"))
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    static func appendValue(_ value: RecordValue, to out: inout [UInt8]) {
+        switch value {
+        case .string(let s), .reference(let s): appendString(s, to: &out)
+        case .int(let v): out.append(contentsOf: String(v).utf8)
+        case .double(let v): out.append(contentsOf: formatDouble(v).utf8)
+        case .bool(let v): out.append(contentsOf: (v ? "true" : "false").utf8)
+        case .date(let d): out.append(contentsOf: formatDouble(d.timeIntervalSince1970).utf8)
+        case .bytes(let b): appendString(Data(b).base64EncodedString(), to: &out)
+        case .list(let items):
+            out.append(UInt8(ascii: "["))
+            for (i, item) in items.enumerated() {
+                if i > 0 { out.append(UInt8(ascii: ",")) }
+                appendValue(item, to: &out)
+            }
+            out.append(UInt8(ascii: "]"))
+        }
+    }
+
+    /// Shortest round-trip form, always with a fraction or exponent so SQLite reads a REAL.
+    static func formatDouble(_ v: Double) -> String {
+        precondition(v.isFinite, "non-finite doubles are rejected before encoding")
+        let s = "\(v)"
+        return s.contains(".") || s.contains("e") ? s : s + ".0"
+    }
+
+    static func appendString(_ s: String, to out: inout [UInt8]) {
+        out.append(UInt8(ascii: "\""))
+        for b in s.utf8 {
+            switch b {
+            case UInt8(ascii: "\""): out.append(contentsOf: [0x5c, 0x22])
+            case UInt8(ascii: "\\"): out.append(contentsOf: [0x5c, 0x5c])
+            case 0x0a: out.append(contentsOf: [0x5c, UInt8(ascii: "n")])
+            case 0x0d: out.append(contentsOf: [0x5c, UInt8(ascii: "r")])
+            case 0x09: out.append(contentsOf: [0x5c, UInt8(ascii: "t")])
+            case 0..<0x20:
+                let hex = Array("0123456789abcdef".utf8)
+                out.append(contentsOf: [0x5c, UInt8(ascii: "u"), 0x30, 0x30, hex[Int(b >> 4)], hex[Int(b & 0xf)]])
+            default: out.append(b)
+            }
+        }
+        out.append(UInt8(ascii: "\""))
+    }
+
+    /// Decodes a stored object, typing each field by `typeOf`. Anything unexpected (bad
+    /// JSON, a field the schema does not know, a value of the wrong shape) throws
+    /// `.integrityFailure`: the row was not written by Coffer.
+    static func decode(_ text: String, typeOf: (String) -> FieldType?) throws -> [String: RecordValue] {
+        var text = text
+        return try text.withUTF8 { buffer in
+            var parser = Parser(bytes: buffer)
+            let values = try parser.object(typeOf: typeOf)
+            parser.skipSpace()
+            guard parser.index == buffer.count else { throw parser.fail("trailing bytes") }
+            return values
+        }
+    }
+
+    struct Parser {
+        let bytes: UnsafeBufferPointer<UInt8>
+        var index = 0
+
+        func fail(_ what: String) -> StoreError {
+            StoreError(.integrityFailure, "a stored record's plain values are damaged (\(what))")
+        }
+
+        mutating func skipSpace() {
+            while index < bytes.count, [0x20, 0x0a, 0x0d, 0x09].contains(bytes[index]) { index += 1 }
+        }
+
+        mutating func expect(_ c: UInt8) throws {
+            skipSpace()
+            guard index < bytes.count, bytes[index] == c else { throw fail("expected '\(Character(Unicode.Scalar(c)))'") }
+            index += 1
+        }
+
+        mutating func peek() -> UInt8? {
+            skipSpace()
+            return index < bytes.count ? bytes[index] : nil
+        }
+
+        mutating func object(typeOf: (String) -> FieldType?) throws -> [String: RecordValue] {
+            try expect(UInt8(ascii: "{"))
+            var result = [String: RecordValue]()
+            if peek() == UInt8(ascii: "}") { index += 1; return result }
+            while true {
+                let key = try string()
+                guard let type = typeOf(key) else { throw fail("field '\(Names.printable(key))' is not in the schema") }
+                try expect(UInt8(ascii: ":"))
+                guard result.updateValue(try value(of: type), forKey: key) == nil else { throw fail("duplicate key") }
+                skipSpace()
+                guard index < bytes.count else { throw fail("ends early") }
+                if bytes[index] == UInt8(ascii: ",") { index += 1; continue }
+                if bytes[index] == UInt8(ascii: "}") { index += 1; return result }
+                throw fail("expected ',' or '}'")
+            }
+        }
+
+        mutating func value(of type: FieldType) throws -> RecordValue {
+            switch type {
+            case .string: return .string(try string())
+            case .reference: return .reference(try string())
+            case .int:
+                guard case .int(let v) = try number() else { throw fail("expected an integer") }
+                return .int(v)
+            case .double:
+                switch try number() {
+                case .int(let v): return .double(Double(v))
+                case .double(let v): return .double(v)
+                }
+            case .date:
+                switch try number() {
+                case .int(let v): return .date(Date(timeIntervalSince1970: Double(v)))
+                case .double(let v): return .date(Date(timeIntervalSince1970: v))
+                }
+            case .bool:
+                skipSpace()
+                if match("true") { return .bool(true) }
+                if match("false") { return .bool(false) }
+                throw fail("expected a boolean")
+            case .bytes:
+                guard let data = Data(base64Encoded: try string()) else { throw fail("bad base64") }
+                return .bytes(Array(data))
+            case .list(let element):
+                try expect(UInt8(ascii: "["))
+                var items = [RecordValue]()
+                if peek() == UInt8(ascii: "]") { index += 1; return .list(items) }
+                while true {
+                    items.append(try value(of: element))
+                    skipSpace()
+                    guard index < bytes.count else { throw fail("ends early") }
+                    if bytes[index] == UInt8(ascii: ",") { index += 1; continue }
+                    if bytes[index] == UInt8(ascii: "]") { index += 1; return .list(items) }
+                    throw fail("expected ',' or ']'")
+                }
+            }
+        }
+
+        mutating func match(_ word: String) -> Bool {
+            let w = Array(word.utf8)
+            guard index + w.count <= bytes.count else { return false }
+            for (i, c) in w.enumerated() where bytes[index + i] != c { return false }
+            index += w.count
+            return true
+        }
+
+        enum Number { case int(Int64), double(Double) }
+
+        mutating func number() throws -> Number {
+            skipSpace()
+            let start = index
+            var isInteger = true
+            while index < bytes.count {
+                let c = bytes[index]
+                if (c >= 0x30 && c <= 0x39) || c == UInt8(ascii: "-") || c == UInt8(ascii: "+") {
+                    index += 1
+                } else if c == UInt8(ascii: ".") || c == UInt8(ascii: "e") || c == UInt8(ascii: "E") {
+                    isInteger = false
+                    index += 1
+                } else {
+                    break
+                }
+            }
+            guard index > start else { throw fail("expected a number") }
+            let text = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
+            if isInteger, let v = Int64(text) { return .int(v) }
+            guard let d = Double(text), d.isFinite else { throw fail("bad number") }
+            return .double(d)
+        }
+
+        mutating func string() throws -> String {
+            try expect(UInt8(ascii: "\""))
+            var out = [UInt8]()
+            while index < bytes.count {
+                let c = bytes[index]
+                index += 1
+                if c == UInt8(ascii: "\"") { return String(decoding: out, as: UTF8.self) }
+                if c < 0x20 { throw fail("control character in a string") }
+                if c != UInt8(ascii: "\\") { out.append(c); continue }
+                guard index < bytes.count else { break }
+                let e = bytes[index]
+                index += 1
+                switch e {
+                case UInt8(ascii: "\""): out.append(0x22)
+                case UInt8(ascii: "\\"): out.append(0x5c)
+                case UInt8(ascii: "/"): out.append(0x2f)
+                case UInt8(ascii: "n"): out.append(0x0a)
+                case UInt8(ascii: "r"): out.append(0x0d)
+                case UInt8(ascii: "t"): out.append(0x09)
+                case UInt8(ascii: "b"): out.append(0x08)
+                case UInt8(ascii: "f"): out.append(0x0c)
+                case UInt8(ascii: "u"):
+                    var scalar = try hex4()
+                    if (0xD800...0xDBFF).contains(scalar) {
+                        guard match("\\u") else { throw fail("lone surrogate") }
+                        let low = try hex4()
+                        guard (0xDC00...0xDFFF).contains(low) else { throw fail("bad surrogate pair") }
+                        scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
+                    }
+                    guard let u = Unicode.Scalar(scalar) else { throw fail("bad \\u escape") }
+                    out.append(contentsOf: Array(String(Character(u)).utf8))
+                default: throw fail("bad escape")
+                }
+            }
+            throw fail("unterminated string")
+        }
+
+        mutating func hex4() throws -> UInt32 {
+            guard index + 4 <= bytes.count else { throw fail("short \\u escape") }
+            var v: UInt32 = 0
+            for _ in 0..<4 {
+                let c = bytes[index]
+                index += 1
+                let d: UInt32
+                switch c {
+                case 0x30...0x39: d = UInt32(c - 0x30)
+                case 0x41...0x46: d = UInt32(c - 0x41 + 10)
+                case 0x61...0x66: d = UInt32(c - 0x61 + 10)
+                default: throw fail("bad \\u escape")
+                }
+                v = v << 4 | d
+            }
+            return v
+        }
+    }
+}

@@ -1,0 +1,153 @@
+import Foundation
+
+/// The binary plaintext of a record's encrypted fields, before sealing. Self-describing,
+/// so the schema only has to confirm it.
+///
+/// Layout (integers big-endian): version `0x01`; field count (u16); per field: key length
+/// (u8) and key, type tag (u8), value; then ISO/IEC 7816-4 padding (`0x80`, zeros) to a
+/// multiple of 64 bytes, so lengths show only in 64-byte buckets.
+///
+/// Type tags: 1 string (u32 length + UTF-8), 2 int (8 bytes), 3 double (8-byte IEEE bits),
+/// 4 bool (1 byte), 5 date (8-byte IEEE bits of seconds since 1970), 6 bytes (u32 length +
+/// bytes), 7 reference (u32 length + UTF-8), 8 list (element tag u8, u32 count, elements).
+enum SealedValuesCodec {
+    static let version: UInt8 = 1
+    static let paddingBlock = 64
+
+    static func encode(_ values: [String: RecordValue]) -> [UInt8] {
+        var out = [UInt8]()
+        out.reserveCapacity(estimatedSize(values))
+        out.append(version)
+        out.append(UInt8(values.count >> 8))
+        out.append(UInt8(values.count & 0xff))
+        for key in values.keys.sorted() {
+            let k = Array(key.utf8)
+            out.append(UInt8(k.count))
+            out.append(contentsOf: k)
+            append(values[key]!, to: &out, withTag: true)
+        }
+        out.append(0x80)
+        let padded = (out.count + paddingBlock - 1) / paddingBlock * paddingBlock
+        out.append(contentsOf: repeatElement(0, count: padded - out.count))
+        return out
+    }
+
+    static func estimatedSize(_ values: [String: RecordValue]) -> Int {
+        values.reduce(68) { sum, pair in
+            switch pair.value {
+            case .string(let s), .reference(let s): return sum + pair.key.utf8.count + 6 + s.utf8.count
+            case .bytes(let b): return sum + pair.key.utf8.count + 6 + b.count
+            default: return sum + pair.key.utf8.count + 16
+            }
+        }
+    }
+
+    static func tag(of type: FieldType) -> UInt8 {
+        switch type {
+        case .string: return 1
+        case .int: return 2
+        case .double: return 3
+        case .bool: return 4
+        case .date: return 5
+        case .bytes: return 6
+        case .reference: return 7
+        case .list: return 8
+        }
+    }
+
+    static func type(ofTag tag: UInt8) -> FieldType? {
+        switch tag {
+        case 1: return .string
+        case 2: return .int
+        case 3: return .double
+        case 4: return .bool
+        case 5: return .date
+        case 6: return .bytes
+        case 7: return .reference
+        default: return nil
+        }
+    }
+
+    static func append(_ value: RecordValue, to out: inout [UInt8], withTag: Bool) {
+        func u32(_ v: Int) { out.append(contentsOf: [UInt8(v >> 24 & 0xff), UInt8(v >> 16 & 0xff), UInt8(v >> 8 & 0xff), UInt8(v & 0xff)]) }
+        func u64(_ v: UInt64) { for shift in stride(from: 56, through: 0, by: -8) { out.append(UInt8(v >> UInt64(shift) & 0xff)) } }
+        if withTag { out.append(tag(of: value.fieldType)) }
+        switch value {
+        case .string(let s), .reference(let s):
+            u32(s.utf8.count)
+            out.append(contentsOf: s.utf8)
+        case .int(let v): u64(UInt64(bitPattern: v))
+        case .double(let v): u64(v.bitPattern)
+        case .bool(let v): out.append(v ? 1 : 0)
+        case .date(let d): u64(d.timeIntervalSince1970.bitPattern)
+        case .bytes(let b):
+            u32(b.count)
+            out.append(contentsOf: b)
+        case .list(let items):
+            out.append(tag(of: value.fieldType.scalar))
+            u32(items.count)
+            for item in items { append(item, to: &out, withTag: false) }
+        }
+    }
+
+    /// Decodes an opened plaintext. A failure here means the sealed bytes authenticated but
+    /// do not parse: `.integrityFailure`.
+    static func decode(_ bytes: [UInt8]) throws -> [String: RecordValue] {
+        func fail(_ what: String) -> StoreError {
+            StoreError(.integrityFailure, "a record's encrypted values are damaged (\(what))")
+        }
+        var end = bytes.count
+        while end > 0 && bytes[end - 1] == 0 { end -= 1 }
+        guard end > 0, bytes[end - 1] == 0x80 else { throw fail("padding") }
+        end -= 1
+        var i = 0
+        func take(_ n: Int) throws -> ArraySlice<UInt8> {
+            guard n >= 0, i + n <= end else { throw fail("ends early") }
+            defer { i += n }
+            return bytes[i..<i + n]
+        }
+        func u8() throws -> UInt8 { try take(1).first! }
+        func u32() throws -> Int { try take(4).reduce(0) { $0 << 8 | Int($1) } }
+        func u64() throws -> UInt64 { try take(8).reduce(0) { $0 << 8 | UInt64($1) } }
+        func utf8() throws -> String {
+            guard let s = String(validating: try take(u32()), as: UTF8.self) else { throw fail("not UTF-8") }
+            return s
+        }
+        func scalar(_ type: FieldType) throws -> RecordValue {
+            switch type {
+            case .string: return .string(try utf8())
+            case .reference: return .reference(try utf8())
+            case .int: return .int(Int64(bitPattern: try u64()))
+            case .double: return .double(Double(bitPattern: try u64()))
+            case .bool:
+                let b = try u8()
+                guard b <= 1 else { throw fail("bool") }
+                return .bool(b == 1)
+            case .date: return .date(Date(timeIntervalSince1970: Double(bitPattern: try u64())))
+            case .bytes: return .bytes(Array(try take(u32())))
+            case .list: throw fail("nested list")
+            }
+        }
+        guard try u8() == version else { throw fail("unknown version") }
+        let count = Int(try u8()) << 8 | Int(try u8())
+        var values = [String: RecordValue](minimumCapacity: count)
+        for _ in 0..<count {
+            guard let key = String(validating: try take(Int(try u8())), as: UTF8.self) else { throw fail("key") }
+            let t = try u8()
+            if t == 8 {
+                guard let element = type(ofTag: try u8()) else { throw fail("list element type") }
+                let n = try u32()
+                guard n <= end - i else { throw fail("list length") }
+                var items = [RecordValue]()
+                items.reserveCapacity(n)
+                for _ in 0..<n { items.append(try scalar(element)) }
+                values[key] = .list(items)
+            } else {
+                guard let type = type(ofTag: t) else { throw fail("type tag") }
+                values[key] = try scalar(type)
+            }
+        }
+        guard i == end else { throw fail("trailing bytes") }
+        return values
+    }
+}

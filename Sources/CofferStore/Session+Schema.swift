@@ -1,0 +1,84 @@
+import Foundation
+import GRDB
+
+extension Session {
+    /// The schema of a record type in a zone, from the cache or the database.
+    func schema(_ db: GRDB.Database, zoneRowID: Int64, recordType: String, fresh: Bool = false) throws -> [String: FieldSpec] {
+        let key = SchemaKey(zoneRowID: zoneRowID, recordType: recordType)
+        if !fresh, let cached = schemas.withLock({ $0[key] }) { return cached }
+        var fields = [String: FieldSpec]()
+        for row in try Row.fetchAll(db, sql: "SELECT field, value_type, encrypted FROM field_schema WHERE zone_id = ? AND record_type = ?",
+                                    arguments: [zoneRowID, recordType]) {
+            let name: String = row["value_type"]
+            guard let type = FieldType(name: name) else {
+                throw StoreError(.integrityFailure, "the schema of \(recordType) names an unknown type '\(Names.printable(name))'")
+            }
+            fields[row["field"]] = FieldSpec(type: type, encrypted: row["encrypted"])
+        }
+        schemas.withLock { $0[key] = fields }
+        return fields
+    }
+
+    /// Checks a record's fields against the schema and adds the fields it introduces
+    /// (with an index for each new queryable plain field). Throws `.invalidArguments` when a
+    /// field's type or encryption disagrees with its first save.
+    func applySchema(_ db: GRDB.Database, zoneRowID: Int64, record: Record) throws {
+        var known = try schema(db, zoneRowID: zoneRowID, recordType: record.recordType)
+        if record.values.keys.contains(where: { known[$0] == nil }) || record.encryptedValues.keys.contains(where: { known[$0] == nil }) {
+            // Another process may have added fields since this session cached the schema.
+            known = try schema(db, zoneRowID: zoneRowID, recordType: record.recordType, fresh: true)
+        }
+        var added = [(String, FieldSpec)]()
+        for (fields, encrypted) in [(record.values, false), (record.encryptedValues, true)] {
+            for (key, value) in fields {
+                if let spec = known[key] {
+                    guard spec.encrypted == encrypted else {
+                        throw StoreError(.invalidArguments, "field '\(key)' of \(record.recordType) is \(spec.encrypted ? "encrypted" : "plain") (fixed by its first save); it cannot be saved \(encrypted ? "encrypted" : "plain")")
+                    }
+                    guard Self.value(value, matches: spec.type) else {
+                        throw StoreError(.invalidArguments, "field '\(key)' of \(record.recordType) has type \(spec.type) (fixed by its first save), not \(value.fieldType)")
+                    }
+                } else {
+                    let spec = FieldSpec(type: value.fieldType, encrypted: encrypted)
+                    known[key] = spec
+                    added.append((key, spec))
+                }
+            }
+        }
+        guard !added.isEmpty else { return }
+        for (field, spec) in added {
+            try db.execute(sql: "INSERT INTO field_schema (zone_id, record_type, field, value_type, encrypted) VALUES (?, ?, ?, ?, ?)",
+                           arguments: [zoneRowID, record.recordType, field, spec.type.description, spec.encrypted])
+            if !spec.encrypted && spec.type.isQueryable {
+                try db.execute(sql: Self.indexSQL(recordType: record.recordType, field: field))
+            }
+        }
+        let key = SchemaKey(zoneRowID: zoneRowID, recordType: record.recordType)
+        // Only cache after the transaction commits; until then, a rollback must not leave fields behind.
+        let snapshot = known
+        db.afterNextTransaction(onCommit: { [self] _ in
+            self.schemas.withLock { $0[key] = snapshot }
+        }, onRollback: { [self] _ in
+            self.schemas.withLock { _ = $0.removeValue(forKey: key) }
+        })
+    }
+
+    static func value(_ value: RecordValue, matches type: FieldType) -> Bool {
+        if case .list(let items) = value, items.isEmpty { return type.isList }
+        return value.fieldType == type
+    }
+
+    /// The SQL expression that reads a plain field; the same text in indexes and queries.
+    static func fieldExpression(_ field: String) -> String {
+        "json_extract(plain, '$.\(field)')" // field keys are [A-Za-z][A-Za-z0-9_]*: safe inline
+    }
+
+    /// A partial expression index per (record type, plain field), shared by all zones.
+    static func indexSQL(recordType: String, field: String) -> String {
+        "CREATE INDEX IF NOT EXISTS \(indexName(recordType: recordType, field: field)) ON record (zone_id, \(fieldExpression(field))) WHERE type = '\(recordType)'"
+    }
+
+    static func indexName(recordType: String, field: String) -> String {
+        "record_field_" + recordType + "_" + String(recordType.utf8.count) + "_" + field
+    }
+}

@@ -1,0 +1,80 @@
+import CofferCrypto
+import CofferVault
+import Foundation
+import GRDB
+import Synchronization
+
+/// One user acting on a store: their vault's keys, and caches of the zone keys and schemas
+/// they have opened. Zone keys are unwrapped once per session and kept in guarded memory.
+///
+/// ```swift
+/// let alice = try store.session(vault: aliceVault)
+/// let zone = try await alice.privateDatabase.createZone(named: "Notes")
+/// ```
+public final class Session: Sendable {
+    public let store: Store
+    public let vault: Vault
+    /// Zone row id → key epoch → zone key.
+    let zoneKeys = Mutex<[Int64: [Int64: SymmetricKey]]>([:])
+    /// (zone row id, record type) → field → spec. Schema entries never change once written.
+    let schemas = Mutex<[SchemaKey: [String: FieldSpec]]>([:])
+
+    init(store: Store, vault: Vault) {
+        self.store = store
+        self.vault = vault
+    }
+
+    /// The acting user's id.
+    public var userID: String { vault.identity.userID }
+
+    /// The zones this user owns.
+    public var privateDatabase: RecordDatabase { RecordDatabase(session: self, scope: .private) }
+}
+
+extension Store {
+    /// A session acting as the vault's user. Registers the user's own contact card in the
+    /// store, so that others can find them.
+    public func session(vault: Vault) throws -> Session {
+        try addContact(ContactCard(vault: vault))
+        return Session(store: self, vault: vault)
+    }
+}
+
+struct SchemaKey: Hashable {
+    let zoneRowID: Int64
+    let recordType: String
+}
+
+/// A field's fixed type and whether it is encrypted.
+struct FieldSpec: Hashable, Sendable {
+    let type: FieldType
+    let encrypted: Bool
+}
+
+/// What a session knows about a zone row while it works on it.
+struct ZoneRow: Sendable {
+    let rowID: Int64
+    let uid: [UInt8]
+    let id: ZoneID
+    let currentEpoch: Int64
+    let sequence: Int64
+    let created: Date
+
+    static func fetch(_ db: GRDB.Database, _ zoneID: ZoneID) throws -> ZoneRow {
+        guard let row = try Row.fetchOne(db, sql: "SELECT * FROM zone WHERE owner_id = ? AND name = ?",
+                                         arguments: [zoneID.ownerID, zoneID.name]) else {
+            throw StoreError(.zoneNotFound, "no zone '\(zoneID.name)'" + " owned by \(zoneID.ownerID)")
+        }
+        return try ZoneRow(row: row)
+    }
+
+    init(row: Row) throws {
+        let uid: Data = row["uid"]
+        rowID = row["id"]
+        self.uid = Array(uid)
+        id = ZoneID(name: row["name"], ownerID: row["owner_id"])
+        currentEpoch = row["current_epoch"]
+        sequence = row["sequence"]
+        created = Date(timeIntervalSince1970: row["created_at"])
+    }
+}

@@ -1,0 +1,240 @@
+import ArgumentParser
+import CofferCrypto
+import CofferStore
+import CofferVault
+import Foundation
+import GRDB
+
+/// Save, fetch and query throughput of the store against an honest plaintext baseline:
+/// the same logical rows in a plain GRDB table with the same columns and indexes, the same
+/// batches, journal mode (WAL) and synchronous setting (NORMAL), prepared statements.
+struct RecordsBench: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "records",
+        abstract: "Records of type Note (3 plain fields, 2 encrypted) saved in batches of 400: save, fetch, query vs a plaintext baseline.")
+
+    @Option(help: "Number of records.") var records = 100_000
+    @Option(help: "Number of queries (each returns 100 records).") var queries = 200
+    @Flag(help: "One JSON object on stdout.") var json = false
+    @Option(help: "Keep the databases in this folder instead of a temporary one.") var dir: String?
+
+    static let batchSize = 400
+    static let perQuery = 100
+
+    struct Row {
+        let name: String
+        let title: String
+        let count: Int64
+        let date: Date
+        let body: String
+        let n: Int64
+    }
+
+    func validate() throws {
+        guard records >= Self.perQuery * 2 else { throw ValidationError("--records must be at least \(Self.perQuery * 2)") }
+    }
+
+    func run() async throws {
+        let folder = try dir.map { URL(fileURLWithPath: $0) } ?? Clock.temporaryFolder("coffer-bench-records")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { if dir == nil { try? FileManager.default.removeItem(at: folder) } }
+        let rows = Self.makeRows(records)
+        let distinctCounts = Int64(records / Self.perQuery)
+        let queryValues = (0..<queries).map { Int64($0) % distinctCounts }
+        log("\(records) records, batches of \(Self.batchSize), \(queries) queries of \(Self.perQuery) records")
+
+        // Store
+        let vault = try Vault.create(at: folder.appendingPathComponent("bench.coffer"), name: "Bench",
+                                     passphrase: SecureBytes(copying: Array("bench".utf8)), kdf: .min)
+        let store = try Store(path: folder.appendingPathComponent("store.sqlite").path)
+        let session = try store.session(vault: vault)
+        let db = session.privateDatabase
+        let zone = try await db.createZone(named: "Bench")
+
+        let storeSave = try await Clock.secondsAsync {
+            for start in stride(from: 0, to: rows.count, by: Self.batchSize) {
+                let batch = rows[start..<min(start + Self.batchSize, rows.count)].map { row -> CofferStore.Record in
+                    var r = CofferStore.Record(type: "Note", name: row.name, zone: zone)
+                    r.values["title"] = .string(row.title)
+                    r.values["count"] = .int(row.count)
+                    r.values["date"] = .date(row.date)
+                    r.encryptedValues["body"] = .string(row.body)
+                    r.encryptedValues["n"] = .int(row.n)
+                    return r
+                }
+                _ = try await db.modify(saving: batch, in: zone)
+            }
+        }
+        log(String(format: "store    save  %.2f s", storeSave))
+        var checked = 0
+        let storeFetch = try await Clock.secondsAsync {
+            for start in stride(from: 0, to: rows.count, by: Self.batchSize) {
+                let names = rows[start..<min(start + Self.batchSize, rows.count)].map(\.name)
+                let found = try await db.records(named: names, in: zone)
+                for name in names {
+                    let record = try found[name]!.get()
+                    if record.encryptedValues["body"] != nil { checked += 1 }
+                }
+            }
+        }
+        guard checked == rows.count else { throw ValidationError("fetch returned \(checked) of \(rows.count) records") }
+        log(String(format: "store    fetch %.2f s", storeFetch))
+        var queried = 0
+        let storeQuery = try await Clock.secondsAsync {
+            for value in queryValues {
+                let result = try await db.query(Query(recordType: "Note", predicates: [.init("count", .equal, .int(value))]), in: zone)
+                for record in result.records where record.encryptedValues["body"] != nil { queried += 1 }
+            }
+        }
+        guard queried == queries * Self.perQuery else { throw ValidationError("queries returned \(queried) records, expected \(queries * Self.perQuery)") }
+        log(String(format: "store    query %.2f s", storeQuery))
+
+        // Baseline
+        let baseline = try Baseline(path: folder.appendingPathComponent("baseline.sqlite").path)
+        let baseSave = try Clock.seconds { try baseline.insert(rows, batchSize: Self.batchSize) }
+        log(String(format: "baseline save  %.2f s", baseSave))
+        let baseFetch = try Clock.seconds {
+            let n = try baseline.fetchAll(names: rows.map(\.name), batchSize: Self.batchSize)
+            guard n == rows.count else { throw ValidationError("baseline fetch returned \(n)") }
+        }
+        log(String(format: "baseline fetch %.2f s", baseFetch))
+        let baseQuery = try Clock.seconds {
+            let n = try baseline.query(counts: queryValues)
+            guard n == queries * Self.perQuery else { throw ValidationError("baseline queries returned \(n)") }
+        }
+        log(String(format: "baseline query %.2f s", baseQuery))
+
+        func entry(_ store: Double, _ base: Double, count: Int) -> [String: Any] {
+            let rps = Double(count) / store, brps = Double(count) / base
+            return ["recordsPerSecond": rps.rounded(), "baselineRecordsPerSecond": brps.rounded(),
+                    "ratio": (rps / brps * 1000).rounded() / 1000, "seconds": store, "baselineSeconds": base]
+        }
+        let storeSize = Self.fileSize(folder.appendingPathComponent("store.sqlite"))
+        let baseSize = Self.fileSize(folder.appendingPathComponent("baseline.sqlite"))
+        let result: [String: Any] = [
+            "records": records, "batchSize": Self.batchSize, "queries": queries, "recordsPerQuery": Self.perQuery,
+            "save": entry(storeSave, baseSave, count: records),
+            "fetch": entry(storeFetch, baseFetch, count: records),
+            "query": entry(storeQuery, baseQuery, count: queries * Self.perQuery),
+            "storeBytes": storeSize, "baselineBytes": baseSize,
+            "sqlite": baseline.sqliteVersion, "libsodium": CryptoLibrary.version,
+        ]
+        if json {
+            Clock.emitJSON(result)
+        } else {
+            for phase in ["save", "fetch", "query"] {
+                let e = result[phase] as! [String: Any]
+                print(phase.padding(toLength: 6, withPad: " ", startingAt: 0)
+                      + String(format: "%10.0f records/s  baseline %10.0f records/s  ratio %.3f",
+                               e["recordsPerSecond"] as! Double, e["baselineRecordsPerSecond"] as! Double, e["ratio"] as! Double))
+            }
+            print("size  store \(storeSize / 1024) KiB, baseline \(baseSize / 1024) KiB (main database files, after checkpoint)")
+        }
+    }
+
+    func log(_ text: String) {
+        if !json { FileHandle.standardError.write(Data((text + "\n").utf8)) }
+    }
+
+    static func fileSize(_ url: URL) -> Int {
+        ((try? FileManager.default.attributesOfItem(atPath: url.path))?[.size] as? Int) ?? 0
+    }
+
+    /// Deterministic rows: a 20-40 character title, a count with 100 records per value, a
+    /// date, a 1 KB body, an int.
+    static func makeRows(_ count: Int) -> [Row] {
+        var generator = SplitMix64(seed: 0xC0FFEE)
+        let words = ["alpha", "bravo", "coffee", "delta", "echo", "fern", "grain", "harbor", "iris", "juniper", "kettle", "lumen"]
+        let distinct = Int64(count / perQuery)
+        return (0..<count).map { i in
+            var title = ""
+            let target = 20 + Int(generator.next() % 21)
+            while title.count < target { title += words[Int(generator.next() % UInt64(words.count))] + " " }
+            title = String(title.prefix(target))
+            var body = ""
+            body.reserveCapacity(1024)
+            while body.utf8.count < 1024 { body += words[Int(generator.next() % UInt64(words.count))] + " " }
+            body = String(body.prefix(1024))
+            return Row(name: "note-\(i)", title: title, count: Int64(i) % distinct,
+                       date: Date(timeIntervalSince1970: 1_700_000_000 + Double(i)), body: body, n: Int64(generator.next() % 1_000_000))
+        }
+    }
+}
+
+/// A small deterministic generator so runs compare like with like.
+struct SplitMix64 {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E3779B97F4A7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58476D1CE4E5B9
+        z = (z ^ (z >> 27)) &* 0x94D049BB133111EB
+        return z ^ (z >> 31)
+    }
+}
+
+/// The plaintext baseline: the same columns and indexes as the store keeps for Note
+/// (unique name, and one index per plain field), WAL, synchronous NORMAL, prepared statements.
+struct Baseline {
+    let pool: DatabasePool
+
+    init(path: String) throws {
+        var config = Configuration()
+        config.prepareDatabase { db in try db.execute(sql: "PRAGMA synchronous = NORMAL") }
+        pool = try DatabasePool(path: path, configuration: config)
+        try pool.write { db in
+            try db.execute(sql: """
+                CREATE TABLE note (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, title TEXT NOT NULL, count INTEGER NOT NULL,
+                                   date REAL NOT NULL, body TEXT NOT NULL, n INTEGER NOT NULL);
+                CREATE INDEX note_title ON note (title);
+                CREATE INDEX note_count ON note (count);
+                CREATE INDEX note_date ON note (date);
+                """)
+        }
+    }
+
+    var sqliteVersion: String { (try? pool.read { try String.fetchOne($0, sql: "SELECT sqlite_version()") }) ?? "?" }
+
+    func insert(_ rows: [RecordsBench.Row], batchSize: Int) throws {
+        for start in stride(from: 0, to: rows.count, by: batchSize) {
+            let batch = rows[start..<min(start + batchSize, rows.count)]
+            try pool.write { db in
+                let statement = try db.cachedStatement(sql: "INSERT INTO note (name, title, count, date, body, n) VALUES (?, ?, ?, ?, ?, ?)")
+                for row in batch {
+                    try statement.execute(arguments: [row.name, row.title, row.count, row.date.timeIntervalSince1970, row.body, row.n])
+                }
+            }
+        }
+    }
+
+    func fetchAll(names: [String], batchSize: Int) throws -> Int {
+        var found = 0
+        for start in stride(from: 0, to: names.count, by: batchSize) {
+            let batch = Array(names[start..<min(start + batchSize, names.count)])
+            found += try pool.read { db in
+                let statement = try db.cachedStatement(sql: "SELECT name, title, count, date, body, n FROM note WHERE name = ?")
+                var n = 0
+                for name in batch {
+                    if let row = try GRDB.Row.fetchOne(statement, arguments: [name]) {
+                        let body: String = row[4]
+                        if !body.isEmpty { n += 1 }
+                    }
+                }
+                return n
+            }
+        }
+        return found
+    }
+
+    func query(counts: [Int64]) throws -> Int {
+        var found = 0
+        for value in counts {
+            found += try pool.read { db in
+                let statement = try db.cachedStatement(sql: "SELECT name, title, count, date, body, n FROM note WHERE count = ? ORDER BY name")
+                return try GRDB.Row.fetchAll(statement, arguments: [value]).filter { !($0[4] as String).isEmpty }.count
+            }
+        }
+        return found
+    }
+}

@@ -1,0 +1,25 @@
+import ArgumentParser
+import CofferStore
+
+extension Coffer.RecordCommand {
+    struct Delete: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Delete a record.")
+
+        @Argument(help: "The zone.") var zone: String
+        @Argument(help: "The record name.") var name: String
+        @Option(name: .customLong("if-match"), help: ArgumentHelp("Delete only if the record is at this change tag.", valueName: "tag"))
+        var ifMatch: String?
+        @OptionGroup var global: GlobalOptions
+
+        func run() async throws {
+            let context = try SessionContext(global)
+            let zoneID = try context.zone(zone)
+            try await context.db.delete(recordNamed: name, in: zoneID, ifMatch: ifMatch)
+            if global.json {
+                try Output.json(["deleted": name, "zone": zoneID.name])
+            } else {
+                Output.line("Deleted record \(name) from \(zoneID.name).")
+            }
+        }
+    }
+}

@@ -1,0 +1,23 @@
+import ArgumentParser
+import CofferStore
+
+extension Coffer.RecordCommand {
+    struct Get: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Show a record: plain and decrypted fields, change tag, creator, modifier, dates.")
+
+        @Argument(help: "The zone.") var zone: String
+        @Argument(help: "The record name.") var name: String
+        @OptionGroup var global: GlobalOptions
+
+        func run() async throws {
+            let context = try SessionContext(global)
+            let record = try await context.db.record(named: name, in: try context.zone(zone))
+            if global.json {
+                try RecordOutput.printJSON(RecordOutput.jsonObject(record, context: context))
+            } else {
+                RecordOutput.printText(record, context: context)
+            }
+        }
+    }
+}

@@ -1,0 +1,80 @@
+import ArgumentParser
+import CofferStore
+import Foundation
+
+extension Coffer.RecordCommand {
+    struct Put: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Create or replace a record.",
+            discussion: """
+                Without --merge the record's fields become exactly those given. With --merge the given fields \
+                are set and the others kept. With --if-match TAG the save fails (exit 75) unless the stored \
+                record is still at that change tag.
+                """)
+
+        @Argument(help: "The zone.") var zone: String
+        @Argument(help: "The record name.") var name: String
+        @Option(help: "The record type.") var type: String
+        @Option(name: .customLong("set"), help: ArgumentHelp("A plain field: key=value or key:TYPE=value.", valueName: "field"))
+        var plain: [String] = []
+        @Option(name: .customLong("secret"), help: ArgumentHelp("An encrypted field: key=value or key:TYPE=value.", valueName: "field"))
+        var secret: [String] = []
+        @Option(help: ArgumentHelp("The parent record's name (in the same zone).", valueName: "name")) var parent: String?
+        @Option(name: .customLong("if-match"), help: ArgumentHelp("Save only if the record is at this change tag.", valueName: "tag"))
+        var ifMatch: String?
+        @Flag(help: "Keep the fields not given (otherwise they are removed).") var merge = false
+        @OptionGroup var global: GlobalOptions
+
+        func run() async throws {
+            let plainFields = try plain.map(FieldAssignment.parse)
+            let secretFields = try secret.map(FieldAssignment.parse)
+            let context = try SessionContext(global)
+            let zoneID = try context.zone(zone)
+            let db = context.db
+            var record: Record
+            var policy = SavePolicy.allKeys
+            if merge {
+                do {
+                    record = try await db.record(named: name, in: zoneID)
+                    if let ifMatch, record.changeTag != ifMatch {
+                        throw CLIError(ExitStatus.conflict, "record '\(name)' is at change tag \(record.changeTag ?? "?"), not \(ifMatch); get it again and retry")
+                    }
+                    policy = .ifServerRecordUnchanged
+                } catch let e as StoreError where e.code == .unknownItem && ifMatch == nil {
+                    record = Record(type: type, name: name, zone: zoneID)
+                }
+                guard record.recordType == type else {
+                    throw CLIError(ExitStatus.dataError, "record '\(name)' is a \(record.recordType), not a \(type)")
+                }
+            } else {
+                record = Record(type: type, name: name, zone: zoneID)
+                if let ifMatch {
+                    record = try Self.withTag(record, ifMatch, db: db)
+                    policy = .ifServerRecordUnchanged
+                }
+            }
+            if let parent { record.parent = parent }
+            for (key, value) in plainFields {
+                record.encryptedValues[key] = nil
+                record.values[key] = value
+            }
+            for (key, value) in secretFields {
+                record.values[key] = nil
+                record.encryptedValues[key] = value
+            }
+            let saved = try await db.save(record, policy: policy)
+            if global.json {
+                try RecordOutput.printJSON(RecordOutput.jsonObject(saved, context: context))
+            } else {
+                RecordOutput.printText(saved, context: context)
+            }
+        }
+
+        /// A fresh record value that carries the caller's change tag, so the store checks it.
+        static func withTag(_ record: Record, _ tag: String, db: RecordDatabase) throws -> Record {
+            var copy = record
+            try copy.setChangeTag(tag)
+            return copy
+        }
+    }
+}

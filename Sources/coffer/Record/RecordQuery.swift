@@ -1,0 +1,80 @@
+import ArgumentParser
+import CofferStore
+import Foundation
+
+extension Coffer.RecordCommand {
+    struct Query: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Find records of a type by their plain fields.",
+            discussion: "OP is one of = != < <= > >= ^= (begins with). Encrypted fields cannot be queried or sorted.")
+
+        @Argument(help: "The zone.") var zone: String
+        @Option(help: "The record type.") var type: String
+        @Option(name: .customLong("where"), help: ArgumentHelp("A condition 'FIELD OP VALUE' (all must hold).", valueName: "condition"))
+        var conditions: [String] = []
+        @Option(help: ArgumentHelp("Sort by a plain field, ascending, or FIELD:desc.", valueName: "field[:desc]"))
+        var sort: [String] = []
+        @Option(help: "At most this many records (a cursor for the next page is printed).") var limit: Int?
+        @Option(help: ArgumentHelp("Continue from the cursor a previous page printed.", valueName: "token")) var cursor: String?
+        @OptionGroup var global: GlobalOptions
+
+        static let operators: [(String, CofferStore.Query.Comparison)] = [
+            ("!=", .notEqual), ("<=", .lessThanOrEqual), (">=", .greaterThanOrEqual), ("^=", .beginsWith),
+            ("=", .equal), ("<", .lessThan), (">", .greaterThan),
+        ]
+
+        func run() async throws {
+            let context = try SessionContext(global)
+            let zoneID = try context.zone(zone)
+            let schema = try await context.db.schema(of: type, in: zoneID)
+            var query = CofferStore.Query(recordType: type, limit: limit)
+            for condition in conditions {
+                query.predicates.append(try Self.predicate(condition, schema: schema, type: type))
+            }
+            for s in sort {
+                let parts = s.split(separator: ":", maxSplits: 1).map(String.init)
+                guard parts.count == 1 || (parts.count == 2 && ["asc", "desc"].contains(parts[1])) else {
+                    throw CLIError.usage("--sort takes FIELD, FIELD:asc or FIELD:desc, not '\(s)'")
+                }
+                query.sort.append(.init(parts[0], ascending: parts.count == 1 || parts[1] == "asc"))
+            }
+            let result = try await context.db.query(query, in: zoneID, cursor: try cursor.map(QueryCursor.init(token:)))
+            if global.json {
+                try RecordOutput.printJSON([
+                    "records": result.records.map { RecordOutput.jsonObject($0, context: context, schema: schema) },
+                    "cursor": result.cursor?.token ?? NSNull(),
+                    "moreComing": result.cursor != nil,
+                ] as [String: Any])
+                return
+            }
+            if result.records.isEmpty { Output.line("No records match.") }
+            for record in result.records {
+                let plain = record.values.keys.sorted().map { "\($0)=\(RecordOutput.display(record.values[$0]!))" }
+                let sealed = record.encryptedValues.keys.sorted().map { "\($0)=\(RecordOutput.display(record.encryptedValues[$0]!))" }
+                Output.line(([record.name, "[\(record.changeTag ?? "-")]"] + plain + (sealed.isEmpty ? [] : ["| secret:"] + sealed)).joined(separator: " "))
+            }
+            if let next = result.cursor {
+                Output.note("More records: add --cursor \(next.token)")
+            }
+        }
+
+        static func predicate(_ text: String, schema: [String: FieldSchema], type: String) throws -> CofferStore.Query.Predicate {
+            for (symbol, comparison) in operators {
+                guard let range = text.range(of: symbol) else { continue }
+                // The first operator in the text wins; check no earlier one exists.
+                if let earlier = operators.compactMap({ text.range(of: $0.0)?.lowerBound }).min(), earlier < range.lowerBound { continue }
+                let field = text[..<range.lowerBound].trimmingCharacters(in: .whitespaces)
+                let raw = text[range.upperBound...].trimmingCharacters(in: .whitespaces)
+                guard let spec = schema[field] else {
+                    throw CLIError(ExitStatus.dataError, "\(type) has no field '\(field)' in this zone")
+                }
+                guard !spec.encrypted else {
+                    throw CLIError(ExitStatus.dataError, "field '\(field)' is encrypted; encrypted fields cannot be queried")
+                }
+                let valueType: FieldType = spec.type.isList ? spec.type.scalar : spec.type
+                return .init(field, comparison, try FieldAssignment.value(raw, as: valueType, key: field))
+            }
+            throw CLIError.usage("'\(text)' is not 'FIELD OP VALUE' with OP one of = != < <= > >= ^=")
+        }
+    }
+}

@@ -1,0 +1,81 @@
+import CofferStore
+import Foundation
+
+/// The `record get` shape, for `--json`, export and import.
+enum RecordOutput {
+    static func jsonObject(_ record: Record, context: SessionContext, schema: [String: FieldSchema]? = nil) -> [String: Any] {
+        var types = [String: String]()
+        for (k, v) in record.values { types[k] = (schema?[k]?.type ?? v.fieldType).description }
+        for (k, v) in record.encryptedValues { types[k] = (schema?[k]?.type ?? v.fieldType).description }
+        return [
+            "zone": record.zoneID.ownerID == context.session.userID ? record.zoneID.name : "\(record.zoneID.name)@\(record.zoneID.ownerID)",
+            "name": record.name,
+            "type": record.recordType,
+            "parent": record.parent as Any? ?? NSNull(),
+            "changeTag": record.changeTag ?? NSNull(),
+            "values": record.values.mapValues(jsonValue),
+            "encryptedValues": record.encryptedValues.mapValues(jsonValue),
+            "types": types,
+            "creator": record.creatorID ?? NSNull(),
+            "modifier": record.modifierID ?? NSNull(),
+            "created": record.created.map(Output.iso) ?? NSNull(),
+            "modified": record.modified.map(Output.iso) ?? NSNull(),
+            "keyEpoch": record.keyEpoch ?? NSNull(),
+        ]
+    }
+
+    static func jsonValue(_ value: RecordValue) -> Any {
+        switch value {
+        case .string(let s), .reference(let s): return s
+        case .int(let v): return v
+        case .double(let v): return v
+        case .bool(let v): return v
+        case .date(let d): return isoFractional(d)
+        case .bytes(let b): return Data(b).base64EncodedString()
+        case .list(let items): return items.map(jsonValue)
+        }
+    }
+
+    static func isoFractional(_ date: Date) -> String {
+        date.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true))
+    }
+
+    static func data(_ object: Any, pretty: Bool) throws -> Data {
+        var options: JSONSerialization.WritingOptions = [.sortedKeys, .withoutEscapingSlashes]
+        if pretty { options.insert(.prettyPrinted) }
+        return try JSONSerialization.data(withJSONObject: object, options: options)
+    }
+
+    static func printJSON(_ object: Any) throws {
+        FileHandle.standardOutput.write(try data(object, pretty: true) + Data("\n".utf8))
+    }
+
+    /// The human form of `record get`.
+    static func printText(_ record: Record, context: SessionContext) {
+        Output.fields([
+            ("Record", "\(record.name) (\(record.recordType)) in \(record.zoneID.name)"),
+            ("Change tag", record.changeTag ?? "-"),
+            ("Parent", record.parent ?? "-"),
+            ("Created", "\(record.created.map(Output.iso) ?? "-") by \(context.displayName(record.creatorID))"),
+            ("Modified", "\(record.modified.map(Output.iso) ?? "-") by \(context.displayName(record.modifierID))"),
+        ])
+        printFields("Values", record.values)
+        printFields("Encrypted values", record.encryptedValues)
+    }
+
+    static func printFields(_ title: String, _ fields: [String: RecordValue]) {
+        Output.line("\(title):" + (fields.isEmpty ? " none" : ""))
+        for key in fields.keys.sorted() {
+            Output.line("  \(key) (\(fields[key]!.fieldType)) = \(display(fields[key]!))")
+        }
+    }
+
+    static func display(_ value: RecordValue) -> String {
+        switch value {
+        case .date(let d): return isoFractional(d)
+        case .bytes(let b): return "\(b.count) bytes, base64 \(Data(b.prefix(48)).base64EncodedString())\(b.count > 48 ? "…" : "")"
+        case .list(let items): return "[" + items.map(display).joined(separator: ", ") + "]"
+        default: return value.description
+        }
+    }
+}
