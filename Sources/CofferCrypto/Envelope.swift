@@ -73,6 +73,32 @@ public struct Envelope: Sendable, Equatable {
         return out
     }
 
+    /// The key id of an encoded envelope in place; throws for short input or unknown versions.
+    public static func keyID(of envelope: UnsafeRawBufferPointer) throws -> UInt32 {
+        guard envelope.count >= overhead else { throw CryptoError.malformedInput("envelope too short (\(envelope.count) bytes)") }
+        guard envelope[0] == version else { throw CryptoError.malformedInput("unknown envelope version \(envelope[0])") }
+        return UInt32(envelope[1]) << 24 | UInt32(envelope[2]) << 16 | UInt32(envelope[3]) << 8 | UInt32(envelope[4])
+    }
+
+    /// Opens an encoded envelope in place (for example straight from a database column),
+    /// without copying it first. The same checks as ``open(using:authenticating:)``.
+    public static func open(_ envelope: UnsafeRawBufferPointer, using key: SymmetricKey,
+                            authenticating authenticatedData: UnsafeRawBufferPointer) throws -> [UInt8] {
+        _ = try keyID(of: envelope)
+        let plaintextCount = envelope.count - overhead
+        return try withUnsafeTemporaryAllocation(byteCount: headerByteCount + authenticatedData.count, alignment: 1) { ad in
+            ad.baseAddress!.copyMemory(from: envelope.baseAddress!, byteCount: headerByteCount)
+            if authenticatedData.count > 0 {
+                (ad.baseAddress! + headerByteCount).copyMemory(from: authenticatedData.baseAddress!, byteCount: authenticatedData.count)
+            }
+            return try [UInt8](unsafeUninitializedCapacity: plaintextCount) { out, initialized in
+                try XChaCha20Poly1305.openRaw(UnsafeRawBufferPointer(rebasing: envelope[headerByteCount...]),
+                                              into: UnsafeMutableRawBufferPointer(out), key: key, ad: UnsafeRawBufferPointer(ad))
+                initialized = plaintextCount
+            }
+        }
+    }
+
     static func headerBytes(keyID: UInt32) -> [UInt8] {
         [version, UInt8(keyID >> 24), UInt8((keyID >> 16) & 0xff), UInt8((keyID >> 8) & 0xff), UInt8(keyID & 0xff)]
     }

@@ -51,6 +51,11 @@ enum PlainValuesCodec {
 
     static func appendString(_ s: String, to out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
+        if s.utf8.allSatisfy({ $0 >= 0x20 && $0 != 0x22 && $0 != 0x5c }) {
+            out.append(contentsOf: s.utf8)
+            out.append(UInt8(ascii: "\""))
+            return
+        }
         for b in s.utf8 {
             switch b {
             case UInt8(ascii: "\""): out.append(contentsOf: [0x5c, 0x22])
@@ -72,13 +77,15 @@ enum PlainValuesCodec {
     /// `.integrityFailure`: the row was not written by Coffer.
     static func decode(_ text: String, typeOf: (String) -> FieldType?) throws -> [String: RecordValue] {
         var text = text
-        return try text.withUTF8 { buffer in
-            var parser = Parser(bytes: buffer)
-            let values = try parser.object(typeOf: typeOf)
-            parser.skipSpace()
-            guard parser.index == buffer.count else { throw parser.fail("trailing bytes") }
-            return values
-        }
+        return try text.withUTF8 { try decode(UnsafeRawBufferPointer($0), typeOf: typeOf) }
+    }
+
+    static func decode(_ raw: UnsafeRawBufferPointer, typeOf: (String) -> FieldType?) throws -> [String: RecordValue] {
+        var parser = Parser(bytes: raw.bindMemory(to: UInt8.self))
+        let values = try parser.object(typeOf: typeOf)
+        parser.skipSpace()
+        guard parser.index == raw.count else { throw parser.fail("trailing bytes") }
+        return values
     }
 
     struct Parser {
@@ -89,8 +96,13 @@ enum PlainValuesCodec {
             StoreError(.integrityFailure, "a stored record's plain values are damaged (\(what))")
         }
 
+        @inline(__always)
         mutating func skipSpace() {
-            while index < bytes.count, [0x20, 0x0a, 0x0d, 0x09].contains(bytes[index]) { index += 1 }
+            while index < bytes.count {
+                let c = bytes[index]
+                guard c == 0x20 || c == 0x0a || c == 0x0d || c == 0x09 else { return }
+                index += 1
+            }
         }
 
         mutating func expect(_ c: UInt8) throws {
@@ -161,11 +173,12 @@ enum PlainValuesCodec {
             }
         }
 
-        mutating func match(_ word: String) -> Bool {
-            let w = Array(word.utf8)
-            guard index + w.count <= bytes.count else { return false }
-            for (i, c) in w.enumerated() where bytes[index + i] != c { return false }
-            index += w.count
+        mutating func match(_ word: StaticString) -> Bool {
+            let n = word.utf8CodeUnitCount
+            guard index + n <= bytes.count else { return false }
+            let w = word.utf8Start
+            for i in 0..<n where bytes[index + i] != w[i] { return false }
+            index += n
             return true
         }
 
@@ -174,6 +187,22 @@ enum PlainValuesCodec {
         mutating func number() throws -> Number {
             skipSpace()
             let start = index
+            // Fast path: a plain integer that fits in Int64.
+            var negative = false, value: Int64 = 0, digits = 0, overflow = false
+            var i = index
+            if i < bytes.count && bytes[i] == UInt8(ascii: "-") { negative = true; i += 1 }
+            while i < bytes.count, bytes[i] >= 0x30, bytes[i] <= 0x39 {
+                let (m, o1) = value.multipliedReportingOverflow(by: 10)
+                let (a, o2) = m.addingReportingOverflow(Int64(bytes[i] - 0x30))
+                overflow = overflow || o1 || o2
+                value = a
+                digits += 1
+                i += 1
+            }
+            if digits > 0, !overflow, i == bytes.count || !(bytes[i] == UInt8(ascii: ".") || bytes[i] == UInt8(ascii: "e") || bytes[i] == UInt8(ascii: "E")) {
+                index = i
+                return .int(negative ? -value : value)
+            }
             var isInteger = true
             while index < bytes.count {
                 let c = bytes[index]
@@ -195,6 +224,18 @@ enum PlainValuesCodec {
 
         mutating func string() throws -> String {
             try expect(UInt8(ascii: "\""))
+            // Fast path: no escapes before the closing quote.
+            var scan = index
+            while scan < bytes.count {
+                let c = bytes[scan]
+                if c == UInt8(ascii: "\"") {
+                    let s = String(decoding: UnsafeBufferPointer(rebasing: bytes[index..<scan]), as: UTF8.self)
+                    index = scan + 1
+                    return s
+                }
+                if c == UInt8(ascii: "\\") || c < 0x20 { break }
+                scan += 1
+            }
             var out = [UInt8]()
             while index < bytes.count {
                 let c = bytes[index]

@@ -125,9 +125,10 @@ extension RecordDatabase {
             let row = try ZoneRow.fetch(db, zone)
             try session.checkCanRead(db, zone: row)
             let statement = try db.cachedStatement(sql: "SELECT \(Session.recordColumns) FROM record WHERE zone_id = ? AND name > ? ORDER BY name LIMIT ?")
-            return try Row.fetchAll(statement, arguments: [row.rowID, name ?? "", limit]).map {
-                try session.decodeRecord(db, zone: row, row: $0)
-            }
+            let rows = try Row.fetchCursor(statement, arguments: [row.rowID, name ?? "", limit])
+            var records = [Record]()
+            while let next = try rows.next() { records.append(try session.decodeRecord(db, zone: row, row: next)) }
+            return records
         }
     }
 }

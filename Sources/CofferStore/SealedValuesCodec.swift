@@ -93,61 +93,107 @@ enum SealedValuesCodec {
     /// Decodes an opened plaintext. A failure here means the sealed bytes authenticated but
     /// do not parse: `.integrityFailure`.
     static func decode(_ bytes: [UInt8]) throws -> [String: RecordValue] {
-        func fail(_ what: String) -> StoreError {
-            StoreError(.integrityFailure, "a record's encrypted values are damaged (\(what))")
-        }
-        var end = bytes.count
-        while end > 0 && bytes[end - 1] == 0 { end -= 1 }
-        guard end > 0, bytes[end - 1] == 0x80 else { throw fail("padding") }
-        end -= 1
-        var i = 0
-        func take(_ n: Int) throws -> ArraySlice<UInt8> {
-            guard n >= 0, i + n <= end else { throw fail("ends early") }
-            defer { i += n }
-            return bytes[i..<i + n]
-        }
-        func u8() throws -> UInt8 { try take(1).first! }
-        func u32() throws -> Int { try take(4).reduce(0) { $0 << 8 | Int($1) } }
-        func u64() throws -> UInt64 { try take(8).reduce(0) { $0 << 8 | UInt64($1) } }
-        func utf8() throws -> String {
-            guard let s = String(validating: try take(u32()), as: UTF8.self) else { throw fail("not UTF-8") }
-            return s
-        }
-        func scalar(_ type: FieldType) throws -> RecordValue {
-            switch type {
-            case .string: return .string(try utf8())
-            case .reference: return .reference(try utf8())
-            case .int: return .int(Int64(bitPattern: try u64()))
-            case .double: return .double(Double(bitPattern: try u64()))
-            case .bool:
-                let b = try u8()
-                guard b <= 1 else { throw fail("bool") }
-                return .bool(b == 1)
-            case .date: return .date(Date(timeIntervalSince1970: Double(bitPattern: try u64())))
-            case .bytes: return .bytes(Array(try take(u32())))
-            case .list: throw fail("nested list")
-            }
-        }
-        guard try u8() == version else { throw fail("unknown version") }
-        let count = Int(try u8()) << 8 | Int(try u8())
+        try bytes.withUnsafeBytes { try decode($0) }
+    }
+
+    static func decode(_ raw: UnsafeRawBufferPointer) throws -> [String: RecordValue] {
+        var end = raw.count
+        while end > 0 && raw[end - 1] == 0 { end -= 1 }
+        guard end > 0, raw[end - 1] == 0x80 else { throw RawReader.failure("padding", in: "encrypted values") }
+        var r = RawReader(UnsafeRawBufferPointer(rebasing: raw[0..<end - 1]), what: "encrypted values")
+        guard try r.u8() == version else { throw r.fail("unknown version") }
+        let count = Int(try r.u16())
         var values = [String: RecordValue](minimumCapacity: count)
         for _ in 0..<count {
-            guard let key = String(validating: try take(Int(try u8())), as: UTF8.self) else { throw fail("key") }
-            let t = try u8()
+            let key = try r.utf8(count: Int(try r.u8()))
+            let t = try r.u8()
             if t == 8 {
-                guard let element = type(ofTag: try u8()) else { throw fail("list element type") }
-                let n = try u32()
-                guard n <= end - i else { throw fail("list length") }
+                guard let element = type(ofTag: try r.u8()) else { throw r.fail("list element type") }
+                let n = Int(try r.u32())
+                guard n <= r.remaining else { throw r.fail("list length") }
                 var items = [RecordValue]()
                 items.reserveCapacity(n)
-                for _ in 0..<n { items.append(try scalar(element)) }
+                for _ in 0..<n { items.append(try scalar(element, &r)) }
                 values[key] = .list(items)
             } else {
-                guard let type = type(ofTag: t) else { throw fail("type tag") }
-                values[key] = try scalar(type)
+                guard let type = type(ofTag: t) else { throw r.fail("type tag") }
+                values[key] = try scalar(type, &r)
             }
         }
-        guard i == end else { throw fail("trailing bytes") }
+        guard r.remaining == 0 else { throw r.fail("trailing bytes") }
         return values
+    }
+
+    private static func scalar(_ type: FieldType, _ r: inout RawReader) throws -> RecordValue {
+        switch type {
+        case .string: return .string(try r.utf8(count: Int(try r.u32())))
+        case .reference: return .reference(try r.utf8(count: Int(try r.u32())))
+        case .int: return .int(Int64(bitPattern: try r.u64()))
+        case .double: return .double(Double(bitPattern: try r.u64()))
+        case .bool:
+            let b = try r.u8()
+            guard b <= 1 else { throw r.fail("bool") }
+            return .bool(b == 1)
+        case .date: return .date(Date(timeIntervalSince1970: Double(bitPattern: try r.u64())))
+        case .bytes: return .bytes(Array(try r.take(Int(try r.u32()))))
+        case .list: throw r.fail("nested list")
+        }
+    }
+}
+
+/// Bounds-checked big-endian reads over raw bytes; every failure is `.integrityFailure`
+/// (the bytes came from storage and authenticated, or were read from a plain column).
+struct RawReader {
+    let buffer: UnsafeRawBufferPointer
+    var offset = 0
+    let what: StaticString
+
+    init(_ buffer: UnsafeRawBufferPointer, what: StaticString) {
+        self.buffer = buffer
+        self.what = what
+    }
+
+    var remaining: Int { buffer.count - offset }
+
+    static func failure(_ detail: String, in what: StaticString) -> StoreError {
+        StoreError(.integrityFailure, "a record's \(what) are damaged (\(detail))")
+    }
+
+    func fail(_ detail: String) -> StoreError { Self.failure(detail, in: what) }
+
+    @inline(__always)
+    mutating func take(_ n: Int) throws -> UnsafeRawBufferPointer {
+        guard n >= 0, n <= remaining else { throw fail("ends early") }
+        defer { offset += n }
+        return UnsafeRawBufferPointer(rebasing: buffer[offset..<offset + n])
+    }
+
+    @inline(__always)
+    mutating func u8() throws -> UInt8 {
+        guard remaining >= 1 else { throw fail("ends early") }
+        defer { offset += 1 }
+        return buffer[offset]
+    }
+
+    mutating func u16() throws -> UInt16 {
+        let b = try take(2)
+        return UInt16(b[0]) << 8 | UInt16(b[1])
+    }
+
+    mutating func u32() throws -> UInt32 {
+        let b = try take(4)
+        return UInt32(b[0]) << 24 | UInt32(b[1]) << 16 | UInt32(b[2]) << 8 | UInt32(b[3])
+    }
+
+    mutating func u64() throws -> UInt64 {
+        let b = try take(8)
+        var v: UInt64 = 0
+        for i in 0..<8 { v = v << 8 | UInt64(b[i]) }
+        return v
+    }
+
+    mutating func utf8(count: Int) throws -> String {
+        guard let s = String(validating: try take(count), as: UTF8.self) else { throw fail("text is not UTF-8") }
+        return s
     }
 }

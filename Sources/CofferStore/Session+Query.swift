@@ -69,14 +69,18 @@ extension Session {
                 arguments.append(limit + 1)
                 arguments.append(offset)
             }
-            let rows = try Row.fetchAll(db.cachedStatement(sql: sql), arguments: StatementArguments(arguments))
+            let rows = try Row.fetchCursor(db.cachedStatement(sql: sql), arguments: StatementArguments(arguments))
             var records = [Record]()
-            records.reserveCapacity(rows.count)
-            for row in rows.prefix(query.limit ?? rows.count) {
+            var more = false
+            while let row = try rows.next() {
+                if let limit = query.limit, records.count == limit {
+                    more = true
+                    break
+                }
                 records.append(try self.decodeRecord(db, zone: zone, row: row))
             }
             var next: QueryCursor?
-            if let limit = query.limit, rows.count > limit {
+            if let limit = query.limit, more {
                 next = QueryCursor(zoneUID: zone.uid, queryFingerprint: query.fingerprint, offset: offset + Int64(limit))
             }
             return QueryResult(records: records, cursor: next)

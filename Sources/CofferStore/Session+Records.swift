@@ -240,49 +240,62 @@ extension Session {
     /// The record named `name`, or nil.
     func fetchRow(_ db: GRDB.Database, zone: ZoneRow, name: String) throws -> Record? {
         let statement = try db.cachedStatement(sql: "SELECT \(Self.recordColumns) FROM record WHERE zone_id = ? AND name = ?")
-        guard let row = try Row.fetchOne(statement, arguments: [zone.rowID, name]) else { return nil }
+        let rows = try Row.fetchCursor(statement, arguments: [zone.rowID, name])
+        guard let row = try rows.next() else { return nil }
         return try decodeRecord(db, zone: zone, row: row)
     }
 
     static let recordColumns = "name, type, parent, plain, sealed, epoch, seq, creator_id, modifier_id, created_at, modified_at"
 
-    /// Decodes a row selected with ``recordColumns``, opening its sealed values.
+    /// Decodes a row selected with ``recordColumns``, opening its sealed values. Give it the
+    /// live row of a cursor: the plain and sealed columns are read in place, without copies.
     func decodeRecord(_ db: GRDB.Database, zone: ZoneRow, row: Row) throws -> Record {
         let name: String = row[0]
         let type: String = row[1]
         var record = Record(type: type, name: name, zone: zone.id, parent: row[2])
         var schema = try self.schema(db, zoneRowID: zone.rowID, recordType: type)
-        let plain: String = row[3]
-        do {
-            record.values = try PlainValuesCodec.decode(plain) { schema[$0]?.type }
-        } catch {
-            schema = try self.schema(db, zoneRowID: zone.rowID, recordType: type, fresh: true)
-            record.values = try PlainValuesCodec.decode(plain) { schema[$0]?.type }
+        record.values = try row.withUnsafeData(atIndex: 3) { data -> [String: RecordValue] in
+            guard let data else { throw StoreError(.integrityFailure, "record '\(name)' has no plain values column") }
+            return try data.withUnsafeBytes { raw in
+                do {
+                    return try PlainValuesCodec.decode(raw) { schema[$0]?.type }
+                } catch {
+                    // Another process may have added fields since this session cached the schema.
+                    schema = try self.schema(db, zoneRowID: zone.rowID, recordType: type, fresh: true)
+                    return try PlainValuesCodec.decode(raw) { schema[$0]?.type }
+                }
+            }
         }
         let epoch: Int64 = row[5]
-        if let sealed = row[4] as Data? {
-            let envelope: Envelope
-            do { envelope = try Envelope(bytes: Array(sealed)) } catch {
-                throw StoreError(.integrityFailure, "record '\(name)': its encrypted values are damaged", underlying: error as? CryptoError)
+        let sealedValues = try row.withUnsafeData(atIndex: 4) { data -> [String: RecordValue]? in
+            guard let data else { return nil }
+            return try data.withUnsafeBytes { raw -> [String: RecordValue] in
+                let keyID: UInt32
+                do { keyID = try Envelope.keyID(of: raw) } catch {
+                    throw StoreError(.integrityFailure, "record '\(name)': its encrypted values are damaged", underlying: error as? CryptoError)
+                }
+                guard Int64(keyID) == epoch else {
+                    throw StoreError(.integrityFailure, "record '\(name)': its encrypted values name key epoch \(keyID), the row says \(epoch)")
+                }
+                let key = try zoneKey(db, zone: zone, epoch: epoch)
+                let ad = Self.associatedData(storeID: store.storeID, zone: zone, name: name, type: type, epoch: epoch)
+                let plaintext: [UInt8]
+                do {
+                    plaintext = try ad.withUnsafeBytes { try Envelope.open(raw, using: key, authenticating: $0) }
+                } catch {
+                    throw StoreError(.integrityFailure, "record '\(name)' in zone '\(zone.id.name)': its encrypted values fail authentication (changed or moved)",
+                                     underlying: error as? CryptoError)
+                }
+                return try SealedValuesCodec.decode(plaintext)
             }
-            guard Int64(envelope.keyID) == epoch else {
-                throw StoreError(.integrityFailure, "record '\(name)': its encrypted values name key epoch \(envelope.keyID), the row says \(epoch)")
-            }
-            let key = try zoneKey(db, zone: zone, epoch: epoch)
-            let plaintext: [UInt8]
-            do {
-                plaintext = try envelope.open(using: key, authenticating: Self.associatedData(storeID: store.storeID, zone: zone, name: name,
-                                                                                              type: type, epoch: epoch))
-            } catch {
-                throw StoreError(.integrityFailure, "record '\(name)' in zone '\(zone.id.name)': its encrypted values fail authentication (changed or moved)",
-                                 underlying: error as? CryptoError)
-            }
-            record.encryptedValues = try SealedValuesCodec.decode(plaintext)
-            for (key, value) in record.encryptedValues {
+        }
+        if let sealedValues {
+            for (key, value) in sealedValues {
                 guard let spec = schema[key], spec.encrypted, Self.value(value, matches: spec.type) else {
                     throw StoreError(.integrityFailure, "record '\(name)': encrypted field '\(key)' does not match the schema")
                 }
             }
+            record.encryptedValues = sealedValues
         }
         let seq: Int64 = row[6]
         record.keyEpoch = epoch
