@@ -52,6 +52,10 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
+        .executableTarget(
+            name: "coffer-example",
+            dependencies: ["CofferCrypto", "CofferVault", "CofferStore"]
+        ),
         .testTarget(name: "CofferCryptoTests", dependencies: ["CofferCrypto"]),
         .testTarget(name: "CofferVaultTests", dependencies: ["CofferVault", "CofferCrypto"]),
         .testTarget(name: "CofferStoreTests", dependencies: ["CofferStore", "CofferVault", "CofferCrypto"]),
