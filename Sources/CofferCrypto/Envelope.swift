@@ -73,6 +73,29 @@ public struct Envelope: Sendable, Equatable {
         return out
     }
 
+    /// Seals secret bytes (a key) without copying them out of guarded memory.
+    public static func seal(_ secret: SecureBytes, using key: SymmetricKey, keyID: UInt32,
+                            authenticating authenticatedData: some ContiguousBytes = [UInt8]()) -> Envelope {
+        secret.withUnsafeBytes { seal($0, using: key, keyID: keyID, authenticating: authenticatedData) }
+    }
+
+    /// Opens the envelope straight into guarded memory (for wrapped keys).
+    public func openSecret(using key: SymmetricKey, authenticating authenticatedData: some ContiguousBytes = [UInt8]()) throws -> SecureBytes {
+        let header = Array(bytes[0..<Self.headerByteCount])
+        return try authenticatedData.withUnsafeBytes { extra in
+            var ad = header
+            ad.append(contentsOf: extra)
+            return try bytes.withUnsafeBytes { all in
+                try ad.withUnsafeBytes { adRaw in
+                    try SecureBytes(count: plaintextCount) { out in
+                        try XChaCha20Poly1305.openRaw(UnsafeRawBufferPointer(rebasing: all[Self.headerByteCount...]),
+                                                      into: out, key: key, ad: adRaw)
+                    }
+                }
+            }
+        }
+    }
+
     /// The key id of an encoded envelope in place; throws for short input or unknown versions.
     public static func keyID(of envelope: UnsafeRawBufferPointer) throws -> UInt32 {
         guard envelope.count >= overhead else { throw CryptoError.malformedInput("envelope too short (\(envelope.count) bytes)") }

@@ -36,10 +36,10 @@ public struct RecordDatabase: Sendable {
         return try session.createZone(named: name).id
     }
 
-    /// The zones of this database, by name.
+    /// The zones of this database: those you own (private), or those shared with you that you
+    /// accepted (shared).
     public func zones() async throws -> [Zone] {
-        try requirePrivate()
-        return try session.ownedZones()
+        scope == .private ? try session.ownedZones() : try session.sharedZones()
     }
 
     /// Deletes a zone with its records, keys and schema.
@@ -92,7 +92,7 @@ public struct RecordDatabase: Sendable {
 
     private func requirePrivate() throws {
         guard scope == .private else {
-            throw StoreError(.permissionFailure, "zones are created and listed in the private database")
+            throw StoreError(.permissionFailure, "zones are created in the private database")
         }
     }
 }

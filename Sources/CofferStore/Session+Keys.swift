@@ -3,24 +3,49 @@ import Foundation
 import GRDB
 
 extension Session {
-    /// The zone key of `epoch`, unwrapped with this user's X25519 key on first use and cached.
-    /// - Throws: `.permissionFailure` when the key is not wrapped to this user;
-    ///   `.integrityFailure` when the wrapped key does not open.
-    func zoneKey(_ db: GRDB.Database, zone: ZoneRow, epoch: Int64) throws -> SymmetricKey {
+    /// The zone key of `epoch`: unwrapped with this user's X25519 key when one is wrapped to
+    /// them, or else opened from the key chain (each old key is sealed under the next epoch's
+    /// key). Cached for the session. The current key of a shared zone is checked against the
+    /// owner-signed commitment.
+    /// - Throws: `.permissionFailure` when no key is reachable; `.integrityFailure` when a
+    ///   wrapped or chained key does not open or does not match the commitment.
+    func zoneKey(_ db: GRDB.Database, zone: ZoneRow, epoch: Int64, share: ShareContent? = nil) throws -> SymmetricKey {
         if let key = zoneKeys.withLock({ $0[zone.rowID]?[epoch] }) { return key }
-        guard let wrapped = try Data.fetchOne(db, sql: "SELECT wrapped_key FROM zone_key WHERE zone_id = ? AND epoch = ? AND member_id = ?",
-                                              arguments: [zone.rowID, epoch, userID]) else {
+        let key: SymmetricKey
+        if let wrapped = try Data.fetchOne(db, sql: "SELECT wrapped_key FROM zone_key WHERE zone_id = ? AND epoch = ? AND member_id = ?",
+                                           arguments: [zone.rowID, epoch, userID]) {
+            do {
+                key = try SymmetricKey(bytes: SealedBoxWrap.open(Array(wrapped), with: vault.boxKey))
+            } catch {
+                throw StoreError(.integrityFailure, "the key of zone '\(zone.id.name)' wrapped to you does not open: the store was changed",
+                                 underlying: error as? CryptoError)
+            }
+        } else if epoch < zone.currentEpoch,
+                  let sealed = try Data.fetchOne(db, sql: "SELECT sealed_key FROM zone_key_chain WHERE zone_id = ? AND epoch = ?",
+                                                 arguments: [zone.rowID, epoch]) {
+            let newer = try zoneKey(db, zone: zone, epoch: epoch + 1, share: share)
+            do {
+                let envelope = try Envelope(bytes: Array(sealed))
+                guard Int64(envelope.keyID) == epoch + 1 else { throw CryptoError.authenticationFailure }
+                key = try SymmetricKey(bytes: envelope.openSecret(using: newer, authenticating: Self.chainAD(zone: zone, epoch: epoch)))
+            } catch {
+                throw StoreError(.integrityFailure, "the key chain of zone '\(zone.id.name)' is damaged at epoch \(epoch)",
+                                 underlying: error as? CryptoError)
+            }
+        } else {
             throw StoreError(.permissionFailure, "you hold no key for zone '\(zone.id.name)' (epoch \(epoch))")
         }
-        let key: SymmetricKey
-        do {
-            key = try SymmetricKey(bytes: SealedBoxWrap.open(Array(wrapped), with: vault.boxKey))
-        } catch {
-            throw StoreError(.integrityFailure, "the key of zone '\(zone.id.name)' wrapped to you does not open: the store was changed",
-                             underlying: error as? CryptoError)
+        if let share, share.epoch == epoch,
+           ShareContent.commitment(to: key, zoneUID: zone.uid, epoch: epoch) != share.keyCommitment {
+            throw StoreError(.integrityFailure, "the key of zone '\(zone.id.name)' does not match its owner's signed commitment")
         }
         zoneKeys.withLock { $0[zone.rowID, default: [:]][epoch] = key }
         return key
+    }
+
+    /// Associated data of a chain link: the key of `epoch` sealed under the key of `epoch + 1`.
+    static func chainAD(zone: ZoneRow, epoch: Int64) -> [UInt8] {
+        Array("coffer.key-chain.v1".utf8) + zone.uid + BigEndian.bytes(UInt64(epoch))
     }
 
     /// Forgets cached keys and schemas of a zone (after it is deleted).

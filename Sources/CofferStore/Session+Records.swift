@@ -331,15 +331,15 @@ extension Session {
 
     // MARK: - Permissions
 
-    /// Issue 4 extends these to participants; today only the owner, who holds the key.
+    /// The owner and accepted participants read; the key of the current epoch must be reachable.
     func checkCanRead(_ db: GRDB.Database, zone: ZoneRow) throws {
-        _ = try zoneKey(db, zone: zone, epoch: zone.currentEpoch)
+        let access = try requireRead(db, zone: zone)
+        _ = try zoneKey(db, zone: zone, epoch: zone.currentEpoch, share: access.share)
     }
 
+    /// The owner and read-write participants write.
     func checkCanWrite(_ db: GRDB.Database, zone: ZoneRow) throws {
-        guard zone.id.ownerID == userID else {
-            throw StoreError(.permissionFailure, "you may not write to zone '\(zone.id.name)'")
-        }
-        _ = try zoneKey(db, zone: zone, epoch: zone.currentEpoch)
+        let access = try requireWrite(db, zone: zone)
+        _ = try zoneKey(db, zone: zone, epoch: zone.currentEpoch, share: access.share)
     }
 }

@@ -18,6 +18,8 @@ public final class Session: Sendable {
     let zoneKeys = Mutex<[Int64: [Int64: SymmetricKey]]>([:])
     /// (zone row id, record type) → field → spec. Schema entries never change once written.
     let schemas = Mutex<[SchemaKey: [String: FieldSpec]]>([:])
+    /// Signatures of shares this session has verified.
+    let verifiedShares = Mutex<Set<[UInt8]>>([])
 
     init(store: Store, vault: Vault) {
         self.store = store
@@ -29,6 +31,9 @@ public final class Session: Sendable {
 
     /// The zones this user owns.
     public var privateDatabase: RecordDatabase { RecordDatabase(session: self, scope: .private) }
+
+    /// The zones others shared with this user and that they accepted.
+    public var sharedDatabase: RecordDatabase { RecordDatabase(session: self, scope: .shared) }
 }
 
 extension Store {

@@ -71,6 +71,47 @@ extension Store {
                 CREATE INDEX record_parent ON record (zone_id, parent) WHERE parent IS NOT NULL;
                 """)
         }
+        migrator.registerMigration("v3-shares") { db in
+            try db.execute(sql: """
+                CREATE TABLE share (
+                    zone_id INTEGER PRIMARY KEY REFERENCES zone (id) ON DELETE CASCADE,
+                    share_uid BLOB NOT NULL UNIQUE CHECK (length(share_uid) = 16),
+                    title TEXT NOT NULL,
+                    public_permission INTEGER NOT NULL CHECK (public_permission IN (0, 1, 2)),
+                    version INTEGER NOT NULL,
+                    epoch INTEGER NOT NULL,
+                    key_commitment BLOB NOT NULL CHECK (length(key_commitment) = 32),
+                    link_sealed_key BLOB,
+                    link_secret_sealed BLOB,
+                    created_at REAL NOT NULL,
+                    modified_at REAL NOT NULL,
+                    signature BLOB NOT NULL CHECK (length(signature) = 64)
+                ) STRICT;
+                CREATE TABLE share_participant (
+                    zone_id INTEGER NOT NULL REFERENCES share (zone_id) ON DELETE CASCADE,
+                    user_id TEXT NOT NULL,
+                    role INTEGER NOT NULL CHECK (role IN (1, 2)),
+                    permission INTEGER NOT NULL CHECK (permission IN (1, 2)),
+                    status INTEGER NOT NULL CHECK (status IN (0, 2)),
+                    PRIMARY KEY (zone_id, user_id)
+                ) STRICT, WITHOUT ROWID;
+                CREATE TABLE share_acceptance (
+                    zone_id INTEGER NOT NULL REFERENCES share (zone_id) ON DELETE CASCADE,
+                    user_id TEXT NOT NULL,
+                    role INTEGER NOT NULL CHECK (role IN (1, 2)),
+                    state INTEGER NOT NULL CHECK (state IN (1, 2)),
+                    at REAL NOT NULL,
+                    signature BLOB NOT NULL CHECK (length(signature) = 64),
+                    PRIMARY KEY (zone_id, user_id)
+                ) STRICT, WITHOUT ROWID;
+                CREATE TABLE zone_key_chain (
+                    zone_id INTEGER NOT NULL REFERENCES zone (id) ON DELETE CASCADE,
+                    epoch INTEGER NOT NULL,
+                    sealed_key BLOB NOT NULL,
+                    PRIMARY KEY (zone_id, epoch)
+                ) STRICT, WITHOUT ROWID;
+                """)
+        }
         return migrator
     }
 }

@@ -90,7 +90,9 @@ public struct ContactCard: Sendable, Equatable {
             return Array(d)
         }
         guard try string("format") == format else { throw VaultError(.malformed, "not a Coffer contact card") }
-        guard let v = object["version"] as? Int, !(object["version"] is Bool), v == version else {
+        // JSON booleans bridge to NSNumber too; only a number written as an integer is a version.
+        guard let number = object["version"] as? NSNumber, String(cString: number.objCType) != "c",
+              number.int64Value == Int64(version), number.doubleValue == Double(version) else {
             throw VaultError(.malformed, "unsupported contact card version (this build reads version \(version))")
         }
         let email = try object["email"].map { _ in try string("email") }

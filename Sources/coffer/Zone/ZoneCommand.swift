@@ -7,7 +7,7 @@ extension Coffer {
         static let configuration = CommandConfiguration(
             commandName: "zone",
             abstract: "Zones: the units of atomic commits, keys and sharing.",
-            subcommands: [Create.self, List.self, Delete.self]
+            subcommands: [Create.self, List.self, Delete.self, Rekey.self]
         )
     }
 }
@@ -37,14 +37,14 @@ extension Coffer.ZoneCommand {
 
         func run() async throws {
             let context = try SessionContext(global)
-            let zones = try await context.db.zones()
+            let zones = try await context.db.zones() + context.session.sharedDatabase.zones()
             if global.json {
                 struct Entry: Encodable {
                     let name: String, owner: String, database: String, records: Int, keyEpoch: Int64, created: Date
                 }
                 try Output.json(["zones": zones.map {
-                    Entry(name: $0.id.name, owner: $0.id.ownerID, database: "private", records: $0.recordCount,
-                          keyEpoch: $0.keyEpoch, created: $0.created)
+                    Entry(name: $0.id.name, owner: $0.id.ownerID, database: $0.id.ownerID == context.session.userID ? "private" : "shared",
+                          records: $0.recordCount, keyEpoch: $0.keyEpoch, created: $0.created)
                 }])
                 return
             }
@@ -53,7 +53,9 @@ extension Coffer.ZoneCommand {
                 return
             }
             Table.print([["ZONE", "DATABASE", "OWNER", "RECORDS", "CREATED"]] + zones.map {
-                [$0.id.name, "private", context.displayName($0.id.ownerID), String($0.recordCount), Output.iso($0.created)]
+                let mine = $0.id.ownerID == context.session.userID
+                return [mine ? $0.id.name : "\($0.id.name)@\(context.displayName($0.id.ownerID))", mine ? "private" : "shared",
+                        context.displayName($0.id.ownerID), String($0.recordCount), Output.iso($0.created)]
             })
         }
     }
@@ -73,6 +75,29 @@ extension Coffer.ZoneCommand {
             } else {
                 Output.line("Deleted zone \(id.name) with its records and keys.")
             }
+        }
+    }
+}
+
+extension Coffer.ZoneCommand {
+    struct Rekey: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Re-seal every record under the current key epoch and drop older keys (owner).",
+            discussion: "After a participant was removed, this makes older records unreadable with keys they may still hold.")
+
+        @Argument(help: "The zone.") var zone: String
+        @OptionGroup var global: GlobalOptions
+
+        func run() async throws {
+            let context = try SessionContext(global)
+            let id = try context.zone(zone)
+            let progress = isatty(STDERR_FILENO) != 0
+            let count = try await context.session.rekey(zone: id) { done, total in
+                if progress { FileHandle.standardError.write(Data("\rRe-sealed \(done) of \(total) records".utf8)) }
+            }
+            if progress { Output.note("") }
+            if global.json { try Output.json(["zone": id.name, "resealed": String(count)]); return }
+            Output.line("Re-sealed \(count) records of \(id.name) under the current key; older keys are gone.")
         }
     }
 }

@@ -1,0 +1,145 @@
+import CofferCrypto
+import Foundation
+import GRDB
+
+extension Session {
+    /// Re-seals every record still under an older key epoch with the current zone key, in
+    /// transactions of 400 records, then deletes the key chain, so that older keys open nothing
+    /// in this file any more. Owner only. Returns the number of records re-sealed.
+    func rekeyRecords(zone zoneID: ZoneID, progress: (_ done: Int, _ total: Int) -> Void) throws -> Int {
+        let total: Int = try store.read { db in
+            let zone = try ZoneRow.fetch(db, zoneID)
+            _ = try self.requireOwner(db, zone: zone, to: "re-key it")
+            return try Int.fetchOne(db, sql: "SELECT count(*) FROM record WHERE zone_id = ? AND sealed IS NOT NULL AND epoch < ?",
+                                    arguments: [zone.rowID, zone.currentEpoch]) ?? 0
+        }
+        var done = 0
+        progress(0, total)
+        while true {
+            let count: Int = try store.write { db in
+                let zone = try ZoneRow.fetch(db, zoneID)
+                let access = try self.requireOwner(db, zone: zone, to: "re-key it")
+                let current = zone.currentEpoch
+                let key = try self.zoneKey(db, zone: zone, epoch: current, share: access.share)
+                let rows = try Row.fetchAll(db, sql: """
+                    SELECT id, name, type, sealed, epoch FROM record
+                    WHERE zone_id = ? AND sealed IS NOT NULL AND epoch < ? LIMIT 400
+                    """, arguments: [zone.rowID, current])
+                for row in rows {
+                    let name: String = row["name"], type: String = row["type"], epoch: Int64 = row["epoch"]
+                    let oldKey = try self.zoneKey(db, zone: zone, epoch: epoch)
+                    let sealed: Data = row["sealed"]
+                    let plaintext: [UInt8]
+                    do {
+                        plaintext = try Envelope(bytes: Array(sealed)).open(
+                            using: oldKey, authenticating: Self.associatedData(storeID: self.store.storeID, zone: zone, name: name, type: type, epoch: epoch))
+                    } catch {
+                        throw StoreError(.integrityFailure, "record '\(name)': its encrypted values fail authentication; re-key stopped",
+                                         underlying: error as? CryptoError)
+                    }
+                    let resealed = Envelope.seal(plaintext, using: key, keyID: UInt32(truncatingIfNeeded: current),
+                                                 authenticating: Self.associatedData(storeID: self.store.storeID, zone: zone, name: name, type: type, epoch: current))
+                    try db.execute(sql: "UPDATE record SET sealed = ?, epoch = ? WHERE id = ?",
+                                   arguments: [Data(resealed.bytes), current, row["id"] as Int64])
+                }
+                if rows.isEmpty {
+                    // Every record is at the current epoch: the chain of older keys can go.
+                    try db.execute(sql: "DELETE FROM zone_key_chain WHERE zone_id = ?", arguments: [zone.rowID])
+                    try db.execute(sql: "DELETE FROM zone_key WHERE zone_id = ? AND epoch < ?", arguments: [zone.rowID, current])
+                    let rowID = zone.rowID
+                    db.afterNextTransaction(onCommit: { [self] _ in
+                        self.zoneKeys.withLock { cache in cache[rowID] = cache[rowID]?.filter { $0.key == current } }
+                    })
+                }
+                return rows.count
+            }
+            if count == 0 { break }
+            done += count
+            progress(min(done, total), max(total, done))
+        }
+        store.logger.info("zone re-keyed", metadata: ["zone": "\(zoneID.name)", "records": "\(done)"])
+        return done
+    }
+
+    /// Moves records and their descendants (by parent reference) from one zone of this user
+    /// into another, creating it if needed, in one transaction: as Core Data's `share(_:to:)`
+    /// does before sharing. Returns the names moved.
+    func moveRecords(named names: [String], from sourceID: ZoneID, to targetName: String) throws -> (ZoneID, [String]) {
+        for name in names { try Names.validateRecord(name) }
+        let me = userID
+        var created: Zone?
+        if try store.read({ db in try Bool.fetchOne(db, sql: "SELECT 1 FROM zone WHERE owner_id = ? AND name = ?", arguments: [me, targetName]) }) != true {
+            created = try createZone(named: targetName)
+        }
+        let targetID = ZoneID(name: targetName, ownerID: me)
+        do {
+            let moved: [String] = try store.write { db in
+                let source = try ZoneRow.fetch(db, sourceID)
+                let target = try ZoneRow.fetch(db, targetID)
+                _ = try self.requireOwner(db, zone: source, to: "move its records")
+                let targetAccess = try self.requireOwner(db, zone: target, to: "receive records")
+                guard source.rowID != target.rowID else { throw StoreError(.invalidArguments, "the records are already in zone '\(targetName)'") }
+                // The records and, transitively, their children.
+                var all = [String](), queue = names, seen = Set<String>()
+                while let name = queue.popLast() {
+                    guard seen.insert(name).inserted else { continue }
+                    all.append(name)
+                    queue += try String.fetchAll(db, sql: "SELECT name FROM record WHERE zone_id = ? AND parent = ?", arguments: [source.rowID, name])
+                }
+                var records = [Record]()
+                for name in all {
+                    guard let record = try self.fetchRow(db, zone: source, name: name) else {
+                        throw StoreError(.unknownItem, "no record '\(name)' in zone '\(sourceID.name)'")
+                    }
+                    records.append(record)
+                }
+                let key = try self.zoneKey(db, zone: target, epoch: target.currentEpoch, share: targetAccess.share)
+                let seq = target.sequence + 1
+                try db.execute(sql: "UPDATE zone SET sequence = ? WHERE id = ?", arguments: [seq, target.rowID])
+                try db.execute(sql: "UPDATE zone SET sequence = sequence + 1 WHERE id = ?", arguments: [source.rowID])
+                for old in records {
+                    var record = Record(type: old.recordType, name: old.name, zone: targetID, parent: old.parent)
+                    record.values = old.values
+                    record.encryptedValues = old.encryptedValues
+                    let prepared = try Self.prepare(record, zone: targetID)
+                    try self.applySchema(db, zoneRowID: target.rowID, record: record)
+                    let sealed = prepared.sealedPlaintext.map {
+                        Data(Envelope.seal($0, using: key, keyID: UInt32(truncatingIfNeeded: target.currentEpoch),
+                                           authenticating: Self.associatedData(storeID: self.store.storeID, zone: target, name: record.name,
+                                                                               type: record.recordType, epoch: target.currentEpoch)).bytes)
+                    }
+                    try db.execute(sql: """
+                        INSERT INTO record (zone_id, name, type, parent, plain, sealed, epoch, seq, creator_id, modifier_id, created_at, modified_at)
+                        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                        """, arguments: [target.rowID, record.name, record.recordType, record.parent, prepared.plainJSON, sealed,
+                                         target.currentEpoch, seq, old.creatorID ?? me, me,
+                                         old.created?.timeIntervalSince1970 ?? Date().timeIntervalSince1970, Date().timeIntervalSince1970])
+                    try db.execute(sql: "DELETE FROM record WHERE zone_id = ? AND name = ?", arguments: [source.rowID, record.name])
+                }
+                return all
+            }
+            return (targetID, moved)
+        } catch {
+            if created != nil { try? deleteZone(targetID) } // nothing moved: do not leave an empty zone behind
+            throw error
+        }
+    }
+
+    /// Zones shared with this user that they accepted and may read now.
+    func sharedZones() throws -> [Zone] {
+        let me = userID
+        return try store.read { db in
+            let rows = try Row.fetchAll(db, sql: """
+                SELECT z.*, (SELECT count(*) FROM record r WHERE r.zone_id = z.id) AS record_count
+                FROM zone z JOIN share s ON s.zone_id = z.id
+                WHERE z.owner_id != ? AND (EXISTS (SELECT 1 FROM share_acceptance a WHERE a.zone_id = z.id AND a.user_id = ? AND a.state = 1))
+                ORDER BY z.owner_id, z.name
+                """, arguments: [me, me])
+            return try rows.compactMap { row -> Zone? in
+                let zone = try ZoneRow(row: row)
+                guard (try? self.access(db, zone: zone)) != nil else { return nil }
+                return Zone(id: zone.id, created: zone.created, keyEpoch: zone.currentEpoch, sequence: zone.sequence, recordCount: row["record_count"])
+            }
+        }
+    }
+}

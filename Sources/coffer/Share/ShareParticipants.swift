@@ -1,0 +1,68 @@
+import ArgumentParser
+import CofferStore
+
+extension Coffer.ShareCommand {
+    struct Add: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Invite a contact (email, user id or name); the zone key is wrapped to them.")
+
+        @Argument(help: "The zone.") var zone: String
+        @Option(help: "Who: email, user id or contact name.") var participant: String
+        @Option(help: "read-only or read-write.") var permission: ParticipantPermission
+        @OptionGroup var global: GlobalOptions
+
+        func run() async throws {
+            let context = try SessionContext(global)
+            let share = try await context.session.addParticipant(participant, permission: permission.value, to: try context.zone(zone))
+            if global.json { try ShareOutput.print(share, context: context, json: true); return }
+            Output.line("Invited \(participant) (\(permission.value)). Send them the URL: \(share.url)")
+        }
+    }
+
+    struct Permission: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Change a participant's permission.")
+
+        @Argument(help: "The zone.") var zone: String
+        @Option(help: "Who: email, user id or contact name.") var participant: String
+        @Option(help: "read-only or read-write.") var permission: ParticipantPermission
+        @OptionGroup var global: GlobalOptions
+
+        func run() async throws {
+            let context = try SessionContext(global)
+            let share = try await context.session.setPermission(permission.value, for: participant, in: try context.zone(zone))
+            if global.json { try ShareOutput.print(share, context: context, json: true); return }
+            Output.line("\(participant) now has \(permission.value) access.")
+        }
+    }
+
+    struct Public: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Set who may join with the URL alone.",
+            discussion: "Going public removes pending named participants; back to none removes everyone who joined by the link and rotates the key.")
+
+        @Argument(help: "The zone.") var zone: String
+        @Argument(help: "none, read-only or read-write.") var permission: SharePermission
+        @OptionGroup var global: GlobalOptions
+
+        func run() async throws {
+            let context = try SessionContext(global)
+            let share = try await context.session.setPublicPermission(permission, in: try context.zone(zone))
+            if global.json { try ShareOutput.print(share, context: context, json: true); return }
+            Output.line("Public permission: \(permission). URL: \(share.url)")
+        }
+    }
+
+    struct Remove: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Remove a participant; the zone key is rotated so they open nothing written after.")
+
+        @Argument(help: "The zone.") var zone: String
+        @Option(help: "Who: email, user id or contact name.") var participant: String
+        @OptionGroup var global: GlobalOptions
+
+        func run() async throws {
+            let context = try SessionContext(global)
+            let share = try await context.session.removeParticipant(participant, from: try context.zone(zone))
+            if global.json { try ShareOutput.print(share, context: context, json: true); return }
+            Output.line("Removed \(participant). The zone key was rotated (epoch \(share.keyEpoch)); run 'coffer zone rekey \(zone)' to re-seal older records too.")
+        }
+    }
+}
