@@ -24,7 +24,7 @@ extension Coffer {
             }
             defer { if dir == nil { try? FileManager.default.removeItem(at: folder) } }
             var demo = Walkthrough(folder: folder)
-            try demo.run()
+            try await demo.run()
             Output.line()
             Output.line("Demo finished: \(demo.steps) steps, all as narrated." + (dir == nil ? "" : " Files kept in \(folder.path)."))
         }
@@ -49,70 +49,141 @@ struct Walkthrough {
         say("ok: \(what)")
     }
 
-    mutating func run() throws {
-        let alicePass = SecureBytes(copying: Array("alice: correct horse battery staple".utf8))
-        let bobPass = SecureBytes(copying: Array("bob: tr0ub4dor&3".utf8))
-        let aliceURL = folder.appendingPathComponent("alice.coffer")
-        let bobURL = folder.appendingPathComponent("bob.coffer")
-        for url in [aliceURL, bobURL] where FileManager.default.fileExists(atPath: url.path) {
-            throw CLIError(ExitStatus.alreadyExists, "\(url.path) already exists; give the demo an empty --dir")
+    mutating func run() async throws {
+        let passphrases = ["Alice": "alice: correct horse battery staple", "Bob": "bob: tr0ub4dor&3", "Carol": "carol: hunter2 hunter2"]
+        func pass(_ who: String) -> SecureBytes { SecureBytes(copying: Array(passphrases[who]!.utf8)) }
+        let storeURL = folder.appendingPathComponent("store.sqlite")
+        for name in ["alice.coffer", "bob.coffer", "carol.coffer", "store.sqlite"] where FileManager.default.fileExists(atPath: folder.appendingPathComponent(name).path) {
+            throw CLIError(ExitStatus.alreadyExists, "\(folder.appendingPathComponent(name).path) already exists; give the demo an empty --dir")
         }
+        // Secrets the story writes; the last step looks for them in the store's files.
+        let secretBody = "eggs, milk, and the safe code 4711-\(Hex.encode(SecureRandom.bytes(count: 4)))"
+        let bobsEdit = "Bob adds: coffee beans \(Hex.encode(SecureRandom.bytes(count: 4)))"
+        let afterRemoval = "written after Bob left the share \(Hex.encode(SecureRandom.bytes(count: 4)))"
+        let plainTitle = "Shopping list \(Hex.encode(SecureRandom.bytes(count: 3)))"
 
-        step("Alice and Bob each create a vault (Argon2id 'interactive' preset, so the demo is quick).")
-        let alice = try Vault.create(at: aliceURL, name: "Alice", email: "alice@example.com", passphrase: alicePass, kdf: .interactive)
-        let bob = try Vault.create(at: bobURL, name: "Bob", email: "bob@example.com", passphrase: bobPass, kdf: .interactive)
-        for vault in [alice, bob] {
-            say("\(vault.identity.name): user id \(vault.identity.userID)")
-            say("       fingerprint \(vault.identity.fingerprint)")
+        step("Alice and Bob each create a vault: identity keys under a passphrase (Argon2id 'interactive', so the demo is quick).")
+        let aliceVault = try Vault.create(at: folder.appendingPathComponent("alice.coffer"), name: "Alice", email: "alice@example.com",
+                                          passphrase: pass("Alice"), kdf: .interactive)
+        let bobVault = try Vault.create(at: folder.appendingPathComponent("bob.coffer"), name: "Bob", email: "bob@example.com",
+                                        passphrase: pass("Bob"), kdf: .interactive)
+        for vault in [aliceVault, bobVault] {
+            say("\(vault.identity.name): user id \(vault.identity.userID), fingerprint \(vault.identity.fingerprint)")
         }
-        try check(alice.identity.userID != bob.identity.userID, "two distinct identities")
-
-        step("Alice reopens her vault: a wrong passphrase is refused, the right one opens it.")
         do {
-            _ = try Vault.open(at: aliceURL, passphrase: bobPass)
+            _ = try Vault.open(at: folder.appendingPathComponent("alice.coffer"), passphrase: pass("Bob"))
             try check(false, "a wrong passphrase is refused")
         } catch let e as VaultError where e.code == .wrongPassphrase {
-            say("refused: \(e.message)")
+            say("Bob's passphrase does not open Alice's vault: \(e.message)")
         }
-        let aliceAgain = try Vault.open(at: aliceURL, passphrase: alicePass)
-        try check(aliceAgain.identity == alice.identity, "the same identity after reopening")
 
-        step("They swap contact cards (self-signed JSON) and add them to a shared store.")
-        let store = try Store(path: folder.appendingPathComponent("store.sqlite").path)
-        let aliceCard = ContactCard(vault: alice).jsonData()
-        let bobCard = ContactCard(vault: bob).jsonData()
-        try aliceCard.write(to: folder.appendingPathComponent("alice.card.json"))
+        step("They swap contact cards (self-signed JSON) into the store they share, and compare fingerprints aloud.")
+        let store = try Store(path: storeURL.path)
+        let bobCard = ContactCard(vault: bobVault).jsonData()
         try bobCard.write(to: folder.appendingPathComponent("bob.card.json"))
-        try store.addContact(try ContactCard.verify(aliceCard))
         try store.addContact(try ContactCard.verify(bobCard))
-        let bobSeenByAlice = try store.contact(matching: "bob@example.com")
-        say("Alice looks Bob up by email: \(bobSeenByAlice.name), fingerprint \(bobSeenByAlice.fingerprint)")
-        try check(bobSeenByAlice.fingerprint == bob.identity.fingerprint, "the fingerprint Bob reads aloud matches the card")
-        try check(try store.contacts().count == 2, "the store knows both contacts")
-
-        step("Mallory edits Bob's card to put her own email in it: the signature catches it.")
+        try store.addContact(try ContactCard.verify(ContactCard(vault: aliceVault).jsonData()))
+        try check(try store.contact(matching: "bob@example.com").fingerprint == bobVault.identity.fingerprint,
+                  "the fingerprint on Bob's card matches the one Bob reads out")
         let forged = Data(String(decoding: bobCard, as: UTF8.self).replacingOccurrences(of: "bob@example.com", with: "mallory@example.com").utf8)
         do {
             _ = try ContactCard.verify(forged)
-            try check(false, "a changed card is refused")
+            try check(false, "a card edited by Mallory is refused")
         } catch let e as VaultError {
+            say("a copy of Bob's card with Mallory's email is refused: \(e.message)")
+        }
+
+        step("Alice saves notes: a plain, queryable title and an encrypted body.")
+        let alice = try store.session(vault: aliceVault)
+        let bob = try store.session(vault: bobVault)
+        let zone = try await alice.privateDatabase.createZone(named: "Family")
+        var note = Record(type: "Note", name: "groceries", zone: zone)
+        note.values["title"] = .string(plainTitle)
+        note.encryptedValues["body"] = .string(secretBody)
+        note = try await alice.privateDatabase.save(note)
+        say("saved 'groceries' (change tag \(note.changeTag!)): title in the clear, body sealed under the zone key")
+
+        step("Alice shares the zone read-only with Bob; Bob accepts the URL and reads with his own vault.")
+        let share = try await alice.share(zone: zone, title: "Family notes")
+        _ = try await alice.addParticipant("bob@example.com", permission: .readOnly, to: zone)
+        say("share URL: \(share.url)")
+        let accepted = try await bob.acceptShare(url: share.url)
+        let bobReads = try await bob.sharedDatabase.record(named: "groceries", in: accepted.zoneID)
+        try check(bobReads.encryptedValues["body"] == .string(secretBody), "Bob reads the encrypted body Alice wrote")
+        try check(try await bob.sharedDatabase.zones().map(\.id) == [zone], "the zone is in Bob's shared database")
+
+        step("Bob tries to change the note: refused, he is read-only.")
+        var bobsCopy = bobReads
+        bobsCopy.encryptedValues["body"] = .string(bobsEdit)
+        do {
+            _ = try await bob.sharedDatabase.save(bobsCopy)
+            try check(false, "a read-only participant's write is refused")
+        } catch let e as StoreError where e.code == .permissionFailure {
             say("refused: \(e.message)")
         }
 
+        step("Alice makes Bob read-write; Bob's edit goes through and Alice sees it.")
+        _ = try await alice.setPermission(.readWrite, for: "bob@example.com", in: zone)
+        _ = try await bob.sharedDatabase.save(bobsCopy)
+        let aliceSees = try await alice.privateDatabase.record(named: "groceries", in: zone)
+        try check(aliceSees.encryptedValues["body"] == .string(bobsEdit) && aliceSees.modifierID == bobVault.identity.userID,
+                  "Alice reads Bob's edit, marked as modified by Bob")
+        var stale = note
+        stale.encryptedValues["body"] = "Alice's older copy"
+        do {
+            _ = try await alice.privateDatabase.save(stale)
+            try check(false, "Alice's stale copy does not overwrite Bob's edit")
+        } catch let e as StoreError where e.code == .serverRecordChanged {
+            say("Alice's save of her older copy fails with a conflict instead of overwriting Bob's edit")
+        }
+
+        step("Alice opens a read-only public link; Carol, who was never invited, joins with it and reads.")
+        let carolVault = try Vault.create(at: folder.appendingPathComponent("carol.coffer"), name: "Carol", email: "carol@example.com",
+                                          passphrase: pass("Carol"), kdf: .interactive)
+        let carol = try store.session(vault: carolVault)
+        let publicShare = try await alice.setPublicPermission(.readOnly, in: zone)
+        say("public URL (its fragment is the link secret): \(publicShare.url)")
+        let carolAccepted = try await carol.acceptShare(url: publicShare.url)
+        let carolReads = try await carol.sharedDatabase.record(named: "groceries", in: carolAccepted.zoneID)
+        try check(carolReads.encryptedValues["body"] == .string(bobsEdit), "Carol reads the note through the link")
+
+        step("Alice turns the link off (Carol, who joined by it, is removed) and removes Bob: the zone key rotates each time.")
+        _ = try await alice.setPublicPermission(.none, in: zone)
+        let afterBob = try await alice.removeParticipant("bob@example.com", from: zone)
+        say("key epoch is now \(afterBob.keyEpoch); only Alice holds the new key, the old ones are sealed under it")
+        for (who, session) in [("Bob", bob), ("Carol", carol)] {
+            do {
+                _ = try await session.sharedDatabase.record(named: "groceries", in: zone)
+                try check(false, "\(who) can no longer read")
+            } catch let e as StoreError where e.code == .permissionFailure {
+                say("\(who) reading now: \(e.message)")
+            }
+        }
+        var later = Record(type: "Note", name: "after", zone: zone)
+        later.encryptedValues["body"] = .string(afterRemoval)
+        later = try await alice.privateDatabase.save(later)
+        try check(later.keyEpoch == afterBob.keyEpoch, "Alice's new note is sealed under the new key epoch")
+        try check(try await bob.sharedDatabase.zones().isEmpty, "the zone left Bob's shared database")
+        try check(try await alice.fetchShare(in: zone).participants.contains { $0.userID == bobVault.identity.userID && $0.status == .removed },
+                  "Alice can still show her share after removing Bob")
+
         step("Alice keeps an API token in her vault's keychain.")
         let token = "demo-token-\(Hex.encode(SecureRandom.bytes(count: 8)))"
-        try alice.addItem(service: "api.example.com", account: "alice", label: "Example API", secret: SecureBytes(copying: Array(token.utf8)))
-        let reopened = try Vault.open(at: aliceURL, passphrase: alicePass)
-        let item = try reopened.item(service: "api.example.com", account: "alice")
-        try check(item.secret == SecureBytes(copying: Array(token.utf8)), "the token reads back after reopening")
-        let fileBytes = try Data(contentsOf: aliceURL)
-        try check(fileBytes.range(of: Data(token.utf8)) == nil && fileBytes.range(of: Data("api.example.com".utf8)) == nil,
-                  "neither the token nor its service name appear in the vault file")
-        let (mode, _) = try fileMode(aliceURL)
-        try check(mode == 0o600, "the vault file is readable by its owner only (mode 0600)")
+        try aliceVault.addItem(service: "api.example.com", account: "alice", secret: SecureBytes(copying: Array(token.utf8)))
+        let item = try Vault.open(at: folder.appendingPathComponent("alice.coffer"), passphrase: pass("Alice")).item(service: "api.example.com", account: "alice")
+        try check(item.secret == SecureBytes(copying: Array(token.utf8)), "the token reads back after reopening the vault")
 
-        step("Next (as the store grows): Alice saves notes with encrypted fields and shares them with Bob.")
-        say("Records, zones and sharing arrive with the record store and sharing work; see README.md.")
+        step("A look at the files on disk: no secret appears in the store (database, WAL, shared memory) or the vaults.")
+        var files = [storeURL.path, storeURL.path + "-wal", storeURL.path + "-shm"].filter { FileManager.default.fileExists(atPath: $0) }
+        files += ["alice.coffer", "bob.coffer", "carol.coffer"].map { folder.appendingPathComponent($0).path }
+        var blob = Data()
+        for path in files { blob += (FileManager.default.contents(atPath: path) ?? Data()) }
+        say("scanned \(files.count) files, \(blob.count) bytes")
+        for secret in [secretBody, bobsEdit, afterRemoval, token, passphrases["Alice"]!] {
+            try check(blob.range(of: Data(secret.utf8)) == nil && blob.range(of: Data(secret.utf8).base64EncodedData()) == nil,
+                      "'\(secret.prefix(24))…' is nowhere in the files")
+        }
+        try check(blob.range(of: Data(plainTitle.utf8)) != nil, "the plain title is there, as designed: the scan looks in the right place")
     }
 
     func fileMode(_ url: URL) throws -> (Int, Int) {
