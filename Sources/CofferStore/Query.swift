@@ -73,6 +73,9 @@ public struct Query: Sendable, Hashable {
 /// One page of a query's results.
 public struct QueryResult: Sendable {
     public let records: [Record]
+    /// Matching records refused because they fail verification (`.integrityFailure`), by name.
+    /// They are never returned as records.
+    public let refused: [String: StoreError]
     /// Pass it back for the next page; nil when there is none.
     public let cursor: QueryCursor?
 }

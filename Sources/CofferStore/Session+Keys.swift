@@ -51,6 +51,8 @@ extension Session {
     /// Forgets cached keys and schemas of a zone (after it is deleted).
     func forget(zoneRowID: Int64) {
         zoneKeys.withLock { _ = $0.removeValue(forKey: zoneRowID) }
+        commits.withLock { _ = $0.removeValue(forKey: zoneRowID) }
+        memberships.withLock { _ = $0.removeValue(forKey: zoneRowID) }
         schemas.withLock { cache in cache = cache.filter { $0.key.zoneRowID != zoneRowID } }
     }
 

@@ -71,19 +71,25 @@ extension Session {
             }
             let rows = try Row.fetchCursor(db.cachedStatement(sql: sql), arguments: StatementArguments(arguments))
             var records = [Record]()
+            var refused = [String: StoreError]()
             var more = false
             while let row = try rows.next() {
-                if let limit = query.limit, records.count == limit {
+                if let limit = query.limit, records.count + refused.count == limit {
                     more = true
                     break
                 }
-                records.append(try self.decodeRecord(db, zone: zone, row: row))
+                do {
+                    records.append(try self.decodeRecord(db, zone: zone, row: row))
+                } catch let e as StoreError where e.code == .integrityFailure {
+                    refused[row[0]] = e
+                    self.store.logger.warning("record refused", metadata: ["zone": "\(zoneID.name)", "record": "\(row[0] as String)"])
+                }
             }
             var next: QueryCursor?
             if let limit = query.limit, more {
                 next = QueryCursor(zoneUID: zone.uid, queryFingerprint: query.fingerprint, offset: offset + Int64(limit))
             }
-            return QueryResult(records: records, cursor: next)
+            return QueryResult(records: records, refused: refused, cursor: next)
         }
     }
 

@@ -95,7 +95,10 @@ extension Session {
 
     /// Saves and deletes records of one zone atomically: all or nothing.
     func modify(zone zoneID: ZoneID, saving records: [Record], deleting deletions: [RecordDeletion],
-                policy: SavePolicy) throws -> ModifyResult {
+                policy: SavePolicy, authorLabel: String? = nil) throws -> ModifyResult {
+        if let authorLabel, authorLabel.utf8.count > 255 || authorLabel.unicodeScalars.contains(where: { $0.value < 0x20 }) {
+            throw StoreError(.invalidArguments, "a transaction author is at most 255 bytes with no control characters")
+        }
         let total = records.count + deletions.count
         guard total <= Limits.maxBatchRecords else {
             throw StoreError(.limitExceeded, "a batch holds at most \(Limits.maxBatchRecords) records (this one has \(total)); split it and retry")
@@ -123,13 +126,16 @@ extension Session {
             let key = try self.zoneKey(db, zone: zone, epoch: epoch)
             let seq = zone.sequence + 1
             try db.execute(sql: "UPDATE zone SET sequence = ? WHERE id = ?", arguments: [seq, zone.rowID])
+            let membershipSeq = zone.membershipSeq
+            var commit = CommitBuilder(zone: zone, seq: seq, membershipSeq: membershipSeq, epoch: epoch, authorID: me,
+                                       authorLabel: authorLabel, time: now)
 
             var failures = [String: StoreError]()
             var saved = [Record]()
             saved.reserveCapacity(prepared.count)
             let insert = try db.cachedStatement(sql: """
-                INSERT INTO record (zone_id, name, type, parent, plain, sealed, epoch, seq, creator_id, modifier_id, created_at, modified_at)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (zone_id, name) DO NOTHING
+                INSERT INTO record (zone_id, name, type, parent, plain, sealed, epoch, seq, membership_seq, creator_id, modifier_id, created_at, modified_at)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (zone_id, name) DO NOTHING
                 """)
             for i in prepared.indices {
                 if policy == .changedKeys, let merged = try self.mergeChangedKeys(db, zone: zone, prepared[i]) {
@@ -154,7 +160,7 @@ extension Session {
                 var written = false
                 if item.expectedSeq == nil || policy != .ifServerRecordUnchanged {
                     try insert.execute(arguments: [zone.rowID, record.name, record.recordType, record.parent, item.plainJSON, sealed,
-                                                   epoch, seq, me, me, now, now])
+                                                   epoch, seq, membershipSeq, me, me, now, now])
                     if db.changesCount == 1 {
                         written = true
                         result.creatorID = me
@@ -163,12 +169,12 @@ extension Session {
                 }
                 if !written && (item.expectedSeq != nil || policy != .ifServerRecordUnchanged) {
                     let update = try db.cachedStatement(sql: """
-                        UPDATE record SET parent = ?, plain = ?, sealed = ?, epoch = ?, seq = ?, modifier_id = ?, modified_at = ?
+                        UPDATE record SET parent = ?, plain = ?, sealed = ?, epoch = ?, seq = ?, membership_seq = ?, modifier_id = ?, modified_at = ?
                         WHERE zone_id = ? AND name = ? AND type = ? AND (? IS NULL OR seq = ?)
                         RETURNING creator_id, created_at
                         """)
                     let guardSeq: Int64? = policy == .ifServerRecordUnchanged ? item.expectedSeq : nil
-                    if let row = try Row.fetchOne(update, arguments: [record.parent, item.plainJSON, sealed, epoch, seq, me, now,
+                    if let row = try Row.fetchOne(update, arguments: [record.parent, item.plainJSON, sealed, epoch, seq, membershipSeq, me, now,
                                                                       zone.rowID, record.name, record.recordType, guardSeq, guardSeq]) {
                         written = true
                         result.creatorID = row[0]
@@ -176,6 +182,21 @@ extension Session {
                     }
                 }
                 if written {
+                    var plain = item.plainJSON
+                    let hash = plain.withUTF8 { p in
+                        let plainRaw = UnsafeRawBufferPointer(p)
+                        if let sealed {
+                            return sealed.withUnsafeBytes { s in
+                                CommitBuilder.recordHash(zoneUID: zone.uid, name: record.name, type: record.recordType, parent: record.parent, seq: seq,
+                                                         epoch: epoch, membershipSeq: membershipSeq, creatorID: result.creatorID!,
+                                                         created: result.created!.timeIntervalSince1970, modified: now, plain: plainRaw, sealed: s)
+                            }
+                        }
+                        return CommitBuilder.recordHash(zoneUID: zone.uid, name: record.name, type: record.recordType, parent: record.parent, seq: seq,
+                                                        epoch: epoch, membershipSeq: membershipSeq, creatorID: result.creatorID!,
+                                                        created: result.created!.timeIntervalSince1970, modified: now, plain: plainRaw, sealed: nil)
+                    }
+                    commit.addRecord(hash)
                     saved.append(result)
                 } else {
                     failures[record.name] = try self.saveFailure(db, zone: zone, record: record)
@@ -188,6 +209,7 @@ extension Session {
                 try delete.execute(arguments: [zone.rowID, deletion.name, expected, expected])
                 if db.changesCount == 1 {
                     deleted.append(deletion.name)
+                    commit.addDeletion(name: deletion.name)
                 } else if let server = try self.fetchRow(db, zone: zone, name: deletion.name) {
                     failures[deletion.name] = StoreError(.serverRecordChanged, "record '\(deletion.name)' changed since change tag \(deletion.changeTag ?? "?"); fetch it and retry", serverRecord: server)
                 } else {
@@ -202,6 +224,7 @@ extension Session {
                 throw StoreError(.partialFailure, "\(failures.count) of \(total) records failed (\(names.prefix(5).joined(separator: ", "))\(names.count > 5 ? ", …" : "")); nothing was saved",
                                  partialErrors: failures)
             }
+            try commit.write(db, signer: self.vault.signingKey)
             return ModifyResult(saved: saved, deleted: deleted)
         }
     }
@@ -245,7 +268,7 @@ extension Session {
         return try decodeRecord(db, zone: zone, row: row)
     }
 
-    static let recordColumns = "name, type, parent, plain, sealed, epoch, seq, creator_id, modifier_id, created_at, modified_at"
+    static let recordColumns = "name, type, parent, plain, sealed, epoch, seq, creator_id, modifier_id, created_at, modified_at, membership_seq"
 
     /// Decodes a row selected with ``recordColumns``, opening its sealed values. Give it the
     /// live row of a cursor: the plain and sealed columns are read in place, without copies.
@@ -253,6 +276,7 @@ extension Session {
         let name: String = row[0]
         let type: String = row[1]
         var record = Record(type: type, name: name, zone: zone.id, parent: row[2])
+        let commit = try verify(db, zone: zone, row: row)
         var schema = try self.schema(db, zoneRowID: zone.rowID, recordType: type)
         record.values = try row.withUnsafeData(atIndex: 3) { data -> [String: RecordValue] in
             guard let data else { throw StoreError(.integrityFailure, "record '\(name)' has no plain values column") }
@@ -301,12 +325,43 @@ extension Session {
         record.keyEpoch = epoch
         record.changeTag = ChangeTag.make(seq)
         record.creatorID = row[7]
-        record.modifierID = row[8]
+        record.modifierID = commit.authorID // signed, unlike the row's modifier column
         record.created = Date(timeIntervalSince1970: row[9])
-        record.modified = Date(timeIntervalSince1970: row[10])
+        record.modified = Date(timeIntervalSince1970: commit.time)
         record.fetchedValues = record.values
         record.fetchedEncryptedValues = record.encryptedValues
         return record
+    }
+
+    /// Checks a record row against its signed commit: the row's hash must be one of the commit's
+    /// entries, and the commit must verify (signature, chain link, writer's permission).
+    func verify(_ db: GRDB.Database, zone: ZoneRow, row: Row) throws -> VerifiedCommit {
+        let name: String = row[0]
+        let seq: Int64 = row[6]
+        let commit: VerifiedCommit
+        do { commit = try verifiedCommit(db, zone: zone, seq: seq) } catch let e as StoreError where e.code == .integrityFailure {
+            throw StoreError(.integrityFailure, "record '\(name)' in zone '\(zone.id.name)' is refused: \(e.message)")
+        }
+        let modified: Double = row[10]
+        let hash = try row.withUnsafeData(atIndex: 3) { plain in
+            try row.withUnsafeData(atIndex: 4) { sealed in
+                let plainData = plain ?? Data()
+                return plainData.withUnsafeBytes { p in
+                    if let sealed {
+                        return sealed.withUnsafeBytes { s in
+                            CommitBuilder.recordHash(zoneUID: zone.uid, name: name, type: row[1], parent: row[2], seq: seq, epoch: row[5],
+                                                     membershipSeq: row[11], creatorID: row[7], created: row[9], modified: modified, plain: p, sealed: s)
+                        }
+                    }
+                    return CommitBuilder.recordHash(zoneUID: zone.uid, name: name, type: row[1], parent: row[2], seq: seq, epoch: row[5],
+                                                    membershipSeq: row[11], creatorID: row[7], created: row[9], modified: modified, plain: p, sealed: nil)
+                }
+            }
+        }
+        guard commit.entries.contains(hash) else {
+            throw StoreError(.integrityFailure, "record '\(name)' in zone '\(zone.id.name)' does not match its signed commit \(seq): it was changed in the file")
+        }
+        return commit
     }
 
     func fetch(zone zoneID: ZoneID, names: [String]) throws -> [String: Result<Record, StoreError>] {

@@ -22,9 +22,15 @@ extension Session {
                 let current = zone.currentEpoch
                 let key = try self.zoneKey(db, zone: zone, epoch: current, share: access.share)
                 let rows = try Row.fetchAll(db, sql: """
-                    SELECT id, name, type, sealed, epoch FROM record
+                    SELECT id, name, type, sealed, epoch, parent, plain, creator_id, created_at FROM record
                     WHERE zone_id = ? AND sealed IS NOT NULL AND epoch < ? LIMIT 400
                     """, arguments: [zone.rowID, current])
+                // A re-seal is a rewrite: a new commit, signed by the owner, with new change tags.
+                let seq = zone.sequence + 1
+                let now = Date().timeIntervalSince1970
+                var commit = CommitBuilder(zone: zone, seq: seq, membershipSeq: zone.membershipSeq, epoch: current, authorID: self.userID,
+                                           authorLabel: "coffer.rekey", time: now)
+                if !rows.isEmpty { try db.execute(sql: "UPDATE zone SET sequence = ? WHERE id = ?", arguments: [seq, zone.rowID]) }
                 for row in rows {
                     let name: String = row["name"], type: String = row["type"], epoch: Int64 = row["epoch"]
                     let oldKey = try self.zoneKey(db, zone: zone, epoch: epoch)
@@ -39,9 +45,14 @@ extension Session {
                     }
                     let resealed = Envelope.seal(plaintext, using: key, keyID: UInt32(truncatingIfNeeded: current),
                                                  authenticating: Self.associatedData(storeID: self.store.storeID, zone: zone, name: name, type: type, epoch: current))
-                    try db.execute(sql: "UPDATE record SET sealed = ?, epoch = ? WHERE id = ?",
-                                   arguments: [Data(resealed.bytes), current, row["id"] as Int64])
+                    try db.execute(sql: "UPDATE record SET sealed = ?, epoch = ?, seq = ?, membership_seq = ?, modifier_id = ?, modified_at = ? WHERE id = ?",
+                                   arguments: [Data(resealed.bytes), current, seq, zone.membershipSeq, self.userID, now, row["id"] as Int64])
+                    let plain: String = row["plain"]
+                    commit.addRecord(Self.hash(zone: zone, name: name, type: type, parent: row["parent"], seq: seq, epoch: current,
+                                               membershipSeq: zone.membershipSeq, creatorID: row["creator_id"], created: row["created_at"],
+                                               modified: now, plain: plain, sealed: resealed.bytes))
                 }
+                if !rows.isEmpty { try commit.write(db, signer: self.vault.signingKey) }
                 if rows.isEmpty {
                     // Every record is at the current epoch: the chain of older keys can go.
                     try db.execute(sql: "DELETE FROM zone_key_chain WHERE zone_id = ?", arguments: [zone.rowID])
@@ -94,9 +105,14 @@ extension Session {
                     records.append(record)
                 }
                 let key = try self.zoneKey(db, zone: target, epoch: target.currentEpoch, share: targetAccess.share)
-                let seq = target.sequence + 1
+                let seq = target.sequence + 1, sourceSeq = source.sequence + 1
+                let now = Date().timeIntervalSince1970
                 try db.execute(sql: "UPDATE zone SET sequence = ? WHERE id = ?", arguments: [seq, target.rowID])
-                try db.execute(sql: "UPDATE zone SET sequence = sequence + 1 WHERE id = ?", arguments: [source.rowID])
+                try db.execute(sql: "UPDATE zone SET sequence = ? WHERE id = ?", arguments: [sourceSeq, source.rowID])
+                var added = CommitBuilder(zone: target, seq: seq, membershipSeq: target.membershipSeq, epoch: target.currentEpoch,
+                                          authorID: me, authorLabel: "coffer.move", time: now)
+                var removed = CommitBuilder(zone: source, seq: sourceSeq, membershipSeq: source.membershipSeq, epoch: source.currentEpoch,
+                                            authorID: me, authorLabel: "coffer.move", time: now)
                 for old in records {
                     var record = Record(type: old.recordType, name: old.name, zone: targetID, parent: old.parent)
                     record.values = old.values
@@ -108,14 +124,20 @@ extension Session {
                                            authenticating: Self.associatedData(storeID: self.store.storeID, zone: target, name: record.name,
                                                                                type: record.recordType, epoch: target.currentEpoch)).bytes)
                     }
+                    let creator = old.creatorID ?? me, created = old.created?.timeIntervalSince1970 ?? now
                     try db.execute(sql: """
-                        INSERT INTO record (zone_id, name, type, parent, plain, sealed, epoch, seq, creator_id, modifier_id, created_at, modified_at)
-                        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                        INSERT INTO record (zone_id, name, type, parent, plain, sealed, epoch, seq, membership_seq, creator_id, modifier_id, created_at, modified_at)
+                        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                         """, arguments: [target.rowID, record.name, record.recordType, record.parent, prepared.plainJSON, sealed,
-                                         target.currentEpoch, seq, old.creatorID ?? me, me,
-                                         old.created?.timeIntervalSince1970 ?? Date().timeIntervalSince1970, Date().timeIntervalSince1970])
+                                         target.currentEpoch, seq, target.membershipSeq, creator, me, created, now])
+                    added.addRecord(Self.hash(zone: target, name: record.name, type: record.recordType, parent: record.parent, seq: seq,
+                                              epoch: target.currentEpoch, membershipSeq: target.membershipSeq, creatorID: creator, created: created,
+                                              modified: now, plain: prepared.plainJSON, sealed: sealed.map(Array.init)))
                     try db.execute(sql: "DELETE FROM record WHERE zone_id = ? AND name = ?", arguments: [source.rowID, record.name])
+                    removed.addDeletion(name: record.name)
                 }
+                try added.write(db, signer: self.vault.signingKey)
+                try removed.write(db, signer: self.vault.signingKey)
                 return all
             }
             return (targetID, moved)
@@ -139,6 +161,27 @@ extension Session {
                 let zone = try ZoneRow(row: row)
                 guard (try? self.access(db, zone: zone)) != nil else { return nil }
                 return Zone(id: zone.id, created: zone.created, keyEpoch: zone.currentEpoch, sequence: zone.sequence, recordCount: row["record_count"])
+            }
+        }
+    }
+}
+
+extension Session {
+    /// A record version's hash from its stored forms (see ``CommitBuilder/recordHash``).
+    static func hash(zone: ZoneRow, name: String, type: String, parent: String?, seq: Int64, epoch: Int64, membershipSeq: Int64,
+                     creatorID: String, created: Double, modified: Double, plain: String, sealed: [UInt8]?) -> [UInt8] {
+        var plain = plain
+        return plain.withUTF8 { p in
+            let plainRaw = UnsafeRawBufferPointer(p)
+            guard let sealed else {
+                return CommitBuilder.recordHash(zoneUID: zone.uid, name: name, type: type, parent: parent, seq: seq, epoch: epoch,
+                                                membershipSeq: membershipSeq, creatorID: creatorID, created: created, modified: modified,
+                                                plain: plainRaw, sealed: nil)
+            }
+            return sealed.withUnsafeBytes { s in
+                CommitBuilder.recordHash(zoneUID: zone.uid, name: name, type: type, parent: parent, seq: seq, epoch: epoch,
+                                         membershipSeq: membershipSeq, creatorID: creatorID, created: created, modified: modified,
+                                         plain: plainRaw, sealed: s)
             }
         }
     }

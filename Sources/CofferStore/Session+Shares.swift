@@ -17,7 +17,7 @@ extension Session {
             let key = try self.zoneKey(db, zone: zone, epoch: zone.currentEpoch)
             let now = Date().timeIntervalSince1970
             var content = ShareContent(zoneUID: zone.uid, shareUID: SecureRandom.bytes(count: 16), ownerID: self.userID, title: title,
-                                       publicPermission: publicPermission, version: 1, epoch: zone.currentEpoch,
+                                       publicPermission: publicPermission, version: zone.membershipSeq + 1, epoch: zone.currentEpoch,
                                        keyCommitment: ShareContent.commitment(to: key, zoneUID: zone.uid, epoch: zone.currentEpoch),
                                        linkSealedKey: nil, linkSecretSealed: nil, entries: [], created: now, modified: now)
             if publicPermission != .none {
@@ -150,6 +150,9 @@ extension Session {
             try db.execute(sql: "DELETE FROM share WHERE zone_id = ?", arguments: [zone.rowID]) // participants, acceptances cascade
             var none: ShareContent?
             try self.rotate(db, zone: zone, content: &none)
+            let rotated = try ZoneRow.fetch(db, zoneID)
+            // From here on, the owner alone may write: the membership log says so, signed.
+            try self.logMembership(db, zone: rotated, seq: rotated.membershipSeq + 1, epoch: rotated.currentEpoch, share: nil)
         }
         store.logger.info("share stopped, zone key rotated", metadata: ["zone": "\(zoneID.name)"])
     }
@@ -317,16 +320,19 @@ extension Session {
         return (zone, access, content)
     }
 
-    /// Next version, new modification time, signed and saved.
+    /// Next membership version, new modification time, signed and saved.
     func bump(_ db: GRDB.Database, zone: ZoneRow, content: inout ShareContent) throws {
-        content.version += 1
+        let current = try ZoneRow.fetch(db, zone.id)
+        content.version = max(content.version, current.membershipSeq) + 1
         content.modified = Date().timeIntervalSince1970
         try persist(db, zone: zone, content: content)
     }
 
+    /// Signs and saves the share, and appends the owner-signed membership entry of its version.
     func persist(_ db: GRDB.Database, zone: ZoneRow, content: ShareContent) throws {
         let signature = vault.signingKey.signature(for: content.signedBytes)
         try content.save(db, zoneRowID: zone.rowID, signature: signature)
+        try logMembership(db, zone: zone, seq: content.version, epoch: content.epoch, share: content)
         verifiedShares.withLock { _ = $0.insert(signature) }
     }
 

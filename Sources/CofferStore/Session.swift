@@ -18,6 +18,10 @@ public final class Session: Sendable {
     let zoneKeys = Mutex<[Int64: [Int64: SymmetricKey]]>([:])
     /// (zone row id, record type) → field → spec. Schema entries never change once written.
     let schemas = Mutex<[SchemaKey: [String: FieldSpec]]>([:])
+    /// Zone row id → commit seq → verified commit.
+    let commits = Mutex<[Int64: [Int64: VerifiedCommit]]>([:])
+    /// Zone row id → membership seq → verified entry.
+    let memberships = Mutex<[Int64: [Int64: MembershipEntry]]>([:])
     /// Signatures of shares this session has verified.
     let verifiedShares = Mutex<Set<[UInt8]>>([])
 
@@ -63,6 +67,7 @@ struct ZoneRow: Sendable {
     let id: ZoneID
     let currentEpoch: Int64
     let sequence: Int64
+    let membershipSeq: Int64
     let created: Date
 
     static func fetch(_ db: GRDB.Database, _ zoneID: ZoneID) throws -> ZoneRow {
@@ -80,6 +85,7 @@ struct ZoneRow: Sendable {
         id = ZoneID(name: row["name"], ownerID: row["owner_id"])
         currentEpoch = row["current_epoch"]
         sequence = row["sequence"]
+        membershipSeq = row["membership_seq"]
         created = Date(timeIntervalSince1970: row["created_at"])
     }
 }

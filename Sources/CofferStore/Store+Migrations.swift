@@ -34,6 +34,7 @@ extension Store {
                     name TEXT NOT NULL,
                     current_epoch INTEGER NOT NULL CHECK (current_epoch >= 1),
                     sequence INTEGER NOT NULL DEFAULT 0,
+                    membership_seq INTEGER NOT NULL DEFAULT 0,
                     created_at REAL NOT NULL,
                     UNIQUE (owner_id, name)
                 ) STRICT;
@@ -62,6 +63,7 @@ extension Store {
                     sealed BLOB,
                     epoch INTEGER NOT NULL,
                     seq INTEGER NOT NULL,
+                    membership_seq INTEGER NOT NULL,
                     creator_id TEXT NOT NULL,
                     modifier_id TEXT NOT NULL,
                     created_at REAL NOT NULL,
@@ -71,7 +73,7 @@ extension Store {
                 CREATE INDEX record_parent ON record (zone_id, parent) WHERE parent IS NOT NULL;
                 """)
         }
-        migrator.registerMigration("v3-shares") { db in
+        migrator.registerMigration("v3-shares-and-signed-commits") { db in
             try db.execute(sql: """
                 CREATE TABLE share (
                     zone_id INTEGER PRIMARY KEY REFERENCES zone (id) ON DELETE CASCADE,
@@ -103,6 +105,27 @@ extension Store {
                     at REAL NOT NULL,
                     signature BLOB NOT NULL CHECK (length(signature) = 64),
                     PRIMARY KEY (zone_id, user_id)
+                ) STRICT, WITHOUT ROWID;
+                CREATE TABLE membership_log (
+                    zone_id INTEGER NOT NULL REFERENCES zone (id) ON DELETE CASCADE,
+                    seq INTEGER NOT NULL,
+                    content BLOB NOT NULL,
+                    signature BLOB NOT NULL CHECK (length(signature) = 64),
+                    PRIMARY KEY (zone_id, seq)
+                ) STRICT, WITHOUT ROWID;
+                CREATE TABLE zone_commit (
+                    zone_id INTEGER NOT NULL REFERENCES zone (id) ON DELETE CASCADE,
+                    seq INTEGER NOT NULL,
+                    author_id TEXT NOT NULL,
+                    author_label TEXT,
+                    membership_seq INTEGER NOT NULL,
+                    epoch INTEGER NOT NULL,
+                    committed_at REAL NOT NULL,
+                    prev_hash BLOB NOT NULL CHECK (length(prev_hash) = 32),
+                    entries BLOB NOT NULL,
+                    hash BLOB NOT NULL CHECK (length(hash) = 32),
+                    signature BLOB NOT NULL CHECK (length(signature) = 64),
+                    PRIMARY KEY (zone_id, seq)
                 ) STRICT, WITHOUT ROWID;
                 CREATE TABLE zone_key_chain (
                     zone_id INTEGER NOT NULL REFERENCES zone (id) ON DELETE CASCADE,

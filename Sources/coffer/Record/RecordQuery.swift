@@ -43,9 +43,13 @@ extension Coffer.RecordCommand {
                 try RecordOutput.printJSON([
                     "records": result.records.map { RecordOutput.jsonObject($0, context: context, schema: schema) },
                     "cursor": result.cursor?.token ?? NSNull(),
+                    "refused": result.refused.keys.sorted().map { ["name": $0, "message": result.refused[$0]!.message] },
                     "moreComing": result.cursor != nil,
                 ] as [String: Any])
                 return
+            }
+            for name in result.refused.keys.sorted() {
+                Output.note("warning: \(result.refused[name]!.message) (not listed; run 'coffer audit')")
             }
             if result.records.isEmpty { Output.line("No records match.") }
             for record in result.records {

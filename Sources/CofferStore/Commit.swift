@@ -1,0 +1,126 @@
+import CofferCrypto
+import Foundation
+import GRDB
+
+/// A signed commit: one Ed25519 signature per batch, over the hashes of every record version
+/// and deletion in it. See `Docs/Security.md` ("Signed writes").
+struct CommitBuilder {
+    let zone: ZoneRow
+    let seq: Int64
+    let membershipSeq: Int64
+    let epoch: Int64
+    let authorID: String
+    let authorLabel: String?
+    let time: Double
+    private(set) var entries = [UInt8]()
+
+    init(zone: ZoneRow, seq: Int64, membershipSeq: Int64, epoch: Int64, authorID: String, authorLabel: String?, time: Double) {
+        self.zone = zone
+        self.seq = seq
+        self.membershipSeq = membershipSeq
+        self.epoch = epoch
+        self.authorID = authorID
+        self.authorLabel = authorLabel
+        self.time = time
+        entries.reserveCapacity(32 * 64)
+    }
+
+    mutating func addRecord(_ hash: [UInt8]) { entries += hash }
+
+    mutating func addDeletion(name: String) { entries += Self.deletionHash(zoneUID: zone.uid, name: name, seq: seq) }
+
+    var signedBytes: [UInt8] { Self.signedBytes(zoneUID: zone.uid, seq: seq, membershipSeq: membershipSeq, epoch: epoch, authorID: authorID,
+                                                authorLabel: authorLabel, time: time, prevHash: [], entries: entries) }
+
+    /// Signs and stores the commit, chained to the zone's previous commit.
+    func write(_ db: GRDB.Database, signer: Ed25519.PrivateKey) throws {
+        let prev = try Data.fetchOne(db, sql: "SELECT hash FROM zone_commit WHERE zone_id = ? ORDER BY seq DESC LIMIT 1",
+                                     arguments: [zone.rowID]).map(Array.init) ?? [UInt8](repeating: 0, count: 32)
+        let bytes = Self.signedBytes(zoneUID: zone.uid, seq: seq, membershipSeq: membershipSeq, epoch: epoch, authorID: authorID,
+                                     authorLabel: authorLabel, time: time, prevHash: prev, entries: entries)
+        let signature = signer.signature(for: bytes)
+        let hash = BLAKE2b.hash(bytes + signature)
+        try db.execute(sql: """
+            INSERT INTO zone_commit (zone_id, seq, author_id, author_label, membership_seq, epoch, committed_at, prev_hash, entries, hash, signature)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            """, arguments: [zone.rowID, seq, authorID, authorLabel, membershipSeq, epoch, time, Data(prev), Data(entries), Data(hash), Data(signature)])
+    }
+
+    static func signedBytes(zoneUID: [UInt8], seq: Int64, membershipSeq: Int64, epoch: Int64, authorID: String, authorLabel: String?,
+                            time: Double, prevHash: [UInt8], entries: [UInt8]) -> [UInt8] {
+        var out = Array("coffer.commit.v1".utf8) + [0] + zoneUID
+        out += BigEndian.bytes(UInt64(seq)) + BigEndian.bytes(UInt64(membershipSeq)) + BigEndian.bytes(UInt64(epoch))
+        let author = Array(authorID.utf8), label = Array((authorLabel ?? "").utf8)
+        out += BigEndian.bytes(UInt32(author.count)) + author + [authorLabel == nil ? 0 : 1] + BigEndian.bytes(UInt32(label.count)) + label
+        out += BigEndian.bytes(time.bitPattern) + prevHash
+        out += BigEndian.bytes(UInt32(entries.count / 32)) + BLAKE2b.hash(entries)
+        return out
+    }
+
+    /// The hash of one record version: everything a reader sees of it, plain and sealed.
+    static func recordHash(zoneUID: [UInt8], name: String, type: String, parent: String?, seq: Int64, epoch: Int64, membershipSeq: Int64,
+                           creatorID: String, created: Double, modified: Double,
+                           plain: UnsafeRawBufferPointer, sealed: UnsafeRawBufferPointer?) -> [UInt8] {
+        let h = BLAKE2b.Hasher()
+        h.update(Array("coffer.record-version.v1".utf8))
+        h.updateFramed(zoneUID)
+        h.updateFramed(Array(name.utf8))
+        h.updateFramed(Array(type.utf8))
+        h.update([parent == nil ? 0 : 1])
+        h.updateFramed(Array((parent ?? "").utf8))
+        h.update(BigEndian.bytes(UInt64(seq)) + BigEndian.bytes(UInt64(epoch)) + BigEndian.bytes(UInt64(membershipSeq)))
+        h.updateFramed(Array(creatorID.utf8))
+        h.update(BigEndian.bytes(created.bitPattern) + BigEndian.bytes(modified.bitPattern))
+        h.updateFramed(plain)
+        h.update([sealed == nil ? 0 : 1])
+        if let sealed { h.updateFramed(sealed) }
+        return h.finalize()
+    }
+
+    static func deletionHash(zoneUID: [UInt8], name: String, seq: Int64) -> [UInt8] {
+        BLAKE2b.hash(Array("coffer.record-deletion.v1".utf8) + zoneUID + BigEndian.bytes(UInt32(name.utf8.count)) + Array(name.utf8)
+                     + BigEndian.bytes(UInt64(seq)))
+    }
+}
+
+/// An owner-signed membership entry: who may read and write a zone from this membership
+/// sequence on, at which key epoch.
+struct MembershipEntry: Sendable {
+    let seq: Int64
+    let epoch: Int64
+    let publicPermission: SharePermission
+    /// Named participants who are not removed (pending or accepted), with their permission.
+    let members: [String: SharePermission]
+
+    func encoded(zoneUID: [UInt8]) -> [UInt8] {
+        var out = Array("coffer.membership.v1".utf8) + [0] + zoneUID
+        out += BigEndian.bytes(UInt64(seq)) + BigEndian.bytes(UInt64(epoch)) + [UInt8(publicPermission.rawValue)]
+        out += BigEndian.bytes(UInt32(members.count))
+        for (id, permission) in members.sorted(by: { $0.key < $1.key }) {
+            let bytes = Array(id.utf8)
+            out += BigEndian.bytes(UInt32(bytes.count)) + bytes + [UInt8(permission.rawValue)]
+        }
+        return out
+    }
+
+    /// Parses an encoded entry of `zoneUID`; nil for anything malformed.
+    static func decode(_ bytes: [UInt8], zoneUID: [UInt8]) -> MembershipEntry? {
+        try? bytes.withUnsafeBytes { raw -> MembershipEntry? in
+            var r = RawReader(raw, what: "membership")
+            let domain = Array("coffer.membership.v1".utf8) + [0]
+            guard Array(try r.take(domain.count)) == domain, Array(try r.take(16)) == zoneUID else { return nil }
+            let seq = Int64(bitPattern: try r.u64()), epoch = Int64(bitPattern: try r.u64())
+            guard let pub = SharePermission(rawValue: Int(try r.u8())) else { return nil }
+            let count = Int(try r.u32())
+            guard count <= Limits.maxParticipants * 4 else { return nil }
+            var members = [String: SharePermission]()
+            for _ in 0..<count {
+                let id = try r.utf8(count: Int(try r.u32()))
+                guard let p = SharePermission(rawValue: Int(try r.u8())), p != .none else { return nil }
+                members[id] = p
+            }
+            guard r.remaining == 0 else { return nil }
+            return MembershipEntry(seq: seq, epoch: epoch, publicPermission: pub, members: members)
+        }
+    }
+}
