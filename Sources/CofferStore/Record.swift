@@ -53,6 +53,8 @@ public struct Record: Sendable, Hashable {
     public internal(set) var modified: Date?
     /// The key epoch the encrypted values were sealed under.
     public internal(set) var keyEpoch: Int64?
+    /// The transaction author string the last writer set (Core Data's `transactionAuthor`), from the signed commit.
+    public internal(set) var transactionAuthor: String?
 
     /// The values as fetched, to compute the keys a caller changed (`.changedKeys` policy).
     var fetchedValues: [String: RecordValue]?

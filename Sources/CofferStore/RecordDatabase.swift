@@ -20,6 +20,9 @@ public struct RecordDatabase: Sendable {
 
     let session: Session
     public let scope: Scope
+    /// A label stored with every commit made through this value, so that a change feed reader
+    /// can skip its own changes (Core Data's `transactionAuthor`). At most 255 bytes.
+    public var transactionAuthor: String?
 
     /// The id of a zone of this database by name (in the private database, the user owns it).
     public func zoneID(named name: String) -> ZoneID {
@@ -55,14 +58,14 @@ public struct RecordDatabase: Sendable {
     ///   changed since `record` was fetched; `.invalidArguments` for names, types or a schema
     ///   mismatch; `.limitExceeded`; `.zoneNotFound`; `.permissionFailure`.
     public func save(_ record: Record, policy: SavePolicy = .ifServerRecordUnchanged) async throws -> Record {
-        try session.modify(zone: record.zoneID, saving: [record], deleting: [], policy: policy).saved[0]
+        try session.modify(zone: record.zoneID, saving: [record], deleting: [], policy: policy, authorLabel: transactionAuthor).saved[0]
     }
 
     /// Saves and deletes records of one zone in one atomic batch (at most 400 records and 2 MiB).
     /// - Throws: `.partialFailure` with per-record errors when any item fails; nothing is saved then.
     public func modify(saving records: [Record], deleting deletions: [RecordDeletion] = [], in zone: ZoneID,
                        policy: SavePolicy = .ifServerRecordUnchanged) async throws -> ModifyResult {
-        try session.modify(zone: zone, saving: records, deleting: deletions, policy: policy)
+        try session.modify(zone: zone, saving: records, deleting: deletions, policy: policy, authorLabel: transactionAuthor)
     }
 
     /// The record named `name`.
@@ -82,7 +85,7 @@ public struct RecordDatabase: Sendable {
     /// Deletes one record, only if it is still at `changeTag` when one is given.
     public func delete(recordNamed name: String, in zone: ZoneID, ifMatch changeTag: String? = nil) async throws {
         _ = try session.modify(zone: zone, saving: [], deleting: [RecordDeletion(name: name, ifMatch: changeTag)],
-                               policy: .ifServerRecordUnchanged)
+                               policy: .ifServerRecordUnchanged, authorLabel: transactionAuthor)
     }
 
     /// One page of the records of a type that match a query on plain fields.

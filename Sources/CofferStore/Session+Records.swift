@@ -129,6 +129,10 @@ extension Session {
             let membershipSeq = zone.membershipSeq
             var commit = CommitBuilder(zone: zone, seq: seq, membershipSeq: membershipSeq, epoch: epoch, authorID: me,
                                        authorLabel: authorLabel, time: now)
+            try Self.touch(db, zoneRowID: zone.rowID)
+            // A saved name supersedes its tombstone, so each name is in the change feed once.
+            let hasTombstones = try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM record_tombstone WHERE zone_id = ?)",
+                                                  arguments: [zone.rowID]) ?? false
 
             var failures = [String: StoreError]()
             var saved = [Record]()
@@ -154,6 +158,7 @@ extension Session {
                 result.modifierID = me
                 result.modified = Date(timeIntervalSince1970: now)
                 result.keyEpoch = epoch
+                result.transactionAuthor = authorLabel
                 result.fetchedValues = record.values
                 result.fetchedEncryptedValues = record.encryptedValues
 
@@ -197,6 +202,10 @@ extension Session {
                                                         created: result.created!.timeIntervalSince1970, modified: now, plain: plainRaw, sealed: nil)
                     }
                     commit.addRecord(hash)
+                    if hasTombstones {
+                        try db.cachedStatement(sql: "DELETE FROM record_tombstone WHERE zone_id = ? AND name = ?")
+                            .execute(arguments: [zone.rowID, record.name])
+                    }
                     saved.append(result)
                 } else {
                     failures[record.name] = try self.saveFailure(db, zone: zone, record: record)
@@ -210,6 +219,9 @@ extension Session {
                 if db.changesCount == 1 {
                     deleted.append(deletion.name)
                     commit.addDeletion(name: deletion.name)
+                    try db.cachedStatement(sql: """
+                        INSERT OR REPLACE INTO record_tombstone (zone_id, name, seq, author_id, author_label, deleted_at) VALUES (?, ?, ?, ?, ?, ?)
+                        """).execute(arguments: [zone.rowID, deletion.name, seq, me, authorLabel, now])
                 } else if let server = try self.fetchRow(db, zone: zone, name: deletion.name) {
                     failures[deletion.name] = StoreError(.serverRecordChanged, "record '\(deletion.name)' changed since change tag \(deletion.changeTag ?? "?"); fetch it and retry", serverRecord: server)
                 } else {
@@ -326,6 +338,7 @@ extension Session {
         record.changeTag = ChangeTag.make(seq)
         record.creatorID = row[7]
         record.modifierID = commit.authorID // signed, unlike the row's modifier column
+        record.transactionAuthor = commit.authorLabel
         record.created = Date(timeIntervalSince1970: row[9])
         record.modified = Date(timeIntervalSince1970: commit.time)
         record.fetchedValues = record.values

@@ -30,7 +30,10 @@ extension Session {
                 let now = Date().timeIntervalSince1970
                 var commit = CommitBuilder(zone: zone, seq: seq, membershipSeq: zone.membershipSeq, epoch: current, authorID: self.userID,
                                            authorLabel: "coffer.rekey", time: now)
-                if !rows.isEmpty { try db.execute(sql: "UPDATE zone SET sequence = ? WHERE id = ?", arguments: [seq, zone.rowID]) }
+                if !rows.isEmpty {
+                    try db.execute(sql: "UPDATE zone SET sequence = ? WHERE id = ?", arguments: [seq, zone.rowID])
+                    try Self.touch(db, zoneRowID: zone.rowID)
+                }
                 for row in rows {
                     let name: String = row["name"], type: String = row["type"], epoch: Int64 = row["epoch"]
                     let oldKey = try self.zoneKey(db, zone: zone, epoch: epoch)
@@ -135,9 +138,15 @@ extension Session {
                                               modified: now, plain: prepared.plainJSON, sealed: sealed.map(Array.init)))
                     try db.execute(sql: "DELETE FROM record WHERE zone_id = ? AND name = ?", arguments: [source.rowID, record.name])
                     removed.addDeletion(name: record.name)
+                    try db.execute(sql: "DELETE FROM record_tombstone WHERE zone_id = ? AND name = ?", arguments: [target.rowID, record.name])
+                    try db.execute(sql: """
+                        INSERT OR REPLACE INTO record_tombstone (zone_id, name, seq, author_id, author_label, deleted_at) VALUES (?, ?, ?, ?, ?, ?)
+                        """, arguments: [source.rowID, record.name, sourceSeq, me, "coffer.move", now])
                 }
                 try added.write(db, signer: self.vault.signingKey)
                 try removed.write(db, signer: self.vault.signingKey)
+                try Self.touch(db, zoneRowID: target.rowID)
+                try Self.touch(db, zoneRowID: source.rowID)
                 return all
             }
             return (targetID, moved)

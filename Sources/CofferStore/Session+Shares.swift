@@ -97,6 +97,7 @@ extension Session {
                 for row in try Row.fetchAll(db, sql: "SELECT user_id FROM share_acceptance WHERE zone_id = ? AND role = ?",
                                             arguments: [zone.rowID, Share.Participant.Role.publicUser.rawValue]) {
                     let id: String = row[0]
+                    try Self.zoneGone(db, zone: zone, for: [id], reason: "removed")
                     content.entries.removeAll { $0.userID == id }
                     content.entries.append(.init(userID: id, role: .publicUser, permission: old, status: .removed, wrappedKey: []))
                 }
@@ -136,6 +137,7 @@ extension Session {
             let e = content.entries[i]
             content.entries[i] = .init(userID: e.userID, role: e.role, permission: e.permission, status: .removed, wrappedKey: [])
             try db.execute(sql: "DELETE FROM share_acceptance WHERE zone_id = ? AND user_id = ?", arguments: [zone.rowID, e.userID])
+            try Self.zoneGone(db, zone: zone, for: [e.userID], reason: "removed")
             try self.rotate(db, zone: zone, content: &content)
             let rotated = try ZoneRow.fetch(db, zoneID)
             try self.bump(db, zone: rotated, content: &content)
@@ -147,12 +149,14 @@ extension Session {
     func stopShare(zone zoneID: ZoneID) throws {
         try store.write { db in
             let (zone, _, _) = try self.ownedShare(db, zoneID, to: "stop sharing it")
+            try Self.zoneGone(db, zone: zone, for: try Self.viewers(db, zone: zone).filter { $0 != zone.id.ownerID }, reason: "share stopped")
             try db.execute(sql: "DELETE FROM share WHERE zone_id = ?", arguments: [zone.rowID]) // participants, acceptances cascade
             var none: ShareContent?
             try self.rotate(db, zone: zone, content: &none)
             let rotated = try ZoneRow.fetch(db, zoneID)
             // From here on, the owner alone may write: the membership log says so, signed.
             try self.logMembership(db, zone: rotated, seq: rotated.membershipSeq + 1, epoch: rotated.currentEpoch, share: nil)
+            try Self.touch(db, zoneRowID: zone.rowID)
         }
         store.logger.info("share stopped, zone key rotated", metadata: ["zone": "\(zoneID.name)"])
     }
@@ -182,6 +186,8 @@ extension Session {
                 }
                 _ = try self.zoneKey(db, zone: zone, epoch: content.epoch, share: content) // the key wrapped to you opens and matches
                 try self.writeAcceptance(db, zone: zone, share: content, role: .privateUser, state: .accepted, at: now)
+                try Self.zoneBack(db, zone: zone, for: me)
+                try Self.touch(db, zoneRowID: zone.rowID)
             } else if content.publicPermission != .none, let secret = url.linkSecret {
                 guard let sealed = content.linkSealedKey else { throw StoreError(.integrityFailure, "the share has no link key") }
                 let key: SymmetricKey
@@ -199,6 +205,8 @@ extension Session {
                 try db.execute(sql: "INSERT OR REPLACE INTO zone_key (zone_id, epoch, member_id, wrapped_key) VALUES (?, ?, ?, ?)",
                                arguments: [zone.rowID, content.epoch, me, Data(wrapped)])
                 try self.writeAcceptance(db, zone: zone, share: content, role: .publicUser, state: .accepted, at: now)
+                try Self.zoneBack(db, zone: zone, for: me)
+                try Self.touch(db, zoneRowID: zone.rowID)
             } else if content.entries.contains(where: { $0.userID == me && $0.status == .removed }) {
                 throw StoreError(.permissionFailure, "you were removed from the share of zone '\(zone.id.name)'")
             } else {
@@ -220,6 +228,7 @@ extension Session {
             let access = try self.access(db, zone: zone)
             guard let share = access.share else { throw StoreError(.zoneNotFound, "zone '\(zoneID.name)' is not shared with you") }
             try self.writeAcceptance(db, zone: zone, share: share, role: access.role, state: .left, at: Date().timeIntervalSince1970)
+            try Self.zoneGone(db, zone: zone, for: [me], reason: "left")
             if access.role == .publicUser {
                 try db.execute(sql: "DELETE FROM zone_key WHERE zone_id = ? AND member_id = ?", arguments: [zone.rowID, me])
             }
@@ -333,6 +342,7 @@ extension Session {
         let signature = vault.signingKey.signature(for: content.signedBytes)
         try content.save(db, zoneRowID: zone.rowID, signature: signature)
         try logMembership(db, zone: zone, seq: content.version, epoch: content.epoch, share: content)
+        try Self.touch(db, zoneRowID: zone.rowID)
         verifiedShares.withLock { _ = $0.insert(signature) }
     }
 

@@ -20,6 +20,8 @@ extension Session {
             // The owner is the zone's first member: the key is wrapped to their X25519 key.
             try db.execute(sql: "INSERT INTO zone_key (zone_id, epoch, member_id, wrapped_key) VALUES (?, 1, ?, ?)",
                            arguments: [rowID, owner, Data(wrapped)])
+            try Self.touch(db, zoneRowID: rowID)
+            // A zone of the same name created again is a new zone: the old one stays deleted in the feeds.
             return rowID
         }
         zoneKeys.withLock { $0[rowID] = [1: zoneKey] }
@@ -48,6 +50,7 @@ extension Session {
             guard zone.id.ownerID == me else {
                 throw StoreError(.permissionFailure, "only the owner can delete zone '\(zoneID.name)'")
             }
+            try Self.zoneGone(db, zone: zone, for: try Self.viewers(db, zone: zone), reason: "deleted")
             // Records, keys and schema go with it (ON DELETE CASCADE); secure_delete zeroes the freed pages.
             try db.execute(sql: "DELETE FROM zone WHERE id = ?", arguments: [zone.rowID])
             return zone.rowID

@@ -135,6 +135,40 @@ extension Store {
                 ) STRICT, WITHOUT ROWID;
                 """)
         }
+        migrator.registerMigration("v4-change-history") { db in
+            try db.execute(sql: """
+                CREATE INDEX record_zone_seq ON record (zone_id, seq, name);
+                CREATE TABLE record_tombstone (
+                    zone_id INTEGER NOT NULL REFERENCES zone (id) ON DELETE CASCADE,
+                    name TEXT NOT NULL,
+                    seq INTEGER NOT NULL,
+                    author_id TEXT NOT NULL,
+                    author_label TEXT,
+                    deleted_at REAL NOT NULL,
+                    PRIMARY KEY (zone_id, name)
+                ) STRICT, WITHOUT ROWID;
+                CREATE INDEX record_tombstone_seq ON record_tombstone (zone_id, seq, name);
+                ALTER TABLE zone ADD COLUMN db_seq INTEGER NOT NULL DEFAULT 0;
+                ALTER TABLE zone ADD COLUMN compacted_seq INTEGER NOT NULL DEFAULT 0;
+                CREATE INDEX zone_db_seq ON zone (db_seq);
+                CREATE TABLE store_counter (
+                    id INTEGER PRIMARY KEY CHECK (id = 1),
+                    db_seq INTEGER NOT NULL,
+                    compacted_db_seq INTEGER NOT NULL
+                ) STRICT;
+                INSERT INTO store_counter (id, db_seq, compacted_db_seq) VALUES (1, 0, 0);
+                CREATE TABLE zone_tombstone (
+                    user_id TEXT NOT NULL,
+                    zone_uid BLOB NOT NULL,
+                    owner_id TEXT NOT NULL,
+                    name TEXT NOT NULL,
+                    db_seq INTEGER NOT NULL,
+                    reason TEXT NOT NULL,
+                    PRIMARY KEY (user_id, zone_uid)
+                ) STRICT, WITHOUT ROWID;
+                CREATE INDEX zone_tombstone_seq ON zone_tombstone (user_id, db_seq);
+                """)
+        }
         return migrator
     }
 }

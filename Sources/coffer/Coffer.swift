@@ -18,7 +18,7 @@ struct Coffer: AsyncParsableCommand {
             or not allowed.
             """,
         version: "0.1.0",
-        subcommands: [VaultCommand.self, ContactCommand.self, ZoneCommand.self, RecordCommand.self, ShareCommand.self, Audit.self, Demo.self]
+        subcommands: [VaultCommand.self, ContactCommand.self, ZoneCommand.self, RecordCommand.self, ShareCommand.self, Changes.self, Audit.self, Demo.self]
     )
 }
 

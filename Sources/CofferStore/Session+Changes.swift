@@ -1,0 +1,216 @@
+import Foundation
+import GRDB
+
+extension Session {
+    /// The zone's changes after `token` (from the beginning when nil), at most `limit` items
+    /// (changed records plus deletions) per page, in commit order.
+    func zoneChanges(_ zoneID: ZoneID, since token: ChangeToken?, limit: Int) throws -> ZoneChanges {
+        guard (1...Limits.maxQueryLimit).contains(limit) else {
+            throw StoreError(.invalidArguments, "a change page holds 1 to \(Limits.maxQueryLimit) items")
+        }
+        return try store.read { db in
+            let zone = try ZoneRow.fetch(db, zoneID)
+            try self.checkCanRead(db, zone: zone)
+            let compacted = try Int64.fetchOne(db, sql: "SELECT compacted_seq FROM zone WHERE id = ?", arguments: [zone.rowID]) ?? 0
+            var seq: Int64 = 0, name: String? = nil
+            if let token {
+                guard token.kind == .zone, token.storeID == self.store.storeID else {
+                    throw StoreError(.invalidArguments, "this change token belongs to another store or is not a zone token")
+                }
+                guard token.scopeID == zone.uid else {
+                    throw StoreError(.zoneNotFound, "this change token belongs to a zone that no longer exists (deleted, or deleted and created again); fetch the zone afresh")
+                }
+                guard token.seq >= compacted, token.seq <= zone.sequence else {
+                    throw StoreError(.changeTokenExpired, "this change token is older than the zone's kept history (or from a reset zone); fetch every record afresh and use the new token")
+                }
+                seq = token.seq
+                name = token.name
+            } else if compacted > 0 {
+                // A full fetch from the beginning cannot list deletions that were compacted; it still lists every record.
+                seq = 0
+            }
+            let after = name ?? ""
+            let exclusive = name == nil // nil: all of `seq` was delivered
+            let recordSQL = "SELECT \(Self.recordColumns) FROM record WHERE zone_id = ? AND (seq > ? OR (seq = ? AND name > ? AND ?)) ORDER BY seq, name LIMIT ?"
+            let tombSQL = "SELECT name, seq, author_id, author_label, deleted_at FROM record_tombstone WHERE zone_id = ? AND (seq > ? OR (seq = ? AND name > ? AND ?)) ORDER BY seq, name LIMIT ?"
+            let args: StatementArguments = [zone.rowID, seq, seq, after, !exclusive, limit + 1]
+            let tombstones = try Row.fetchAll(db, sql: tombSQL, arguments: args).map {
+                (seq: $0[1] as Int64, name: $0[0] as String, deleted: DeletedRecord(name: $0[0], authorID: $0[2], transactionAuthor: $0[3],
+                                                                                   deleted: Date(timeIntervalSince1970: $0[4])))
+            }
+            var changed = [Record](), deleted = [DeletedRecord](), refused = [String: StoreError]()
+            var last: (Int64, String)?
+            var taken = 0
+            var t = 0
+            let rows = try Row.fetchCursor(db.cachedStatement(sql: recordSQL), arguments: args)
+            var pending = try rows.next()
+            while taken < limit {
+                let recordKey: (Int64, String)? = pending.map { ($0[6] as Int64, $0[0] as String) }
+                let tombKey: (Int64, String)? = t < tombstones.count ? (tombstones[t].seq, tombstones[t].name) : nil
+                guard recordKey != nil || tombKey != nil else { break }
+                let takeRecord: Bool
+                if let r = recordKey, let d = tombKey { takeRecord = r < d } else { takeRecord = recordKey != nil }
+                if takeRecord, let row = pending {
+                    do { changed.append(try self.decodeRecord(db, zone: zone, row: row)) } catch let e as StoreError where e.code == .integrityFailure {
+                        refused[row[0]] = e
+                    }
+                    last = recordKey
+                    pending = try rows.next()
+                } else {
+                    deleted.append(tombstones[t].deleted)
+                    last = tombKey
+                    t += 1
+                }
+                taken += 1
+            }
+            let more = pending != nil || t < tombstones.count
+            // When caught up, the token says "all of the latest commit"; mid-commit, it names the last item.
+            let next: ChangeToken
+            if let last, more {
+                next = ChangeToken(kind: .zone, storeID: self.store.storeID, scopeID: zone.uid, seq: last.0, name: last.1)
+            } else {
+                next = ChangeToken(kind: .zone, storeID: self.store.storeID, scopeID: zone.uid, seq: zone.sequence, name: nil)
+            }
+            return ZoneChanges(changed: changed, deleted: deleted, refused: refused, token: next, moreComing: more)
+        }
+    }
+
+    /// Zones changed or gone since `token` in the private (owned) or shared (accepted) database.
+    func databaseChanges(_ scope: RecordDatabase.Scope, since token: ChangeToken?) throws -> DatabaseChanges {
+        let me = userID
+        let kind: ChangeToken.Kind = scope == .private ? .privateDatabase : .sharedDatabase
+        return try store.read { db in
+            let counter = try Row.fetchOne(db, sql: "SELECT db_seq, compacted_db_seq FROM store_counter WHERE id = 1")!
+            let current: Int64 = counter[0], compacted: Int64 = counter[1]
+            var since: Int64 = 0
+            if let token {
+                guard token.kind == kind, token.storeID == self.store.storeID, token.scopeID == ChangeToken.userScope(me) else {
+                    throw StoreError(.invalidArguments, "this change token is not a \(scope) database token of this user and store")
+                }
+                guard token.seq >= compacted, token.seq <= current else {
+                    throw StoreError(.changeTokenExpired, "this change token is older than the kept history; list the zones afresh")
+                }
+                since = token.seq
+            }
+            var changed = [ZoneID]()
+            let zoneRows: [Row]
+            if scope == .private {
+                zoneRows = try Row.fetchAll(db, sql: "SELECT * FROM zone WHERE owner_id = ? AND db_seq > ? ORDER BY db_seq", arguments: [me, since])
+            } else {
+                zoneRows = try Row.fetchAll(db, sql: """
+                    SELECT z.* FROM zone z WHERE z.owner_id != ? AND z.db_seq > ?
+                      AND EXISTS (SELECT 1 FROM share_acceptance a WHERE a.zone_id = z.id AND a.user_id = ? AND a.state = 1)
+                    ORDER BY z.db_seq
+                    """, arguments: [me, since, me])
+            }
+            for row in zoneRows {
+                let zone = try ZoneRow(row: row)
+                if scope == .shared, (try? self.access(db, zone: zone)) == nil { continue }
+                changed.append(zone.id)
+            }
+            let gone = try Row.fetchAll(db, sql: """
+                SELECT owner_id, name, reason FROM zone_tombstone
+                WHERE user_id = ? AND db_seq > ? AND (owner_id = ?) = ? ORDER BY db_seq
+                """, arguments: [me, since, me, scope == .private]).map {
+                DeletedZone(zoneID: ZoneID(name: $0[1], ownerID: $0[0]), reason: $0[2])
+            }
+            let next = ChangeToken(kind: kind, storeID: self.store.storeID, scopeID: ChangeToken.userScope(me), seq: current, name: nil)
+            return DatabaseChanges(changed: changed, deleted: gone, token: next, moreComing: false)
+        }
+    }
+
+    /// Forgets the zone's deletion history up to commit `horizon` (owner only). Afterwards,
+    /// tokens older than the horizon fail with `.changeTokenExpired`. Returns the tombstones removed.
+    func compactHistory(zone zoneID: ZoneID, through horizon: Int64) throws -> Int {
+        try store.write { db in
+            let zone = try ZoneRow.fetch(db, zoneID)
+            _ = try self.requireOwner(db, zone: zone, to: "compact its history")
+            let h = min(horizon, zone.sequence)
+            try db.execute(sql: "DELETE FROM record_tombstone WHERE zone_id = ? AND seq <= ?", arguments: [zone.rowID, h])
+            let removed = db.changesCount
+            try db.execute(sql: "UPDATE zone SET compacted_seq = max(compacted_seq, ?) WHERE id = ?", arguments: [h, zone.rowID])
+            return removed
+        }
+    }
+}
+
+extension RecordDatabase {
+    /// One page of a zone's changes since `token` (nil: from the beginning).
+    ///
+    /// ```swift
+    /// var token: ChangeToken? = nil
+    /// repeat {
+    ///     let page = try await db.changes(in: zone, since: token)
+    ///     apply(page.changed, page.deleted)
+    ///     token = page.token
+    ///     if !page.moreComing { break }
+    /// } while true
+    /// ```
+    /// - Throws: `.invalidArguments` for a malformed token or one of another zone kind;
+    ///   `.zoneNotFound` for a token of a deleted zone; `.changeTokenExpired` for one older than
+    ///   the compacted history (fetch everything afresh then).
+    public func changes(in zone: ZoneID, since token: ChangeToken?, limit: Int = 400) async throws -> ZoneChanges {
+        try session.zoneChanges(zone, since: token, limit: limit)
+    }
+
+    /// Zones of this database that changed or went away since `token`.
+    public func databaseChanges(since token: ChangeToken?) async throws -> DatabaseChanges {
+        try session.databaseChanges(scope, since: token)
+    }
+
+    /// Drops deletion history up to commit `horizon` (owner only); older tokens then expire.
+    @discardableResult
+    public func compactHistory(of zone: ZoneID, through horizon: Int64) async throws -> Int {
+        try session.compactHistory(zone: zone, through: horizon)
+    }
+
+    /// A live stream of a zone's changes after `token`: each element is a non-empty page. It
+    /// polls the store (default every 100 ms), so it sees commits from other processes too,
+    /// and ends with an error if the zone goes away or access is lost.
+    public func changeStream(in zone: ZoneID, since token: ChangeToken?, pollInterval: Duration = .milliseconds(100)) -> AsyncThrowingStream<ZoneChanges, Error> {
+        let db = self
+        return AsyncThrowingStream { continuation in
+            let task = Task {
+                var position = token
+                do {
+                    while !Task.isCancelled {
+                        let page = try await db.changes(in: zone, since: position)
+                        position = page.token
+                        if !page.changed.isEmpty || !page.deleted.isEmpty || !page.refused.isEmpty { continuation.yield(page) }
+                        if !page.moreComing { try await Task.sleep(for: pollInterval) }
+                    }
+                    continuation.finish()
+                } catch is CancellationError {
+                    continuation.finish()
+                } catch {
+                    continuation.finish(throwing: error)
+                }
+            }
+            continuation.onTermination = { _ in task.cancel() }
+        }
+    }
+
+    /// A live stream of this database's zone changes after `token`.
+    public func databaseChangeStream(since token: ChangeToken?, pollInterval: Duration = .milliseconds(100)) -> AsyncThrowingStream<DatabaseChanges, Error> {
+        let db = self
+        return AsyncThrowingStream { continuation in
+            let task = Task {
+                var position = token
+                do {
+                    while !Task.isCancelled {
+                        let page = try await db.databaseChanges(since: position)
+                        position = page.token
+                        if !page.changed.isEmpty || !page.deleted.isEmpty { continuation.yield(page) }
+                        try await Task.sleep(for: pollInterval)
+                    }
+                    continuation.finish()
+                } catch is CancellationError {
+                    continuation.finish()
+                } catch {
+                    continuation.finish(throwing: error)
+                }
+            }
+            continuation.onTermination = { _ in task.cancel() }
+        }
+    }
+}

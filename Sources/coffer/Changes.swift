@@ -1,0 +1,113 @@
+import ArgumentParser
+import CofferStore
+import Foundation
+
+extension Coffer {
+    struct Changes: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Changed records and deleted names of a zone since a token, or changed and deleted zones of a database.",
+            discussion: """
+                Without --since, from the beginning. Pass the printed token as --since next time; while \
+                moreComing is true, ask again at once. --follow keeps watching and prints each new page as one \
+                JSON line (with --json) or as text, until interrupted; it sees other processes' commits.
+                """)
+
+        @Argument(help: "The zone (NAME or NAME@OWNER).") var zone: String?
+        @Option(help: "private or shared: list zone changes of a database instead.") var database: RecordDatabase.Scope?
+        @Option(help: ArgumentHelp("The token a previous call printed.", valueName: "token")) var since: String?
+        @Option(help: "At most this many changes per page (zone changes).") var limit: Int = 100
+        @Flag(help: "Keep watching and print new changes as they come.") var follow = false
+        @OptionGroup var global: GlobalOptions
+
+        func validate() throws {
+            if (zone == nil) == (database == nil) { throw CLIError.usage("give either a ZONE or --database private|shared") }
+            if limit < 1 || limit > 10_000 { throw CLIError.usage("--limit is between 1 and 10000") }
+        }
+
+        func run() async throws {
+            let token = try since.map { try ChangeToken(string: $0) }
+            let context = try SessionContext(global)
+            if let database {
+                let db = database == .private ? context.session.privateDatabase : context.session.sharedDatabase
+                if follow {
+                    for try await page in db.databaseChangeStream(since: token) { try printDatabase(page, context: context, streaming: true) }
+                    return
+                }
+                try printDatabase(try await db.databaseChanges(since: token), context: context, streaming: false)
+                return
+            }
+            let zoneID = try context.zone(zone!)
+            let db = context.db
+            if follow {
+                var position = token
+                // Catch up first, then watch.
+                while true {
+                    let page = try await db.changes(in: zoneID, since: position, limit: limit)
+                    try printZone(page, context: context, streaming: true)
+                    position = page.token
+                    if !page.moreComing { break }
+                }
+                for try await page in db.changeStream(in: zoneID, since: position) { try printZone(page, context: context, streaming: true) }
+                return
+            }
+            try printZone(try await db.changes(in: zoneID, since: token, limit: limit), context: context, streaming: false)
+        }
+
+        func printZone(_ page: ZoneChanges, context: SessionContext, streaming: Bool) throws {
+            for name in page.refused.keys.sorted() {
+                Output.note("warning: \(page.refused[name]!.message) (skipped; run 'coffer audit')")
+            }
+            if global.json {
+                let object: [String: Any] = [
+                    "changed": page.changed.map { r -> [String: Any] in
+                        var o = RecordOutput.jsonObject(r, context: context)
+                        o["transactionAuthor"] = r.transactionAuthor ?? NSNull()
+                        return o
+                    },
+                    "deleted": page.deleted.map(\.name),
+                    "deletions": page.deleted.map { ["name": $0.name, "author": $0.authorID, "transactionAuthor": $0.transactionAuthor ?? NSNull(),
+                                                     "deleted": Output.iso($0.deleted)] as [String: Any] },
+                    "refused": page.refused.keys.sorted(),
+                    "token": page.token.string,
+                    "moreComing": page.moreComing,
+                ]
+                let data = try RecordOutput.data(object, pretty: !streaming)
+                FileHandle.standardOutput.write(data + Data("\n".utf8))
+                return
+            }
+            for r in page.changed {
+                Output.line("changed \(r.name) (\(r.recordType)) tag \(r.changeTag ?? "-") by \(context.displayName(r.modifierID))"
+                            + (r.transactionAuthor.map { " [\($0)]" } ?? ""))
+            }
+            for d in page.deleted {
+                Output.line("deleted \(d.name) by \(context.displayName(d.authorID))" + (d.transactionAuthor.map { " [\($0)]" } ?? ""))
+            }
+            if !streaming || page.moreComing {
+                Output.line("token: \(page.token.string)")
+                Output.line("more coming: \(page.moreComing ? "yes" : "no")")
+            }
+        }
+
+        func printDatabase(_ page: DatabaseChanges, context: SessionContext, streaming: Bool) throws {
+            func ref(_ z: ZoneID) -> String { z.ownerID == context.session.userID ? z.name : "\(z.name)@\(z.ownerID)" }
+            if global.json {
+                let object: [String: Any] = [
+                    "changed": page.changed.map(ref),
+                    "deleted": page.deleted.map { ["zone": ref($0.zoneID), "reason": $0.reason] },
+                    "token": page.token.string,
+                    "moreComing": page.moreComing,
+                ]
+                FileHandle.standardOutput.write(try RecordOutput.data(object, pretty: !streaming) + Data("\n".utf8))
+                return
+            }
+            for z in page.changed { Output.line("changed \(ref(z))") }
+            for d in page.deleted { Output.line("deleted \(ref(d.zoneID)) (\(d.reason))") }
+            if !streaming {
+                Output.line("token: \(page.token.string)")
+                Output.line("more coming: no")
+            }
+        }
+    }
+}
+
+extension RecordDatabase.Scope: ExpressibleByArgument {}
