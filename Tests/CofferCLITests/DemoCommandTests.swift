@@ -1,0 +1,62 @@
+import Foundation
+import Testing
+
+/// `coffer demo [--dir DIR]`: the narrated two-user walkthrough.
+@Suite("coffer demo")
+struct DemoCommandTests {
+    let sandbox: Sandbox
+
+    init() throws { sandbox = try Sandbox() }
+
+    @Test("coffer demo exits 0, says Demo finished, and cleans up its temporary folder")
+    func demoRuns() throws {
+        let tmp = sandbox.path("tmp")
+        try FileManager.default.createDirectory(atPath: tmp, withIntermediateDirectories: true)
+        let r = try sandbox.coffer(["demo"], env: ["TMPDIR": tmp])
+        expectSuccess(r)
+        #expect(r.out.contains("Demo finished"), "\(r)")
+        #expect(r.outLines.last?.hasPrefix("Demo finished") == true, "\(r)")
+        #expect(r.out.contains("[1] "), "the steps are not narrated\n\(r)")
+        #expect(!r.out.contains("Files kept"))
+        #expect(try FileManager.default.contentsOfDirectory(atPath: tmp).isEmpty, "the demo left files in TMPDIR")
+        // The demo never writes to the user's data folder.
+        #expect(!sandbox.exists(sandbox.dataHome.appendingPathComponent("coffer").path))
+    }
+
+    @Test("coffer demo --dir D keeps its files in D")
+    func demoKeepsFiles() throws {
+        let dir = sandbox.path("demo-files")
+        let r = try sandbox.coffer(["demo", "--dir", dir])
+        expectSuccess(r)
+        #expect(r.out.contains("Demo finished"), "\(r)")
+        #expect(r.out.contains(dir), "the folder is not named\n\(r)")
+        let files = Set(try FileManager.default.contentsOfDirectory(atPath: dir))
+        for name in ["alice.coffer", "bob.coffer", "alice.card.json", "bob.card.json", "store.sqlite"] {
+            #expect(files.contains(name), "\(name) is missing from \(files.sorted())")
+        }
+        #expect(try posixMode(dir + "/alice.coffer") == 0o600)
+
+        // The kept cards are real: another store accepts them.
+        let store = sandbox.path("mine.sqlite")
+        let added = try sandbox.coffer(["contact", "add", dir + "/bob.card.json", "--store", store, "--json"])
+        expectSuccess(added)
+        let contact = try jsonObject(added)["contact"] as? [String: Any]
+        #expect(contact?["name"] as? String == "Bob")
+        #expect(contact?["email"] as? String == "bob@example.com")
+        // The kept store holds both contacts.
+        let list = try sandbox.coffer(["contact", "list", "--json", "--store", dir + "/store.sqlite"])
+        expectSuccess(list)
+        let names = (try jsonObject(list)["contacts"] as? [[String: Any]])?.compactMap { $0["name"] as? String }.sorted()
+        #expect(names == ["Alice", "Bob"])
+    }
+
+    @Test("coffer demo --dir D refuses a folder that already holds a demo, with one error line")
+    func demoRefusesUsedFolder() throws {
+        let dir = sandbox.path("demo-files")
+        expectSuccess(try sandbox.coffer(["demo", "--dir", dir]))
+        let before = try sandbox.read(dir + "/alice.coffer")
+        let again = try sandbox.coffer(["demo", "--dir", dir])
+        expectError(again, 73)
+        #expect(try sandbox.read(dir + "/alice.coffer") == before)
+    }
+}
