@@ -34,6 +34,23 @@ public enum BLAKE2b {
         }
     }
 
+    /// The unkeyed 32-byte hash of the concatenation of `parts`, with the hash state on the
+    /// stack (no allocation besides the result).
+    public static func hash(parts: [UnsafeRawBufferPointer]) -> [UInt8] {
+        Sodium.ensureInitialized()
+        return withUnsafeTemporaryAllocation(byteCount: crypto_generichash_statebytes(), alignment: 64) { state in
+            let st = OpaquePointer(state.baseAddress!)
+            _ = crypto_generichash_init(st, nil, 0, 32)
+            for part in parts where part.count > 0 {
+                _ = crypto_generichash_update(st, part.baseAddress!.assumingMemoryBound(to: UInt8.self), UInt64(part.count))
+            }
+            var out = [UInt8](repeating: 0, count: 32)
+            _ = crypto_generichash_final(st, &out, 32)
+            sodium_memzero(state.baseAddress!, state.count)
+            return out
+        }
+    }
+
     /// An incremental BLAKE2b hash. libsodium's state is a 64-byte aligned struct that
     /// Swift does not import, so it is allocated here by size and alignment.
     public final class Hasher {

@@ -58,23 +58,31 @@ struct CommitBuilder {
     }
 
     /// The hash of one record version: everything a reader sees of it, plain and sealed.
+    /// BLAKE2b-256 over a header of fixed-order, length-prefixed fields, then the plain values'
+    /// JSON and the sealed bytes (each length-prefixed in the header).
     static func recordHash(zoneUID: [UInt8], name: String, type: String, parent: String?, seq: Int64, epoch: Int64, membershipSeq: Int64,
                            creatorID: String, created: Double, modified: Double,
                            plain: UnsafeRawBufferPointer, sealed: UnsafeRawBufferPointer?) -> [UInt8] {
-        let h = BLAKE2b.Hasher()
-        h.update(Array("coffer.record-version.v1".utf8))
-        h.updateFramed(zoneUID)
-        h.updateFramed(Array(name.utf8))
-        h.updateFramed(Array(type.utf8))
-        h.update([parent == nil ? 0 : 1])
-        h.updateFramed(Array((parent ?? "").utf8))
-        h.update(BigEndian.bytes(UInt64(seq)) + BigEndian.bytes(UInt64(epoch)) + BigEndian.bytes(UInt64(membershipSeq)))
-        h.updateFramed(Array(creatorID.utf8))
-        h.update(BigEndian.bytes(created.bitPattern) + BigEndian.bytes(modified.bitPattern))
-        h.updateFramed(plain)
-        h.update([sealed == nil ? 0 : 1])
-        if let sealed { h.updateFramed(sealed) }
-        return h.finalize()
+        var header = [UInt8]()
+        header.reserveCapacity(160 + name.utf8.count + type.utf8.count + (parent?.utf8.count ?? 0) + creatorID.utf8.count)
+        func u32(_ v: Int) { header.append(contentsOf: [UInt8(v >> 24 & 0xff), UInt8(v >> 16 & 0xff), UInt8(v >> 8 & 0xff), UInt8(v & 0xff)]) }
+        func u64(_ v: UInt64) { for shift in stride(from: 56, through: 0, by: -8) { header.append(UInt8(v >> UInt64(shift) & 0xff)) } }
+        func text(_ s: String) { u32(s.utf8.count); header.append(contentsOf: s.utf8) }
+        header.append(contentsOf: "coffer.record-version.v1".utf8)
+        u32(zoneUID.count); header.append(contentsOf: zoneUID)
+        text(name)
+        text(type)
+        header.append(parent == nil ? 0 : 1)
+        text(parent ?? "")
+        u64(UInt64(seq)); u64(UInt64(epoch)); u64(UInt64(membershipSeq))
+        text(creatorID)
+        u64(created.bitPattern); u64(modified.bitPattern)
+        u32(plain.count)
+        header.append(sealed == nil ? 0 : 1)
+        u32(sealed?.count ?? 0)
+        return header.withUnsafeBytes { h in
+            BLAKE2b.hash(parts: sealed.map { [h, plain, $0] } ?? [h, plain])
+        }
     }
 
     static func deletionHash(zoneUID: [UInt8], name: String, seq: Int64) -> [UInt8] {

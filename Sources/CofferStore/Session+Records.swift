@@ -287,44 +287,63 @@ extension Session {
     func decodeRecord(_ db: GRDB.Database, zone: ZoneRow, row: Row) throws -> Record {
         let name: String = row[0]
         let type: String = row[1]
-        var record = Record(type: type, name: name, zone: zone.id, parent: row[2])
-        let commit = try verify(db, zone: zone, row: row)
-        var schema = try self.schema(db, zoneRowID: zone.rowID, recordType: type)
-        record.values = try row.withUnsafeData(atIndex: 3) { data -> [String: RecordValue] in
-            guard let data else { throw StoreError(.integrityFailure, "record '\(name)' has no plain values column") }
-            return try data.withUnsafeBytes { raw in
-                do {
-                    return try PlainValuesCodec.decode(raw) { schema[$0]?.type }
-                } catch {
-                    // Another process may have added fields since this session cached the schema.
-                    schema = try self.schema(db, zoneRowID: zone.rowID, recordType: type, fresh: true)
-                    return try PlainValuesCodec.decode(raw) { schema[$0]?.type }
-                }
-            }
-        }
+        let parent: String? = row[2]
         let epoch: Int64 = row[5]
-        let sealedValues = try row.withUnsafeData(atIndex: 4) { data -> [String: RecordValue]? in
-            guard let data else { return nil }
-            return try data.withUnsafeBytes { raw -> [String: RecordValue] in
-                let keyID: UInt32
-                do { keyID = try Envelope.keyID(of: raw) } catch {
-                    throw StoreError(.integrityFailure, "record '\(name)': its encrypted values are damaged", underlying: error as? CryptoError)
+        let seq: Int64 = row[6]
+        let creator: String = row[7]
+        let created: Double = row[9]
+        let modified: Double = row[10]
+        let membershipSeq: Int64 = row[11]
+        var record = Record(type: type, name: name, zone: zone.id, parent: parent)
+        let commit: VerifiedCommit
+        do { commit = try verifiedCommit(db, zone: zone, seq: seq) } catch let e as StoreError where e.code == .integrityFailure {
+            throw StoreError(.integrityFailure, "record '\(name)' in zone '\(zone.id.name)' is refused: \(e.message)")
+        }
+        var schema = try self.schema(db, zoneRowID: zone.rowID, recordType: type)
+        // The plain and sealed columns are read in place, once: hashed for the signature check,
+        // then decoded and opened.
+        let (values, sealedValues) = try row.withUnsafeData(atIndex: 3) { plainData -> ([String: RecordValue], [String: RecordValue]?) in
+            guard let plainData else { throw StoreError(.integrityFailure, "record '\(name)' has no plain values column") }
+            return try row.withUnsafeData(atIndex: 4) { sealedData in
+                try plainData.withUnsafeBytes { plain in
+                    try Self.withOptionalBytes(sealedData) { sealed in
+                        let hash = CommitBuilder.recordHash(zoneUID: zone.uid, name: name, type: type, parent: parent, seq: seq, epoch: epoch,
+                                                            membershipSeq: membershipSeq, creatorID: creator, created: created,
+                                                            modified: modified, plain: plain, sealed: sealed)
+                        guard commit.entries.contains(hash) else {
+                            throw StoreError(.integrityFailure, "record '\(name)' in zone '\(zone.id.name)' does not match its signed commit \(seq): it was changed in the file")
+                        }
+                        let values: [String: RecordValue]
+                        do {
+                            values = try PlainValuesCodec.decode(plain) { schema[$0]?.type }
+                        } catch {
+                            // Another process may have added fields since this session cached the schema.
+                            schema = try self.schema(db, zoneRowID: zone.rowID, recordType: type, fresh: true)
+                            values = try PlainValuesCodec.decode(plain) { schema[$0]?.type }
+                        }
+                        guard let sealed else { return (values, nil) }
+                        let keyID: UInt32
+                        do { keyID = try Envelope.keyID(of: sealed) } catch {
+                            throw StoreError(.integrityFailure, "record '\(name)': its encrypted values are damaged", underlying: error as? CryptoError)
+                        }
+                        guard Int64(keyID) == epoch else {
+                            throw StoreError(.integrityFailure, "record '\(name)': its encrypted values name key epoch \(keyID), the row says \(epoch)")
+                        }
+                        let key = try zoneKey(db, zone: zone, epoch: epoch)
+                        let ad = Self.associatedData(storeID: store.storeID, zone: zone, name: name, type: type, epoch: epoch)
+                        let plaintext: [UInt8]
+                        do {
+                            plaintext = try ad.withUnsafeBytes { try Envelope.open(sealed, using: key, authenticating: $0) }
+                        } catch {
+                            throw StoreError(.integrityFailure, "record '\(name)' in zone '\(zone.id.name)': its encrypted values fail authentication (changed or moved)",
+                                             underlying: error as? CryptoError)
+                        }
+                        return (values, try SealedValuesCodec.decode(plaintext))
+                    }
                 }
-                guard Int64(keyID) == epoch else {
-                    throw StoreError(.integrityFailure, "record '\(name)': its encrypted values name key epoch \(keyID), the row says \(epoch)")
-                }
-                let key = try zoneKey(db, zone: zone, epoch: epoch)
-                let ad = Self.associatedData(storeID: store.storeID, zone: zone, name: name, type: type, epoch: epoch)
-                let plaintext: [UInt8]
-                do {
-                    plaintext = try ad.withUnsafeBytes { try Envelope.open(raw, using: key, authenticating: $0) }
-                } catch {
-                    throw StoreError(.integrityFailure, "record '\(name)' in zone '\(zone.id.name)': its encrypted values fail authentication (changed or moved)",
-                                     underlying: error as? CryptoError)
-                }
-                return try SealedValuesCodec.decode(plaintext)
             }
         }
+        record.values = values
         if let sealedValues {
             for (key, value) in sealedValues {
                 guard let spec = schema[key], spec.encrypted, Self.value(value, matches: spec.type) else {
@@ -333,48 +352,21 @@ extension Session {
             }
             record.encryptedValues = sealedValues
         }
-        let seq: Int64 = row[6]
         record.keyEpoch = epoch
         record.changeTag = ChangeTag.make(seq)
-        record.creatorID = row[7]
+        record.creatorID = creator
         record.modifierID = commit.authorID // signed, unlike the row's modifier column
         record.transactionAuthor = commit.authorLabel
-        record.created = Date(timeIntervalSince1970: row[9])
+        record.created = Date(timeIntervalSince1970: created)
         record.modified = Date(timeIntervalSince1970: commit.time)
         record.fetchedValues = record.values
         record.fetchedEncryptedValues = record.encryptedValues
         return record
     }
 
-    /// Checks a record row against its signed commit: the row's hash must be one of the commit's
-    /// entries, and the commit must verify (signature, chain link, writer's permission).
-    func verify(_ db: GRDB.Database, zone: ZoneRow, row: Row) throws -> VerifiedCommit {
-        let name: String = row[0]
-        let seq: Int64 = row[6]
-        let commit: VerifiedCommit
-        do { commit = try verifiedCommit(db, zone: zone, seq: seq) } catch let e as StoreError where e.code == .integrityFailure {
-            throw StoreError(.integrityFailure, "record '\(name)' in zone '\(zone.id.name)' is refused: \(e.message)")
-        }
-        let modified: Double = row[10]
-        let hash = try row.withUnsafeData(atIndex: 3) { plain in
-            try row.withUnsafeData(atIndex: 4) { sealed in
-                let plainData = plain ?? Data()
-                return plainData.withUnsafeBytes { p in
-                    if let sealed {
-                        return sealed.withUnsafeBytes { s in
-                            CommitBuilder.recordHash(zoneUID: zone.uid, name: name, type: row[1], parent: row[2], seq: seq, epoch: row[5],
-                                                     membershipSeq: row[11], creatorID: row[7], created: row[9], modified: modified, plain: p, sealed: s)
-                        }
-                    }
-                    return CommitBuilder.recordHash(zoneUID: zone.uid, name: name, type: row[1], parent: row[2], seq: seq, epoch: row[5],
-                                                    membershipSeq: row[11], creatorID: row[7], created: row[9], modified: modified, plain: p, sealed: nil)
-                }
-            }
-        }
-        guard commit.entries.contains(hash) else {
-            throw StoreError(.integrityFailure, "record '\(name)' in zone '\(zone.id.name)' does not match its signed commit \(seq): it was changed in the file")
-        }
-        return commit
+    static func withOptionalBytes<R>(_ data: Data?, _ body: (UnsafeRawBufferPointer?) throws -> R) rethrows -> R {
+        guard let data else { return try body(nil) }
+        return try data.withUnsafeBytes { try body($0) }
     }
 
     func fetch(zone zoneID: ZoneID, names: [String]) throws -> [String: Result<Record, StoreError>] {
