@@ -20,6 +20,20 @@ enum Clock {
         return Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
     }
 
+    /// CPU seconds (user + system) this process has used so far, all threads.
+    static func cpuSeconds() -> Double {
+        var usage = rusage()
+        getrusage(RUSAGE_SELF.rawValue, &usage)
+        return Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
+    }
+
+    /// Wall and CPU seconds of `body`.
+    static func measure(_ body: () async throws -> Void) async rethrows -> (wall: Double, cpu: Double) {
+        let cpu0 = cpuSeconds()
+        let wall = try await secondsAsync(body)
+        return (wall, cpuSeconds() - cpu0)
+    }
+
     static func secondsAsync(_ body: () async throws -> Void) async rethrows -> Double {
         let start = DispatchTime.now().uptimeNanoseconds
         try await body()

@@ -51,7 +51,7 @@ struct RecordsBench: AsyncParsableCommand {
         let db = session.privateDatabase
         let zone = try await db.createZone(named: "Bench")
 
-        let storeSave = try await Clock.secondsAsync {
+        let storeSave = try await Clock.measure {
             for start in stride(from: 0, to: rows.count, by: Self.batchSize) {
                 let batch = rows[start..<min(start + Self.batchSize, rows.count)].map { row -> CofferStore.Record in
                     var r = CofferStore.Record(type: "Note", name: row.name, zone: zone)
@@ -65,9 +65,9 @@ struct RecordsBench: AsyncParsableCommand {
                 _ = try await db.modify(saving: batch, in: zone)
             }
         }
-        log(String(format: "store    save  %.2f s", storeSave))
+        log(String(format: "store    save  %.2f s", storeSave.wall))
         var checked = 0
-        let storeFetch = try await Clock.secondsAsync {
+        let storeFetch = try await Clock.measure {
             for start in stride(from: 0, to: rows.count, by: Self.batchSize) {
                 let names = rows[start..<min(start + Self.batchSize, rows.count)].map(\.name)
                 let found = try await db.records(named: names, in: zone)
@@ -78,36 +78,40 @@ struct RecordsBench: AsyncParsableCommand {
             }
         }
         guard checked == rows.count else { throw ValidationError("fetch returned \(checked) of \(rows.count) records") }
-        log(String(format: "store    fetch %.2f s", storeFetch))
+        log(String(format: "store    fetch %.2f s", storeFetch.wall))
         var queried = 0
-        let storeQuery = try await Clock.secondsAsync {
+        let storeQuery = try await Clock.measure {
             for value in queryValues {
                 let result = try await db.query(Query(recordType: "Note", predicates: [.init("count", .equal, .int(value))]), in: zone)
                 for record in result.records where record.encryptedValues["body"] != nil { queried += 1 }
             }
         }
         guard queried == queries * Self.perQuery else { throw ValidationError("queries returned \(queried) records, expected \(queries * Self.perQuery)") }
-        log(String(format: "store    query %.2f s", storeQuery))
+        log(String(format: "store    query %.2f s", storeQuery.wall))
 
         // Baseline
         let baseline = try Baseline(path: folder.appendingPathComponent("baseline.sqlite").path)
-        let baseSave = try Clock.seconds { try baseline.insert(rows, batchSize: Self.batchSize) }
-        log(String(format: "baseline save  %.2f s", baseSave))
-        let baseFetch = try Clock.seconds {
+        let baseSave = try await Clock.measure { try baseline.insert(rows, batchSize: Self.batchSize) }
+        log(String(format: "baseline save  %.2f s", baseSave.wall))
+        let baseFetch = try await Clock.measure {
             let n = try baseline.fetchAll(names: rows.map(\.name), batchSize: Self.batchSize)
             guard n == rows.count else { throw ValidationError("baseline fetch returned \(n)") }
         }
-        log(String(format: "baseline fetch %.2f s", baseFetch))
-        let baseQuery = try Clock.seconds {
+        log(String(format: "baseline fetch %.2f s", baseFetch.wall))
+        let baseQuery = try await Clock.measure {
             let n = try baseline.query(counts: queryValues)
             guard n == queries * Self.perQuery else { throw ValidationError("baseline queries returned \(n)") }
         }
-        log(String(format: "baseline query %.2f s", baseQuery))
+        log(String(format: "baseline query %.2f s", baseQuery.wall))
 
-        func entry(_ store: Double, _ base: Double, count: Int) -> [String: Any] {
-            let rps = Double(count) / store, brps = Double(count) / base
+        func entry(_ store: (wall: Double, cpu: Double), _ base: (wall: Double, cpu: Double), count: Int) -> [String: Any] {
+            let rps = Double(count) / store.wall, brps = Double(count) / base.wall
             return ["recordsPerSecond": rps.rounded(), "baselineRecordsPerSecond": brps.rounded(),
-                    "ratio": (rps / brps * 1000).rounded() / 1000, "seconds": store, "baselineSeconds": base]
+                    "ratio": (rps / brps * 1000).rounded() / 1000, "seconds": store.wall, "baselineSeconds": base.wall,
+                    "cpuSeconds": store.cpu, "baselineCpuSeconds": base.cpu,
+                    "cpuRatio": (base.cpu / store.cpu * 1000).rounded() / 1000,
+                    "microsecondsPerRecord": (store.wall / Double(count) * 1e7).rounded() / 10,
+                    "baselineMicrosecondsPerRecord": (base.wall / Double(count) * 1e7).rounded() / 10]
         }
         let storeSize = Self.fileSize(folder.appendingPathComponent("store.sqlite"))
         let baseSize = Self.fileSize(folder.appendingPathComponent("baseline.sqlite"))
@@ -125,8 +129,9 @@ struct RecordsBench: AsyncParsableCommand {
             for phase in ["save", "fetch", "query"] {
                 let e = result[phase] as! [String: Any]
                 print(phase.padding(toLength: 6, withPad: " ", startingAt: 0)
-                      + String(format: "%10.0f records/s  baseline %10.0f records/s  ratio %.3f",
-                               e["recordsPerSecond"] as! Double, e["baselineRecordsPerSecond"] as! Double, e["ratio"] as! Double))
+                      + String(format: "%10.0f records/s  baseline %10.0f records/s  ratio %.3f  (CPU: %.2f s vs %.2f s, ratio %.3f)",
+                               e["recordsPerSecond"] as! Double, e["baselineRecordsPerSecond"] as! Double, e["ratio"] as! Double,
+                               e["cpuSeconds"] as! Double, e["baselineCpuSeconds"] as! Double, e["cpuRatio"] as! Double))
             }
             print("size  store \(storeSize / 1024) KiB, baseline \(baseSize / 1024) KiB (main database files, after checkpoint)")
         }
