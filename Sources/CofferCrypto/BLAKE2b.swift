@@ -139,7 +139,7 @@ public enum Padding {
     /// Removes padding added by ``pad(_:blockSize:)``; throws on malformed padding.
     public static func unpad(_ bytes: [UInt8], blockSize: Int) throws -> [UInt8] {
         Sodium.ensureInitialized()
-        guard blockSize > 0, !bytes.isEmpty else { throw CryptoError.malformedInput("padding") }
+        guard blockSize > 0, !bytes.isEmpty, bytes.count % blockSize == 0 else { throw CryptoError.malformedInput("padding") }
         var unpadded = 0
         let r = bytes.withUnsafeBufferPointer { b in sodium_unpad(&unpadded, b.baseAddress!, b.count, blockSize) }
         guard r == 0 else { throw CryptoError.malformedInput("padding") }
