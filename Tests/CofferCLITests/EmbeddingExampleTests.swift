@@ -1,0 +1,51 @@
+import Foundation
+import Testing
+
+/// Docs/Embedding.md shows a complete program; it must be exactly Sources/coffer-example/main.swift,
+/// and that program, built with the package, must run and print what the guide says.
+@Suite("Embedding example")
+struct EmbeddingExampleTests {
+    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+    @Test("the guide shows the example program verbatim")
+    func guideMatchesSource() throws {
+        let source = try String(contentsOf: Self.root.appendingPathComponent("Sources/coffer-example/main.swift"), encoding: .utf8)
+        let guide = try String(contentsOf: Self.root.appendingPathComponent("Docs/Embedding.md"), encoding: .utf8)
+        // The program is the Swift code block that starts with the example's first line.
+        let blocks = guide.components(separatedBy: "```swift\n").dropFirst().map { $0.components(separatedBy: "```").first ?? "" }
+        let shown = try #require(blocks.first { $0.hasPrefix("// The example program of Docs/Embedding.md") },
+                                 "Docs/Embedding.md has no code block with the example program")
+        #expect(shown == source, "Docs/Embedding.md differs from Sources/coffer-example/main.swift; copy the file into the guide")
+    }
+
+    @Test("the example program runs and prints the guide's output")
+    func exampleRuns() throws {
+        let binary = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent()
+            .appendingPathComponent("coffer-example")
+        try #require(FileManager.default.isExecutableFile(atPath: binary.path), "coffer-example is not built next to the tests at \(binary.path)")
+        let process = Process()
+        process.executableURL = binary
+        let out = Pipe(), err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        let deadline = Date().addingTimeInterval(60)
+        while process.isRunning && Date() < deadline { Thread.sleep(forTimeInterval: 0.05) }
+        if process.isRunning { process.terminate() }
+        process.waitUntilExit()
+        let stdout = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let stderr = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(process.terminationStatus == 0, "coffer-example failed: \(stderr)")
+        #expect(stdout == """
+            saved groceries at change tag 1
+            body: eggs, milk
+            query found 1 note(s)
+            conflict: the store has eggs, milk, bread
+
+            """)
+        // The guide quotes the same output.
+        let guide = try String(contentsOf: Self.root.appendingPathComponent("Docs/Embedding.md"), encoding: .utf8)
+        #expect(guide.contains(stdout.trimmingCharacters(in: .newlines)))
+    }
+}
