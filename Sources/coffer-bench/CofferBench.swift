@@ -7,7 +7,7 @@ struct CofferBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "coffer-bench",
         abstract: "Benchmarks for Coffer (build with -c release).",
-        subcommands: [RecordsBench.self, VaultUnlockBench.self],
+        subcommands: [RecordsBench.self, VaultUnlockBench.self, SigningBench.self],
         defaultSubcommand: RecordsBench.self
     )
 }
