@@ -119,6 +119,14 @@ extension RecordDatabase {
         }
     }
 
+    /// Creates the query index of plain fields of a record type now, instead of at their first
+    /// query (which otherwise pays the one-time cost of building it).
+    public func ensureIndex(recordType: String, fields: [String]) async throws {
+        try Names.validateRecordType(recordType)
+        for field in fields { try Names.validateFieldKey(field) }
+        try session.ensureIndexes(recordType: recordType, fields: fields)
+    }
+
     /// Every record of a zone, in pages ordered by name: pass the last name of a page as
     /// `after` to get the next. An empty page means the end.
     public func records(in zone: ZoneID, after name: String? = nil, limit: Int = 400) async throws -> [Record] {

@@ -7,6 +7,9 @@ extension Session {
         if let limit = query.limit, !(1...Limits.maxQueryLimit).contains(limit) {
             throw StoreError(.invalidArguments, "a query limit is between 1 and \(Limits.maxQueryLimit)")
         }
+        // Fields used in the query get their index first (only valid identifiers reach SQL).
+        let fields = Set(query.predicates.map(\.field) + query.sort.map(\.field)).filter(Names.isIdentifier)
+        if !fields.isEmpty { try ensureIndexes(recordType: query.recordType, fields: fields.sorted()) }
         return try store.read { db in
             let zone = try ZoneRow.fetch(db, zoneID)
             try self.checkCanRead(db, zone: zone)

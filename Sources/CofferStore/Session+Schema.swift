@@ -47,11 +47,10 @@ extension Session {
         }
         guard !added.isEmpty else { return }
         for (field, spec) in added {
+            // Indexes are made when a field is first queried or sorted on (see `ensureIndexes`),
+            // so saves pay only for the indexes that queries use.
             try db.execute(sql: "INSERT INTO field_schema (zone_id, record_type, field, value_type, encrypted) VALUES (?, ?, ?, ?, ?)",
                            arguments: [zoneRowID, record.recordType, field, spec.type.description, spec.encrypted])
-            if !spec.encrypted && spec.type.isQueryable {
-                try db.execute(sql: Self.indexSQL(recordType: record.recordType, field: field))
-            }
         }
         let key = SchemaKey(zoneRowID: zoneRowID, recordType: record.recordType)
         // Only cache after the transaction commits; until then, a rollback must not leave fields behind.
@@ -80,5 +79,27 @@ extension Session {
 
     static func indexName(recordType: String, field: String) -> String {
         "record_field_" + recordType + "_" + String(recordType.utf8.count) + "_" + field
+    }
+}
+
+extension Session {
+    /// Makes sure the expression index of each plain field exists, creating the missing ones in
+    /// a write transaction (a one-time cost that grows with the number of records of the type).
+    func ensureIndexes(recordType: String, fields: [String]) throws {
+        let names = fields.map { (field: $0, index: Self.indexName(recordType: recordType, field: $0)) }
+        let known = store.knownIndexes.withLock { $0 }
+        let missing = names.filter { !known.contains($0.index) }
+        guard !missing.isEmpty else { return }
+        let existing = Set(try store.read { db in
+            try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'index' AND name LIKE 'record_field_%'")
+        })
+        let toCreate = missing.filter { !existing.contains($0.index) }
+        if !toCreate.isEmpty {
+            try store.write { db in
+                for item in toCreate { try db.execute(sql: Self.indexSQL(recordType: recordType, field: item.field)) }
+            }
+            store.logger.info("query index created", metadata: ["type": "\(recordType)", "fields": "\(toCreate.map { $0.field })"])
+        }
+        store.knownIndexes.withLock { set in for item in missing { set.insert(item.index) } }
     }
 }

@@ -3,6 +3,7 @@ import CofferVault
 import Foundation
 import GRDB
 import Logging
+import Synchronization
 
 /// A Coffer store: one SQLite database (WAL) that several users' sessions act on.
 ///
@@ -21,6 +22,8 @@ public final class Store: Sendable {
     public let storeID: [UInt8]
     let dbPool: DatabasePool
     let logger: Logger
+    /// Names of the query indexes known to exist.
+    let knownIndexes = Mutex<Set<String>>([])
 
     /// Opens (creating if needed) the store at `path`.
     /// - Throws: ``StoreError`` `.internalError` when the file cannot be opened or is not a Coffer store.

@@ -50,6 +50,8 @@ struct RecordsBench: AsyncParsableCommand {
         let session = try store.session(vault: vault)
         let db = session.privateDatabase
         let zone = try await db.createZone(named: "Bench")
+        // The field the query phase uses is indexed before saving, as the baseline's is.
+        try await db.ensureIndex(recordType: "Note", fields: ["count"])
 
         let storeSave = try await Clock.measure {
             for start in stride(from: 0, to: rows.count, by: Self.batchSize) {
@@ -179,8 +181,9 @@ struct SplitMix64 {
     }
 }
 
-/// The plaintext baseline: the same columns and indexes as the store keeps for Note
-/// (unique name, and one index per plain field), WAL, synchronous NORMAL, prepared statements.
+/// The plaintext baseline: the same logical columns, and the same indexes as the store keeps
+/// for Note in this run (unique name; the queried field `count`), WAL, synchronous NORMAL,
+/// prepared statements, one transaction per batch.
 struct Baseline {
     let pool: DatabasePool
 
@@ -192,9 +195,7 @@ struct Baseline {
             try db.execute(sql: """
                 CREATE TABLE note (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, title TEXT NOT NULL, count INTEGER NOT NULL,
                                    date REAL NOT NULL, body TEXT NOT NULL, n INTEGER NOT NULL);
-                CREATE INDEX note_title ON note (title);
                 CREATE INDEX note_count ON note (count);
-                CREATE INDEX note_date ON note (date);
                 """)
         }
     }
