@@ -84,7 +84,9 @@ public struct ContactCard: Sendable, Equatable {
             return s
         }
         func base64(_ key: String, count: Int) throws -> [UInt8] {
-            guard let d = Data(base64Encoded: try string(key)), d.count == count else {
+            // Canonical base64 only: re-encoding must give the same text, so a card has one form.
+            let text = try string(key)
+            guard let d = Data(base64Encoded: text), d.count == count, d.base64EncodedString() == text else {
                 throw VaultError(.malformed, "the contact card's '\(key)' is not \(count) bytes of base64")
             }
             return Array(d)

@@ -48,6 +48,8 @@ extension Vault {
     public func updateItems(matching query: VaultItemQuery, secret: SecureBytes? = nil, label: String? = nil,
                             attributes: [String: String]? = nil) throws -> Int {
         if let secret { try Self.validateSecret(secret) }
+        if let label { try Self.validateLabel(label) }
+        if let attributes { try Self.validateAttributes(attributes) }
         var changed = 0
         try mutate { state in
             let now = Self.nowMillis()
@@ -84,11 +86,26 @@ extension Vault {
                 throw VaultError(.invalidArguments, "an item's \(what) must be 1 to 1024 bytes")
             }
         }
-        if let label, label.utf8.count > 1024 { throw VaultError(.invalidArguments, "an item's label is at most 1024 bytes") }
+        if let label { try validateLabel(label) }
+        try validateAttributes(attributes)
+        try validateSecret(secret)
+    }
+
+    static func validateLabel(_ label: String) throws {
+        guard label.utf8.count <= 1024 else { throw VaultError(.invalidArguments, "an item's label is at most 1024 bytes") }
+    }
+
+    /// At most 64 attributes, keys of 1 to 255 bytes, values of at most 4096 bytes: well inside
+    /// what the vault reader accepts, so a write never makes a vault that cannot be read.
+    static func validateAttributes(_ attributes: [String: String]) throws {
         guard attributes.count <= VaultItem.maxAttributes else {
             throw VaultError(.invalidArguments, "an item has at most \(VaultItem.maxAttributes) attributes")
         }
-        try validateSecret(secret)
+        for (key, value) in attributes {
+            guard (1...255).contains(key.utf8.count), value.utf8.count <= 4096 else {
+                throw VaultError(.invalidArguments, "an item attribute's key is 1 to 255 bytes and its value at most 4096 bytes")
+            }
+        }
     }
 
     static func validateSecret(_ secret: SecureBytes) throws {

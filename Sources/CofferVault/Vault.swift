@@ -196,6 +196,9 @@ public final class Vault: Sendable {
             var next = current
             try change(&next)
             let file = try Self.seal(header: next.header, body: next.body, vaultKey: next.vaultKey)
+            guard file.count <= VaultFormat.maxFileSize else {
+                throw VaultError(.invalidArguments, "the vault would grow to \(file.count) bytes, over the \(VaultFormat.maxFileSize >> 20) MiB a vault may have; nothing was changed")
+            }
             try VaultFile.write(file, to: url, expectedHash: current.fileHash)
             next.fileHash = VaultFile.contentHash(file)
             current = next

@@ -14,16 +14,27 @@ import Darwin
 /// the vault, and `fsync`s the folder. Foundation's atomic write does neither the folder
 /// `fsync` nor the 0600 mode.
 enum VaultFile {
-    static func read(_ url: URL) throws -> [UInt8] {
-        let fd = open(url.path, O_RDONLY | O_CLOEXEC)
+    /// Opens a path for reading without blocking on FIFOs or devices: non-blocking open, then
+    /// only regular files are accepted.
+    static func openRegular(_ url: URL, what: String) throws -> Int32 {
+        let fd = open(url.path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
         guard fd >= 0 else {
-            if errno == ENOENT { throw VaultError(.notFound, "no vault at \(url.path)") }
+            if errno == ENOENT { throw VaultError(.notFound, "no \(what) at \(url.path)") }
             throw VaultError(.io, "cannot read \(url.path): \(String(cString: strerror(errno)))")
         }
+        var st = stat()
+        guard fstat(fd, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else {
+            close(fd)
+            throw VaultError(.malformed, "\(url.path) is not a regular file")
+        }
+        return fd
+    }
+
+    static func read(_ url: URL) throws -> [UInt8] {
+        let fd = try openRegular(url, what: "vault")
         defer { close(fd) }
         var st = stat()
         guard fstat(fd, &st) == 0 else { throw VaultError(.io, "cannot stat \(url.path)") }
-        guard (st.st_mode & S_IFMT) == S_IFREG else { throw VaultError(.malformed, "\(url.path) is not a regular file") }
         guard Int(st.st_size) <= VaultFormat.maxFileSize else {
             throw VaultError(.malformed, "\(url.path) is too large to be a vault (\(st.st_size) bytes)")
         }
@@ -133,11 +144,7 @@ enum VaultFile {
 
     /// Reads a key file: exactly 32 bytes, into guarded memory.
     static func readKeyFile(_ url: URL) throws -> SymmetricKey {
-        let fd = open(url.path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else {
-            if errno == ENOENT { throw VaultError(.notFound, "no key file at \(url.path)") }
-            throw VaultError(.io, "cannot read \(url.path): \(String(cString: strerror(errno)))")
-        }
+        let fd = try openRegular(url, what: "key file")
         defer { close(fd) }
         var failed = false
         let bytes = SecureBytes(count: SymmetricKey.byteCount + 1) { buffer in

@@ -1,0 +1,541 @@
+import CofferCrypto
+import Foundation
+import Testing
+@testable import CofferVault
+
+/// The vault file: the v1 byte layout, damaged and hostile files, size limits, atomic
+/// locked writes, and two writers on one file.
+@Suite("Vault file: format v1, damage, limits, atomic writes, concurrency")
+struct VaultFileTests {
+    // MARK: - Layout
+
+    @Test func formatV1Layout() throws {
+        try withTemporaryFolder { folder in
+            let vault = try makeVault(in: folder)
+            let file = try readBytes(vault.url)
+            #expect(Array(file[0..<8]) == Array("COFFERVT".utf8))
+            #expect(Array(file[V1.versionOffset..<V1.versionOffset + 2]) == [0x00, 0x01])
+            #expect(Array(file[V1.flagsOffset..<V1.flagsOffset + 2]) == [0x00, 0x00])
+            #expect(file[V1.slotCountOffset] == 1)
+            #expect(file[V1.slotTypeOffset] == 0x01, "a passphrase slot")
+            #expect(Array(file[V1.opsOffset..<V1.opsOffset + 4]) == BigEndian.bytes(Argon2id.Parameters.min.opsLimit))
+            #expect(Array(file[V1.memoryOffset..<V1.memoryOffset + 4]) == BigEndian.bytes(Argon2id.Parameters.min.memoryKiB))
+            let headerEnd = V1.singleSlotHeaderByteCount
+            #expect(headerEnd == 158)
+            #expect(try bodyOffset(of: file) == headerEnd)
+            #expect(Array(file[headerEnd - 32..<headerEnd]) == BLAKE2b.hash(Array(file[0..<headerEnd - 32]), outputByteCount: 32),
+                    "the header ends with BLAKE2b-256 of what precedes it")
+            // Body: nonce (24) ‖ ciphertext of a body padded to 256-byte blocks ‖ tag (16).
+            let bodyCount = file.count - headerEnd
+            #expect(bodyCount >= 24 + 256 + 16)
+            #expect((bodyCount - 24 - 16) % 256 == 0)
+
+            // The parser agrees with the object.
+            let (header, _) = try VaultFormat.parseHeader(file)
+            #expect(header.slots.count == 1)
+            #expect(header.slots[0].type == .passphrase)
+            #expect(header.slots[0].kdf == .min)
+            #expect(header.encoded() == Array(file[0..<headerEnd]), "decode then encode gives the same bytes")
+
+            // A key-file slot has no Argon2id fields: 1 + 16 + 72 bytes.
+            try vault.addKeyFile(at: folder.appendingPathComponent("k.key"))
+            let withKey = try readBytes(vault.url)
+            #expect(withKey[V1.slotCountOffset] == 2)
+            #expect(try bodyOffset(of: withKey) == headerEnd + 1 + 16 + 72)
+            #expect(withKey[V1.firstSlotOffset + V1.passphraseSlotByteCount] == 0x02, "a key-file slot")
+        }
+    }
+
+    @Test func bodyIsPaddedSoSmallChangesDoNotShowInTheSize() throws {
+        try withTemporaryFolder { folder in
+            let vault = try makeVault(in: folder)
+            let size0 = try readBytes(vault.url).count
+            try vault.addItem(service: "s", account: "a", secret: secure("1"))
+            let size1 = try readBytes(vault.url).count
+            try vault.updateItems(matching: .all, secret: secure("12345678"))
+            #expect(try readBytes(vault.url).count == size1, "a few more secret bytes stay in the same 256-byte block")
+            #expect((size1 - size0) % 256 == 0)
+        }
+    }
+
+    @Test func everyWriteUsesAFreshNonce() throws {
+        try withTemporaryFolder { folder in
+            let vault = try makeVault(in: folder)
+            let first = try readBytes(vault.url)
+            try vault.addItem(service: "s", account: "a", secret: secure("1"))
+            try vault.deleteItems(matching: .all)
+            let second = try readBytes(vault.url)
+            #expect(first.count == second.count)
+            #expect(Array(first[158..<158 + 24]) != Array(second[158..<158 + 24]))
+            #expect(Array(first[0..<158]) == Array(second[0..<158]), "the header is unchanged by item writes")
+        }
+    }
+
+    // MARK: - Not a vault
+
+    @Test func emptyFileIsMalformed() throws {
+        try withTemporaryFolder { folder in
+            let url = folder.appendingPathComponent("empty.coffer")
+            try writeBytes([], to: url)
+            expectVaultError(.malformed) { try Vault.open(at: url, passphrase: secure(testPassphrase)) }
+        }
+    }
+
+    @Test(arguments: [1, 7, 8, 100, 158, 1000, 10_000])
+    func randomBytesAreMalformed(count: Int) throws {
+        try withTemporaryFolder { folder in
+            let url = folder.appendingPathComponent("random.coffer")
+            for _ in 0..<5 {
+                try writeBytes(SecureRandom.bytes(count: count), to: url)
+                expectVaultError(.malformed) { try Vault.open(at: url, passphrase: secure(testPassphrase)) }
+                // Random bytes behind a correct magic too.
+                try writeBytes(Array("COFFERVT".utf8) + SecureRandom.bytes(count: count), to: url)
+                expectVaultError(.malformed) { try Vault.open(at: url, passphrase: secure(testPassphrase)) }
+            }
+        }
+    }
+
+    @Test func textFileIsMalformed() throws {
+        try withTemporaryFolder { folder in
+            let url = folder.appendingPathComponent("notes.coffer")
+            try writeBytes(Array("{\"format\":\"coffer-contact\",\"version\":1}\n".utf8), to: url)
+            let error = expectVaultError(.malformed) { try Vault.open(at: url, passphrase: secure(testPassphrase)) }
+            #expect(error?.message.contains("magic") == true)
+        }
+    }
+
+    @Test func aFolderIsNotAVault() throws {
+        try withTemporaryFolder { folder in
+            expectVaultError(oneOf: [.malformed, .io]) { try Vault.open(at: folder, passphrase: secure(testPassphrase)) }
+        }
+    }
+
+    // MARK: - Damage
+
+    @Test func truncatedFilesAreRefused() throws {
+        try withTemporaryFolder { folder in
+            let vault = try makeVault(in: folder)
+            try vault.addItem(service: "svc", account: "acct", secret: secure(String(repeating: "x", count: 600)))
+            let file = try readBytes(vault.url)
+            let headerEnd = try bodyOffset(of: file)
+            let minimumBody = XChaCha20Poly1305.overhead + VaultFormat.bodyPaddingBlock
+            let url = folder.appendingPathComponent("truncated.coffer")
+
+            // Every length inside the header, and up to the smallest possible body: damaged.
+            for length in 0..<(headerEnd + minimumBody) {
+                try writeBytes(Array(file[0..<length]), to: url)
+                expectVaultError(.malformed, "truncated to \(length) of \(file.count) bytes") {
+                    try Vault.open(at: url, passphrase: secure(testPassphrase))
+                }
+            }
+            // Longer cuts keep an intact header: the slot opens and the body fails.
+            let bodyCuts = [headerEnd + minimumBody, headerEnd + minimumBody + 1, headerEnd + 512, (headerEnd + file.count) / 2,
+                            file.count - 17, file.count - 16, file.count - 1]
+            for length in bodyCuts {
+                try writeBytes(Array(file[0..<length]), to: url)
+                expectVaultError(.integrityFailure, "truncated to \(length) of \(file.count) bytes") {
+                    try Vault.open(at: url, passphrase: secure(testPassphrase))
+                }
+            }
+            // The whole file still opens (the cuts were real).
+            try writeBytes(file, to: url)
+            _ = try Vault.open(at: url, passphrase: secure(testPassphrase))
+        }
+    }
+
+    @Test func extraBytesAtTheEndAreRefused() throws {
+        try withTemporaryFolder { folder in
+            let vault = try makeVault(in: folder)
+            let file = try readBytes(vault.url)
+            let url = folder.appendingPathComponent("longer.coffer")
+            for extra in [[UInt8(0)], [0x80], Array(repeating: 0, count: 256), SecureRandom.bytes(count: 1000)] {
+                try writeBytes(file + extra, to: url)
+                expectVaultError(.integrityFailure) { try Vault.open(at: url, passphrase: secure(testPassphrase)) }
+            }
+        }
+    }
+
+    @Test func aFlippedByteAnywhereInTheHeaderIsMalformed() throws {
+        try withTemporaryFolder { folder in
+            let vault = try makeVault(in: folder)
+            let file = try readBytes(vault.url)
+            let headerEnd = try bodyOffset(of: file)
+            let url = folder.appendingPathComponent("flipped.coffer")
+            for position in 0..<headerEnd {
+                for mask: UInt8 in [0x01, 0x80, 0xff] {
+                    var damaged = file
+                    damaged[position] ^= mask
+                    try writeBytes(damaged, to: url)
+                    let error = expectVaultError(.malformed, "byte \(position) ^ \(mask)") {
+                        try Vault.open(at: url, passphrase: secure(testPassphrase))
+                    }
+                    guard let message = error?.message else { continue }
+                    switch position {
+                    case 0..<8: #expect(message.contains("magic"), "\(position): \(message)")
+                    case 8..<10: #expect(message.contains("version"), "\(position): \(message)")
+                    case 10..<12: #expect(message.contains("flags"), "\(position): \(message)")
+                    case 12..<28, 38..<headerEnd: #expect(message.contains("checksum"), "\(position): \(message)")
+                    default: break // slot count, type and Argon2id fields: checksum, limits or layout
+                    }
+                }
+            }
+        }
+    }
+
+    @Test func aFlippedByteAnywhereInTheBodyIsAnIntegrityFailure() throws {
+        try withTemporaryFolder { folder in
+            let vault = try makeVault(in: folder)
+            try vault.addItem(service: "svc", account: "acct", secret: secure("secret"))
+            let file = try readBytes(vault.url)
+            let headerEnd = try bodyOffset(of: file)
+            let url = folder.appendingPathComponent("flipped.coffer")
+            // Every byte of the nonce, ciphertext and tag.
+            for position in headerEnd..<file.count {
+                var damaged = file
+                damaged[position] ^= position % 2 == 0 ? 0x01 : 0x80
+                try writeBytes(damaged, to: url)
+                expectVaultError(.integrityFailure, "byte \(position) of \(file.count)") {
+                    try Vault.open(at: url, passphrase: secure(testPassphrase))
+                }
+            }
+        }
+    }
+
+    @Test(arguments: [UInt16(0), 2, 3, 0x0100, 0xffff])
+    func unknownVersionIsMalformedAndNamed(version: UInt16) throws {
+        try withTemporaryFolder { folder in
+            let vault = try makeVault(in: folder)
+            var file = try readBytes(vault.url)
+            let headerEnd = try bodyOffset(of: file)
+            putU16(version, into: &file, at: V1.versionOffset)
+            recomputeChecksum(&file, headerEnd: headerEnd) // so the version check is what fires
+            try writeBytes(file, to: vault.url)
+            let error = expectVaultError(.malformed) { try Vault.open(at: vault.url, passphrase: secure(testPassphrase)) }
+            #expect(error?.message.contains("version \(version)") == true, "\(error?.message ?? "")")
+        }
+    }
+
+    @Test func unknownFlagsAreMalformed() throws {
+        try withTemporaryFolder { folder in
+            let vault = try makeVault(in: folder)
+            var file = try readBytes(vault.url)
+            let headerEnd = try bodyOffset(of: file)
+            putU16(0x0001, into: &file, at: V1.flagsOffset)
+            recomputeChecksum(&file, headerEnd: headerEnd)
+            try writeBytes(file, to: vault.url)
+            let error = expectVaultError(.malformed) { try Vault.open(at: vault.url, passphrase: secure(testPassphrase)) }
+            #expect(error?.message.contains("flags") == true)
+        }
+    }
+
+    @Test(arguments: [UInt8(0), 2, 8, 9, 255])
+    func wrongSlotCountIsMalformed(count: UInt8) throws {
+        try withTemporaryFolder { folder in
+            let vault = try makeVault(in: folder)
+            var file = try readBytes(vault.url)
+            let headerEnd = try bodyOffset(of: file)
+            file[V1.slotCountOffset] = count
+            recomputeChecksum(&file, headerEnd: headerEnd)
+            try writeBytes(file, to: vault.url)
+            expectVaultError(.malformed) { try Vault.open(at: vault.url, passphrase: secure(testPassphrase)) }
+        }
+    }
+
+    @Test(arguments: [UInt8(0), 3, 0x7f, 0xff])
+    func unknownSlotTypeIsMalformed(type: UInt8) throws {
+        try withTemporaryFolder { folder in
+            let vault = try makeVault(in: folder)
+            var file = try readBytes(vault.url)
+            let headerEnd = try bodyOffset(of: file)
+            file[V1.slotTypeOffset] = type
+            recomputeChecksum(&file, headerEnd: headerEnd)
+            try writeBytes(file, to: vault.url)
+            expectVaultError(.malformed) { try Vault.open(at: vault.url, passphrase: secure(testPassphrase)) }
+        }
+    }
+
+    // MARK: - Hostile headers
+
+    /// A header asking Argon2id for 64 GiB is refused from the header alone: no key
+    /// derivation, no allocation, at once.
+    @Test(.timeLimit(.minutes(1)))
+    func hostileArgon2MemoryIsRefusedQuickly() throws {
+        try withTemporaryFolder { folder in
+            let vault = try makeVault(in: folder)
+            var file = try readBytes(vault.url)
+            let headerEnd = try bodyOffset(of: file)
+            putU32(64 << 20, into: &file, at: V1.memoryOffset) // 64 GiB in KiB
+            recomputeChecksum(&file, headerEnd: headerEnd)
+            try writeBytes(file, to: vault.url)
+
+            let clock = ContinuousClock()
+            let start = clock.now
+            let error = expectVaultError(.malformed) { try Vault.open(at: vault.url, passphrase: secure(testPassphrase)) }
+            let elapsed = clock.now - start
+            #expect(elapsed < .seconds(2), "took \(elapsed)")
+            #expect(error?.message.contains("Argon2id") == true, "\(error?.message ?? "")")
+            #expect(error?.message.contains("\(64 << 20)") == true, "the message names the value: \(error?.message ?? "")")
+        }
+    }
+
+    static let outOfLimits: [(UInt32, UInt32)] = [
+        (1, 0),                            // below the minimum memory
+        (1, 7),                            // 7 KiB < 8 KiB
+        (1, (1 << 20) + 1),                // just above 1 GiB
+        (1, UInt32.max),
+        (0, 8),                            // no passes
+        (11, 8),                           // more than 10 passes
+        (UInt32.max, 8),
+    ]
+
+    @Test(arguments: outOfLimits)
+    func argon2ParametersOutsideTheLimitsAreRefused(ops: UInt32, memoryKiB: UInt32) throws {
+        try withTemporaryFolder { folder in
+            let vault = try makeVault(in: folder)
+            var file = try readBytes(vault.url)
+            let headerEnd = try bodyOffset(of: file)
+            putU32(ops, into: &file, at: V1.opsOffset)
+            putU32(memoryKiB, into: &file, at: V1.memoryOffset)
+            recomputeChecksum(&file, headerEnd: headerEnd)
+            try writeBytes(file, to: vault.url)
+            let clock = ContinuousClock()
+            let start = clock.now
+            expectVaultError(.malformed) { try Vault.open(at: vault.url, passphrase: secure(testPassphrase)) }
+            #expect(clock.now - start < .seconds(2))
+        }
+    }
+
+    /// Argon2id parameters inside the limits but changed (checksum recomputed): the slot's
+    /// wrapped key authenticates its parameters, so this is just a key that does not open.
+    @Test func changedArgon2ParametersWithAValidChecksumDoNotOpen() throws {
+        try withTemporaryFolder { folder in
+            let vault = try makeVault(in: folder)
+            var file = try readBytes(vault.url)
+            let headerEnd = try bodyOffset(of: file)
+            putU32(2, into: &file, at: V1.opsOffset)
+            recomputeChecksum(&file, headerEnd: headerEnd)
+            try writeBytes(file, to: vault.url)
+            expectVaultError(.wrongPassphrase) { try Vault.open(at: vault.url, passphrase: secure(testPassphrase)) }
+        }
+    }
+
+    /// A slot is bound to its vault: copied into another vault's header (same passphrase,
+    /// checksum recomputed), it does not open, and neither does a changed vault id.
+    @Test func slotsAreBoundToTheirVault() throws {
+        try withTemporaryFolder { folder in
+            let a = try makeVault(in: folder, file: "a.coffer")
+            let b = try makeVault(in: folder, file: "b.coffer")
+            let fileA = try readBytes(a.url)
+            var fileB = try readBytes(b.url)
+            let headerEnd = try bodyOffset(of: fileB)
+            let slotRange = V1.firstSlotOffset..<V1.firstSlotOffset + V1.passphraseSlotByteCount
+            fileB.replaceSubrange(slotRange, with: fileA[slotRange])
+            recomputeChecksum(&fileB, headerEnd: headerEnd)
+            let url = folder.appendingPathComponent("transplant.coffer")
+            try writeBytes(fileB, to: url)
+            expectVaultError(.wrongPassphrase) { try Vault.open(at: url, passphrase: secure(testPassphrase)) }
+
+            var renamed = fileA
+            renamed[V1.vaultIDOffset] ^= 0x01
+            recomputeChecksum(&renamed, headerEnd: headerEnd)
+            try writeBytes(renamed, to: url)
+            expectVaultError(.wrongPassphrase) { try Vault.open(at: url, passphrase: secure(testPassphrase)) }
+        }
+    }
+
+    /// Vault A's header on vault B's body: A's passphrase opens A's slot, and B's body
+    /// does not authenticate under A's key and header.
+    @Test func aHeaderOnAnotherVaultsBodyIsAnIntegrityFailure() throws {
+        try withTemporaryFolder { folder in
+            let a = try makeVault(in: folder, file: "a.coffer")
+            let b = try makeVault(in: folder, file: "b.coffer")
+            let fileA = try readBytes(a.url), fileB = try readBytes(b.url)
+            let mixed = Array(fileA[0..<(try bodyOffset(of: fileA))]) + Array(fileB[(try bodyOffset(of: fileB))...])
+            let url = folder.appendingPathComponent("mixed.coffer")
+            try writeBytes(mixed, to: url)
+            expectVaultError(.integrityFailure) { try Vault.open(at: url, passphrase: secure(testPassphrase)) }
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func aFileOver64MiBIsRefusedBeforeReading() throws {
+        try withTemporaryFolder { folder in
+            let vault = try makeVault(in: folder)
+            // Grow the real vault to 64 MiB + 1 byte (sparse: no disk space used).
+            let handle = try FileHandle(forWritingTo: vault.url)
+            try handle.truncate(atOffset: UInt64(64 << 20) + 1)
+            try handle.close()
+            let clock = ContinuousClock()
+            let start = clock.now
+            let error = expectVaultError(.malformed) { try Vault.open(at: vault.url, passphrase: secure(testPassphrase)) }
+            #expect(clock.now - start < .seconds(2))
+            #expect(error?.message.contains("too large") == true, "\(error?.message ?? "")")
+        }
+    }
+
+    // MARK: - Atomic, locked writes
+
+    @Test func writesLeaveNoTemporaryFilesBehind() throws {
+        try withTemporaryFolder { folder in
+            let keys = folder.appendingPathComponent("keys", isDirectory: true)
+            try FileManager.default.createDirectory(at: keys, withIntermediateDirectories: false)
+            let vault = try makeVault(in: folder)
+            try vault.addItem(service: "svc", account: "acct", secret: secure("1"))
+            try vault.updateItems(matching: .all, secret: secure("2"))
+            try vault.addKeyFile(at: keys.appendingPathComponent("alice.key"))
+            try vault.changePassphrase(to: secure(otherPassphrase))
+            try vault.deleteItems(matching: .all)
+            try vault.rekey(passphrase: secure(testPassphrase))
+            #expect(try folderContents(folder) == ["alice.coffer", "alice.coffer.lock", "keys"])
+            #expect(try folderContents(keys) == ["alice.key"])
+
+            // Failed writes leave nothing behind either.
+            expectVaultError(.itemNotFound) { try vault.deleteItems(matching: .all) }
+            let other = try Vault.open(at: vault.url, passphrase: secure(testPassphrase))
+            try other.addItem(service: "svc", account: "acct", secret: secure("3"))
+            expectVaultError(.changedOnDisk) { try vault.addItem(service: "x", account: "y", secret: secure("4")) }
+            #expect(try folderContents(folder) == ["alice.coffer", "alice.coffer.lock", "keys"])
+        }
+    }
+
+    @Test func twoVaultObjectsOnOneFile() throws {
+        try withTemporaryFolder { folder in
+            let url = folder.appendingPathComponent("alice.coffer")
+            _ = try makeVault(in: folder)
+            let first = try Vault.open(at: url, passphrase: secure(testPassphrase))
+            let second = try Vault.open(at: url, passphrase: secure(testPassphrase))
+
+            try first.addItem(service: "first", account: "acct", secret: secure("from the first"))
+            let afterFirst = try readBytes(url)
+
+            let error = expectVaultError(.changedOnDisk) {
+                try second.addItem(service: "second", account: "acct", secret: secure("from the second"))
+            }
+            #expect(error?.message.contains("changed") == true)
+            // The file still holds the first's item and nothing of the second's.
+            #expect(try readBytes(url) == afterFirst)
+            let reopened = try Vault.open(at: url, passphrase: secure(testPassphrase))
+            #expect(reopened.items().map(\.service) == ["first"])
+            #expect(try reopened.item(service: "first", account: "acct").secret == secure("from the first"))
+            // The failed write left the second object's state as it was.
+            #expect(second.items().isEmpty)
+            expectVaultError(.itemNotFound) { try second.item(service: "second", account: "acct") }
+
+            // Every kind of write from the stale object is refused the same way.
+            expectVaultError(.changedOnDisk) { try second.changePassphrase(to: secure(otherPassphrase)) }
+            expectVaultError(.changedOnDisk) { try second.rekey(passphrase: secure(otherPassphrase)) }
+            // (A delete or update that matches nothing in the stale object's own view is
+            // `.itemNotFound` before any write is tried.)
+            expectVaultError(.itemNotFound) { try second.deleteItems(matching: .all) }
+            #expect(try readBytes(url) == afterFirst)
+            #expect(second.passphraseParameters == .min)
+            _ = try Vault.open(at: url, passphrase: secure(testPassphrase))
+
+            // The first object is still in step and can keep writing.
+            try first.addItem(service: "first-2", account: "acct", secret: secure("again"))
+            #expect(try Vault.open(at: url, passphrase: secure(testPassphrase)).items().count == 2)
+        }
+    }
+
+    /// `addKeyFile` writes the key file before the vault; when the vault write then fails,
+    /// the stray key file opens nothing (documented in `addKeyFile`).
+    @Test func aStaleAddKeyFileLeavesAKeyFileThatOpensNothing() throws {
+        try withTemporaryFolder { folder in
+            let url = folder.appendingPathComponent("alice.coffer")
+            _ = try makeVault(in: folder)
+            let first = try Vault.open(at: url, passphrase: secure(testPassphrase))
+            let second = try Vault.open(at: url, passphrase: secure(testPassphrase))
+            try first.addItem(service: "first", account: "acct", secret: secure("1"))
+            let keyURL = folder.appendingPathComponent("stray.key")
+            expectVaultError(.changedOnDisk) { try second.addKeyFile(at: keyURL) }
+            #expect(second.keyFileCount == 0)
+            if FileManager.default.fileExists(atPath: keyURL.path) {
+                expectVaultError(.wrongKeyFile) { try Vault.open(at: url, unlock: .keyFile(at: keyURL)) }
+            }
+            #expect(try Vault.open(at: url, passphrase: secure(testPassphrase)).keyFileCount == 0)
+        }
+    }
+
+    @Test func aRemovedOrReplacedFileIsChangedOnDisk() throws {
+        try withTemporaryFolder { folder in
+            let vault = try makeVault(in: folder)
+            try FileManager.default.removeItem(at: vault.url)
+            expectVaultError(.changedOnDisk) { try vault.addItem(service: "s", account: "a", secret: secure("x")) }
+            #expect(!FileManager.default.fileExists(atPath: vault.url.path), "a removed vault is not written back")
+
+            // Another vault created at the same path.
+            _ = try makeVault(in: folder, name: "Mallory")
+            let replaced = try readBytes(vault.url)
+            expectVaultError(.changedOnDisk) { try vault.addItem(service: "s", account: "a", secret: secure("x")) }
+            #expect(try readBytes(vault.url) == replaced)
+        }
+    }
+
+    /// Several writers in this process, each re-opening on conflict: the lock and the
+    /// change check together lose no write.
+    @Test func concurrentWritersLoseNothing() async throws {
+        try await withTemporaryFolder { folder in
+            let url = folder.appendingPathComponent("alice.coffer")
+            _ = try makeVault(in: folder)
+            let writers = 6, itemsEach = 4
+            try await withThrowingTaskGroup(of: Int.self) { group in
+                for w in 0..<writers {
+                    group.addTask {
+                        var conflicts = 0
+                        var vault = try Vault.open(at: url, passphrase: secure(testPassphrase))
+                        for i in 0..<itemsEach {
+                            while true {
+                                do {
+                                    try vault.addItem(service: "writer-\(w)", account: "item-\(i)", secret: secure("\(w).\(i)"))
+                                    break
+                                } catch let e as VaultError where e.code == .changedOnDisk {
+                                    conflicts += 1
+                                    vault = try Vault.open(at: url, passphrase: secure(testPassphrase))
+                                }
+                            }
+                        }
+                        return conflicts
+                    }
+                }
+                for try await _ in group {}
+            }
+            let final = try Vault.open(at: url, passphrase: secure(testPassphrase))
+            #expect(final.items().count == writers * itemsEach)
+            for w in 0..<writers {
+                for i in 0..<itemsEach {
+                    #expect(try final.item(service: "writer-\(w)", account: "item-\(i)").secret == secure("\(w).\(i)"))
+                }
+            }
+            #expect(try folderContents(folder) == ["alice.coffer", "alice.coffer.lock"])
+        }
+    }
+
+    /// Several creators racing for one path: exactly one wins, the others get `.alreadyExists`.
+    @Test func concurrentCreatesHaveOneWinner() async throws {
+        try await withTemporaryFolder { folder in
+            let url = folder.appendingPathComponent("race.coffer")
+            let results = await withTaskGroup(of: Result<String, VaultError>.self) { group in
+                for i in 0..<6 {
+                    group.addTask {
+                        do {
+                            let v = try Vault.create(at: url, name: "Creator \(i)", passphrase: secure(testPassphrase), kdf: .min)
+                            return .success(v.identity.userID)
+                        } catch let e as VaultError {
+                            return .failure(e)
+                        } catch {
+                            return .failure(VaultError(.io, "\(error)"))
+                        }
+                    }
+                }
+                var all = [Result<String, VaultError>]()
+                for await r in group { all.append(r) }
+                return all
+            }
+            let winners = results.compactMap { try? $0.get() }
+            #expect(winners.count == 1)
+            for case .failure(let e) in results { #expect(e.code == .alreadyExists, "\(e.code): \(e.message)") }
+            let onDisk = try Vault.open(at: url, passphrase: secure(testPassphrase))
+            #expect(winners.first == onDisk.identity.userID)
+        }
+    }
+}
