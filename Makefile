@@ -1,15 +1,15 @@
 # Coffer: `make demo` runs the walkthrough, `make test` runs every test.
-# Both install what is missing first (libsodium-dev, libsqlite3-dev, pkg-config via apt-get).
+# Both install what is missing first (libsodium-dev, libsqlite3-dev, pkg-config, sqlite3 via apt-get).
 
 SWIFT ?= swift
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-APT_PACKAGES := libsodium-dev libsqlite3-dev pkg-config
+APT_PACKAGES := libsodium-dev libsqlite3-dev pkg-config sqlite3
 
 .PHONY: deps build demo test bench clean
 
 deps:
-	@if ! command -v pkg-config >/dev/null 2>&1 || ! pkg-config --exists libsodium || ! pkg-config --exists sqlite3; then \
-		echo "Installing $(APT_PACKAGES) with apt-get (libsodium or SQLite headers not found by pkg-config)"; \
+	@if ! command -v pkg-config >/dev/null 2>&1 || ! pkg-config --exists libsodium || ! pkg-config --exists sqlite3 || ! command -v sqlite3 >/dev/null 2>&1; then \
+		echo "Installing $(APT_PACKAGES) with apt-get (libsodium, SQLite headers or the sqlite3 shell missing)"; \
 		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $(APT_PACKAGES); \
 	fi
 

@@ -41,4 +41,6 @@ public enum BigEndian {
     public static func bytes(_ v: UInt16) -> [UInt8] { [UInt8(v >> 8), UInt8(v & 0xff)] }
     public static func bytes(_ v: UInt32) -> [UInt8] { (0..<4).map { UInt8((v >> (8 * (3 - $0))) & 0xff) } }
     public static func bytes(_ v: UInt64) -> [UInt8] { (0..<8).map { UInt8((v >> (8 * (7 - $0))) & 0xff) } }
+    /// Two's-complement bytes of a signed value (never traps, whatever a stored row holds).
+    public static func bytes(_ v: Int64) -> [UInt8] { bytes(UInt64(bitPattern: v)) }
 }

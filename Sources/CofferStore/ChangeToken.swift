@@ -44,7 +44,7 @@ public struct ChangeToken: Sendable, Hashable, CustomStringConvertible {
 
     /// The printable token.
     public var string: String {
-        var bytes = Self.magic + [Self.version, kind.rawValue] + storeID + scopeID + BigEndian.bytes(UInt64(seq))
+        var bytes = Self.magic + [Self.version, kind.rawValue] + storeID + scopeID + BigEndian.bytes(Int64(seq))
         if let name {
             let utf8 = Array(name.utf8)
             bytes += [1] + BigEndian.bytes(UInt16(utf8.count)) + utf8

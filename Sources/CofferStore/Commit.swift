@@ -49,7 +49,7 @@ struct CommitBuilder {
     static func signedBytes(zoneUID: [UInt8], seq: Int64, membershipSeq: Int64, epoch: Int64, authorID: String, authorLabel: String?,
                             time: Double, prevHash: [UInt8], entries: [UInt8]) -> [UInt8] {
         var out = Array("coffer.commit.v1".utf8) + [0] + zoneUID
-        out += BigEndian.bytes(UInt64(seq)) + BigEndian.bytes(UInt64(membershipSeq)) + BigEndian.bytes(UInt64(epoch))
+        out += BigEndian.bytes(Int64(seq)) + BigEndian.bytes(Int64(membershipSeq)) + BigEndian.bytes(Int64(epoch))
         let author = Array(authorID.utf8), label = Array((authorLabel ?? "").utf8)
         out += BigEndian.bytes(UInt32(author.count)) + author + [authorLabel == nil ? 0 : 1] + BigEndian.bytes(UInt32(label.count)) + label
         out += BigEndian.bytes(time.bitPattern) + prevHash
@@ -74,7 +74,7 @@ struct CommitBuilder {
         text(type)
         header.append(parent == nil ? 0 : 1)
         text(parent ?? "")
-        u64(UInt64(seq)); u64(UInt64(epoch)); u64(UInt64(membershipSeq))
+        u64(UInt64(bitPattern: seq)); u64(UInt64(bitPattern: epoch)); u64(UInt64(bitPattern: membershipSeq))
         text(creatorID)
         u64(created.bitPattern); u64(modified.bitPattern)
         u32(plain.count)
@@ -87,7 +87,7 @@ struct CommitBuilder {
 
     static func deletionHash(zoneUID: [UInt8], name: String, seq: Int64) -> [UInt8] {
         BLAKE2b.hash(Array("coffer.record-deletion.v1".utf8) + zoneUID + BigEndian.bytes(UInt32(name.utf8.count)) + Array(name.utf8)
-                     + BigEndian.bytes(UInt64(seq)))
+                     + BigEndian.bytes(Int64(seq)))
     }
 }
 
@@ -95,6 +95,9 @@ struct CommitBuilder {
 /// sequence on, at which key epoch.
 struct MembershipEntry: Sendable {
     let seq: Int64
+    /// The zone's commit sequence when this entry was made: it governs commits after it, up to
+    /// the next entry's `fromCommit`.
+    let fromCommit: Int64
     let epoch: Int64
     let publicPermission: SharePermission
     /// Named participants who are not removed (pending or accepted), with their permission.
@@ -102,7 +105,7 @@ struct MembershipEntry: Sendable {
 
     func encoded(zoneUID: [UInt8]) -> [UInt8] {
         var out = Array("coffer.membership.v1".utf8) + [0] + zoneUID
-        out += BigEndian.bytes(UInt64(seq)) + BigEndian.bytes(UInt64(epoch)) + [UInt8(publicPermission.rawValue)]
+        out += BigEndian.bytes(Int64(seq)) + BigEndian.bytes(fromCommit) + BigEndian.bytes(Int64(epoch)) + [UInt8(publicPermission.rawValue)]
         out += BigEndian.bytes(UInt32(members.count))
         for (id, permission) in members.sorted(by: { $0.key < $1.key }) {
             let bytes = Array(id.utf8)
@@ -117,7 +120,7 @@ struct MembershipEntry: Sendable {
             var r = RawReader(raw, what: "membership")
             let domain = Array("coffer.membership.v1".utf8) + [0]
             guard Array(try r.take(domain.count)) == domain, Array(try r.take(16)) == zoneUID else { return nil }
-            let seq = Int64(bitPattern: try r.u64()), epoch = Int64(bitPattern: try r.u64())
+            let seq = Int64(bitPattern: try r.u64()), fromCommit = Int64(bitPattern: try r.u64()), epoch = Int64(bitPattern: try r.u64())
             guard let pub = SharePermission(rawValue: Int(try r.u8())) else { return nil }
             let count = Int(try r.u32())
             guard count <= Limits.maxParticipants * 4 else { return nil }
@@ -128,7 +131,7 @@ struct MembershipEntry: Sendable {
                 members[id] = p
             }
             guard r.remaining == 0 else { return nil }
-            return MembershipEntry(seq: seq, epoch: epoch, publicPermission: pub, members: members)
+            return MembershipEntry(seq: seq, fromCommit: fromCommit, epoch: epoch, publicPermission: pub, members: members)
         }
     }
 }

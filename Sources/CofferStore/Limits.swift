@@ -1,11 +1,13 @@
 /// Size and count limits, as CloudKit's (DESIGN.md).
 public enum Limits {
-    /// A record's fields (plain JSON plus encrypted plaintext), at most 1 MiB.
+    /// A record's fields, at most 1 MiB: keys plus values (UTF-8 of strings, bytes, 8 bytes per number).
     public static let maxRecordBytes = 1 << 20
     /// Records saved and deleted in one batch.
     public static let maxBatchRecords = 400
     /// Bytes of all fields in one batch, at most 2 MiB.
     public static let maxBatchBytes = 2 << 20
+    /// Fields (plain and encrypted) of one record.
+    public static let maxFieldsPerRecord = 1024
     /// Records a query page returns at most.
     public static let maxQueryLimit = 10_000
 }

@@ -5,7 +5,8 @@ import Foundation
 ///
 /// Keys are sorted so that equal values give equal bytes (signatures rely on it). Types map
 /// to JSON as: string and reference → string; int → integer; double → number with a
-/// fraction or exponent; bool → true/false; date → seconds since 1970 as a number;
+/// fraction or exponent; bool → true/false; date → seconds since 2001-01-01 (Foundation's
+/// reference date, its exact storage) as a number;
 /// bytes → base64 string; list → array. The field's type comes from the schema on decode.
 enum PlainValuesCodec {
     static func encode(_ values: [String: RecordValue]) -> String {
@@ -30,7 +31,7 @@ enum PlainValuesCodec {
         case .int(let v): out.append(contentsOf: String(v).utf8)
         case .double(let v): out.append(contentsOf: formatDouble(v).utf8)
         case .bool(let v): out.append(contentsOf: (v ? "true" : "false").utf8)
-        case .date(let d): out.append(contentsOf: formatDouble(d.timeIntervalSince1970).utf8)
+        case .date(let d): out.append(contentsOf: formatDouble(d.timeIntervalSinceReferenceDate).utf8)
         case .bytes(let b): appendString(Data(b).base64EncodedString(), to: &out)
         case .list(let items):
             out.append(UInt8(ascii: "["))
@@ -147,8 +148,8 @@ enum PlainValuesCodec {
                 }
             case .date:
                 switch try number() {
-                case .int(let v): return .date(Date(timeIntervalSince1970: Double(v)))
-                case .double(let v): return .date(Date(timeIntervalSince1970: v))
+                case .int(let v): return .date(Date(timeIntervalSinceReferenceDate: Double(v)))
+                case .double(let v): return .date(Date(timeIntervalSinceReferenceDate: v))
                 }
             case .bool:
                 skipSpace()

@@ -60,13 +60,25 @@ public struct Query: Sendable, Hashable {
         self.limit = limit
     }
 
-    /// A stable fingerprint, so that a cursor is only accepted by the query that made it.
+    /// A stable fingerprint, so that a cursor is only accepted by the query that made it:
+    /// BLAKE2b over an unambiguous encoding (length-prefixed names, values in their exact
+    /// binary form).
     var fingerprint: [UInt8] {
-        var text = recordType
-        for p in predicates { text += "|\(p.field)\(p.comparison.rawValue)\(p.value.fieldType):\(p.value)" }
-        for s in sort { text += "|sort:\(s.field):\(s.ascending)" }
-        text += "|limit:\(limit ?? -1)"
-        return BLAKE2b.hash(Array(text.utf8), outputByteCount: 16)
+        var bytes = Array("coffer.query.v1".utf8) + [0]
+        func framed(_ b: [UInt8]) { bytes += BigEndian.bytes(UInt32(b.count)) + b }
+        framed(Array(recordType.utf8))
+        bytes += BigEndian.bytes(UInt32(predicates.count))
+        for p in predicates {
+            framed(Array(p.field.utf8))
+            framed(Array(p.comparison.rawValue.utf8))
+            var v = [UInt8]()
+            SealedValuesCodec.append(p.value, to: &v, withTag: true)
+            framed(v)
+        }
+        bytes += BigEndian.bytes(UInt32(sort.count))
+        for s in sort { framed(Array(s.field.utf8)); bytes.append(s.ascending ? 1 : 0) }
+        bytes += BigEndian.bytes(Int64(limit ?? -1))
+        return BLAKE2b.hash(bytes, outputByteCount: 16)
     }
 }
 
@@ -101,7 +113,7 @@ public struct QueryCursor: Sendable, Hashable {
 
     /// The printable form, for passing between processes.
     public var token: String {
-        let bytes = Self.magic + [Self.version] + zoneUID + queryFingerprint + BigEndian.bytes(UInt64(offset))
+        let bytes = Self.magic + [Self.version] + zoneUID + queryFingerprint + BigEndian.bytes(Int64(offset))
         return Data(bytes).base64EncodedString()
             .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
     }

@@ -104,6 +104,11 @@ public struct RecordDatabase: Sendable {
 public struct FieldSchema: Sendable, Hashable {
     public let type: FieldType
     public let encrypted: Bool
+
+    public init(type: FieldType, encrypted: Bool) {
+        self.type = type
+        self.encrypted = encrypted
+    }
 }
 
 extension RecordDatabase {
@@ -116,6 +121,30 @@ extension RecordDatabase {
             try session.checkCanRead(db, zone: row)
             return try session.schema(db, zoneRowID: row.rowID, recordType: recordType, fresh: true)
                 .mapValues { FieldSchema(type: $0.type, encrypted: $0.encrypted) }
+        }
+    }
+
+    /// Fixes a field's type and encryption for a record type in a zone before any save (as
+    /// CloudKit's schema does). A field already fixed must agree, or `.invalidArguments`.
+    /// Needed for a list field whose first value is empty, which carries no element type.
+    public func defineField(_ field: String, of recordType: String, type: FieldType, encrypted: Bool, in zone: ZoneID) async throws {
+        try Names.validateRecordType(recordType)
+        try Names.validateFieldKey(field)
+        let session = self.session
+        try session.store.write { db in
+            let row = try ZoneRow.fetch(db, zone)
+            try session.checkCanWrite(db, zone: row)
+            let schema = try session.schema(db, zoneRowID: row.rowID, recordType: recordType, fresh: true)
+            if let spec = schema[field] {
+                guard spec.type == type, spec.encrypted == encrypted else {
+                    throw StoreError(.invalidArguments, "field '\(field)' of \(recordType) is \(spec.encrypted ? "encrypted" : "plain") \(spec.type) (fixed by its first save)")
+                }
+                return
+            }
+            try db.execute(sql: "INSERT INTO field_schema (zone_id, record_type, field, value_type, encrypted) VALUES (?, ?, ?, ?, ?)",
+                           arguments: [row.rowID, recordType, field, type.description, encrypted])
+            let key = SchemaKey(zoneRowID: row.rowID, recordType: recordType)
+            db.afterNextTransaction(onCommit: { _ in session.schemas.withLock { _ = $0.removeValue(forKey: key) } })
         }
     }
 

@@ -8,7 +8,7 @@ import Foundation
 /// multiple of 64 bytes, so lengths show only in 64-byte buckets.
 ///
 /// Type tags: 1 string (u32 length + UTF-8), 2 int (8 bytes), 3 double (8-byte IEEE bits),
-/// 4 bool (1 byte), 5 date (8-byte IEEE bits of seconds since 1970), 6 bytes (u32 length +
+/// 4 bool (1 byte), 5 date (8-byte IEEE bits of seconds since 2001-01-01, Foundation's reference date), 6 bytes (u32 length +
 /// bytes), 7 reference (u32 length + UTF-8), 8 list (element tag u8, u32 count, elements).
 enum SealedValuesCodec {
     static let version: UInt8 = 1
@@ -18,6 +18,7 @@ enum SealedValuesCodec {
         var out = [UInt8]()
         out.reserveCapacity(estimatedSize(values))
         out.append(version)
+        precondition(values.count <= Int(UInt16.max), "records are limited to Limits.maxFieldsPerRecord fields before encoding")
         out.append(UInt8(values.count >> 8))
         out.append(UInt8(values.count & 0xff))
         for key in values.keys.sorted() {
@@ -79,7 +80,7 @@ enum SealedValuesCodec {
         case .int(let v): u64(UInt64(bitPattern: v))
         case .double(let v): u64(v.bitPattern)
         case .bool(let v): out.append(v ? 1 : 0)
-        case .date(let d): u64(d.timeIntervalSince1970.bitPattern)
+        case .date(let d): u64(d.timeIntervalSinceReferenceDate.bitPattern)
         case .bytes(let b):
             u32(b.count)
             out.append(contentsOf: b)
@@ -99,13 +100,16 @@ enum SealedValuesCodec {
     static func decode(_ raw: UnsafeRawBufferPointer) throws -> [String: RecordValue] {
         var end = raw.count
         while end > 0 && raw[end - 1] == 0 { end -= 1 }
-        guard end > 0, raw[end - 1] == 0x80 else { throw RawReader.failure("padding", in: "encrypted values") }
+        guard raw.count % paddingBlock == 0, end > 0, raw[end - 1] == 0x80, raw.count - end < paddingBlock else {
+            throw RawReader.failure("padding", in: "encrypted values")
+        }
         var r = RawReader(UnsafeRawBufferPointer(rebasing: raw[0..<end - 1]), what: "encrypted values")
         guard try r.u8() == version else { throw r.fail("unknown version") }
         let count = Int(try r.u16())
         var values = [String: RecordValue](minimumCapacity: count)
         for _ in 0..<count {
             let key = try r.utf8(count: Int(try r.u8()))
+            guard values[key] == nil else { throw r.fail("duplicate key") }
             let t = try r.u8()
             if t == 8 {
                 guard let element = type(ofTag: try r.u8()) else { throw r.fail("list element type") }
@@ -134,7 +138,7 @@ enum SealedValuesCodec {
             let b = try r.u8()
             guard b <= 1 else { throw r.fail("bool") }
             return .bool(b == 1)
-        case .date: return .date(Date(timeIntervalSince1970: Double(bitPattern: try r.u64())))
+        case .date: return .date(Date(timeIntervalSinceReferenceDate: Double(bitPattern: try r.u64())))
         case .bytes: return .bytes(Array(try r.take(Int(try r.u32()))))
         case .list: throw r.fail("nested list")
         }

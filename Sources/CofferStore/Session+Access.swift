@@ -76,12 +76,14 @@ extension Session {
 
     /// Checks the owner's signature over the share (cached per signature for the session).
     func verify(_ db: GRDB.Database, _ content: ShareContent, signature: [UInt8], zone: ZoneRow) throws {
-        if verifiedShares.withLock({ $0.contains(signature) }) { return }
+        let bytes = content.signedBytes
+        let cacheKey = BLAKE2b.hash(bytes + signature)
+        if verifiedShares.withLock({ $0.contains(cacheKey) }) { return }
         let owner = try signingKey(db, of: zone.id.ownerID, zone: zone)
-        guard owner.isValidSignature(signature, for: content.signedBytes) else {
+        guard owner.isValidSignature(signature, for: bytes) else {
             throw StoreError(.integrityFailure, "the share of zone '\(zone.id.name)' fails its owner's signature: the store was changed")
         }
-        verifiedShares.withLock { _ = $0.insert(signature) }
+        verifiedShares.withLock { _ = $0.insert(cacheKey) }
     }
 
     func signingKey(_ db: GRDB.Database, of userID: String, zone: ZoneRow) throws -> Ed25519.PublicKey {

@@ -18,6 +18,9 @@ extension Session {
                     throw StoreError(.invalidArguments, "this change token belongs to another store or is not a zone token")
                 }
                 guard token.scopeID == zone.uid else {
+                    if try Bool.fetchOne(db, sql: "SELECT 1 FROM zone WHERE uid = ?", arguments: [Data(token.scopeID)]) == true {
+                        throw StoreError(.invalidArguments, "this change token belongs to another zone")
+                    }
                     throw StoreError(.zoneNotFound, "this change token belongs to a zone that no longer exists (deleted, or deleted and created again); fetch the zone afresh")
                 }
                 guard token.seq >= compacted, token.seq <= zone.sequence else {

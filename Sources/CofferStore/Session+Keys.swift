@@ -15,7 +15,7 @@ extension Session {
         if let wrapped = try Data.fetchOne(db, sql: "SELECT wrapped_key FROM zone_key WHERE zone_id = ? AND epoch = ? AND member_id = ?",
                                            arguments: [zone.rowID, epoch, userID]) {
             do {
-                key = try SymmetricKey(bytes: SealedBoxWrap.open(Array(wrapped), with: vault.boxKey))
+                key = try Self.unwrapZoneKey(Array(wrapped), zone: zone, epoch: epoch, with: vault.boxKey)
             } catch {
                 throw StoreError(.integrityFailure, "the key of zone '\(zone.id.name)' wrapped to you does not open: the store was changed",
                                  underlying: error as? CryptoError)
@@ -43,9 +43,30 @@ extension Session {
         return key
     }
 
+    /// Wraps a zone key to a member: `crypto_box_seal` of `"CZK1"` ‖ zone uid ‖ epoch ‖ key, so a
+    /// wrapped key copied to another zone or epoch is refused when opened.
+    static func wrapZoneKey(_ key: SymmetricKey, zoneUID: [UInt8], epoch: Int64, to recipient: X25519.PublicKey) -> [UInt8] {
+        let prefix = Array("CZK1".utf8) + zoneUID + BigEndian.bytes(epoch)
+        let payload = SecureBytes(count: prefix.count + SymmetricKey.byteCount) { out in
+            prefix.withUnsafeBytes { out.baseAddress!.copyMemory(from: $0.baseAddress!, byteCount: prefix.count) }
+            key.withUnsafeBytes { (out.baseAddress! + prefix.count).copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
+        }
+        return SealedBoxWrap.seal(payload, to: recipient)
+    }
+
+    static func unwrapZoneKey(_ wrapped: [UInt8], zone: ZoneRow, epoch: Int64, with privateKey: X25519.PrivateKey) throws -> SymmetricKey {
+        let payload = try SealedBoxWrap.open(wrapped, with: privateKey)
+        let prefix = Array("CZK1".utf8) + zone.uid + BigEndian.bytes(epoch)
+        guard payload.count == prefix.count + SymmetricKey.byteCount,
+              payload.withUnsafeBytes({ Array($0.prefix(prefix.count)) }) == prefix else {
+            throw CryptoError.authenticationFailure // a key wrapped for another zone or epoch
+        }
+        return try SymmetricKey(bytes: payload.slice(prefix.count..<payload.count))
+    }
+
     /// Associated data of a chain link: the key of `epoch` sealed under the key of `epoch + 1`.
     static func chainAD(zone: ZoneRow, epoch: Int64) -> [UInt8] {
-        Array("coffer.key-chain.v1".utf8) + zone.uid + BigEndian.bytes(UInt64(epoch))
+        Array("coffer.key-chain.v1".utf8) + zone.uid + BigEndian.bytes(Int64(epoch))
     }
 
     /// Forgets cached keys and schemas of a zone (after it is deleted).
@@ -73,7 +94,7 @@ extension Session {
         framed(zone.id.ownerID.utf8)
         framed(name.utf8)
         framed(type.utf8)
-        ad.append(contentsOf: BigEndian.bytes(UInt64(epoch)))
+        ad.append(contentsOf: BigEndian.bytes(Int64(epoch)))
         return ad
     }
 }

@@ -7,9 +7,21 @@ extension Session {
         if let limit = query.limit, !(1...Limits.maxQueryLimit).contains(limit) {
             throw StoreError(.invalidArguments, "a query limit is between 1 and \(Limits.maxQueryLimit)")
         }
-        // Fields used in the query get their index first (only valid identifiers reach SQL).
-        let fields = Set(query.predicates.map(\.field) + query.sort.map(\.field)).filter(Names.isIdentifier)
-        if !fields.isEmpty { try ensureIndexes(recordType: query.recordType, fields: fields.sorted()) }
+        // Fields used in the query get their index first, once the query is known to be valid
+        // and allowed (a refused query never writes).
+        let fields = Set(query.predicates.map(\.field) + query.sort.map(\.field))
+        if !fields.isEmpty {
+            let valid: Bool = try store.read { db in
+                let zone = try ZoneRow.fetch(db, zoneID)
+                try self.checkCanRead(db, zone: zone)
+                let schema = try self.schema(db, zoneRowID: zone.rowID, recordType: query.recordType, fresh: true)
+                return fields.allSatisfy { field in
+                    Names.isIdentifier(field) && (schema[field].map { !$0.encrypted && $0.type.isQueryable } ?? false)
+                }
+            }
+            // An invalid query is refused by the read below, with the reason; it never creates an index.
+            if valid { try ensureIndexes(recordType: query.recordType, fields: fields.sorted()) }
+        }
         return try store.read { db in
             let zone = try ZoneRow.fetch(db, zoneID)
             try self.checkCanRead(db, zone: zone)
@@ -104,7 +116,7 @@ extension Session {
         case (.double, .double(let v)): return v.databaseValue
         case (.double, .int(let v)): return Double(v).databaseValue
         case (.bool, .bool(let v)): return (v ? 1 : 0).databaseValue
-        case (.date, .date(let d)): return d.timeIntervalSince1970.databaseValue
+        case (.date, .date(let d)): return d.timeIntervalSinceReferenceDate.databaseValue
         default:
             throw StoreError(.invalidArguments, "field '\(field)' has type \(type); cannot compare it with a \(value.fieldType)")
         }

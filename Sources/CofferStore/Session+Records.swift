@@ -49,6 +49,9 @@ extension Session {
         }
         try Names.validateRecord(record.name)
         try Names.validateRecordType(record.recordType)
+        guard record.values.count + record.encryptedValues.count <= Limits.maxFieldsPerRecord else {
+            throw StoreError(.limitExceeded, "record '\(record.name)' has \(record.values.count + record.encryptedValues.count) fields; the limit is \(Limits.maxFieldsPerRecord)")
+        }
         if let parent = record.parent { try Names.validateRecord(parent) }
         for (key, value) in record.values { try validateField(key, value, record: record.name) }
         for (key, value) in record.encryptedValues {
@@ -59,12 +62,27 @@ extension Session {
         }
         let plain = PlainValuesCodec.encode(record.values)
         let sealed = record.encryptedValues.isEmpty ? nil : SealedValuesCodec.encode(record.encryptedValues)
-        let size = plain.utf8.count + (sealed?.count ?? 0)
+        // The limit counts what the fields hold (a string's UTF-8, bytes as bytes, 8 per number),
+        // not how they are encoded, so a field weighs the same plain or encrypted.
+        let size = Self.payloadSize(record.values) + Self.payloadSize(record.encryptedValues)
         guard size <= Limits.maxRecordBytes else {
             throw StoreError(.limitExceeded, "record '\(record.name)' has \(size) bytes of fields; the limit is \(Limits.maxRecordBytes)")
         }
         return PreparedRecord(record: record, plainJSON: plain, sealedPlaintext: sealed,
                               expectedSeq: try record.changeTag.map(ChangeTag.parse))
+    }
+
+    static func payloadSize(_ values: [String: RecordValue]) -> Int {
+        func size(_ v: RecordValue) -> Int {
+            switch v {
+            case .string(let s), .reference(let s): return s.utf8.count
+            case .bytes(let b): return b.count
+            case .bool: return 1
+            case .int, .double, .date: return 8
+            case .list(let items): return items.reduce(0) { $0 + size($1) }
+            }
+        }
+        return values.reduce(0) { $0 + $1.key.utf8.count + size($1.value) }
     }
 
     static func validateField(_ key: String, _ value: RecordValue, record: String) throws {
@@ -106,7 +124,7 @@ extension Session {
         let preparedInput = try records.map { try Self.prepare($0, zone: zoneID) }
         for deletion in deletions { try Names.validateRecord(deletion.name) }
         let deleteSeqs = try deletions.map { try $0.changeTag.map(ChangeTag.parse) }
-        let bytes = preparedInput.reduce(0) { $0 + $1.plainJSON.utf8.count + ($1.sealedPlaintext?.count ?? 0) }
+        let bytes = preparedInput.reduce(0) { $0 + Self.payloadSize($1.record.values) + Self.payloadSize($1.record.encryptedValues) }
         guard bytes <= Limits.maxBatchBytes else {
             throw StoreError(.limitExceeded, "a batch holds at most \(Limits.maxBatchBytes) bytes of fields (this one has \(bytes)); split it and retry")
         }
@@ -257,6 +275,9 @@ extension Session {
     /// For `.changedKeys`: the stored record with only the keys this value changed applied.
     private func mergeChangedKeys(_ db: GRDB.Database, zone: ZoneRow, _ item: PreparedRecord) throws -> PreparedRecord? {
         guard let server = try fetchRow(db, zone: zone, name: item.record.name) else { return nil }
+        guard server.recordType == item.record.recordType else {
+            throw StoreError(.invalidArguments, "record '\(item.record.name)' is a \(server.recordType); its type cannot change to \(item.record.recordType)")
+        }
         var merged = server
         let changed = item.record.changedKeys
         for key in changed {
@@ -345,6 +366,9 @@ extension Session {
         }
         record.values = values
         if let sealedValues {
+            if sealedValues.keys.contains(where: { schema[$0] == nil }) {
+                schema = try self.schema(db, zoneRowID: zone.rowID, recordType: type, fresh: true)
+            }
             for (key, value) in sealedValues {
                 guard let spec = schema[key], spec.encrypted, Self.value(value, matches: spec.type) else {
                     throw StoreError(.integrityFailure, "record '\(name)': encrypted field '\(key)' does not match the schema")

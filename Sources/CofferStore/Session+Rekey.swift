@@ -100,6 +100,12 @@ extension Session {
                     all.append(name)
                     queue += try String.fetchAll(db, sql: "SELECT name FROM record WHERE zone_id = ? AND parent = ?", arguments: [source.rowID, name])
                 }
+                let taken = try all.filter { name in
+                    try Bool.fetchOne(db, sql: "SELECT 1 FROM record WHERE zone_id = ? AND name = ?", arguments: [target.rowID, name]) == true
+                }
+                guard taken.isEmpty else {
+                    throw StoreError(.alreadyExists, "zone '\(targetName)' already has a record named \(taken.sorted().prefix(5).map { "'\($0)'" }.joined(separator: ", ")); nothing was moved")
+                }
                 var records = [Record]()
                 for name in all {
                     guard let record = try self.fetchRow(db, zone: source, name: name) else {

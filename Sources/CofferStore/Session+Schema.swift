@@ -1,3 +1,4 @@
+import CofferCrypto
 import Foundation
 import GRDB
 
@@ -39,6 +40,9 @@ extension Session {
                         throw StoreError(.invalidArguments, "field '\(key)' of \(record.recordType) has type \(spec.type) (fixed by its first save), not \(value.fieldType)")
                     }
                 } else {
+                    if case .list(let items) = value, items.isEmpty {
+                        throw StoreError(.invalidArguments, "field '\(key)' of \(record.recordType) is new: its first save needs at least one list element, to fix its type")
+                    }
                     let spec = FieldSpec(type: value.fieldType, encrypted: encrypted)
                     known[key] = spec
                     added.append((key, spec))
@@ -77,8 +81,10 @@ extension Session {
         "CREATE INDEX IF NOT EXISTS \(indexName(recordType: recordType, field: field)) ON record (zone_id, \(fieldExpression(field))) WHERE type = '\(recordType)'"
     }
 
+    /// `record_field_` and 16 hex digits of BLAKE2b over the type and field: unambiguous.
     static func indexName(recordType: String, field: String) -> String {
-        "record_field_" + recordType + "_" + String(recordType.utf8.count) + "_" + field
+        "record_field_" + Hex.encode(BLAKE2b.hash(Array("coffer.index.v1".utf8) + [0] + Array(recordType.utf8) + [0] + Array(field.utf8),
+                                                  outputByteCount: 16).prefix(8))
     }
 }
 

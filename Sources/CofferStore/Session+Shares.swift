@@ -47,7 +47,7 @@ extension Session {
                 throw StoreError(.limitExceeded, "a share has at most \(Limits.maxParticipants) participants")
             }
             let key = try self.zoneKey(db, zone: zone, epoch: zone.currentEpoch)
-            let wrapped = SealedBoxWrap.seal(key.bytes, to: contact.identity.boxKey)
+            let wrapped = Self.wrapZoneKey(key, zoneUID: zone.uid, epoch: zone.currentEpoch, to: contact.identity.boxKey)
             try db.execute(sql: "INSERT OR REPLACE INTO zone_key (zone_id, epoch, member_id, wrapped_key) VALUES (?, ?, ?, ?)",
                            arguments: [zone.rowID, zone.currentEpoch, contact.userID, Data(wrapped)])
             // A former participant coming back starts over: their old acceptance no longer counts.
@@ -97,7 +97,7 @@ extension Session {
                 for row in try Row.fetchAll(db, sql: "SELECT user_id FROM share_acceptance WHERE zone_id = ? AND role = ?",
                                             arguments: [zone.rowID, Share.Participant.Role.publicUser.rawValue]) {
                     let id: String = row[0]
-                    try Self.zoneGone(db, zone: zone, for: [id], reason: "removed")
+                    if try Self.viewers(db, zone: zone).contains(id) { try Self.zoneGone(db, zone: zone, for: [id], reason: "removed") }
                     content.entries.removeAll { $0.userID == id }
                     content.entries.append(.init(userID: id, role: .publicUser, permission: old, status: .removed, wrappedKey: []))
                 }
@@ -106,6 +106,10 @@ extension Session {
                 content.linkSealedKey = nil
                 content.linkSecretSealed = nil
                 needsRotation = true
+            }
+            if old == .none && permission != .none {
+                // A new link with a new secret: those removed when the old link closed may join again.
+                content.entries.removeAll { $0.role == .publicUser && $0.status == .removed }
             }
             content.publicPermission = permission
             if needsRotation {
@@ -136,8 +140,10 @@ extension Session {
             }
             let e = content.entries[i]
             content.entries[i] = .init(userID: e.userID, role: e.role, permission: e.permission, status: .removed, wrappedKey: [])
+            if try Self.viewers(db, zone: zone).contains(e.userID) {
+                try Self.zoneGone(db, zone: zone, for: [e.userID], reason: "removed")
+            }
             try db.execute(sql: "DELETE FROM share_acceptance WHERE zone_id = ? AND user_id = ?", arguments: [zone.rowID, e.userID])
-            try Self.zoneGone(db, zone: zone, for: [e.userID], reason: "removed")
             try self.rotate(db, zone: zone, content: &content)
             let rotated = try ZoneRow.fetch(db, zoneID)
             try self.bump(db, zone: rotated, content: &content)
@@ -201,10 +207,11 @@ extension Session {
                 guard ShareContent.commitment(to: key, zoneUID: zone.uid, epoch: content.epoch) == content.keyCommitment else {
                     throw StoreError(.integrityFailure, "the share's link key does not match its owner's signed commitment")
                 }
-                let wrapped = SealedBoxWrap.seal(key.bytes, to: self.vault.boxKey.publicKey)
+                let wrapped = Self.wrapZoneKey(key, zoneUID: zone.uid, epoch: content.epoch, to: self.vault.boxKey.publicKey)
                 try db.execute(sql: "INSERT OR REPLACE INTO zone_key (zone_id, epoch, member_id, wrapped_key) VALUES (?, ?, ?, ?)",
                                arguments: [zone.rowID, content.epoch, me, Data(wrapped)])
-                try self.writeAcceptance(db, zone: zone, share: content, role: .publicUser, state: .accepted, at: now)
+                try self.writeAcceptance(db, zone: zone, share: content, role: .publicUser, state: .accepted, at: now,
+                                         linkProof: Self.linkProof(secret: secret, content: content, userID: me))
                 try Self.zoneBack(db, zone: zone, for: me)
                 try Self.touch(db, zoneRowID: zone.rowID)
             } else if content.entries.contains(where: { $0.userID == me && $0.status == .removed }) {
@@ -229,6 +236,7 @@ extension Session {
             guard let share = access.share else { throw StoreError(.zoneNotFound, "zone '\(zoneID.name)' is not shared with you") }
             try self.writeAcceptance(db, zone: zone, share: share, role: access.role, state: .left, at: Date().timeIntervalSince1970)
             try Self.zoneGone(db, zone: zone, for: [me], reason: "left")
+            try Self.touch(db, zoneRowID: zone.rowID) // the owner's feed sees the share change
             if access.role == .publicUser {
                 try db.execute(sql: "DELETE FROM zone_key WHERE zone_id = ? AND member_id = ?", arguments: [zone.rowID, me])
             }
@@ -267,7 +275,13 @@ extension Session {
                 let zone = try ZoneRow(row: row)
                 guard let (content, signature) = try ShareContent.load(db, zone: zone) else { continue }
                 try self.verify(db, content, signature: signature, zone: zone)
-                result.append(try self.describe(db, zone: zone, content: content))
+                // Owners, invitees who have not answered, and participants who may read now:
+                // not those removed or who left.
+                // A named participant who left is still invited (they may accept again); a link
+                // joiner who left or was removed is not.
+                let invited = try self.isInvited(db, zone: zone, content: content)
+                let current = zone.id.ownerID == me || invited || (try? self.access(db, zone: zone)) != nil
+                if current { result.append(try self.describe(db, zone: zone, content: content)) }
             }
             return result
         }
@@ -299,9 +313,13 @@ extension Session {
             let (name, email) = contact(e.userID)
             participants.append(.init(userID: e.userID, name: name, email: email, role: e.role, permission: e.permission, status: status, left: left))
         }
+        let shareKey = try? zoneKey(db, zone: zone, epoch: content.epoch, share: content)
+        let provenJoiners = try shareKey.map { Set(try validLinkJoiners(db, zone: zone, content: content, key: $0, acceptedOnly: false)) }
         for row in try Row.fetchAll(db, sql: "SELECT user_id FROM share_acceptance WHERE zone_id = ? AND role = ? ORDER BY user_id",
                                     arguments: [zone.rowID, Share.Participant.Role.publicUser.rawValue]) {
             let id: String = row[0]
+            // A link acceptance without a valid proof was not made with the link: not a participant.
+            if let provenJoiners, !provenJoiners.contains(id) { continue }
             guard !seen.contains(id), let a = try acceptance(db, zone: zone, share: content, userID: id) else { continue }
             let (name, email) = contact(id)
             participants.append(.init(userID: id, name: name, email: email, role: .publicUser, permission: content.publicPermission,
@@ -341,17 +359,39 @@ extension Session {
     func persist(_ db: GRDB.Database, zone: ZoneRow, content: ShareContent) throws {
         let signature = vault.signingKey.signature(for: content.signedBytes)
         try content.save(db, zoneRowID: zone.rowID, signature: signature)
+        verifiedShares.withLock { _ = $0.insert(BLAKE2b.hash(content.signedBytes + signature)) }
         try logMembership(db, zone: zone, seq: content.version, epoch: content.epoch, share: content)
         try Self.touch(db, zoneRowID: zone.rowID)
-        verifiedShares.withLock { _ = $0.insert(signature) }
     }
 
     func writeAcceptance(_ db: GRDB.Database, zone: ZoneRow, share: ShareContent, role: Share.Participant.Role,
-                         state: Acceptance.State, at: Double) throws {
+                         state: Acceptance.State, at: Double, linkProof: [UInt8]? = nil) throws {
         let signature = vault.signingKey.signature(for: Acceptance.signedBytes(shareUID: share.shareUID, userID: userID,
                                                                               role: role, state: state, at: at))
-        try db.execute(sql: "INSERT OR REPLACE INTO share_acceptance (zone_id, user_id, role, state, at, signature) VALUES (?, ?, ?, ?, ?, ?)",
-                       arguments: [zone.rowID, userID, role.rawValue, state.rawValue, at, Data(signature)])
+        try db.execute(sql: """
+            INSERT OR REPLACE INTO share_acceptance (zone_id, user_id, role, state, at, signature, link_proof) VALUES (?, ?, ?, ?, ?, ?, ?)
+            """, arguments: [zone.rowID, userID, role.rawValue, state.rawValue, at, Data(signature), linkProof.map { Data($0) }])
+    }
+
+    /// Proof that a link joiner held the link secret: keyed BLAKE2b-256 under the link key over
+    /// the share uid and their user id. Only holders of the secret can make it; the owner checks
+    /// it before wrapping any new key to a link joiner.
+    static func linkProof(secret: SecureBytes, content: ShareContent, userID: String) -> [UInt8] {
+        BLAKE2b.keyedHash(Array("coffer.link-proof.v1".utf8) + content.shareUID + Array(userID.utf8), key: linkKey(secret)).unsafeCopiedBytes()
+    }
+
+    /// The link joiners whose acceptance carries a valid proof for the share's current link.
+    /// Needs the zone key of the share's epoch (to open the link secret); without a link, none.
+    func validLinkJoiners(_ db: GRDB.Database, zone: ZoneRow, content: ShareContent, key: SymmetricKey, acceptedOnly: Bool) throws -> [String] {
+        guard let sealed = content.linkSecretSealed,
+              let secret = try? Envelope(bytes: sealed).openSecret(using: key, authenticating: Self.linkSecretAD(content)) else { return [] }
+        return try Row.fetchAll(db, sql: "SELECT user_id, state, link_proof FROM share_acceptance WHERE zone_id = ? AND role = ?",
+                                arguments: [zone.rowID, Share.Participant.Role.publicUser.rawValue]).compactMap { row in
+            let id: String = row[0], state: Int = row[1]
+            guard let proof = row[2] as Data?, !acceptedOnly || state == Acceptance.State.accepted.rawValue,
+                  constantTimeEquals(Array(proof), Self.linkProof(secret: secret, content: content, userID: id)) else { return nil }
+            return id
+        }
     }
 
     /// Starts a new key epoch: a new zone key wrapped only to the remaining members, the previous
@@ -376,15 +416,15 @@ extension Session {
         if let c = content {
             members += c.entries.filter { $0.status != .removed && $0.role == .privateUser }.map(\.userID)
             if c.publicPermission != .none {
-                members += try String.fetchAll(db, sql: "SELECT user_id FROM share_acceptance WHERE zone_id = ? AND role = ? AND state = ?",
-                                               arguments: [zone.rowID, Share.Participant.Role.publicUser.rawValue, Acceptance.State.accepted.rawValue])
+                // Only link joiners who proved they held the link secret get the new key.
+                members += try validLinkJoiners(db, zone: zone, content: c, key: oldKey, acceptedOnly: true)
             }
         }
         var wrappedTo = [String: [UInt8]]()
         try db.execute(sql: "DELETE FROM zone_key WHERE zone_id = ?", arguments: [zone.rowID])
         for member in Set(members) {
             let contact = try store.contactRow(db, userID: member)
-            let wrapped = SealedBoxWrap.seal(newKey.bytes, to: contact.identity.boxKey)
+            let wrapped = Self.wrapZoneKey(newKey, zoneUID: zone.uid, epoch: newEpoch, to: contact.identity.boxKey)
             wrappedTo[member] = wrapped
             try db.execute(sql: "INSERT INTO zone_key (zone_id, epoch, member_id, wrapped_key) VALUES (?, ?, ?, ?)",
                            arguments: [zone.rowID, newEpoch, member, Data(wrapped)])

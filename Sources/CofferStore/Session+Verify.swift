@@ -51,6 +51,15 @@ extension Session {
         guard membershipSeq > 0, membershipSeq <= zone.membershipSeq else { throw refused }
         let entry = try membership(db, zone: zone, seq: membershipSeq)
         guard entry.members[authorID] == .readWrite || entry.publicPermission == .readWrite else { throw refused }
+        // The claimed membership must have been in force at this commit: after the entry was
+        // made and no later than the next entry. Commit sequences are contiguous, so a writer who
+        // was later demoted or removed cannot backdate a new commit into an old membership.
+        let late = StoreError(.integrityFailure, "commit \(commitSeq) of zone '\(zone.id.name)' by \(authorID) claims membership \(membershipSeq), which was no longer in force")
+        guard commitSeq > entry.fromCommit else { throw late }
+        if membershipSeq < zone.membershipSeq {
+            let next = try membership(db, zone: zone, seq: membershipSeq + 1)
+            guard commitSeq <= next.fromCommit else { throw late }
+        }
     }
 
     /// The owner-signed membership entry `seq` of a zone, verified and cached.
@@ -74,7 +83,8 @@ extension Session {
     func logMembership(_ db: GRDB.Database, zone: ZoneRow, seq: Int64, epoch: Int64, share: ShareContent?) throws {
         var members = [String: SharePermission]()
         for e in share?.entries ?? [] where e.status != .removed && e.role == .privateUser { members[e.userID] = e.permission }
-        let entry = MembershipEntry(seq: seq, epoch: epoch, publicPermission: share?.publicPermission ?? .none, members: members)
+        let fromCommit = try Int64.fetchOne(db, sql: "SELECT sequence FROM zone WHERE id = ?", arguments: [zone.rowID]) ?? zone.sequence
+        let entry = MembershipEntry(seq: seq, fromCommit: fromCommit, epoch: epoch, publicPermission: share?.publicPermission ?? .none, members: members)
         let content = entry.encoded(zoneUID: zone.uid)
         try db.execute(sql: "INSERT INTO membership_log (zone_id, seq, content, signature) VALUES (?, ?, ?, ?)",
                        arguments: [zone.rowID, seq, Data(content), Data(vault.signingKey.signature(for: content))])

@@ -6,8 +6,8 @@ extension Session {
     func createZone(named name: String) throws -> Zone {
         try Names.validateZone(name)
         let zoneKey = SymmetricKey()
-        let wrapped = SealedBoxWrap.seal(zoneKey.bytes, to: vault.boxKey.publicKey)
         let uid = SecureRandom.bytes(count: 16)
+        let wrapped = Self.wrapZoneKey(zoneKey, zoneUID: uid, epoch: 1, to: vault.boxKey.publicKey)
         let owner = userID
         let now = Date()
         let rowID: Int64 = try store.write { db in

@@ -39,7 +39,7 @@ struct ShareContent: Sendable {
         framed(Array(ownerID.utf8))
         framed(Array(title.utf8))
         out.append(UInt8(publicPermission.rawValue))
-        out += BigEndian.bytes(UInt64(version)) + BigEndian.bytes(UInt64(epoch))
+        out += BigEndian.bytes(Int64(version)) + BigEndian.bytes(Int64(epoch))
         framed(keyCommitment)
         framed(linkSealedKey ?? [])
         framed(linkSecretSealed ?? [])
@@ -57,7 +57,7 @@ struct ShareContent: Sendable {
     /// A commitment to a zone key that reveals nothing about it: keyed BLAKE2b-256 of a domain
     /// string, the zone uid and the epoch. A member checks an unwrapped key against the signed one.
     static func commitment(to key: SymmetricKey, zoneUID: [UInt8], epoch: Int64) -> [UInt8] {
-        BLAKE2b.keyedHash(Array("coffer.zone-key-commitment.v1".utf8) + zoneUID + BigEndian.bytes(UInt64(epoch)), key: key)
+        BLAKE2b.keyedHash(Array("coffer.zone-key-commitment.v1".utf8) + zoneUID + BigEndian.bytes(Int64(epoch)), key: key)
             .unsafeCopiedBytes()
     }
 

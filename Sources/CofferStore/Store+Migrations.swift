@@ -104,6 +104,7 @@ extension Store {
                     state INTEGER NOT NULL CHECK (state IN (1, 2)),
                     at REAL NOT NULL,
                     signature BLOB NOT NULL CHECK (length(signature) = 64),
+                    link_proof BLOB,
                     PRIMARY KEY (zone_id, user_id)
                 ) STRICT, WITHOUT ROWID;
                 CREATE TABLE membership_log (

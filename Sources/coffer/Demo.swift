@@ -81,6 +81,7 @@ struct Walkthrough {
         let store = try Store(path: storeURL.path)
         let bobCard = ContactCard(vault: bobVault).jsonData()
         try bobCard.write(to: folder.appendingPathComponent("bob.card.json"))
+        try ContactCard(vault: aliceVault).jsonData().write(to: folder.appendingPathComponent("alice.card.json"))
         try store.addContact(try ContactCard.verify(bobCard))
         try store.addContact(try ContactCard.verify(ContactCard(vault: aliceVault).jsonData()))
         try check(try store.contact(matching: "bob@example.com").fingerprint == bobVault.identity.fingerprint,

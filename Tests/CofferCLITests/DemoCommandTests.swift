@@ -47,7 +47,7 @@ struct DemoCommandTests {
         let list = try sandbox.coffer(["contact", "list", "--json", "--store", dir + "/store.sqlite"])
         expectSuccess(list)
         let names = (try jsonObject(list)["contacts"] as? [[String: Any]])?.compactMap { $0["name"] as? String }.sorted()
-        #expect(names == ["Alice", "Bob"])
+        #expect(names == ["Alice", "Bob", "Carol"])
     }
 
     @Test("coffer demo --dir D refuses a folder that already holds a demo, with one error line")

@@ -12,9 +12,11 @@ extension Coffer.RecordCommand {
 
         func run() async throws {
             let context = try SessionContext(global)
-            let record = try await context.db.record(named: name, in: try context.zone(zone))
+            let zoneID = try context.zone(zone)
+            let record = try await context.db.record(named: name, in: zoneID)
             if global.json {
-                try RecordOutput.printJSON(RecordOutput.jsonObject(record, context: context))
+                let schema = try await context.db.schema(of: record.recordType, in: zoneID)
+                try RecordOutput.printJSON(RecordOutput.jsonObject(record, context: context, schema: schema))
             } else {
                 RecordOutput.printText(record, context: context)
             }

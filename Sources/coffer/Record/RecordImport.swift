@@ -38,14 +38,47 @@ extension Coffer.RecordCommand {
             var records = [Record]()
             var schemas = [String: [String: FieldSchema]]()
             var names = Set<String>()
+            // Field kinds as the zone's schema fixes them, extended by the file as it goes: a
+            // line that disagrees with the zone or with an earlier line is refused before any save.
+            var kinds = [String: [String: FieldSchema]]()
+            var newEmptyLists = [(String, String, FieldType, Bool)]()
             for (index, line) in data.split(separator: 0x0a, omittingEmptySubsequences: false).enumerated() {
                 let lineNumber = index + 1
                 let trimmed = line.drop { $0 == 0x20 || $0 == 0x09 || $0 == 0x0d }
                 if trimmed.isEmpty { continue }
                 do {
-                    let record = try await Self.parse(Data(line), zone: zoneID, context: context, schemas: &schemas)
+                    let (record, declared) = try await Self.parse(Data(line), zone: zoneID, context: context, schemas: &schemas)
                     guard names.insert(record.name).inserted else {
                         throw CLIError(ExitStatus.dataError, "record '\(record.name)' appears twice")
+                    }
+                    if kinds[record.recordType] == nil {
+                        kinds[record.recordType] = (try? await context.db.schema(of: record.recordType, in: zoneID)) ?? [:]
+                    }
+                    for (fields, encrypted) in [(record.values, false), (record.encryptedValues, true)] {
+                        for (key, value) in fields {
+                            let type: FieldType
+                            if case .list(let items) = value, items.isEmpty {
+                                type = kinds[record.recordType]?[key]?.type ?? declared[key] ?? value.fieldType
+                            } else {
+                                type = value.fieldType
+                            }
+                            if let known = kinds[record.recordType]?[key] {
+                                guard known.encrypted == encrypted else {
+                                    throw CLIError(ExitStatus.dataError, "field '\(key)' of \(record.recordType) is \(known.encrypted ? "encrypted" : "plain") (fixed by the zone or an earlier line), not \(encrypted ? "encrypted" : "plain")")
+                                }
+                                guard known.type == type else {
+                                    throw CLIError(ExitStatus.dataError, "field '\(key)' of \(record.recordType) has type \(known.type) (fixed by the zone or an earlier line), not \(type)")
+                                }
+                            } else {
+                                if case .list(let items) = value, items.isEmpty {
+                                    guard declared[key] != nil else {
+                                        throw CLIError(ExitStatus.dataError, "field '\(key)' is a new empty list; give its type in 'types' (for example \"[int]\")")
+                                    }
+                                    newEmptyLists.append((record.recordType, key, type, encrypted))
+                                }
+                                kinds[record.recordType, default: [:]][key] = FieldSchema(type: type, encrypted: encrypted)
+                            }
+                        }
                     }
                     records.append(record)
                 } catch let e as CLIError {
@@ -55,6 +88,9 @@ extension Coffer.RecordCommand {
                 }
             }
 
+            for (recordType, field, type, encrypted) in newEmptyLists {
+                try await context.db.defineField(field, of: recordType, type: type, encrypted: encrypted, in: zoneID)
+            }
             // Save in atomic batches: at most 400 records and well under the 2 MiB batch limit.
             let progress = isatty(STDERR_FILENO) != 0
             var imported = 0, batches = 0, start = 0
@@ -102,7 +138,7 @@ extension Coffer.RecordCommand {
         }
 
         static func parse(_ line: Data, zone: ZoneID, context: SessionContext,
-                          schemas: inout [String: [String: FieldSchema]]) async throws -> Record {
+                          schemas: inout [String: [String: FieldSchema]]) async throws -> (Record, [String: FieldType]) {
             guard let object = (try? JSONSerialization.jsonObject(with: line, options: [.fragmentsAllowed])) as? [String: Any] else {
                 throw CLIError(ExitStatus.dataError, "not a JSON object")
             }
@@ -138,7 +174,7 @@ extension Coffer.RecordCommand {
                 record.encryptedValues[key] = try JSONValue.convert(raw, key: key, type: declared[key] ?? schemas[type]?[key]?.type)
             }
             try record.validate()
-            return record
+            return (record, declared)
         }
     }
 }

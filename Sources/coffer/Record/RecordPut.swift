@@ -26,8 +26,13 @@ extension Coffer.RecordCommand {
         @OptionGroup var global: GlobalOptions
 
         func run() async throws {
-            let plainFields = try plain.map(FieldAssignment.parse)
-            let secretFields = try secret.map(FieldAssignment.parse)
+            let plainTyped = try plain.map(FieldAssignment.parseTyped)
+            let secretTyped = try secret.map(FieldAssignment.parseTyped)
+            if let both = Set(plainTyped.map(\.key)).intersection(secretTyped.map(\.key)).sorted().first {
+                throw CLIError(ExitStatus.dataError, "field '\(both)' is given both with --set and --secret; a field is either plain or encrypted")
+            }
+            let plainFields = plainTyped.map { ($0.key, $0.value) }
+            let secretFields = secretTyped.map { ($0.key, $0.value) }
             let context = try SessionContext(global)
             let zoneID = try context.zone(zone)
             let db = context.db
@@ -54,6 +59,12 @@ extension Coffer.RecordCommand {
                 }
             }
             if let parent { record.parent = parent }
+            // An empty list carries no element type: fix the field's type from the syntax first.
+            let emptyLists = plainTyped.filter { if case .list(let items) = $0.value { return items.isEmpty }; return false }.map { ($0, false) }
+                + secretTyped.filter { if case .list(let items) = $0.value { return items.isEmpty }; return false }.map { ($0, true) }
+            for (field, encrypted) in emptyLists {
+                try await db.defineField(field.key, of: type, type: field.type, encrypted: encrypted, in: zoneID)
+            }
             for (key, value) in plainFields {
                 record.encryptedValues[key] = nil
                 record.values[key] = value
@@ -64,7 +75,8 @@ extension Coffer.RecordCommand {
             }
             let saved = try await db.save(record, policy: policy)
             if global.json {
-                try RecordOutput.printJSON(RecordOutput.jsonObject(saved, context: context))
+                let schema = try await db.schema(of: saved.recordType, in: zoneID)
+                try RecordOutput.printJSON(RecordOutput.jsonObject(saved, context: context, schema: schema))
             } else {
                 RecordOutput.printText(saved, context: context)
             }

@@ -16,7 +16,9 @@ enum ExitStatus {
 }
 
 /// An error the CLI itself raises, with its exit code.
-struct CLIError: Error {
+struct CLIError: Error, CustomStringConvertible {
+    var description: String { message }
+
     let status: Int32
     let message: String
 

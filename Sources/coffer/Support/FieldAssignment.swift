@@ -4,6 +4,12 @@ import Foundation
 /// Parses `key=value`, `key:TYPE=value` and `key:[TYPE]=v1,v2` (the CLI contract's field syntax).
 enum FieldAssignment {
     static func parse(_ text: String) throws -> (key: String, value: RecordValue) {
+        let (key, value, _) = try parseTyped(text)
+        return (key, value)
+    }
+
+    /// Also returns the type written (`string` when none was), which an empty list needs.
+    static func parseTyped(_ text: String) throws -> (key: String, value: RecordValue, type: FieldType) {
         guard let eq = text.firstIndex(of: "=") else {
             throw CLIError(ExitStatus.dataError, "'\(text)' is not a field assignment: use key=value or key:TYPE=value")
         }
@@ -18,7 +24,7 @@ enum FieldAssignment {
             type = parsed
         }
         guard !key.isEmpty else { throw CLIError(ExitStatus.dataError, "'\(text)' has no field key") }
-        return (key, try value(raw, as: type, key: key))
+        return (key, try value(raw, as: type, key: key), type)
     }
 
     static func value(_ raw: String, as type: FieldType, key: String) throws -> RecordValue {

@@ -96,7 +96,7 @@ extension Coffer.ZoneCommand {
                 if progress { FileHandle.standardError.write(Data("\rRe-sealed \(done) of \(total) records".utf8)) }
             }
             if progress { Output.note("") }
-            if global.json { try Output.json(["zone": id.name, "resealed": String(count)]); return }
+            if global.json { try RecordOutput.printJSON(["zone": id.name, "resealed": count] as [String: Any]); return }
             Output.line("Re-sealed \(count) records of \(id.name) under the current key; older keys are gone.")
         }
     }

@@ -1,0 +1,143 @@
+import Foundation
+import Testing
+
+/// `coffer audit`: verifying the store, finding tampering, proving a text is nowhere at rest.
+@Suite("coffer audit")
+struct AuditCommandTests {
+    let team: Team
+
+    init() throws {
+        team = try Team([.alice, .bob])
+        try team.createZone(.alice, "Notes")
+        try team.put(.alice, "Notes", "n1", type: "Note", set: ["title=First"], secret: ["pin=1111"])
+        try team.put(.alice, "Notes", "victim", type: "Note", set: ["title=Original", "count:int=7"], secret: ["pin=2222"])
+        try team.put(.alice, "Notes", "gone", type: "Note", set: ["title=Deleted"])
+        try team.ok(.alice, ["record", "delete", "Notes", "gone"])
+    }
+
+    /// `audit ARGS --json` as `who`, with its exit status.
+    func audit(_ args: [String] = [], as who: Who = .alice, sourceLocation: SourceLocation = #_sourceLocation) throws -> (Int32, [String: Any]) {
+        let r = try team.run(who, ["audit", "--json"] + args, sourceLocation: sourceLocation)
+        #expect(r.err.isEmpty, "unexpected stderr\n\(r)", sourceLocation: sourceLocation)
+        let object = try jsonObject(r, sourceLocation: sourceLocation)
+        #expect(object["findings"] is [Any], "no findings array: \(object)", sourceLocation: sourceLocation)
+        #expect(object["checked"] is [String: Any], "no checked counts: \(object)", sourceLocation: sourceLocation)
+        return (r.status, object)
+    }
+
+    func checked(_ object: [String: Any]) -> [String: Any] { object["checked"] as? [String: Any] ?? [:] }
+
+    @Test("a clean store: exit 0, findings [] and the counts checked")
+    func clean() throws {
+        let (status, report) = try audit()
+        #expect(status == 0)
+        #expect(JSON(report["findings"]) == .array([]))
+        let counts = checked(report)
+        #expect(json(counts, "zones") == .int(1), "\(counts)")
+        #expect(json(counts, "records") == .int(2), "\(counts)")
+        #expect(json(counts, "commits") == .int(4), "three saves and a delete: \(counts)")
+        #expect(json(counts, "shares") == .int(0), "\(counts)")
+
+        let text = try team.run(.alice, ["audit"])
+        expectSuccess(text)
+        #expect(!text.out.isEmpty)
+    }
+
+    @Test("audit counts what the acting user can open: a participant checks the shared zone")
+    func participantAudit() throws {
+        try team.share(.alice, "Notes", with: [(.bob, "read-only")])
+        let (status, report) = try audit(as: .bob)
+        #expect(status == 0)
+        #expect(JSON(report["findings"]) == .array([]))
+        #expect(json(checked(report), "zones") == .int(1), "\(checked(report))")
+        #expect(json(checked(report), "records") == .int(2), "\(checked(report))")
+        #expect(json(checked(report), "shares") == .int(1), "\(checked(report))")
+    }
+
+    @Test("a plain value edited in the SQLite file: audit exits 1 and names the record; record get of it fails with 65")
+    func tamperedPlainValue() throws {
+        let before = try SQLiteShell.run(team.store, "SELECT plain FROM record WHERE name = 'victim';")
+        #expect(before.contains("Original"), "the plain column is not where the test expects it: \(before)")
+        try SQLiteShell.run(team.store, "UPDATE record SET plain = replace(plain, 'Original', 'Forged') WHERE name = 'victim';")
+        let after = try SQLiteShell.run(team.store, "SELECT plain FROM record WHERE name = 'victim';")
+        try #require(after.contains("Forged") && !after.contains("Original"), "the UPDATE did not change the value: \(after)")
+
+        let (status, report) = try audit()
+        #expect(status == 1)
+        let findings = objects(report, "findings")
+        #expect(findings.count == 1, "\(findings)")
+        #expect(findings.first?["subject"] as? String == "victim", "\(findings)")
+        #expect(findings.first?["zone"] as? String == "Notes", "\(findings)")
+
+        let text = try team.run(.alice, ["audit"])
+        #expect(text.status == 1, "\(text)")
+        #expect(text.out.contains("victim"), "the text report does not name the record\n\(text)")
+
+        let get = try team.run(.alice, ["record", "get", "Notes", "victim"])
+        expectFailure(get, 65)
+        #expect(!get.err.contains("Forged"))
+        // The other record is fine.
+        #expect(try team.get(.alice, "Notes", "n1")["name"] as? String == "n1")
+        // Nor does the forged value appear in a query or the changes feed.
+        let query = try team.run(.alice, ["record", "query", "Notes", "--type", "Note", "--where", "title = Forged", "--json"])
+        #expect(!query.out.contains("Forged"), "a tampered record is returned by query\n\(query)")
+        let changes = try team.run(.alice, ["changes", "Notes", "--json"])
+        #expect(!changes.out.contains("Forged"), "a tampered record is returned by changes\n\(changes)")
+    }
+
+    @Test("a plain value set back to its original: audit is clean again")
+    func tamperedAndRestored() throws {
+        try SQLiteShell.run(team.store, "UPDATE record SET plain = replace(plain, 'Original', 'Forged') WHERE name = 'victim';")
+        #expect(try audit().0 == 1)
+        try SQLiteShell.run(team.store, "UPDATE record SET plain = replace(plain, 'Forged', 'Original') WHERE name = 'victim';")
+        let (status, report) = try audit()
+        #expect(status == 0)
+        #expect(JSON(report["findings"]) == .array([]))
+        #expect(json(try team.get(.alice, "Notes", "victim")["values"] as? [String: Any] ?? [:], "title") == .string("Original"))
+    }
+
+    @Test("a sealed value edited in the SQLite file: audit exits 1 and names the record")
+    func tamperedSealedValue() throws {
+        let hex = try SQLiteShell.run(team.store, "SELECT hex(sealed) FROM record WHERE name = 'victim';")
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+        try #require(hex.count > 64, "victim has no sealed bytes: '\(hex)'")
+        // Flip one bit in the middle of the ciphertext.
+        var digits = Array(hex)
+        let i = digits.count / 2
+        digits[i] = digits[i] == "0" ? "1" : "0"
+        try SQLiteShell.run(team.store, "UPDATE record SET sealed = X'\(String(digits))' WHERE name = 'victim';")
+        let after = try SQLiteShell.run(team.store, "SELECT hex(sealed) FROM record WHERE name = 'victim';")
+        try #require(after.trimmingCharacters(in: .whitespacesAndNewlines) == String(digits), "the UPDATE did not take")
+        let (status, report) = try audit()
+        #expect(status == 1)
+        #expect(objects(report, "findings").first?["subject"] as? String == "victim", "\(report)")
+        try team.fails(.alice, ["record", "get", "Notes", "victim"], 65)
+    }
+
+    @Test("--plaintext TEXT: a value saved with --secret is nowhere at rest (0); a plain value is found (1)")
+    func plaintext() throws {
+        let secret = "Secret-Canary-\(UUID().uuidString)"
+        let plain = "Plain-Canary-\(UUID().uuidString)"
+        try team.put(.alice, "Notes", "c1", type: "Canary", set: ["visible=\(plain)"], secret: ["hidden=\(secret)"])
+
+        let (okStatus, okReport) = try audit(["--plaintext", secret])
+        #expect(okStatus == 0)
+        #expect(JSON(okReport["findings"]) == .array([]))
+        #expect(json(checked(okReport), "plaintexts") == .int(1))
+
+        let (foundStatus, foundReport) = try audit(["--plaintext", plain])
+        #expect(foundStatus == 1)
+        let findings = objects(foundReport, "findings")
+        #expect(findings.count >= 1, "\(foundReport)")
+        #expect(findings.allSatisfy { $0["kind"] as? String == "plaintext" }, "\(findings)")
+        #expect(!findings.description.contains(plain), "the finding repeats the text it looked for")
+
+        let (bothStatus, _) = try audit(["--plaintext", secret, "--plaintext", plain])
+        #expect(bothStatus == 1)
+
+        let text = try team.run(.alice, ["audit", "--plaintext", plain])
+        #expect(text.status == 1)
+        let quiet = try team.run(.alice, ["audit", "--plaintext", secret])
+        expectSuccess(quiet)
+    }
+}

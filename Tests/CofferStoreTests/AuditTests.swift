@@ -1,0 +1,241 @@
+import CofferCrypto
+import CofferVault
+import Foundation
+import GRDB
+import Synchronization
+import Testing
+@testable import CofferStore
+
+// `Session.audit()` (Docs/Security.md, "coffer audit"): it checks every share signature,
+// membership entry, commit (signature, writer, hash chain) and record this user can open, and
+// with `plaintexts` scans the store's files for each text.
+
+/// A tampering of the file and the findings an audit must report for it, as (kind, subject).
+enum SignedTamper: String, CaseIterable, Sendable, CustomTestStringConvertible {
+    case plainEdited, rowCopied, commitLabelEdited, commitDeleted, prevHashEdited, forgedByReader, membershipEdited, shareEdited
+
+    var testDescription: String { rawValue }
+}
+
+/// Collects the messages of a @Sendable progress callback.
+final class SignedProgressLog: Sendable {
+    private let lines = Mutex<[String]>([])
+    func append(_ line: String) { lines.withLock { $0.append(line) } }
+    var all: [String] { lines.withLock { $0 } }
+}
+
+@Suite("Audit")
+struct AuditTests {
+    @Test("a clean store: no findings; counts equal the zones, shares, memberships, commits and records")
+    func cleanStore() async throws {
+        try await SignedHarness.run { h in
+            let a = try await h.ownerZone("A", notes: ["n1", "n2"])
+            _ = try await h.ownerDB.modify(saving: ["b1", "b2", "b3"].map { signedNote($0, in: a) }, in: a)
+            let b = try await h.ownerZone("B", notes: ["x", "y"])
+            try await h.ownerDB.delete(recordNamed: "x", in: b)
+            let bob = try h.newUser("Bob Writer", "bob@example.com")
+            try await h.share(a, with: [(bob, .readWrite)])
+            _ = try await bob.sharedDatabase.save(signedNote("bobnote", in: a))
+
+            // The facts, from the file.
+            let (zones, commits, records, memberships) = try h.sql { db -> (Int, Int, Int, Int) in
+                (try Int.fetchOne(db, sql: "SELECT count(*) FROM zone")!, try Int.fetchOne(db, sql: "SELECT count(*) FROM zone_commit")!,
+                 try Int.fetchOne(db, sql: "SELECT count(*) FROM record")!, try Int.fetchOne(db, sql: "SELECT count(*) FROM membership_log")!)
+            }
+            #expect((zones, commits, records, memberships) == (2, 7, 7, 2))
+
+            let progress = SignedProgressLog()
+            let report = try await h.fresh(h.owner).audit(progress: { progress.append($0) })
+            #expect(report.findings.isEmpty, "\(report.findings)")
+            #expect(report.zones == 2)
+            #expect(report.shares == 1)
+            #expect(report.memberships == 2)
+            #expect(report.commits == 7)
+            #expect(report.records == 7)
+            #expect(report.files == 0)
+            #expect(report.bytesScanned == 0)
+            #expect(progress.all == ["zone A", "zone B"])
+
+            // Bob audits what he can open: the shared zone A.
+            let bobReport = try await h.fresh(bob).audit()
+            #expect(bobReport.findings.isEmpty, "\(bobReport.findings)")
+            #expect(bobReport.zones == 1)
+            #expect(bobReport.shares == 1)
+            #expect(bobReport.memberships == 2)
+            #expect(bobReport.commits == 4)
+            #expect(bobReport.records == 6)
+        }
+    }
+
+    @Test("an empty store: an empty report")
+    func emptyStore() async throws {
+        try await SignedHarness.run { h in
+            let report = try await h.owner.audit()
+            #expect(report.findings.isEmpty)
+            #expect(report.zones == 0 && report.commits == 0 && report.records == 0 && report.shares == 0 && report.memberships == 0)
+        }
+    }
+
+    @Test("after each tampering, audit names what was changed", arguments: SignedTamper.allCases)
+    func tampered(_ tamper: SignedTamper) async throws {
+        try await SignedHarness.run { h in
+            let zone = try await h.ownerZone("Notes", notes: ["r1", "r2", "r3"])
+            let rowID = try signedRowID(h, zone)
+            #expect(try await h.fresh(h.owner).audit().findings.isEmpty)
+            let expected: Set<SignedFinding>
+            var reader: Session? = nil
+            switch tamper {
+            case .plainEdited:
+                try h.sql { db in
+                    try db.execute(sql: "UPDATE record SET plain = replace(plain, 'title of r1', 'forged') WHERE zone_id = ? AND name = 'r1'", arguments: [rowID])
+                    #expect(db.changesCount == 1)
+                }
+                expected = [SignedFinding(.record, "r1")]
+            case .rowCopied:
+                try h.sql { db in
+                    try db.execute(sql: """
+                        UPDATE record SET (plain, sealed, seq) = (SELECT plain, sealed, seq FROM record WHERE zone_id = ?1 AND name = 'r2')
+                        WHERE zone_id = ?1 AND name = 'r1'
+                        """, arguments: [rowID])
+                }
+                expected = [SignedFinding(.record, "r1")]
+            case .commitLabelEdited:
+                try h.sql { db in
+                    try db.execute(sql: "UPDATE zone_commit SET author_label = 'x' WHERE zone_id = ? AND seq = 2", arguments: [rowID])
+                    #expect(db.changesCount == 1)
+                }
+                expected = [SignedFinding(.commit, "commit 2"), SignedFinding(.record, "r2")]
+            case .commitDeleted:
+                try h.sql { db in
+                    try db.execute(sql: "DELETE FROM zone_commit WHERE zone_id = ? AND seq = 2", arguments: [rowID])
+                    #expect(db.changesCount == 1)
+                }
+                // Commit 3 no longer follows the one before it; r2's commit is missing.
+                expected = [SignedFinding(.commit, "commit 3"), SignedFinding(.record, "r2")]
+            case .prevHashEdited:
+                try h.sql { db in
+                    try db.execute(sql: "UPDATE zone_commit SET prev_hash = zeroblob(32) WHERE zone_id = ? AND seq = 2", arguments: [rowID])
+                    #expect(db.changesCount == 1)
+                }
+                expected = [SignedFinding(.commit, "commit 2"), SignedFinding(.record, "r2")]
+            case .forgedByReader:
+                let bob = try h.newUser("Bob Reader", "bob@example.com")
+                try await h.share(zone, with: [(bob, .readOnly)])
+                let seq = try h.forge(in: zone, signer: bob, name: "forged", title: "bob's")
+                #expect(seq == 4)
+                expected = [SignedFinding(.commit, "commit 4"), SignedFinding(.record, "forged")]
+                reader = bob
+            case .membershipEdited:
+                let carol = try h.newUser("Carol Writer", "carol@example.com")
+                try await h.share(zone, with: [(carol, .readWrite)])
+                _ = try await carol.sharedDatabase.save(signedNote("c1", in: zone))
+                try h.sql { db in
+                    try db.execute(sql: "UPDATE membership_log SET signature = randomblob(64) WHERE zone_id = ? AND seq = 2", arguments: [rowID])
+                    #expect(db.changesCount == 1)
+                }
+                expected = [SignedFinding(.membership, "membership 2"), SignedFinding(.commit, "commit 4"), SignedFinding(.record, "c1")]
+                reader = carol
+            case .shareEdited:
+                let bob = try h.newUser("Bob Reader", "bob@example.com")
+                try await h.share(zone, with: [(bob, .readOnly)])
+                try h.sql { db in
+                    try db.execute(sql: "UPDATE share SET title = 'Hijacked' WHERE zone_id = ?", arguments: [rowID])
+                    #expect(db.changesCount == 1)
+                }
+                expected = [SignedFinding(.share, "share")]
+            }
+            let report = try await h.fresh(h.owner).audit()
+            #expect(report.signedKeys == expected, "\(report.findings.map { "\($0.kind) \($0.subject): \($0.message)" })")
+            #expect(report.findings.allSatisfy { $0.zone == zone })
+            if tamper == .prevHashEdited || tamper == .commitDeleted {
+                let chain = report.findings.filter { $0.message.contains("the chain of commits is broken") }
+                #expect(chain.count == 1)
+                #expect(chain.first?.subject == (tamper == .commitDeleted ? "commit 3" : "commit 2"))
+            }
+            if let reader {
+                // A participant's audit of the shared zone reports the same.
+                let theirs = try await h.fresh(reader).audit()
+                #expect(theirs.signedKeys == expected, "\(theirs.findings.map { "\($0.kind) \($0.subject): \($0.message)" })")
+            }
+        }
+    }
+
+    @Test("a record finding carries the reading error's message")
+    func findingMessages() async throws {
+        try await SignedHarness.run { h in
+            let zone = try await h.ownerZone("Notes", notes: ["r1"])
+            let rowID = try signedRowID(h, zone)
+            try h.sql { db in
+                try db.execute(sql: "UPDATE record SET plain = replace(plain, 'title of r1', 'forged') WHERE zone_id = ?", arguments: [rowID])
+            }
+            let report = try await h.fresh(h.owner).audit()
+            let finding = try #require(report.findings.first)
+            #expect(report.findings.count == 1)
+            #expect(finding.kind == .record)
+            #expect(finding.subject == "r1")
+            #expect(finding.zone == zone)
+            #expect(finding.message.contains("record 'r1' in zone 'Notes' does not match its signed commit 1"), "\(finding.message)")
+        }
+    }
+
+    @Test("audit(plaintexts:) finds a plain value in the store's files and not an encrypted one")
+    func plaintextScan() async throws {
+        try await SignedHarness.run { h in
+            let plainText = "plainmarker-\(UUID().uuidString)"
+            let secretText = "secretmarker-\(UUID().uuidString)"
+            let zone = try await h.ownerDB.createZone(named: "Notes")
+            _ = try await h.ownerDB.save(signedNote("r1", in: zone, title: plainText, body: secretText))
+
+            let progress = SignedProgressLog()
+            let found = try await h.owner.audit(plaintexts: [plainText], progress: { progress.append($0) })
+            let plaintextFindings = found.findings.filter { $0.kind == .plaintext }
+            #expect(!plaintextFindings.isEmpty)
+            #expect(plaintextFindings.allSatisfy { $0.zone == nil && $0.message.contains("UTF-8") && $0.subject.hasPrefix("store.sqlite") },
+                    "\(plaintextFindings)")
+            #expect(found.findings.allSatisfy { $0.kind == .plaintext })
+            #expect(found.files >= 1)
+            #expect(found.bytesScanned > 0)
+            #expect(progress.all.contains { $0.hasPrefix("scanning ") && $0.hasSuffix("store.sqlite") })
+
+            let secret = try await h.owner.audit(plaintexts: [secretText])
+            #expect(secret.findings.isEmpty, "\(secret.findings)")
+            #expect(secret.files == found.files)
+            #expect(secret.bytesScanned > 0)
+
+            // Both at once: only the plain one is reported.
+            let both = try await h.owner.audit(plaintexts: [secretText, plainText])
+            #expect(both.findings.count == plaintextFindings.count)
+            #expect(both.findings.allSatisfy { $0.message.contains("(\(plainText.count) characters)") })
+        }
+    }
+
+    @Test("audit(plaintexts:) finds base64 of a text at each of the three byte alignments", arguments: [0, 1, 2])
+    func plaintextBase64Alignment(_ prefix: Int) async throws {
+        try await SignedHarness.run { h in
+            let text = "alignmarker-\(UUID().uuidString.prefix(18))"
+            let zone = try await h.ownerDB.createZone(named: "Notes")
+            var record = CofferStore.Record(type: "Blob", name: "b", zone: zone)
+            record.values["raw"] = .bytes(Array(repeating: 0x5a, count: prefix) + Array(text.utf8) + [0x7e])
+            _ = try await h.ownerDB.save(record)
+            let report = try await h.owner.audit(plaintexts: [text])
+            let messages = report.findings.map(\.message)
+            #expect(!messages.isEmpty, "prefix \(prefix)")
+            #expect(messages.allSatisfy { $0.contains("appears in base64 in store.sqlite") }, "\(messages)")
+        }
+    }
+
+    @Test("audit(plaintexts:) finds a text stored as base64 (a bytes field) and names the form")
+    func plaintextBase64Form() async throws {
+        try await SignedHarness.run { h in
+            let text = "formmarker-\(UUID().uuidString.prefix(12))"
+            let zone = try await h.ownerDB.createZone(named: "Notes")
+            var record = CofferStore.Record(type: "Blob", name: "b", zone: zone)
+            record.values["raw"] = .bytes(Array(text.utf8)) // stored as a base64 string in the plain JSON
+            _ = try await h.ownerDB.save(record)
+            let report = try await h.owner.audit(plaintexts: [text])
+            let messages = report.findings.map(\.message)
+            #expect(!messages.isEmpty)
+            #expect(messages.allSatisfy { $0.contains("appears in base64 in store.sqlite") }, "\(messages)")
+        }
+    }
+}

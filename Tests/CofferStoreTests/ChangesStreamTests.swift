@@ -1,0 +1,237 @@
+import CofferCrypto
+import CofferVault
+import Foundation
+import GRDB
+import Testing
+@testable import CofferStore
+#if canImport(Glibc)
+import Glibc
+#endif
+
+// Live change streams (Docs/Changes.md, "Live changes"): they poll the store, so they see
+// commits made through other Store objects and other processes; cancelling the iterating task
+// ends them; losing the zone or access ends them with the error. Every wait is raced against a
+// timeout so that no test can hang.
+
+/// The `coffer` executable next to the test bundle (the folder of /proc/self/exe), if built.
+func signedCofferExecutable() -> URL? {
+    guard let exe = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe") else { return nil }
+    let url = URL(fileURLWithPath: exe).deletingLastPathComponent().appendingPathComponent("coffer")
+    return FileManager.default.isExecutableFile(atPath: url.path) ? url : nil
+}
+
+/// Runs `coffer` with `arguments` and `environment`; kills it after `timeout` seconds.
+func signedRunCoffer(_ executable: URL, _ arguments: [String], environment: [String: String],
+                     timeout: TimeInterval = 60) async throws -> (status: Int32, out: String, err: String) {
+    let process = Process()
+    process.executableURL = executable
+    process.arguments = arguments
+    process.environment = environment
+    process.standardInput = FileHandle.nullDevice
+    let out = Pipe(), err = Pipe()
+    process.standardOutput = out
+    process.standardError = err
+    try process.run()
+    let deadline = Date().addingTimeInterval(timeout)
+    while process.isRunning {
+        if Date() > deadline {
+            process.terminate()
+            process.waitUntilExit()
+            throw SignedTimeout(seconds: Int(timeout))
+        }
+        try await Task.sleep(for: .milliseconds(20))
+    }
+    let stdout = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+    let stderr = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+    return (process.terminationStatus, stdout, stderr)
+}
+
+/// The first element of `stream`, or nil when it finishes without one; fails after `seconds`.
+func signedFirst<T: Sendable>(_ stream: AsyncThrowingStream<T, Error>, seconds: Int = 10) async throws -> T? {
+    try await signedWithTimeout(seconds: seconds) {
+        for try await element in stream { return element }
+        return nil
+    }
+}
+
+@Suite("Change streams")
+struct ChangesStreamTests {
+    @Test("a zone stream yields a page for a save made through a different Store object on the same file")
+    func seesAnotherStoreObject() async throws {
+        try await SignedHarness.run { h in
+            let zone = try await h.ownerZone(notes: ["n1"])
+            let caughtUp = try await h.ownerDB.changes(in: zone, since: nil).token
+            let stream = h.ownerDB.changeStream(in: zone, since: caughtUp, pollInterval: .milliseconds(50))
+            let other = try h.otherStoreSession(h.owner)
+            let otherDB: RecordDatabase = {
+                var db = other.privateDatabase
+                db.transactionAuthor = "other-process"
+                return db
+            }()
+            let writer = Task {
+                try await Task.sleep(for: .milliseconds(300)) // the stream has polled a few times by now
+                return try await otherDB.save(signedNote("remote", in: zone, title: "from elsewhere"))
+            }
+            let page = try #require(try await signedFirst(stream))
+            let saved = try await writer.value
+            #expect(page.changed.map(\.name) == ["remote"])
+            #expect(page.changed.first?.values["title"] == .string("from elsewhere"))
+            #expect(page.changed.first?.encryptedValues["body"] == .string("body of remote"))
+            #expect(page.changed.first?.changeTag == saved.changeTag)
+            #expect(page.changed.first?.transactionAuthor == "other-process")
+            #expect(page.deleted.isEmpty && page.refused.isEmpty)
+            #expect(page.token.seq == 2)
+        }
+    }
+
+    @Test("a stream from nil first yields what exists, then deletions as they happen")
+    func yieldsExistingThenDeletions() async throws {
+        try await SignedHarness.run { h in
+            let zone = try await h.ownerZone(notes: ["n1", "n2"])
+            let stream = h.ownerDB.changeStream(in: zone, since: nil, pollInterval: .milliseconds(50))
+            let pages: [ZoneChanges] = try await signedWithTimeout {
+                var pages = [ZoneChanges]()
+                var deletedOnce = false
+                for try await page in stream {
+                    pages.append(page)
+                    if !deletedOnce {
+                        deletedOnce = true
+                        try await h.otherStoreSession(h.owner).privateDatabase.delete(recordNamed: "n1", in: zone)
+                    } else {
+                        break
+                    }
+                }
+                return pages
+            }
+            #expect(pages.count == 2)
+            #expect(pages.first?.changed.map(\.name) == ["n1", "n2"])
+            #expect(pages.last?.changed.isEmpty == true)
+            #expect(pages.last?.deleted.map(\.name) == ["n1"])
+        }
+    }
+
+    @Test("a zone stream sees a save made by another process (the coffer CLI)",
+          .enabled(if: signedCofferExecutable() != nil, "the coffer executable is not built next to the test bundle"))
+    func seesAnotherProcess() async throws {
+        try await SignedHarness.run { h in
+            let executable = try #require(signedCofferExecutable())
+            let zone = try await h.ownerZone(notes: ["n1"])
+            let caughtUp = try await h.ownerDB.changes(in: zone, since: nil).token
+            let stream = h.ownerDB.changeStream(in: zone, since: caughtUp, pollInterval: .milliseconds(50))
+            let environment = ["COFFER_PASSPHRASE": signedPassphrase, "HOME": h.folder.path, "PATH": "/usr/bin:/bin",
+                               "COFFER_LOG_LEVEL": "error"]
+            let arguments = ["record", "put", "Notes", "from-process", "--type", "Note", "--set", "title=hello from a process",
+                             "--store", h.path, "--vault", h.owner.vault.url.path]
+            let runner = Task { try await signedRunCoffer(executable, arguments, environment: environment) }
+            let page = try #require(try await signedFirst(stream, seconds: 60))
+            let result = try await runner.value
+            #expect(result.status == 0, "stdout: \(result.out)\nstderr: \(result.err)")
+            #expect(page.changed.map(\.name) == ["from-process"])
+            #expect(page.changed.first?.values["title"] == .string("hello from a process"))
+            #expect(page.changed.first?.modifierID == h.owner.userID)
+            #expect(page.refused.isEmpty)
+            // The process's commit verifies for a fresh reader too.
+            let fetched = try await h.fresh(h.owner).privateDatabase.record(named: "from-process", in: zone)
+            #expect(fetched.changeTag == page.changed.first?.changeTag)
+        }
+    }
+
+    @Test("cancelling the task that iterates ends the stream")
+    func cancellingEndsStream() async throws {
+        try await SignedHarness.run { h in
+            let zone = try await h.ownerZone(notes: ["n1"])
+            let caughtUp = try await h.ownerDB.changes(in: zone, since: nil).token
+            let stream = h.ownerDB.changeStream(in: zone, since: caughtUp, pollInterval: .milliseconds(20))
+            let consumer = Task { () -> Int in
+                var pages = 0
+                for try await _ in stream { pages += 1 }
+                return pages
+            }
+            try await Task.sleep(for: .milliseconds(200))
+            consumer.cancel()
+            let pages = try await signedWithTimeout { try await consumer.value }
+            #expect(pages == 0)
+        }
+    }
+
+    @Test("cancelling ends a database stream too")
+    func cancellingEndsDatabaseStream() async throws {
+        try await SignedHarness.run { h in
+            let token = try await h.ownerDB.databaseChanges(since: nil).token
+            let stream = h.ownerDB.databaseChangeStream(since: token, pollInterval: .milliseconds(20))
+            let consumer = Task { () -> Int in
+                var pages = 0
+                for try await _ in stream { pages += 1 }
+                return pages
+            }
+            try await Task.sleep(for: .milliseconds(200))
+            consumer.cancel()
+            #expect(try await signedWithTimeout { try await consumer.value } == 0)
+        }
+    }
+
+    @Test("a zone deleted while streamed ends the stream with .zoneNotFound")
+    func zoneDeletedEndsStream() async throws {
+        try await SignedHarness.run { h in
+            let zone = try await h.ownerZone(notes: ["n1"])
+            let caughtUp = try await h.ownerDB.changes(in: zone, since: nil).token
+            let stream = h.ownerDB.changeStream(in: zone, since: caughtUp, pollInterval: .milliseconds(50))
+            let deleter = Task {
+                try await Task.sleep(for: .milliseconds(200))
+                try await h.otherStoreSession(h.owner).privateDatabase.deleteZone(zone)
+            }
+            let outcome: StoreError.Code? = try await signedWithTimeout {
+                do {
+                    for try await _ in stream {}
+                    return nil
+                } catch let error as StoreError {
+                    return error.code
+                }
+            }
+            try await deleter.value
+            #expect(outcome == .zoneNotFound)
+        }
+    }
+
+    @Test("a participant removed while streaming: the stream ends with .permissionFailure")
+    func removedParticipantStreamEnds() async throws {
+        try await SignedHarness.run { h in
+            let zone = try await h.ownerZone(notes: ["n1"])
+            let bob = try h.newUser("Bob", "bob@example.com")
+            try await h.share(zone, with: [(bob, .readOnly)])
+            let caughtUp = try await bob.sharedDatabase.changes(in: zone, since: nil).token
+            let stream = bob.sharedDatabase.changeStream(in: zone, since: caughtUp, pollInterval: .milliseconds(50))
+            let remover = Task {
+                try await Task.sleep(for: .milliseconds(200))
+                _ = try await h.owner.removeParticipant(bob.userID, from: zone)
+            }
+            let outcome: StoreError.Code? = try await signedWithTimeout {
+                do {
+                    for try await _ in stream {}
+                    return nil
+                } catch let error as StoreError {
+                    return error.code
+                }
+            }
+            try await remover.value
+            #expect(outcome == .permissionFailure)
+        }
+    }
+
+    @Test("a database stream yields a zone created through another Store object")
+    func databaseStreamSeesAnotherStoreObject() async throws {
+        try await SignedHarness.run { h in
+            _ = try await h.ownerDB.createZone(named: "First")
+            let token = try await h.ownerDB.databaseChanges(since: nil).token
+            let stream = h.ownerDB.databaseChangeStream(since: token, pollInterval: .milliseconds(50))
+            let creator = Task {
+                try await Task.sleep(for: .milliseconds(200))
+                return try await h.otherStoreSession(h.owner).privateDatabase.createZone(named: "Later")
+            }
+            let page = try #require(try await signedFirst(stream))
+            let later = try await creator.value
+            #expect(page.changed == [later])
+            #expect(page.deleted.isEmpty)
+        }
+    }
+}

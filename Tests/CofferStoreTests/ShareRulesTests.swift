@@ -1,0 +1,187 @@
+import CofferCrypto
+import CofferVault
+import Foundation
+import GRDB
+import Testing
+@testable import CofferStore
+
+/// CloudKit's rules of shares, and who may change a share.
+@Suite("Share rules")
+struct ShareRulesTests {
+    @Test func namedParticipantsAreAddedAndRemovedOnlyWhileThePublicPermissionIsNone() async throws {
+        try await ShareFixture.run { f in
+            let bob = try f.user("Bob", "bob@example.com")
+            let carol = try f.user("Carol", "carol@example.com")
+            let (zone, _) = try await f.sharedWith(bob, .readWrite)
+            for permission in [SharePermission.readOnly, .readWrite] {
+                let open = try await f.alice.setPublicPermission(permission, in: zone)
+                #expect(open.publicPermission == permission)
+                await shareExpectError(.invalidArguments, "add while \(permission)") {
+                    try await f.alice.addParticipant(carol.userID, permission: .readOnly, to: zone)
+                }
+                await shareExpectError(.invalidArguments, "remove while \(permission)") {
+                    try await f.alice.removeParticipant(bob.userID, from: zone)
+                }
+                let share = try await f.alice.fetchShare(in: zone)
+                #expect(share.testParticipant(carol.userID) == nil)
+                #expect(share.testParticipant(bob.userID)?.status == .accepted)
+                #expect(share.version == open.version)
+            }
+            _ = try await f.alice.setPublicPermission(.none, in: zone)
+            let added = try await f.alice.addParticipant(carol.userID, permission: .readOnly, to: zone)
+            #expect(added.testParticipant(carol.userID)?.status == .pending)
+            let removed = try await f.alice.removeParticipant(bob.userID, from: zone)
+            #expect(removed.testParticipant(bob.userID)?.status == .removed)
+        }
+    }
+
+    @Test func goingPublicRemovesPendingNamedParticipantsAndKeepsAcceptedOnes() async throws {
+        try await ShareFixture.run { f in
+            let bob = try f.user("Bob", "bob@example.com")
+            let dave = try f.user("Dave", "dave@example.com")
+            let (zone, _) = try await f.sharedWith(bob, .readWrite)
+            let invited = try await f.alice.addParticipant(dave.userID, permission: .readWrite, to: zone)
+            #expect(invited.keyEpoch == 1)
+
+            let open = try await f.alice.setPublicPermission(.readOnly, in: zone)
+            #expect(open.publicPermission == .readOnly)
+            #expect(open.testParticipant(bob.userID)?.status == .accepted)
+            #expect(open.testParticipant(bob.userID)?.permission == .readWrite)
+            #expect(open.testParticipant(dave.userID)?.status == .removed)
+            #expect(open.testParticipant(dave.userID)?.left == false)
+            #expect(open.keyEpoch == 2, "a pending invitee held the key: it rotates")
+            #expect(Set(try f.zoneKeyRows(zone).map(\.member)) == [f.alice.userID, bob.userID])
+
+            // Dave, removed, gets nothing: not by his invitation, not by the link.
+            await shareExpectError(.permissionFailure) { try await dave.acceptShare(url: invited.url) }
+            await shareExpectError(.permissionFailure) { try await dave.sharedDatabase.record(named: "n1", in: zone) }
+            // Bob keeps his read-write access.
+            let saved = try await bob.sharedDatabase.save(shareNote("by-bob", in: zone))
+            #expect(saved.keyEpoch == 2)
+        }
+    }
+
+    @Test func goingPublicWithoutPendingInviteesKeepsTheKey() async throws {
+        try await ShareFixture.run { f in
+            let bob = try f.user("Bob", "bob@example.com")
+            let (zone, share) = try await f.sharedWith(bob, .readOnly)
+            let open = try await f.alice.setPublicPermission(.readWrite, in: zone)
+            #expect(open.keyEpoch == 1)
+            #expect(open.version == share.version + 1)
+            #expect(try f.chainEpochs(zone) == [])
+            // Changing between public permissions keeps the link.
+            let other = try await f.alice.setPublicPermission(.readOnly, in: zone)
+            #expect(other.url == open.url)
+            #expect(other.keyEpoch == 1)
+            // Setting the same permission again changes nothing.
+            let same = try await f.alice.setPublicPermission(.readOnly, in: zone)
+            #expect(same.version == other.version)
+        }
+    }
+
+    @Test func goingBackToNoneRemovesLinkJoinersAndRotatesTheKey() async throws {
+        try await ShareFixture.run { f in
+            let bob = try f.user("Bob", "bob@example.com")
+            let carol = try f.user("Carol", "carol@example.com")
+            let erin = try f.user("Erin", "erin@example.com")
+            let (zone, _) = try await f.sharedWith(bob, .readOnly)
+            let open = try await f.alice.setPublicPermission(.readWrite, in: zone)
+            _ = try await carol.acceptShare(url: open.url)
+            _ = try await erin.acceptShare(url: open.url)
+            _ = try await carol.sharedDatabase.save(shareNote("by-carol", in: zone, body: "link write"))
+            #expect(Set(try f.zoneKeyRows(zone).map(\.member)) == [f.alice.userID, bob.userID, carol.userID, erin.userID])
+
+            let closed = try await f.alice.setPublicPermission(.none, in: zone)
+            #expect(closed.publicPermission == .none)
+            #expect(!closed.url.contains("#"))
+            #expect(closed.keyEpoch == 2)
+            for joiner in [carol, erin] {
+                let p = try #require(closed.testParticipant(joiner.userID))
+                #expect(p.role == .publicUser)
+                #expect(p.status == .removed)
+            }
+            #expect(closed.testParticipant(bob.userID)?.status == .accepted)
+            #expect(try f.zoneKeyRows(zone) == [ShareKeyRow(epoch: 2, member: f.alice.userID), ShareKeyRow(epoch: 2, member: bob.userID)].sorted { $0.member < $1.member })
+            #expect(try f.shareRowCount("share_acceptance", zone) == 1, "only Bob's")
+
+            for joiner in [carol, erin] {
+                #expect(try await joiner.sharedDatabase.zones().isEmpty)
+                await shareExpectError(.permissionFailure) { try await joiner.sharedDatabase.record(named: "n1", in: zone) }
+                await shareExpectError(.permissionFailure) { try await f.fresh(joiner).sharedDatabase.record(named: "by-carol", in: zone) }
+                await shareExpectError(.permissionFailure, "the old link") { try await joiner.acceptShare(url: open.url) }
+            }
+            // The owner's data is untouched; Bob still reads, history included.
+            #expect(shareBody(try await f.fresh(bob).sharedDatabase.record(named: "by-carol", in: zone)) == "link write")
+            #expect(try await f.alice.privateDatabase.records(in: zone).map(\.name) == ["by-carol", "n1", "n2"])
+        }
+    }
+
+    @Test func theOwnerChangesAParticipantsPermission() async throws {
+        try await ShareFixture.run { f in
+            let bob = try f.user("Bob", "bob@example.com")
+            let (zone, _) = try await f.sharedWith(bob, .readOnly)
+            await shareExpectError(.permissionFailure) { try await bob.sharedDatabase.save(shareNote("x", in: zone)) }
+            #expect(await bob.canModify(zone: zone) == false)
+            let up = try await f.alice.setPermission(.readWrite, for: "bob@example.com", in: zone)
+            #expect(up.testParticipant(bob.userID)?.permission == .readWrite)
+            #expect(up.testParticipant(bob.userID)?.status == .accepted)
+            #expect(await bob.canModify(zone: zone) == true)
+            _ = try await bob.sharedDatabase.save(shareNote("x", in: zone))
+            _ = try await f.alice.setPermission(.readOnly, for: bob.userID, in: zone)
+            await shareExpectError(.permissionFailure) { try await bob.sharedDatabase.save(shareNote("y", in: zone)) }
+            await shareExpectError(.permissionFailure) { try await bob.sharedDatabase.delete(recordNamed: "x", in: zone) }
+            await shareExpectError(.invalidArguments) { try await f.alice.setPermission(.none, for: bob.userID, in: zone) }
+            let mallory = try f.user("Mallory", "mallory@example.com")
+            await shareExpectError(.unknownItem) { try await f.alice.setPermission(.readWrite, for: mallory.userID, in: zone) }
+            await shareExpectError(.unknownItem) { try await f.alice.removeParticipant(mallory.userID, from: zone) }
+            await shareExpectError(.unknownItem) { try await f.alice.addParticipant("nobody@example.com", permission: .readOnly, to: zone) }
+            await shareExpectError(.invalidArguments) { try await f.alice.addParticipant(mallory.userID, permission: .none, to: zone) }
+            await shareExpectError(.invalidArguments) { try await f.alice.addParticipant(f.alice.userID, permission: .readOnly, to: zone) }
+            await shareExpectError(.alreadyExists) { try await f.alice.addParticipant(bob.userID, permission: .readWrite, to: zone) }
+        }
+    }
+
+    @Test(arguments: [SharePermission.readWrite, .readOnly])
+    func onlyTheOwnerChangesTheShare(_ permission: SharePermission) async throws {
+        try await ShareFixture.run { f in
+            let bob = try f.user("Bob", "bob@example.com")
+            let carol = try f.user("Carol", "carol@example.com")
+            let (zone, _) = try await f.sharedWith(bob, permission)
+            _ = try await f.alice.addParticipant(carol.userID, permission: .readOnly, to: zone)
+            let before = try await f.alice.fetchShare(in: zone)
+
+            await shareExpectError(.permissionFailure, "add") { try await bob.addParticipant(f.alice.userID, permission: .readWrite, to: zone) }
+            await shareExpectError(.permissionFailure, "set permission") { try await bob.setPermission(.readWrite, for: carol.userID, in: zone) }
+            await shareExpectError(.permissionFailure, "public") { try await bob.setPublicPermission(.readWrite, in: zone) }
+            await shareExpectError(.permissionFailure, "remove") { try await bob.removeParticipant(carol.userID, from: zone) }
+            await shareExpectError(.permissionFailure, "remove self") { try await bob.removeParticipant(bob.userID, from: zone) }
+            await shareExpectError(.permissionFailure, "stop") { try await bob.stopSharing(zone: zone) }
+            await shareExpectError(.permissionFailure, "rekey") { try await bob.rekey(zone: zone) }
+            await shareExpectError(.permissionFailure, "delete zone") { try await bob.sharedDatabase.deleteZone(zone) }
+            await shareExpectError(.permissionFailure, "create zone in shared db") { try await bob.sharedDatabase.createZone(named: "Mine") }
+
+            let after = try await f.alice.fetchShare(in: zone)
+            #expect(after.version == before.version)
+            #expect(after.participants == before.participants)
+            #expect(after.publicPermission == .none)
+            #expect(after.keyEpoch == before.keyEpoch)
+            #expect(try await f.alice.isShared(zone) == true)
+        }
+    }
+
+    @Test func thePublicPermissionOfLinkJoinersFollowsTheShare() async throws {
+        try await ShareFixture.run { f in
+            let carol = try f.user("Carol", "carol@example.com")
+            let zone = try await f.aliceZone()
+            let share = try await f.alice.share(zone: zone, title: "t", publicPermission: .readOnly)
+            _ = try await carol.acceptShare(url: share.url)
+            #expect(await carol.canModify(zone: zone) == false)
+            _ = try await f.alice.setPublicPermission(.readWrite, in: zone)
+            #expect(await carol.canModify(zone: zone) == true)
+            _ = try await carol.sharedDatabase.save(shareNote("by-carol", in: zone))
+            _ = try await f.alice.setPublicPermission(.readOnly, in: zone)
+            await shareExpectError(.permissionFailure) { try await carol.sharedDatabase.save(shareNote("by-carol-2", in: zone)) }
+            #expect(try await carol.sharedDatabase.records(in: zone).map(\.name) == ["by-carol", "n1", "n2"])
+        }
+    }
+}

@@ -1,0 +1,247 @@
+import CofferCrypto
+import CofferVault
+import Foundation
+import GRDB
+import Testing
+@testable import CofferStore
+
+// Helpers of the sharing tests (files named Share*/Permission*). Every name here is distinct
+// from the general store test helpers. Vaults use `Argon2id.Parameters.min`; every test works
+// in its own temporary folder, removed afterwards.
+
+let sharePassphrase = "share-tests-passphrase-Q7m4"
+
+/// A store in a fresh folder with Alice, the owner of the zones under test, acting in it.
+struct ShareFixture: Sendable {
+    let folder: URL
+    let store: Store
+    let alice: Session
+
+    /// Runs `body` with a fresh store and Alice's session; removes the folder afterwards.
+    @discardableResult
+    static func run<R>(_ body: (ShareFixture) async throws -> R) async throws -> R {
+        let folder = FileManager.default.temporaryDirectory
+            .appendingPathComponent("coffer-share-tests-\(UUID().uuidString)", isDirectory: true)
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: false,
+                                                attributes: [.posixPermissions: 0o700])
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let store = try Store(path: folder.appendingPathComponent("store.sqlite").path)
+        let aliceVault = try makeShareVault(in: folder, name: "Alice", email: "alice@example.com")
+        let fixture = ShareFixture(folder: folder, store: store, alice: try store.session(vault: aliceVault))
+        return try await body(fixture)
+    }
+
+    /// A new user with a vault of their own and a session on the store (their card is registered).
+    func user(_ name: String, _ email: String) throws -> Session {
+        try store.session(vault: try makeShareVault(in: folder, name: name, email: email))
+    }
+
+    /// A new session of the same user: empty key and verified-share caches.
+    func fresh(_ session: Session) throws -> Session { try store.session(vault: session.vault) }
+
+    /// A second SQLite connection on the store's file, outside the store: what anyone with
+    /// write access to the file can do.
+    func raw<T>(_ body: (Database) throws -> T) throws -> T {
+        var config = Configuration()
+        config.busyMode = .timeout(10)
+        let queue = try DatabaseQueue(path: store.url.path, configuration: config)
+        defer { try? queue.close() }
+        return try queue.write(body)
+    }
+
+    /// The row id of one of Alice's zones.
+    func zoneRowID(_ zone: ZoneID) throws -> Int64 {
+        try raw { db in
+            try #require(try Int64.fetchOne(db, sql: "SELECT id FROM zone WHERE owner_id = ? AND name = ?",
+                                            arguments: [zone.ownerID, zone.name]))
+        }
+    }
+
+    /// Creates Alice's zone `name` with notes of the given names (title plain, body encrypted).
+    func aliceZone(_ name: String = "Family", notes: [String] = ["n1", "n2"]) async throws -> ZoneID {
+        let zone = try await alice.privateDatabase.createZone(named: name)
+        for note in notes { _ = try await alice.privateDatabase.save(shareNote(note, in: zone)) }
+        return zone
+    }
+
+    /// Alice's zone "Family" with notes n1 and n2, shared (public permission none) and `who`
+    /// invited with `permission` and, if `accept`, accepted.
+    func sharedWith(_ who: Session, _ permission: SharePermission, accept: Bool = true) async throws -> (ZoneID, Share) {
+        let zone = try await aliceZone()
+        _ = try await alice.share(zone: zone, title: "Family notes")
+        let share = try await alice.addParticipant(who.userID, permission: permission, to: zone)
+        if accept { _ = try await who.acceptShare(url: share.url) }
+        return (zone, try await alice.fetchShare(in: zone))
+    }
+
+    // MARK: Raw facts
+
+    /// (epoch, member) of every `zone_key` row of the zone, sorted.
+    func zoneKeyRows(_ zone: ZoneID) throws -> [ShareKeyRow] {
+        let rowID = try zoneRowID(zone)
+        return try raw { db in
+            try Row.fetchAll(db, sql: "SELECT epoch, member_id FROM zone_key WHERE zone_id = ? ORDER BY epoch, member_id",
+                             arguments: [rowID]).map { ShareKeyRow(epoch: $0[0], member: $0[1]) }
+        }
+    }
+
+    /// The wrapped key of `member` at `epoch`, if any.
+    func wrappedKey(_ zone: ZoneID, member: String, epoch: Int64) throws -> [UInt8]? {
+        let rowID = try zoneRowID(zone)
+        return try raw { db in
+            try Data.fetchOne(db, sql: "SELECT wrapped_key FROM zone_key WHERE zone_id = ? AND epoch = ? AND member_id = ?",
+                              arguments: [rowID, epoch, member]).map { Array($0) }
+        }
+    }
+
+    /// The epochs of `zone_key_chain` rows of the zone.
+    func chainEpochs(_ zone: ZoneID) throws -> [Int64] {
+        let rowID = try zoneRowID(zone)
+        return try raw { db in
+            try Int64.fetchAll(db, sql: "SELECT epoch FROM zone_key_chain WHERE zone_id = ? ORDER BY epoch", arguments: [rowID])
+        }
+    }
+
+    /// Record name → epoch column, from the file.
+    func recordEpochs(_ zone: ZoneID) throws -> [String: Int64] {
+        let rowID = try zoneRowID(zone)
+        return try raw { db in
+            var out = [String: Int64]()
+            for row in try Row.fetchAll(db, sql: "SELECT name, epoch FROM record WHERE zone_id = ?", arguments: [rowID]) {
+                out[row[0]] = row[1]
+            }
+            return out
+        }
+    }
+
+    /// The raw `sealed` column of a record.
+    func sealedBlob(_ zone: ZoneID, _ name: String) throws -> [UInt8] {
+        let rowID = try zoneRowID(zone)
+        return try raw { db in
+            Array(try #require(try Data.fetchOne(db, sql: "SELECT sealed FROM record WHERE zone_id = ? AND name = ?",
+                                                 arguments: [rowID, name])))
+        }
+    }
+
+    /// Rows of a share table for the zone (`share`, `share_participant`, `share_acceptance`).
+    func shareRowCount(_ table: String, _ zone: ZoneID) throws -> Int {
+        let rowID = try zoneRowID(zone)
+        return try raw { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM \(table) WHERE zone_id = ?", arguments: [rowID]) ?? -1 }
+    }
+
+    /// The share uid of the zone's share, from the file.
+    func shareUID(_ zone: ZoneID) throws -> [UInt8] {
+        let rowID = try zoneRowID(zone)
+        return try raw { db in
+            Array(try #require(try Data.fetchOne(db, sql: "SELECT share_uid FROM share WHERE zone_id = ?", arguments: [rowID])))
+        }
+    }
+
+    /// The zone's uid (bound into record associated data).
+    func zoneRow(_ zone: ZoneID) throws -> ZoneRow {
+        try raw { db in try ZoneRow.fetch(db, zone) }
+    }
+}
+
+struct ShareKeyRow: Hashable, CustomStringConvertible {
+    let epoch: Int64
+    let member: String
+    var description: String { "\(epoch):\(member.prefix(8))" }
+}
+
+/// A vault with a fast KDF in `folder/vaults/`.
+func makeShareVault(in folder: URL, name: String, email: String?) throws -> Vault {
+    let vaults = folder.appendingPathComponent("vaults", isDirectory: true)
+    try FileManager.default.createDirectory(at: vaults, withIntermediateDirectories: true)
+    return try Vault.create(at: vaults.appendingPathComponent("\(UUID().uuidString).coffer"), name: name, email: email,
+                            passphrase: SecureBytes(copying: Array(sharePassphrase.utf8)), kdf: .min)
+}
+
+/// A note: plain title, encrypted body.
+func shareNote(_ name: String, in zone: ZoneID, title: String? = nil, body: String? = nil, parent: String? = nil) -> CofferStore.Record {
+    var record = CofferStore.Record(type: "Note", name: name, zone: zone, parent: parent)
+    record.values["title"] = .string(title ?? name)
+    record.encryptedValues["body"] = .string(body ?? "body of \(name)")
+    return record
+}
+
+/// What an operation did: allowed, or refused with a store error code.
+enum ShareOutcome: Equatable, CustomStringConvertible {
+    case allowed
+    case refused(StoreError.Code)
+    case otherError(String)
+
+    var description: String {
+        switch self {
+        case .allowed: return "allowed"
+        case .refused(let code): return "\(code)"
+        case .otherError(let text): return "other error: \(text)"
+        }
+    }
+}
+
+/// Runs `body` and reports what happened.
+func shareOutcome<T>(_ body: () async throws -> T) async -> ShareOutcome {
+    do {
+        _ = try await body()
+        return .allowed
+    } catch let error as StoreError {
+        return .refused(error.code)
+    } catch {
+        return .otherError("\(type(of: error)): \(error)")
+    }
+}
+
+/// Checks that `body` throws a ``StoreError`` with exactly `code`; returns it.
+@discardableResult
+func shareExpectError<T>(_ code: StoreError.Code, _ comment: Comment? = nil,
+                         sourceLocation: SourceLocation = #_sourceLocation,
+                         _ body: () async throws -> T) async -> StoreError? {
+    let context = comment.map { " (\($0))" } ?? ""
+    do {
+        _ = try await body()
+        Issue.record("expected StoreError \(code), but it succeeded\(context)", sourceLocation: sourceLocation)
+        return nil
+    } catch let error as StoreError {
+        #expect(error.code == code, "expected \(code), got \(error.code): \(error.message)\(context)", sourceLocation: sourceLocation)
+        return error
+    } catch {
+        Issue.record("expected StoreError \(code), got \(type(of: error)): \(error)\(context)", sourceLocation: sourceLocation)
+        return nil
+    }
+}
+
+/// The synchronous form.
+@discardableResult
+func shareExpectErrorSync<T>(_ code: StoreError.Code, _ comment: Comment? = nil,
+                             sourceLocation: SourceLocation = #_sourceLocation,
+                             _ body: () throws -> T) -> StoreError? {
+    let context = comment.map { " (\($0))" } ?? ""
+    do {
+        _ = try body()
+        Issue.record("expected StoreError \(code), but it succeeded\(context)", sourceLocation: sourceLocation)
+        return nil
+    } catch let error as StoreError {
+        #expect(error.code == code, "expected \(code), got \(error.code): \(error.message)\(context)", sourceLocation: sourceLocation)
+        return error
+    } catch {
+        Issue.record("expected StoreError \(code), got \(type(of: error)): \(error)\(context)", sourceLocation: sourceLocation)
+        return nil
+    }
+}
+
+extension Share {
+    /// The participant with this user id.
+    func testParticipant(_ userID: String) -> Share.Participant? { participants.first { $0.userID == userID } }
+}
+
+/// Thread-safe collector for @Sendable callbacks.
+final class ShareProgressLog: @unchecked Sendable {
+    private let lock = NSLock()
+    private var items = [[Int]]()
+    func append(_ done: Int, _ total: Int) { lock.lock(); items.append([done, total]); lock.unlock() }
+    var calls: [[Int]] { lock.lock(); defer { lock.unlock() }; return items }
+}
+
+/// The body of a fetched note.
+func shareBody(_ record: CofferStore.Record) -> String? { record.encryptedValues["body"]?.stringValue }

@@ -1,0 +1,418 @@
+import CofferCrypto
+import CofferVault
+import Foundation
+import GRDB
+import Testing
+@testable import CofferStore
+
+/// A share covers one zone; its model (title, owner, permissions, participants, URL); accepting
+/// and leaving.
+@Suite("Shares")
+struct ShareTests {
+    // MARK: - What a share covers
+
+    @Test func sharingAZoneSharesAllOfItAndNothingElse() async throws {
+        try await ShareFixture.run { f in
+            let zone = try await f.aliceZone("Family", notes: ["n1", "n2", "n3"])
+            let other = try await f.aliceZone("Private", notes: ["secret"])
+            let share = try await f.alice.share(zone: zone, title: "Family notes")
+            #expect(share.zoneID == zone)
+            #expect(try await f.alice.isShared(zone) == true)
+            #expect(try await f.alice.isShared(other) == false)
+
+            let bob = try f.user("Bob", "bob@example.com")
+            _ = try await f.alice.addParticipant("bob@example.com", permission: .readOnly, to: zone)
+            let accepted = try await bob.acceptShare(url: share.url)
+            #expect(accepted.zoneID == zone)
+            let records = try await bob.sharedDatabase.records(in: zone)
+            #expect(records.map(\.name) == ["n1", "n2", "n3"])
+            #expect(records.map { shareBody($0) } == ["body of n1", "body of n2", "body of n3"])
+            await shareExpectError(.zoneNotFound, "a zone not shared") { try await bob.sharedDatabase.records(in: other) }
+            await shareExpectError(.zoneNotFound) { try await bob.sharedDatabase.record(named: "secret", in: other) }
+            #expect(try await bob.sharedDatabase.zones().map(\.id) == [zone])
+        }
+    }
+
+    @Test func sharingRecordsMovesThemAndTheirChildrenIntoAZoneOfTheirOwn() async throws {
+        try await ShareFixture.run { f in
+            let inbox = try await f.alice.privateDatabase.createZone(named: "Inbox")
+            let db = f.alice.privateDatabase
+            _ = try await db.save(shareNote("trip", in: inbox, body: "Lisbon in May"))
+            _ = try await db.save(shareNote("day1", in: inbox, body: "Alfama", parent: "trip"))
+            _ = try await db.save(shareNote("day1-photo", in: inbox, body: "tram 28", parent: "day1"))
+            _ = try await db.save(shareNote("day2", in: inbox, body: "Belem", parent: "trip"))
+            _ = try await db.save(shareNote("unrelated", in: inbox, body: "taxes"))
+
+            let share = try await f.alice.share(records: ["trip"], in: inbox, intoZoneNamed: "Trip", title: "Trip")
+            let trip = ZoneID(name: "Trip", ownerID: f.alice.userID)
+            #expect(share.zoneID == trip)
+            #expect(share.title == "Trip")
+            let moved = try await db.records(in: trip)
+            #expect(moved.map(\.name) == ["day1", "day1-photo", "day2", "trip"])
+            #expect(moved.map { shareBody($0) } == ["Alfama", "tram 28", "Belem", "Lisbon in May"])
+            #expect(moved.map(\.parent) == ["trip", "day1", "trip", nil])
+            #expect(try await db.records(in: inbox).map(\.name) == ["unrelated"])
+            #expect(try await db.zones().map(\.id.name) == ["Inbox", "Trip"])
+            #expect(try await f.alice.isShared(trip) == true)
+            #expect(try await f.alice.isShared(inbox) == false)
+
+            // A participant sees the moved records, and nothing of the source zone.
+            let bob = try f.user("Bob", "bob@example.com")
+            _ = try await f.alice.addParticipant(bob.userID, permission: .readOnly, to: trip)
+            _ = try await bob.acceptShare(url: share.url)
+            #expect(try await bob.sharedDatabase.records(in: trip).map(\.name) == ["day1", "day1-photo", "day2", "trip"])
+            await shareExpectError(.zoneNotFound) { try await bob.sharedDatabase.record(named: "unrelated", in: inbox) }
+        }
+    }
+
+    @Test func sharingRecordsIntoAnExistingSharesZoneAddsThemToThatShare() async throws {
+        try await ShareFixture.run { f in
+            let inbox = try await f.aliceZone("Inbox", notes: ["a", "b"])
+            _ = try await f.alice.privateDatabase.save(shareNote("b-child", in: inbox, parent: "b"))
+            let first = try await f.alice.share(records: ["a"], in: inbox, intoZoneNamed: "Shared", title: "First")
+            let bob = try f.user("Bob", "bob@example.com")
+            _ = try await f.alice.addParticipant(bob.userID, permission: .readWrite, to: first.zoneID)
+            _ = try await bob.acceptShare(url: first.url)
+            let before = try await f.alice.fetchShare(in: first.zoneID)
+
+            let again = try await f.alice.share(records: ["b"], in: inbox, intoZoneNamed: "Shared", title: "ignored")
+            #expect(again.zoneID == first.zoneID)
+            #expect(again.url == first.url)
+            #expect(again.title == "First")
+            #expect(again.version == before.version)
+            #expect(try await f.alice.fetchShares().count == 1)
+            #expect(try await bob.sharedDatabase.records(in: first.zoneID).map(\.name) == ["a", "b", "b-child"])
+            #expect(try await f.alice.privateDatabase.records(in: inbox).map(\.name) == [])
+        }
+    }
+
+    /// Moving a record into a share's zone that already has a record of that name is a clean
+    /// refusal (not a raw database error), and moves nothing.
+    @Test func sharingRecordsOntoATakenNameMovesNothingAndFailsCleanly() async throws {
+        try await ShareFixture.run { f in
+            let family = try await f.aliceZone("Family", notes: ["n1"])
+            _ = try await f.alice.share(zone: family, title: "Family notes")
+            let inbox = try await f.alice.privateDatabase.createZone(named: "Inbox")
+            _ = try await f.alice.privateDatabase.save(shareNote("n1", in: inbox, body: "the inbox's n1"))
+            _ = try await f.alice.privateDatabase.save(shareNote("n1-child", in: inbox, parent: "n1"))
+            let outcome = await shareOutcome { try await f.alice.share(records: ["n1"], in: inbox, intoZoneNamed: "Family") }
+            #expect(outcome != .allowed)
+            #expect(outcome != .refused(.internalError), "a name clash surfaces as a raw SQLite UNIQUE error")
+            #expect(try await f.alice.privateDatabase.records(in: inbox).map(\.name) == ["n1", "n1-child"])
+            #expect(shareBody(try await f.alice.privateDatabase.record(named: "n1", in: family)) == "body of n1")
+            #expect(try await f.alice.privateDatabase.records(in: family).map(\.name) == ["n1"])
+            await shareExpectError(.unknownItem) { try await f.alice.share(records: ["nope"], in: inbox, intoZoneNamed: "New") }
+            #expect(try await f.alice.privateDatabase.zones().map(\.id.name) == ["Family", "Inbox"], "no empty zone left behind")
+        }
+    }
+
+    @Test func aZoneHasAtMostOneShare() async throws {
+        try await ShareFixture.run { f in
+            let zone = try await f.aliceZone()
+            let share = try await f.alice.share(zone: zone, title: "One")
+            await shareExpectError(.alreadyExists) { try await f.alice.share(zone: zone, title: "Two") }
+            await shareExpectError(.alreadyExists) { try await f.alice.share(zone: zone, title: "Three", publicPermission: .readOnly) }
+            let shares = try await f.alice.fetchShares()
+            #expect(shares.count == 1)
+            #expect(shares.first?.title == "One")
+            #expect(shares.first?.url == share.url)
+            #expect(try f.shareRowCount("share", zone) == 1)
+        }
+    }
+
+    @Test func onlyTheOwnerSharesAZone() async throws {
+        try await ShareFixture.run { f in
+            let bob = try f.user("Bob", "bob@example.com")
+            let (zone, _) = try await f.sharedWith(bob, .readWrite)
+            await shareExpectError(.permissionFailure) { try await bob.share(zone: zone, title: "mine now") }
+            await shareExpectError(.permissionFailure) { try await bob.rekey(zone: zone) }
+            #expect(try await f.alice.fetchShare(in: zone).title == "Family notes")
+        }
+    }
+
+    // MARK: - The model
+
+    @Test func aShareHasTitleOwnerPublicPermissionParticipantsAndURL() async throws {
+        try await ShareFixture.run { f in
+            let zone = try await f.aliceZone()
+            let before = Date()
+            let created = try await f.alice.share(zone: zone, title: "Family notes")
+            #expect(created.title == "Family notes")
+            #expect(created.publicPermission == .none)
+            #expect(created.version == 1)
+            #expect(created.keyEpoch == 1)
+            #expect(created.created.timeIntervalSince1970 >= before.timeIntervalSince1970 - 1)
+            #expect(created.participants.count == 1)
+            let owner = created.owner
+            #expect(owner.userID == f.alice.userID)
+            #expect(owner.name == "Alice")
+            #expect(owner.email == "alice@example.com")
+            #expect(owner.role == .owner)
+            #expect(owner.permission == .readWrite)
+            #expect(owner.status == .accepted)
+            #expect(owner.left == false)
+            let prefix = "coffer://share/v1/\(Hex.encode(f.store.storeID))/"
+            #expect(created.url.hasPrefix(prefix))
+            #expect(created.url.count == prefix.count + 32)
+            #expect(!created.url.contains("#"))
+
+            let bob = try f.user("Bob", "bob@example.com")
+            let carol = try f.user("Carol", "carol@example.com")
+            _ = try await f.alice.addParticipant("bob@example.com", permission: .readWrite, to: zone)
+            let two = try await f.alice.addParticipant("Carol", permission: .readOnly, to: zone)
+            #expect(two.version == 3)
+            _ = try await bob.acceptShare(url: created.url)
+
+            let share = try await f.alice.fetchShare(in: zone)
+            #expect(share.version == 3, "accepting is the participant's record, not a change of the share")
+            #expect(share.url == created.url)
+            #expect(share.participants.count == 3)
+            #expect(share.participants.first?.role == .owner)
+            #expect(Array(share.participants.dropFirst()).map(\.userID) == [bob.userID, carol.userID].sorted())
+            let b = try #require(share.testParticipant(bob.userID))
+            #expect(b.name == "Bob")
+            #expect(b.email == "bob@example.com")
+            #expect(b.role == .privateUser)
+            #expect(b.permission == .readWrite)
+            #expect(b.status == .accepted)
+            #expect(b.left == false)
+            let c = try #require(share.testParticipant(carol.userID))
+            #expect(c.role == .privateUser)
+            #expect(c.permission == .readOnly)
+            #expect(c.status == .pending)
+
+            // Every member sees the same share.
+            let bobView = try await bob.fetchShare(in: zone)
+            #expect(bobView.participants == share.participants)
+            #expect(bobView.title == "Family notes")
+            let carolView = try await carol.fetchShare(in: zone)
+            #expect(carolView.testParticipant(carol.userID)?.status == .pending)
+        }
+    }
+
+    @Test func aShareTitleIsShortAndPrintable() async throws {
+        try await ShareFixture.run { f in
+            let zone = try await f.aliceZone()
+            await shareExpectError(.invalidArguments) { try await f.alice.share(zone: zone, title: "two\nlines") }
+            await shareExpectError(.invalidArguments) { try await f.alice.share(zone: zone, title: String(repeating: "x", count: 1025)) }
+            #expect(try await f.alice.isShared(zone) == false)
+            let share = try await f.alice.share(zone: zone, title: String(repeating: "é", count: 512))
+            #expect(share.title.utf8.count == 1024)
+        }
+    }
+
+    @Test func aShareHasAtMostOneHundredParticipants() async throws {
+        try await ShareFixture.run { f in
+            let zone = try await f.aliceZone(notes: [])
+            _ = try await f.alice.share(zone: zone, title: "Crowd")
+            var ids = [String]()
+            for i in 0..<101 {
+                let vault = try makeShareVault(in: f.folder, name: "Guest \(i)", email: "guest\(i)@example.com")
+                try f.store.addContact(ContactCard(vault: vault))
+                ids.append(vault.identity.userID)
+            }
+            var share: Share?
+            for id in ids.prefix(100) { share = try await f.alice.addParticipant(id, permission: .readOnly, to: zone) }
+            #expect(share?.participants.count == 101)
+            #expect(Limits.maxParticipants == 100)
+            await shareExpectError(.limitExceeded, "the 101st participant") {
+                try await f.alice.addParticipant(ids[100], permission: .readOnly, to: zone)
+            }
+            #expect(try await f.alice.fetchShare(in: zone).participants.count == 101)
+            #expect(try f.shareRowCount("share_participant", zone) == 100)
+            // Removed participants do not count.
+            _ = try await f.alice.removeParticipant(ids[0], from: zone)
+            let after = try await f.alice.addParticipant(ids[100], permission: .readOnly, to: zone)
+            #expect(after.participants.filter { $0.status == .pending }.count == 100)
+            #expect(after.testParticipant(ids[0])?.status == .removed)
+        }
+    }
+
+    // MARK: - Accepting
+
+    @Test func anInvitedParticipantAcceptsTheURLAndReadsWithTheirOwnVault() async throws {
+        try await ShareFixture.run { f in
+            let bob = try f.user("Bob", "bob@example.com")
+            let zone = try await f.aliceZone()
+            let share = try await f.alice.share(zone: zone, title: "Family notes")
+            _ = try await f.alice.addParticipant("bob@example.com", permission: .readOnly, to: zone)
+            #expect(try await bob.sharedDatabase.zones().isEmpty, "not before accepting")
+            await shareExpectError(.permissionFailure, "a pending invitee reads nothing") {
+                try await bob.sharedDatabase.record(named: "n1", in: zone)
+            }
+
+            let accepted = try await bob.acceptShare(url: share.url)
+            #expect(accepted.zoneID == zone)
+            #expect(accepted.testParticipant(bob.userID)?.status == .accepted)
+            let zones = try await bob.sharedDatabase.zones()
+            #expect(zones.map(\.id) == [zone])
+            #expect(zones.first?.recordCount == 2)
+            #expect(try await bob.privateDatabase.zones().isEmpty)
+            #expect(try await f.alice.sharedDatabase.zones().isEmpty)
+
+            // A new session of Bob's, from his vault alone, reads it.
+            let bobAgain = try f.store.session(vault: try Vault.open(at: bob.vault.url,
+                                                                     passphrase: SecureBytes(copying: Array(sharePassphrase.utf8))))
+            let note = try await bobAgain.sharedDatabase.record(named: "n1", in: zone)
+            #expect(shareBody(note) == "body of n1")
+            #expect(note.values["title"] == .string("n1"))
+            #expect(try await bobAgain.sharedDatabase.zones().map(\.id) == [zone])
+            #expect(try await f.alice.fetchShare(in: zone).testParticipant(bob.userID)?.status == .accepted)
+
+            // Accepting again changes nothing.
+            _ = try await bob.acceptShare(url: share.url)
+            #expect(try await bob.sharedDatabase.zones().map(\.id) == [zone])
+        }
+    }
+
+    @Test func aStrangerCannotAcceptAURLWithoutALinkSecret() async throws {
+        try await ShareFixture.run { f in
+            let bob = try f.user("Bob", "bob@example.com")
+            let mallory = try f.user("Mallory", "mallory@example.com")
+            let (zone, share) = try await f.sharedWith(bob, .readOnly)
+            #expect(!share.url.contains("#"))
+            await shareExpectError(.permissionFailure) { try await mallory.acceptShare(url: share.url) }
+            #expect(try await mallory.sharedDatabase.zones().isEmpty)
+            await shareExpectError(.zoneNotFound) { try await mallory.sharedDatabase.record(named: "n1", in: zone) }
+            #expect(try await mallory.fetchShares().isEmpty)
+            #expect(try f.shareRowCount("share_acceptance", zone) == 1, "only Bob's acceptance")
+            #expect(try f.wrappedKey(zone, member: mallory.userID, epoch: 1) == nil)
+        }
+    }
+
+    @Test func anyoneMayJoinAPublicShareWithItsPermission() async throws {
+        try await ShareFixture.run { f in
+            let carol = try f.user("Carol", "carol@example.com")
+            let dave = try f.user("Dave", "dave@example.com")
+            let zone = try await f.aliceZone()
+            let share = try await f.alice.share(zone: zone, title: "Open", publicPermission: .readOnly)
+            #expect(share.publicPermission == .readOnly)
+            #expect(share.url.contains("#"))
+
+            let joined = try await carol.acceptShare(url: share.url)
+            #expect(joined.zoneID == zone)
+            #expect(try await carol.sharedDatabase.zones().map(\.id) == [zone])
+            #expect(shareBody(try await carol.sharedDatabase.record(named: "n2", in: zone)) == "body of n2")
+            await shareExpectError(.permissionFailure, "read-only link") {
+                try await carol.sharedDatabase.save(shareNote("n3", in: zone))
+            }
+            let c = try #require(try await f.alice.fetchShare(in: zone).testParticipant(carol.userID))
+            #expect(c.role == .publicUser)
+            #expect(c.permission == .readOnly)
+            #expect(c.status == .accepted)
+            #expect(try f.wrappedKey(zone, member: carol.userID, epoch: 1) != nil, "a link joiner wraps the key to themselves")
+
+            // The same link without its fragment admits no one.
+            let bare = String(share.url.split(separator: "#")[0])
+            await shareExpectError(.permissionFailure) { try await dave.acceptShare(url: bare) }
+            // A wrong secret of the right shape neither.
+            let wrong = bare + "#" + Base64URL.encode([UInt8](repeating: 7, count: 32))
+            await shareExpectError(.permissionFailure) { try await dave.acceptShare(url: wrong) }
+            #expect(try await dave.sharedDatabase.zones().isEmpty)
+
+            // A read-write link lets joiners write.
+            _ = try await f.alice.setPublicPermission(.readWrite, in: zone)
+            let rw = try await f.alice.fetchShare(in: zone)
+            _ = try await dave.acceptShare(url: rw.url)
+            _ = try await dave.sharedDatabase.save(shareNote("from-dave", in: zone, body: "hi"))
+            #expect(shareBody(try await f.alice.privateDatabase.record(named: "from-dave", in: zone)) == "hi")
+            #expect(try await f.alice.fetchShare(in: zone).testParticipant(carol.userID)?.permission == .readWrite)
+        }
+    }
+
+    @Test func acceptingRefusesTheOwnerOtherStoresAndStoppedShares() async throws {
+        try await ShareFixture.run { f in
+            let zone = try await f.aliceZone()
+            let share = try await f.alice.share(zone: zone, title: "x")
+            await shareExpectError(.invalidArguments, "the owner") { try await f.alice.acceptShare(url: share.url) }
+            await shareExpectError(.invalidArguments, "not a URL") { try await f.alice.acceptShare(url: "https://example.com/") }
+
+            let otherStore = try Store(path: f.folder.appendingPathComponent("other.sqlite").path)
+            let bobThere = try otherStore.session(vault: try makeShareVault(in: f.folder, name: "Bob", email: "bob@example.com"))
+            let error = await shareExpectError(.unknownItem) { try await bobThere.acceptShare(url: share.url) }
+            #expect(error?.message.contains(Hex.encode(f.store.storeID)) == true)
+
+            let bob = try f.user("Bob", "bob@example.com")
+            _ = try await f.alice.addParticipant(bob.userID, permission: .readOnly, to: zone)
+            try await f.alice.stopSharing(zone: zone)
+            await shareExpectError(.unknownItem, "a stopped share") { try await bob.acceptShare(url: share.url) }
+        }
+    }
+
+    // MARK: - Leaving
+
+    @Test func leavingRemovesTheZoneFromTheParticipantsViewAndTouchesNothingElse() async throws {
+        try await ShareFixture.run { f in
+            let bob = try f.user("Bob", "bob@example.com")
+            let (zone, share) = try await f.sharedWith(bob, .readWrite)
+            _ = try await bob.sharedDatabase.save(shareNote("by-bob", in: zone, body: "Bob's"))
+            let before = try await f.alice.privateDatabase.records(in: zone)
+
+            try await bob.leaveShare(zone: zone)
+            #expect(try await bob.sharedDatabase.zones().isEmpty)
+            await shareExpectError(.permissionFailure) { try await bob.sharedDatabase.record(named: "n1", in: zone) }
+            await shareExpectError(.permissionFailure) { try await bob.sharedDatabase.save(shareNote("n9", in: zone)) }
+            #expect(await bob.canRead(zone: zone) == false)
+
+            let after = try await f.alice.privateDatabase.records(in: zone)
+            #expect(after == before)
+            #expect(after.map(\.changeTag) == before.map(\.changeTag))
+            #expect(after.map { shareBody($0) } == ["Bob's", "body of n1", "body of n2"])
+            let b = try #require(try await f.alice.fetchShare(in: zone).testParticipant(bob.userID))
+            #expect(b.status == .removed)
+            #expect(b.left == true)
+            #expect(try await f.alice.fetchShare(in: zone).keyEpoch == 1, "leaving does not rotate")
+
+            // They may come back with the same URL.
+            _ = try await bob.acceptShare(url: share.url)
+            #expect(try await bob.sharedDatabase.zones().map(\.id) == [zone])
+            #expect(shareBody(try await bob.sharedDatabase.record(named: "by-bob", in: zone)) == "Bob's")
+            #expect(try await f.alice.fetchShare(in: zone).testParticipant(bob.userID)?.status == .accepted)
+        }
+    }
+
+    @Test func aLinkJoinerWhoLeavesLosesTheirKeyAndMayJoinAgain() async throws {
+        try await ShareFixture.run { f in
+            let carol = try f.user("Carol", "carol@example.com")
+            let zone = try await f.aliceZone()
+            let share = try await f.alice.share(zone: zone, title: "Open", publicPermission: .readOnly)
+            _ = try await carol.acceptShare(url: share.url)
+            #expect(try f.wrappedKey(zone, member: carol.userID, epoch: 1) != nil)
+            try await carol.leaveShare(zone: zone)
+            #expect(try f.wrappedKey(zone, member: carol.userID, epoch: 1) == nil)
+            #expect(try await carol.sharedDatabase.zones().isEmpty)
+            await shareExpectError(.permissionFailure) { try await f.fresh(carol).sharedDatabase.record(named: "n1", in: zone) }
+            _ = try await carol.acceptShare(url: share.url)
+            #expect(shareBody(try await f.fresh(carol).sharedDatabase.record(named: "n1", in: zone)) == "body of n1")
+        }
+    }
+
+    @Test func theOwnerAndPendingInviteesCannotLeave() async throws {
+        try await ShareFixture.run { f in
+            let bob = try f.user("Bob", "bob@example.com")
+            let (zone, _) = try await f.sharedWith(bob, .readOnly, accept: false)
+            await shareExpectError(.invalidArguments) { try await f.alice.leaveShare(zone: zone) }
+            await shareExpectError(.permissionFailure) { try await bob.leaveShare(zone: zone) }
+            #expect(try await f.alice.fetchShare(in: zone).testParticipant(bob.userID)?.status == .pending)
+        }
+    }
+
+    @Test func deletingASharedZoneDeletesItsShare() async throws {
+        try await ShareFixture.run { f in
+            let bob = try f.user("Bob", "bob@example.com")
+            let (zone, _) = try await f.sharedWith(bob, .readWrite)
+            await shareExpectError(.permissionFailure) { try await bob.sharedDatabase.deleteZone(zone) }
+            try await f.alice.privateDatabase.deleteZone(zone)
+            #expect(try await f.alice.fetchShares().isEmpty)
+            #expect(try await bob.fetchShares().isEmpty)
+            #expect(try await bob.sharedDatabase.zones().isEmpty)
+            await shareExpectError(.zoneNotFound) { try await bob.sharedDatabase.record(named: "n1", in: zone) }
+            let counts = try f.raw { db in
+                try ["share", "share_participant", "share_acceptance", "zone_key", "zone_key_chain"].map {
+                    try Int.fetchOne(db, sql: "SELECT count(*) FROM \($0)") ?? -1
+                }
+            }
+            #expect(counts == [0, 0, 0, 0, 0])
+        }
+    }
+}

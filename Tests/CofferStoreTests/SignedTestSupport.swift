@@ -1,0 +1,267 @@
+import CofferCrypto
+import CofferVault
+import Foundation
+import GRDB
+import Testing
+@testable import CofferStore
+
+// Helpers of the signed-write, audit and change-feed tests (files named Signed*, Audit*,
+// Changes*). Every name here starts with `signed`/`Signed` so that it cannot collide with the
+// helpers of the other store tests. Vaults use `Argon2id.Parameters.min`; every test works in
+// its own temporary folder, removed afterwards.
+
+let signedPassphrase = "signed-tests-passphrase-Z3x9-quill"
+
+/// A store in a fresh folder with its owner (Alice) acting in it.
+struct SignedHarness: Sendable {
+    let folder: URL
+    let store: Store
+    let owner: Session
+
+    var path: String { store.url.path }
+    var ownerDB: RecordDatabase { owner.privateDatabase }
+
+    /// Runs `body` with a fresh store and Alice's session; removes the folder afterwards.
+    @discardableResult
+    static func run<R>(_ body: (SignedHarness) async throws -> R) async throws -> R {
+        let folder = FileManager.default.temporaryDirectory
+            .appendingPathComponent("coffer-signed-tests-\(UUID().uuidString)", isDirectory: true)
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: false,
+                                                attributes: [.posixPermissions: 0o700])
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let store = try Store(path: folder.appendingPathComponent("store.sqlite").path)
+        let vault = try signedMakeVault(in: folder, name: "Alice Owner", email: "alice@example.com")
+        let harness = SignedHarness(folder: folder, store: store, owner: try store.session(vault: vault))
+        return try await body(harness)
+    }
+
+    /// A new user with a vault of their own and a session on the store.
+    func newUser(_ name: String, _ email: String) throws -> Session {
+        try store.session(vault: try signedMakeVault(in: folder, name: name, email: email))
+    }
+
+    /// A new session of the same user: empty caches of verified commits, memberships, keys.
+    func fresh(_ session: Session) throws -> Session { try store.session(vault: session.vault) }
+
+    /// Another `Store` object on the same file (as another process would open it) and a session on it.
+    func otherStoreSession(_ session: Session) throws -> Session {
+        try Store(path: path).session(vault: session.vault)
+    }
+
+    /// A second SQLite connection on the store's file, outside the library: what anyone with
+    /// write access to the file can do.
+    func sql<T>(_ body: (Database) throws -> T) throws -> T {
+        var config = Configuration()
+        config.busyMode = .timeout(10)
+        let queue = try DatabaseQueue(path: path, configuration: config)
+        defer { try? queue.close() }
+        return try queue.write(body)
+    }
+
+    /// The zone's row as the library sees it (uid, sequence, membership sequence, epoch).
+    func zoneRow(_ zone: ZoneID) throws -> ZoneRow {
+        try sql { db in try ZoneRow.fetch(db, zone) }
+    }
+
+    /// Number of `zone_commit` rows of a zone.
+    func commitCount(_ zone: ZoneID) throws -> Int {
+        let row = try zoneRow(zone)
+        return try sql { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM zone_commit WHERE zone_id = ?", arguments: [row.rowID]) ?? -1 }
+    }
+
+    /// Alice's zone `name` with notes of the given names, each saved in its own commit.
+    func ownerZone(_ name: String = "Notes", notes: [String] = ["n1", "n2"]) async throws -> ZoneID {
+        let zone = try await ownerDB.createZone(named: name)
+        for note in notes { _ = try await ownerDB.save(signedNote(note, in: zone)) }
+        return zone
+    }
+
+    /// Shares `zone`, invites each user with their permission (in order) and has them accept.
+    func share(_ zone: ZoneID, with members: [(Session, SharePermission)]) async throws {
+        _ = try await owner.share(zone: zone, title: "Shared notes")
+        for (member, permission) in members {
+            let share = try await owner.addParticipant(member.userID, permission: permission, to: zone)
+            _ = try await member.acceptShare(url: share.url)
+        }
+    }
+
+    /// Writes, with SQL and the internals a participant holds (their zone key and signing key),
+    /// a record `name` and a commit signed by `signer`, as someone bypassing the library would.
+    /// The commit claims `membershipSeq` and key `epoch` (the zone's current ones by default) and
+    /// chains to the last commit. Returns the commit sequence.
+    @discardableResult
+    func forge(in zone: ZoneID, signer: Session, name: String, title: String, body: String? = "forged body",
+               membershipSeq: Int64? = nil, epoch keyEpoch: Int64? = nil, label: String? = nil) throws -> Int64 {
+        try sql { db in
+            let row = try ZoneRow.fetch(db, zone)
+            let seq = row.sequence + 1
+            let membership = membershipSeq ?? row.membershipSeq
+            let epoch = keyEpoch ?? row.currentEpoch
+            let now = Date().timeIntervalSince1970
+            let plain = Array(PlainValuesCodec.encode(["title": .string(title)]).utf8)
+            var sealed: [UInt8]?
+            if let body {
+                let key = try signer.zoneKey(db, zone: row, epoch: epoch)
+                let ad = Session.associatedData(storeID: signer.store.storeID, zone: row, name: name, type: "Note", epoch: epoch)
+                sealed = Envelope.seal(SealedValuesCodec.encode(["body": .string(body)]), using: key,
+                                       keyID: UInt32(epoch), authenticating: ad).bytes
+            }
+            let hash = plain.withUnsafeBytes { p -> [UInt8] in
+                if let sealed {
+                    return sealed.withUnsafeBytes { s in
+                        CommitBuilder.recordHash(zoneUID: row.uid, name: name, type: "Note", parent: nil, seq: seq, epoch: epoch,
+                                                 membershipSeq: membership, creatorID: signer.userID, created: now, modified: now,
+                                                 plain: p, sealed: s)
+                    }
+                }
+                return CommitBuilder.recordHash(zoneUID: row.uid, name: name, type: "Note", parent: nil, seq: seq, epoch: epoch,
+                                                membershipSeq: membership, creatorID: signer.userID, created: now, modified: now,
+                                                plain: p, sealed: nil)
+            }
+            try db.execute(sql: """
+                INSERT INTO record (zone_id, name, type, parent, plain, sealed, epoch, seq, membership_seq, creator_id, modifier_id, created_at, modified_at)
+                VALUES (?, ?, 'Note', NULL, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """, arguments: [row.rowID, name, String(decoding: plain, as: UTF8.self), sealed.map { Data($0) }, epoch, seq, membership,
+                                 signer.userID, signer.userID, now, now])
+            try db.execute(sql: "UPDATE zone SET sequence = ? WHERE id = ?", arguments: [seq, row.rowID])
+            var commit = CommitBuilder(zone: row, seq: seq, membershipSeq: membership, epoch: epoch, authorID: signer.userID,
+                                       authorLabel: label, time: now)
+            commit.addRecord(hash)
+            try commit.write(db, signer: signer.vault.signingKey)
+            return seq
+        }
+    }
+}
+
+/// A vault with a fast KDF in `folder/vaults/`.
+func signedMakeVault(in folder: URL, name: String, email: String?) throws -> Vault {
+    let vaults = folder.appendingPathComponent("vaults", isDirectory: true)
+    try FileManager.default.createDirectory(at: vaults, withIntermediateDirectories: true)
+    return try Vault.create(at: vaults.appendingPathComponent("\(UUID().uuidString).coffer"), name: name, email: email,
+                            passphrase: SecureBytes(copying: Array(signedPassphrase.utf8)), kdf: .min)
+}
+
+/// A note: plain title, encrypted body.
+func signedNote(_ name: String, in zone: ZoneID, title: String? = nil, body: String? = nil) -> CofferStore.Record {
+    var record = CofferStore.Record(type: "Note", name: name, zone: zone)
+    record.values["title"] = .string(title ?? "title of \(name)")
+    record.encryptedValues["body"] = .string(body ?? "body of \(name)")
+    return record
+}
+
+/// Checks that `body` throws a ``StoreError`` with exactly `code`; returns it.
+@discardableResult
+func signedExpectError<T>(_ code: StoreError.Code, _ comment: Comment? = nil,
+                          sourceLocation: SourceLocation = #_sourceLocation,
+                          _ body: () async throws -> T) async -> StoreError? {
+    let context = comment.map { " (\($0))" } ?? ""
+    do {
+        _ = try await body()
+        Issue.record("expected StoreError .\(code), but it succeeded\(context)", sourceLocation: sourceLocation)
+        return nil
+    } catch let error as StoreError {
+        #expect(error.code == code, "expected .\(code), got .\(error.code): \(error.message)\(context)", sourceLocation: sourceLocation)
+        return error
+    } catch {
+        Issue.record("expected StoreError .\(code), got \(type(of: error)): \(error)\(context)", sourceLocation: sourceLocation)
+        return nil
+    }
+}
+
+/// The synchronous form.
+@discardableResult
+func signedExpectErrorSync<T>(_ code: StoreError.Code, _ comment: Comment? = nil,
+                              sourceLocation: SourceLocation = #_sourceLocation,
+                              _ body: () throws -> T) -> StoreError? {
+    let context = comment.map { " (\($0))" } ?? ""
+    do {
+        _ = try body()
+        Issue.record("expected StoreError .\(code), but it succeeded\(context)", sourceLocation: sourceLocation)
+        return nil
+    } catch let error as StoreError {
+        #expect(error.code == code, "expected .\(code), got .\(error.code): \(error.message)\(context)", sourceLocation: sourceLocation)
+        return error
+    } catch {
+        Issue.record("expected StoreError .\(code), got \(type(of: error)): \(error)\(context)", sourceLocation: sourceLocation)
+        return nil
+    }
+}
+
+/// An audit finding reduced to what identifies it.
+struct SignedFinding: Hashable, CustomStringConvertible {
+    let kind: AuditFinding.Kind
+    let subject: String
+    init(_ kind: AuditFinding.Kind, _ subject: String) {
+        self.kind = kind
+        self.subject = subject
+    }
+    var description: String { "\(kind.rawValue):\(subject)" }
+}
+
+extension AuditReport {
+    /// The findings as (kind, subject), for exact comparison.
+    var signedKeys: Set<SignedFinding> { Set(findings.map { SignedFinding($0.kind, $0.subject) }) }
+}
+
+/// One item of a zone change feed, in feed order.
+enum SignedFeedItem: Hashable, CustomStringConvertible {
+    case changed(String)
+    case deleted(String)
+    var description: String {
+        switch self {
+        case .changed(let n): return "+\(n)"
+        case .deleted(let n): return "-\(n)"
+        }
+    }
+}
+
+/// Items of a page in feed order, (seq, name): changed records carry their change tag's
+/// sequence; deletions are placed by the caller's knowledge, so this returns both lists merged
+/// by the sequence numbers given in `deletedSeqs`.
+func signedPageItems(_ page: ZoneChanges, deletedSeqs: [String: Int64]) throws -> [SignedFeedItem] {
+    var keyed = [(Int64, String, SignedFeedItem)]()
+    for record in page.changed {
+        let seq = try ChangeTag.parse(try #require(record.changeTag))
+        keyed.append((seq, record.name, .changed(record.name)))
+    }
+    for deletion in page.deleted {
+        let seq = try #require(deletedSeqs[deletion.name], "no known sequence for deletion of \(deletion.name)")
+        keyed.append((seq, deletion.name, .deleted(deletion.name)))
+    }
+    return keyed.sorted { ($0.0, $0.1) < ($1.0, $1.1) }.map(\.2)
+}
+
+/// base64url without padding, written independently of the library.
+func signedBase64URL(_ bytes: [UInt8]) -> String {
+    Data(bytes).base64EncodedString()
+        .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+}
+
+/// Decodes base64url without padding.
+func signedBase64URLDecode(_ text: String) -> [UInt8]? {
+    var b64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+    while b64.count % 4 != 0 { b64 += "=" }
+    return Data(base64Encoded: b64).map(Array.init)
+}
+
+/// Thrown when a raced operation took too long.
+struct SignedTimeout: Error, CustomStringConvertible {
+    let seconds: Int
+    var description: String { "timed out after \(seconds) s" }
+}
+
+/// Runs `body`, failing with ``SignedTimeout`` if it has not finished after `seconds`.
+func signedWithTimeout<T: Sendable>(seconds: Int = 10, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
+    try await withThrowingTaskGroup(of: T.self) { group in
+        group.addTask { try await body() }
+        group.addTask {
+            try await Task.sleep(for: .seconds(seconds))
+            throw SignedTimeout(seconds: seconds)
+        }
+        defer { group.cancelAll() }
+        return try await group.next()!
+    }
+}
+
+/// The row id of a zone, for SQL.
+func signedRowID(_ h: SignedHarness, _ zone: ZoneID) throws -> Int64 { try h.zoneRow(zone).rowID }

@@ -1,0 +1,259 @@
+import CofferCrypto
+import CofferVault
+import Foundation
+import GRDB
+import Testing
+@testable import CofferStore
+
+@Suite("Store: open, migrations, contacts")
+struct StoreTests {
+    // MARK: - Open
+
+    @Test("a new store file is created with mode 0600, and so are its -wal and -shm")
+    func newFileIsPrivate() async throws {
+        try await withTemporaryFolder { folder async throws in
+            let path = storePath(in: folder)
+            #expect(!FileManager.default.fileExists(atPath: path))
+            let store = try Store(path: path)
+            let vault = try makeVault(in: folder)
+            let session = try store.session(vault: vault)
+            try await session.privateDatabase.createZone(named: "Notes")
+            for file in [path, path + "-wal", path + "-shm"] {
+                let attributes = try FileManager.default.attributesOfItem(atPath: file)
+                let mode = (attributes[.posixPermissions] as? NSNumber)?.intValue
+                #expect(mode == 0o600, "\(file) has mode \(String(mode ?? -1, radix: 8))")
+            }
+            #expect(store.url.path == path)
+        }
+    }
+
+    @Test("connections run in WAL mode with foreign keys and secure_delete on")
+    func pragmas() async throws {
+        try await withStore { f async throws in
+            for (label, pragmas) in [
+                ("writer", try await f.store.dbPool.write { db in try Self.pragmas(db) }),
+                ("reader", try await f.store.dbPool.read { db in try Self.pragmas(db) }),
+            ] {
+                #expect(pragmas.journal == "wal", "\(label)")
+                #expect(pragmas.foreignKeys == 1, "\(label)")
+                #expect(pragmas.secureDelete == 1, "\(label)")
+            }
+        }
+    }
+
+    static func pragmas(_ db: Database) throws -> (journal: String?, foreignKeys: Int?, secureDelete: Int?) {
+        (try String.fetchOne(db, sql: "PRAGMA journal_mode"),
+         try Int.fetchOne(db, sql: "PRAGMA foreign_keys"),
+         try Int.fetchOne(db, sql: "PRAGMA secure_delete"))
+    }
+
+    @Test("a foreign key violation is refused by the database")
+    func foreignKeysEnforced() async throws {
+        try await withStore { f async throws in
+            await #expect(throws: DatabaseError.self) {
+                try await f.store.dbPool.write { db in
+                    try db.execute(sql: "INSERT INTO zone_key (zone_id, epoch, member_id, wrapped_key) VALUES (9999, 1, 'x', x'00')")
+                }
+            }
+        }
+    }
+
+    @Test("the named migrations are applied in order, and the schema has its tables")
+    func migrations() async throws {
+        try await withStore { f async throws in
+            let (applied, tables) = try await f.store.dbPool.read { db in
+                (try String.fetchAll(db, sql: "SELECT identifier FROM grdb_migrations ORDER BY rowid"),
+                 try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name"))
+            }
+            // Issue 3's migrations come first, in order; later issues append theirs.
+            #expect(Array(applied.prefix(2)) == ["v1-store-and-contacts", "v2-zones-and-records"])
+            #expect(applied == Store.migrator.migrations)
+            #expect(Set(["contact", "field_schema", "grdb_migrations", "record", "store_meta", "zone", "zone_key"]).isSubset(of: Set(tables)))
+            #expect(try await f.store.dbPool.read { db in try Store.migrator.hasCompletedMigrations(db) })
+        }
+    }
+
+    @Test("reopening keeps the store id and the data; two stores have different ids")
+    func reopen() async throws {
+        try await withTemporaryFolder { folder async throws in
+            let path = storePath(in: folder)
+            let vault = try makeVault(in: folder)
+            var firstID: [UInt8] = []
+            do {
+                let store = try Store(path: path)
+                firstID = store.storeID
+                let alice = try store.session(vault: vault)
+                let zone = try await alice.privateDatabase.createZone(named: "Notes")
+                _ = try await alice.privateDatabase.save(makeRecord("Note", "n1", in: zone, plain: ["title": "kept"], encrypted: ["body": "sealed"]))
+            }
+            #expect(firstID.count == 16)
+            let again = try Store(path: path)
+            #expect(again.storeID == firstID)
+            let alice = try again.session(vault: vault)
+            let record = try await alice.privateDatabase.record(named: "n1", in: alice.privateDatabase.zoneID(named: "Notes"))
+            #expect(record.values["title"] == "kept")
+            #expect(record.encryptedValues["body"] == "sealed")
+            let applied = try await again.dbPool.read { db in try String.fetchAll(db, sql: "SELECT identifier FROM grdb_migrations") }
+            #expect(applied == Store.migrator.migrations)
+
+            let other = try Store(path: folder.appendingPathComponent("other.sqlite").path)
+            #expect(other.storeID.count == 16)
+            #expect(other.storeID != firstID)
+        }
+    }
+
+    @Test("a store in a missing folder is .unknownItem")
+    func missingFolder() async throws {
+        try await withTemporaryFolder { folder async throws in
+            let path = folder.appendingPathComponent("nope/store.sqlite").path
+            await expectStoreError(.unknownItem) { try Store(path: path) }
+            #expect(!FileManager.default.fileExists(atPath: path))
+        }
+    }
+
+    @Test("a file that is not a database is .internalError, not a crash, and is left as it was")
+    func notADatabase() async throws {
+        try await withTemporaryFolder { folder async throws in
+            let path = storePath(in: folder)
+            let garbage = Data((0..<8192).map { _ in UInt8.random(in: 0...255) })
+            try garbage.write(to: URL(fileURLWithPath: path))
+            await expectStoreError(.internalError) { try Store(path: path) }
+            #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == garbage)
+        }
+    }
+
+    @Test("a SQLite database that is not a Coffer store is refused")
+    func foreignDatabase() async throws {
+        try await withTemporaryFolder { folder async throws in
+            let path = storePath(in: folder)
+            do {
+                let queue = try DatabaseQueue(path: path)
+                try await queue.write { db in
+                    try db.execute(sql: "CREATE TABLE zone (something TEXT)")
+                }
+                try queue.close()
+            }
+            await expectStoreError(.internalError) { try Store(path: path) }
+        }
+    }
+
+    // MARK: - Contacts
+
+    @Test("a session registers its user's contact card")
+    func sessionRegistersCard() async throws {
+        try await withStore { f async throws in
+            let contact = try f.store.contact(matching: f.session.userID)
+            #expect(contact.userID == f.vault.identity.userID)
+            #expect(contact.name == "Alice Liddell")
+            #expect(contact.email == "alice@example.com")
+            #expect(contact.fingerprint == f.vault.identity.fingerprint)
+            #expect(contact.identity == f.vault.identity)
+            #expect(try f.store.contacts().map(\.userID) == [f.session.userID])
+        }
+    }
+
+    @Test("add, the same card again, a newer card, an older card")
+    func addUpdateUnchanged() async throws {
+        try await withTemporaryFolder { folder async throws in
+            let store = try Store(path: storePath(in: folder))
+            let bob = try makeVault(in: folder, file: "bob.coffer", name: "Bob Builder", email: "bob@example.com")
+            let t0 = Date(timeIntervalSince1970: 1_800_000_000)
+            let card = ContactCard(vault: bob, created: t0)
+            #expect(try store.addContact(card) == .added)
+            #expect(try store.contact(matching: bob.identity.userID).cardCreated == "2027-01-15T08:00:00Z")
+            #expect(try store.addContact(card) == .unchanged)
+            // A card that went through its JSON form is the same card.
+            #expect(try store.addContact(ContactCard.verify(card.jsonData())) == .unchanged)
+
+            let newer = ContactCard(vault: bob, created: t0.addingTimeInterval(3600))
+            #expect(try store.addContact(newer) == .updated)
+            #expect(try store.contact(matching: bob.identity.userID).cardCreated == "2027-01-15T09:00:00Z")
+            let storedCard = try await store.dbPool.read { db in
+                try Data.fetchOne(db, sql: "SELECT card FROM contact WHERE user_id = ?", arguments: [bob.identity.userID])
+            }
+            #expect(storedCard == newer.jsonData())
+
+            let older = ContactCard(vault: bob, created: t0.addingTimeInterval(-3600))
+            #expect(try store.addContact(older) == .unchanged)
+            #expect(try store.contact(matching: bob.identity.userID).cardCreated == "2027-01-15T09:00:00Z")
+            #expect(try store.contacts().count == 1)
+        }
+    }
+
+    @Test("lookup by user id (any case), by email (any case), by name (any case)")
+    func lookups() async throws {
+        try await withTemporaryFolder { folder async throws in
+            let store = try Store(path: storePath(in: folder))
+            let alice = try makeVault(in: folder, file: "a.coffer", name: "Alice Liddell", email: "alice@example.com")
+            let bob = try makeVault(in: folder, file: "b.coffer", name: "Bob Builder", email: "Bob@Example.com")
+            let carol = try makeVault(in: folder, file: "c.coffer", name: "Carol", email: nil)
+            for vault in [alice, bob, carol] { #expect(try store.addContact(ContactCard(vault: vault)) == .added) }
+
+            #expect(try store.contact(matching: bob.identity.userID).userID == bob.identity.userID)
+            #expect(try store.contact(matching: bob.identity.userID.uppercased()).userID == bob.identity.userID)
+            #expect(try store.contact(matching: "bob@example.com").userID == bob.identity.userID)
+            #expect(try store.contact(matching: "BOB@EXAMPLE.COM").userID == bob.identity.userID)
+            #expect(try store.contact(matching: "alice liddell").userID == alice.identity.userID)
+            #expect(try store.contact(matching: "CAROL").userID == carol.identity.userID)
+            #expect(try store.contact(matching: "Carol").email == nil)
+            await expectStoreError(.unknownItem) { try store.contact(matching: "dave@example.com") }
+            await expectStoreError(.unknownItem) { try store.contact(matching: "Alice") }
+            await expectStoreError(.unknownItem) { try store.contact(matching: "") }
+            #expect(try store.contacts().map(\.name) == ["Alice Liddell", "Bob Builder", "Carol"])
+        }
+    }
+
+    @Test("a name or an email that matches several contacts is .invalidArguments; their user ids still work")
+    func ambiguity() async throws {
+        try await withTemporaryFolder { folder async throws in
+            let store = try Store(path: storePath(in: folder))
+            let sam1 = try makeVault(in: folder, file: "s1.coffer", name: "Sam", email: "sam@one.example")
+            let sam2 = try makeVault(in: folder, file: "s2.coffer", name: "sam", email: "sam@two.example")
+            let shared1 = try makeVault(in: folder, file: "x1.coffer", name: "Xavier", email: "team@example.com")
+            let shared2 = try makeVault(in: folder, file: "x2.coffer", name: "Yolanda", email: "TEAM@example.com")
+            for vault in [sam1, sam2, shared1, shared2] { try store.addContact(ContactCard(vault: vault)) }
+
+            let byName = await expectStoreError(.invalidArguments) { try store.contact(matching: "Sam") }
+            #expect(byName?.message.contains("2 contacts") == true)
+            await expectStoreError(.invalidArguments) { try store.contact(matching: "team@example.com") }
+            #expect(try store.contact(matching: sam1.identity.userID).email == "sam@one.example")
+            #expect(try store.contact(matching: sam2.identity.userID).email == "sam@two.example")
+            #expect(try store.contact(matching: "sam@two.example").userID == sam2.identity.userID)
+            #expect(try store.contact(matching: "xavier").userID == shared1.identity.userID)
+        }
+    }
+
+    @Test("a stored contact whose keys do not match its user id is .integrityFailure")
+    func tamperedContact() async throws {
+        try await withTemporaryFolder { folder async throws in
+            let store = try Store(path: storePath(in: folder))
+            let alice = try makeVault(in: folder, file: "a.coffer", name: "Alice Liddell", email: "alice@example.com")
+            let bob = try makeVault(in: folder, file: "b.coffer", name: "Bob Builder", email: "bob@example.com")
+            try store.addContact(ContactCard(vault: alice))
+            try store.addContact(ContactCard(vault: bob))
+            try await store.dbPool.write { db in
+                try db.execute(sql: "UPDATE contact SET signing_key = ? WHERE user_id = ?",
+                               arguments: [Data(bob.identity.signingKey.rawRepresentation), alice.identity.userID])
+            }
+            await expectStoreError(.integrityFailure) { try store.contact(matching: alice.identity.userID) }
+            await expectStoreError(.integrityFailure) { try store.contacts() }
+            #expect(try store.contact(matching: "bob@example.com").userID == bob.identity.userID)
+        }
+    }
+
+    @Test("two users' sessions on one store act as themselves")
+    func twoSessions() async throws {
+        try await withStore { f async throws in
+            let bob = try f.otherSession()
+            #expect(bob.userID != f.session.userID)
+            #expect(bob.store === f.store)
+            #expect(try f.store.contacts().map(\.name) == ["Alice Liddell", "Bob Builder"])
+            let aliceZone = try await f.db.createZone(named: "Notes")
+            let bobZone = try await bob.privateDatabase.createZone(named: "Notes")
+            #expect(aliceZone.ownerID == f.session.userID)
+            #expect(bobZone.ownerID == bob.userID)
+            #expect(aliceZone != bobZone)
+            #expect(f.db.scope == .private)
+        }
+    }
+}
