@@ -50,7 +50,8 @@ let package = Package(
                 "CofferCrypto", "CofferVault", "CofferStore",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
-            ]
+            ],
+            exclude: ["sqlite3-baseline.py"]
         ),
         .executableTarget(
             name: "coffer-example",

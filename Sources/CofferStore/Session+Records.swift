@@ -205,20 +205,9 @@ extension Session {
                     }
                 }
                 if written {
-                    var plain = item.plainJSON
-                    let hash = plain.withUTF8 { p in
-                        let plainRaw = UnsafeRawBufferPointer(p)
-                        if let sealed {
-                            return sealed.withUnsafeBytes { s in
-                                CommitBuilder.recordHash(zoneUID: zone.uid, name: record.name, type: record.recordType, parent: record.parent, seq: seq,
-                                                         epoch: epoch, membershipSeq: membershipSeq, creatorID: result.creatorID!,
-                                                         created: result.created!.timeIntervalSince1970, modified: now, plain: plainRaw, sealed: s)
-                            }
-                        }
-                        return CommitBuilder.recordHash(zoneUID: zone.uid, name: record.name, type: record.recordType, parent: record.parent, seq: seq,
-                                                        epoch: epoch, membershipSeq: membershipSeq, creatorID: result.creatorID!,
-                                                        created: result.created!.timeIntervalSince1970, modified: now, plain: plainRaw, sealed: nil)
-                    }
+                    let hash = Self.hash(zone: zone, name: record.name, type: record.recordType, parent: record.parent, seq: seq,
+                                         epoch: epoch, membershipSeq: membershipSeq, creatorID: result.creatorID!,
+                                         created: result.created!.timeIntervalSince1970, modified: now, plain: item.plainJSON, sealed: sealed)
                     commit.addRecord(hash)
                     if hasTombstones {
                         try db.cachedStatement(sql: "DELETE FROM record_tombstone WHERE zone_id = ? AND name = ?")

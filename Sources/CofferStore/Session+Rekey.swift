@@ -53,7 +53,7 @@ extension Session {
                     let plain: String = row["plain"]
                     commit.addRecord(Self.hash(zone: zone, name: name, type: type, parent: row["parent"], seq: seq, epoch: current,
                                                membershipSeq: zone.membershipSeq, creatorID: row["creator_id"], created: row["created_at"],
-                                               modified: now, plain: plain, sealed: resealed.bytes))
+                                               modified: now, plain: plain, sealed: Data(resealed.bytes)))
                 }
                 if !rows.isEmpty { try commit.write(db, signer: self.vault.signingKey) }
                 if rows.isEmpty {
@@ -141,7 +141,7 @@ extension Session {
                                          target.currentEpoch, seq, target.membershipSeq, creator, me, created, now])
                     added.addRecord(Self.hash(zone: target, name: record.name, type: record.recordType, parent: record.parent, seq: seq,
                                               epoch: target.currentEpoch, membershipSeq: target.membershipSeq, creatorID: creator, created: created,
-                                              modified: now, plain: prepared.plainJSON, sealed: sealed.map(Array.init)))
+                                              modified: now, plain: prepared.plainJSON, sealed: sealed))
                     try db.execute(sql: "DELETE FROM record WHERE zone_id = ? AND name = ?", arguments: [source.rowID, record.name])
                     removed.addDeletion(name: record.name)
                     try db.execute(sql: "DELETE FROM record_tombstone WHERE zone_id = ? AND name = ?", arguments: [target.rowID, record.name])
@@ -184,19 +184,13 @@ extension Session {
 extension Session {
     /// A record version's hash from its stored forms (see ``CommitBuilder/recordHash``).
     static func hash(zone: ZoneRow, name: String, type: String, parent: String?, seq: Int64, epoch: Int64, membershipSeq: Int64,
-                     creatorID: String, created: Double, modified: Double, plain: String, sealed: [UInt8]?) -> [UInt8] {
+                     creatorID: String, created: Double, modified: Double, plain: String, sealed: Data?) -> [UInt8] {
         var plain = plain
         return plain.withUTF8 { p in
-            let plainRaw = UnsafeRawBufferPointer(p)
-            guard let sealed else {
-                return CommitBuilder.recordHash(zoneUID: zone.uid, name: name, type: type, parent: parent, seq: seq, epoch: epoch,
-                                                membershipSeq: membershipSeq, creatorID: creatorID, created: created, modified: modified,
-                                                plain: plainRaw, sealed: nil)
-            }
-            return sealed.withUnsafeBytes { s in
+            withOptionalBytes(sealed) { s in
                 CommitBuilder.recordHash(zoneUID: zone.uid, name: name, type: type, parent: parent, seq: seq, epoch: epoch,
                                          membershipSeq: membershipSeq, creatorID: creatorID, created: created, modified: modified,
-                                         plain: plainRaw, sealed: s)
+                                         plain: UnsafeRawBufferPointer(p), sealed: s)
             }
         }
     }
