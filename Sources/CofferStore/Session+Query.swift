@@ -10,7 +10,9 @@ extension Session {
         // Fields used in the query get their index first, once the query is known to be valid
         // and allowed (a refused query never writes).
         let fields = Set(query.predicates.map(\.field) + query.sort.map(\.field))
-        if !fields.isEmpty {
+        let known = store.knownIndexes.withLock { $0 }
+        let allIndexed = fields.allSatisfy { Names.isIdentifier($0) && known.contains(Self.indexName(recordType: query.recordType, field: $0)) }
+        if !fields.isEmpty && !allIndexed {
             let valid: Bool = try store.read { db in
                 let zone = try ZoneRow.fetch(db, zoneID)
                 try self.checkCanRead(db, zone: zone)
