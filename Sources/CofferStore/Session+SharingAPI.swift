@@ -74,6 +74,12 @@ extension Session {
         try shares()
     }
 
+    /// The shares of one database, as Core Data's `fetchShares(in:)` for a store: in the private
+    /// database the shares you own, in the shared database those you take part in or are invited to.
+    public func fetchShares(in database: RecordDatabase.Scope) async throws -> [Share] {
+        try shares().filter { (database == .private) == ($0.zoneID.ownerID == userID) }
+    }
+
     /// The shares of the given zones that exist and are visible to you.
     public func fetchShares(matching zones: [ZoneID]) async throws -> [ZoneID: Share] {
         var out = [ZoneID: Share]()

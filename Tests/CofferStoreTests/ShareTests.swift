@@ -416,3 +416,23 @@ struct ShareTests {
         }
     }
 }
+
+@Suite("Shares by database")
+struct SharesByDatabaseTests {
+    @Test("fetchShares(in:) splits owned shares (private) from shares taken part in (shared)")
+    func sharesByDatabase() async throws {
+        try await ShareFixture.run { f in
+            let bob = try f.user("Bob", "bob@example.com")
+            let aliceZone = try await f.alice.privateDatabase.createZone(named: "AliceZone")
+            let bobZone = try await bob.privateDatabase.createZone(named: "BobZone")
+            let aliceShare = try await f.alice.share(zone: aliceZone, title: "from Alice")
+            _ = try await f.alice.addParticipant("bob@example.com", permission: .readOnly, to: aliceZone)
+            _ = try await bob.acceptShare(url: aliceShare.url)
+            _ = try await bob.share(zone: bobZone, title: "from Bob")
+            #expect(try await bob.fetchShares(in: .private).map(\.zoneID) == [bobZone])
+            #expect(try await bob.fetchShares(in: .shared).map(\.zoneID) == [aliceZone])
+            #expect(try await f.alice.fetchShares(in: .private).map(\.zoneID) == [aliceZone])
+            #expect(try await f.alice.fetchShares(in: .shared).isEmpty)
+        }
+    }
+}
