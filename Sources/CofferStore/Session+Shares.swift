@@ -250,11 +250,12 @@ extension Session {
     func loadShare(zone zoneID: ZoneID) throws -> Share {
         try store.read { db in
             let zone = try ZoneRow.fetch(db, zoneID)
-            guard let (content, _) = try ShareContent.load(db, zone: zone) else {
+            guard let (content, signature) = try ShareContent.load(db, zone: zone) else {
                 if zone.id.ownerID == self.userID { throw StoreError(.unknownItem, "zone '\(zoneID.name)' is not shared") }
                 throw StoreError(.zoneNotFound, "zone '\(zoneID.name)' is not shared with you")
             }
-            if !(try self.isInvited(db, zone: zone, content: content)) { _ = try self.access(db, zone: zone) }
+            try self.verify(db, content, signature: signature, zone: zone)
+            if !self.isInvited(content) { _ = try self.access(db, zone: zone) }
             return try self.describe(db, zone: zone, content: content)
         }
     }
@@ -279,7 +280,7 @@ extension Session {
                 // not those removed or who left.
                 // A named participant who left is still invited (they may accept again); a link
                 // joiner who left or was removed is not.
-                let invited = try self.isInvited(db, zone: zone, content: content)
+                let invited = self.isInvited(content)
                 let current = zone.id.ownerID == me || invited || (try? self.access(db, zone: zone)) != nil
                 if current { result.append(try self.describe(db, zone: zone, content: content)) }
             }
@@ -287,10 +288,9 @@ extension Session {
         }
     }
 
-    func isInvited(_ db: GRDB.Database, zone: ZoneRow, content: ShareContent) throws -> Bool {
-        guard let (_, signature) = try ShareContent.load(db, zone: zone) else { return false }
-        try verify(db, content, signature: signature, zone: zone)
-        return content.entries.contains { $0.userID == userID && $0.status == .pending }
+    /// Whether the acting user is a pending named participant of this (already verified) share.
+    func isInvited(_ content: ShareContent) -> Bool {
+        content.entries.contains { $0.userID == userID && $0.status == .pending }
     }
 
     /// The public form of a share, statuses resolved from the participants' signed acceptances.
