@@ -53,9 +53,18 @@ struct RecordsBench: AsyncParsableCommand {
         // The field the query phase uses is indexed before saving, as the baseline's is.
         try await db.ensureIndex(recordType: "Note", fields: ["count"])
 
-        let storeSave = try await Clock.measure {
-            for start in stride(from: 0, to: rows.count, by: Self.batchSize) {
-                let batch = rows[start..<min(start + Self.batchSize, rows.count)].map { row -> CofferStore.Record in
+        // The two sides take turns batch by batch (a batch of 400 saves, 400 fetches, one query),
+        // baseline first, each turn timed on its own and summed per side: a burst of load on
+        // the machine, or the kernel writing back dirty pages, falls on both sides alike. Each
+        // phase starts after sync(2).
+        let baseline = try Baseline(path: folder.appendingPathComponent("baseline.sqlite").path)
+        var storeSave = Tally(), baseSave = Tally()
+        sync()
+        for start in stride(from: 0, to: rows.count, by: Self.batchSize) {
+            let slice = rows[start..<min(start + Self.batchSize, rows.count)]
+            try baseSave.add { try baseline.insert(slice) }
+            try await storeSave.add {
+                let batch = slice.map { row -> CofferStore.Record in
                     var r = CofferStore.Record(type: "Note", name: row.name, zone: zone)
                     r.values["title"] = .string(row.title)
                     r.values["count"] = .int(row.count)
@@ -67,11 +76,15 @@ struct RecordsBench: AsyncParsableCommand {
                 _ = try await db.modify(saving: batch, in: zone)
             }
         }
-        log(String(format: "store    save  %.2f s", storeSave.wall))
-        var checked = 0
-        let storeFetch = try await Clock.measure {
-            for start in stride(from: 0, to: rows.count, by: Self.batchSize) {
-                let names = rows[start..<min(start + Self.batchSize, rows.count)].map(\.name)
+        log(String(format: "save   store %.2f s, baseline %.2f s", storeSave.wall, baseSave.wall))
+
+        var storeFetch = Tally(), baseFetch = Tally()
+        var checked = 0, baseFound = 0
+        sync()
+        for start in stride(from: 0, to: rows.count, by: Self.batchSize) {
+            let names = rows[start..<min(start + Self.batchSize, rows.count)].map(\.name)
+            try baseFetch.add { baseFound += try baseline.fetch(names: names) }
+            try await storeFetch.add {
                 let found = try await db.records(named: names, in: zone)
                 for name in names {
                     let record = try found[name]!.get()
@@ -79,34 +92,27 @@ struct RecordsBench: AsyncParsableCommand {
                 }
             }
         }
-        guard checked == rows.count else { throw ValidationError("fetch returned \(checked) of \(rows.count) records") }
-        log(String(format: "store    fetch %.2f s", storeFetch.wall))
-        var queried = 0
-        let storeQuery = try await Clock.measure {
-            for value in queryValues {
+        guard checked == rows.count, baseFound == rows.count else {
+            throw ValidationError("fetch returned \(checked) (store) and \(baseFound) (baseline) of \(rows.count) records")
+        }
+        log(String(format: "fetch  store %.2f s, baseline %.2f s", storeFetch.wall, baseFetch.wall))
+
+        var storeQuery = Tally(), baseQuery = Tally()
+        var queried = 0, baseQueried = 0
+        sync()
+        for value in queryValues {
+            try baseQuery.add { baseQueried += try baseline.query(count: value) }
+            try await storeQuery.add {
                 let result = try await db.query(Query(recordType: "Note", predicates: [.init("count", .equal, .int(value))]), in: zone)
                 for record in result.records where record.encryptedValues["body"] != nil { queried += 1 }
             }
         }
-        guard queried == queries * Self.perQuery else { throw ValidationError("queries returned \(queried) records, expected \(queries * Self.perQuery)") }
-        log(String(format: "store    query %.2f s", storeQuery.wall))
-
-        // Baseline
-        let baseline = try Baseline(path: folder.appendingPathComponent("baseline.sqlite").path)
-        let baseSave = try await Clock.measure { try baseline.insert(rows, batchSize: Self.batchSize) }
-        log(String(format: "baseline save  %.2f s", baseSave.wall))
-        let baseFetch = try await Clock.measure {
-            let n = try baseline.fetchAll(names: rows.map(\.name), batchSize: Self.batchSize)
-            guard n == rows.count else { throw ValidationError("baseline fetch returned \(n)") }
+        guard queried == queries * Self.perQuery, baseQueried == queries * Self.perQuery else {
+            throw ValidationError("queries returned \(queried) (store) and \(baseQueried) (baseline) records, expected \(queries * Self.perQuery)")
         }
-        log(String(format: "baseline fetch %.2f s", baseFetch.wall))
-        let baseQuery = try await Clock.measure {
-            let n = try baseline.query(counts: queryValues)
-            guard n == queries * Self.perQuery else { throw ValidationError("baseline queries returned \(n)") }
-        }
-        log(String(format: "baseline query %.2f s", baseQuery.wall))
+        log(String(format: "query  store %.2f s, baseline %.2f s", storeQuery.wall, baseQuery.wall))
 
-        func entry(_ store: (wall: Double, cpu: Double), _ base: (wall: Double, cpu: Double), count: Int) -> [String: Any] {
+        func entry(_ store: Tally, _ base: Tally, count: Int) -> [String: Any] {
             let rps = Double(count) / store.wall, brps = Double(count) / base.wall
             return ["recordsPerSecond": rps.rounded(), "baselineRecordsPerSecond": brps.rounded(),
                     "ratio": (rps / brps * 1000).rounded() / 1000, "seconds": store.wall, "baselineSeconds": base.wall,
@@ -202,45 +208,54 @@ struct Baseline {
 
     var sqliteVersion: String { (try? pool.read { try String.fetchOne($0, sql: "SELECT sqlite_version()") }) ?? "?" }
 
-    func insert(_ rows: [RecordsBench.Row], batchSize: Int) throws {
-        for start in stride(from: 0, to: rows.count, by: batchSize) {
-            let batch = rows[start..<min(start + batchSize, rows.count)]
-            try pool.write { db in
-                let statement = try db.cachedStatement(sql: "INSERT INTO note (name, title, count, date, body, n) VALUES (?, ?, ?, ?, ?, ?)")
-                for row in batch {
-                    try statement.execute(arguments: [row.name, row.title, row.count, row.date.timeIntervalSince1970, row.body, row.n])
-                }
+    /// One batch, in one transaction.
+    func insert(_ batch: ArraySlice<RecordsBench.Row>) throws {
+        try pool.write { db in
+            let statement = try db.cachedStatement(sql: "INSERT INTO note (name, title, count, date, body, n) VALUES (?, ?, ?, ?, ?, ?)")
+            for row in batch {
+                try statement.execute(arguments: [row.name, row.title, row.count, row.date.timeIntervalSince1970, row.body, row.n])
             }
         }
     }
 
-    func fetchAll(names: [String], batchSize: Int) throws -> Int {
-        var found = 0
-        for start in stride(from: 0, to: names.count, by: batchSize) {
-            let batch = Array(names[start..<min(start + batchSize, names.count)])
-            found += try pool.read { db in
-                let statement = try db.cachedStatement(sql: "SELECT name, title, count, date, body, n FROM note WHERE name = ?")
-                var n = 0
-                for name in batch {
-                    if let row = try GRDB.Row.fetchOne(statement, arguments: [name]) {
-                        let body: String = row[4]
-                        if !body.isEmpty { n += 1 }
-                    }
+    /// Fetches each name with a prepared statement; returns how many were found.
+    func fetch(names: [String]) throws -> Int {
+        try pool.read { db in
+            let statement = try db.cachedStatement(sql: "SELECT name, title, count, date, body, n FROM note WHERE name = ?")
+            var n = 0
+            for name in names {
+                if let row = try GRDB.Row.fetchOne(statement, arguments: [name]) {
+                    let body: String = row[4]
+                    if !body.isEmpty { n += 1 }
                 }
-                return n
             }
+            return n
         }
-        return found
     }
 
-    func query(counts: [Int64]) throws -> Int {
-        var found = 0
-        for value in counts {
-            found += try pool.read { db in
-                let statement = try db.cachedStatement(sql: "SELECT name, title, count, date, body, n FROM note WHERE count = ? ORDER BY name")
-                return try GRDB.Row.fetchAll(statement, arguments: [value]).filter { !($0[4] as String).isEmpty }.count
-            }
+    /// The rows with `count = value`, ordered by name; returns how many.
+    func query(count value: Int64) throws -> Int {
+        try pool.read { db in
+            let statement = try db.cachedStatement(sql: "SELECT name, title, count, date, body, n FROM note WHERE count = ? ORDER BY name")
+            return try GRDB.Row.fetchAll(statement, arguments: [value]).filter { !($0[4] as String).isEmpty }.count
         }
-        return found
+    }
+}
+
+/// Wall and CPU time summed over the turns of one side.
+struct Tally {
+    var wall = 0.0
+    var cpu = 0.0
+
+    mutating func add(_ body: () throws -> Void) throws {
+        let cpu0 = Clock.cpuSeconds()
+        wall += try Clock.seconds(body)
+        cpu += Clock.cpuSeconds() - cpu0
+    }
+
+    mutating func add(_ body: () async throws -> Void) async throws {
+        let cpu0 = Clock.cpuSeconds()
+        wall += try await Clock.secondsAsync(body)
+        cpu += Clock.cpuSeconds() - cpu0
     }
 }
