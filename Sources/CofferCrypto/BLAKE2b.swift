@@ -51,6 +51,27 @@ public enum BLAKE2b {
         }
     }
 
+    /// The unkeyed hash of `a ‖ b ‖ c`, written to `out` (16 to 64 bytes): no allocation at all,
+    /// for hashes computed per record.
+    public static func hash(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer, _ c: UnsafeRawBufferPointer?,
+                            into out: UnsafeMutableRawBufferPointer) {
+        precondition((minimumOutputByteCount...maximumOutputByteCount).contains(out.count), "BLAKE2b output length")
+        Sodium.ensureInitialized()
+        withUnsafeTemporaryAllocation(byteCount: crypto_generichash_statebytes(), alignment: 64) { state in
+            let st = OpaquePointer(state.baseAddress!)
+            _ = crypto_generichash_init(st, nil, 0, out.count)
+            func update(_ part: UnsafeRawBufferPointer) {
+                guard part.count > 0 else { return }
+                _ = crypto_generichash_update(st, part.baseAddress!.assumingMemoryBound(to: UInt8.self), UInt64(part.count))
+            }
+            update(a)
+            update(b)
+            if let c { update(c) }
+            _ = crypto_generichash_final(st, out.baseAddress!.assumingMemoryBound(to: UInt8.self), out.count)
+            sodium_memzero(state.baseAddress!, state.count)
+        }
+    }
+
     /// An incremental BLAKE2b hash. libsodium's state is a 64-byte aligned struct that
     /// Swift does not import, so it is allocated here by size and alignment.
     public final class Hasher {

@@ -73,6 +73,25 @@ public struct Envelope: Sendable, Equatable {
         return out
     }
 
+    /// Seals `plaintext` in place of a caller's buffers and returns the encoded envelope
+    /// (header ‖ nonce ‖ ciphertext ‖ tag) in one allocation: the form the record store writes.
+    /// The nonce is drawn here, fresh and random, as in ``seal(_:using:keyID:authenticating:)``.
+    public static func sealedBytes(_ plaintext: UnsafeRawBufferPointer, using key: SymmetricKey, keyID: UInt32,
+                                   authenticating authenticatedData: UnsafeRawBufferPointer) -> [UInt8] {
+        let total = overhead + plaintext.count
+        let header = headerBytes(keyID: keyID)
+        return header.withUnsafeBytes { header in
+            withFullAssociatedData(header: header, authenticatedData) { ad in
+                [UInt8](unsafeUninitializedCapacity: total) { out, initialized in
+                    let raw = UnsafeMutableRawBufferPointer(out)
+                    raw.baseAddress!.copyMemory(from: header.baseAddress!, byteCount: headerByteCount)
+                    XChaCha20Poly1305.sealRaw(plaintext, into: UnsafeMutableRawBufferPointer(rebasing: raw[headerByteCount...]), key: key, ad: ad)
+                    initialized = total
+                }
+            }
+        }
+    }
+
     /// Seals secret bytes (a key) without copying them out of guarded memory.
     public static func seal(_ secret: SecureBytes, using key: SymmetricKey, keyID: UInt32,
                             authenticating authenticatedData: some ContiguousBytes = [UInt8]()) -> Envelope {
@@ -109,16 +128,43 @@ public struct Envelope: Sendable, Equatable {
                             authenticating authenticatedData: UnsafeRawBufferPointer) throws -> [UInt8] {
         _ = try keyID(of: envelope)
         let plaintextCount = envelope.count - overhead
-        return try withUnsafeTemporaryAllocation(byteCount: headerByteCount + authenticatedData.count, alignment: 1) { ad in
-            ad.baseAddress!.copyMemory(from: envelope.baseAddress!, byteCount: headerByteCount)
+        return try withFullAssociatedData(header: UnsafeRawBufferPointer(rebasing: envelope[0..<headerByteCount]), authenticatedData) { ad in
+            try [UInt8](unsafeUninitializedCapacity: plaintextCount) { out, initialized in
+                try XChaCha20Poly1305.openRaw(UnsafeRawBufferPointer(rebasing: envelope[headerByteCount...]),
+                                              into: UnsafeMutableRawBufferPointer(out), key: key, ad: ad)
+                initialized = plaintextCount
+            }
+        }
+    }
+
+    /// Opens an encoded envelope in place into temporary memory, passes the plaintext to
+    /// `body`, then wipes it: for callers that decode the plaintext straight away.
+    /// Not generic, so that a call from another module needs no type metadata at run time.
+    public static func withOpened(_ envelope: UnsafeRawBufferPointer, using key: SymmetricKey,
+                                  authenticating authenticatedData: UnsafeRawBufferPointer,
+                                  _ body: (UnsafeRawBufferPointer) throws -> Void) throws {
+        _ = try keyID(of: envelope)
+        let plaintextCount = envelope.count - overhead
+        try withFullAssociatedData(header: UnsafeRawBufferPointer(rebasing: envelope[0..<headerByteCount]), authenticatedData) { ad in
+            try withUnsafeTemporaryAllocation(byteCount: max(plaintextCount, 1), alignment: 16) { out in
+                let plaintext = UnsafeMutableRawBufferPointer(rebasing: out[0..<plaintextCount])
+                defer { Sodium.wipe(out) }
+                try XChaCha20Poly1305.openRaw(UnsafeRawBufferPointer(rebasing: envelope[headerByteCount...]),
+                                              into: plaintext, key: key, ad: ad)
+                try body(UnsafeRawBufferPointer(plaintext))
+            }
+        }
+    }
+
+    /// The AEAD's associated data (the envelope header, then the caller's), on the stack.
+    private static func withFullAssociatedData<R>(header: UnsafeRawBufferPointer, _ authenticatedData: UnsafeRawBufferPointer,
+                                                  _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        try withUnsafeTemporaryAllocation(byteCount: headerByteCount + authenticatedData.count, alignment: 1) { ad in
+            ad.baseAddress!.copyMemory(from: header.baseAddress!, byteCount: headerByteCount)
             if authenticatedData.count > 0 {
                 (ad.baseAddress! + headerByteCount).copyMemory(from: authenticatedData.baseAddress!, byteCount: authenticatedData.count)
             }
-            return try [UInt8](unsafeUninitializedCapacity: plaintextCount) { out, initialized in
-                try XChaCha20Poly1305.openRaw(UnsafeRawBufferPointer(rebasing: envelope[headerByteCount...]),
-                                              into: UnsafeMutableRawBufferPointer(out), key: key, ad: UnsafeRawBufferPointer(ad))
-                initialized = plaintextCount
-            }
+            return try body(UnsafeRawBufferPointer(ad))
         }
     }
 

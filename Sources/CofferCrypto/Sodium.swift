@@ -15,6 +15,12 @@ enum Sodium {
         _ = initialized
     }
 
+    /// Zeroes memory that held secrets (`sodium_memzero`, which the compiler cannot drop).
+    static func wipe(_ buffer: UnsafeMutableRawBufferPointer) {
+        guard let base = buffer.baseAddress, buffer.count > 0 else { return }
+        sodium_memzero(base, buffer.count)
+    }
+
     /// The libsodium version string, for diagnostics.
     static var versionString: String {
         ensureInitialized()

@@ -92,22 +92,30 @@ public enum XChaCha20Poly1305 {
 
     /// nonce ‖ ciphertext ‖ tag for `plaintext`, with a fresh random nonce.
     static func sealRaw(_ plaintext: UnsafeRawBufferPointer, key: SymmetricKey, ad: UnsafeRawBufferPointer) -> [UInt8] {
-        Sodium.ensureInitialized()
         let total = nonceByteCount + plaintext.count + tagByteCount
         return [UInt8](unsafeUninitializedCapacity: total) { out, initialized in
-            let base = out.baseAddress!
-            randombytes_buf(base, nonceByteCount)
-            var clen: UInt64 = 0
-            key.withUnsafeBytes { k in
-                _ = crypto_aead_xchacha20poly1305_ietf_encrypt(
-                    base + nonceByteCount, &clen,
-                    plaintext.baseAddress?.assumingMemoryBound(to: UInt8.self), UInt64(plaintext.count),
-                    ad.baseAddress?.assumingMemoryBound(to: UInt8.self), UInt64(ad.count),
-                    nil, base, k.baseAddress!.assumingMemoryBound(to: UInt8.self))
-            }
-            precondition(Int(clen) == plaintext.count + tagByteCount)
+            sealRaw(plaintext, into: UnsafeMutableRawBufferPointer(out), key: key, ad: ad)
             initialized = total
         }
+    }
+
+    /// Writes nonce ‖ ciphertext ‖ tag for `plaintext` into `out` (exactly that long), with a
+    /// fresh random nonce.
+    static func sealRaw(_ plaintext: UnsafeRawBufferPointer, into out: UnsafeMutableRawBufferPointer, key: SymmetricKey,
+                        ad: UnsafeRawBufferPointer) {
+        Sodium.ensureInitialized()
+        precondition(out.count == nonceByteCount + plaintext.count + tagByteCount, "sealed box buffer length")
+        let base = out.baseAddress!.assumingMemoryBound(to: UInt8.self)
+        randombytes_buf(base, nonceByteCount)
+        var clen: UInt64 = 0
+        key.withUnsafeBytes { k in
+            _ = crypto_aead_xchacha20poly1305_ietf_encrypt(
+                base + nonceByteCount, &clen,
+                plaintext.baseAddress?.assumingMemoryBound(to: UInt8.self), UInt64(plaintext.count),
+                ad.baseAddress?.assumingMemoryBound(to: UInt8.self), UInt64(ad.count),
+                nil, base, k.baseAddress!.assumingMemoryBound(to: UInt8.self))
+        }
+        precondition(Int(clen) == plaintext.count + tagByteCount)
     }
 
     /// Opens `combined` (nonce ‖ ciphertext ‖ tag) into `out`, which has room for the plaintext.
