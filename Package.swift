@@ -33,6 +33,8 @@ let package = Package(
             dependencies: [
                 "CofferCrypto", "CofferVault",
                 .product(name: "GRDB", package: "GRDB.swift"),
+                // SQLite's C API, for binding and reading record rows in place on the hot paths.
+                .product(name: "GRDBSQLite", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),

@@ -27,6 +27,8 @@ struct CommitBuilder {
 
     mutating func addRecord(_ hash: [UInt8]) { entries += hash }
 
+    mutating func addRecord(_ digest: Digest32) { withUnsafeBytes(of: digest) { entries.append(contentsOf: $0) } }
+
     mutating func addDeletion(name: String) { entries += Self.deletionHash(zoneUID: zone.uid, name: name, seq: seq) }
 
     var signedBytes: [UInt8] { Self.signedBytes(zoneUID: zone.uid, seq: seq, membershipSeq: membershipSeq, epoch: epoch, authorID: authorID,
@@ -34,16 +36,16 @@ struct CommitBuilder {
 
     /// Signs and stores the commit, chained to the zone's previous commit.
     func write(_ db: GRDB.Database, signer: Ed25519.PrivateKey) throws {
-        let prev = try Data.fetchOne(db, sql: "SELECT hash FROM zone_commit WHERE zone_id = ? ORDER BY seq DESC LIMIT 1",
+        let prev = try Data.fetchOne(db.cachedStatement(sql: "SELECT hash FROM zone_commit WHERE zone_id = ? ORDER BY seq DESC LIMIT 1"),
                                      arguments: [zone.rowID]).map(Array.init) ?? [UInt8](repeating: 0, count: 32)
         let bytes = Self.signedBytes(zoneUID: zone.uid, seq: seq, membershipSeq: membershipSeq, epoch: epoch, authorID: authorID,
                                      authorLabel: authorLabel, time: time, prevHash: prev, entries: entries)
         let signature = signer.signature(for: bytes)
         let hash = BLAKE2b.hash(bytes + signature)
-        try db.execute(sql: """
+        try db.cachedStatement(sql: """
             INSERT INTO zone_commit (zone_id, seq, author_id, author_label, membership_seq, epoch, committed_at, prev_hash, entries, hash, signature)
             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-            """, arguments: [zone.rowID, seq, authorID, authorLabel, membershipSeq, epoch, time, Data(prev), Data(entries), Data(hash), Data(signature)])
+            """).execute(arguments: [zone.rowID, seq, authorID, authorLabel, membershipSeq, epoch, time, Data(prev), Data(entries), Data(hash), Data(signature)])
     }
 
     static func signedBytes(zoneUID: [UInt8], seq: Int64, membershipSeq: Int64, epoch: Int64, authorID: String, authorLabel: String?,
@@ -63,25 +65,57 @@ struct CommitBuilder {
     static func recordHash(zoneUID: [UInt8], name: String, type: String, parent: String?, seq: Int64, epoch: Int64, membershipSeq: Int64,
                            creatorID: String, created: Double, modified: Double,
                            plain: UnsafeRawBufferPointer, sealed: UnsafeRawBufferPointer?) -> [UInt8] {
-        var header = [UInt8]()
-        header.reserveCapacity(160 + name.utf8.count + type.utf8.count + (parent?.utf8.count ?? 0) + creatorID.utf8.count)
-        func u32(_ v: Int) { header.append(contentsOf: [UInt8(v >> 24 & 0xff), UInt8(v >> 16 & 0xff), UInt8(v >> 8 & 0xff), UInt8(v & 0xff)]) }
-        func u64(_ v: UInt64) { for shift in stride(from: 56, through: 0, by: -8) { header.append(UInt8(v >> UInt64(shift) & 0xff)) } }
-        func text(_ s: String) { u32(s.utf8.count); header.append(contentsOf: s.utf8) }
-        header.append(contentsOf: "coffer.record-version.v1".utf8)
-        u32(zoneUID.count); header.append(contentsOf: zoneUID)
-        text(name)
-        text(type)
-        header.append(parent == nil ? 0 : 1)
-        text(parent ?? "")
-        u64(UInt64(bitPattern: seq)); u64(UInt64(bitPattern: epoch)); u64(UInt64(bitPattern: membershipSeq))
-        text(creatorID)
-        u64(created.bitPattern); u64(modified.bitPattern)
-        u32(plain.count)
-        header.append(sealed == nil ? 0 : 1)
-        u32(sealed?.count ?? 0)
-        return header.withUnsafeBytes { h in
-            BLAKE2b.hash(parts: sealed.map { [h, plain, $0] } ?? [h, plain])
+        recordDigest(zoneUID: zoneUID, name: name, type: type, parent: parent, seq: seq, epoch: epoch, membershipSeq: membershipSeq,
+                     creatorID: creatorID, created: created, modified: modified, plain: plain, sealed: sealed).bytes
+    }
+
+    /// ``recordHash(zoneUID:name:type:parent:seq:epoch:membershipSeq:creatorID:created:modified:plain:sealed:)``
+    /// as a ``Digest32``, computed without allocating.
+    static func recordDigest(zoneUID: [UInt8], name: String, type: String, parent: String?, seq: Int64, epoch: Int64, membershipSeq: Int64,
+                             creatorID: String, created: Double, modified: Double,
+                             plain: UnsafeRawBufferPointer, sealed: UnsafeRawBufferPointer?) -> Digest32 {
+        let domain: StaticString = "coffer.record-version.v1"
+        let size = domain.utf8CodeUnitCount + 4 + zoneUID.count + 4 + name.utf8.count + 4 + type.utf8.count + 1
+            + 4 + (parent?.utf8.count ?? 0) + 24 + 4 + creatorID.utf8.count + 16 + 4 + 1 + 4
+        // The header is built on the stack: this runs for every record written and read.
+        return withUnsafeTemporaryAllocation(byteCount: size, alignment: 8) { buffer in
+            var w = HeaderWriter(base: buffer.baseAddress!)
+            w.bytes(UnsafeRawBufferPointer(start: domain.utf8Start, count: domain.utf8CodeUnitCount))
+            w.u32(zoneUID.count)
+            zoneUID.withUnsafeBytes { w.bytes($0) }
+            w.text(name)
+            w.text(type)
+            w.u8(parent == nil ? 0 : 1)
+            w.text(parent ?? "")
+            w.u64(UInt64(bitPattern: seq)); w.u64(UInt64(bitPattern: epoch)); w.u64(UInt64(bitPattern: membershipSeq))
+            w.text(creatorID)
+            w.u64(created.bitPattern); w.u64(modified.bitPattern)
+            w.u32(plain.count)
+            w.u8(sealed == nil ? 0 : 1)
+            w.u32(sealed?.count ?? 0)
+            precondition(w.offset == size, "record hash header length")
+            var digest = Digest32.zero
+            withUnsafeMutableBytes(of: &digest) { BLAKE2b.hash(UnsafeRawBufferPointer(buffer), plain, sealed, into: $0) }
+            return digest
+        }
+    }
+
+    /// Big-endian writes into a buffer sized in advance.
+    struct HeaderWriter {
+        let base: UnsafeMutableRawPointer
+        var offset = 0
+
+        mutating func u8(_ v: UInt8) { base.storeBytes(of: v, toByteOffset: offset, as: UInt8.self); offset += 1 }
+        mutating func u32(_ v: Int) { base.storeBytes(of: UInt32(truncatingIfNeeded: v).bigEndian, toByteOffset: offset, as: UInt32.self); offset += 4 }
+        mutating func u64(_ v: UInt64) { base.storeBytes(of: v.bigEndian, toByteOffset: offset, as: UInt64.self); offset += 8 }
+        mutating func bytes(_ b: UnsafeRawBufferPointer) {
+            if b.count > 0 { (base + offset).copyMemory(from: b.baseAddress!, byteCount: b.count) }
+            offset += b.count
+        }
+        mutating func text(_ s: String) {
+            var s = s
+            u32(s.utf8.count)
+            s.withUTF8 { bytes(UnsafeRawBufferPointer($0)) }
         }
     }
 
@@ -89,6 +123,26 @@ struct CommitBuilder {
         BLAKE2b.hash(Array("coffer.record-deletion.v1".utf8) + zoneUID + BigEndian.bytes(UInt32(name.utf8.count)) + Array(name.utf8)
                      + BigEndian.bytes(Int64(seq)))
     }
+}
+
+/// A 32-byte hash as four words: cheap to hash and compare in the sets of a commit's entries.
+struct Digest32: Hashable, Sendable {
+    var a: UInt64, b: UInt64, c: UInt64, d: UInt64
+    static let zero = Digest32(a: 0, b: 0, c: 0, d: 0)
+
+    init(a: UInt64, b: UInt64, c: UInt64, d: UInt64) {
+        self.a = a; self.b = b; self.c = c; self.d = d
+    }
+
+    /// From exactly 32 bytes.
+    init(_ bytes: some Collection<UInt8>) {
+        precondition(bytes.count == 32, "a digest is 32 bytes")
+        var value = Digest32.zero
+        withUnsafeMutableBytes(of: &value) { out in _ = out.initializeMemory(as: UInt8.self, from: bytes) }
+        self = value
+    }
+
+    var bytes: [UInt8] { withUnsafeBytes(of: self) { Array($0) } }
 }
 
 /// An owner-signed membership entry: who may read and write a zone from this membership

@@ -19,7 +19,7 @@ enum Names {
         guard name.utf8.allSatisfy({ $0 >= 0x20 && $0 < 0x7f }) else {
             throw StoreError(.invalidArguments, "\(what) '\(printable(name))' must be printable ASCII")
         }
-        guard !name.hasPrefix("_") else { throw StoreError(.invalidArguments, "\(what) '\(name)' cannot start with '_'") }
+        guard name.utf8.first != UInt8(ascii: "_") else { throw StoreError(.invalidArguments, "\(what) '\(name)' cannot start with '_'") }
     }
 
     static func validateRecordType(_ type: String) throws {
@@ -36,7 +36,7 @@ enum Names {
 
     /// `[A-Za-z][A-Za-z0-9_]*`, at most 255: safe to inline in SQL and JSON paths.
     static func isIdentifier(_ s: String) -> Bool {
-        let bytes = Array(s.utf8)
+        let bytes = s.utf8
         guard let first = bytes.first, bytes.count <= maxLength, isLetter(first) else { return false }
         return bytes.allSatisfy { isLetter($0) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x5f }
     }

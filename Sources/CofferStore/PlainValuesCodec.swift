@@ -10,25 +10,30 @@ import Foundation
 /// bytes → base64 string; list → array. The field's type comes from the schema on decode.
 enum PlainValuesCodec {
     static func encode(_ values: [String: RecordValue]) -> String {
+        String(decoding: encodeBytes(values), as: UTF8.self)
+    }
+
+    /// ``encode(_:)`` as UTF-8 bytes, the form bound to SQLite and hashed.
+    static func encodeBytes(_ values: [String: RecordValue]) -> [UInt8] {
         var out = [UInt8]()
         out.reserveCapacity(64 + values.count * 24)
         out.append(UInt8(ascii: "{"))
         var first = true
-        for key in values.keys.sorted() {
+        for (key, value) in values.sorted(by: { $0.key < $1.key }) {
             if !first { out.append(UInt8(ascii: ",")) }
             first = false
             appendString(key, to: &out)
             out.append(UInt8(ascii: ":"))
-            appendValue(values[key]!, to: &out)
+            appendValue(value, to: &out)
         }
         out.append(UInt8(ascii: "}"))
-        return String(decoding: out, as: UTF8.self)
+        return out
     }
 
     static func appendValue(_ value: RecordValue, to out: inout [UInt8]) {
         switch value {
         case .string(let s), .reference(let s): appendString(s, to: &out)
-        case .int(let v): out.append(contentsOf: String(v).utf8)
+        case .int(let v): appendInt(v, to: &out)
         case .double(let v): out.append(contentsOf: formatDouble(v).utf8)
         case .bool(let v): out.append(contentsOf: (v ? "true" : "false").utf8)
         case .date(let d): out.append(contentsOf: formatDouble(d.timeIntervalSinceReferenceDate).utf8)
@@ -43,11 +48,26 @@ enum PlainValuesCodec {
         }
     }
 
+    /// Decimal digits of `v`, without going through a String.
+    static func appendInt(_ v: Int64, to out: inout [UInt8]) {
+        if v < 0 { out.append(UInt8(ascii: "-")) }
+        var magnitude = v.magnitude
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { digits in
+            var n = 0
+            repeat {
+                digits[n] = UInt8(ascii: "0") + UInt8(magnitude % 10)
+                magnitude /= 10
+                n += 1
+            } while magnitude > 0
+            for i in stride(from: n - 1, through: 0, by: -1) { out.append(digits[i]) }
+        }
+    }
+
     /// Shortest round-trip form, always with a fraction or exponent so SQLite reads a REAL.
     static func formatDouble(_ v: Double) -> String {
         precondition(v.isFinite, "non-finite doubles are rejected before encoding")
-        let s = "\(v)"
-        return s.contains(".") || s.contains("e") ? s : s + ".0"
+        let s = v.description
+        return s.utf8.contains(where: { $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: "e") }) ? s : s + ".0"
     }
 
     static func appendString(_ s: String, to out: inout [UInt8]) {
@@ -119,7 +139,7 @@ enum PlainValuesCodec {
 
         mutating func object(typeOf: (String) -> FieldType?) throws -> [String: RecordValue] {
             try expect(UInt8(ascii: "{"))
-            var result = [String: RecordValue]()
+            var result = [String: RecordValue](minimumCapacity: 8)
             if peek() == UInt8(ascii: "}") { index += 1; return result }
             while true {
                 let key = try string()

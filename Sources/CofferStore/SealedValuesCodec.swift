@@ -21,11 +21,10 @@ enum SealedValuesCodec {
         precondition(values.count <= Int(UInt16.max), "records are limited to Limits.maxFieldsPerRecord fields before encoding")
         out.append(UInt8(values.count >> 8))
         out.append(UInt8(values.count & 0xff))
-        for key in values.keys.sorted() {
-            let k = Array(key.utf8)
-            out.append(UInt8(k.count))
-            out.append(contentsOf: k)
-            append(values[key]!, to: &out, withTag: true)
+        for (key, value) in values.sorted(by: { $0.key < $1.key }) {
+            out.append(UInt8(key.utf8.count))
+            out.append(contentsOf: key.utf8)
+            append(value, to: &out, withTag: true)
         }
         out.append(0x80)
         let padded = (out.count + paddingBlock - 1) / paddingBlock * paddingBlock

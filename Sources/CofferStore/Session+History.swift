@@ -5,8 +5,8 @@ extension Session {
     /// Takes the next store-wide database sequence number and stamps the zone with it, so the
     /// database change feeds of its owner and members see it changed.
     static func touch(_ db: GRDB.Database, zoneRowID: Int64) throws {
-        try db.execute(sql: "UPDATE store_counter SET db_seq = db_seq + 1 WHERE id = 1")
-        try db.execute(sql: "UPDATE zone SET db_seq = (SELECT db_seq FROM store_counter WHERE id = 1) WHERE id = ?", arguments: [zoneRowID])
+        try db.cachedStatement(sql: "UPDATE store_counter SET db_seq = db_seq + 1 WHERE id = 1").execute()
+        try db.cachedStatement(sql: "UPDATE zone SET db_seq = (SELECT db_seq FROM store_counter WHERE id = 1) WHERE id = ?").execute(arguments: [zoneRowID])
     }
 
     /// Records that a zone left a user's view (deleted, removed from its share, left), for their

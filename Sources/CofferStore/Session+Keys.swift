@@ -81,20 +81,6 @@ extension Session {
     /// record type and epoch, each length-prefixed. Moving a ciphertext to another record,
     /// zone, store or epoch makes it fail to open.
     static func associatedData(storeID: [UInt8], zone: ZoneRow, name: String, type: String, epoch: Int64) -> [UInt8] {
-        var ad = [UInt8]()
-        ad.reserveCapacity(96 + name.utf8.count + type.utf8.count)
-        ad.append(contentsOf: "coffer.record.v1".utf8)
-        func framed(_ bytes: some Collection<UInt8>) {
-            let n = bytes.count
-            ad.append(contentsOf: [UInt8(n >> 8 & 0xff), UInt8(n & 0xff)])
-            ad.append(contentsOf: bytes)
-        }
-        framed(storeID)
-        framed(zone.uid)
-        framed(zone.id.ownerID.utf8)
-        framed(name.utf8)
-        framed(type.utf8)
-        ad.append(contentsOf: BigEndian.bytes(Int64(epoch)))
-        return ad
+        withAssociatedData(storeID: storeID, zone: zone, name: name, type: type, epoch: epoch) { Array($0) }
     }
 }

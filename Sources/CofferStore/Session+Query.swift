@@ -81,25 +81,26 @@ extension Session {
             order.append(query.predicates.isEmpty && query.sort.isEmpty ? "name" : "+name")
             sql += " ORDER BY " + order.joined(separator: ", ")
             let offset = cursor?.offset ?? 0
+            var more = false
             if let limit = query.limit {
                 sql += " LIMIT ? OFFSET ?"
                 arguments.append(limit + 1)
                 arguments.append(offset)
             }
-            let rows = try Row.fetchCursor(db.cachedStatement(sql: sql), arguments: StatementArguments(arguments))
+            let statement = try RawStatement(db.cachedStatement(sql: sql), arguments: StatementArguments(arguments))
+            let decoded = try self.decodeRows(db, zone: zone) { add in
+                more = try Self.readRows(statement, limit: query.limit ?? .max, probe: query.limit != nil, into: add)
+            }
             var records = [Record]()
+            records.reserveCapacity(decoded.count)
             var refused = [String: StoreError]()
-            var more = false
-            while let row = try rows.next() {
-                if let limit = query.limit, records.count + refused.count == limit {
-                    more = true
-                    break
-                }
-                do {
-                    records.append(try self.decodeRecord(db, zone: zone, row: row))
-                } catch let e as StoreError where e.code == .integrityFailure {
-                    refused[row[0]] = e
-                    self.store.logger.warning("record refused", metadata: ["zone": "\(zoneID.name)", "record": "\(row[0] as String)"])
+            for (row, result) in decoded {
+                switch result {
+                case .success(let record): records.append(record)
+                case .failure(let e as StoreError) where e.code == .integrityFailure:
+                    refused[row.name] = e
+                    self.store.logger.warning("record refused", metadata: ["zone": "\(zoneID.name)", "record": "\(row.name)"])
+                case .failure(let error): throw error
                 }
             }
             var next: QueryCursor?

@@ -5,9 +5,39 @@ import GRDB
 /// A record prepared for writing: validated, with its fields encoded (not yet sealed).
 struct PreparedRecord: Sendable {
     var record: Record
-    var plainJSON: String
+    /// The plain values' JSON (UTF-8).
+    var plain: [UInt8]
     var sealedPlaintext: [UInt8]?
     let expectedSeq: Int64?
+
+    var plainJSON: String { String(decoding: plain, as: UTF8.self) }
+}
+
+/// What a batch's records are sealed and hashed with: fixed when its transaction starts.
+struct WriteContext: Sendable {
+    let storeID: [UInt8]
+    let zone: ZoneRow
+    let key: SymmetricKey
+    let epoch: Int64
+    let seq: Int64
+    let membershipSeq: Int64
+    let authorID: String
+    let authorLabel: String?
+    let time: Double
+    /// The schema of each record type of the batch, as cached when the transaction started.
+    let schemas: [String: [String: FieldSpec]]
+}
+
+/// A record encoded, sealed and hashed for writing, as if it were new (creator and creation
+/// time the writer's): the common case. An update fills in the stored creator and rehashes.
+struct SealedWrite: Sendable {
+    var result: Record
+    let plain: [UInt8]
+    let sealed: [UInt8]?
+    let insertDigest: Digest32
+    let expectedSeq: Int64?
+    /// Every field is in the cached schema with its type and encryption: no schema work left.
+    let schemaChecked: Bool
 }
 
 /// The outcome of a batch.
@@ -60,7 +90,7 @@ extension Session {
                 throw StoreError(.invalidArguments, "field '\(key)' of '\(record.name)' is both plain and encrypted")
             }
         }
-        let plain = PlainValuesCodec.encode(record.values)
+        let plain = PlainValuesCodec.encodeBytes(record.values)
         let sealed = record.encryptedValues.isEmpty ? nil : SealedValuesCodec.encode(record.encryptedValues)
         // The limit counts what the fields hold (a string's UTF-8, bytes as bytes, 8 per number),
         // not how they are encoded, so a field weighs the same plain or encrypted.
@@ -68,7 +98,7 @@ extension Session {
         guard size <= Limits.maxRecordBytes else {
             throw StoreError(.limitExceeded, "record '\(record.name)' has \(size) bytes of fields; the limit is \(Limits.maxRecordBytes)")
         }
-        return PreparedRecord(record: record, plainJSON: plain, sealedPlaintext: sealed,
+        return PreparedRecord(record: record, plain: plain, sealedPlaintext: sealed,
                               expectedSeq: try record.changeTag.map(ChangeTag.parse))
     }
 
@@ -111,7 +141,52 @@ extension Session {
 
     // MARK: - Modify
 
+    /// Validates, encodes, seals and hashes one record for a batch. Pure: runs on any thread.
+    static func sealWrite(_ record: Record, _ context: WriteContext) -> Result<SealedWrite, any Error> {
+        Result {
+            let prepared = try prepare(record, zone: context.zone.id)
+            let schema = context.schemas[record.recordType]
+            let checked = schema.map { schema in
+                record.values.allSatisfy { key, value in schema[key].map { !$0.encrypted && Self.value(value, matches: $0.type) } ?? false }
+                    && record.encryptedValues.allSatisfy { key, value in schema[key].map { $0.encrypted && Self.value(value, matches: $0.type) } ?? false }
+            } ?? false
+            let sealed = prepared.sealedPlaintext.map { plaintext in
+                plaintext.withUnsafeBytes { p in
+                    withAssociatedData(storeID: context.storeID, zone: context.zone, name: record.name, type: record.recordType, epoch: context.epoch) { ad in
+                        Envelope.sealedBytes(p, using: context.key, keyID: UInt32(truncatingIfNeeded: context.epoch), authenticating: ad)
+                    }
+                }
+            }
+            let digest = digest(of: record, plain: prepared.plain, sealed: sealed, context: context, creatorID: context.authorID, created: context.time)
+            var result = record
+            result.changeTag = ChangeTag.make(context.seq)
+            result.modifierID = context.authorID
+            result.modified = Date(timeIntervalSince1970: context.time)
+            result.keyEpoch = context.epoch
+            result.transactionAuthor = context.authorLabel
+            result.fetchedValues = record.values
+            result.fetchedEncryptedValues = record.encryptedValues
+            result.creatorID = context.authorID
+            result.created = result.modified
+            return SealedWrite(result: result, plain: prepared.plain, sealed: sealed, insertDigest: digest,
+                               expectedSeq: prepared.expectedSeq, schemaChecked: checked)
+        }
+    }
+
+    static func digest(of record: Record, plain: [UInt8], sealed: [UInt8]?, context: WriteContext, creatorID: String, created: Double) -> Digest32 {
+        plain.withUnsafeBytes { p in
+            withOptionalBytes(sealed) { s in
+                CommitBuilder.recordDigest(zoneUID: context.zone.uid, name: record.name, type: record.recordType, parent: record.parent,
+                                           seq: context.seq, epoch: context.epoch, membershipSeq: context.membershipSeq, creatorID: creatorID,
+                                           created: created, modified: context.time, plain: p, sealed: s)
+            }
+        }
+    }
+
     /// Saves and deletes records of one zone atomically: all or nothing.
+    ///
+    /// Records are encoded, sealed and hashed on helper threads (``Pipeline``) while this
+    /// thread writes the ones before them: the batch costs about what its SQLite work costs.
     func modify(zone zoneID: ZoneID, saving records: [Record], deleting deletions: [RecordDeletion],
                 policy: SavePolicy, authorLabel: String? = nil) throws -> ModifyResult {
         if let authorLabel, authorLabel.utf8.count > 255 || authorLabel.unicodeScalars.contains(where: { $0.value < 0x20 }) {
@@ -121,15 +196,14 @@ extension Session {
         guard total <= Limits.maxBatchRecords else {
             throw StoreError(.limitExceeded, "a batch holds at most \(Limits.maxBatchRecords) records (this one has \(total)); split it and retry")
         }
-        let preparedInput = try records.map { try Self.prepare($0, zone: zoneID) }
         for deletion in deletions { try Names.validateRecord(deletion.name) }
         let deleteSeqs = try deletions.map { try $0.changeTag.map(ChangeTag.parse) }
-        let bytes = preparedInput.reduce(0) { $0 + Self.payloadSize($1.record.values) + Self.payloadSize($1.record.encryptedValues) }
+        let bytes = records.reduce(0) { $0 + Self.payloadSize($1.values) + Self.payloadSize($1.encryptedValues) }
         guard bytes <= Limits.maxBatchBytes else {
             throw StoreError(.limitExceeded, "a batch holds at most \(Limits.maxBatchBytes) bytes of fields (this one has \(bytes)); split it and retry")
         }
-        var names = Set<String>()
-        for name in preparedInput.map(\.record.name) + deletions.map(\.name) where !names.insert(name).inserted {
+        var names = Set<String>(minimumCapacity: total)
+        for name in records.lazy.map(\.name) + deletions.map(\.name) where !names.insert(name).inserted {
             throw StoreError(.invalidArguments, "record '\(name)' appears twice in one batch")
         }
         let me = userID
@@ -137,78 +211,100 @@ extension Session {
         let now = Date().timeIntervalSince1970
 
         return try store.write { db in
-            var prepared = preparedInput
             let zone = try ZoneRow.fetch(db, zoneID)
             try self.checkCanWrite(db, zone: zone)
             let epoch = zone.currentEpoch
             let key = try self.zoneKey(db, zone: zone, epoch: epoch)
             let seq = zone.sequence + 1
-            try db.execute(sql: "UPDATE zone SET sequence = ? WHERE id = ?", arguments: [seq, zone.rowID])
+            try db.cachedStatement(sql: "UPDATE zone SET sequence = ? WHERE id = ?").execute(arguments: [seq, zone.rowID])
             let membershipSeq = zone.membershipSeq
             var commit = CommitBuilder(zone: zone, seq: seq, membershipSeq: membershipSeq, epoch: epoch, authorID: me,
                                        authorLabel: authorLabel, time: now)
             try Self.touch(db, zoneRowID: zone.rowID)
             // A saved name supersedes its tombstone, so each name is in the change feed once.
-            let hasTombstones = try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM record_tombstone WHERE zone_id = ?)",
+            let hasTombstones = try Bool.fetchOne(db.cachedStatement(sql: "SELECT EXISTS (SELECT 1 FROM record_tombstone WHERE zone_id = ?)"),
                                                   arguments: [zone.rowID]) ?? false
+            var schemas = [String: [String: FieldSpec]]()
+            for type in Set(records.map(\.recordType)) where Names.isIdentifier(type) {
+                schemas[type] = try self.schema(db, zoneRowID: zone.rowID, recordType: type)
+            }
+            let context = WriteContext(storeID: storeID, zone: zone, key: key, epoch: epoch, seq: seq, membershipSeq: membershipSeq,
+                                       authorID: me, authorLabel: authorLabel, time: now, schemas: schemas)
+            let work = Pipeline(records) { Session.sealWrite($0, context) }
+            defer { work.close() }
 
             var failures = [String: StoreError]()
             var saved = [Record]()
-            saved.reserveCapacity(prepared.count)
-            let insert = try db.cachedStatement(sql: """
+            saved.reserveCapacity(records.count)
+            let insert = try RawStatement(db.cachedStatement(sql: """
                 INSERT INTO record (zone_id, name, type, parent, plain, sealed, epoch, seq, membership_seq, creator_id, modifier_id, created_at, modified_at)
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (zone_id, name) DO NOTHING
-                """)
-            for i in prepared.indices {
-                if policy == .changedKeys, let merged = try self.mergeChangedKeys(db, zone: zone, prepared[i]) {
-                    prepared[i] = merged
+                """))
+            for i in records.indices {
+                var write = try work.take(i).get()
+                if policy == .changedKeys, let merged = try self.mergeChangedKeys(db, zone: zone, records[i]) {
+                    write = try Self.sealWrite(merged, context).get()
                 }
-                let item = prepared[i]
-                let record = item.record
-                try self.applySchema(db, zoneRowID: zone.rowID, record: record)
-                let sealed: Data? = item.sealedPlaintext.map { plaintext in
-                    Data(Envelope.seal(plaintext, using: key, keyID: UInt32(truncatingIfNeeded: epoch),
-                                       authenticating: Self.associatedData(storeID: storeID, zone: zone, name: record.name,
-                                                                           type: record.recordType, epoch: epoch)).bytes)
-                }
-                var result = record
-                result.changeTag = ChangeTag.make(seq)
-                result.modifierID = me
-                result.modified = Date(timeIntervalSince1970: now)
-                result.keyEpoch = epoch
-                result.transactionAuthor = authorLabel
-                result.fetchedValues = record.values
-                result.fetchedEncryptedValues = record.encryptedValues
-
+                let record = write.result
+                if !write.schemaChecked { try self.applySchema(db, zoneRowID: zone.rowID, record: record) }
                 var written = false
-                if item.expectedSeq == nil || policy != .ifServerRecordUnchanged {
-                    try insert.execute(arguments: [zone.rowID, record.name, record.recordType, record.parent, item.plainJSON, sealed,
-                                                   epoch, seq, membershipSeq, me, me, now, now])
-                    if db.changesCount == 1 {
-                        written = true
-                        result.creatorID = me
-                        result.created = Date(timeIntervalSince1970: now)
-                    }
-                }
-                if !written && (item.expectedSeq != nil || policy != .ifServerRecordUnchanged) {
-                    let update = try db.cachedStatement(sql: """
-                        UPDATE record SET parent = ?, plain = ?, sealed = ?, epoch = ?, seq = ?, membership_seq = ?, modifier_id = ?, modified_at = ?
-                        WHERE zone_id = ? AND name = ? AND type = ? AND (? IS NULL OR seq = ?)
-                        RETURNING creator_id, created_at
-                        """)
-                    let guardSeq: Int64? = policy == .ifServerRecordUnchanged ? item.expectedSeq : nil
-                    if let row = try Row.fetchOne(update, arguments: [record.parent, item.plainJSON, sealed, epoch, seq, membershipSeq, me, now,
-                                                                      zone.rowID, record.name, record.recordType, guardSeq, guardSeq]) {
-                        written = true
-                        result.creatorID = row[0]
-                        result.created = Date(timeIntervalSince1970: row[1])
+                var stored: (creator: String, created: Double)?
+                try write.plain.withUnsafeBytes { plain in
+                    try Self.withOptionalBytes(write.sealed) { sealed in
+                        if write.expectedSeq == nil || policy != .ifServerRecordUnchanged {
+                            insert.bind(1, zone.rowID)
+                            insert.bind(2, record.name)
+                            insert.bind(3, record.recordType)
+                            insert.bind(4, record.parent)
+                            insert.bindText(5, borrowing: plain)
+                            insert.bindBlob(6, borrowing: sealed)
+                            insert.bind(7, epoch)
+                            insert.bind(8, seq)
+                            insert.bind(9, membershipSeq)
+                            insert.bind(10, me)
+                            insert.bind(11, me)
+                            insert.bind(12, now)
+                            insert.bind(13, now)
+                            defer { insert.reset() }
+                            _ = try insert.step()
+                            written = insert.changes == 1
+                        }
+                        if !written && (write.expectedSeq != nil || policy != .ifServerRecordUnchanged) {
+                            let update = try RawStatement(db.cachedStatement(sql: """
+                                UPDATE record SET parent = ?, plain = ?, sealed = ?, epoch = ?, seq = ?, membership_seq = ?, modifier_id = ?, modified_at = ?
+                                WHERE zone_id = ? AND name = ? AND type = ? AND (?12 IS NULL OR seq = ?12)
+                                RETURNING creator_id, created_at
+                                """))
+                            defer { update.reset() }
+                            update.bind(1, record.parent)
+                            update.bindText(2, borrowing: plain)
+                            update.bindBlob(3, borrowing: sealed)
+                            update.bind(4, epoch)
+                            update.bind(5, seq)
+                            update.bind(6, membershipSeq)
+                            update.bind(7, me)
+                            update.bind(8, now)
+                            update.bind(9, zone.rowID)
+                            update.bind(10, record.name)
+                            update.bind(11, record.recordType)
+                            if policy == .ifServerRecordUnchanged, let expected = write.expectedSeq { update.bind(12, expected) }
+                            if try update.step() {
+                                written = true
+                                stored = (update.text(0), update.double(1))
+                            }
+                        }
                     }
                 }
                 if written {
-                    let hash = Self.hash(zone: zone, name: record.name, type: record.recordType, parent: record.parent, seq: seq,
-                                         epoch: epoch, membershipSeq: membershipSeq, creatorID: result.creatorID!,
-                                         created: result.created!.timeIntervalSince1970, modified: now, plain: item.plainJSON, sealed: sealed)
-                    commit.addRecord(hash)
+                    var result = record
+                    if let stored {
+                        result.creatorID = stored.creator
+                        result.created = Date(timeIntervalSince1970: stored.created)
+                        commit.addRecord(Self.digest(of: record, plain: write.plain, sealed: write.sealed, context: context,
+                                                     creatorID: stored.creator, created: stored.created))
+                    } else {
+                        commit.addRecord(write.insertDigest)
+                    }
                     if hasTombstones {
                         try db.cachedStatement(sql: "DELETE FROM record_tombstone WHERE zone_id = ? AND name = ?")
                             .execute(arguments: [zone.rowID, record.name])
@@ -261,120 +357,59 @@ extension Session {
                           serverRecord: server)
     }
 
-    /// For `.changedKeys`: the stored record with only the keys this value changed applied.
-    private func mergeChangedKeys(_ db: GRDB.Database, zone: ZoneRow, _ item: PreparedRecord) throws -> PreparedRecord? {
-        guard let server = try fetchRow(db, zone: zone, name: item.record.name) else { return nil }
-        guard server.recordType == item.record.recordType else {
-            throw StoreError(.invalidArguments, "record '\(item.record.name)' is a \(server.recordType); its type cannot change to \(item.record.recordType)")
+    /// For `.changedKeys`: the stored record with only the keys this value changed applied
+    /// (nil when nothing is stored under its name).
+    private func mergeChangedKeys(_ db: GRDB.Database, zone: ZoneRow, _ record: Record) throws -> Record? {
+        guard let server = try fetchRow(db, zone: zone, name: record.name) else { return nil }
+        guard server.recordType == record.recordType else {
+            throw StoreError(.invalidArguments, "record '\(record.name)' is a \(server.recordType); its type cannot change to \(record.recordType)")
         }
         var merged = server
-        let changed = item.record.changedKeys
+        let changed = record.changedKeys
         for key in changed {
-            merged.values[key] = item.record.values[key]
-            merged.encryptedValues[key] = item.record.encryptedValues[key]
+            merged.values[key] = record.values[key]
+            merged.encryptedValues[key] = record.encryptedValues[key]
         }
-        merged.parent = item.record.parent ?? server.parent
+        merged.parent = record.parent ?? server.parent
         merged.changeTag = server.changeTag
-        var prepared = try Self.prepare(merged, zone: zone.id)
-        prepared.record.fetchedValues = nil
-        return prepared
+        merged.fetchedValues = nil
+        return merged
     }
 
     // MARK: - Fetch
 
     /// The record named `name`, or nil.
     func fetchRow(_ db: GRDB.Database, zone: ZoneRow, name: String) throws -> Record? {
-        let statement = try db.cachedStatement(sql: "SELECT \(Self.recordColumns) FROM record WHERE zone_id = ? AND name = ?")
-        let rows = try Row.fetchCursor(statement, arguments: [zone.rowID, name])
-        guard let row = try rows.next() else { return nil }
-        return try decodeRecord(db, zone: zone, row: row)
+        let statement = try RawStatement(db.cachedStatement(sql: "SELECT \(Self.recordColumns) FROM record WHERE zone_id = ? AND name = ?"))
+        statement.bind(1, zone.rowID)
+        statement.bind(2, name)
+        var found: StoredRow?
+        try Self.readRows(statement, limit: 1) { found = $0 }
+        return try found.map { try decodeOne(db, zone: zone, row: $0) }
     }
 
     static let recordColumns = "name, type, parent, plain, sealed, epoch, seq, creator_id, modifier_id, created_at, modified_at, membership_seq"
 
-    /// Decodes a row selected with ``recordColumns``, opening its sealed values. Give it the
-    /// live row of a cursor: the plain and sealed columns are read in place, without copies.
+    /// Decodes a row selected with ``recordColumns`` (a GRDB row: for the less travelled
+    /// paths; the hot ones read with ``readRows(_:limit:into:)`` and ``decodeRows(_:zone:read:)``).
     func decodeRecord(_ db: GRDB.Database, zone: ZoneRow, row: Row) throws -> Record {
-        let name: String = row[0]
-        let type: String = row[1]
-        let parent: String? = row[2]
-        let epoch: Int64 = row[5]
-        let seq: Int64 = row[6]
-        let creator: String = row[7]
-        let created: Double = row[9]
-        let modified: Double = row[10]
-        let membershipSeq: Int64 = row[11]
-        var record = Record(type: type, name: name, zone: zone.id, parent: parent)
-        let commit: VerifiedCommit
-        do { commit = try verifiedCommit(db, zone: zone, seq: seq) } catch let e as StoreError where e.code == .integrityFailure {
-            throw StoreError(.integrityFailure, "record '\(name)' in zone '\(zone.id.name)' is refused: \(e.message)")
-        }
-        var schema = try self.schema(db, zoneRowID: zone.rowID, recordType: type)
-        // The plain and sealed columns are read in place, once: hashed for the signature check,
-        // then decoded and opened.
-        let (values, sealedValues) = try row.withUnsafeData(atIndex: 3) { plainData -> ([String: RecordValue], [String: RecordValue]?) in
-            guard let plainData else { throw StoreError(.integrityFailure, "record '\(name)' has no plain values column") }
-            return try row.withUnsafeData(atIndex: 4) { sealedData in
-                try plainData.withUnsafeBytes { plain in
-                    try Self.withOptionalBytes(sealedData) { sealed in
-                        let hash = CommitBuilder.recordHash(zoneUID: zone.uid, name: name, type: type, parent: parent, seq: seq, epoch: epoch,
-                                                            membershipSeq: membershipSeq, creatorID: creator, created: created,
-                                                            modified: modified, plain: plain, sealed: sealed)
-                        guard commit.entries.contains(hash) else {
-                            throw StoreError(.integrityFailure, "record '\(name)' in zone '\(zone.id.name)' does not match its signed commit \(seq): it was changed in the file")
-                        }
-                        let values: [String: RecordValue]
-                        do {
-                            values = try PlainValuesCodec.decode(plain) { schema[$0]?.type }
-                        } catch {
-                            // Another process may have added fields since this session cached the schema.
-                            schema = try self.schema(db, zoneRowID: zone.rowID, recordType: type, fresh: true)
-                            values = try PlainValuesCodec.decode(plain) { schema[$0]?.type }
-                        }
-                        guard let sealed else { return (values, nil) }
-                        let keyID: UInt32
-                        do { keyID = try Envelope.keyID(of: sealed) } catch {
-                            throw StoreError(.integrityFailure, "record '\(name)': its encrypted values are damaged", underlying: error as? CryptoError)
-                        }
-                        guard Int64(keyID) == epoch else {
-                            throw StoreError(.integrityFailure, "record '\(name)': its encrypted values name key epoch \(keyID), the row says \(epoch)")
-                        }
-                        let key = try zoneKey(db, zone: zone, epoch: epoch)
-                        let ad = Self.associatedData(storeID: store.storeID, zone: zone, name: name, type: type, epoch: epoch)
-                        let plaintext: [UInt8]
-                        do {
-                            plaintext = try ad.withUnsafeBytes { try Envelope.open(sealed, using: key, authenticating: $0) }
-                        } catch {
-                            throw StoreError(.integrityFailure, "record '\(name)' in zone '\(zone.id.name)': its encrypted values fail authentication (changed or moved)",
-                                             underlying: error as? CryptoError)
-                        }
-                        return (values, try SealedValuesCodec.decode(plaintext))
-                    }
-                }
+        try decodeOne(db, zone: zone, row: StoredRow(row: row))
+    }
+
+    /// Checks and opens one stored row on this thread.
+    func decodeOne(_ db: GRDB.Database, zone: ZoneRow, row: StoredRow) throws -> Record {
+        switch Self.decode(row, context: try context(db, zone: zone, row: row).get(), zone: zone, storeID: store.storeID) {
+        case .record(let record): return record
+        case .failed(let error): throw error
+        case .staleSchema:
+            // Another process may have added fields since this session cached the schema.
+            _ = try schema(db, zoneRowID: zone.rowID, recordType: row.type, fresh: true)
+            switch Self.decode(row, context: try context(db, zone: zone, row: row).get(), zone: zone, storeID: store.storeID, final: true) {
+            case .record(let record): return record
+            case .failed(let error): throw error
+            case .staleSchema: throw StoreError(.internalError, "record '\(row.name)' could not be decoded")
             }
         }
-        record.values = values
-        if let sealedValues {
-            if sealedValues.keys.contains(where: { schema[$0] == nil }) {
-                schema = try self.schema(db, zoneRowID: zone.rowID, recordType: type, fresh: true)
-            }
-            for (key, value) in sealedValues {
-                guard let spec = schema[key], spec.encrypted, Self.value(value, matches: spec.type) else {
-                    throw StoreError(.integrityFailure, "record '\(name)': encrypted field '\(key)' does not match the schema")
-                }
-            }
-            record.encryptedValues = sealedValues
-        }
-        record.keyEpoch = epoch
-        record.changeTag = ChangeTag.make(seq)
-        record.creatorID = creator
-        record.modifierID = commit.authorID // signed, unlike the row's modifier column
-        record.transactionAuthor = commit.authorLabel
-        record.created = Date(timeIntervalSince1970: created)
-        record.modified = Date(timeIntervalSince1970: commit.time)
-        record.fetchedValues = record.values
-        record.fetchedEncryptedValues = record.encryptedValues
-        return record
     }
 
     static func withOptionalBytes<R>(_ data: Data?, _ body: (UnsafeRawBufferPointer?) throws -> R) rethrows -> R {
@@ -382,21 +417,33 @@ extension Session {
         return try data.withUnsafeBytes { try body($0) }
     }
 
+    static func withOptionalBytes<R>(_ bytes: [UInt8]?, _ body: (UnsafeRawBufferPointer?) throws -> R) rethrows -> R {
+        guard let bytes else { return try body(nil) }
+        return try bytes.withUnsafeBytes { try body($0) }
+    }
+
     func fetch(zone zoneID: ZoneID, names: [String]) throws -> [String: Result<Record, StoreError>] {
         try store.read { db in
             let zone = try ZoneRow.fetch(db, zoneID)
             try self.checkCanRead(db, zone: zone)
-            var out = [String: Result<Record, StoreError>](minimumCapacity: names.count)
-            for name in names {
-                do {
-                    if let record = try self.fetchRow(db, zone: zone, name: name) {
-                        out[name] = .success(record)
-                    } else {
-                        out[name] = .failure(StoreError(.unknownItem, "no record '\(name)' in zone '\(zoneID.name)'"))
-                    }
-                } catch let e as StoreError where e.code == .integrityFailure {
-                    out[name] = .failure(e)
+            let statement = try RawStatement(db.cachedStatement(sql: "SELECT \(Self.recordColumns) FROM record WHERE zone_id = ? AND name = ?"))
+            let decoded = try self.decodeRows(db, zone: zone) { add in
+                for name in names {
+                    statement.bind(1, zone.rowID)
+                    statement.bind(2, name)
+                    try Self.readRows(statement, limit: 1, into: add)
                 }
+            }
+            var out = [String: Result<Record, StoreError>](minimumCapacity: names.count)
+            for (row, result) in decoded {
+                switch result {
+                case .success(let record): out[row.name] = .success(record)
+                case .failure(let e as StoreError) where e.code == .integrityFailure: out[row.name] = .failure(e)
+                case .failure(let error): throw error
+                }
+            }
+            for name in names where out[name] == nil {
+                out[name] = .failure(StoreError(.unknownItem, "no record '\(name)' in zone '\(zoneID.name)'"))
             }
             return out
         }

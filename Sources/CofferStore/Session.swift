@@ -69,9 +69,11 @@ struct ZoneRow: Sendable {
     let sequence: Int64
     let membershipSeq: Int64
     let created: Date
+}
 
+extension ZoneRow {
     static func fetch(_ db: GRDB.Database, _ zoneID: ZoneID) throws -> ZoneRow {
-        guard let row = try Row.fetchOne(db, sql: "SELECT * FROM zone WHERE owner_id = ? AND name = ?",
+        guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM zone WHERE owner_id = ? AND name = ?"),
                                          arguments: [zoneID.ownerID, zoneID.name]) else {
             throw StoreError(.zoneNotFound, "no zone '\(zoneID.name)'" + " owned by \(zoneID.ownerID)")
         }

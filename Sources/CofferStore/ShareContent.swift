@@ -65,7 +65,7 @@ struct ShareContent: Sendable {
 
     /// Loads the share of a zone (nil when the zone is not shared).
     static func load(_ db: GRDB.Database, zone: ZoneRow) throws -> (ShareContent, signature: [UInt8])? {
-        guard let row = try Row.fetchOne(db, sql: "SELECT * FROM share WHERE zone_id = ?", arguments: [zone.rowID]) else { return nil }
+        guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM share WHERE zone_id = ?"), arguments: [zone.rowID]) else { return nil }
         func damaged(_ what: String) -> StoreError {
             StoreError(.integrityFailure, "the share of zone '\(zone.id.name)' is damaged (\(what))")
         }

@@ -7,9 +7,17 @@ struct CofferBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "coffer-bench",
         abstract: "Benchmarks for Coffer (build with -c release).",
-        subcommands: [RecordsBench.self, VaultUnlockBench.self, SigningBench.self],
+        subcommands: Self.commands,
         defaultSubcommand: RecordsBench.self
     )
+}
+
+extension CofferBench {
+    #if COFFER_MICRO
+    static let commands: [any ParsableCommand.Type] = [RecordsBench.self, VaultUnlockBench.self, SigningBench.self, MicroBench.self]
+    #else
+    static let commands: [any ParsableCommand.Type] = [RecordsBench.self, VaultUnlockBench.self, SigningBench.self]
+    #endif
 }
 
 /// Timing helpers shared by the benchmarks.

@@ -1,0 +1,161 @@
+import Dispatch
+import Foundation
+import Synchronization
+
+/// Spreads the per-record crypto of a batch (sealing and hashing on writes; hashing, opening
+/// and decoding on reads) over the machine's other cores while the database thread does the
+/// SQLite work. See `Docs/Performance.md` ("Where the time goes").
+enum Parallel {
+    /// Helper threads to use besides the calling one: one less than the active cores, at most 3.
+    /// `COFFER_HELPERS` overrides it (0 turns the helpers off), for measurements.
+    static let helpers = ProcessInfo.processInfo.environment["COFFER_HELPERS"].flatMap { Int($0) }.map { max(0, min(8, $0)) }
+        ?? max(0, min(3, ProcessInfo.processInfo.activeProcessorCount - 1))
+    /// Below this many items the hand-off costs more than it saves: everything stays on the caller.
+    static let threshold = 24
+    static let queue = DispatchQueue(label: "coffer.parallel", qos: .userInitiated, attributes: .concurrent)
+}
+
+/// A fixed number of slots: the calling thread publishes inputs in order, helper threads claim
+/// and transform them in blocks, in order, as they are published, and the calling thread takes
+/// the outputs in order, transforming itself any block no helper has claimed yet. Progress never
+/// depends on a helper being scheduled; helpers that start late find nothing left and stop.
+///
+/// Publishing, claiming and readiness are atomics (no lock): the producer writes an input,
+/// then publishes it with a release store; a helper acquires the count before reading inputs,
+/// and releases the block's ready flag after writing its outputs. Blocks of several items keep
+/// threads off each other's cache lines.
+final class Pipeline<Input: Sendable, Output: Sendable>: @unchecked Sendable {
+    private static var block: Int { 8 }
+    private let capacity: Int
+    private let blocks: Int
+    private let work: @Sendable (Input) -> Output
+    private let inputs: UnsafeMutablePointer<Input?>
+    private let outputs: UnsafeMutablePointer<Output?>
+    private let ready: UnsafeMutablePointer<Atomic<Bool>>
+    private let published = Atomic<Int>(0)
+    private let claimed = Atomic<Int>(0) // blocks
+    private let closed = Atomic<Bool>(false)
+    private var count = 0 // the producer's view of `published`
+    private var started = false
+
+    /// `capacity` bounds the inputs.
+    init(capacity: Int, work: @escaping @Sendable (Input) -> Output) {
+        self.capacity = max(capacity, 1)
+        blocks = (self.capacity + Self.block - 1) / Self.block
+        self.work = work
+        inputs = .allocate(capacity: self.capacity)
+        inputs.initialize(repeating: nil, count: self.capacity)
+        outputs = .allocate(capacity: self.capacity)
+        outputs.initialize(repeating: nil, count: self.capacity)
+        ready = .allocate(capacity: blocks)
+        for b in 0..<blocks { (ready + b).initialize(to: Atomic(false)) }
+    }
+
+    /// Every input published at once, the pipeline closed.
+    convenience init(_ all: [Input], work: @escaping @Sendable (Input) -> Output) {
+        self.init(capacity: all.count, work: work)
+        for (i, input) in all.enumerated() { inputs[i] = input }
+        count = all.count
+        published.store(all.count, ordering: .releasing)
+        closed.store(true, ordering: .releasing)
+        startHelpers()
+    }
+
+    deinit {
+        inputs.deinitialize(count: capacity)
+        inputs.deallocate()
+        outputs.deinitialize(count: capacity)
+        outputs.deallocate()
+        for b in 0..<blocks { _ = (ready + b).move() }
+        ready.deallocate()
+    }
+
+    var isFull: Bool { count == capacity }
+
+    /// Publishes the next input (producer thread only).
+    func push(_ input: Input) {
+        precondition(count < capacity, "pipeline full")
+        inputs[count] = input
+        count += 1
+        published.store(count, ordering: .releasing)
+        if count == Parallel.threshold { startHelpers() }
+    }
+
+    /// No more inputs (producer thread only).
+    func close() {
+        closed.store(true, ordering: .releasing)
+    }
+
+    private func startHelpers() {
+        guard !started, count >= Parallel.threshold, Parallel.helpers > 0 else { return }
+        started = true
+        for _ in 0..<Parallel.helpers { Parallel.queue.async { self.help() } }
+    }
+
+    /// Transforms block `b`, whose inputs up to `end` are published.
+    private func compute(block b: Int, end: Int) {
+        for i in b * Self.block..<end { outputs[i] = work(inputs[i]!) }
+        ready[b].store(true, ordering: .releasing)
+    }
+
+    private func help() {
+        var spins = 0
+        while true {
+            // Claim the next block only once it is published (or the stream is closed), so that
+            // the producer, once it takes outputs, shares the remaining blocks instead of waiting.
+            let b = claimed.load(ordering: .relaxed)
+            guard b < blocks else { return }
+            let full = min((b + 1) * Self.block, capacity)
+            let isClosed = closed.load(ordering: .acquiring)
+            let available = published.load(ordering: .acquiring)
+            if available >= full || isClosed {
+                let end = min(full, available)
+                guard end > b * Self.block else { return } // closed, nothing left
+                if claimed.compareExchange(expected: b, desired: b + 1, ordering: .relaxed).exchanged {
+                    compute(block: b, end: end)
+                    spins = 0
+                }
+            } else {
+                Self.backoff(&spins)
+            }
+        }
+    }
+
+    /// The output of input `i` (producer thread, once the pipeline is closed; each `i` once,
+    /// in order).
+    func take(_ i: Int) -> Output {
+        precondition(i < count && closed.load(ordering: .relaxed), "outputs are taken once every input is published")
+        let b = i / Self.block
+        var spins = 0
+        while !ready[b].load(ordering: .acquiring) {
+            // While a helper has `b`, compute the next unclaimed block, even one further on: it
+            // is needed soon. Every input is published by now, so a block is complete.
+            let next = claimed.load(ordering: .relaxed)
+            let end = min((next + 1) * Self.block, count)
+            if next < blocks, end > next * Self.block,
+               claimed.compareExchange(expected: next, desired: next + 1, ordering: .relaxed).exchanged {
+                compute(block: next, end: end)
+            } else {
+                Self.backoff(&spins)
+            }
+        }
+        let output = outputs[i]!
+        outputs[i] = nil
+        inputs[i] = nil
+        return output
+    }
+
+    /// Every output in order (producer thread): closes the pipeline first.
+    func takeAll() -> [Output] {
+        close()
+        return (0..<count).map(take)
+    }
+
+    /// Spins briefly, then yields, then sleeps: the wait is usually a few microseconds.
+    private static func backoff(_ spins: inout Int) {
+        spins += 1
+        if spins < 64 { return }
+        if spins < 2048 { sched_yield(); return }
+        usleep(20)
+    }
+}

@@ -1,0 +1,375 @@
+import CofferCrypto
+import Foundation
+import GRDB
+internal import GRDBSQLite
+
+/// SQLite's C API on a GRDB statement, for the record hot paths: binding and reading columns
+/// in place costs a fraction of boxing each value as a `DatabaseValue`. Used only inside a
+/// GRDB read or write block on that statement's connection; each use starts from a reset.
+struct RawStatement {
+    let handle: OpaquePointer
+
+    /// Wraps a statement, reset with no bindings; or, with `arguments`, reset and bound to them.
+    init(_ statement: Statement, arguments: StatementArguments? = nil) throws {
+        handle = statement.sqliteStatement
+        if let arguments {
+            try statement.setArguments(arguments)
+        } else {
+            sqlite3_reset(handle)
+            sqlite3_clear_bindings(handle)
+        }
+    }
+
+    private static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
+    /// A valid pointer for empty text (SQLite reads no byte of it).
+    nonisolated(unsafe) private static let empty: UnsafePointer<CChar> = {
+        let p = UnsafeMutablePointer<CChar>.allocate(capacity: 1)
+        p.pointee = 0
+        return UnsafePointer(p)
+    }()
+
+    func bind(_ index: Int32, _ value: Int64) { sqlite3_bind_int64(handle, index, value) }
+    func bind(_ index: Int32, _ value: Double) { sqlite3_bind_double(handle, index, value) }
+
+    /// Text, copied by SQLite; nil binds NULL.
+    func bind(_ index: Int32, _ value: String?) {
+        guard var value else { sqlite3_bind_null(handle, index); return }
+        _ = value.withUTF8 { utf8 in
+            utf8.withMemoryRebound(to: CChar.self) { sqlite3_bind_text(handle, index, $0.baseAddress ?? Self.empty, Int32($0.count), Self.transient) }
+        }
+    }
+
+    /// Text from bytes the caller keeps alive and unchanged until the statement is reset.
+    func bindText(_ index: Int32, borrowing bytes: UnsafeRawBufferPointer) {
+        sqlite3_bind_text(handle, index, bytes.baseAddress?.assumingMemoryBound(to: CChar.self) ?? Self.empty, Int32(bytes.count), nil)
+    }
+
+    /// A blob from bytes the caller keeps alive and unchanged until the statement is reset; nil binds NULL.
+    func bindBlob(_ index: Int32, borrowing bytes: UnsafeRawBufferPointer?) {
+        guard let bytes else { sqlite3_bind_null(handle, index); return }
+        sqlite3_bind_blob(handle, index, bytes.baseAddress ?? UnsafeRawPointer(bitPattern: 1), Int32(bytes.count), nil)
+    }
+
+    /// Steps once: true when a row is ready, false when done.
+    func step() throws -> Bool {
+        switch sqlite3_step(handle) {
+        case SQLITE_ROW: return true
+        case SQLITE_DONE: return false
+        case let code:
+            let message = String(cString: sqlite3_errmsg(sqlite3_db_handle(handle)))
+            sqlite3_reset(handle)
+            throw DatabaseError(resultCode: ResultCode(rawValue: code), message: message)
+        }
+    }
+
+    /// Ends a use: resets and drops the bindings (borrowed bytes are no longer read).
+    func reset() {
+        sqlite3_reset(handle)
+        sqlite3_clear_bindings(handle)
+    }
+
+    /// Rows changed by the last step of this statement's connection.
+    var changes: Int { Int(sqlite3_changes(sqlite3_db_handle(handle))) }
+
+    func int64(_ column: Int32) -> Int64 { sqlite3_column_int64(handle, column) }
+    func double(_ column: Int32) -> Double { sqlite3_column_double(handle, column) }
+    func isNull(_ column: Int32) -> Bool { sqlite3_column_type(handle, column) == SQLITE_NULL }
+
+    /// The column's bytes, valid until the next step or reset.
+    func bytes(_ column: Int32) -> UnsafeRawBufferPointer {
+        let pointer = sqlite3_column_blob(handle, column)
+        let count = Int(sqlite3_column_bytes(handle, column))
+        guard let pointer, count > 0 else { return UnsafeRawBufferPointer(start: nil, count: 0) }
+        return UnsafeRawBufferPointer(start: pointer, count: count)
+    }
+
+    func text(_ column: Int32) -> String { String(decoding: bytes(column), as: UTF8.self) }
+    func optionalText(_ column: Int32) -> String? { isNull(column) ? nil : text(column) }
+}
+
+/// A record row copied out of SQLite: everything a reader needs to check it against its
+/// signed commit and open it, away from the database thread.
+///
+/// A class: rows are handed between threads, and one reference moves more cheaply than a
+/// struct of strings and arrays.
+final class StoredRow: Sendable {
+    let name: String
+    let type: String
+    let parent: String?
+    let epoch: Int64
+    let seq: Int64
+    let membershipSeq: Int64
+    let creatorID: String
+    let created: Double
+    let modified: Double
+    /// The plain values' JSON followed by the sealed envelope (if any).
+    let bytes: [UInt8]
+    let plainCount: Int
+    let hasSealed: Bool
+
+    init(name: String, type: String, parent: String?, epoch: Int64, seq: Int64, membershipSeq: Int64, creatorID: String,
+         created: Double, modified: Double, bytes: [UInt8], plainCount: Int, hasSealed: Bool) {
+        self.name = name
+        self.type = type
+        self.parent = parent
+        self.epoch = epoch
+        self.seq = seq
+        self.membershipSeq = membershipSeq
+        self.creatorID = creatorID
+        self.created = created
+        self.modified = modified
+        self.bytes = bytes
+        self.plainCount = plainCount
+        self.hasSealed = hasSealed
+    }
+
+    /// Reads the current row of a statement selecting ``Session/recordColumns``.
+    init(_ s: RawStatement, creatorCache: inout (bytes: [UInt8], id: String)?) {
+        name = s.text(0)
+        type = s.text(1)
+        parent = s.optionalText(2)
+        let plain = s.bytes(3)
+        hasSealed = !s.isNull(4)
+        let sealed = s.bytes(4)
+        epoch = s.int64(5)
+        seq = s.int64(6)
+        // Creators repeat from row to row: keep one String for a run of equal ids.
+        let creator = s.bytes(7)
+        if let cached = creatorCache, cached.bytes.elementsEqual(creator) {
+            creatorID = cached.id
+        } else {
+            creatorID = String(decoding: creator, as: UTF8.self)
+            creatorCache = (Array(creator), creatorID)
+        }
+        created = s.double(9)
+        modified = s.double(10)
+        membershipSeq = s.int64(11)
+        plainCount = plain.count
+        bytes = [UInt8](unsafeUninitializedCapacity: plain.count + sealed.count) { out, initialized in
+            let raw = UnsafeMutableRawBufferPointer(out)
+            if plain.count > 0 { raw.baseAddress!.copyMemory(from: plain.baseAddress!, byteCount: plain.count) }
+            if sealed.count > 0 { (raw.baseAddress! + plain.count).copyMemory(from: sealed.baseAddress!, byteCount: sealed.count) }
+            initialized = plain.count + sealed.count
+        }
+    }
+}
+
+extension StoredRow {
+    /// Copies a GRDB row selected with ``Session/recordColumns``.
+    convenience init(row: Row) {
+        let plain = Array((row[3] as String).utf8)
+        let sealed: Data? = row[4]
+        self.init(name: row[0], type: row[1], parent: row[2], epoch: row[5], seq: row[6], membershipSeq: row[11], creatorID: row[7],
+                  created: row[9], modified: row[10], bytes: plain + (sealed.map(Array.init) ?? []), plainCount: plain.count,
+                  hasSealed: sealed != nil)
+    }
+}
+
+/// What a row needs besides itself to be checked and opened, looked up on the database
+/// thread (each from a session cache after its first use).
+final class RowContext: Sendable {
+    let commit: VerifiedCommit
+    let schema: [String: FieldSpec]
+    /// The zone key of the row's epoch, when it has sealed values: or why there is none. The
+    /// error is raised only once the row passed its commit check, so a tampered epoch column
+    /// reads as the damage it is, not as a missing key.
+    let key: Result<SymmetricKey, any Error>?
+
+    init(commit: VerifiedCommit, schema: [String: FieldSpec], key: Result<SymmetricKey, any Error>?) {
+        self.commit = commit
+        self.schema = schema
+        self.key = key
+    }
+}
+
+/// A row to decode: its context, or the error that finding it gave.
+struct RowWork: Sendable {
+    let row: StoredRow
+    let context: Result<RowContext, any Error>
+}
+
+enum DecodeOutcome: Sendable {
+    case record(Record)
+    case failed(any Error)
+    /// A field is not in the schema the session had: another process may have added it.
+    case staleSchema
+}
+
+extension Session {
+    /// Checks a stored row against its signed commit, decodes its plain values and opens its
+    /// sealed ones. Pure: runs on any thread.
+    /// With `final`, a field missing from the schema is an integrity failure rather than `.staleSchema`.
+    static func decode(_ row: StoredRow, context: RowContext, zone: ZoneRow, storeID: [UInt8], final: Bool = false) -> DecodeOutcome {
+        do {
+            return try row.bytes.withUnsafeBytes { all -> DecodeOutcome in
+                let plain = UnsafeRawBufferPointer(rebasing: all[0..<row.plainCount])
+                let sealed = row.hasSealed ? UnsafeRawBufferPointer(rebasing: all[row.plainCount...]) : nil
+                let hash = CommitBuilder.recordDigest(zoneUID: zone.uid, name: row.name, type: row.type, parent: row.parent, seq: row.seq,
+                                                    epoch: row.epoch, membershipSeq: row.membershipSeq, creatorID: row.creatorID,
+                                                    created: row.created, modified: row.modified, plain: plain, sealed: sealed)
+                guard context.commit.entries.contains(hash) else {
+                    throw StoreError(.integrityFailure, "record '\(row.name)' in zone '\(zone.id.name)' does not match its signed commit \(row.seq): it was changed in the file")
+                }
+                let schema = context.schema
+                let values: [String: RecordValue]
+                do { values = try PlainValuesCodec.decode(plain, typeOf: { schema[$0]?.type }) } catch {
+                    if final { throw error }
+                    return .staleSchema
+                }
+                var record = Record(type: row.type, name: row.name, zone: zone.id, parent: row.parent)
+                record.values = values
+                if let sealed {
+                    let keyID: UInt32
+                    do { keyID = try Envelope.keyID(of: sealed) } catch {
+                        throw StoreError(.integrityFailure, "record '\(row.name)': its encrypted values are damaged", underlying: error as? CryptoError)
+                    }
+                    guard Int64(keyID) == row.epoch else {
+                        throw StoreError(.integrityFailure, "record '\(row.name)': its encrypted values name key epoch \(keyID), the row says \(row.epoch)")
+                    }
+                    guard let key = try context.key?.get() else { throw StoreError(.internalError, "no key was looked up for record '\(row.name)'") }
+                    var sealedValues = [String: RecordValue]()
+                    do {
+                        try withAssociatedData(storeID: storeID, zone: zone, name: row.name, type: row.type, epoch: row.epoch) { ad in
+                            try Envelope.withOpened(sealed, using: key, authenticating: ad) { sealedValues = try SealedValuesCodec.decode($0) }
+                        }
+                    } catch let error as CryptoError {
+                        throw StoreError(.integrityFailure, "record '\(row.name)' in zone '\(zone.id.name)': its encrypted values fail authentication (changed or moved)",
+                                         underlying: error)
+                    }
+                    for (key, value) in sealedValues {
+                        guard let spec = schema[key] else {
+                            if final { throw StoreError(.integrityFailure, "record '\(row.name)': encrypted field '\(key)' does not match the schema") }
+                            return .staleSchema
+                        }
+                        guard spec.encrypted, Self.value(value, matches: spec.type) else {
+                            throw StoreError(.integrityFailure, "record '\(row.name)': encrypted field '\(key)' does not match the schema")
+                        }
+                    }
+                    record.encryptedValues = sealedValues
+                }
+                let commit = context.commit
+                record.keyEpoch = row.epoch
+                record.changeTag = ChangeTag.make(row.seq)
+                record.creatorID = row.creatorID
+                record.modifierID = commit.authorID // signed, unlike the row's modifier column
+                record.transactionAuthor = commit.authorLabel
+                record.created = Date(timeIntervalSince1970: row.created)
+                record.modified = Date(timeIntervalSince1970: commit.time)
+                record.fetchedValues = record.values
+                record.fetchedEncryptedValues = record.encryptedValues
+                return .record(record)
+            }
+        } catch {
+            return .failed(error)
+        }
+    }
+
+    /// The context of a row, from the session caches (reading and verifying on a miss).
+    func context(_ db: GRDB.Database, zone: ZoneRow, row: StoredRow) -> Result<RowContext, any Error> {
+        Result {
+            let commit: VerifiedCommit
+            do { commit = try verifiedCommit(db, zone: zone, seq: row.seq) } catch let e as StoreError where e.code == .integrityFailure {
+                throw StoreError(.integrityFailure, "record '\(row.name)' in zone '\(zone.id.name)' is refused: \(e.message)")
+            }
+            let schema = try self.schema(db, zoneRowID: zone.rowID, recordType: row.type)
+            let key = row.hasSealed ? Result { try zoneKey(db, zone: zone, epoch: row.epoch) } : nil
+            return RowContext(commit: commit, schema: schema, key: key)
+        }
+    }
+
+    /// Decodes rows read on this (database) thread, spreading the checking and opening over
+    /// other cores as rows arrive. `read` calls its argument once per row, in order. Returns one
+    /// result per row in that order; a row that fails its checks gives its error, so callers
+    /// decide whether to skip it (queries, feeds) or fail.
+    func decodeRows(_ db: GRDB.Database, zone: ZoneRow, read: (_ add: (StoredRow) -> Void) throws -> Void) throws -> [(StoredRow, Result<Record, any Error>)] {
+        let storeID = store.storeID
+        let work: @Sendable (RowWork) -> DecodeOutcome = { work in
+            switch work.context {
+            case .failure(let error): return .failed(error)
+            case .success(let context): return Session.decode(work.row, context: context, zone: zone, storeID: storeID)
+            }
+        }
+        // Rows go through pipelines of a bounded size, one after another.
+        let segment = 512
+        var pipeline = Pipeline<RowWork, DecodeOutcome>(capacity: segment, work: work)
+        var rows = [StoredRow]()
+        var outcomes = [DecodeOutcome]()
+        // Rows of one commit share their context: look it up once per commit and type.
+        struct ContextKey: Hashable { let seq: Int64, epoch: Int64, sealed: Bool, type: String }
+        var contexts = [ContextKey: Result<RowContext, any Error>]()
+        do {
+            try read { row in
+                rows.append(row)
+                let key = ContextKey(seq: row.seq, epoch: row.epoch, sealed: row.hasSealed, type: row.type)
+                let context: Result<RowContext, any Error>
+                if let known = contexts[key] {
+                    context = known
+                } else {
+                    context = self.context(db, zone: zone, row: row)
+                    contexts[key] = context
+                }
+                if pipeline.isFull {
+                    outcomes += pipeline.takeAll()
+                    pipeline = Pipeline(capacity: segment, work: work)
+                }
+                pipeline.push(RowWork(row: row, context: context))
+            }
+        } catch {
+            pipeline.close()
+            throw error
+        }
+        outcomes += pipeline.takeAll()
+        var results = [(StoredRow, Result<Record, any Error>)]()
+        results.reserveCapacity(rows.count)
+        for (row, outcome) in zip(rows, outcomes) {
+            switch outcome {
+            case .record(let record): results.append((row, .success(record)))
+            case .failed(let error): results.append((row, .failure(error)))
+            case .staleSchema: results.append((row, Result { try self.decodeOne(db, zone: zone, row: row) }))
+            }
+        }
+        return results
+    }
+
+    /// Runs a statement selecting ``recordColumns`` (arguments already bound) and adds each
+    /// row it returns, up to `limit` rows, then resets it. With `probe`, returns whether a row
+    /// beyond the limit exists (a query's next page); otherwise false.
+    @discardableResult
+    static func readRows(_ statement: RawStatement, limit: Int = .max, probe: Bool = false, into add: (StoredRow) -> Void) throws -> Bool {
+        defer { statement.reset() }
+        var creators: (bytes: [UInt8], id: String)?
+        var n = 0
+        while n < limit {
+            guard try statement.step() else { return false }
+            add(StoredRow(statement, creatorCache: &creators))
+            n += 1
+        }
+        return probe ? try statement.step() : false
+    }
+
+    /// Associated data of a record's sealed values (see ``associatedData(storeID:zone:name:type:epoch:)``),
+    /// built on the stack.
+    static func withAssociatedData<R>(storeID: [UInt8], zone: ZoneRow, name: String, type: String, epoch: Int64,
+                                      _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        let domain: StaticString = "coffer.record.v1"
+        let owner = zone.id.ownerID
+        let size = domain.utf8CodeUnitCount + 2 + storeID.count + 2 + zone.uid.count + 2 + owner.utf8.count + 2 + name.utf8.count
+            + 2 + type.utf8.count + 8
+        return try withUnsafeTemporaryAllocation(byteCount: size, alignment: 8) { buffer in
+            var w = CommitBuilder.HeaderWriter(base: buffer.baseAddress!)
+            func framed(_ bytes: UnsafeRawBufferPointer) {
+                w.u8(UInt8(bytes.count >> 8 & 0xff)); w.u8(UInt8(bytes.count & 0xff)); w.bytes(bytes)
+            }
+            func framed(_ s: String) { var s = s; s.withUTF8 { framed(UnsafeRawBufferPointer($0)) } }
+            w.bytes(UnsafeRawBufferPointer(start: domain.utf8Start, count: domain.utf8CodeUnitCount))
+            storeID.withUnsafeBytes { framed($0) }
+            zone.uid.withUnsafeBytes { framed($0) }
+            framed(owner)
+            framed(name)
+            framed(type)
+            w.u64(UInt64(bitPattern: epoch))
+            precondition(w.offset == size, "associated data length")
+            return try body(UnsafeRawBufferPointer(buffer))
+        }
+    }
+}

@@ -1,0 +1,125 @@
+#if COFFER_MICRO
+// Per-step costs of the record paths, for development. Built only with
+// `swift build -c release --scratch-path .build-prof --product coffer-bench -Xswiftc -enable-testing -Xswiftc -DCOFFER_MICRO`,
+// then `.build-prof/release/coffer-bench micro`. See Docs/Performance.md.
+import ArgumentParser
+import CofferCrypto
+@testable import CofferStore
+import CofferVault
+import Foundation
+
+struct MicroBench: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "micro", abstract: "Per-step costs of saving and reading a record (development build only).")
+
+    func run() throws {
+        func time(_ name: String, _ n: Int = 20000, _ body: () throws -> Void) rethrows {
+            let start = DispatchTime.now().uptimeNanoseconds
+            for _ in 0..<n { try body() }
+            let micros = Double(DispatchTime.now().uptimeNanoseconds - start) / Double(n) / 1000
+            print(name.padding(toLength: 30, withPad: " ", startingAt: 0), String(format: "%9.2f µs", micros))
+        }
+        // One Note as RecordsBench makes them.
+        let row = RecordsBench.makeRows(200)[0]
+        let zoneID = ZoneID(name: "Bench", ownerID: "u")
+        var note = CofferStore.Record(type: "Note", name: row.name, zone: zoneID)
+        note.values = ["title": .string(row.title), "count": .int(row.count), "date": .date(row.date)]
+        note.encryptedValues = ["body": .string(row.body), "n": .int(row.n)]
+        let record = note
+        let schema: [String: FieldSpec] = ["title": FieldSpec(type: .string, encrypted: false), "count": FieldSpec(type: .int, encrypted: false),
+                                           "date": FieldSpec(type: .date, encrypted: false), "body": FieldSpec(type: .string, encrypted: true),
+                                           "n": FieldSpec(type: .int, encrypted: true)]
+        let key = SymmetricKey()
+        let zone = ZoneRow(rowID: 1, uid: Array(repeating: 7, count: 16), id: zoneID, currentEpoch: 1, sequence: 1, membershipSeq: 1, created: Date())
+        let storeID = [UInt8](repeating: 3, count: 16)
+        let context = WriteContext(storeID: storeID, zone: zone, key: key, epoch: 1, seq: 2, membershipSeq: 1, authorID: String(repeating: "a", count: 32),
+                                   authorLabel: nil, time: 1.7e9, schemas: ["Note": schema])
+        let plain = PlainValuesCodec.encodeBytes(record.values)
+        let sealedPlain = SealedValuesCodec.encode(record.encryptedValues)
+        func seal() -> [UInt8] {
+            sealedPlain.withUnsafeBytes { p in
+                Session.withAssociatedData(storeID: storeID, zone: zone, name: record.name, type: "Note", epoch: 1) { ad in
+                    Envelope.sealedBytes(p, using: key, keyID: 1, authenticating: ad)
+                }
+            }
+        }
+        let sealed = seal()
+
+        print("write, per record")
+        try time("  validate and encode") { _ = try Session.prepare(record, zone: zoneID) }
+        time("  plain values to JSON") { _ = PlainValuesCodec.encodeBytes(record.values) }
+        time("  encrypted values to bytes") { _ = SealedValuesCodec.encode(record.encryptedValues) }
+        time("  seal (with nonce, AD)") { _ = seal() }
+        time("  record-version hash") { _ = Session.digest(of: record, plain: plain, sealed: sealed, context: context, creatorID: context.authorID, created: 1.7e9) }
+        time("  all of the above") { _ = Session.sealWrite(record, context) }
+
+        print("read, per record")
+        try time("  plain values from JSON") { _ = try plain.withUnsafeBytes { try PlainValuesCodec.decode($0, typeOf: { schema[$0]?.type }) } }
+        try time("  open") {
+            try sealed.withUnsafeBytes { s in
+                try Session.withAssociatedData(storeID: storeID, zone: zone, name: record.name, type: "Note", epoch: 1) { ad in
+                    try Envelope.withOpened(s, using: key, authenticating: ad) { _ in }
+                }
+            }
+        }
+        try time("  encrypted values from bytes") { _ = try SealedValuesCodec.decode(sealedPlain) }
+        let digest = Session.digest(of: record, plain: plain, sealed: sealed, context: context, creatorID: context.authorID, created: 1.7e9)
+        let commit = VerifiedCommit(seq: 2, authorID: context.authorID, authorLabel: nil, membershipSeq: 1, epoch: 1, time: 1.7e9, entries: [digest])
+        let stored = StoredRow(name: record.name, type: "Note", parent: nil, epoch: 1, seq: 2, membershipSeq: 1, creatorID: context.authorID,
+                               created: 1.7e9, modified: 1.7e9, bytes: plain + sealed, plainCount: plain.count, hasSealed: true)
+        let rowContext = RowContext(commit: commit, schema: schema, key: .success(key))
+        guard case .record = Session.decode(stored, context: rowContext, zone: zone, storeID: storeID) else { throw ValidationError("decode failed") }
+        time("  check, open, decode") { _ = Session.decode(stored, context: rowContext, zone: zone, storeID: storeID) }
+        let work: @Sendable (RowWork) -> DecodeOutcome = { work in
+            guard case .success(let c) = work.context else { fatalError() }
+            return Session.decode(work.row, context: c, zone: zone, storeID: storeID)
+        }
+        time("  400 on this thread (each)", 50) { for _ in 0..<400 { _ = work(RowWork(row: stored, context: .success(rowContext))) } }
+        time("  400 in a Pipeline (each)", 50) {
+            let pipeline = Pipeline<RowWork, DecodeOutcome>(capacity: 400, work: work)
+            for _ in 0..<400 { pipeline.push(RowWork(row: stored, context: .success(rowContext))) }
+            _ = pipeline.takeAll()
+        }
+
+        // A store of 2,000 Notes (20 values of count, 100 records each) and one more.
+        let folder = try Clock.temporaryFolder("coffer-micro")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let vault = try Vault.create(at: folder.appendingPathComponent("v.coffer"), name: "M", passphrase: SecureBytes(copying: Array("m".utf8)), kdf: .min)
+        let store = try Store(path: folder.appendingPathComponent("s.sqlite").path)
+        let session = try store.session(vault: vault)
+        let z = try session.createZone(named: "Z").id
+        for b in 0..<5 {
+            let batch = (0..<400).map { i -> CofferStore.Record in
+                var x = CofferStore.Record(type: "Note", name: "n-\(b * 400 + i)", zone: z)
+                x.values = record.values
+                x.values["count"] = .int(Int64((b * 400 + i) % 20))
+                x.encryptedValues = record.encryptedValues
+                return x
+            }
+            _ = try session.modify(zone: z, saving: batch, deleting: [], policy: .ifServerRecordUnchanged)
+        }
+        var single = CofferStore.Record(type: "Note", name: "single", zone: z)
+        single.values = record.values
+        single.values["count"] = .int(999)
+        _ = try session.modify(zone: z, saving: [single], deleting: [], policy: .ifServerRecordUnchanged)
+        let names = (0..<400).map { "n-\($0)" }
+        print("store operations (helpers: \(Parallel.helpers))")
+        try time("  query returning 1", 1000) { _ = try session.query(Query(recordType: "Note", predicates: [.init("count", .equal, .int(999))]), zone: z, cursor: nil) }
+        try time("  query returning 100", 200) { _ = try session.query(Query(recordType: "Note", predicates: [.init("count", .equal, .int(3))]), zone: z, cursor: nil) }
+        try time("  fetch 1 by name", 1000) { _ = try session.fetch(zone: z, names: ["n-5"]) }
+        try time("  fetch 400 by name", 100) { _ = try session.fetch(zone: z, names: names) }
+        try time("  400 lookups, rows copied", 100) {
+            try store.read { db in
+                let zr = try ZoneRow.fetch(db, z)
+                let statement = try RawStatement(db.cachedStatement(sql: "SELECT \(Session.recordColumns) FROM record WHERE zone_id = ? AND name = ?"))
+                var rows = [StoredRow]()
+                for name in names {
+                    statement.bind(1, zr.rowID)
+                    statement.bind(2, name)
+                    try Session.readRows(statement, limit: 1) { rows.append($0) }
+                }
+            }
+        }
+        try time("  read transaction, zone, access", 1000) { _ = try store.read { db in try session.checkCanRead(db, zone: try ZoneRow.fetch(db, z)) } }
+    }
+}
+#endif

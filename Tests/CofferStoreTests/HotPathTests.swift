@@ -1,0 +1,121 @@
+import CofferCrypto
+import Foundation
+import Testing
+@testable import CofferStore
+
+/// The fast paths of saving and reading records: the byte formats they must keep (stores
+/// written before them have to verify and open the same way), the helper-thread pipeline, and
+/// reads that span several pipelines.
+@Suite("Hot paths: formats, pipeline, large reads")
+struct HotPathTests {
+    static let zone = ZoneRow(rowID: 1, uid: Array(1...16), id: ZoneID(name: "Notes", ownerID: "owner-1"), currentEpoch: 3,
+                              sequence: 9, membershipSeq: 2, created: Date(timeIntervalSince1970: 0))
+    static let storeID: [UInt8] = Array(repeating: 0xAB, count: 16)
+
+    /// Big-endian bytes, built independently of the code under test.
+    static func be(_ value: UInt64, _ width: Int) -> [UInt8] {
+        (0..<width).reversed().map { UInt8(truncatingIfNeeded: value >> (8 * UInt64($0))) }
+    }
+
+    @Test("a record's associated data is the documented byte string")
+    func associatedDataFormat() {
+        func framed(_ bytes: [UInt8]) -> [UInt8] { Self.be(UInt64(bytes.count), 2) + bytes }
+        let expected = Array("coffer.record.v1".utf8) + framed(Self.storeID) + framed(Array(1...16)) + framed(Array("owner-1".utf8))
+            + framed(Array("groceries".utf8)) + framed(Array("Note".utf8)) + Self.be(3, 8)
+        #expect(Session.associatedData(storeID: Self.storeID, zone: Self.zone, name: "groceries", type: "Note", epoch: 3) == expected)
+        let inPlace = Session.withAssociatedData(storeID: Self.storeID, zone: Self.zone, name: "groceries", type: "Note", epoch: 3) { Array($0) }
+        #expect(inPlace == expected)
+    }
+
+    @Test("a record version's hash is BLAKE2b-256 of the documented header, the plain JSON and the sealed bytes",
+          arguments: [nil, "parent-9"] as [String?], [true, false])
+    func recordHashFormat(parent: String?, sealed: Bool) {
+        let plain = Array(#"{"count":3}"#.utf8)
+        let sealedBytes: [UInt8]? = sealed ? Array(repeating: 0x5A, count: 77) : nil
+        func text(_ s: String) -> [UInt8] { Self.be(UInt64(s.utf8.count), 4) + Array(s.utf8) }
+        var header = Array("coffer.record-version.v1".utf8) + Self.be(16, 4) + Array(1...16)
+        header += text("groceries") + text("Note") + [parent == nil ? 0 : 1] + text(parent ?? "")
+        header += Self.be(12, 8) + Self.be(3, 8) + Self.be(2, 8) + text("creator-1")
+        header += Self.be(1_700_000_000.5.bitPattern, 8) + Self.be(1_700_000_100.25.bitPattern, 8)
+        header += Self.be(UInt64(plain.count), 4) + [sealed ? 1 : 0] + Self.be(UInt64(sealedBytes?.count ?? 0), 4)
+        let expected = BLAKE2b.hash(header + plain + (sealedBytes ?? []))
+        let hash = plain.withUnsafeBytes { p in
+            Session.withOptionalBytes(sealedBytes) { s in
+                CommitBuilder.recordHash(zoneUID: Self.zone.uid, name: "groceries", type: "Note", parent: parent, seq: 12, epoch: 3,
+                                         membershipSeq: 2, creatorID: "creator-1", created: 1_700_000_000.5, modified: 1_700_000_100.25,
+                                         plain: p, sealed: s)
+            }
+        }
+        #expect(hash == expected)
+        #expect(Digest32(hash).bytes == hash)
+    }
+
+    @Test("a pipeline returns every output in input order", arguments: [1, 7, 8, 23, 24, 25, 100, 401])
+    func pipelineOrder(count: Int) {
+        let streamed = Pipeline<Int, String>(capacity: count) { "item \($0 * 3)" }
+        for i in 0..<count { streamed.push(i) }
+        #expect(streamed.takeAll() == (0..<count).map { "item \($0 * 3)" })
+        let upFront = Pipeline(Array(0..<count)) { $0 * $0 }
+        #expect((0..<count).map(upFront.take) == (0..<count).map { $0 * $0 })
+    }
+
+    @Test("a pipeline whose work is slow still returns everything, in order")
+    func pipelineSlowWork() {
+        let pipeline = Pipeline<Int, Int>(capacity: 64) { value in
+            usleep(UInt32(50 + (value % 5) * 40))
+            return value + 1000
+        }
+        for i in 0..<64 { pipeline.push(i) }
+        #expect(pipeline.takeAll() == (0..<64).map { $0 + 1000 })
+    }
+
+    @Test("a query and a page of records larger than one pipeline segment come back whole and in order")
+    func largeReads() async throws {
+        try await withStore { f in
+            let zone = try await f.db.createZone(named: "Big")
+            let total = 1_100
+            for start in stride(from: 0, to: total, by: 400) {
+                let batch = (start..<min(start + 400, total)).map { i in
+                    makeRecord("Note", String(format: "n-%05d", i), in: zone, plain: ["k": .int(Int64(i % 2))], encrypted: ["s": .string("secret \(i)")])
+                }
+                _ = try await f.db.modify(saving: batch, in: zone)
+            }
+            let fresh = try f.freshSession().privateDatabase
+            let evens = try await fresh.query(Query(recordType: "Note", predicates: [.init("k", .equal, .int(0))]), in: zone)
+            #expect(evens.records.map(\.name) == (0..<total).filter { $0 % 2 == 0 }.map { String(format: "n-%05d", $0) })
+            #expect(evens.records.allSatisfy { $0.encryptedValues["s"] == .string("secret \(Int($0.name.dropFirst(2))!)") })
+            let all = try await fresh.query(Query(recordType: "Note"), in: zone)
+            #expect(all.records.count == total)
+            #expect(all.records.map(\.name) == all.records.map(\.name).sorted())
+            let names = (0..<total).map { String(format: "n-%05d", $0) } + ["missing"]
+            let fetched = try await fresh.records(named: names, in: zone)
+            #expect(fetched.count == total + 1)
+            for i in [0, 399, 400, 511, 512, 513, 1_099] {
+                #expect(try fetched[String(format: "n-%05d", i)]?.get().encryptedValues["s"] == .string("secret \(i)"))
+            }
+            #expect(throws: StoreError.self) { try fetched["missing"]!.get() }
+        }
+    }
+
+    @Test("a batch sealed on helper threads reads back exactly as saved")
+    func savedRecordsReadBack() async throws {
+        try await withStore { f in
+            let zone = try await f.db.createZone(named: "Z")
+            let batch = (0..<400).map { i in
+                makeRecord("Note", "r\(i)", in: zone, parent: i % 3 == 0 ? "r0" : nil,
+                           plain: ["title": .string(i % 7 == 0 ? "" : "title \(i)"), "when": .date(Date(timeIntervalSince1970: Double(i)))],
+                           encrypted: i % 5 == 0 ? [:] : ["body": .bytes(Array(repeating: UInt8(i % 256), count: i))])
+            }
+            let saved = try await f.db.modify(saving: batch, in: zone).saved
+            #expect(saved.map(\.name) == batch.map(\.name))
+            #expect(saved.allSatisfy { $0.changeTag != nil && $0.creatorID == f.session.userID && $0.created != nil })
+            let back = try await f.freshSession().privateDatabase.records(named: batch.map(\.name), in: zone)
+            for record in batch {
+                let read = try back[record.name]!.get()
+                #expect(read.values == record.values)
+                #expect(read.encryptedValues == record.encryptedValues)
+                #expect(read.parent == record.parent)
+            }
+        }
+    }
+}
