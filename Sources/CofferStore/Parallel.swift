@@ -86,6 +86,13 @@ final class Pipeline<Input: Sendable, Output: Sendable>: @unchecked Sendable {
         closed.store(true, ordering: .releasing)
     }
 
+    /// Stops the work early (the producer gave up, for example on an error): helpers claim
+    /// nothing more. No output may be taken afterwards.
+    func cancel() {
+        close()
+        claimed.store(blocks, ordering: .relaxed)
+    }
+
     private func startHelpers() {
         guard !started, count >= Parallel.threshold, Parallel.helpers > 0 else { return }
         started = true

@@ -164,11 +164,10 @@ extension RecordDatabase {
         return try session.store.read { db in
             let row = try ZoneRow.fetch(db, zone)
             try session.checkCanRead(db, zone: row)
-            let statement = try db.cachedStatement(sql: "SELECT \(Session.recordColumns) FROM record WHERE zone_id = ? AND name > ? ORDER BY name LIMIT ?")
-            let rows = try Row.fetchCursor(statement, arguments: [row.rowID, name ?? "", limit])
-            var records = [Record]()
-            while let next = try rows.next() { records.append(try session.decodeRecord(db, zone: row, row: next)) }
-            return records
+            let statement = try RawStatement(db.cachedStatement(sql: "SELECT \(Session.recordColumns) FROM record WHERE zone_id = ? AND name > ? ORDER BY name LIMIT ?"),
+                                             arguments: [row.rowID, name ?? "", limit])
+            return try session.decodeRows(db, zone: row, expected: limit) { add in try Session.readRows(statement, into: add) }
+                .map { try $0.1.get() }
         }
     }
 }

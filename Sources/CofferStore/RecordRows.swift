@@ -281,7 +281,9 @@ extension Session {
     /// other cores as rows arrive. `read` calls its argument once per row, in order. Returns one
     /// result per row in that order; a row that fails its checks gives its error, so callers
     /// decide whether to skip it (queries, feeds) or fail.
-    func decodeRows(_ db: GRDB.Database, zone: ZoneRow, read: (_ add: (StoredRow) -> Void) throws -> Void) throws -> [(StoredRow, Result<Record, any Error>)] {
+    /// `expected` (the most rows `read` adds, when known) sizes the first pipeline.
+    func decodeRows(_ db: GRDB.Database, zone: ZoneRow, expected: Int? = nil,
+                    read: (_ add: (StoredRow) -> Void) throws -> Void) throws -> [(StoredRow, Result<Record, any Error>)] {
         let storeID = store.storeID
         let work: @Sendable (RowWork) -> DecodeOutcome = { work in
             switch work.context {
@@ -289,9 +291,10 @@ extension Session {
             case .success(let context): return Session.decode(work.row, context: context, zone: zone, storeID: storeID)
             }
         }
-        // Rows go through pipelines of a bounded size, one after another.
+        // Rows go through pipelines of a bounded size, one after another: the first sized for
+        // the rows expected (or small when unknown), the others larger.
         let segment = 512
-        var pipeline = Pipeline<RowWork, DecodeOutcome>(capacity: segment, work: work)
+        var pipeline = Pipeline<RowWork, DecodeOutcome>(capacity: min(max(expected ?? 128, 1), segment), work: work)
         var rows = [StoredRow]()
         var outcomes = [DecodeOutcome]()
         // Rows of one commit share their context: look it up once per commit and type.
@@ -315,7 +318,7 @@ extension Session {
                 pipeline.push(RowWork(row: row, context: context))
             }
         } catch {
-            pipeline.close()
+            pipeline.cancel()
             throw error
         }
         outcomes += pipeline.takeAll()

@@ -88,7 +88,7 @@ extension Session {
                 arguments.append(offset)
             }
             let statement = try RawStatement(db.cachedStatement(sql: sql), arguments: StatementArguments(arguments))
-            let decoded = try self.decodeRows(db, zone: zone) { add in
+            let decoded = try self.decodeRows(db, zone: zone, expected: query.limit) { add in
                 more = try Self.readRows(statement, limit: query.limit ?? .max, probe: query.limit != nil, into: add)
             }
             var records = [Record]()

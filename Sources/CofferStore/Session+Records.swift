@@ -231,10 +231,18 @@ extension Session {
             let context = WriteContext(storeID: storeID, zone: zone, key: key, epoch: epoch, seq: seq, membershipSeq: membershipSeq,
                                        authorID: me, authorLabel: authorLabel, time: now, schemas: schemas)
             let work = Pipeline(records) { Session.sealWrite($0, context) }
-            defer { work.close() }
+            defer { work.cancel() } // on an early throw, helpers stop sealing the rest
 
             var failures = [String: StoreError]()
             var saved = [Record]()
+            // The sealed bytes were allocated on helper threads; they are released there too
+            // (freeing another thread's memory on this one takes the allocator's locks).
+            var retired = [[UInt8]]()
+            retired.reserveCapacity(records.count * 2)
+            defer {
+                let bytes = retired
+                Parallel.queue.async { withExtendedLifetime(bytes) {} }
+            }
             saved.reserveCapacity(records.count)
             let insert = try RawStatement(db.cachedStatement(sql: """
                 INSERT INTO record (zone_id, name, type, parent, plain, sealed, epoch, seq, membership_seq, creator_id, modifier_id, created_at, modified_at)
@@ -310,6 +318,8 @@ extension Session {
                             .execute(arguments: [zone.rowID, record.name])
                     }
                     saved.append(result)
+                    retired.append(write.plain)
+                    if let sealed = write.sealed { retired.append(sealed) }
                 } else {
                     failures[record.name] = try self.saveFailure(db, zone: zone, record: record)
                 }
@@ -391,7 +401,7 @@ extension Session {
     static let recordColumns = "name, type, parent, plain, sealed, epoch, seq, creator_id, modifier_id, created_at, modified_at, membership_seq"
 
     /// Decodes a row selected with ``recordColumns`` (a GRDB row: for the less travelled
-    /// paths; the hot ones read with ``readRows(_:limit:into:)`` and ``decodeRows(_:zone:read:)``).
+    /// paths; the hot ones read with ``readRows(_:limit:into:)`` and ``decodeRows(_:zone:expected:read:)``).
     func decodeRecord(_ db: GRDB.Database, zone: ZoneRow, row: Row) throws -> Record {
         try decodeOne(db, zone: zone, row: StoredRow(row: row))
     }
@@ -427,7 +437,7 @@ extension Session {
             let zone = try ZoneRow.fetch(db, zoneID)
             try self.checkCanRead(db, zone: zone)
             let statement = try RawStatement(db.cachedStatement(sql: "SELECT \(Self.recordColumns) FROM record WHERE zone_id = ? AND name = ?"))
-            let decoded = try self.decodeRows(db, zone: zone) { add in
+            let decoded = try self.decodeRows(db, zone: zone, expected: names.count) { add in
                 for name in names {
                     statement.bind(1, zone.rowID)
                     statement.bind(2, name)
