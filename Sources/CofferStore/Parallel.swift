@@ -28,7 +28,8 @@ final class Pipeline<Input: Sendable, Output: Sendable>: @unchecked Sendable {
     private static var block: Int { 8 }
     private let capacity: Int
     private let blocks: Int
-    private let work: @Sendable (Input) -> Output
+    /// The transform, given the input and the worker running it: 0 for the producer, 1… for helpers.
+    private let work: @Sendable (Input, Int) -> Output
     private let inputs: UnsafeMutablePointer<Input?>
     private let outputs: UnsafeMutablePointer<Output?>
     private let ready: UnsafeMutablePointer<Atomic<Bool>>
@@ -36,10 +37,12 @@ final class Pipeline<Input: Sendable, Output: Sendable>: @unchecked Sendable {
     private let claimed = Atomic<Int>(0) // blocks
     private let closed = Atomic<Bool>(false)
     private var count = 0 // the producer's view of `published`
+    /// Blocks computed by helpers (the rest by the producer): logged at trace level.
+    let helperBlocks = Atomic<Int>(0)
     private var started = false
 
     /// `capacity` bounds the inputs.
-    init(capacity: Int, work: @escaping @Sendable (Input) -> Output) {
+    init(capacity: Int, work: @escaping @Sendable (Input, Int) -> Output) {
         self.capacity = max(capacity, 1)
         blocks = (self.capacity + Self.block - 1) / Self.block
         self.work = work
@@ -52,7 +55,7 @@ final class Pipeline<Input: Sendable, Output: Sendable>: @unchecked Sendable {
     }
 
     /// Every input published at once, the pipeline closed.
-    convenience init(_ all: [Input], work: @escaping @Sendable (Input) -> Output) {
+    convenience init(_ all: [Input], work: @escaping @Sendable (Input, Int) -> Output) {
         self.init(capacity: all.count, work: work)
         for (i, input) in all.enumerated() { inputs[i] = input }
         count = all.count
@@ -96,16 +99,16 @@ final class Pipeline<Input: Sendable, Output: Sendable>: @unchecked Sendable {
     private func startHelpers() {
         guard !started, count >= Parallel.threshold, Parallel.helpers > 0 else { return }
         started = true
-        for _ in 0..<Parallel.helpers { Parallel.queue.async { self.help() } }
+        for worker in 1...Parallel.helpers { Parallel.queue.async { self.help(worker: worker) } }
     }
 
     /// Transforms block `b`, whose inputs up to `end` are published.
-    private func compute(block b: Int, end: Int) {
-        for i in b * Self.block..<end { outputs[i] = work(inputs[i]!) }
+    private func compute(block b: Int, end: Int, worker: Int) {
+        for i in b * Self.block..<end { outputs[i] = work(inputs[i]!, worker) }
         ready[b].store(true, ordering: .releasing)
     }
 
-    private func help() {
+    private func help(worker: Int) {
         var spins = 0
         while true {
             // Claim the next block only once it is published (or the stream is closed), so that
@@ -119,7 +122,8 @@ final class Pipeline<Input: Sendable, Output: Sendable>: @unchecked Sendable {
                 let end = min(full, available)
                 guard end > b * Self.block else { return } // closed, nothing left
                 if claimed.compareExchange(expected: b, desired: b + 1, ordering: .relaxed).exchanged {
-                    compute(block: b, end: end)
+                    compute(block: b, end: end, worker: worker)
+                    helperBlocks.wrappingAdd(1, ordering: .relaxed)
                     spins = 0
                 }
             } else {
@@ -141,7 +145,7 @@ final class Pipeline<Input: Sendable, Output: Sendable>: @unchecked Sendable {
             let end = min((next + 1) * Self.block, count)
             if next < blocks, end > next * Self.block,
                claimed.compareExchange(expected: next, desired: next + 1, ordering: .relaxed).exchanged {
-                compute(block: next, end: end)
+                compute(block: next, end: end, worker: 0)
             } else {
                 Self.backoff(&spins)
             }

@@ -230,7 +230,7 @@ extension Session {
             }
             let context = WriteContext(storeID: storeID, zone: zone, key: key, epoch: epoch, seq: seq, membershipSeq: membershipSeq,
                                        authorID: me, authorLabel: authorLabel, time: now, schemas: schemas)
-            let work = Pipeline(records) { Session.sealWrite($0, context) }
+            let work = Pipeline(records) { record, _ in Session.sealWrite(record, context) }
             defer { work.cancel() } // on an early throw, helpers stop sealing the rest
 
             var failures = [String: StoreError]()

@@ -69,16 +69,21 @@ struct MicroBench: ParsableCommand {
         let rowContext = RowContext(commit: commit, schema: schema, key: .success(key))
         guard case .record = Session.decode(stored, context: rowContext, zone: zone, storeID: storeID) else { throw ValidationError("decode failed") }
         time("  check, open, decode") { _ = Session.decode(stored, context: rowContext, zone: zone, storeID: storeID) }
-        let work: @Sendable (RowWork) -> DecodeOutcome = { work in
-            guard case .success(let c) = work.context else { fatalError() }
-            return Session.decode(work.row, context: c, zone: zone, storeID: storeID)
+        let worker = DecodeWorker(zone: zone, storeID: storeID)
+        time("  400 on this thread (each)", 50) { for _ in 0..<400 { _ = worker.decode(stored, rowContext) } }
+        let workers = (0...Parallel.helpers).map { _ in DecodeWorker(zone: zone, storeID: storeID) }
+        let rows = (0..<400).map { _ in
+            StoredRow(name: record.name, type: "Note", parent: nil, epoch: 1, seq: 2, membershipSeq: 1, creatorID: context.authorID,
+                      created: 1.7e9, modified: 1.7e9, bytes: plain + sealed, plainCount: plain.count, hasSealed: true)
         }
-        time("  400 on this thread (each)", 50) { for _ in 0..<400 { _ = work(RowWork(row: stored, context: .success(rowContext))) } }
         time("  400 in a Pipeline (each)", 50) {
-            let pipeline = Pipeline<RowWork, DecodeOutcome>(capacity: 400, work: work)
-            for _ in 0..<400 { pipeline.push(RowWork(row: stored, context: .success(rowContext))) }
+            let pipeline = Pipeline<RowWork, DecodedBody>(capacity: 400) { work, w in
+                work.context!._withUnsafeGuaranteedRef { workers[w].decode(work.row, $0) }
+            }
+            for row in rows { pipeline.push(RowWork(row: row, context: Unmanaged.passUnretained(rowContext))) }
             _ = pipeline.takeAll()
         }
+        withExtendedLifetime(rowContext) {}
 
         // A store of 2,000 Notes (20 values of count, 100 records each) and one more.
         let folder = try Clock.temporaryFolder("coffer-micro")

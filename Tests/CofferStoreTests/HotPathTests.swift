@@ -1,5 +1,6 @@
 import CofferCrypto
 import Foundation
+import Synchronization
 import Testing
 @testable import CofferStore
 
@@ -52,21 +53,40 @@ struct HotPathTests {
 
     @Test("a pipeline returns every output in input order", arguments: [1, 7, 8, 23, 24, 25, 100, 401])
     func pipelineOrder(count: Int) {
-        let streamed = Pipeline<Int, String>(capacity: count) { "item \($0 * 3)" }
+        let streamed = Pipeline<Int, String>(capacity: count) { value, worker in
+            precondition((0...Parallel.helpers).contains(worker), "worker index out of range")
+            return "item \(value * 3)"
+        }
         for i in 0..<count { streamed.push(i) }
         #expect(streamed.takeAll() == (0..<count).map { "item \($0 * 3)" })
-        let upFront = Pipeline(Array(0..<count)) { $0 * $0 }
+        let upFront = Pipeline(Array(0..<count)) { value, _ in value * value }
         #expect((0..<count).map(upFront.take) == (0..<count).map { $0 * $0 })
     }
 
     @Test("a pipeline whose work is slow still returns everything, in order")
     func pipelineSlowWork() {
-        let pipeline = Pipeline<Int, Int>(capacity: 64) { value in
+        let pipeline = Pipeline<Int, Int>(capacity: 64) { value, _ in
             usleep(UInt32(50 + (value % 5) * 40))
             return value + 1000
         }
         for i in 0..<64 { pipeline.push(i) }
         #expect(pipeline.takeAll() == (0..<64).map { $0 + 1000 })
+    }
+
+    @Test("a cancelled pipeline stops its helpers and frees everything")
+    func pipelineCancel() {
+        let done = Mutex(0)
+        do {
+            let pipeline = Pipeline(Array(0..<400)) { value, _ in
+                usleep(100)
+                done.withLock { $0 += 1 }
+                return value
+            }
+            #expect(pipeline.take(0) == 0)
+            pipeline.cancel()
+        }
+        usleep(50_000) // a helper finishes at most the block it holds
+        #expect(done.withLock { $0 } < 400)
     }
 
     @Test("a query and a page of records larger than one pipeline segment come back whole and in order")
