@@ -166,8 +166,11 @@ extension RecordDatabase {
             try session.checkCanRead(db, zone: row)
             let statement = try RawStatement(db.cachedStatement(sql: "SELECT \(Session.recordColumns) FROM record WHERE zone_id = ? AND name > ? ORDER BY name LIMIT ?"),
                                              arguments: [row.rowID, name ?? "", limit])
-            return try session.decodeRows(db, zone: row, expected: limit) { add in try Session.readRows(statement, into: add) }
-                .map { try $0.1.get() }
+            var records = [Record]()
+            records.reserveCapacity(limit)
+            try session.decodeRows(db, zone: row, expected: limit, read: { add in try Session.readRows(statement, into: add) },
+                                   deliver: { _, result in records.append(try result.get()) })
+            return records
         }
     }
 }

@@ -342,12 +342,13 @@ extension Session {
     }
 
     /// Decodes rows read on this (database) thread, spreading the checking and opening over
-    /// other cores as rows arrive. `read` calls its argument once per row, in order. Returns one
-    /// result per row in that order; a row that fails its checks gives its error, so callers
-    /// decide whether to skip it (queries, feeds) or fail.
+    /// other cores as rows arrive. `read` calls its argument once per row, in order; `deliver`
+    /// then gets one result per row in that order; a row that fails its checks gives its error,
+    /// so callers decide whether to skip it (queries, feeds) or fail.
     /// `expected` (the most rows `read` adds, when known) sizes the first pipeline.
     func decodeRows(_ db: GRDB.Database, zone: ZoneRow, expected: Int? = nil,
-                    read: (_ add: (StoredRow) -> Void) throws -> Void) throws -> [(StoredRow, Result<Record, any Error>)] {
+                    read: (_ add: (StoredRow) -> Void) throws -> Void,
+                    deliver: (StoredRow, Result<Record, any Error>) throws -> Void) throws {
         let t0 = DispatchTime.now().uptimeNanoseconds
         let storeID = store.storeID
         // Each worker decodes with its own copies of what it reads (see DecodeWorker).
@@ -392,8 +393,6 @@ extension Session {
         let t1 = DispatchTime.now().uptimeNanoseconds
         bodies += pipeline.takeAll()
         let t2 = DispatchTime.now().uptimeNanoseconds
-        var results = [(StoredRow, Result<Record, any Error>)]()
-        results.reserveCapacity(rows.count)
         for i in rows.indices {
             let row = rows[i]
             let outcome: DecodeOutcome
@@ -401,10 +400,11 @@ extension Session {
             case .failure(let error): outcome = .failed(error)
             case .success(let context): outcome = Self.finish(row, bodies[i]!, commit: context.commit, zone: zone)
             }
+            bodies[i] = nil
             switch outcome {
-            case .record(let record): results.append((row, .success(record)))
-            case .failed(let error): results.append((row, .failure(error)))
-            case .staleSchema: results.append((row, Result { try self.decodeOne(db, zone: zone, row: row) }))
+            case .record(let record): try deliver(row, .success(record))
+            case .failed(let error): try deliver(row, .failure(error))
+            case .staleSchema: try deliver(row, Result { try self.decodeOne(db, zone: zone, row: row) })
             }
         }
         withExtendedLifetime(contexts) {}
@@ -413,7 +413,6 @@ extension Session {
             "readMicroseconds": "\((t1 - t0) / 1000)", "drainMicroseconds": "\((t2 - t1) / 1000)",
             "finishMicroseconds": "\((DispatchTime.now().uptimeNanoseconds - t2) / 1000)",
         ])
-        return results
     }
 
     /// Runs a statement selecting ``recordColumns`` (arguments already bound) and adds each

@@ -86,14 +86,18 @@ extension Session {
         verifiedShares.withLock { _ = $0.insert(cacheKey) }
     }
 
+    /// A user's signing key from the contact table, checked against the user id (a hash of the
+    /// key), so a user id names exactly one key: checked keys are cached for the session.
     func signingKey(_ db: GRDB.Database, of userID: String, zone: ZoneRow) throws -> Ed25519.PublicKey {
-        guard let data = try Data.fetchOne(db, sql: "SELECT signing_key FROM contact WHERE user_id = ?", arguments: [userID]) else {
+        if let known = signingKeys.withLock({ $0[userID] }) { return known }
+        guard let data = try Data.fetchOne(db.cachedStatement(sql: "SELECT signing_key FROM contact WHERE user_id = ?"), arguments: [userID]) else {
             throw StoreError(.integrityFailure, "the owner of zone '\(zone.id.name)' is not a known contact")
         }
         let key = try Ed25519.PublicKey(rawRepresentation: Array(data))
         guard UserIdentity.userID(for: key) == userID else {
             throw StoreError(.integrityFailure, "the stored contact \(userID) does not match its signing key")
         }
+        signingKeys.withLock { $0[userID] = key }
         return key
     }
 

@@ -88,13 +88,12 @@ extension Session {
                 arguments.append(offset)
             }
             let statement = try RawStatement(db.cachedStatement(sql: sql), arguments: StatementArguments(arguments))
-            let decoded = try self.decodeRows(db, zone: zone, expected: query.limit) { add in
-                more = try Self.readRows(statement, limit: query.limit ?? .max, probe: query.limit != nil, into: add)
-            }
             var records = [Record]()
-            records.reserveCapacity(decoded.count)
+            records.reserveCapacity(query.limit ?? 0)
             var refused = [String: StoreError]()
-            for (row, result) in decoded {
+            try self.decodeRows(db, zone: zone, expected: query.limit, read: { add in
+                more = try Self.readRows(statement, limit: query.limit ?? .max, probe: query.limit != nil, into: add)
+            }, deliver: { row, result in
                 switch result {
                 case .success(let record): records.append(record)
                 case .failure(let e as StoreError) where e.code == .integrityFailure:
@@ -102,7 +101,7 @@ extension Session {
                     self.store.logger.warning("record refused", metadata: ["zone": "\(zoneID.name)", "record": "\(row.name)"])
                 case .failure(let error): throw error
                 }
-            }
+            })
             var next: QueryCursor?
             if let limit = query.limit, more {
                 next = QueryCursor(zoneUID: zone.uid, queryFingerprint: query.fingerprint, offset: offset + Int64(limit))

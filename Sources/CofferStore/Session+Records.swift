@@ -437,21 +437,20 @@ extension Session {
             let zone = try ZoneRow.fetch(db, zoneID)
             try self.checkCanRead(db, zone: zone)
             let statement = try RawStatement(db.cachedStatement(sql: "SELECT \(Self.recordColumns) FROM record WHERE zone_id = ? AND name = ?"))
-            let decoded = try self.decodeRows(db, zone: zone, expected: names.count) { add in
+            var out = [String: Result<Record, StoreError>](minimumCapacity: names.count)
+            try self.decodeRows(db, zone: zone, expected: names.count, read: { add in
                 for name in names {
                     statement.bind(1, zone.rowID)
                     statement.bind(2, name)
                     try Self.readRows(statement, limit: 1, into: add)
                 }
-            }
-            var out = [String: Result<Record, StoreError>](minimumCapacity: names.count)
-            for (row, result) in decoded {
+            }, deliver: { row, result in
                 switch result {
                 case .success(let record): out[row.name] = .success(record)
                 case .failure(let e as StoreError) where e.code == .integrityFailure: out[row.name] = .failure(e)
                 case .failure(let error): throw error
                 }
-            }
+            })
             for name in names where out[name] == nil {
                 out[name] = .failure(StoreError(.unknownItem, "no record '\(name)' in zone '\(zoneID.name)'"))
             }

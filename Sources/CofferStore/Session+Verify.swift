@@ -18,7 +18,7 @@ extension Session {
     /// that the author was the owner or a read-write member at the commit's membership sequence.
     func verifiedCommit(_ db: GRDB.Database, zone: ZoneRow, seq: Int64) throws -> VerifiedCommit {
         if let cached = commits.withLock({ $0[zone.rowID]?[seq] }) { return cached }
-        guard let row = try Row.fetchOne(db, sql: "SELECT * FROM zone_commit WHERE zone_id = ? AND seq = ?", arguments: [zone.rowID, seq]) else {
+        guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM zone_commit WHERE zone_id = ? AND seq = ?"), arguments: [zone.rowID, seq]) else {
             throw StoreError(.integrityFailure, "commit \(seq) of zone '\(zone.id.name)' is missing: the store was changed")
         }
         let authorID: String = row["author_id"]

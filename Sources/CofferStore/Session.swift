@@ -24,6 +24,8 @@ public final class Session: Sendable {
     let memberships = Mutex<[Int64: [Int64: MembershipEntry]]>([:])
     /// Signatures of shares this session has verified.
     let verifiedShares = Mutex<Set<[UInt8]>>([])
+    /// User id → signing key, checked against the id.
+    let signingKeys = Mutex<[String: Ed25519.PublicKey]>([:])
 
     init(store: Store, vault: Vault) {
         self.store = store
