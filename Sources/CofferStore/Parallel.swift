@@ -36,6 +36,8 @@ final class Pipeline<Input: Sendable, Output: Sendable>: @unchecked Sendable {
     private let published = Atomic<Int>(0)
     private let claimed = Atomic<Int>(0) // blocks
     private let closed = Atomic<Bool>(false)
+    /// Helpers between deciding to claim a block and finishing it.
+    private let busy = Atomic<Int>(0)
     private var count = 0 // the producer's view of `published`
     /// Blocks computed by helpers (the rest by the producer): logged at trace level.
     let helperBlocks = Atomic<Int>(0)
@@ -93,7 +95,15 @@ final class Pipeline<Input: Sendable, Output: Sendable>: @unchecked Sendable {
     /// nothing more. No output may be taken afterwards.
     func cancel() {
         close()
-        claimed.store(blocks, ordering: .relaxed)
+        claimed.store(blocks, ordering: .sequentiallyConsistent)
+    }
+
+    /// ``cancel()``, then waits until no helper is inside a block: for inputs that refer to
+    /// memory the producer frees once it returns.
+    func cancelAndWait() {
+        cancel()
+        var spins = 0
+        while busy.load(ordering: .sequentiallyConsistent) > 0 { Self.backoff(&spins) }
     }
 
     private func startHelpers() {
@@ -121,11 +131,15 @@ final class Pipeline<Input: Sendable, Output: Sendable>: @unchecked Sendable {
             if available >= full || isClosed {
                 let end = min(full, available)
                 guard end > b * Self.block else { return } // closed, nothing left
-                if claimed.compareExchange(expected: b, desired: b + 1, ordering: .relaxed).exchanged {
+                // Counted busy before claiming, so that `cancelAndWait()` cannot miss a block
+                // claimed just before the cancel.
+                busy.wrappingAdd(1, ordering: .sequentiallyConsistent)
+                if claimed.compareExchange(expected: b, desired: b + 1, ordering: .sequentiallyConsistent).exchanged {
                     compute(block: b, end: end, worker: worker)
                     helperBlocks.wrappingAdd(1, ordering: .relaxed)
                     spins = 0
                 }
+                busy.wrappingSubtract(1, ordering: .sequentiallyConsistent)
             } else {
                 Self.backoff(&spins)
             }

@@ -387,7 +387,9 @@ extension Session {
                 contexts.append(context)
             }
         } catch {
-            pipeline.cancel()
+            // Helpers hold the contexts unretained: they must be out of their blocks before
+            // `contexts` goes.
+            pipeline.cancelAndWait()
             throw error
         }
         let t1 = DispatchTime.now().uptimeNanoseconds
