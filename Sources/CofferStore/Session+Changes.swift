@@ -172,39 +172,37 @@ extension RecordDatabase {
     /// and ends with an error if the zone goes away or access is lost.
     public func changeStream(in zone: ZoneID, since token: ChangeToken?, pollInterval: Duration = .milliseconds(100)) -> AsyncThrowingStream<ZoneChanges, Error> {
         let db = self
-        return AsyncThrowingStream { continuation in
-            let task = Task {
-                var position = token
-                do {
-                    while !Task.isCancelled {
-                        let page = try await db.changes(in: zone, since: position)
-                        position = page.token
-                        if !page.changed.isEmpty || !page.deleted.isEmpty || !page.refused.isEmpty { continuation.yield(page) }
-                        if !page.moreComing { try await Task.sleep(for: pollInterval) }
-                    }
-                    continuation.finish()
-                } catch is CancellationError {
-                    continuation.finish()
-                } catch {
-                    continuation.finish(throwing: error)
-                }
-            }
-            continuation.onTermination = { _ in task.cancel() }
+        return Self.pollingStream(since: token, every: pollInterval) { position in
+            let page = try await db.changes(in: zone, since: position)
+            return (page, page.token, !page.changed.isEmpty || !page.deleted.isEmpty || !page.refused.isEmpty, page.moreComing)
         }
     }
 
     /// A live stream of this database's zone changes after `token`.
     public func databaseChangeStream(since token: ChangeToken?, pollInterval: Duration = .milliseconds(100)) -> AsyncThrowingStream<DatabaseChanges, Error> {
         let db = self
-        return AsyncThrowingStream { continuation in
+        return Self.pollingStream(since: token, every: pollInterval) { position in
+            let page = try await db.databaseChanges(since: position)
+            return (page, page.token, !page.changed.isEmpty || !page.deleted.isEmpty, page.moreComing)
+        }
+    }
+
+    /// Polls `fetch` from `token` on: yields each page that has something, asks again at once
+    /// while more is coming and after `interval` otherwise, ends on cancellation or with the
+    /// first error.
+    private static func pollingStream<Page: Sendable>(
+        since token: ChangeToken?, every interval: Duration,
+        fetch: @escaping @Sendable (ChangeToken?) async throws -> (page: Page, next: ChangeToken, hasItems: Bool, moreComing: Bool)
+    ) -> AsyncThrowingStream<Page, Error> {
+        AsyncThrowingStream { continuation in
             let task = Task {
                 var position = token
                 do {
                     while !Task.isCancelled {
-                        let page = try await db.databaseChanges(since: position)
-                        position = page.token
-                        if !page.changed.isEmpty || !page.deleted.isEmpty { continuation.yield(page) }
-                        try await Task.sleep(for: pollInterval)
+                        let result = try await fetch(position)
+                        position = result.next
+                        if result.hasItems { continuation.yield(result.page) }
+                        if !result.moreComing { try await Task.sleep(for: interval) }
                     }
                     continuation.finish()
                 } catch is CancellationError {
