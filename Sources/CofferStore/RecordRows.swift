@@ -295,7 +295,7 @@ extension Session {
                             if final { throw StoreError(.integrityFailure, "record '\(row.name)': encrypted field '\(key)' does not match the schema") }
                             return DecodedBody(digest: hash, outcome: .staleSchema)
                         }
-                        guard spec.encrypted, Self.value(value, matches: spec.type) else {
+                        guard field(value, encrypted: true, matches: spec) else {
                             throw StoreError(.integrityFailure, "record '\(row.name)': encrypted field '\(key)' does not match the schema")
                         }
                     }

@@ -147,8 +147,8 @@ extension Session {
             let prepared = try prepare(record, zone: context.zone.id)
             let schema = context.schemas[record.recordType]
             let checked = schema.map { schema in
-                record.values.allSatisfy { key, value in schema[key].map { !$0.encrypted && Self.value(value, matches: $0.type) } ?? false }
-                    && record.encryptedValues.allSatisfy { key, value in schema[key].map { $0.encrypted && Self.value(value, matches: $0.type) } ?? false }
+                record.values.allSatisfy { key, value in schema[key].map { field(value, encrypted: false, matches: $0) } ?? false }
+                    && record.encryptedValues.allSatisfy { key, value in schema[key].map { field(value, encrypted: true, matches: $0) } ?? false }
             } ?? false
             let sealed = prepared.sealedPlaintext.map { plaintext in
                 plaintext.withUnsafeBytes { p in

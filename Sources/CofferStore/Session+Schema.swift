@@ -66,6 +66,11 @@ extension Session {
         })
     }
 
+    /// Whether a field saved with `value`, plain or encrypted, agrees with its fixed spec.
+    static func field(_ value: RecordValue, encrypted: Bool, matches spec: FieldSpec) -> Bool {
+        spec.encrypted == encrypted && Self.value(value, matches: spec.type)
+    }
+
     static func value(_ value: RecordValue, matches type: FieldType) -> Bool {
         if case .list(let items) = value, items.isEmpty { return type.isList }
         return value.fieldType == type
