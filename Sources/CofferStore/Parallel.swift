@@ -2,6 +2,33 @@ import Dispatch
 import Foundation
 import Synchronization
 
+/// A value the producer of a ``Pipeline`` sets once, before it publishes the first input, for
+/// work that started before the value was known. Helpers read it in place (no copy, no
+/// reference count touched) after acquiring an input; publishing orders the write before
+/// their reads.
+final class LateValue<Value>: @unchecked Sendable {
+    private let pointer = UnsafeMutablePointer<Value>.allocate(capacity: 1)
+    private var isSet = false
+
+    init() {}
+
+    /// Sets the value (once, on the producer thread, before publishing).
+    func set(_ value: Value) {
+        precondition(!isSet, "a late value is set once")
+        pointer.initialize(to: value)
+        isSet = true
+    }
+
+    var value: Value {
+        unsafeAddress { UnsafePointer(pointer) }
+    }
+
+    deinit {
+        if isSet { pointer.deinitialize(count: 1) }
+        pointer.deallocate()
+    }
+}
+
 /// Spreads the per-record crypto of a batch (sealing and hashing on writes; hashing, opening
 /// and decoding on reads) over the machine's other cores while the database thread does the
 /// SQLite work. See `Docs/Performance.md` ("Where the time goes").
@@ -38,7 +65,8 @@ final class Pipeline<Input: Sendable, Output: Sendable>: @unchecked Sendable {
     private let closed = Atomic<Bool>(false)
     /// Helpers between deciding to claim a block and finishing it.
     private let busy = Atomic<Int>(0)
-    private var count = 0 // the producer's view of `published`
+    /// Inputs published so far (the producer's view of `published`).
+    private(set) var count = 0
     /// Blocks computed by helpers (the rest by the producer): logged at trace level.
     let helperBlocks = Atomic<Int>(0)
     private var started = false
@@ -106,8 +134,16 @@ final class Pipeline<Input: Sendable, Output: Sendable>: @unchecked Sendable {
         while busy.load(ordering: .sequentiallyConsistent) > 0 { Self.backoff(&spins) }
     }
 
-    private func startHelpers() {
-        guard !started, count >= Parallel.threshold, Parallel.helpers > 0 else { return }
+    /// Starts the helpers before the inputs are published (producer thread), for a producer
+    /// that knows many are coming but has other work first: the helpers are awake by the time
+    /// it publishes. The pipeline must then be closed or cancelled on every path.
+    func start() {
+        guard capacity >= Parallel.threshold else { return }
+        startHelpers(early: true)
+    }
+
+    private func startHelpers(early: Bool = false) {
+        guard !started, early || count >= Parallel.threshold, Parallel.helpers > 0 else { return }
         started = true
         for worker in 1...Parallel.helpers { Parallel.queue.async { self.help(worker: worker) } }
     }
@@ -164,10 +200,8 @@ final class Pipeline<Input: Sendable, Output: Sendable>: @unchecked Sendable {
                 Self.backoff(&spins)
             }
         }
-        let output = outputs[i]!
-        outputs[i] = nil
         inputs[i] = nil
-        return output
+        return outputs[i].take()! // moved out, not copied
     }
 
     /// Every output in order (producer thread): closes the pipeline first.
@@ -176,11 +210,12 @@ final class Pipeline<Input: Sendable, Output: Sendable>: @unchecked Sendable {
         return (0..<count).map(take)
     }
 
-    /// Spins briefly, then yields, then sleeps: the wait is usually a few microseconds.
+    /// Spins briefly, then yields, then sleeps ever longer (up to a millisecond): the wait is
+    /// usually a few microseconds, but a helper started early may wait for the write lock.
     private static func backoff(_ spins: inout Int) {
         spins += 1
         if spins < 64 { return }
         if spins < 2048 { sched_yield(); return }
-        usleep(20)
+        usleep(UInt32(min(20 << min((spins - 2048) / 64, 6), 1000)))
     }
 }

@@ -174,11 +174,14 @@ final class RowContext: Sendable {
     /// error is raised only once the row passed its commit check, so a tampered epoch column
     /// reads as the damage it is, not as a missing key.
     let key: Result<SymmetricKey, any Error>?
+    /// `schema.count`, readable from other threads without touching the dictionary's reference count.
+    let schemaCount: Int
 
     init(commit: VerifiedCommit, schema: [String: FieldSpec], key: Result<SymmetricKey, any Error>?) {
         self.commit = commit
         self.schema = schema
         self.key = key
+        schemaCount = schema.count
     }
 }
 
@@ -196,45 +199,76 @@ struct DecodedBody: Sendable {
     let outcome: DecodeOutcome
 }
 
-/// One thread's copies of what decoding reads: the zone, the store id, and the schema and zone
-/// key of each (type, epoch) met, copied once from the shared context. Used by one thread only.
+/// One thread's copies of what decoding reads: the zone's identity, the store id, and the
+/// schema and zone key of each (type, epoch) met, copied once from the shared context. Used by
+/// one thread at a time. A session keeps sets of workers between reads (``Session/withDecodeWorkers(zone:_:)``),
+/// so the copies (the key's in guarded memory, which costs system calls to make) are made once
+/// per zone, type and epoch, not once per read.
 final class DecodeWorker: @unchecked Sendable {
-    let zone: ZoneRow
     let storeID: [UInt8]
+    private(set) var zone: ZoneRow
     private var schemas = [String: [String: FieldSpec]]()
-    private var keys = [Int64: Result<SymmetricKey, any Error>]()
+    private var keys = [Int64: SymmetricKey]()
 
     init(zone: ZoneRow, storeID: [UInt8]) {
-        func copy(_ s: String) -> String { String(decoding: Array(s.utf8), as: UTF8.self) }
-        self.zone = ZoneRow(rowID: zone.rowID, uid: zone.uid.withUnsafeBytes { Array($0) },
-                            id: ZoneID(name: copy(zone.id.name), ownerID: copy(zone.id.ownerID)), currentEpoch: zone.currentEpoch,
-                            sequence: zone.sequence, membershipSeq: zone.membershipSeq, created: zone.created)
         self.storeID = storeID.withUnsafeBytes { Array($0) }
+        self.zone = Self.copy(zone)
+    }
+
+    private static func copy(_ zone: ZoneRow) -> ZoneRow {
+        func copy(_ s: String) -> String { String(decoding: Array(s.utf8), as: UTF8.self) }
+        return ZoneRow(rowID: zone.rowID, uid: zone.uid.withUnsafeBytes { Array($0) },
+                       id: ZoneID(name: copy(zone.id.name), ownerID: copy(zone.id.ownerID)), currentEpoch: zone.currentEpoch,
+                       sequence: zone.sequence, membershipSeq: zone.membershipSeq, created: zone.created)
+    }
+
+    /// Points the worker at `zone` before a read (on the reading thread, before any helper
+    /// starts): its copies are kept when it is the zone it last read, dropped otherwise.
+    func begin(zone: ZoneRow) {
+        guard zone.uid != self.zone.uid || zone.rowID != self.zone.rowID || zone.id != self.zone.id else { return }
+        self.zone = Self.copy(zone)
+        schemas = [:]
+        keys = [:]
     }
 
     func decode(_ row: StoredRow, _ shared: RowContext) -> DecodedBody {
         let schema: [String: FieldSpec]
-        if let known = schemas[row.type] {
+        // Schemas only grow (a field, once saved, keeps its type): a copy with as many fields
+        // as the shared one is the same schema.
+        if let known = schemas[row.type], known.count == shared.schemaCount {
             schema = known
         } else {
             var copy = [String: FieldSpec](minimumCapacity: shared.schema.count)
             for (field, spec) in shared.schema { copy[String(decoding: Array(field.utf8), as: UTF8.self)] = spec }
-            schemas[row.type] = copy
+            schemas[row.type.copied] = copy
             schema = copy
         }
         var key: Result<SymmetricKey, any Error>?
         if row.hasSealed {
             if let known = keys[row.epoch] {
-                key = known
+                key = .success(known)
             } else {
-                key = shared.key.map { result in
-                    result.flatMap { shared in Result { try SymmetricKey(bytes: shared.bytes.slice(0..<shared.bytes.count)) } }
+                switch shared.key {
+                case .success(let sharedKey)?:
+                    do {
+                        let copy = try SymmetricKey(bytes: sharedKey.bytes.slice(0..<sharedKey.bytes.count))
+                        keys[row.epoch] = copy
+                        key = .success(copy)
+                    } catch {
+                        key = .failure(error)
+                    }
+                case .failure(let error)?: key = .failure(error) // not kept: access may come later
+                case nil: key = nil
                 }
-                keys[row.epoch] = key
             }
         }
         return Session.decodeBody(row, schema: schema, key: key, zone: zone, storeID: storeID)
     }
+}
+
+extension String {
+    /// A copy with storage of its own (no reference count shared with the original).
+    var copied: String { String(decoding: Array(utf8), as: UTF8.self) }
 }
 
 enum DecodeOutcome: Sendable {
@@ -317,11 +351,12 @@ extension Session {
     /// Completes a decoded body with its commit: the version must be one of the commit's
     /// entries (checked before anything else is believed), and the signed commit gives the
     /// modifier, transaction author and modification time.
-    static func finish(_ row: StoredRow, _ body: DecodedBody, commit: VerifiedCommit, zone: ZoneRow) -> DecodeOutcome {
+    static func finish(_ row: StoredRow, _ body: consuming DecodedBody, commit: VerifiedCommit, zone: ZoneRow) -> DecodeOutcome {
         guard commit.entries.contains(body.digest) else {
             return .failed(StoreError(.integrityFailure, "record '\(row.name)' in zone '\(zone.id.name)' does not match its signed commit \(row.seq): it was changed in the file"))
         }
-        guard case .record(var record) = body.outcome else { return body.outcome }
+        let outcome = consume body
+        guard case .record(var record) = outcome.outcome else { return outcome.outcome }
         record.modifierID = commit.authorID // signed, unlike the row's modifier column
         record.transactionAuthor = commit.authorLabel
         record.modified = Date(timeIntervalSince1970: commit.time)
@@ -348,72 +383,102 @@ extension Session {
     /// `expected` (the most rows `read` adds, when known) sizes the first pipeline.
     func decodeRows(_ db: GRDB.Database, zone: ZoneRow, expected: Int? = nil,
                     read: (_ add: (StoredRow) -> Void) throws -> Void,
-                    deliver: (StoredRow, Result<Record, any Error>) throws -> Void) throws {
+                    deliver: (StoredRow, consuming Result<Record, any Error>) throws -> Void) throws {
+        try withDecodeWorkers(zone: zone) { workers in
+            try decodeRows(db, zone: zone, workers: workers, expected: expected, read: read, deliver: deliver)
+        }
+    }
+
+    /// Lends a set of decode workers (one per thread of a read), pointed at `zone`, for the
+    /// length of `body`; the helpers of every pipeline `body` ran must be done with them.
+    func withDecodeWorkers<R>(zone: ZoneRow, _ body: ([DecodeWorker]) throws -> R) rethrows -> R {
+        let workers = decodeWorkers.withLock { $0.popLast() } ?? (0...Parallel.helpers).map { _ in DecodeWorker(zone: zone, storeID: store.storeID) }
+        for worker in workers { worker.begin(zone: zone) }
+        defer { decodeWorkers.withLock { if $0.count < 8 { $0.append(workers) } } }
+        return try body(workers)
+    }
+
+    private func decodeRows(_ db: GRDB.Database, zone: ZoneRow, workers: [DecodeWorker], expected: Int?,
+                            read: (_ add: (StoredRow) -> Void) throws -> Void,
+                            deliver: (StoredRow, consuming Result<Record, any Error>) throws -> Void) throws {
         let t0 = DispatchTime.now().uptimeNanoseconds
-        let storeID = store.storeID
         // Each worker decodes with its own copies of what it reads (see DecodeWorker).
-        let workers = (0...Parallel.helpers).map { _ in DecodeWorker(zone: zone, storeID: storeID) }
         let work: @Sendable (RowWork, Int) -> DecodedBody? = { work, worker in
             guard let context = work.context else { return nil }
             return context._withUnsafeGuaranteedRef { workers[worker].decode(work.row, $0) }
         }
         // Rows go through pipelines of a bounded size, one after another: the first sized for
-        // the rows expected (or small when unknown), the others larger.
+        // the rows expected (or small when unknown), the others larger. A full pipeline is
+        // closed and left to the helpers while the next one fills.
         let segment = 512
-        var pipeline = Pipeline<RowWork, DecodedBody?>(capacity: min(max(expected ?? 128, 1), segment), work: work)
+        var pipelines = [Pipeline<RowWork, DecodedBody?>(capacity: min(max(expected ?? 128, 1), segment), work: work)]
         var rows = [StoredRow]()
+        rows.reserveCapacity(expected ?? 0)
         var contexts = [Result<RowContext, any Error>]()
-        var bodies = [DecodedBody?]()
-        // Rows of one commit share their context: look it up once per commit and type.
-        struct ContextKey: Hashable { let seq: Int64, epoch: Int64, sealed: Bool, type: String }
-        var known = [ContextKey: Result<RowContext, any Error>]()
+        contexts.reserveCapacity(expected ?? 0)
+        // Rows of one commit share their context: look it up once per commit and type (the
+        // last one first: rows of a commit often come in a run).
+        struct ContextKey: Equatable { let epoch: Int64, sealed: Bool, type: String }
+        var known = [Int64: [(key: ContextKey, context: Result<RowContext, any Error>)]]()
+        var last: (seq: Int64, key: ContextKey, context: Result<RowContext, any Error>)?
         do {
             try read { row in
-                let key = ContextKey(seq: row.seq, epoch: row.epoch, sealed: row.hasSealed, type: row.type)
+                let key = ContextKey(epoch: row.epoch, sealed: row.hasSealed, type: row.type)
                 let context: Result<RowContext, any Error>
-                if let found = known[key] {
-                    context = found
+                if let last, last.seq == row.seq, last.key == key {
+                    context = last.context
+                } else if let found = known[row.seq]?.first(where: { $0.key == key }) {
+                    context = found.context
+                    last = (row.seq, key, context)
                 } else {
                     context = self.context(db, zone: zone, row: row)
-                    known[key] = context
+                    known[row.seq, default: []].append((key, context))
+                    last = (row.seq, key, context)
                 }
-                if pipeline.isFull {
-                    bodies += pipeline.takeAll()
-                    pipeline = Pipeline(capacity: segment, work: work)
+                if pipelines[pipelines.count - 1].isFull {
+                    pipelines[pipelines.count - 1].close()
+                    pipelines.append(Pipeline(capacity: segment, work: work))
                 }
                 // `contexts` keeps each context alive while helpers hold it unretained.
-                pipeline.push(RowWork(row: row, context: (try? context.get()).map(Unmanaged.passUnretained)))
+                pipelines[pipelines.count - 1].push(RowWork(row: row, context: (try? context.get()).map(Unmanaged.passUnretained)))
                 rows.append(row)
                 contexts.append(context)
             }
         } catch {
             // Helpers hold the contexts unretained: they must be out of their blocks before
             // `contexts` goes.
-            pipeline.cancelAndWait()
+            for pipeline in pipelines { pipeline.cancelAndWait() }
             throw error
         }
         let t1 = DispatchTime.now().uptimeNanoseconds
-        bodies += pipeline.takeAll()
-        let t2 = DispatchTime.now().uptimeNanoseconds
-        for i in rows.indices {
-            let row = rows[i]
-            let outcome: DecodeOutcome
-            switch contexts[i] {
-            case .failure(let error): outcome = .failed(error)
-            case .success(let context): outcome = Self.finish(row, bodies[i]!, commit: context.commit, zone: zone)
+        pipelines[pipelines.count - 1].close()
+        var i = 0
+        do {
+            for pipeline in pipelines {
+                for j in 0..<pipeline.count {
+                    let row = rows[i]
+                    let body = pipeline.take(j)
+                    switch contexts[i] {
+                    case .failure(let error): try deliver(row, .failure(error))
+                    case .success(let context):
+                        switch Self.finish(row, body!, commit: context.commit, zone: zone) {
+                        case .record(let record): try deliver(row, .success(record))
+                        case .failed(let error): try deliver(row, .failure(error))
+                        case .staleSchema: try deliver(row, Result { try self.decodeOne(db, zone: zone, row: row) })
+                        }
+                    }
+                    i += 1
+                }
             }
-            bodies[i] = nil
-            switch outcome {
-            case .record(let record): try deliver(row, .success(record))
-            case .failed(let error): try deliver(row, .failure(error))
-            case .staleSchema: try deliver(row, Result { try self.decodeOne(db, zone: zone, row: row) })
-            }
+        } catch {
+            for pipeline in pipelines { pipeline.cancelAndWait() }
+            throw error
         }
+        let t2 = DispatchTime.now().uptimeNanoseconds
         withExtendedLifetime(contexts) {}
         store.logger.trace("rows decoded", metadata: [
-            "rows": "\(rows.count)", "helperBlocks": "\(pipeline.helperBlocks.load(ordering: .relaxed))",
-            "readMicroseconds": "\((t1 - t0) / 1000)", "drainMicroseconds": "\((t2 - t1) / 1000)",
-            "finishMicroseconds": "\((DispatchTime.now().uptimeNanoseconds - t2) / 1000)",
+            "rows": "\(rows.count)", "helperBlocks": "\(pipelines.reduce(0) { $0 + $1.helperBlocks.load(ordering: .relaxed) })",
+            "readMicroseconds": "\((t1 - t0) / 1000)", "finishMicroseconds": "\((t2 - t1) / 1000)",
         ])
     }
 

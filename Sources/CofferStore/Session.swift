@@ -26,6 +26,8 @@ public final class Session: Sendable {
     let verifiedShares = Mutex<Set<[UInt8]>>([])
     /// User id → signing key, checked against the id.
     let signingKeys = Mutex<[String: Ed25519.PublicKey]>([:])
+    /// Sets of decode workers between reads (see ``DecodeWorker``).
+    let decodeWorkers = Mutex<[[DecodeWorker]]>([])
 
     init(store: Store, vault: Vault) {
         self.store = store

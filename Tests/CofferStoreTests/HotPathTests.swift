@@ -141,4 +141,48 @@ struct HotPathTests {
             }
         }
     }
+
+    @Test("one session's reads reuse their decode workers across zones, a schema that grows and a new key epoch")
+    func pooledWorkersFollowChanges() async throws {
+        try await SignedHarness.run { h in
+            let db = h.ownerDB
+            let a = try await db.createZone(named: "A")
+            let b = try await db.createZone(named: "B")
+            func batch(_ zone: ZoneID, _ prefix: String, extra: Bool = false) -> [Record] {
+                (0..<60).map { i in
+                    makeRecord("Note", "\(prefix)\(i)", in: zone, plain: extra ? ["k": .int(1), "tag": .string("t\(i)")] : ["k": .int(1)],
+                               encrypted: extra ? ["s": .string("\(prefix) \(i)"), "n": .int(Int64(i))] : ["s": .string("\(prefix) \(i)")])
+                }
+            }
+            func check(_ zone: ZoneID, _ prefix: String, extra: Bool = false) async throws {
+                let names = (0..<60).map { "\(prefix)\($0)" }
+                let fetched = try await db.records(named: names, in: zone)
+                for (i, name) in names.enumerated() {
+                    let record = try fetched[name]!.get()
+                    #expect(record.encryptedValues["s"] == .string("\(prefix) \(i)"))
+                    #expect(record.encryptedValues["n"] == (extra ? .int(Int64(i)) : nil))
+                    #expect(record.values["tag"] == (extra ? .string("t\(i)") : nil))
+                }
+            }
+            _ = try await db.modify(saving: batch(a, "a"), in: a)
+            _ = try await db.modify(saving: batch(b, "b"), in: b)
+            try await check(a, "a")
+            try await check(b, "b")
+            try await check(a, "a")
+            // New fields in zone A's schema, after this session's workers copied it.
+            _ = try await db.modify(saving: batch(a, "x", extra: true), in: a)
+            try await check(a, "x", extra: true)
+            try await check(a, "a")
+            // A new key epoch (a member removed), and every record of A sealed again under it.
+            let bob = try h.newUser("Bob", "bob@example.com")
+            try await h.share(a, with: [(bob, .readOnly)])
+            _ = try await h.owner.removeParticipant(bob.userID, from: a)
+            #expect(try await h.owner.rekey(zone: a) == 120)
+            let query = try await db.query(Query(recordType: "Note", predicates: [.init("k", .equal, .int(1))]), in: a)
+            #expect(query.records.count == 120)
+            #expect(query.records.allSatisfy { $0.keyEpoch == 2 })
+            try await check(a, "x", extra: true)
+            try await check(b, "b")
+        }
+    }
 }
