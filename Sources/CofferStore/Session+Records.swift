@@ -209,6 +209,14 @@ extension Session {
         let me = userID
         let storeID = store.storeID
         let now = Date().timeIntervalSince1970
+        // Helpers seal and hash the records as soon as the transaction has given the context;
+        // they are woken now, so they are running by then.
+        let late = LateValue<WriteContext>()
+        let work = Pipeline<Record, Result<SealedWrite, any Error>>(capacity: records.count) { record, _ in
+            Session.sealWrite(record, late.value)
+        }
+        work.start()
+        defer { work.cancel() } // on an early throw, helpers stop (or never begin) sealing
 
         return try store.write { db in
             let zone = try ZoneRow.fetch(db, zoneID)
@@ -230,8 +238,9 @@ extension Session {
             }
             let context = WriteContext(storeID: storeID, zone: zone, key: key, epoch: epoch, seq: seq, membershipSeq: membershipSeq,
                                        authorID: me, authorLabel: authorLabel, time: now, schemas: schemas)
-            let work = Pipeline(records) { record, _ in Session.sealWrite(record, context) }
-            defer { work.cancel() } // on an early throw, helpers stop sealing the rest
+            late.set(context)
+            for record in records { work.push(record) }
+            work.close()
 
             var failures = [String: StoreError]()
             var saved = [Record]()
@@ -253,7 +262,7 @@ extension Session {
                 if policy == .changedKeys, let merged = try self.mergeChangedKeys(db, zone: zone, records[i]) {
                     write = try Self.sealWrite(merged, context).get()
                 }
-                let record = write.result
+                let record = write.result // shares storage with `write.result` (no copy of its values)
                 if !write.schemaChecked { try self.applySchema(db, zoneRowID: zone.rowID, record: record) }
                 var written = false
                 var stored: (creator: String, created: Double)?
