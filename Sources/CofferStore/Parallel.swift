@@ -38,8 +38,111 @@ enum Parallel {
     static let helpers = ProcessInfo.processInfo.environment["COFFER_HELPERS"].flatMap { Int($0) }.map { max(0, min(8, $0)) }
         ?? max(0, min(3, ProcessInfo.processInfo.activeProcessorCount - 1))
     /// Below this many items the hand-off costs more than it saves: everything stays on the caller.
-    static let threshold = 24
+    static let threshold = 8
     static let queue = DispatchQueue(label: "coffer.parallel", qos: .userInitiated, attributes: .concurrent)
+    /// How long a helper thread keeps looking for work after its last block before it parks.
+    /// Waking a parked thread costs tens of microseconds on a virtual machine (the idle vCPU
+    /// must be interrupted), as much as decoding several records; a read or a batch that comes
+    /// within this window finds its helper awake. The cost is up to this much spinning of one
+    /// core after each burst of work.
+    /// `COFFER_HELPER_SPIN_US` overrides it (in microseconds; 0 parks at once), for measurements.
+    static let spinNanoseconds: UInt64 = ProcessInfo.processInfo.environment["COFFER_HELPER_SPIN_US"].flatMap { UInt64($0) }.map { min($0, 100_000) * 1000 }
+        ?? 2_000_000
+}
+
+/// Work a helper thread can join: a ``Pipeline``.
+protocol HelpedWork: AnyObject, Sendable {
+    /// Computes unclaimed blocks until none is left (or the work is cancelled).
+    func help(worker: Int)
+}
+
+/// The helper threads (``Parallel/helpers`` of them, started at first use, kept for the life of
+/// the process), shared by every pipeline. Each pipeline is offered to every helper once; a
+/// helper that runs out of work spins for ``Parallel/spinNanoseconds`` looking for more, then
+/// parks until a pipeline is offered.
+final class HelperThreads: @unchecked Sendable {
+    static let shared = HelperThreads(count: Parallel.helpers)
+
+    private struct Offer {
+        let work: any HelpedWork
+        /// Helpers that have not taken this offer yet.
+        var takers: Set<Int>
+    }
+    private struct State {
+        var offers = [Offer]()
+        var parked = 0
+        var started = false
+    }
+    private let count: Int
+    private let state = Mutex(State())
+    /// `state.offers.count`, for looking without the lock while spinning.
+    private let pending = Atomic<Int>(0)
+    private let wake = DispatchSemaphore(value: 0)
+
+    private init(count: Int) {
+        self.count = count
+    }
+
+    /// Offers `work` to every helper (each calls its `help(worker:)` once, with its own index).
+    func offer(_ work: any HelpedWork) {
+        guard count > 0 else { return }
+        let (start, wakeups) = state.withLock { state -> (Bool, Int) in
+            state.offers.append(Offer(work: work, takers: Set(1...count)))
+            pending.store(state.offers.count, ordering: .releasing)
+            let start = !state.started
+            state.started = true
+            let wakeups = state.parked
+            state.parked = 0
+            return (start, wakeups)
+        }
+        if start {
+            for worker in 1...count {
+                let thread = Thread { [self] in run(worker: worker) }
+                thread.name = "coffer-helper-\(worker)"
+                thread.qualityOfService = .userInitiated
+                thread.start()
+            }
+        }
+        for _ in 0..<wakeups { wake.signal() }
+    }
+
+    /// The next offer this helper has not taken, if any.
+    private func take(worker: Int) -> (any HelpedWork)? {
+        guard pending.load(ordering: .acquiring) > 0 else { return nil }
+        return state.withLock { state in
+            guard let i = state.offers.firstIndex(where: { $0.takers.contains(worker) }) else { return nil }
+            let work = state.offers[i].work
+            state.offers[i].takers.remove(worker)
+            if state.offers[i].takers.isEmpty {
+                state.offers.remove(at: i)
+                pending.store(state.offers.count, ordering: .releasing)
+            }
+            return work
+        }
+    }
+
+    private func run(worker: Int) {
+        var idleSince = DispatchTime.now().uptimeNanoseconds
+        while true {
+            if let work = take(worker: worker) {
+                work.help(worker: worker)
+                idleSince = DispatchTime.now().uptimeNanoseconds
+                continue
+            }
+            if DispatchTime.now().uptimeNanoseconds - idleSince < Parallel.spinNanoseconds {
+                sched_yield()
+                continue
+            }
+            // Park, unless an offer came in meanwhile (checked under the lock `offer` takes).
+            let park = state.withLock { state -> Bool in
+                guard !state.offers.contains(where: { $0.takers.contains(worker) }) else { return false }
+                state.parked += 1
+                return true
+            }
+            if park { wake.wait() }
+            idleSince = DispatchTime.now().uptimeNanoseconds
+        }
+    }
 }
 
 /// A fixed number of slots: the calling thread publishes inputs in order, helper threads claim
@@ -51,7 +154,7 @@ enum Parallel {
 /// then publishes it with a release store; a helper acquires the count before reading inputs,
 /// and releases the block's ready flag after writing its outputs. Blocks of several items keep
 /// threads off each other's cache lines.
-final class Pipeline<Input: Sendable, Output: Sendable>: @unchecked Sendable {
+final class Pipeline<Input: Sendable, Output: Sendable>: HelpedWork, @unchecked Sendable {
     private static var block: Int { 8 }
     private let capacity: Int
     private let blocks: Int
@@ -145,7 +248,7 @@ final class Pipeline<Input: Sendable, Output: Sendable>: @unchecked Sendable {
     private func startHelpers(early: Bool = false) {
         guard !started, early || count >= Parallel.threshold, Parallel.helpers > 0 else { return }
         started = true
-        for worker in 1...Parallel.helpers { Parallel.queue.async { self.help(worker: worker) } }
+        HelperThreads.shared.offer(self)
     }
 
     /// Transforms block `b`, whose inputs up to `end` are published.
@@ -154,7 +257,7 @@ final class Pipeline<Input: Sendable, Output: Sendable>: @unchecked Sendable {
         ready[b].store(true, ordering: .releasing)
     }
 
-    private func help(worker: Int) {
+    func help(worker: Int) {
         var spins = 0
         while true {
             // Claim the next block only once it is published (or the stream is closed), so that

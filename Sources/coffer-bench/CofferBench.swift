@@ -35,6 +35,13 @@ enum Clock {
         return Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
     }
 
+    /// CPU seconds of the calling thread.
+    static func threadCPUSeconds() -> Double {
+        var time = timespec()
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &time)
+        return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
+    }
+
     /// Wall and CPU seconds of `body`.
     static func measure(_ body: () async throws -> Void) async rethrows -> (wall: Double, cpu: Double) {
         let cpu0 = cpuSeconds()

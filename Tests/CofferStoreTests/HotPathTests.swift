@@ -73,6 +73,36 @@ struct HotPathTests {
         #expect(pipeline.takeAll() == (0..<64).map { $0 + 1000 })
     }
 
+    @Test("helper threads that parked after their spin window wake for the next pipeline and take part in it",
+          .enabled(if: Parallel.helpers > 0, "needs a second core"))
+    func parkedHelpersWake() {
+        for _ in 0..<3 {
+            usleep(UInt32(Parallel.spinNanoseconds / 1000) + 20_000) // longer than the spin window: helpers park
+            let pipeline = Pipeline<Int, Int>(capacity: 64) { value, _ in
+                usleep(500)
+                return -value
+            }
+            for i in 0..<64 { pipeline.push(i) }
+            #expect(pipeline.takeAll() == (0..<64).map { -$0 })
+            // 32 ms of work in blocks of 8: a helper that woke took some of it.
+            #expect(pipeline.helperBlocks.load(ordering: .relaxed) > 0)
+        }
+    }
+
+    @Test("a pipeline started before its inputs exist waits for them, and one cancelled before any stops its helpers")
+    func pipelineStartedEarly() {
+        let late = LateValue<Int>()
+        let pipeline = Pipeline<Int, Int>(capacity: 40) { value, _ in value + late.value }
+        pipeline.start()
+        usleep(5_000)
+        late.set(100)
+        for i in 0..<40 { pipeline.push(i) }
+        #expect(pipeline.takeAll() == (0..<40).map { $0 + 100 })
+        let abandoned = Pipeline<Int, Int>(capacity: 40) { value, _ in value }
+        abandoned.start()
+        abandoned.cancelAndWait()
+    }
+
     @Test("a cancelled pipeline stops its helpers and frees everything")
     func pipelineCancel() {
         let done = Mutex(0)
