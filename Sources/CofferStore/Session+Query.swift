@@ -76,9 +76,7 @@ extension Session {
                 _ = try plainSpec(sort.field, for: "sorted on")
                 order.append("\(Self.fieldExpression(sort.field)) \(sort.ascending ? "ASC" : "DESC")")
             }
-            // Ties (and the default order) by name. With filters or sort keys, `+name` keeps the
-            // planner from walking the (zone, name) index instead of the field's expression index.
-            order.append(query.predicates.isEmpty && query.sort.isEmpty ? "name" : "+name")
+            order.append(Self.tieOrder(query))
             sql += " ORDER BY " + order.joined(separator: ", ")
             let offset = cursor?.offset ?? 0
             var more = false
@@ -108,6 +106,18 @@ extension Session {
             }
             return QueryResult(records: records, refused: refused, cursor: next)
         }
+    }
+
+    /// The last ORDER BY term of a query: ties (and the default order) by name. With filters or
+    /// sort keys, `+name` keeps the planner from walking the (zone, name) index instead of the
+    /// field's expression index; but where that index gives name order itself (equality on one
+    /// field, or an ascending sort on the one field used), plain `name` lets SQLite stream rows
+    /// from it instead of reading and sorting them all before returning the first.
+    static func tieOrder(_ query: Query) -> String {
+        let fields = Set(query.predicates.map(\.field) + query.sort.map(\.field))
+        let streams = fields.count == 1 && (query.sort.isEmpty ? query.predicates.allSatisfy { $0.comparison == .equal }
+                                                               : query.sort.count == 1 && query.sort[0].ascending)
+        return fields.isEmpty || streams ? "name" : "+name"
     }
 
     /// The SQL value a plain field of `type` is compared as (the same as `json_extract` yields).

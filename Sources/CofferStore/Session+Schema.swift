@@ -81,14 +81,22 @@ extension Session {
         "json_extract(plain, '$.\(field)')" // field keys are [A-Za-z][A-Za-z0-9_]*: safe inline
     }
 
-    /// A partial expression index per (record type, plain field), shared by all zones.
+    /// A partial expression index per (record type, plain field), shared by all zones. Its
+    /// last column is the record name, so the rows of one value come out in name order: a
+    /// query on `field = v` (or sorted on the field, ascending) needs no sorting, and returns its
+    /// first row before it has read the others.
     static func indexSQL(recordType: String, field: String) -> String {
-        "CREATE INDEX IF NOT EXISTS \(indexName(recordType: recordType, field: field)) ON record (zone_id, \(fieldExpression(field))) WHERE type = '\(recordType)'"
+        "CREATE INDEX IF NOT EXISTS \(indexName(recordType: recordType, field: field)) ON record (zone_id, \(fieldExpression(field)), name) WHERE type = '\(recordType)'"
     }
 
     /// `record_field_` and 16 hex digits of BLAKE2b over the type and field: unambiguous.
     static func indexName(recordType: String, field: String) -> String {
-        "record_field_" + Hex.encode(BLAKE2b.hash(Array("coffer.index.v1".utf8) + [0] + Array(recordType.utf8) + [0] + Array(field.utf8),
+        indexName(recordType: recordType, field: field, version: 2)
+    }
+
+    /// Version 1 indexes were (zone_id, expression) and are replaced by version 2 when met.
+    static func indexName(recordType: String, field: String, version: Int) -> String {
+        "record_field_" + Hex.encode(BLAKE2b.hash(Array("coffer.index.v\(version)".utf8) + [0] + Array(recordType.utf8) + [0] + Array(field.utf8),
                                                   outputByteCount: 16).prefix(8))
     }
 }
@@ -107,7 +115,10 @@ extension Session {
         let toCreate = missing.filter { !existing.contains($0.index) }
         if !toCreate.isEmpty {
             try store.write { db in
-                for item in toCreate { try db.execute(sql: Self.indexSQL(recordType: recordType, field: item.field)) }
+                for item in toCreate {
+                    try db.execute(sql: Self.indexSQL(recordType: recordType, field: item.field))
+                    try db.execute(sql: "DROP INDEX IF EXISTS \(Self.indexName(recordType: recordType, field: item.field, version: 1))")
+                }
             }
             store.logger.info("query index created", metadata: ["type": "\(recordType)", "fields": "\(toCreate.map { $0.field })"])
         }

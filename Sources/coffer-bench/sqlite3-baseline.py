@@ -17,7 +17,7 @@ with tempfile.TemporaryDirectory() as folder:
     with open(script, "w") as out:
         out.write("PRAGMA journal_mode=WAL;\nPRAGMA synchronous=NORMAL;\n")
         out.write("CREATE TABLE note (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, title TEXT NOT NULL, count INTEGER NOT NULL,"
-                  " date REAL NOT NULL, body TEXT NOT NULL, n INTEGER NOT NULL);\nCREATE INDEX note_count ON note (count);\n")
+                  " date REAL NOT NULL, body TEXT NOT NULL, n INTEGER NOT NULL);\nCREATE INDEX note_count ON note (count, name);\n")
         for start in range(0, records, 400):
             out.write("BEGIN;\n")
             for i in range(start, min(start + 400, records)):

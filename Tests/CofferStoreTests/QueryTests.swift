@@ -440,6 +440,68 @@ struct QueryTests {
         }
     }
 
+    @Test("a query on one field's equality, or sorted ascending on its one field, ends its order with plain name; others with +name")
+    func tieOrderTerm() {
+        func order(_ predicates: [Query.Predicate], _ sort: [Query.Sort] = []) -> String {
+            Session.tieOrder(Query(recordType: "Note", predicates: predicates, sort: sort))
+        }
+        #expect(order([]) == "name")
+        #expect(order([.init("count", .equal, .int(3))]) == "name")
+        #expect(order([.init("count", .equal, .int(3)), .init("count", .equal, .int(4))]) == "name")
+        #expect(order([.init("count", .greaterThan, .int(3))]) == "+name")
+        #expect(order([.init("count", .greaterThan, .int(3))], [.init("count")]) == "name")
+        #expect(order([.init("count", .greaterThan, .int(3))], [.init("count", ascending: false)]) == "+name")
+        #expect(order([.init("count", .equal, .int(3)), .init("title", .equal, "t")]) == "+name")
+        #expect(order([.init("count", .equal, .int(3))], [.init("title")]) == "+name")
+        #expect(order([], [.init("title")]) == "name")
+    }
+
+    @Test("a field's index ends with the record name: an equality query streams rows in name order without sorting them")
+    func equalityQueriesNeedNoSort() async throws {
+        try await withStore { f async throws in
+            let zone = try await f.db.createZone(named: "Z")
+            _ = try await f.db.modify(saving: (0..<60).map { i in
+                makeRecord("Note", String(format: "n%03d", 59 - i), in: zone, plain: ["k": .int(Int64(i % 3)), "s": .string("s\(i % 5)")],
+                           encrypted: ["body": .string("b\(i)")])
+            }, in: zone)
+            let result = try await f.db.query(Query(recordType: "Note", predicates: [.init("k", .equal, .int(1))]), in: zone)
+            let expected = (0..<60).filter { $0 % 3 == 1 }.map { String(format: "n%03d", 59 - $0) }.sorted()
+            #expect(result.records.map(\.name) == expected)
+            let sorted = try await f.db.query(Query(recordType: "Note", predicates: [.init("s", .greaterThanOrEqual, "s3")], sort: [.init("s")]), in: zone)
+            let keys = sorted.records.map { record -> String in
+                guard case .string(let s)? = record.values["s"] else { return "" }
+                return s + " " + record.name
+            }
+            #expect(keys.count == 24 && keys == keys.sorted())
+            let zoneRowID = try await f.store.dbPool.read { db in try Int64.fetchOne(db, sql: "SELECT id FROM zone") }
+            let indexName = Session.indexName(recordType: "Note", field: "k")
+            let details = try plan(f.store, type: "Note", whereSQL: " AND \(Session.fieldExpression("k")) = ?", orderSQL: "name",
+                                   arguments: [zoneRowID, 1])
+            #expect(details.contains { $0.contains("USING INDEX \(indexName)") }, "\(details)")
+            #expect(!details.contains { $0.contains("TEMP B-TREE") }, "\(details)")
+        }
+    }
+
+    @Test("a version 1 index (without the name) is replaced by the current one at the field's next query")
+    func oldIndexReplaced() async throws {
+        try await withStore { f async throws in
+            let zone = try await f.db.createZone(named: "Z")
+            _ = try await f.db.save(makeRecord("Note", "a", in: zone, plain: ["k": .int(1)], encrypted: ["body": "b"]))
+            let old = Session.indexName(recordType: "Note", field: "k", version: 1)
+            try await f.store.dbPool.write { db in
+                try db.execute(sql: "CREATE INDEX \(old) ON record (zone_id, \(Session.fieldExpression("k"))) WHERE type = 'Note'")
+            }
+            let fresh = try Store(path: f.store.url.path) // knows no index yet, as after an upgrade
+            let result = try await fresh.session(vault: f.vault).privateDatabase.query(
+                Query(recordType: "Note", predicates: [.init("k", .equal, .int(1))]), in: zone)
+            #expect(result.records.map(\.name) == ["a"])
+            let indexes = try await f.store.dbPool.read { db in
+                try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'index' AND name LIKE 'record_field_%'")
+            }
+            #expect(indexes == [Session.indexName(recordType: "Note", field: "k")])
+        }
+    }
+
     @Test("refused queries (encrypted, bytes, list or unknown fields; a zone the user cannot read) create no index")
     func noIndexForRefusedQueries() async throws {
         try await withStore { f async throws in
