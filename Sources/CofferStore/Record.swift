@@ -61,12 +61,19 @@ public struct Record: Sendable, Hashable {
     var fetchedEncryptedValues: [String: RecordValue]?
 
     public init(type: String, name: String, zone: ZoneID, parent: String? = nil) {
+        // Room for a few fields each, so that setting them one by one does not regrow the tables.
+        self.init(type: type, name: name, zone: zone, parent: parent,
+                  values: .init(minimumCapacity: 4), encryptedValues: .init(minimumCapacity: 4))
+    }
+
+    /// A record with its values already built (records read from the store).
+    init(type: String, name: String, zone: ZoneID, parent: String?, values: [String: RecordValue], encryptedValues: [String: RecordValue]) {
         self.recordType = type
         self.name = name
         self.zoneID = zone
         self.parent = parent
-        self.values = [:]
-        self.encryptedValues = [:]
+        self.values = values
+        self.encryptedValues = encryptedValues
     }
 
     /// Keys whose value differs from the fetched record (all keys for a new record).

@@ -304,8 +304,7 @@ extension Session {
                     if final { throw error }
                     return DecodedBody(digest: hash, outcome: .staleSchema)
                 }
-                var record = Record(type: row.type, name: row.name, zone: zone.id, parent: row.parent)
-                record.values = values
+                var record = Record(type: row.type, name: row.name, zone: zone.id, parent: row.parent, values: values, encryptedValues: [:])
                 if let sealed {
                     let keyID: UInt32
                     do { keyID = try Envelope.keyID(of: sealed) } catch {

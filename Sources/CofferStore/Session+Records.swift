@@ -262,17 +262,16 @@ extension Session {
                 if policy == .changedKeys, let merged = try self.mergeChangedKeys(db, zone: zone, records[i]) {
                     write = try Self.sealWrite(merged, context).get()
                 }
-                let record = write.result // shares storage with `write.result` (no copy of its values)
-                if !write.schemaChecked { try self.applySchema(db, zoneRowID: zone.rowID, record: record) }
+                if !write.schemaChecked { try self.applySchema(db, zoneRowID: zone.rowID, record: write.result) }
                 var written = false
                 var stored: (creator: String, created: Double)?
                 try write.plain.withUnsafeBytes { plain in
                     try Self.withOptionalBytes(write.sealed) { sealed in
                         if write.expectedSeq == nil || policy != .ifServerRecordUnchanged {
                             insert.bind(1, zone.rowID)
-                            insert.bind(2, record.name)
-                            insert.bind(3, record.recordType)
-                            insert.bind(4, record.parent)
+                            insert.bind(2, write.result.name)
+                            insert.bind(3, write.result.recordType)
+                            insert.bind(4, write.result.parent)
                             insert.bindText(5, borrowing: plain)
                             insert.bindBlob(6, borrowing: sealed)
                             insert.bind(7, epoch)
@@ -293,7 +292,7 @@ extension Session {
                                 RETURNING creator_id, created_at
                                 """))
                             defer { update.reset() }
-                            update.bind(1, record.parent)
+                            update.bind(1, write.result.parent)
                             update.bindText(2, borrowing: plain)
                             update.bindBlob(3, borrowing: sealed)
                             update.bind(4, epoch)
@@ -302,8 +301,8 @@ extension Session {
                             update.bind(7, me)
                             update.bind(8, now)
                             update.bind(9, zone.rowID)
-                            update.bind(10, record.name)
-                            update.bind(11, record.recordType)
+                            update.bind(10, write.result.name)
+                            update.bind(11, write.result.recordType)
                             if policy == .ifServerRecordUnchanged, let expected = write.expectedSeq { update.bind(12, expected) }
                             if try update.step() {
                                 written = true
@@ -313,24 +312,23 @@ extension Session {
                     }
                 }
                 if written {
-                    var result = record
                     if let stored {
-                        result.creatorID = stored.creator
-                        result.created = Date(timeIntervalSince1970: stored.created)
-                        commit.addRecord(Self.digest(of: record, plain: write.plain, sealed: write.sealed, context: context,
+                        commit.addRecord(Self.digest(of: write.result, plain: write.plain, sealed: write.sealed, context: context,
                                                      creatorID: stored.creator, created: stored.created))
+                        write.result.creatorID = stored.creator
+                        write.result.created = Date(timeIntervalSince1970: stored.created)
                     } else {
                         commit.addRecord(write.insertDigest)
                     }
                     if hasTombstones {
                         try db.cachedStatement(sql: "DELETE FROM record_tombstone WHERE zone_id = ? AND name = ?")
-                            .execute(arguments: [zone.rowID, record.name])
+                            .execute(arguments: [zone.rowID, write.result.name])
                     }
-                    saved.append(result)
                     retired.append(write.plain)
                     if let sealed = write.sealed { retired.append(sealed) }
+                    saved.append(write.result)
                 } else {
-                    failures[record.name] = try self.saveFailure(db, zone: zone, record: record)
+                    failures[write.result.name] = try self.saveFailure(db, zone: zone, record: write.result)
                 }
             }
 

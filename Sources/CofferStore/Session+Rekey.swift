@@ -123,9 +123,8 @@ extension Session {
                 var removed = CommitBuilder(zone: source, seq: sourceSeq, membershipSeq: source.membershipSeq, epoch: source.currentEpoch,
                                             authorID: me, authorLabel: "coffer.move", time: now)
                 for old in records {
-                    var record = Record(type: old.recordType, name: old.name, zone: targetID, parent: old.parent)
-                    record.values = old.values
-                    record.encryptedValues = old.encryptedValues
+                    var record = Record(type: old.recordType, name: old.name, zone: targetID, parent: old.parent, values: old.values,
+                                        encryptedValues: old.encryptedValues)
                     let prepared = try Self.prepare(record, zone: targetID)
                     try self.applySchema(db, zoneRowID: target.rowID, record: record)
                     let sealed = prepared.sealedPlaintext.map {
