@@ -38,15 +38,13 @@ public enum BLAKE2b {
     /// stack (no allocation besides the result).
     public static func hash(parts: [UnsafeRawBufferPointer]) -> [UInt8] {
         Sodium.ensureInitialized()
-        return withUnsafeTemporaryAllocation(byteCount: crypto_generichash_statebytes(), alignment: 64) { state in
-            let st = OpaquePointer(state.baseAddress!)
+        return withState { st in
             _ = crypto_generichash_init(st, nil, 0, 32)
             for part in parts where part.count > 0 {
                 _ = crypto_generichash_update(st, part.baseAddress!.assumingMemoryBound(to: UInt8.self), UInt64(part.count))
             }
             var out = [UInt8](repeating: 0, count: 32)
             _ = crypto_generichash_final(st, &out, 32)
-            sodium_memzero(state.baseAddress!, state.count)
             return out
         }
     }
@@ -57,8 +55,7 @@ public enum BLAKE2b {
                             into out: UnsafeMutableRawBufferPointer) {
         precondition((minimumOutputByteCount...maximumOutputByteCount).contains(out.count), "BLAKE2b output length")
         Sodium.ensureInitialized()
-        withUnsafeTemporaryAllocation(byteCount: crypto_generichash_statebytes(), alignment: 64) { state in
-            let st = OpaquePointer(state.baseAddress!)
+        withState { st in
             _ = crypto_generichash_init(st, nil, 0, out.count)
             func update(_ part: UnsafeRawBufferPointer) {
                 guard part.count > 0 else { return }
@@ -68,7 +65,19 @@ public enum BLAKE2b {
             update(b)
             if let c { update(c) }
             _ = crypto_generichash_final(st, out.baseAddress!.assumingMemoryBound(to: UInt8.self), out.count)
-            sodium_memzero(state.baseAddress!, state.count)
+        }
+    }
+
+    /// A hash state on the stack, wiped after `body`. libsodium wants it 64-byte aligned; Swift
+    /// allocates temporary memory with more than 16-byte alignment (or over 1 KiB) on the heap, so
+    /// the state is aligned by hand inside a slightly larger 16-byte aligned buffer.
+    private static func withState<R>(_ body: (OpaquePointer) -> R) -> R {
+        let size = crypto_generichash_statebytes()
+        return withUnsafeTemporaryAllocation(byteCount: size + 64, alignment: 16) { buffer in
+            let address = Int(bitPattern: buffer.baseAddress!)
+            let state = UnsafeMutableRawPointer(bitPattern: (address + 63) & ~63)!
+            defer { sodium_memzero(state, size) }
+            return body(OpaquePointer(state))
         }
     }
 

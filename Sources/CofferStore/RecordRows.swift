@@ -209,10 +209,16 @@ final class DecodeWorker: @unchecked Sendable {
     private(set) var zone: ZoneRow
     private var schemas = [String: [String: FieldSpec]]()
     private var keys = [Int64: SymmetricKey]()
+    /// Where this worker's envelopes are opened (wiped after each record).
+    private let scratch = UnsafeMutableRawBufferPointer.allocate(byteCount: 16 * 1024, alignment: 16)
 
     init(zone: ZoneRow, storeID: [UInt8]) {
         self.storeID = storeID.withUnsafeBytes { Array($0) }
         self.zone = Self.copy(zone)
+    }
+
+    deinit {
+        scratch.deallocate() // holds no plaintext: `Envelope.withOpened` wipes what it used
     }
 
     private static func copy(_ zone: ZoneRow) -> ZoneRow {
@@ -262,7 +268,7 @@ final class DecodeWorker: @unchecked Sendable {
                 }
             }
         }
-        return Session.decodeBody(row, schema: schema, key: key, zone: zone, storeID: storeID)
+        return Session.decodeBody(row, schema: schema, key: key, zone: zone, storeID: storeID, scratch: scratch)
     }
 }
 
@@ -291,7 +297,7 @@ extension Session {
     /// version hash, and its values opened and decoded. Helper threads run it with their own
     /// copies of the schema, key, zone and store id (see ``DecodeWorker``).
     static func decodeBody(_ row: StoredRow, schema: [String: FieldSpec], key: Result<SymmetricKey, any Error>?, zone: ZoneRow,
-                           storeID: [UInt8], final: Bool = false) -> DecodedBody {
+                           storeID: [UInt8], final: Bool = false, scratch: UnsafeMutableRawBufferPointer? = nil) -> DecodedBody {
         row.bytes.withUnsafeBytes { all -> DecodedBody in
             let plain = UnsafeRawBufferPointer(rebasing: all[0..<row.plainCount])
             let sealed = row.hasSealed ? UnsafeRawBufferPointer(rebasing: all[row.plainCount...]) : nil
@@ -317,7 +323,7 @@ extension Session {
                     var sealedValues = [String: RecordValue]()
                     do {
                         try withAssociatedData(storeID: storeID, zone: zone, name: row.name, type: row.type, epoch: row.epoch) { ad in
-                            try Envelope.withOpened(sealed, using: key, authenticating: ad) { sealedValues = try SealedValuesCodec.decode($0) }
+                            try Envelope.withOpened(sealed, using: key, authenticating: ad, scratch: scratch) { sealedValues = try SealedValuesCodec.decode($0) }
                         }
                     } catch let error as CryptoError {
                         throw StoreError(.integrityFailure, "record '\(row.name)' in zone '\(zone.id.name)': its encrypted values fail authentication (changed or moved)",

@@ -60,6 +60,28 @@ struct BLAKE2bTests {
         #expect(BLAKE2b.Hasher(outputByteCount: outputByteCount).finalize() == BLAKE2b.hash([UInt8](), outputByteCount: outputByteCount))
     }
 
+    @Test("the stack-state hashes of parts (hash(parts:), hash(_:_:_:into:)) equal the one-shot hash of the concatenation",
+          arguments: [0, 1, 127, 128, 129, 1_300, 5_000])
+    func stackStateHashes(count: Int) {
+        let data = (0..<count).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 5) }
+        let cut1 = count / 3, cut2 = 2 * count / 3
+        let a = Array(data[..<cut1]), b = Array(data[cut1..<cut2]), c = Array(data[cut2...])
+        a.withUnsafeBytes { pa in
+            b.withUnsafeBytes { pb in
+                c.withUnsafeBytes { pc in
+                    #expect(BLAKE2b.hash(parts: [pa, pb, pc]) == BLAKE2b.hash(data))
+                    for length in [16, 32, 64] {
+                        var out = [UInt8](repeating: 0, count: length)
+                        out.withUnsafeMutableBytes { BLAKE2b.hash(pa, pb, pc, into: $0) }
+                        #expect(out == BLAKE2b.hash(data, outputByteCount: length))
+                        out.withUnsafeMutableBytes { BLAKE2b.hash(pa, pb, nil, into: $0) }
+                        #expect(out == BLAKE2b.hash(a + b, outputByteCount: length))
+                    }
+                }
+            }
+        }
+    }
+
     @Test("Hasher() defaults to 32 bytes and matches the empty-input reference at 64")
     func hasherDefaults() {
         let h = BLAKE2b.Hasher()

@@ -26,6 +26,43 @@ struct EnvelopeTests {
         #expect(try empty.open(using: key) == [])
     }
 
+    @Test("opening in place gives the plaintext, in a caller's scratch buffer when it fits (wiped after), else in temporary memory",
+          arguments: [0, 17, 1_043, 5_000])
+    func openedInPlace(count: Int) throws {
+        let key = SymmetricKey()
+        let plaintext = (0..<count).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ 1) }
+        let env = Envelope.seal(plaintext, using: key, keyID: 3, authenticating: Self.ad)
+        let scratch = UnsafeMutableRawBufferPointer.allocate(byteCount: 2_048, alignment: 16)
+        defer { scratch.deallocate() }
+        scratch.initializeMemory(as: UInt8.self, repeating: 0xEE)
+        for buffer in [nil, scratch] as [UnsafeMutableRawBufferPointer?] {
+            var seen = [UInt8]()
+            var inScratch = false
+            try env.bytes.withUnsafeBytes { sealed in
+                try Self.ad.withUnsafeBytes { ad in
+                    try Envelope.withOpened(sealed, using: key, authenticating: ad, scratch: buffer) { opened in
+                        seen = Array(opened)
+                        inScratch = opened.count > 0 && opened.baseAddress == UnsafeRawPointer(scratch.baseAddress)
+                    }
+                }
+            }
+            #expect(seen == plaintext)
+            #expect(inScratch == (buffer != nil && count > 0 && count <= 2_048))
+        }
+        // What was opened in the scratch buffer is zero now; the rest is untouched.
+        let used = count <= 2_048 ? count : 0
+        #expect(scratch[0..<used].allSatisfy { $0 == 0 })
+        #expect(scratch[used...].allSatisfy { $0 == 0xEE })
+        // A changed byte still fails, with or without scratch.
+        var bad = env.bytes
+        bad[bad.count - 1] ^= 1
+        #expect(throws: CryptoError.self) {
+            try bad.withUnsafeBytes { sealed in
+                try Self.ad.withUnsafeBytes { ad in try Envelope.withOpened(sealed, using: key, authenticating: ad, scratch: scratch) { _ in } }
+            }
+        }
+    }
+
     @Test("layout: version 0x01, big-endian key id, then an XChaCha20-Poly1305 box bound to header ‖ AD")
     func layout() throws {
         let keyBytes = (0..<32).map { UInt8(0xa0 &+ $0) }
