@@ -143,6 +143,12 @@ struct Digest32: Hashable, Sendable {
     }
 
     var bytes: [UInt8] { withUnsafeBytes(of: self) { Array($0) } }
+
+    /// A BLAKE2b output is uniform: its first eight bytes spread digests as well as all 32 (equality
+    /// still compares all 32). Reads look each record up in its commit's set.
+    func hash(into hasher: inout Hasher) {
+        hasher.combine(a)
+    }
 }
 
 /// An owner-signed membership entry: who may read and write a zone from this membership

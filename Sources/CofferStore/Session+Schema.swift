@@ -1,6 +1,7 @@
 import CofferCrypto
 import Foundation
 import GRDB
+import Synchronization
 
 extension Session {
     /// The schema of a record type in a zone, from the cache or the database.
@@ -91,8 +92,23 @@ extension Session {
 
     /// `record_field_` and 16 hex digits of BLAKE2b over the type and field: unambiguous.
     static func indexName(recordType: String, field: String) -> String {
-        indexName(recordType: recordType, field: field, version: 2)
+        let key = SchemaFieldKey(recordType: recordType, field: field)
+        if let known = indexNames.withLock({ $0[key] }) { return known }
+        let name = indexName(recordType: recordType, field: field, version: 2)
+        indexNames.withLock { names in
+            if names.count >= 4096 { names.removeAll() } // a bound, for processes that meet many types
+            names[key] = name
+        }
+        return name
     }
+
+    private struct SchemaFieldKey: Hashable {
+        let recordType: String
+        let field: String
+    }
+
+    /// Index names already computed (each is a BLAKE2b hash, and every query looks them up).
+    private static let indexNames = Mutex<[SchemaFieldKey: String]>([:])
 
     /// Version 1 indexes were (zone_id, expression) and are replaced by version 2 when met.
     static func indexName(recordType: String, field: String, version: Int) -> String {

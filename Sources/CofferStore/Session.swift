@@ -76,12 +76,19 @@ struct ZoneRow: Sendable {
 }
 
 extension ZoneRow {
+    /// The zone's row, read through SQLite's C API (every record operation starts here).
     static func fetch(_ db: GRDB.Database, _ zoneID: ZoneID) throws -> ZoneRow {
-        guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM zone WHERE owner_id = ? AND name = ?"),
-                                         arguments: [zoneID.ownerID, zoneID.name]) else {
+        let statement = try RawStatement(db.cachedStatement(
+            sql: "SELECT id, uid, current_epoch, sequence, membership_seq, created_at FROM zone WHERE owner_id = ? AND name = ?"))
+        defer { statement.reset() }
+        statement.bind(1, zoneID.ownerID)
+        statement.bind(2, zoneID.name)
+        guard try statement.step() else {
             throw StoreError(.zoneNotFound, "no zone '\(zoneID.name)'" + " owned by \(zoneID.ownerID)")
         }
-        return try ZoneRow(row: row)
+        return ZoneRow(rowID: statement.int64(0), uid: Array(statement.bytes(1)), id: zoneID, currentEpoch: statement.int64(2),
+                       sequence: statement.int64(3), membershipSeq: statement.int64(4),
+                       created: Date(timeIntervalSince1970: statement.double(5)))
     }
 
     init(row: Row) throws {
