@@ -39,7 +39,6 @@ enum Parallel {
         ?? max(0, min(3, ProcessInfo.processInfo.activeProcessorCount - 1))
     /// Below this many items the hand-off costs more than it saves: everything stays on the caller.
     static let threshold = 8
-    static let queue = DispatchQueue(label: "coffer.parallel", qos: .userInitiated, attributes: .concurrent)
     /// How long a helper thread keeps looking for work after its last block before it parks.
     /// Waking a parked thread costs tens of microseconds on a virtual machine (the idle vCPU
     /// must be interrupted), as much as decoding several records; a read or a batch that comes
@@ -104,6 +103,22 @@ final class HelperThreads: @unchecked Sendable {
             }
         }
         for _ in 0..<wakeups { wake.signal() }
+    }
+
+    /// Runs `body` once on a helper thread (on the calling thread when there is none): for
+    /// freeing memory the helpers allocated, in their own allocator arena.
+    func run(_ body: @escaping @Sendable () -> Void) {
+        guard count > 0 else { body(); return }
+        offer(OneShot(body))
+    }
+
+    private final class OneShot: HelpedWork, @unchecked Sendable {
+        private let body: @Sendable () -> Void
+        private let done = Atomic<Bool>(false)
+        init(_ body: @escaping @Sendable () -> Void) { self.body = body }
+        func help(worker: Int) {
+            if done.compareExchange(expected: false, desired: true, ordering: .relaxed).exchanged { body() }
+        }
     }
 
     /// The next offer this helper has not taken, if any.

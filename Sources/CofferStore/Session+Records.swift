@@ -244,13 +244,14 @@ extension Session {
 
             var failures = [String: StoreError]()
             var saved = [Record]()
-            // The sealed bytes were allocated on helper threads; they are released there too
-            // (freeing another thread's memory on this one takes the allocator's locks).
+            // The sealed bytes were allocated on helper threads; they are released there too, in
+            // the allocator arena they came from (freeing another thread's memory on this one
+            // takes the allocator's locks).
             var retired = [[UInt8]]()
             retired.reserveCapacity(records.count * 2)
             defer {
                 let bytes = retired
-                Parallel.queue.async { withExtendedLifetime(bytes) {} }
+                HelperThreads.shared.run { withExtendedLifetime(bytes) {} }
             }
             saved.reserveCapacity(records.count)
             let insert = try RawStatement(db.cachedStatement(sql: """

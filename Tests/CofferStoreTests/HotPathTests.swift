@@ -89,6 +89,21 @@ struct HotPathTests {
         }
     }
 
+    @Test("work handed to the helper threads with run(_:) runs exactly once each")
+    func helperRunsOnce() {
+        let runs = Mutex(0)
+        let done = DispatchSemaphore(value: 0)
+        for _ in 0..<50 {
+            HelperThreads.shared.run {
+                runs.withLock { $0 += 1 }
+                done.signal()
+            }
+        }
+        for _ in 0..<50 { #expect(done.wait(timeout: .now() + 5) == .success) }
+        usleep(10_000) // no late second run of any of them
+        #expect(runs.withLock { $0 } == 50)
+    }
+
     @Test("a pipeline started before its inputs exist waits for them, and one cancelled before any stops its helpers")
     func pipelineStartedEarly() {
         let late = LateValue<Int>()
