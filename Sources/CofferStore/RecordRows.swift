@@ -186,7 +186,7 @@ final class RowContext: Sendable {
 }
 
 /// A row to decode, and its context (or the error that finding it gave), held without a
-/// reference count: ``Session/decodeRows(_:zone:expected:read:)`` keeps every context alive, and
+/// reference count: ``Session/decodeRows(_:zone:expected:read:deliver:)`` keeps every context alive, and
 /// helper threads then never touch a shared count (two cores bumping one count run slower than one).
 struct RowWork: @unchecked Sendable {
     let row: StoredRow
@@ -222,10 +222,9 @@ final class DecodeWorker: @unchecked Sendable {
     }
 
     private static func copy(_ zone: ZoneRow) -> ZoneRow {
-        func copy(_ s: String) -> String { String(decoding: Array(s.utf8), as: UTF8.self) }
-        return ZoneRow(rowID: zone.rowID, uid: zone.uid.withUnsafeBytes { Array($0) },
-                       id: ZoneID(name: copy(zone.id.name), ownerID: copy(zone.id.ownerID)), currentEpoch: zone.currentEpoch,
-                       sequence: zone.sequence, membershipSeq: zone.membershipSeq, created: zone.created)
+        ZoneRow(rowID: zone.rowID, uid: zone.uid.withUnsafeBytes { Array($0) },
+                id: ZoneID(name: zone.id.name.copied, ownerID: zone.id.ownerID.copied), currentEpoch: zone.currentEpoch,
+                sequence: zone.sequence, membershipSeq: zone.membershipSeq, created: zone.created)
     }
 
     /// Points the worker at `zone` before a read (on the reading thread, before any helper

@@ -409,7 +409,7 @@ extension Session {
     static let recordColumns = "name, type, parent, plain, sealed, epoch, seq, creator_id, modifier_id, created_at, modified_at, membership_seq"
 
     /// Decodes a row selected with ``recordColumns`` (a GRDB row: for the less travelled
-    /// paths; the hot ones read with ``readRows(_:limit:into:)`` and ``decodeRows(_:zone:expected:read:)``).
+    /// paths; the hot ones read with ``readRows(_:limit:probe:into:)`` and ``decodeRows(_:zone:expected:read:deliver:)``).
     func decodeRecord(_ db: GRDB.Database, zone: ZoneRow, row: Row) throws -> Record {
         try decodeOne(db, zone: zone, row: StoredRow(row: row))
     }
