@@ -224,6 +224,10 @@ enum PlainValuesCodec {
                 index = i
                 return .int(negative ? -value : value)
             }
+            if digits > 0, !overflow, let fast = Self.exactDecimal(bytes, from: i, integer: value, negative: negative) {
+                index = fast.end
+                return .double(fast.value)
+            }
             var isInteger = true
             while index < bytes.count {
                 let c = bytes[index]
@@ -241,6 +245,34 @@ enum PlainValuesCodec {
             if isInteger, let v = Int64(text) { return .int(v) }
             guard let d = Double(text), d.isFinite else { throw fail("bad number") }
             return .double(d)
+        }
+
+        /// Powers of ten that a Double holds exactly.
+        static let exactPowersOfTen: [Double] = (0...22).map { (0..<$0).reduce(1.0) { r, _ in r * 10 } }
+
+        /// `integer.fraction` at `i` (the '.'), when it converts exactly without `strtod`: a
+        /// significand of at most 2^53 over at most 22 fraction digits, no exponent. Both are then
+        /// exact Doubles and one IEEE division rounds correctly (Clinger's fast path), so the
+        /// result equals `strtod`'s. Otherwise nil, for the general path.
+        static func exactDecimal(_ bytes: UnsafeBufferPointer<UInt8>, from start: Int, integer: Int64,
+                                 negative: Bool) -> (value: Double, end: Int)? {
+            guard start < bytes.count, bytes[start] == UInt8(ascii: "."), integer >= 0, integer <= 1 << 53 else { return nil }
+            var significand = UInt64(integer)
+            var i = start + 1, fractionDigits = 0
+            while i < bytes.count, bytes[i] >= 0x30, bytes[i] <= 0x39 {
+                significand = significand &* 10 &+ UInt64(bytes[i] - 0x30)
+                fractionDigits += 1
+                guard fractionDigits <= 22, significand <= 1 << 53 else { return nil }
+                i += 1
+            }
+            guard fractionDigits > 0 else { return nil }
+            if i < bytes.count {
+                let c = bytes[i]
+                guard c != UInt8(ascii: "."), c != UInt8(ascii: "e"), c != UInt8(ascii: "E"), c != UInt8(ascii: "+"),
+                      c != UInt8(ascii: "-") else { return nil }
+            }
+            let magnitude = Double(significand) / exactPowersOfTen[fractionDigits]
+            return (negative ? -magnitude : magnitude, i)
         }
 
         mutating func string() throws -> String {

@@ -61,6 +61,44 @@ struct CodecTests {
         #expect(PlainValuesCodec.encode(["x": 1e21]) == #"{"x":1e+21}"#)
     }
 
+    @Test("plain: doubles read without strtod (short decimals) equal strtod's, bit for bit, and the rest still parse")
+    func plainDecimalFastPath() throws {
+        var generator = SystemRandomNumberGenerator()
+        var texts = ["0.0", "-0.0", "0.5", "1.25", "721692800.0", "722692800.123456", "9007199254740992.0", "9007199254740993.0",
+                     "0.1", "0.3", "123456789012345.6", "1234567890123456.7", "0.0000000000000000000001", "0.00000000000000000000001",
+                     "1.7976931348623157", "-3.14159", "12.50", "1.5e3", "1.5E-3", "-2.5e+2", "1e22", "100000000000000000000.5"]
+        for _ in 0..<2000 {
+            let digits = Int.random(in: 1...17, using: &generator)
+            let point = Int.random(in: 1...digits, using: &generator)
+            var text = Bool.random(using: &generator) ? "-" : ""
+            for d in 0..<digits {
+                if d == point { text += "." }
+                text += String(Int.random(in: (d == 0 && digits > 1 ? 1 : 0)...9, using: &generator))
+            }
+            if point == digits { text += ".0" }
+            texts.append(text)
+            texts.append(String(Double.random(in: -1e9...1e9, using: &generator)))
+        }
+        for text in texts {
+            let decoded = try decodePlain(#"{"d":\#(text)}"#)["d"]?.doubleValue
+            #expect(decoded?.bitPattern == Double(text)?.bitPattern, "\(text)")
+        }
+        // The fast path declines what it cannot do exactly (the general path reads those).
+        func fast(_ text: String) -> Double?? {
+            let point = text.firstIndex(of: ".")!
+            let integer = Int64(text[..<point].drop(while: { $0 == "-" }))!
+            return Array(text.utf8).withUnsafeBufferPointer { bytes in
+                PlainValuesCodec.Parser.exactDecimal(bytes, from: text.utf8.distance(from: text.startIndex, to: point), integer: integer,
+                                                     negative: text.hasPrefix("-")).map(\.value)
+            }
+        }
+        for text in ["1.5e3", "0.12345678901234567890123", "9007199254740993.5", "0.9007199254740993", "1.", "1.5.5", "2.5-1"] {
+            #expect(fast(text) == nil, "\(text)")
+        }
+        #expect(fast("-0.0")??.bitPattern == (-0.0).bitPattern)
+        #expect(fast("721692800.0") == 721692800.0)
+    }
+
     @Test("plain: decoding accepts JSON's other spellings (spaces, \\/ and \\u escapes, surrogate pairs)")
     func plainLenientButCorrect() throws {
         let types: [String: FieldType] = ["s": .string, "i": .int, "d": .double, "l": .list(.int), "t": .date]
