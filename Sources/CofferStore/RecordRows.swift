@@ -417,13 +417,13 @@ extension Session {
         let segment = 512
         var pipelines = [Pipeline<RowWork, DecodedBody?>(capacity: min(max(expected ?? 128, 1), segment), work: work)]
         var rows = [StoredRow]()
-        rows.reserveCapacity(expected ?? 0)
+        rows.reserveCapacity(expected ?? 64) // growing from nothing showed in profiles of unlimited queries
         var contexts = [Result<RowContext, any Error>]()
-        contexts.reserveCapacity(expected ?? 0)
+        contexts.reserveCapacity(expected ?? 64)
         // Rows of one commit share their context: look it up once per commit and type (the
         // last one first: rows of a commit often come in a run).
         struct ContextKey: Equatable { let epoch: Int64, sealed: Bool, type: String }
-        var known = [Int64: [(key: ContextKey, context: Result<RowContext, any Error>)]]()
+        var known = [Int64: [(key: ContextKey, context: Result<RowContext, any Error>)]](minimumCapacity: min(expected ?? 64, 128))
         var last: (seq: Int64, key: ContextKey, context: Result<RowContext, any Error>)?
         do {
             try read { row in

@@ -196,7 +196,26 @@ struct RawReader {
     }
 
     mutating func utf8(count: Int) throws -> String {
-        guard let s = String(validating: try take(count), as: UTF8.self) else { throw fail("text is not UTF-8") }
+        let bytes = try take(count)
+        // ASCII (most text) is valid UTF-8 as it stands: the standard library's typed-buffer path
+        // copies it in one pass; `String(validating:)` on raw bytes takes a generic, slower one.
+        if Self.isASCII(bytes) { return String(decoding: bytes.assumingMemoryBound(to: UInt8.self), as: UTF8.self) }
+        guard let s = String(validating: bytes, as: UTF8.self) else { throw fail("text is not UTF-8") }
         return s
+    }
+
+    /// Whether every byte is below 0x80, eight at a time.
+    static func isASCII(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        var high: UInt64 = 0
+        var i = 0
+        while i + 8 <= bytes.count {
+            high |= bytes.loadUnaligned(fromByteOffset: i, as: UInt64.self)
+            i += 8
+        }
+        while i < bytes.count {
+            high |= UInt64(bytes[i])
+            i += 1
+        }
+        return high & 0x8080_8080_8080_8080 == 0
     }
 }
