@@ -72,8 +72,15 @@ enum PlainValuesCodec {
 
     static func appendString(_ s: String, to out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
-        if s.utf8.allSatisfy({ $0 >= 0x20 && $0 != 0x22 && $0 != 0x5c }) {
-            out.append(contentsOf: s.utf8)
+        // The common case, nothing to escape, scanned and copied as one buffer (iterating the
+        // UTF-8 view byte by byte cost more than the rest of encoding a record).
+        var s = s
+        let plain = s.withUTF8 { utf8 -> Bool in
+            for b in utf8 where b < 0x20 || b == 0x22 || b == 0x5c { return false }
+            out.append(contentsOf: utf8)
+            return true
+        }
+        if plain {
             out.append(UInt8(ascii: "\""))
             return
         }

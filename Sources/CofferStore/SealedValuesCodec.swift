@@ -69,13 +69,15 @@ enum SealedValuesCodec {
     }
 
     static func append(_ value: RecordValue, to out: inout [UInt8], withTag: Bool) {
-        func u32(_ v: Int) { out.append(contentsOf: [UInt8(v >> 24 & 0xff), UInt8(v >> 16 & 0xff), UInt8(v >> 8 & 0xff), UInt8(v & 0xff)]) }
+        func u32(_ v: Int) { for shift in stride(from: 24, through: 0, by: -8) { out.append(UInt8(v >> shift & 0xff)) } }
         func u64(_ v: UInt64) { for shift in stride(from: 56, through: 0, by: -8) { out.append(UInt8(v >> UInt64(shift) & 0xff)) } }
         if withTag { out.append(tag(of: value.fieldType)) }
         switch value {
-        case .string(let s), .reference(let s):
-            u32(s.utf8.count)
-            out.append(contentsOf: s.utf8)
+        case .string(var s), .reference(var s):
+            s.withUTF8 { utf8 in
+                u32(utf8.count)
+                out.append(contentsOf: utf8)
+            }
         case .int(let v): u64(UInt64(bitPattern: v))
         case .double(let v): u64(v.bitPattern)
         case .bool(let v): out.append(v ? 1 : 0)
