@@ -78,6 +78,13 @@ public struct Envelope: Sendable, Equatable {
     /// The nonce is drawn here, fresh and random, as in ``seal(_:using:keyID:authenticating:)``.
     public static func sealedBytes(_ plaintext: UnsafeRawBufferPointer, using key: SymmetricKey, keyID: UInt32,
                                    authenticating authenticatedData: UnsafeRawBufferPointer) -> [UInt8] {
+        sealedBytes(plaintext, using: key, keyID: keyID, authenticating: authenticatedData, nonces: nil)
+    }
+
+    /// As ``sealedBytes(_:using:keyID:authenticating:)``, taking the nonce from `nonces` (one
+    /// operation's reserve) when given.
+    package static func sealedBytes(_ plaintext: UnsafeRawBufferPointer, using key: SymmetricKey, keyID: UInt32,
+                                    authenticating authenticatedData: UnsafeRawBufferPointer, nonces: NonceReserve?) -> [UInt8] {
         let total = overhead + plaintext.count
         let header = headerBytes(keyID: keyID)
         return header.withUnsafeBytes { header in
@@ -85,7 +92,8 @@ public struct Envelope: Sendable, Equatable {
                 [UInt8](unsafeUninitializedCapacity: total) { out, initialized in
                     let raw = UnsafeMutableRawBufferPointer(out)
                     raw.baseAddress!.copyMemory(from: header.baseAddress!, byteCount: headerByteCount)
-                    XChaCha20Poly1305.sealRaw(plaintext, into: UnsafeMutableRawBufferPointer(rebasing: raw[headerByteCount...]), key: key, ad: ad)
+                    XChaCha20Poly1305.sealRaw(plaintext, into: UnsafeMutableRawBufferPointer(rebasing: raw[headerByteCount...]), key: key, ad: ad,
+                                              nonces: nonces)
                     initialized = total
                 }
             }

@@ -100,13 +100,13 @@ public enum XChaCha20Poly1305 {
     }
 
     /// Writes nonce ‖ ciphertext ‖ tag for `plaintext` into `out` (exactly that long), with a
-    /// fresh random nonce.
+    /// fresh random nonce: the next of `nonces` when given, else drawn now.
     static func sealRaw(_ plaintext: UnsafeRawBufferPointer, into out: UnsafeMutableRawBufferPointer, key: SymmetricKey,
-                        ad: UnsafeRawBufferPointer) {
+                        ad: UnsafeRawBufferPointer, nonces: NonceReserve? = nil) {
         Sodium.ensureInitialized()
         precondition(out.count == nonceByteCount + plaintext.count + tagByteCount, "sealed box buffer length")
         let base = out.baseAddress!.assumingMemoryBound(to: UInt8.self)
-        randombytes_buf(base, nonceByteCount)
+        if let nonces { nonces.take(into: base) } else { randombytes_buf(base, nonceByteCount) }
         var clen: UInt64 = 0
         key.withUnsafeBytes { k in
             _ = crypto_aead_xchacha20poly1305_ietf_encrypt(

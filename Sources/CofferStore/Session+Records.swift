@@ -26,6 +26,8 @@ struct WriteContext: Sendable {
     let time: Double
     /// The schema of each record type of the batch, as cached when the transaction started.
     let schemas: [String: [String: FieldSpec]]
+    /// The batch's nonces, drawn in one call (nil: each seal draws its own).
+    var nonces: NonceReserve? = nil
 }
 
 /// A record encoded, sealed and hashed for writing, as if it were new (creator and creation
@@ -153,7 +155,8 @@ extension Session {
             let sealed = prepared.sealedPlaintext.map { plaintext in
                 plaintext.withUnsafeBytes { p in
                     withAssociatedData(storeID: context.storeID, zone: context.zone, name: record.name, type: record.recordType, epoch: context.epoch) { ad in
-                        Envelope.sealedBytes(p, using: context.key, keyID: UInt32(truncatingIfNeeded: context.epoch), authenticating: ad)
+                        Envelope.sealedBytes(p, using: context.key, keyID: UInt32(truncatingIfNeeded: context.epoch), authenticating: ad,
+                                             nonces: context.nonces)
                     }
                 }
             }
@@ -217,6 +220,8 @@ extension Session {
         }
         work.start()
         defer { work.cancel() } // on an early throw, helpers stop (or never begin) sealing
+        // One system call for the batch's nonces instead of one per sealed record.
+        let nonces = records.contains { !$0.encryptedValues.isEmpty } ? NonceReserve(count: records.count) : nil
 
         return try store.write { db in
             let zone = try ZoneRow.fetch(db, zoneID)
@@ -237,7 +242,7 @@ extension Session {
                 schemas[type] = try self.schema(db, zoneRowID: zone.rowID, recordType: type)
             }
             let context = WriteContext(storeID: storeID, zone: zone, key: key, epoch: epoch, seq: seq, membershipSeq: membershipSeq,
-                                       authorID: me, authorLabel: authorLabel, time: now, schemas: schemas)
+                                       authorID: me, authorLabel: authorLabel, time: now, schemas: schemas, nonces: nonces)
             late.set(context)
             for record in records { work.push(record) }
             work.close()

@@ -51,6 +51,9 @@ struct MicroBench: ParsableCommand {
         time("  seal (with nonce, AD)") { _ = seal() }
         time("  record-version hash") { _ = Session.digest(of: record, plain: plain, sealed: sealed, context: context, creatorID: context.authorID, created: 1.7e9) }
         time("  all of the above") { _ = Session.sealWrite(record, context) }
+        var batched = context
+        batched.nonces = NonceReserve(count: 20000)
+        time("  all, nonces drawn per batch") { _ = Session.sealWrite(record, batched) }
 
         print("read, per record")
         try time("  plain values from JSON") { _ = try plain.withUnsafeBytes { try PlainValuesCodec.decode($0, typeOf: { schema[$0]?.type }) } }

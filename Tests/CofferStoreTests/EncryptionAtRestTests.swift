@@ -210,6 +210,33 @@ struct EncryptionAtRestTests {
         }
     }
 
+    @Test("the records of one batch (nonces drawn for the batch at once) and of the next batch all carry different nonces")
+    func batchNoncesDiffer() async throws {
+        try await withStore { f async throws in
+            let zone = try await f.db.createZone(named: "Z")
+            let value = "same-" + randomLetters(20)
+            func nonces() async throws -> [[UInt8]] {
+                // Envelope header (5 bytes), then the 24-byte nonce.
+                try await f.store.dbPool.read { db in try Data.fetchAll(db, sql: "SELECT sealed FROM record") }.map { Array($0[5..<29]) }
+            }
+            let first = (0..<120).map { makeRecord("Note", "r\($0)", in: zone, encrypted: ["s": .string(value)]) }
+            let saved = try await f.db.modify(saving: first, in: zone).saved
+            let batch1 = try await nonces()
+            // Saved again in one batch: new nonces again, none reused from the first batch.
+            _ = try await f.db.modify(saving: saved, in: zone)
+            let batch2 = try await nonces()
+            _ = try await f.db.modify(saving: (0..<40).map { makeRecord("Note", "s\($0)", in: zone, encrypted: ["s": .string(value)]) }, in: zone)
+            let batch3 = try await nonces().filter { !batch2.contains($0) }
+            #expect(batch1.count == 120 && batch2.count == 120 && batch3.count == 40)
+            let all = Set(batch1 + batch2 + batch3)
+            #expect(all.count == 280)
+            #expect(!all.contains([UInt8](repeating: 0, count: 24)))
+            for record in try await f.db.records(named: (0..<120).map { "r\($0)" }, in: zone).values {
+                #expect(try record.get().encryptedValues["s"] == .string(value))
+            }
+        }
+    }
+
     @Test("equal encrypted values in two records have different ciphertexts")
     func noEqualityLeak() async throws {
         try await withStore { f async throws in
