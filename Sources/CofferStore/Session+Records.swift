@@ -220,8 +220,8 @@ extension Session {
         }
         work.start()
         defer { work.cancel() } // on an early throw, helpers stop (or never begin) sealing
-        // One system call for the batch's nonces instead of one per sealed record.
-        let nonces = records.contains { !$0.encryptedValues.isEmpty } ? NonceReserve(count: records.count) : nil
+        // A system call per 64 nonces instead of one per sealed record.
+        let nonces = NonceReserve()
 
         return try store.write { db in
             let zone = try ZoneRow.fetch(db, zoneID)

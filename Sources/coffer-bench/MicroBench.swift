@@ -52,7 +52,7 @@ struct MicroBench: ParsableCommand {
         time("  record-version hash") { _ = Session.digest(of: record, plain: plain, sealed: sealed, context: context, creatorID: context.authorID, created: 1.7e9) }
         time("  all of the above") { _ = Session.sealWrite(record, context) }
         var batched = context
-        batched.nonces = NonceReserve(count: 20000)
+        batched.nonces = NonceReserve()
         time("  all, nonces drawn per batch") { _ = Session.sealWrite(record, batched) }
 
         print("read, per record")

@@ -17,12 +17,12 @@ struct NonceReserveTests {
         }
     }
 
-    @Test("seals with a reserve open as usual; every nonce differs, past the reserve's size too, and each is counted")
+    @Test("seals with a reserve open as usual; every nonce differs, across chunks too, and each is counted")
     func distinctAndOpenable() throws {
         let key = SymmetricKey()
-        let reserve = NonceReserve(count: 100)
+        let reserve = NonceReserve(chunk: 64)
         var seen = Set<[UInt8]>()
-        for i in 0..<150 { // 50 beyond the reserve: drawn singly
+        for i in 0..<150 { // three chunks
             let plaintext = Array("record \(i)".utf8)
             let sealed = Self.seal(plaintext, key, reserve)
             #expect(try Envelope(bytes: sealed).open(using: key) == plaintext)
@@ -31,17 +31,18 @@ struct NonceReserveTests {
         }
         #expect(reserve.taken == 150)
         // Two reserves draw different nonces.
-        let other = NonceReserve(count: 100)
+        let other = NonceReserve()
         for _ in 0..<100 { #expect(seen.insert(Self.nonce(of: Self.seal([1], key, other))).inserted) }
-        // An empty reserve still seals, with single draws.
-        let empty = NonceReserve(count: 0)
-        #expect(try Envelope(bytes: Self.seal([7], key, empty)).open(using: key) == [7])
+        // A chunk of one draws for every seal.
+        let single = NonceReserve(chunk: 1)
+        for _ in 0..<3 { #expect(seen.insert(Self.nonce(of: Self.seal([7], key, single))).inserted) }
+        #expect(single.taken == 3)
     }
 
     @Test("threads sealing from one reserve never get the same nonce")
     func concurrentTakes() {
         let key = SymmetricKey()
-        let reserve = NonceReserve(count: 2_000)
+        let reserve = NonceReserve(chunk: 64)
         let nonces = Mutex([[UInt8]]())
         DispatchQueue.concurrentPerform(iterations: 4) { worker in
             var mine = [[UInt8]]()
