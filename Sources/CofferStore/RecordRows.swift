@@ -68,6 +68,13 @@ struct RawStatement {
         sqlite3_clear_bindings(handle)
     }
 
+    /// Ends one step of a loop that binds every parameter again before the next: resets and
+    /// keeps the bindings (clearing them frees SQLite's copies of bound text, which the next
+    /// bind allocates again). The loop must call ``reset()`` on every way out.
+    func resetKeepingBindings() {
+        sqlite3_reset(handle)
+    }
+
     /// Rows changed by the last step of this statement's connection.
     var changes: Int { Int(sqlite3_changes(sqlite3_db_handle(handle))) }
 

@@ -263,6 +263,14 @@ extension Session {
                 INSERT INTO record (zone_id, name, type, parent, plain, sealed, epoch, seq, membership_seq, creator_id, modifier_id, created_at, modified_at)
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (zone_id, name) DO NOTHING
                 """))
+            // The author's id, bound in place for every row; the bindings are dropped once, on
+            // every way out, before the bytes go.
+            let authorCount = me.utf8.count
+            let author = UnsafeMutableRawBufferPointer.allocate(byteCount: max(authorCount, 1), alignment: 1)
+            defer { author.deallocate() }
+            _ = author.initializeMemory(as: UInt8.self, from: me.utf8)
+            let authorText = UnsafeRawBufferPointer(rebasing: author[0..<authorCount])
+            defer { insert.reset() }
             for i in records.indices {
                 var write = try work.take(i).get()
                 if policy == .changedKeys, let merged = try self.mergeChangedKeys(db, zone: zone, records[i]) {
@@ -283,11 +291,11 @@ extension Session {
                             insert.bind(7, epoch)
                             insert.bind(8, seq)
                             insert.bind(9, membershipSeq)
-                            insert.bind(10, me)
-                            insert.bind(11, me)
+                            insert.bindText(10, borrowing: authorText)
+                            insert.bindText(11, borrowing: authorText)
                             insert.bind(12, now)
                             insert.bind(13, now)
-                            defer { insert.reset() }
+                            defer { insert.resetKeepingBindings() }
                             _ = try insert.step()
                             written = insert.changes == 1
                         }
