@@ -215,8 +215,9 @@ extension Session {
         // Helpers seal and hash the records as soon as the transaction has given the context;
         // they are woken now, so they are running by then.
         let late = LateValue<WriteContext>()
-        let work = Pipeline<Record, Result<SealedWrite, any Error>>(capacity: records.count) { record, _ in
-            Session.sealWrite(record, late.value)
+        // The pipeline carries indexes into `records` (read in place), not copies of the records.
+        let work = Pipeline<Int, Result<SealedWrite, any Error>>(capacity: records.count) { i, _ in
+            Session.sealWrite(records[i], late.value)
         }
         work.start()
         defer { work.cancel() } // on an early throw, helpers stop (or never begin) sealing
@@ -244,7 +245,7 @@ extension Session {
             let context = WriteContext(storeID: storeID, zone: zone, key: key, epoch: epoch, seq: seq, membershipSeq: membershipSeq,
                                        authorID: me, authorLabel: authorLabel, time: now, schemas: schemas, nonces: nonces)
             late.set(context)
-            for record in records { work.push(record) }
+            for i in records.indices { work.push(i) }
             work.close()
 
             var failures = [String: StoreError]()
@@ -340,7 +341,11 @@ extension Session {
                     }
                     retired.append(write.plain)
                     if let sealed = write.sealed { retired.append(sealed) }
-                    saved.append(write.result)
+                    // Moved out of `write` (swapped with an empty record), not copied: a copy
+                    // retains and then releases every field.
+                    var result = Record(type: "", name: "", zone: ZoneID(name: "", ownerID: ""), parent: nil, values: [:], encryptedValues: [:])
+                    swap(&result, &write.result)
+                    saved.append(result)
                 } else {
                     failures[write.result.name] = try self.saveFailure(db, zone: zone, record: write.result)
                 }
