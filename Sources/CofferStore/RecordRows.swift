@@ -131,7 +131,7 @@ final class StoredRow: Sendable {
     }
 
     /// Reads the current row of a statement selecting ``Session/recordColumns``.
-    init(_ s: RawStatement, creatorCache: inout (bytes: [UInt8], id: String)?) {
+    init(_ s: RawStatement, creatorCache: inout Session.CreatorCache?) {
         name = s.text(0)
         type = s.text(1)
         parent = s.optionalText(2)
@@ -498,8 +498,22 @@ extension Session {
     /// beyond the limit exists (a query's next page); otherwise false.
     @discardableResult
     static func readRows(_ statement: RawStatement, limit: Int = .max, probe: Bool = false, into add: (StoredRow) -> Void) throws -> Bool {
-        defer { statement.reset() }
-        var creators: (bytes: [UInt8], id: String)?
+        var creators: CreatorCache?
+        return try readRows(statement, limit: limit, probe: probe, creators: &creators, into: add)
+    }
+
+    /// The last creator id read, kept from row to row (and from lookup to lookup) so that a run
+    /// of rows by one creator shares one `String`.
+    typealias CreatorCache = (bytes: [UInt8], id: String)
+
+    /// ``readRows(_:limit:probe:into:)`` for a loop of lookups on one statement: the creator
+    /// cache carries over between calls, and with `keepingBindings` the statement is reset
+    /// without dropping its bindings (the caller binds every parameter again before the next
+    /// call, and calls ``RawStatement/reset()`` once the loop ends).
+    @discardableResult
+    static func readRows(_ statement: RawStatement, limit: Int = .max, probe: Bool = false, keepingBindings: Bool = false,
+                         creators: inout CreatorCache?, into add: (StoredRow) -> Void) throws -> Bool {
+        defer { if keepingBindings { statement.resetKeepingBindings() } else { statement.reset() } }
         var n = 0
         while n < limit {
             guard try statement.step() else { return false }

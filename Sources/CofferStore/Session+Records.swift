@@ -465,10 +465,12 @@ extension Session {
             let statement = try RawStatement(db.cachedStatement(sql: "SELECT \(Self.recordColumns) FROM record WHERE zone_id = ? AND name = ?"))
             var out = [String: Result<Record, StoreError>](minimumCapacity: names.count)
             try self.decodeRows(db, zone: zone, expected: names.count, read: { add in
+                var creators: CreatorCache?
+                defer { statement.reset() }
                 for name in names {
                     statement.bind(1, zone.rowID)
                     statement.bind(2, name)
-                    try Self.readRows(statement, limit: 1, into: add)
+                    try Self.readRows(statement, limit: 1, keepingBindings: true, creators: &creators, into: add)
                 }
             }, deliver: { row, result in
                 switch result {
@@ -477,8 +479,11 @@ extension Session {
                 case .failure(let error): throw error
                 }
             })
-            for name in names where out[name] == nil {
-                out[name] = .failure(StoreError(.unknownItem, "no record '\(name)' in zone '\(zoneID.name)'"))
+            // Every name found (the usual case): no second lookup per name.
+            if out.count < names.count {
+                for name in names where out[name] == nil {
+                    out[name] = .failure(StoreError(.unknownItem, "no record '\(name)' in zone '\(zoneID.name)'"))
+                }
             }
             return out
         }
