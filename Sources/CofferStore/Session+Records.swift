@@ -215,9 +215,11 @@ extension Session {
         // Helpers seal and hash the records as soon as the transaction has given the context;
         // they are woken now, so they are running by then.
         let late = LateValue<WriteContext>()
-        // The pipeline carries indexes into `records` (read in place), not copies of the records.
+        // The records to seal: `records`, or under `.changedKeys` each merged over its stored
+        // version. The pipeline carries indexes into them (read in place), not copies.
+        let batch = LateValue<[Record]>()
         let work = Pipeline<Int, Result<SealedWrite, any Error>>(capacity: records.count) { i, _ in
-            Session.sealWrite(records[i], late.value)
+            Session.sealWrite(batch.value[i], late.value)
         }
         work.start()
         defer { work.cancel() } // on an early throw, helpers stop (or never begin) sealing
@@ -244,6 +246,17 @@ extension Session {
             }
             let context = WriteContext(storeID: storeID, zone: zone, key: key, epoch: epoch, seq: seq, membershipSeq: membershipSeq,
                                        authorID: me, authorLabel: authorLabel, time: now, schemas: schemas, nonces: nonces)
+            // A record that exists is merged over its stored version before sealing, so that it
+            // is sealed once, as it is written.
+            if policy == .changedKeys {
+                var merged = records
+                for i in merged.indices {
+                    if let over = try self.mergeChangedKeys(db, zone: zone, merged[i]) { merged[i] = over }
+                }
+                batch.set(merged)
+            } else {
+                batch.set(records)
+            }
             late.set(context)
             for i in records.indices { work.push(i) }
             work.close()
@@ -274,9 +287,6 @@ extension Session {
             defer { insert.reset() }
             for i in records.indices {
                 var write = try work.take(i).get()
-                if policy == .changedKeys, let merged = try self.mergeChangedKeys(db, zone: zone, records[i]) {
-                    write = try Self.sealWrite(merged, context).get()
-                }
                 if !write.schemaChecked { try self.applySchema(db, zoneRowID: zone.rowID, record: write.result) }
                 var written = false
                 var stored: (creator: String, created: Double)?
