@@ -26,7 +26,7 @@ struct WriteContext: Sendable {
     let time: Double
     /// The schema of each record type of the batch, as cached when the transaction started.
     let schemas: [String: [String: FieldSpec]]
-    /// The batch's nonces, drawn in one call (nil: each seal draws its own).
+    /// The batch's nonces, drawn from libsodium 64 at a time (nil: each seal draws its own).
     var nonces: NonceReserve? = nil
 }
 
