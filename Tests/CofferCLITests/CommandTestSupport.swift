@@ -287,7 +287,12 @@ enum SQLiteShell {
         let out = Pipe(), err = Pipe()
         process.standardOutput = out
         process.standardError = err
-        process.standardInput = FileHandle(forReadingAtPath: "/dev/null")
+        let devNull = FileHandle(forReadingAtPath: "/dev/null")
+        process.standardInput = devNull
+        defer {
+            try? devNull?.close()
+            CofferProcess.close(out, err) // see CofferProcess.run: left open, the pipes leak
+        }
         try process.run()
         let output = out.fileHandleForReading.readDataToEndOfFile()
         let errors = err.fileHandleForReading.readDataToEndOfFile()

@@ -29,6 +29,7 @@ struct EmbeddingExampleTests {
         process.standardOutput = out
         process.standardError = err
         process.standardInput = FileHandle.nullDevice
+        defer { CofferProcess.close(out, err) } // see CofferProcess.run: left open, the pipes leak
         try process.run()
         let deadline = Date().addingTimeInterval(60)
         while process.isRunning && Date() < deadline { Thread.sleep(forTimeInterval: 0.05) }

@@ -31,6 +31,14 @@ func signedRunCoffer(_ executable: URL, _ arguments: [String], environment: [Str
     let out = Pipe(), err = Pipe()
     process.standardOutput = out
     process.standardError = err
+    // Both ends closed here rather than left to deallocation, which Foundation's Process delays
+    // (the CLI tests' CofferProcess.run says more).
+    defer {
+        for pipe in [out, err] {
+            try? pipe.fileHandleForReading.close()
+            try? pipe.fileHandleForWriting.close()
+        }
+    }
     try process.run()
     let deadline = Date().addingTimeInterval(timeout)
     while process.isRunning {
