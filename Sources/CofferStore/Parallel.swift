@@ -44,9 +44,27 @@ enum Parallel {
     /// must be interrupted), as much as decoding several records; a read or a batch that comes
     /// within this window finds its helper awake. The cost is up to this much spinning of one
     /// core after each burst of work.
-    /// `COFFER_HELPER_SPIN_US` overrides it (in microseconds; 0 parks at once), for measurements.
-    static let spinNanoseconds: UInt64 = ProcessInfo.processInfo.environment["COFFER_HELPER_SPIN_US"].flatMap { UInt64($0) }.map { min($0, 100_000) * 1000 }
-        ?? 2_000_000
+    /// Set by ``Store/helperSpinWindow``; `COFFER_HELPER_SPIN_US` gives the starting value (in
+    /// microseconds; 0 parks at once), for measurements.
+    static var spinNanoseconds: UInt64 { spinWindow.load(ordering: .relaxed) }
+    static let maxSpinNanoseconds: UInt64 = 100_000_000
+    private static let spinWindow = Atomic<UInt64>(
+        ProcessInfo.processInfo.environment["COFFER_HELPER_SPIN_US"].flatMap { UInt64($0) }.map { min($0, 100_000) * 1000 }
+            ?? 2_000_000)
+
+    /// Sets the spin window, clamped to 0...100 ms.
+    static func setSpin(_ window: Duration) {
+        let (seconds, attoseconds) = window.components
+        let nanoseconds: UInt64
+        if seconds < 0 || attoseconds < 0 {
+            nanoseconds = 0
+        } else if seconds > 0 {
+            nanoseconds = maxSpinNanoseconds
+        } else {
+            nanoseconds = min(UInt64(attoseconds / 1_000_000_000), maxSpinNanoseconds)
+        }
+        spinWindow.store(nanoseconds, ordering: .relaxed)
+    }
 }
 
 /// Work a helper thread can join: a ``Pipeline``.

@@ -25,6 +25,18 @@ public final class Store: Sendable {
     /// Names of the query indexes known to exist.
     let knownIndexes = Mutex<Set<String>>([])
 
+    /// How long the helper threads that seal, hash and decode records keep looking for more work
+    /// after a batch or read before they sleep. The threads are shared by every store in the
+    /// process, and so is this setting. A batch or read that comes within the window finds them
+    /// awake; waking a sleeping thread costs tens to hundreds of microseconds on a virtual
+    /// machine. The price is up to this much of one core spent looking after each burst of work.
+    /// Default 2 ms (or `COFFER_HELPER_SPIN_US` microseconds when set at launch); `.zero` lets
+    /// them sleep at once; at most 100 ms (longer values are taken as 100 ms, negative as zero).
+    public static var helperSpinWindow: Duration {
+        get { .nanoseconds(Int64(Parallel.spinNanoseconds)) }
+        set { Parallel.setSpin(newValue) }
+    }
+
     /// Opens (creating if needed) the store at `path`.
     /// - Throws: ``StoreError`` `.internalError` when the file cannot be opened or is not a Coffer store.
     public init(path: String, logger: Logger = Vault.disabledLogger) throws {

@@ -89,6 +89,31 @@ struct HotPathTests {
         }
     }
 
+    @Test("Store.helperSpinWindow sets the helpers' spin window, clamped to 0...100 ms; pipelines still finish at zero")
+    func helperSpinWindowSetting() {
+        let before = Store.helperSpinWindow
+        defer { Store.helperSpinWindow = before }
+        Store.helperSpinWindow = .milliseconds(5)
+        #expect(Store.helperSpinWindow == .milliseconds(5))
+        #expect(Parallel.spinNanoseconds == 5_000_000)
+        Store.helperSpinWindow = .microseconds(250)
+        #expect(Parallel.spinNanoseconds == 250_000)
+        Store.helperSpinWindow = .seconds(3)
+        #expect(Store.helperSpinWindow == .milliseconds(100))
+        Store.helperSpinWindow = .milliseconds(-1)
+        #expect(Store.helperSpinWindow == .zero)
+        // Helpers that sleep at once still take part when woken, and every output comes back.
+        Store.helperSpinWindow = .zero
+        for _ in 0..<3 {
+            let pipeline = Pipeline<Int, Int>(capacity: 64) { value, _ in
+                usleep(200)
+                return value * 2
+            }
+            for i in 0..<64 { pipeline.push(i) }
+            #expect(pipeline.takeAll() == (0..<64).map { $0 * 2 })
+        }
+    }
+
     @Test("work handed to the helper threads with run(_:) runs exactly once each")
     func helperRunsOnce() {
         let runs = Mutex(0)
