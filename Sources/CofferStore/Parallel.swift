@@ -54,16 +54,8 @@ enum Parallel {
 
     /// Sets the spin window, clamped to 0...100 ms.
     static func setSpin(_ window: Duration) {
-        let (seconds, attoseconds) = window.components
-        let nanoseconds: UInt64
-        if seconds < 0 || attoseconds < 0 {
-            nanoseconds = 0
-        } else if seconds > 0 {
-            nanoseconds = maxSpinNanoseconds
-        } else {
-            nanoseconds = min(UInt64(attoseconds / 1_000_000_000), maxSpinNanoseconds)
-        }
-        spinWindow.store(nanoseconds, ordering: .relaxed)
+        let (seconds, attoseconds) = min(max(window, .zero), .nanoseconds(Int64(maxSpinNanoseconds))).components
+        spinWindow.store(UInt64(seconds) * 1_000_000_000 + UInt64(attoseconds / 1_000_000_000), ordering: .relaxed)
     }
 }
 

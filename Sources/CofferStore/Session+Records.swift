@@ -26,7 +26,7 @@ struct WriteContext: Sendable {
     let time: Double
     /// The schema of each record type of the batch, as cached when the transaction started.
     let schemas: [String: [String: FieldSpec]]
-    /// The batch's nonces, drawn from libsodium 64 at a time (nil: each seal draws its own).
+    /// The batch's nonces, drawn from libsodium up to 64 at a time (nil: each seal draws its own).
     var nonces: NonceReserve? = nil
 }
 
@@ -223,8 +223,9 @@ extension Session {
         }
         work.start()
         defer { work.cancel() } // on an early throw, helpers stop (or never begin) sealing
-        // A system call per 64 nonces instead of one per sealed record.
-        let nonces = NonceReserve()
+        // A system call per 64 nonces instead of one per sealed record (no more drawn than the
+        // batch can use: a single save draws one).
+        let nonces = NonceReserve(chunk: min(64, records.count))
 
         return try store.write { db in
             let zone = try ZoneRow.fetch(db, zoneID)
