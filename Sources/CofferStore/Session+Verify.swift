@@ -10,7 +10,7 @@ struct VerifiedCommit: Sendable {
     let membershipSeq: Int64
     let epoch: Int64
     let time: Double
-    let entries: Set<Digest32>
+    let entries: DigestSet
 }
 
 extension Session {
@@ -34,10 +34,8 @@ extension Session {
             throw StoreError(.integrityFailure, "commit \(seq) of zone '\(zone.id.name)' fails its author's signature: the store was changed")
         }
         try checkWriter(db, zone: zone, authorID: authorID, membershipSeq: membershipSeq, commitSeq: seq)
-        var set = Set<Digest32>(minimumCapacity: entries.count / 32)
-        for start in stride(from: 0, to: entries.count, by: 32) { set.insert(Digest32(entries[start..<start + 32])) }
         let verified = VerifiedCommit(seq: seq, authorID: authorID, authorLabel: label, membershipSeq: membershipSeq, epoch: epoch,
-                                      time: time, entries: set)
+                                      time: time, entries: entries.withUnsafeBytes { DigestSet(entries: $0) })
         commits.withLock { $0[zone.rowID, default: [:]][seq] = verified }
         return verified
     }

@@ -51,6 +51,38 @@ struct HotPathTests {
         #expect(Digest32(hash).bytes == hash)
     }
 
+    @Test("a commit's digest set holds exactly its entries", arguments: [0, 1, 2, 3, 31, 400, 1000])
+    func digestSetMembership(count: Int) {
+        var generator = SystemRandomNumberGenerator()
+        let entries = (0..<count).flatMap { _ in (0..<32).map { _ in UInt8.random(in: 0...255, using: &generator) } }
+        let set = entries.withUnsafeBytes { DigestSet(entries: $0) }
+        #expect(set.count == count)
+        for start in stride(from: 0, to: entries.count, by: 32) {
+            #expect(set.contains(Digest32(entries[start..<start + 32])))
+        }
+        // Outsiders: random ones, and each entry with one bit of its last byte flipped (same slot).
+        for _ in 0..<200 {
+            #expect(!set.contains(Digest32((0..<32).map { _ in UInt8.random(in: 0...255, using: &generator) })))
+        }
+        for start in stride(from: 0, to: entries.count, by: 32) {
+            var near = Array(entries[start..<start + 32])
+            near[31] ^= 1
+            #expect(!set.contains(Digest32(near)))
+        }
+    }
+
+    @Test("a digest set finds entries whose first words all collide")
+    func digestSetCollisions() {
+        // 50 digests that share their first eight bytes all probe from one slot.
+        let entries = (0..<50).flatMap { i -> [UInt8] in Array(repeating: 7, count: 8) + (0..<24).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ i) } }
+        let set = entries.withUnsafeBytes { DigestSet(entries: $0) }
+        for start in stride(from: 0, to: entries.count, by: 32) {
+            #expect(set.contains(Digest32(entries[start..<start + 32])))
+        }
+        #expect(!set.contains(Digest32(Array(repeating: 7, count: 8) + Array(repeating: 0xEE, count: 24))))
+        #expect(!set.contains(Digest32.zero))
+    }
+
     @Test("a pipeline returns every output in input order", arguments: [1, 7, 8, 23, 24, 25, 100, 401])
     func pipelineOrder(count: Int) {
         let streamed = Pipeline<Int, String>(capacity: count) { value, worker in
