@@ -98,77 +98,98 @@ struct RawStatement {
 /// signed commit and open it, away from the database thread.
 ///
 /// A class: rows are handed between threads, and one reference moves more cheaply than a
-/// struct of strings and arrays.
-final class StoredRow: Sendable {
-    let name: String
-    let type: String
-    let parent: String?
-    let epoch: Int64
-    let seq: Int64
-    let membershipSeq: Int64
-    let creatorID: String
-    let created: Double
-    let modified: Double
-    /// The plain values' JSON followed by the sealed envelope (if any).
-    let bytes: [UInt8]
-    let plainCount: Int
-    let hasSealed: Bool
+/// struct of strings and arrays. Its bytes (the plain values' JSON, then the sealed envelope, if
+/// any) are stored in the object's own allocation: one `malloc` a row, not two. Not `Sendable`
+/// (`ManagedBuffer` cannot be): rows cross to helper threads only inside ``RowWork``, and
+/// nothing in a row changes after ``make(_:plain:sealed:)``, so threads read it at once safely.
+final class StoredRow: ManagedBuffer<StoredRow.Fields, UInt8> {
+    struct Fields {
+        let name: String
+        let type: String
+        let parent: String?
+        let epoch: Int64
+        let seq: Int64
+        let membershipSeq: Int64
+        let creatorID: String
+        let created: Double
+        let modified: Double
+        let plainCount: Int
+        let sealedCount: Int
+        let hasSealed: Bool
+    }
 
-    init(name: String, type: String, parent: String?, epoch: Int64, seq: Int64, membershipSeq: Int64, creatorID: String,
-         created: Double, modified: Double, bytes: [UInt8], plainCount: Int, hasSealed: Bool) {
-        self.name = name
-        self.type = type
-        self.parent = parent
-        self.epoch = epoch
-        self.seq = seq
-        self.membershipSeq = membershipSeq
-        self.creatorID = creatorID
-        self.created = created
-        self.modified = modified
-        self.bytes = bytes
-        self.plainCount = plainCount
-        self.hasSealed = hasSealed
+    var name: String { header.name }
+    var type: String { header.type }
+    var parent: String? { header.parent }
+    var epoch: Int64 { header.epoch }
+    var seq: Int64 { header.seq }
+    var membershipSeq: Int64 { header.membershipSeq }
+    var creatorID: String { header.creatorID }
+    var created: Double { header.created }
+    var modified: Double { header.modified }
+    var plainCount: Int { header.plainCount }
+    var hasSealed: Bool { header.hasSealed }
+
+    /// A row whose bytes are `plain` followed by `sealed` (nil when the row has no sealed values).
+    static func make(_ fields: (name: String, type: String, parent: String?, epoch: Int64, seq: Int64, membershipSeq: Int64,
+                                creatorID: String, created: Double, modified: Double),
+                     plain: UnsafeRawBufferPointer, sealed: UnsafeRawBufferPointer?) -> StoredRow {
+        let sealedCount = sealed?.count ?? 0
+        let row = unsafeDowncast(create(minimumCapacity: plain.count + sealedCount) { _ in
+            Fields(name: fields.name, type: fields.type, parent: fields.parent, epoch: fields.epoch, seq: fields.seq,
+                   membershipSeq: fields.membershipSeq, creatorID: fields.creatorID, created: fields.created, modified: fields.modified,
+                   plainCount: plain.count, sealedCount: sealedCount, hasSealed: sealed != nil)
+        }, to: StoredRow.self)
+        row.withUnsafeMutablePointerToElements { out in
+            let raw = UnsafeMutableRawPointer(out)
+            if plain.count > 0 { raw.copyMemory(from: plain.baseAddress!, byteCount: plain.count) }
+            if let sealed, sealed.count > 0 { (raw + plain.count).copyMemory(from: sealed.baseAddress!, byteCount: sealed.count) }
+        }
+        return row
+    }
+
+    static func make(name: String, type: String, parent: String?, epoch: Int64, seq: Int64, membershipSeq: Int64, creatorID: String,
+                     created: Double, modified: Double, plain: [UInt8], sealed: [UInt8]?) -> StoredRow {
+        plain.withUnsafeBytes { plain in
+            Session.withOptionalBytes(sealed) { sealed in
+                make((name, type, parent, epoch, seq, membershipSeq, creatorID, created, modified), plain: plain, sealed: sealed)
+            }
+        }
     }
 
     /// Reads the current row of a statement selecting ``Session/recordColumns``.
-    init(_ s: RawStatement, creatorCache: inout Session.CreatorCache?) {
-        name = s.text(0)
-        type = s.text(1)
-        parent = s.optionalText(2)
-        let plain = s.bytes(3)
-        hasSealed = !s.isNull(4)
-        let sealed = s.bytes(4)
-        epoch = s.int64(5)
-        seq = s.int64(6)
+    static func read(_ s: RawStatement, creatorCache: inout Session.CreatorCache?) -> StoredRow {
         // Creators repeat from row to row: keep one String for a run of equal ids.
         let creator = s.bytes(7)
-        if let cached = creatorCache, cached.bytes.elementsEqual(creator) {
+        let creatorID: String
+        if let cached = creatorCache, cached.bytes.count == creator.count,
+           cached.bytes.withUnsafeBytes({ creator.count == 0 || memcmp($0.baseAddress!, creator.baseAddress!, creator.count) == 0 }) {
             creatorID = cached.id
         } else {
             creatorID = String(decoding: creator, as: UTF8.self)
             creatorCache = (Array(creator), creatorID)
         }
-        created = s.double(9)
-        modified = s.double(10)
-        membershipSeq = s.int64(11)
-        plainCount = plain.count
-        bytes = [UInt8](unsafeUninitializedCapacity: plain.count + sealed.count) { out, initialized in
-            let raw = UnsafeMutableRawBufferPointer(out)
-            if plain.count > 0 { raw.baseAddress!.copyMemory(from: plain.baseAddress!, byteCount: plain.count) }
-            if sealed.count > 0 { (raw.baseAddress! + plain.count).copyMemory(from: sealed.baseAddress!, byteCount: sealed.count) }
-            initialized = plain.count + sealed.count
+        let name = s.text(0), type = s.text(1), parent = s.optionalText(2)
+        // Column pointers stay valid until the next step: read the texts first, the bytes last.
+        let sealed: UnsafeRawBufferPointer? = s.isNull(4) ? nil : s.bytes(4)
+        return make((name, type, parent, s.int64(5), s.int64(6), s.int64(11), creatorID, s.double(9), s.double(10)),
+                    plain: s.bytes(3), sealed: sealed)
+    }
+
+    /// The plain values' JSON followed by the sealed envelope (if any), valid inside `body`.
+    func withBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        try withUnsafeMutablePointerToElements { base in
+            try body(UnsafeRawBufferPointer(start: base, count: header.plainCount + header.sealedCount))
         }
     }
 }
 
 extension StoredRow {
     /// Copies a GRDB row selected with ``Session/recordColumns``.
-    convenience init(row: Row) {
-        let plain = Array((row[3] as String).utf8)
+    static func make(row: Row) -> StoredRow {
         let sealed: Data? = row[4]
-        self.init(name: row[0], type: row[1], parent: row[2], epoch: row[5], seq: row[6], membershipSeq: row[11], creatorID: row[7],
-                  created: row[9], modified: row[10], bytes: plain + (sealed.map(Array.init) ?? []), plainCount: plain.count,
-                  hasSealed: sealed != nil)
+        return make(name: row[0], type: row[1], parent: row[2], epoch: row[5], seq: row[6], membershipSeq: row[11], creatorID: row[7],
+                    created: row[9], modified: row[10], plain: Array((row[3] as String).utf8), sealed: sealed.map(Array.init))
     }
 }
 
@@ -304,7 +325,7 @@ extension Session {
     /// copies of the schema, key, zone and store id (see ``DecodeWorker``).
     static func decodeBody(_ row: StoredRow, schema: [String: FieldSpec], key: Result<SymmetricKey, any Error>?, zone: ZoneRow,
                            storeID: [UInt8], final: Bool = false, scratch: UnsafeMutableRawBufferPointer? = nil) -> DecodedBody {
-        row.bytes.withUnsafeBytes { all -> DecodedBody in
+        row.withBytes { all -> DecodedBody in
             let plain = UnsafeRawBufferPointer(rebasing: all[0..<row.plainCount])
             let sealed = row.hasSealed ? UnsafeRawBufferPointer(rebasing: all[row.plainCount...]) : nil
             let hash = CommitBuilder.recordDigest(zoneUID: zone.uid, name: row.name, type: row.type, parent: row.parent, seq: row.seq,
@@ -517,7 +538,7 @@ extension Session {
         var n = 0
         while n < limit {
             guard try statement.step() else { return false }
-            add(StoredRow(statement, creatorCache: &creators))
+            add(StoredRow.read(statement, creatorCache: &creators))
             n += 1
         }
         return probe ? try statement.step() : false

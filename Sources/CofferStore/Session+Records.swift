@@ -440,7 +440,7 @@ extension Session {
     /// Decodes a row selected with ``recordColumns`` (a GRDB row: for the less travelled
     /// paths; the hot ones read with ``readRows(_:limit:probe:into:)`` and ``decodeRows(_:zone:expected:read:deliver:)``).
     func decodeRecord(_ db: GRDB.Database, zone: ZoneRow, row: Row) throws -> Record {
-        try decodeOne(db, zone: zone, row: StoredRow(row: row))
+        try decodeOne(db, zone: zone, row: StoredRow.make(row: row))
     }
 
     /// Checks and opens one stored row on this thread.

@@ -123,7 +123,7 @@ extension Session {
                 var removed = CommitBuilder(zone: source, seq: sourceSeq, membershipSeq: source.membershipSeq, epoch: source.currentEpoch,
                                             authorID: me, authorLabel: "coffer.move", time: now)
                 for old in records {
-                    var record = Record(type: old.recordType, name: old.name, zone: targetID, parent: old.parent, values: old.values,
+                    let record = Record(type: old.recordType, name: old.name, zone: targetID, parent: old.parent, values: old.values,
                                         encryptedValues: old.encryptedValues)
                     let prepared = try Self.prepare(record, zone: targetID)
                     try self.applySchema(db, zoneRowID: target.rowID, record: record)

@@ -66,9 +66,10 @@ struct MicroBench: ParsableCommand {
         }
         try time("  encrypted values from bytes") { _ = try SealedValuesCodec.decode(sealedPlain) }
         let digest = Session.digest(of: record, plain: plain, sealed: sealed, context: context, creatorID: context.authorID, created: 1.7e9)
-        let commit = VerifiedCommit(seq: 2, authorID: context.authorID, authorLabel: nil, membershipSeq: 1, epoch: 1, time: 1.7e9, entries: [digest])
-        let stored = StoredRow(name: record.name, type: "Note", parent: nil, epoch: 1, seq: 2, membershipSeq: 1, creatorID: context.authorID,
-                               created: 1.7e9, modified: 1.7e9, bytes: plain + sealed, plainCount: plain.count, hasSealed: true)
+        let commit = VerifiedCommit(seq: 2, authorID: context.authorID, authorLabel: nil, membershipSeq: 1, epoch: 1, time: 1.7e9,
+                                    entries: digest.bytes.withUnsafeBytes { DigestSet(entries: $0) })
+        let stored = StoredRow.make(name: record.name, type: "Note", parent: nil, epoch: 1, seq: 2, membershipSeq: 1, creatorID: context.authorID,
+                                    created: 1.7e9, modified: 1.7e9, plain: plain, sealed: sealed)
         let rowContext = RowContext(commit: commit, schema: schema, key: .success(key))
         guard case .record = Session.decode(stored, context: rowContext, zone: zone, storeID: storeID) else { throw ValidationError("decode failed") }
         time("  check, open, decode") { _ = Session.decode(stored, context: rowContext, zone: zone, storeID: storeID) }
@@ -76,8 +77,8 @@ struct MicroBench: ParsableCommand {
         time("  400 on this thread (each)", 50) { for _ in 0..<400 { _ = worker.decode(stored, rowContext) } }
         let workers = (0...Parallel.helpers).map { _ in DecodeWorker(zone: zone, storeID: storeID) }
         let rows = (0..<400).map { _ in
-            StoredRow(name: record.name, type: "Note", parent: nil, epoch: 1, seq: 2, membershipSeq: 1, creatorID: context.authorID,
-                      created: 1.7e9, modified: 1.7e9, bytes: plain + sealed, plainCount: plain.count, hasSealed: true)
+            StoredRow.make(name: record.name, type: "Note", parent: nil, epoch: 1, seq: 2, membershipSeq: 1, creatorID: context.authorID,
+                           created: 1.7e9, modified: 1.7e9, plain: plain, sealed: sealed)
         }
         time("  400 in a Pipeline (each)", 50) {
             let pipeline = Pipeline<RowWork, DecodedBody>(capacity: 400) { work, w in
