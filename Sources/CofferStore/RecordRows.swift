@@ -395,12 +395,24 @@ extension Session {
         return .record(record)
     }
 
-    /// The context of a row, from the session caches (reading and verifying on a miss).
+    /// Why a context could not be made: its commit fails verification.
+    struct CommitRefused: Error {
+        let reason: StoreError
+    }
+
+    /// A context's error as a row's: a refused commit refuses the row, by the row's own name.
+    static func rowError(_ error: any Error, row: StoredRow, zone: ZoneRow) -> any Error {
+        guard let refused = error as? CommitRefused else { return error }
+        return StoreError(.integrityFailure, "record '\(row.name)' in zone '\(zone.id.name)' is refused: \(refused.reason.message)")
+    }
+
+    /// The context of a row, from the session caches (reading and verifying on a miss). A
+    /// refused commit fails with ``CommitRefused`` (see ``rowError(_:row:zone:)``).
     func context(_ db: GRDB.Database, zone: ZoneRow, row: StoredRow) -> Result<RowContext, any Error> {
         Result {
             let commit: VerifiedCommit
             do { commit = try verifiedCommit(db, zone: zone, seq: row.seq) } catch let e as StoreError where e.code == .integrityFailure {
-                throw StoreError(.integrityFailure, "record '\(row.name)' in zone '\(zone.id.name)' is refused: \(e.message)")
+                throw CommitRefused(reason: e) // named per row by `rowError`: rows of one commit share this context
             }
             let schema = try self.schema(db, zoneRowID: zone.rowID, recordType: row.type)
             let key = row.hasSealed ? Result { try zoneKey(db, zone: zone, epoch: row.epoch) } : nil
@@ -491,7 +503,7 @@ extension Session {
                     let row = rows[i]
                     let body = pipeline.take(j)
                     switch contexts[i] {
-                    case .failure(let error): try deliver(row, .failure(error))
+                    case .failure(let error): try deliver(row, .failure(Self.rowError(error, row: row, zone: zone)))
                     case .success(let context):
                         switch Self.finish(row, body!, commit: context.commit, zone: zone) {
                         case .record(let record): try deliver(row, .success(record))

@@ -445,13 +445,16 @@ extension Session {
 
     /// Checks and opens one stored row on this thread.
     func decodeOne(_ db: GRDB.Database, zone: ZoneRow, row: StoredRow) throws -> Record {
-        switch Self.decode(row, context: try context(db, zone: zone, row: row).get(), zone: zone, storeID: store.storeID) {
+        func context() throws -> RowContext {
+            try self.context(db, zone: zone, row: row).mapError { Self.rowError($0, row: row, zone: zone) }.get()
+        }
+        switch Self.decode(row, context: try context(), zone: zone, storeID: store.storeID) {
         case .record(let record): return record
         case .failed(let error): throw error
         case .staleSchema:
             // Another process may have added fields since this session cached the schema.
             _ = try schema(db, zoneRowID: zone.rowID, recordType: row.type, fresh: true)
-            switch Self.decode(row, context: try context(db, zone: zone, row: row).get(), zone: zone, storeID: store.storeID, final: true) {
+            switch Self.decode(row, context: try context(), zone: zone, storeID: store.storeID, final: true) {
             case .record(let record): return record
             case .failed(let error): throw error
             case .staleSchema: throw StoreError(.internalError, "record '\(row.name)' could not be decoded")

@@ -154,6 +154,47 @@ struct SignedWriteTests {
         }
     }
 
+    @Test("a read of many rows (helper threads decoding) refuses every row of a forged commit, each by its own name", arguments: [false, true])
+    func batchReadRefusesEveryRowOfAForgedCommit(query: Bool) async throws {
+        try await SignedHarness.run { h in
+            let db = h.ownerDB
+            let zone = try await db.createZone(named: "Notes")
+            // Commit 1: 40 notes (enough for the helper threads); commit 2: 5 more.
+            let first = (0..<40).map { String(format: "a%02d", $0) }, second = (0..<5).map { "b\($0)" }
+            _ = try await db.modify(saving: first.map { signedNote($0, in: zone) }, in: zone)
+            _ = try await db.modify(saving: second.map { signedNote($0, in: zone) }, in: zone)
+            let rowID = try signedRowID(h, zone)
+            try h.sql { db in
+                try db.execute(sql: "UPDATE zone_commit SET author_label = 'someone else' WHERE zone_id = ? AND seq = 1", arguments: [rowID])
+                #expect(db.changesCount == 1)
+            }
+            let reader = try h.fresh(h.owner).privateDatabase
+            var refused = [String: StoreError](), read = [String]()
+            if query {
+                let result = try await reader.query(Query(recordType: "Note"), in: zone)
+                refused = result.refused
+                read = result.records.map(\.name)
+            } else {
+                for (name, outcome) in try await reader.records(named: first + second, in: zone) {
+                    switch outcome {
+                    case .success(let record): read.append(record.name)
+                    case .failure(let error): refused[name] = error
+                    }
+                }
+            }
+            #expect(read.sorted() == second)
+            #expect(refused.keys.sorted() == first)
+            for (name, error) in refused {
+                #expect(error.code == .integrityFailure)
+                #expect(error.message.contains("record '\(name)'") && error.message.contains("commit 1 of zone 'Notes' fails its author's signature"),
+                        "\(error.message)")
+            }
+            // The refusal is not cached as a success: the same session refuses them again.
+            let again = try await reader.records(named: [first[0], first[39]], in: zone)
+            #expect(again.values.allSatisfy { if case .failure(let e) = $0 { e.code == .integrityFailure } else { false } })
+        }
+    }
+
     // MARK: - Writers who bypass the library
 
     @Test("a commit forged by a read-only participant is refused; the same forgery by a read-write participant verifies")
@@ -183,6 +224,9 @@ struct SignedWriteTests {
             let result = try await reader.query(Query(recordType: "Note"), in: zone)
             #expect(result.records.map(\.name) == ["n1"])
             #expect(Set(result.refused.keys) == ["by-bob"])
+            // The query path gives the same reason.
+            #expect(result.refused["by-bob"]?.message.contains("who was not a read-write participant at membership 3") == true,
+                    "\(result.refused["by-bob"]?.message ?? "")")
             let changes = try await reader.changes(in: zone, since: nil)
             #expect(changes.changed.map(\.name) == ["n1"])
             #expect(Set(changes.refused.keys) == ["by-bob"])
