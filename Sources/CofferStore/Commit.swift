@@ -125,8 +125,9 @@ struct CommitBuilder {
     }
 }
 
-/// A 32-byte hash as four words: cheap to hash and compare in the sets of a commit's entries.
-struct Digest32: Hashable, Sendable {
+/// A 32-byte hash as four words: cheap to compare, and its first word picks its slot in a
+/// ``DigestSet``.
+struct Digest32: Equatable, Sendable {
     var a: UInt64, b: UInt64, c: UInt64, d: UInt64
     static let zero = Digest32(a: 0, b: 0, c: 0, d: 0)
 
@@ -143,12 +144,6 @@ struct Digest32: Hashable, Sendable {
     }
 
     var bytes: [UInt8] { withUnsafeBytes(of: self) { Array($0) } }
-
-    /// A BLAKE2b output is uniform: its first eight bytes spread digests as well as all 32 (equality
-    /// still compares all 32).
-    func hash(into hasher: inout Hasher) {
-        hasher.combine(a)
-    }
 }
 
 /// The version digests of one commit, for the membership test of every record read: the

@@ -170,7 +170,8 @@ final class StoredRow: ManagedBuffer<StoredRow.Fields, UInt8> {
             creatorCache = (Array(creator), creatorID)
         }
         let name = s.text(0), type = s.text(1), parent = s.optionalText(2)
-        // Column pointers stay valid until the next step: read the texts first, the bytes last.
+        // Each column is read once and in its stored type, so no read converts (and frees) the
+        // bytes another pointer here refers to; they stay valid until the next step.
         let sealed: UnsafeRawBufferPointer? = s.isNull(4) ? nil : s.bytes(4)
         return make((name, type, parent, s.int64(5), s.int64(6), s.int64(11), creatorID, s.double(9), s.double(10)),
                     plain: s.bytes(3), sealed: sealed)
