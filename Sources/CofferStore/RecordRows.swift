@@ -222,11 +222,6 @@ struct RowWork: @unchecked Sendable {
     let context: Unmanaged<RowContext>?
 }
 
-/// A row's version hash and what its values gave, before its commit is consulted.
-struct DecodedBody: Sendable {
-    let digest: Digest32
-    let outcome: DecodeOutcome
-}
 
 /// One thread's copies of what decoding reads: the zone's identity, the store id, and the
 /// schema and zone key of each (type, epoch) met, copied once from the shared context. Used by
@@ -238,6 +233,8 @@ final class DecodeWorker: @unchecked Sendable {
     private(set) var zone: ZoneRow
     private var schemas = [String: [String: FieldSpec]]()
     private var keys = [Int64: SymmetricKey]()
+    private var creator = ""
+    private var author: (id: String, label: String?) = ("", nil)
     /// Where this worker's envelopes are opened (wiped after each record).
     private let scratch = UnsafeMutableRawBufferPointer.allocate(byteCount: 16 * 1024, alignment: 16)
 
@@ -265,7 +262,7 @@ final class DecodeWorker: @unchecked Sendable {
         keys = [:]
     }
 
-    func decode(_ row: StoredRow, _ shared: RowContext) -> DecodedBody {
+    func decode(_ row: StoredRow, _ shared: RowContext) -> DecodeOutcome {
         let schema: [String: FieldSpec]
         // Schemas only grow (a field, once saved, keeps its type): a copy with as many fields
         // as the shared one is the same schema.
@@ -296,7 +293,16 @@ final class DecodeWorker: @unchecked Sendable {
                 }
             }
         }
-        return Session.decodeBody(row, schema: schema, key: key, zone: zone, storeID: storeID, scratch: scratch)
+        // The strings every record of a run shares (its creator, its commit's author), as this
+        // thread's own copies: the records it makes then never touch a reference count the
+        // reading thread is touching for the next rows.
+        if row.creatorID != creator { creator = row.creatorID.copied }
+        let commit = shared.commit
+        if commit.authorID != author.id || commit.authorLabel != author.label {
+            author = (commit.authorID.copied, commit.authorLabel?.copied)
+        }
+        return Session.decode(row, commit: commit, author: author, creatorID: creator, schema: schema, key: key, zone: zone, storeID: storeID,
+                              scratch: scratch)
     }
 }
 
@@ -317,26 +323,32 @@ extension Session {
     /// sealed ones. Pure: runs on any thread.
     /// With `final`, a field missing from the schema is an integrity failure rather than `.staleSchema`.
     static func decode(_ row: StoredRow, context: RowContext, zone: ZoneRow, storeID: [UInt8], final: Bool = false) -> DecodeOutcome {
-        let body = decodeBody(row, schema: context.schema, key: context.key, zone: zone, storeID: storeID, final: final)
-        return finish(row, body, commit: context.commit, zone: zone)
+        decode(row, commit: context.commit, author: (context.commit.authorID, context.commit.authorLabel), creatorID: row.creatorID,
+               schema: context.schema, key: context.key, zone: zone, storeID: storeID, final: final)
     }
 
-    /// The part of ``decode(_:context:zone:storeID:final:)`` that needs no commit: the row's
-    /// version hash, and its values opened and decoded. Helper threads run it with their own
-    /// copies of the schema, key, zone and store id (see ``DecodeWorker``).
-    static func decodeBody(_ row: StoredRow, schema: [String: FieldSpec], key: Result<SymmetricKey, any Error>?, zone: ZoneRow,
-                           storeID: [UInt8], final: Bool = false, scratch: UnsafeMutableRawBufferPointer? = nil) -> DecodedBody {
-        row.withBytes { all -> DecodedBody in
+    /// ``decode(_:context:zone:storeID:final:)`` with each part given on its own: helper threads
+    /// run it with their own copies of the schema, key, zone, store id and shared strings (see
+    /// ``DecodeWorker``). The row's version hash must be one of its commit's entries, checked
+    /// before anything else is believed; the signed commit then gives the modifier, transaction
+    /// author and modification time.
+    static func decode(_ row: StoredRow, commit: VerifiedCommit, author: (id: String, label: String?), creatorID: String,
+                       schema: [String: FieldSpec], key: Result<SymmetricKey, any Error>?, zone: ZoneRow,
+                       storeID: [UInt8], final: Bool = false, scratch: UnsafeMutableRawBufferPointer? = nil) -> DecodeOutcome {
+        row.withBytes { all -> DecodeOutcome in
             let plain = UnsafeRawBufferPointer(rebasing: all[0..<row.plainCount])
             let sealed = row.hasSealed ? UnsafeRawBufferPointer(rebasing: all[row.plainCount...]) : nil
             let hash = CommitBuilder.recordDigest(zoneUID: zone.uid, name: row.name, type: row.type, parent: row.parent, seq: row.seq,
                                                   epoch: row.epoch, membershipSeq: row.membershipSeq, creatorID: row.creatorID,
                                                   created: row.created, modified: row.modified, plain: plain, sealed: sealed)
+            guard commit.entries.contains(hash) else {
+                return .failed(StoreError(.integrityFailure, "record '\(row.name)' in zone '\(zone.id.name)' does not match its signed commit \(row.seq): it was changed in the file"))
+            }
             do {
                 let values: [String: RecordValue]
                 do { values = try PlainValuesCodec.decode(plain, typeOf: { schema[$0]?.type }) } catch {
                     if final { throw error }
-                    return DecodedBody(digest: hash, outcome: .staleSchema)
+                    return .staleSchema
                 }
                 var record = Record(type: row.type, name: row.name, zone: zone.id, parent: row.parent, values: values, encryptedValues: [:])
                 if let sealed {
@@ -360,7 +372,7 @@ extension Session {
                     for (key, value) in sealedValues {
                         guard let spec = schema[key] else {
                             if final { throw StoreError(.integrityFailure, "record '\(row.name)': encrypted field '\(key)' does not match the schema") }
-                            return DecodedBody(digest: hash, outcome: .staleSchema)
+                            return .staleSchema
                         }
                         guard field(value, encrypted: true, matches: spec) else {
                             throw StoreError(.integrityFailure, "record '\(row.name)': encrypted field '\(key)' does not match the schema")
@@ -370,30 +382,18 @@ extension Session {
                 }
                 record.keyEpoch = row.epoch
                 record.changeTag = ChangeTag.make(row.seq)
-                record.creatorID = row.creatorID
+                record.creatorID = creatorID
                 record.created = Date(timeIntervalSince1970: row.created)
+                record.modifierID = author.id // signed, unlike the row's modifier column
+                record.transactionAuthor = author.label
+                record.modified = Date(timeIntervalSince1970: commit.time)
                 record.fetchedValues = record.values
                 record.fetchedEncryptedValues = record.encryptedValues
-                return DecodedBody(digest: hash, outcome: .record(record))
+                return .record(record)
             } catch {
-                return DecodedBody(digest: hash, outcome: .failed(error))
+                return .failed(error)
             }
         }
-    }
-
-    /// Completes a decoded body with its commit: the version must be one of the commit's
-    /// entries (checked before anything else is believed), and the signed commit gives the
-    /// modifier, transaction author and modification time.
-    static func finish(_ row: StoredRow, _ body: consuming DecodedBody, commit: VerifiedCommit, zone: ZoneRow) -> DecodeOutcome {
-        guard commit.entries.contains(body.digest) else {
-            return .failed(StoreError(.integrityFailure, "record '\(row.name)' in zone '\(zone.id.name)' does not match its signed commit \(row.seq): it was changed in the file"))
-        }
-        let outcome = consume body
-        guard case .record(var record) = outcome.outcome else { return outcome.outcome }
-        record.modifierID = commit.authorID // signed, unlike the row's modifier column
-        record.transactionAuthor = commit.authorLabel
-        record.modified = Date(timeIntervalSince1970: commit.time)
-        return .record(record)
     }
 
     /// Why a context could not be made: its commit fails verification.
@@ -448,7 +448,7 @@ extension Session {
                             deliver: (StoredRow, consuming Result<Record, any Error>) throws -> Void) throws {
         let t0 = DispatchTime.now().uptimeNanoseconds
         // Each worker decodes with its own copies of what it reads (see DecodeWorker).
-        let work: @Sendable (RowWork, Int) -> DecodedBody? = { work, worker in
+        let work: @Sendable (RowWork, Int) -> DecodeOutcome? = { work, worker in
             guard let context = work.context else { return nil }
             return context._withUnsafeGuaranteedRef { workers[worker].decode(work.row, $0) }
         }
@@ -456,7 +456,7 @@ extension Session {
         // the rows expected (or small when unknown), the others larger. A full pipeline is
         // closed and left to the helpers while the next one fills.
         let segment = 512
-        var pipelines = [Pipeline<RowWork, DecodedBody?>(capacity: min(max(expected ?? 128, 1), segment), work: work)]
+        var pipelines = [Pipeline<RowWork, DecodeOutcome?>(capacity: min(max(expected ?? 128, 1), segment), work: work)]
         var rows = [StoredRow]()
         rows.reserveCapacity(expected ?? 64) // growing from nothing showed in profiles of unlimited queries
         var contexts = [Result<RowContext, any Error>]()
@@ -502,15 +502,13 @@ extension Session {
             for pipeline in pipelines {
                 for j in 0..<pipeline.count {
                     let row = rows[i]
-                    let body = pipeline.take(j)
-                    switch contexts[i] {
-                    case .failure(let error): try deliver(row, .failure(Self.rowError(error, row: row, zone: zone)))
-                    case .success(let context):
-                        switch Self.finish(row, body!, commit: context.commit, zone: zone) {
-                        case .record(let record): try deliver(row, .success(record))
-                        case .failed(let error): try deliver(row, .failure(error))
-                        case .staleSchema: try deliver(row, Result { try self.decodeOne(db, zone: zone, row: row) })
-                        }
+                    switch pipeline.take(j) {
+                    case nil: // no context: its commit was refused, or could not be read
+                        guard case .failure(let error) = contexts[i] else { preconditionFailure("a row with a context is decoded") }
+                        try deliver(row, .failure(Self.rowError(error, row: row, zone: zone)))
+                    case .record(let record)?: try deliver(row, .success(record))
+                    case .failed(let error)?: try deliver(row, .failure(error))
+                    case .staleSchema?: try deliver(row, Result { try self.decodeOne(db, zone: zone, row: row) })
                     }
                     i += 1
                 }
