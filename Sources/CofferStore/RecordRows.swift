@@ -222,7 +222,6 @@ struct RowWork: @unchecked Sendable {
     let context: Unmanaged<RowContext>?
 }
 
-
 /// One thread's copies of what decoding reads: the zone's identity, the store id, and the
 /// schema and zone key of each (type, epoch) met, copied once from the shared context. Used by
 /// one thread at a time. A session keeps sets of workers between reads (``Session/withDecodeWorkers(zone:_:)``),
@@ -296,13 +295,13 @@ final class DecodeWorker: @unchecked Sendable {
         // The strings every record of a run shares (its creator, its commit's author), as this
         // thread's own copies: the records it makes then never touch a reference count the
         // reading thread is touching for the next rows.
+        // The commit is read in place (a `let` of the shared context), not copied.
         if row.creatorID != creator { creator = row.creatorID.copied }
-        let commit = shared.commit
-        if commit.authorID != author.id || commit.authorLabel != author.label {
-            author = (commit.authorID.copied, commit.authorLabel?.copied)
+        if shared.commit.authorID != author.id || shared.commit.authorLabel != author.label {
+            author = (shared.commit.authorID.copied, shared.commit.authorLabel?.copied)
         }
-        return Session.decode(row, commit: commit, author: author, creatorID: creator, schema: schema, key: key, zone: zone, storeID: storeID,
-                              scratch: scratch)
+        return Session.decode(row, commit: shared.commit, author: author, creatorID: creator, schema: schema, key: key, zone: zone,
+                              storeID: storeID, scratch: scratch)
     }
 }
 
