@@ -358,7 +358,7 @@ extension Session {
                     swap(&result, &write.result)
                     saved.append(result)
                 } else {
-                    failures[write.result.name] = try self.saveFailure(db, zone: zone, record: write.result)
+                    failures[write.result.name] = try self.saveFailure(db, zone: zone, record: write.result, expectedSeq: write.expectedSeq)
                 }
             }
 
@@ -392,14 +392,16 @@ extension Session {
     }
 
     /// Why a save wrote nothing: a stale tag, an existing record saved as new, or a type change.
-    private func saveFailure(_ db: GRDB.Database, zone: ZoneRow, record: Record) throws -> StoreError {
+    /// `expectedSeq` is the change tag the save carried (`record` already holds the tag it would
+    /// have been given).
+    private func saveFailure(_ db: GRDB.Database, zone: ZoneRow, record: Record, expectedSeq: Int64?) throws -> StoreError {
         guard let server = try fetchRow(db, zone: zone, name: record.name) else {
             return StoreError(.unknownItem, "record '\(record.name)' no longer exists in zone '\(zone.id.name)'; save it as new (without a change tag)")
         }
         if server.recordType != record.recordType {
             return StoreError(.invalidArguments, "record '\(record.name)' is a \(server.recordType); its type cannot change to \(record.recordType)")
         }
-        let mine = record.changeTag.map { "change tag \($0)" } ?? "no change tag (a new record)"
+        let mine = expectedSeq.map { "change tag \(ChangeTag.make($0))" } ?? "no change tag (a new record)"
         return StoreError(.serverRecordChanged, "record '\(record.name)' changed: it is at change tag \(server.changeTag ?? "?"), the save had \(mine); fetch it, merge, and retry",
                           serverRecord: server)
     }

@@ -52,6 +52,8 @@ struct ConflictTests {
             #expect(server.creatorID == f.session.userID)
             #expect(error?.message.contains("s2") == false)
             #expect(error?.description.contains("s2") == false)
+            // The message names both tags: the stored one and the one this save carried.
+            #expect(error?.message.contains("it is at change tag \(theirsSaved.changeTag!), the save had change tag \(original.changeTag!);") == true)
             #expect(try await f.db.record(named: "doc", in: zone) == theirsSaved)
 
             // Merge onto the server record and save again.
@@ -72,6 +74,7 @@ struct ConflictTests {
                 try await f.db.save(makeRecord("Note", "doc", in: zone, plain: ["a": 7]))
             }
             #expect(error?.serverRecord == original)
+            #expect(error?.message.contains("the save had no change tag (a new record)") == true)
             #expect(try await f.db.record(named: "doc", in: zone).values == ["a": 1, "b": 1])
         }
     }
