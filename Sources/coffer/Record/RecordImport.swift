@@ -121,7 +121,8 @@ extension Coffer.RecordCommand {
             if global.json {
                 try Output.json(["imported": imported, "batches": batches])
             } else {
-                Output.line("Imported \(imported) records into \(zoneID.name) in \(batches) atomic batches.")
+                let records = imported == 1 ? "1 record" : "\(imported) records"
+                Output.line("Imported \(records) into \(zoneID.name) in \(batches == 1 ? "1 atomic batch" : "\(batches) atomic batches").")
             }
         }
 
