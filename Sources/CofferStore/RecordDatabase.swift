@@ -144,7 +144,10 @@ extension RecordDatabase {
             try db.execute(sql: "INSERT INTO field_schema (zone_id, record_type, field, value_type, encrypted) VALUES (?, ?, ?, ?, ?)",
                            arguments: [row.rowID, recordType, field, type.description, encrypted])
             let key = SchemaKey(zoneRowID: row.rowID, recordType: recordType)
-            db.afterNextTransaction(onCommit: { _ in session.schemas.withLock { _ = $0.removeValue(forKey: key) } })
+            db.afterNextTransaction(onCommit: { _ in
+                session.schemas.withLock { _ = $0.removeValue(forKey: key) }
+                session.forgetRowContexts(zoneRowID: key.zoneRowID)
+            })
         }
     }
 

@@ -407,9 +407,14 @@ extension Session {
     }
 
     /// The context of a row, from the session caches (reading and verifying on a miss). A
-    /// refused commit fails with ``CommitRefused`` (see ``rowError(_:row:zone:)``).
+    /// refused commit fails with ``CommitRefused`` (see ``rowError(_:row:zone:)``). A context
+    /// whose commit, schema and key were all found is kept for later reads (``rowContexts``):
+    /// a query's rows each meet a different commit, and making their contexts again on every
+    /// read showed in profiles of the query path.
     func context(_ db: GRDB.Database, zone: ZoneRow, row: StoredRow) -> Result<RowContext, any Error> {
-        Result {
+        let memoKey = RowContextKey(seq: row.seq, epoch: row.epoch, sealed: row.hasSealed, type: row.type)
+        if let kept = rowContexts.withLock({ $0[zone.rowID]?[memoKey] }) { return .success(kept) }
+        let made = Result { () throws -> RowContext in
             let commit: VerifiedCommit
             do { commit = try verifiedCommit(db, zone: zone, seq: row.seq) } catch let e as StoreError where e.code == .integrityFailure {
                 throw CommitRefused(reason: e) // named per row by `rowError`: rows of one commit share this context
@@ -418,6 +423,11 @@ extension Session {
             let key = row.hasSealed ? Result { try zoneKey(db, zone: zone, epoch: row.epoch) } : nil
             return RowContext(commit: commit, schema: schema, key: key)
         }
+        // Only whole contexts are kept: a missing key (no access yet, say) is looked up again.
+        if case .success(let context) = made, (try? context.key?.get()) != nil || context.key == nil {
+            rowContexts.withLock { $0[zone.rowID, default: [:]][memoKey] = context }
+        }
+        return made
     }
 
     /// Decodes rows read on this (database) thread, spreading the checking and opening over

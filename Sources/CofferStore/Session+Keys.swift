@@ -64,6 +64,12 @@ extension Session {
         return try SymmetricKey(bytes: payload.slice(prefix.count..<payload.count))
     }
 
+    /// Drops the kept row contexts of a zone (``rowContexts``): called wherever the schema or
+    /// key caches they were made from change.
+    func forgetRowContexts(zoneRowID: Int64) {
+        rowContexts.withLock { _ = $0.removeValue(forKey: zoneRowID) }
+    }
+
     /// Associated data of a chain link: the key of `epoch` sealed under the key of `epoch + 1`.
     static func chainAD(zone: ZoneRow, epoch: Int64) -> [UInt8] {
         Array("coffer.key-chain.v1".utf8) + zone.uid + BigEndian.bytes(Int64(epoch))
@@ -71,6 +77,7 @@ extension Session {
 
     /// Forgets cached keys and schemas of a zone (after it is deleted).
     func forget(zoneRowID: Int64) {
+        forgetRowContexts(zoneRowID: zoneRowID)
         zoneKeys.withLock { _ = $0.removeValue(forKey: zoneRowID) }
         commits.withLock { _ = $0.removeValue(forKey: zoneRowID) }
         memberships.withLock { _ = $0.removeValue(forKey: zoneRowID) }

@@ -63,6 +63,7 @@ extension Session {
                     let rowID = zone.rowID
                     db.afterNextTransaction(onCommit: { [self] _ in
                         self.zoneKeys.withLock { cache in cache[rowID] = cache[rowID]?.filter { $0.key == current } }
+                        self.forgetRowContexts(zoneRowID: rowID) // they hold the dropped keys too
                     })
                 }
                 return rows.count

@@ -18,6 +18,7 @@ extension Session {
             fields[row["field"]] = FieldSpec(type: type, encrypted: row["encrypted"])
         }
         schemas.withLock { $0[key] = fields }
+        forgetRowContexts(zoneRowID: zoneRowID)
         return fields
     }
 
@@ -62,8 +63,10 @@ extension Session {
         let snapshot = known
         db.afterNextTransaction(onCommit: { [self] _ in
             self.schemas.withLock { $0[key] = snapshot }
+            self.forgetRowContexts(zoneRowID: zoneRowID)
         }, onRollback: { [self] _ in
             self.schemas.withLock { _ = $0.removeValue(forKey: key) }
+            self.forgetRowContexts(zoneRowID: zoneRowID)
         })
     }
 

@@ -444,6 +444,7 @@ extension Session {
         let rowID = zone.rowID
         db.afterNextTransaction(onCommit: { [self] _ in
             self.zoneKeys.withLock { $0[rowID, default: [:]][newEpoch] = newKey }
+            self.forgetRowContexts(zoneRowID: rowID)
         })
     }
 

@@ -25,6 +25,7 @@ extension Session {
             return rowID
         }
         zoneKeys.withLock { $0[rowID] = [1: zoneKey] }
+        forgetRowContexts(zoneRowID: rowID) // a new zone may have the row id of a deleted one
         store.logger.info("zone created", metadata: ["zone": "\(name)"])
         return Zone(id: ZoneID(name: name, ownerID: owner), created: now, keyEpoch: 1, sequence: 0, recordCount: 0)
     }

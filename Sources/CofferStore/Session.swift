@@ -26,6 +26,11 @@ public final class Session: Sendable {
     let verifiedShares = Mutex<Set<[UInt8]>>([])
     /// User id → signing key, checked against the id.
     let signingKeys = Mutex<[String: Ed25519.PublicKey]>([:])
+    /// Zone row id → the context of a row by its commit, type, epoch and whether it has sealed
+    /// values (see ``Session/context(_:zone:row:)``), kept between reads. Each is made from the
+    /// caches above, so a zone's are dropped whenever its schema or key caches change
+    /// (``forgetRowContexts(zoneRowID:)``).
+    let rowContexts = Mutex<[Int64: [RowContextKey: RowContext]]>([:])
     /// Sets of decode workers between reads (see ``DecodeWorker``).
     let decodeWorkers = Mutex<[[DecodeWorker]]>([])
 
@@ -51,6 +56,13 @@ extension Store {
         try addContact(ContactCard(vault: vault))
         return Session(store: self, vault: vault)
     }
+}
+
+struct RowContextKey: Hashable {
+    let seq: Int64
+    let epoch: Int64
+    let sealed: Bool
+    let type: String
 }
 
 struct SchemaKey: Hashable {

@@ -1,0 +1,68 @@
+import Foundation
+import Testing
+@testable import CofferStore
+
+/// The row contexts a session keeps between reads (`Session.rowContexts`): one per commit, type
+/// and epoch, made from the session's caches and dropped whenever those change.
+@Suite("Row contexts kept between reads")
+struct RowContextTests {
+    /// Every kept context of the session, by its key.
+    static func kept(_ session: Session) -> [(key: RowContextKey, context: RowContext)] {
+        session.rowContexts.withLock { $0.values.flatMap { $0.map { ($0.key, $0.value) } } }
+    }
+
+    @Test("a read keeps one context per commit; a field added by another session is read, and the contexts are remade with it")
+    func keptAndRemade() async throws {
+        try await withStore { f async throws in
+            let zone = try await f.db.createZone(named: "Z")
+            for i in 0..<3 { // three saves: three commits
+                try await f.db.save(makeRecord("Note", "n\(i)", in: zone, plain: ["count": .int(1)], encrypted: ["s": .string("s\(i)")]))
+            }
+            let query = Query(recordType: "Note", predicates: [.init("count", .equal, .int(1))])
+            #expect(try await f.db.query(query, in: zone).records.count == 3)
+            #expect(Set(Self.kept(f.session).map(\.key.seq)) == [1, 2, 3])
+            #expect(Self.kept(f.session).allSatisfy { $0.context.schemaCount == 2 && $0.key.type == "Note" && $0.key.sealed })
+
+            // Another session of the same user (another process, in effect) adds a field.
+            let other = try f.freshSession()
+            try await other.privateDatabase.save(makeRecord("Note", "n3", in: zone, plain: ["count": .int(1)],
+                                                            encrypted: ["s": .string("s3"), "extra": .string("new field")]))
+            let again = try await f.db.query(query, in: zone).records
+            #expect(again.count == 4)
+            #expect(again.first { $0.name == "n3" }?.encryptedValues["extra"] == .string("new field"))
+            #expect(again.first { $0.name == "n0" }?.encryptedValues == ["s": .string("s0")])
+            // Reading the new field refreshed the schema, which dropped the kept contexts; the
+            // next read makes them again, with the field.
+            #expect(try await f.db.query(query, in: zone).records.count == 4)
+            #expect(Set(Self.kept(f.session).map(\.key.seq)) == [1, 2, 3, 4])
+            #expect(Self.kept(f.session).allSatisfy { $0.context.schemaCount == 3 })
+
+            try await f.db.deleteZone(zone)
+            #expect(Self.kept(f.session).isEmpty)
+        }
+    }
+
+    @Test("a rotation and a re-key drop the kept contexts, so none holds a dropped key")
+    func rekeyDropsThem() async throws {
+        try await SignedHarness.run { h in
+            let db = h.ownerDB
+            let zone = try await db.createZone(named: "Notes")
+            _ = try await db.modify(saving: (0..<5).map { signedNote("r\($0)", in: zone) }, in: zone)
+            #expect(try await db.records(named: (0..<5).map { "r\($0)" }, in: zone).count == 5)
+            #expect(Self.kept(h.owner).map(\.key.epoch) == [1])
+
+            let bob = try h.newUser("Bob", "bob@example.com")
+            try await h.share(zone, with: [(bob, .readOnly)])
+            _ = try await h.owner.removeParticipant(bob.userID, from: zone) // rotates to epoch 2
+            #expect(Self.kept(h.owner).isEmpty)
+            #expect(try await db.records(named: ["r0"], in: zone)["r0"]?.get().keyEpoch == 1)
+            #expect(Self.kept(h.owner).map(\.key.epoch) == [1])
+
+            #expect(try await h.owner.rekey(zone: zone) == 5)
+            #expect(Self.kept(h.owner).isEmpty)
+            let reread = try await db.records(named: (0..<5).map { "r\($0)" }, in: zone)
+            #expect(reread.values.allSatisfy { (try? $0.get().keyEpoch) == 2 })
+            #expect(Set(Self.kept(h.owner).map(\.key.epoch)) == [2])
+        }
+    }
+}
