@@ -29,7 +29,9 @@ public final class Session: Sendable {
     /// Zone row id → the context of a row by its commit, type, epoch and whether it has sealed
     /// values (see ``Session/context(_:zone:row:)``), kept between reads. Each is made from the
     /// caches above, so a zone's are dropped whenever its schema or key caches change
-    /// (``forgetRowContexts(zoneRowID:)``).
+    /// (``forgetRowContexts(zoneRowID:)``). One made while another thread changes them may be
+    /// kept with the older schema: schemas only grow, so its rows then decode as `.staleSchema`,
+    /// which reads the schema afresh and drops the kept contexts: slower once, never wrong.
     let rowContexts = Mutex<[Int64: [RowContextKey: RowContext]]>([:])
     /// Sets of decode workers between reads (see ``DecodeWorker``).
     let decodeWorkers = Mutex<[[DecodeWorker]]>([])
