@@ -294,8 +294,8 @@ final class DecodeWorker: @unchecked Sendable {
         }
         // The strings every record of a run shares (its creator, its commit's author), as this
         // thread's own copies: the records it makes then never touch a reference count the
-        // reading thread is touching for the next rows.
-        // The commit is read in place (a `let` of the shared context), not copied.
+        // reading thread is touching for the next rows. The commit is read in place (a `let`
+        // of the shared context), not copied, for the same reason.
         if row.creatorID != creator { creator = row.creatorID.copied }
         if shared.commit.authorID != author.id || shared.commit.authorLabel != author.label {
             author = (shared.commit.authorID.copied, shared.commit.authorLabel?.copied)
@@ -411,8 +411,8 @@ extension Session {
     /// whose commit, schema and key were all found is kept for later reads (``rowContexts``):
     /// a query's rows each meet a different commit, and making their contexts again on every
     /// read showed in profiles of the query path.
-    func context(_ db: GRDB.Database, zone: ZoneRow, row: StoredRow) -> Result<RowContext, any Error> {
-        let memoKey = RowContextKey(seq: row.seq, epoch: row.epoch, sealed: row.hasSealed, type: row.type)
+    func context(_ db: GRDB.Database, zone: ZoneRow, row: StoredRow, key memoKey: RowContextKey? = nil) -> Result<RowContext, any Error> {
+        let memoKey = memoKey ?? RowContextKey(row)
         if let kept = rowContexts.withLock({ $0[zone.rowID]?[memoKey] }) { return .success(kept) }
         let made = Result { () throws -> RowContext in
             let commit: VerifiedCommit
@@ -424,8 +424,11 @@ extension Session {
             return RowContext(commit: commit, schema: schema, key: key)
         }
         // Only whole contexts are kept: a missing key (no access yet, say) is looked up again.
-        if case .success(let context) = made, (try? context.key?.get()) != nil || context.key == nil {
+        switch made {
+        case .success(let context):
+            if case .failure? = context.key { break }
             rowContexts.withLock { $0[zone.rowID, default: [:]][memoKey] = context }
+        case .failure: break
         }
         return made
     }
@@ -470,24 +473,24 @@ extension Session {
         rows.reserveCapacity(expected ?? 64) // growing from nothing showed in profiles of unlimited queries
         var contexts = [Result<RowContext, any Error>]()
         contexts.reserveCapacity(expected ?? 64)
-        // Rows of one commit share their context: look it up once per commit and type (the
-        // last one first: rows of a commit often come in a run).
-        struct ContextKey: Equatable { let epoch: Int64, sealed: Bool, type: String }
-        var known = [Int64: [(key: ContextKey, context: Result<RowContext, any Error>)]](minimumCapacity: min(expected ?? 64, 128))
-        var last: (seq: Int64, key: ContextKey, context: Result<RowContext, any Error>)?
+        // Rows of one commit share their context: look it up once per commit and type in this
+        // read (the last one first: rows of a commit often come in a run). `known` also holds
+        // the failed ones, which the session does not keep, so a refused commit is checked once.
+        var known = [RowContextKey: Result<RowContext, any Error>](minimumCapacity: min(expected ?? 64, 128))
+        var last: (key: RowContextKey, context: Result<RowContext, any Error>)?
         do {
             try read { row in
-                let key = ContextKey(epoch: row.epoch, sealed: row.hasSealed, type: row.type)
+                let key = RowContextKey(row)
                 let context: Result<RowContext, any Error>
-                if let last, last.seq == row.seq, last.key == key {
+                if let last, last.key == key {
                     context = last.context
-                } else if let found = known[row.seq]?.first(where: { $0.key == key }) {
-                    context = found.context
-                    last = (row.seq, key, context)
+                } else if let found = known[key] {
+                    context = found
+                    last = (key, context)
                 } else {
-                    context = self.context(db, zone: zone, row: row)
-                    known[row.seq, default: []].append((key, context))
-                    last = (row.seq, key, context)
+                    context = self.context(db, zone: zone, row: row, key: key)
+                    known[key] = context
+                    last = (key, context)
                 }
                 if pipelines[pipelines.count - 1].isFull {
                     pipelines[pipelines.count - 1].close()

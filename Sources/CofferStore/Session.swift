@@ -60,11 +60,19 @@ extension Store {
     }
 }
 
+/// What a row's context depends on: its commit, epoch, type and whether it has sealed values.
 struct RowContextKey: Hashable {
     let seq: Int64
     let epoch: Int64
     let sealed: Bool
     let type: String
+
+    init(_ row: StoredRow) {
+        seq = row.seq
+        epoch = row.epoch
+        sealed = row.hasSealed
+        type = row.type
+    }
 }
 
 struct SchemaKey: Hashable {

@@ -105,21 +105,22 @@ struct MicroBench: ParsableCommand {
             for row in ownRows { pipeline.push(RowWork(row: row, context: Unmanaged.passUnretained(rowContext))) }
             _ = pipeline.takeAll()
         }
-        nonisolated(unsafe) let unretained = rowContext
+        let sharedContext = rowContext
         nonisolated(unsafe) let halves = [Array(ownRows[0..<200]), Array(ownRows[200..<400])]
         time("  400 on two threads, dropped", 50) {
             DispatchQueue.concurrentPerform(iterations: 2) { t in
-                for row in halves[t] { _ = workers[t].decode(row, unretained) }
+                for row in halves[t] { _ = workers[t].decode(row, sharedContext) }
             }
         }
         final class Kept: @unchecked Sendable { var outcomes = [[DecodeOutcome]](repeating: [], count: 2) }
         time("  400 on two threads, kept", 50) {
             let kept = Kept()
-            DispatchQueue.concurrentPerform(iterations: 2) { t in kept.outcomes[t] = halves[t].map { workers[t].decode($0, unretained) } }
+            DispatchQueue.concurrentPerform(iterations: 2) { t in kept.outcomes[t] = halves[t].map { workers[t].decode($0, sharedContext) } }
             kept.outcomes = [] // freed on this thread, half of it made on the other
         }
         // Making 400 kept records, then freeing them, timed apart.
         func makeThenFree(_ name: String, _ make: () -> [DecodeOutcome]) {
+            if let only { guard name.contains(only) else { return } }
             let n = only == nil ? 50 : 2000
             var making: UInt64 = 0, freeing: UInt64 = 0
             let kept = Kept()
@@ -134,8 +135,8 @@ struct MicroBench: ParsableCommand {
             print(name.padding(toLength: 30, withPad: " ", startingAt: 0),
                   String(format: "%9.2f µs, then %.2f µs to free", Double(making) / Double(n) / 1000, Double(freeing) / Double(n) / 1000))
         }
-        if only == nil || "kept".contains(only!) {
-            makeThenFree("  400 kept, on this thread") { ownRows.map { workers[0].decode($0, unretained) } }
+        do {
+            makeThenFree("  400 kept, on this thread") { ownRows.map { workers[0].decode($0, sharedContext) } }
             makeThenFree("  400 kept, in a Pipeline") {
                 let pipeline = Pipeline<RowWork, DecodeOutcome>(capacity: 400) { work, w in
                     work.context!._withUnsafeGuaranteedRef { workers[w].decode(work.row, $0) }
