@@ -1,5 +1,6 @@
 import CofferCrypto
 import Foundation
+import GRDB
 
 /// A query over the plain fields of one record type in a zone (CloudKit's `CKQuery`).
 ///
@@ -92,44 +93,125 @@ public struct QueryResult: Sendable {
     public let cursor: QueryCursor?
 }
 
-/// An opaque position in a query's results (CloudKit's `CKQueryOperation.Cursor`).
+/// An opaque position in a query's results (CloudKit's `CKQueryOperation.Cursor`): the last
+/// record of a page, by the values it was sorted on and its name. The next page starts after
+/// that position, so records saved or deleted between pages neither shift it nor make it skip
+/// or repeat a record: a record that still matches and sorts after the position is on a later
+/// page, whatever happened to the records before it.
 ///
-/// Encoded form (``token``): base64url of magic `CQC`, version `0x01`, the zone's 16-byte uid,
-/// the query's 16-byte fingerprint, and the offset (8 bytes big-endian). A cursor is
-/// refused by any other zone or query. Records saved or deleted between pages can shift
-/// what the next page holds.
+/// Encoded form (``token``), base64url without padding of:
+///
+/// | bytes | field |
+/// | --- | --- |
+/// | 3 | magic `CQC` |
+/// | 1 | version `0x02` |
+/// | 16 | the zone's uid |
+/// | 16 | the query's fingerprint |
+/// | 1 | n, the number of sort keys (the query's) |
+/// | n × (1 + …) | each sort value as SQLite compared it: tag `0` null; `1` int, 8 bytes big-endian; `2` double, its 8-byte IEEE 754 pattern big-endian; `3` text, 4-byte big-endian length and UTF-8 |
+/// | 1 + k | the record name: length k (1-255), then its ASCII |
+///
+/// A cursor is refused by any other zone or query, and a token that is not exactly this is
+/// refused (version 1 cursors, positions by offset, are not accepted: run the query again).
+/// The token holds plain (queryable) values of the last record; never an encrypted one.
 public struct QueryCursor: Sendable, Hashable {
     static let magic: [UInt8] = Array("CQC".utf8)
-    static let version: UInt8 = 1
+    static let version: UInt8 = 2
+    /// The longest token accepted: a sort value is a plain field, at most a record's 1 MB.
+    static let maxTokenLength = 1_500_000
+
+    /// A sort value as SQLite compares it (`json_extract` of the plain field).
+    enum SortValue: Sendable, Hashable {
+        case null
+        case int(Int64)
+        case double(Double)
+        case text(String)
+
+        /// What SQLite compares it as.
+        var databaseValue: DatabaseValue {
+            switch self {
+            case .null: return .null
+            case .int(let v): return v.databaseValue
+            case .double(let v): return v.databaseValue
+            case .text(let v): return v.databaseValue
+            }
+        }
+
+        /// Whether a plain field of `type` can have this value (as `json_extract` yields it).
+        func fits(_ type: FieldType) -> Bool {
+            switch (self, type) {
+            case (.null, _): return true
+            case (.text, .string), (.text, .reference): return true
+            case (.int, .int), (.int, .bool): return true
+            case (.int, .double), (.int, .date), (.double, .double), (.double, .date): return true
+            default: return false
+            }
+        }
+    }
+
     let zoneUID: [UInt8]
     let queryFingerprint: [UInt8]
-    let offset: Int64
+    /// The last record's values of the query's sort keys, in order.
+    let sortValues: [SortValue]
+    /// The last record's name (the final tie-break).
+    let name: String
 
-    init(zoneUID: [UInt8], queryFingerprint: [UInt8], offset: Int64) {
+    init(zoneUID: [UInt8], queryFingerprint: [UInt8], sortValues: [SortValue], name: String) {
         self.zoneUID = zoneUID
         self.queryFingerprint = queryFingerprint
-        self.offset = offset
+        self.sortValues = sortValues
+        self.name = name
     }
 
     /// The printable form, for passing between processes.
     public var token: String {
-        let bytes = Self.magic + [Self.version] + zoneUID + queryFingerprint + BigEndian.bytes(Int64(offset))
-        return Data(bytes).base64EncodedString()
-            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+        var bytes = Self.magic + [Self.version] + zoneUID + queryFingerprint + [UInt8(sortValues.count)]
+        for value in sortValues {
+            switch value {
+            case .null: bytes.append(0)
+            case .int(let v): bytes += [1] + BigEndian.bytes(v)
+            case .double(let v): bytes += [2] + BigEndian.bytes(v.bitPattern)
+            case .text(let v): bytes += [3] + BigEndian.bytes(UInt32(v.utf8.count)) + Array(v.utf8)
+            }
+        }
+        bytes += [UInt8(name.utf8.count)] + Array(name.utf8)
+        return Base64URL.encode(bytes)
     }
 
-    /// Parses a token; throws `.invalidArguments` for anything that is not a v1 cursor.
+    /// Parses a token printed by ``token``; throws `.invalidArguments` for anything else.
     public init(token: String) throws {
-        var b64 = token.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        while b64.count % 4 != 0 { b64 += "=" }
-        guard token.count < 200, let data = Data(base64Encoded: b64), data.count == 3 + 1 + 16 + 16 + 8 else {
-            throw StoreError(.invalidArguments, "not a query cursor")
+        func bad(_ why: String) -> StoreError { StoreError(.invalidArguments, "not a query cursor: \(why)") }
+        guard token.utf8.count <= Self.maxTokenLength, let bytes = Base64URL.decode(token) else { throw bad("not base64url") }
+        self = try bytes.withUnsafeBytes { raw in
+            var r = RawReader(raw, what: "query cursor")
+            do {
+                guard Array(try r.take(3)) == Self.magic else { throw bad("bad magic") }
+                let v = try r.u8()
+                guard v == Self.version else {
+                    throw v == 1 ? StoreError(.invalidArguments, "this query cursor was made by an older coffer; run the query again from its first page")
+                                 : bad("unsupported version \(v)")
+                }
+                let zone = Array(try r.take(16)), fingerprint = Array(try r.take(16))
+                var values = [SortValue]()
+                for _ in 0..<(try r.u8()) {
+                    switch try r.u8() {
+                    case 0: values.append(.null)
+                    case 1: values.append(.int(Int64(bitPattern: try r.u64())))
+                    case 2:
+                        let d = Double(bitPattern: try r.u64())
+                        guard d.isFinite else { throw bad("a sort value is not a finite number") }
+                        values.append(.double(d))
+                    case 3: values.append(.text(try r.utf8(count: Int(try r.u32()))))
+                    default: throw bad("unknown sort value tag")
+                    }
+                }
+                let name = try r.utf8(count: Int(try r.u8()))
+                guard (try? Names.validateRecord(name)) != nil else { throw bad("bad record name") }
+                guard r.remaining == 0 else { throw bad("trailing bytes") }
+                return QueryCursor(zoneUID: zone, queryFingerprint: fingerprint, sortValues: values, name: name)
+            } catch let e as StoreError where e.code == .integrityFailure {
+                throw bad("truncated or not UTF-8")
+            }
         }
-        let bytes = Array(data)
-        guard Array(bytes[0..<3]) == Self.magic else { throw StoreError(.invalidArguments, "not a query cursor") }
-        guard bytes[3] == Self.version else { throw StoreError(.invalidArguments, "unsupported query cursor version \(bytes[3])") }
-        let offset = bytes[36..<44].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
-        guard offset <= UInt64(Int64.max) else { throw StoreError(.invalidArguments, "not a query cursor") }
-        self.init(zoneUID: Array(bytes[4..<20]), queryFingerprint: Array(bytes[20..<36]), offset: Int64(offset))
     }
 }

@@ -72,26 +72,36 @@ extension Session {
                 }
             }
             var order = [String]()
+            var sortTypes = [FieldType]()
             for sort in query.sort {
-                _ = try plainSpec(sort.field, for: "sorted on")
+                sortTypes.append(try plainSpec(sort.field, for: "sorted on").type)
                 order.append("\(Self.fieldExpression(sort.field)) \(sort.ascending ? "ASC" : "DESC")")
+            }
+            if let cursor {
+                guard cursor.sortValues.count == query.sort.count,
+                      zip(cursor.sortValues, sortTypes).allSatisfy({ $0.fits($1) }) else {
+                    throw StoreError(.invalidArguments, "this cursor does not fit the query's sort keys")
+                }
+                let after = Self.keysetCondition(query.sort, after: cursor)
+                sql += " AND (\(after.sql))"
+                arguments += after.arguments
             }
             order.append(Self.tieOrder(query))
             sql += " ORDER BY " + order.joined(separator: ", ")
-            let offset = cursor?.offset ?? 0
             var more = false
             if let limit = query.limit {
-                sql += " LIMIT ? OFFSET ?"
+                sql += " LIMIT ?"
                 arguments.append(limit + 1)
-                arguments.append(offset)
             }
             let statement = try RawStatement(db.cachedStatement(sql: sql), arguments: StatementArguments(arguments))
             var records = [Record]()
             records.reserveCapacity(query.limit ?? 0)
             var refused = [String: StoreError]()
+            var last: StoredRow?
             try self.decodeRows(db, zone: zone, expected: query.limit, read: { add in
                 more = try Self.readRows(statement, limit: query.limit ?? .max, probe: query.limit != nil, into: add)
             }, deliver: { row, result in
+                last = row
                 switch result {
                 case .success(let record): records.append(record)
                 case .failure(let e as StoreError) where e.code == .integrityFailure:
@@ -101,11 +111,71 @@ extension Session {
                 }
             })
             var next: QueryCursor?
-            if let limit = query.limit, more {
-                next = QueryCursor(zoneUID: zone.uid, queryFingerprint: query.fingerprint, offset: offset + Int64(limit))
+            if more, let last {
+                next = QueryCursor(zoneUID: zone.uid, queryFingerprint: query.fingerprint,
+                                   sortValues: try Self.sortValues(db, query.sort, zone: zone, name: last.name), name: last.name)
             }
             return QueryResult(records: records, refused: refused, cursor: next)
         }
+    }
+
+    /// The values a page's last row was sorted on, as SQLite compared them (in the page's read
+    /// transaction, so they are the ones the page was ordered by).
+    static func sortValues(_ db: GRDB.Database, _ sort: [Query.Sort], zone: ZoneRow, name: String) throws -> [QueryCursor.SortValue] {
+        guard !sort.isEmpty else { return [] }
+        let columns = sort.map { fieldExpression($0.field) }.joined(separator: ", ")
+        guard let row = try Row.fetchOne(db, sql: "SELECT \(columns) FROM record WHERE zone_id = ? AND name = ?", arguments: [zone.rowID, name]) else {
+            throw StoreError(.internalError, "record '\(name)' left the zone during its own read")
+        }
+        return try (0..<sort.count).map { i in
+            switch (row[i] as DatabaseValue).storage {
+            case .null: return .null
+            case .int64(let v): return .int(v)
+            case .double(let v): return .double(v)
+            case .string(let v): return .text(v)
+            case .blob: throw StoreError(.internalError, "a sort value of record '\(name)' is a blob")
+            }
+        }
+    }
+
+    /// The rows after a cursor's position in the order `ORDER BY sort…, name` gives: after it on
+    /// the first key, or equal on it and after it on the next, and so on, down to the name.
+    /// SQLite orders NULL first, so NULL comes before every value ascending, after every value
+    /// descending. When every key ascends and no value is NULL this is a row-value comparison,
+    /// which SQLite answers with a seek in the field's index.
+    static func keysetCondition(_ sort: [Query.Sort], after cursor: QueryCursor) -> (sql: String, arguments: [DatabaseValue]) {
+        let expressions = sort.map { fieldExpression($0.field) }
+        let values = cursor.sortValues
+        if sort.allSatisfy(\.ascending), !values.contains(.null) {
+            guard !sort.isEmpty else { return ("name > ?", [cursor.name.databaseValue]) }
+            let placeholders = Array(repeating: "?", count: sort.count + 1).joined(separator: ", ")
+            return ("(\(expressions.joined(separator: ", ")), name) > (\(placeholders))", values.map(\.databaseValue) + [cursor.name.databaseValue])
+        }
+        var terms = [String](), arguments = [DatabaseValue]()
+        var equal = [String](), equalArguments = [DatabaseValue]() // equal on every key so far
+        for (i, value) in values.enumerated() {
+            let e = expressions[i]
+            let after: (sql: String, arguments: [DatabaseValue])?
+            switch (sort[i].ascending, value) {
+            case (true, .null): after = ("\(e) IS NOT NULL", [])
+            case (true, _): after = ("\(e) > ?", [value.databaseValue])
+            case (false, .null): after = nil // NULL is last descending: nothing comes after it on this key
+            case (false, _): after = ("(\(e) < ? OR \(e) IS NULL)", [value.databaseValue])
+            }
+            if let after {
+                terms.append((equal + [after.sql]).joined(separator: " AND "))
+                arguments += equalArguments + after.arguments
+            }
+            if value == .null {
+                equal.append("\(e) IS NULL")
+            } else {
+                equal.append("\(e) = ?")
+                equalArguments.append(value.databaseValue)
+            }
+        }
+        terms.append((equal + ["name > ?"]).joined(separator: " AND "))
+        arguments += equalArguments + [cursor.name.databaseValue]
+        return (terms.map { "(\($0))" }.joined(separator: " OR "), arguments)
     }
 
     /// The last ORDER BY term of a query: ties (and the default order) by name. With filters or

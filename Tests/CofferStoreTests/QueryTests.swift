@@ -338,39 +338,112 @@ struct QueryTests {
         }
     }
 
+    @Test("paging stays exact while records before and after the cursor are saved and deleted between pages")
+    func pagingUnderChange() async throws {
+        try await withStore { f async throws in
+            let zone = try await f.db.createZone(named: "Z")
+            _ = try await f.db.modify(saving: (0..<20).map { makeRecord("Item", String(format: "r%02d", $0), in: zone, plain: ["n": .int(Int64($0))]) }, in: zone)
+            let query = Query(recordType: "Item", sort: [.init("n")], limit: 5)
+            let first = try await f.db.query(query, in: zone)
+            #expect(recordNames(first.records) == ["r00", "r01", "r02", "r03", "r04"])
+            // Between pages: two records already returned go, one that sorts before the cursor
+            // arrives, one returned record moves past the cursor, and one ahead of it goes.
+            try await f.db.delete(recordNamed: "r01", in: zone)
+            try await f.db.delete(recordNamed: "r03", in: zone)
+            _ = try await f.db.save(makeRecord("Item", "early", in: zone, plain: ["n": -1]))
+            var moved = try #require(first.records.first { $0.name == "r02" })
+            moved.values["n"] = 99
+            _ = try await f.db.save(moved)
+            try await f.db.delete(recordNamed: "r07", in: zone)
+            var seen = [String]()
+            var cursor = first.cursor
+            while let position = cursor {
+                let page = try await f.db.query(query, in: zone, cursor: try QueryCursor(token: position.token))
+                seen += recordNames(page.records)
+                cursor = page.cursor
+            }
+            // Everything after r04 still there, in order, once; r02 again at its new place.
+            #expect(seen == ["r05", "r06"] + (8..<20).map { String(format: "r%02d", $0) } + ["r02"])
+        }
+    }
+
+    @Test("paging with mixed sort directions and records missing a sort field matches the unpaged order", arguments: [1, 2, 3, 7])
+    func pagingMixedAndMissing(_ limit: Int) async throws {
+        try await withStore { f async throws in
+            let zone = try await f.db.createZone(named: "Z")
+            let records = (0..<24).map { i -> CofferStore.Record in
+                var plain: [String: RecordValue] = [:]
+                if i % 5 != 0 { plain["a"] = .string(["x", "y", "z"][i % 3]) } // some lack a, some lack b
+                if i % 4 != 0 { plain["b"] = .double(Double(i % 3) / 2) }
+                plain["c"] = .int(Int64(i))
+                return makeRecord("Item", "m\(i)", in: zone, plain: plain)
+            }
+            _ = try await f.db.modify(saving: records, in: zone)
+            for sort in [[Query.Sort("a"), .init("b", ascending: false)], [.init("a", ascending: false), .init("b")],
+                         [.init("b", ascending: false)], [.init("a"), .init("b")]] {
+                var query = Query(recordType: "Item", predicates: [.init("c", .lessThan, 22)], sort: sort)
+                let expected = recordNames(try await f.db.query(query, in: zone).records)
+                #expect(expected.count == 22)
+                query.limit = limit
+                var seen = [String]()
+                var cursor: QueryCursor?
+                repeat {
+                    let page = try await f.db.query(query, in: zone, cursor: cursor)
+                    seen += recordNames(page.records)
+                    cursor = try page.cursor.map { try QueryCursor(token: $0.token) }
+                } while cursor != nil && seen.count <= 30
+                #expect(seen == expected, "\(sort)")
+            }
+        }
+    }
+
     @Test("cursor tokens: round trip, and malformed tokens are .invalidArguments")
     func cursorTokens() async throws {
         try await withStore { f async throws in
             let zone = try await f.db.createZone(named: "Z")
-            _ = try await f.db.modify(saving: (0..<5).map { makeRecord("Item", "r\($0)", in: zone, plain: ["n": .int(Int64($0))]) }, in: zone)
-            let cursor = try #require(try await f.db.query(Query(recordType: "Item", limit: 2), in: zone).cursor)
+            _ = try await f.db.modify(saving: (0..<5).map { makeRecord("Item", "r\($0)", in: zone, plain: ["n": .int(Int64($0)), "s": .string("é\($0)")]) }, in: zone)
+            let query = Query(recordType: "Item", sort: [.init("n"), .init("s", ascending: false)], limit: 2)
+            let cursor = try #require(try await f.db.query(query, in: zone).cursor)
             let token = cursor.token
-            #expect(token.allSatisfy { $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" })
+            #expect(token.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_") })
             #expect(try QueryCursor(token: token) == cursor)
-            #expect(cursor.offset == 2)
+            #expect(cursor.sortValues == [.int(1), .text("é1")])
+            #expect(cursor.name == "r1")
 
-            var b64 = token.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-            while b64.count % 4 != 0 { b64 += "=" }
-            let bytes = Array(try #require(Data(base64Encoded: b64)))
-            #expect(bytes.count == 44)
-            #expect(Array(bytes[0..<4]) == Array("CQC".utf8) + [1])
-            func encode(_ b: [UInt8]) -> String {
-                Data(b).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
-            }
+            let bytes = try #require(Base64URL.decode(token))
+            #expect(Array(bytes[0..<4]) == Array("CQC".utf8) + [2])
+            let head = Array(bytes[0..<36]) // magic, version, zone uid, fingerprint
+            func encode(_ values: [UInt8], name: [UInt8] = Array("r1".utf8)) -> String { Base64URL.encode(head + values + [UInt8(name.count)] + name) }
+            let int1: [UInt8] = [1] + BigEndian.bytes(Int64(1)), text: [UInt8] = [3, 0, 0, 0, 3] + Array("é1".utf8)
+            #expect(encode([2] + int1 + text) == token) // the layout Query.swift documents
             var badMagic = bytes; badMagic[0] ^= 0x20
-            var badVersion = bytes; badVersion[3] = 2
-            var hugeOffset = bytes; hugeOffset[36] = 0x80
+            var badVersion = bytes; badVersion[3] = 3
             let malformed = [
-                "", "abc", "!!!!", String(repeating: "A", count: 300), encode(Array(bytes.dropLast())), encode(bytes + [0]),
-                encode(badMagic), encode(badVersion), encode(hugeOffset), token + "AAAA",
+                "", "abc", "!!!!", token + "=", String(repeating: "A", count: QueryCursor.maxTokenLength + 4),
+                Base64URL.encode(Array(bytes.dropLast())), Base64URL.encode(bytes + [0]), Base64URL.encode(badMagic), Base64URL.encode(badVersion),
+                encode([2] + int1 + [9]),                                          // unknown tag
+                encode([2] + int1 + [3, 0, 0, 0, 9] + Array("é1".utf8)),           // text longer than the bytes
+                encode([2] + int1 + [3, 0, 0, 0, 1, 0xff]),                        // not UTF-8
+                encode([2, 2] + BigEndian.bytes(Double.nan.bitPattern) + text),     // not a finite number
+                encode([2] + int1 + text, name: []), encode([2] + int1 + text, name: Array("_r".utf8)), encode([2] + int1 + text, name: [0x0a]),
             ]
             for bad in malformed {
                 await expectStoreError(.invalidArguments, "\(bad.prefix(20))") { try QueryCursor(token: bad) }
             }
-            // A cursor pointing beyond the end gives an empty last page.
-            var far = bytes; far[43] = 200
-            let beyond = try QueryCursor(token: encode(far))
-            let page = try await f.db.query(Query(recordType: "Item", limit: 2), in: zone, cursor: beyond)
+            // A version 1 cursor (an offset) is refused with what to do.
+            let v1 = Base64URL.encode(Array("CQC".utf8) + [1] + Array(bytes[4..<36]) + BigEndian.bytes(Int64(2)))
+            do { _ = try QueryCursor(token: v1); Issue.record("a v1 cursor was accepted") } catch let error as StoreError {
+                #expect(error.code == .invalidArguments && error.message.contains("run the query again"))
+            }
+            // Well formed, but not what this query sorts on: refused by the query.
+            for values in [[1] + int1, [2] + text + text, [2, 0] + int1, [3] + int1 + text + text] {
+                let forged = try QueryCursor(token: encode(values))
+                await expectStoreError(.invalidArguments, "\(values)") { try await f.db.query(query, in: zone, cursor: forged) }
+            }
+            // NULLs fit any key; a position beyond the end gives an empty last page.
+            #expect(try await f.db.query(query, in: zone, cursor: QueryCursor(token: encode([2, 0, 0]))).records.count == 2)
+            let beyond = try QueryCursor(token: encode([2] + [1] + BigEndian.bytes(Int64.max) + text, name: Array("zz".utf8)))
+            let page = try await f.db.query(query, in: zone, cursor: beyond)
             #expect(page.records.isEmpty)
             #expect(page.cursor == nil)
         }
