@@ -57,15 +57,19 @@ public struct RecordDatabase: Sendable {
     /// - Throws: `.serverRecordChanged` (with ``StoreError/serverRecord``) when the stored record
     ///   changed since `record` was fetched; `.invalidArguments` for names, types or a schema
     ///   mismatch; `.limitExceeded`; `.zoneNotFound`; `.permissionFailure`.
-    public func save(_ record: Record, policy: SavePolicy = .ifServerRecordUnchanged) async throws -> Record {
-        try session.modify(zone: record.zoneID, saving: [record], deleting: [], policy: policy, authorLabel: transactionAuthor).saved[0]
+    /// - Parameter declarations: fields to fix before the save in its transaction (see ``FieldDeclaration``).
+    public func save(_ record: Record, policy: SavePolicy = .ifServerRecordUnchanged, declaring declarations: [FieldDeclaration] = []) async throws -> Record {
+        try session.modify(zone: record.zoneID, saving: [record], deleting: [], policy: policy, authorLabel: transactionAuthor,
+                           declaring: declarations).saved[0]
     }
 
     /// Saves and deletes records of one zone in one atomic batch (at most 400 records and 2 MiB).
     /// - Throws: `.partialFailure` with per-record errors when any item fails; nothing is saved then.
+    /// - Parameter declarations: fields to fix in the batch's transaction (see ``FieldDeclaration``).
     public func modify(saving records: [Record], deleting deletions: [RecordDeletion] = [], in zone: ZoneID,
-                       policy: SavePolicy = .ifServerRecordUnchanged) async throws -> ModifyResult {
-        try session.modify(zone: zone, saving: records, deleting: deletions, policy: policy, authorLabel: transactionAuthor)
+                       policy: SavePolicy = .ifServerRecordUnchanged, declaring declarations: [FieldDeclaration] = []) async throws -> ModifyResult {
+        try session.modify(zone: zone, saving: records, deleting: deletions, policy: policy, authorLabel: transactionAuthor,
+                           declaring: declarations)
     }
 
     /// The record named `name`.
@@ -111,6 +115,23 @@ public struct FieldSchema: Sendable, Hashable {
     }
 }
 
+/// A field's type and encryption, fixed before the save that first uses it: needed for a list
+/// field whose first value is empty, which carries no element type. Declarations passed to a save
+/// are applied in its transaction, so a save that fails fixes nothing.
+public struct FieldDeclaration: Sendable, Hashable {
+    public let recordType: String
+    public let field: String
+    public let type: FieldType
+    public let encrypted: Bool
+
+    public init(_ field: String, of recordType: String, type: FieldType, encrypted: Bool) {
+        self.recordType = recordType
+        self.field = field
+        self.type = type
+        self.encrypted = encrypted
+    }
+}
+
 extension RecordDatabase {
     /// The fields of a record type in a zone, as fixed by their first saves.
     public func schema(of recordType: String, in zone: ZoneID) async throws -> [String: FieldSchema] {
@@ -126,28 +147,36 @@ extension RecordDatabase {
 
     /// Fixes a field's type and encryption for a record type in a zone before any save (as
     /// CloudKit's schema does). A field already fixed must agree, or `.invalidArguments`.
-    /// Needed for a list field whose first value is empty, which carries no element type.
+    /// To fix a field only if a save succeeds, pass a ``FieldDeclaration`` to the save instead.
     public func defineField(_ field: String, of recordType: String, type: FieldType, encrypted: Bool, in zone: ZoneID) async throws {
-        try Names.validateRecordType(recordType)
-        try Names.validateFieldKey(field)
         let session = self.session
         try session.store.write { db in
             let row = try ZoneRow.fetch(db, zone)
             try session.checkCanWrite(db, zone: row)
-            let schema = try session.schema(db, zoneRowID: row.rowID, recordType: recordType, fresh: true)
-            if let spec = schema[field] {
-                guard spec.type == type, spec.encrypted == encrypted else {
-                    throw StoreError(.invalidArguments, "field '\(field)' of \(recordType) is \(spec.encrypted ? "encrypted" : "plain") \(spec.type) (fixed by its first save)")
+            _ = try session.declareFields(db, zoneRowID: row.rowID, [FieldDeclaration(field, of: recordType, type: type, encrypted: encrypted)])
+        }
+    }
+
+    /// The type of each named record that exists in the zone (names without a record are left
+    /// out). Reads names and types only: nothing is decrypted.
+    public func recordTypes(named names: [String], in zone: ZoneID) async throws -> [String: String] {
+        for name in names { try Names.validateRecord(name) }
+        let session = self.session
+        return try session.store.read { db in
+            let row = try ZoneRow.fetch(db, zone)
+            try session.checkCanRead(db, zone: row)
+            var types = [String: String]()
+            var start = names.startIndex
+            while start < names.endIndex {
+                let chunk = names[start..<min(start + 500, names.endIndex)]
+                let marks = Array(repeating: "?", count: chunk.count).joined(separator: ", ")
+                for found in try Row.fetchAll(db, sql: "SELECT name, type FROM record WHERE zone_id = ? AND name IN (\(marks))",
+                                              arguments: StatementArguments([row.rowID] + chunk.map { $0 as any DatabaseValueConvertible })) {
+                    types[found[0]] = found[1] as String
                 }
-                return
+                start = chunk.endIndex
             }
-            try db.execute(sql: "INSERT INTO field_schema (zone_id, record_type, field, value_type, encrypted) VALUES (?, ?, ?, ?, ?)",
-                           arguments: [row.rowID, recordType, field, type.description, encrypted])
-            let key = SchemaKey(zoneRowID: row.rowID, recordType: recordType)
-            db.afterNextTransaction(onCommit: { _ in
-                session.schemas.withLock { _ = $0.removeValue(forKey: key) }
-                session.forgetRowContexts(zoneRowID: key.zoneRowID)
-            })
+            return types
         }
     }
 

@@ -191,7 +191,7 @@ extension Session {
     /// Records are encoded, sealed and hashed on helper threads (``Pipeline``) while this
     /// thread writes the ones before them: the batch costs about what its SQLite work costs.
     func modify(zone zoneID: ZoneID, saving records: [Record], deleting deletions: [RecordDeletion],
-                policy: SavePolicy, authorLabel: String? = nil) throws -> ModifyResult {
+                policy: SavePolicy, authorLabel: String? = nil, declaring declarations: [FieldDeclaration] = []) throws -> ModifyResult {
         if let authorLabel, authorLabel.utf8.count > 255 || authorLabel.unicodeScalars.contains(where: { $0.value < 0x20 }) {
             throw StoreError(.invalidArguments, "a transaction author is at most 255 bytes with no control characters")
         }
@@ -230,6 +230,7 @@ extension Session {
         return try store.write { db in
             let zone = try ZoneRow.fetch(db, zoneID)
             try self.checkCanWrite(db, zone: zone)
+            let declared = try self.declareFields(db, zoneRowID: zone.rowID, declarations)
             let epoch = zone.currentEpoch
             let key = try self.zoneKey(db, zone: zone, epoch: epoch)
             let seq = zone.sequence + 1
@@ -243,7 +244,7 @@ extension Session {
                                                   arguments: [zone.rowID]) ?? false
             var schemas = [String: [String: FieldSpec]]()
             for type in Set(records.map(\.recordType)) where Names.isIdentifier(type) {
-                schemas[type] = try self.schema(db, zoneRowID: zone.rowID, recordType: type)
+                schemas[type] = try self.schema(db, zoneRowID: zone.rowID, recordType: type, fresh: declared.contains(type))
             }
             let context = WriteContext(storeID: storeID, zone: zone, key: key, epoch: epoch, seq: seq, membershipSeq: membershipSeq,
                                        authorID: me, authorLabel: authorLabel, time: now, schemas: schemas, nonces: nonces)
@@ -399,7 +400,7 @@ extension Session {
             return StoreError(.unknownItem, "record '\(record.name)' no longer exists in zone '\(zone.id.name)'; save it as new (without a change tag)")
         }
         if server.recordType != record.recordType {
-            return StoreError(.invalidArguments, "record '\(record.name)' is a \(server.recordType); its type cannot change to \(record.recordType)")
+            return StoreError(.invalidArguments, "record '\(record.name)' is of type \(server.recordType); its type cannot change to \(record.recordType)")
         }
         let mine = expectedSeq.map { "change tag \(ChangeTag.make($0))" } ?? "no change tag (a new record)"
         return StoreError(.serverRecordChanged, "record '\(record.name)' changed: it is at change tag \(server.changeTag ?? "?"), the save had \(mine); fetch it, merge, and retry",
@@ -411,7 +412,7 @@ extension Session {
     private func mergeChangedKeys(_ db: GRDB.Database, zone: ZoneRow, _ record: Record) throws -> Record? {
         guard let server = try fetchRow(db, zone: zone, name: record.name) else { return nil }
         guard server.recordType == record.recordType else {
-            throw StoreError(.invalidArguments, "record '\(record.name)' is a \(server.recordType); its type cannot change to \(record.recordType)")
+            throw StoreError(.invalidArguments, "record '\(record.name)' is of type \(server.recordType); its type cannot change to \(record.recordType)")
         }
         var merged = server
         let changed = record.changedKeys

@@ -70,6 +70,41 @@ extension Session {
         })
     }
 
+    /// Fixes the declared fields that are not fixed yet, in the caller's write transaction;
+    /// a declared field already fixed must agree (`.invalidArguments`). Returns the record
+    /// types whose schema it changed. The session's cached schemas of those types are dropped
+    /// when the transaction ends, committed or rolled back, so a rolled-back save leaves no
+    /// field behind, not even in memory.
+    func declareFields(_ db: GRDB.Database, zoneRowID: Int64, _ declarations: [FieldDeclaration]) throws -> Set<String> {
+        guard !declarations.isEmpty else { return [] }
+        var changed = Set<String>()
+        var known = [String: [String: FieldSpec]]()
+        for declaration in declarations {
+            let (recordType, field) = (declaration.recordType, declaration.field)
+            try Names.validateRecordType(recordType)
+            try Names.validateFieldKey(field)
+            if known[recordType] == nil { known[recordType] = try schema(db, zoneRowID: zoneRowID, recordType: recordType, fresh: true) }
+            if let spec = known[recordType]?[field] {
+                guard spec.type == declaration.type, spec.encrypted == declaration.encrypted else {
+                    throw StoreError(.invalidArguments, "field '\(field)' of \(recordType) is \(spec.encrypted ? "encrypted" : "plain") \(spec.type) (fixed by its first save), not \(declaration.encrypted ? "encrypted" : "plain") \(declaration.type)")
+                }
+                continue
+            }
+            try db.execute(sql: "INSERT INTO field_schema (zone_id, record_type, field, value_type, encrypted) VALUES (?, ?, ?, ?, ?)",
+                           arguments: [zoneRowID, recordType, field, declaration.type.description, declaration.encrypted])
+            known[recordType]?[field] = FieldSpec(type: declaration.type, encrypted: declaration.encrypted)
+            changed.insert(recordType)
+        }
+        guard !changed.isEmpty else { return [] }
+        let keys = changed.map { SchemaKey(zoneRowID: zoneRowID, recordType: $0) }
+        let forget: @Sendable (GRDB.Database) -> Void = { [self] _ in
+            self.schemas.withLock { for key in keys { _ = $0.removeValue(forKey: key) } }
+            self.forgetRowContexts(zoneRowID: zoneRowID)
+        }
+        db.afterNextTransaction(onCommit: forget, onRollback: forget)
+        return changed
+    }
+
     /// Whether a field saved with `value`, plain or encrypted, agrees with its fixed spec.
     static func field(_ value: RecordValue, encrypted: Bool, matches spec: FieldSpec) -> Bool {
         spec.encrypted == encrypted && Self.value(value, matches: spec.type)

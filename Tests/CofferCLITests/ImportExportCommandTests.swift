@@ -235,6 +235,15 @@ struct ImportExportCommandTests {
         #expect(try export("Dst").count == 0, "the whole file is checked before anything is saved")
     }
 
+    @Test("a line whose record exists as another type fails in the check, names the line, and imports nothing")
+    func existingRecordOfAnotherType() throws {
+        try team.put(.alice, "Dst", "r0450", type: "Other", set: ["x:int=1"])
+        let lines = try (1...1000).map { try line(["name": String(format: "r%04d", $0), "type": "Item", "values": ["i": $0], "encryptedValues": [:]]) }
+        let file = try writeLines("types.jsonl", lines)
+        try team.fails(.alice, ["record", "import", "Dst", file], 65, mentioning: "line 450")
+        #expect(try export("Dst").map { $0["name"] as? String } == ["r0450"], "the whole file is checked before anything is saved")
+    }
+
     @Test("import of a missing file or into a missing zone fails with 66")
     func importNotFound() throws {
         let missing = team.sandbox.path("missing.jsonl")

@@ -172,6 +172,17 @@ struct RecordCommandTests {
         expectSuccess(second)
     }
 
+    @Test("a refused save fixes no empty list's type (a field error, a stale --if-match)")
+    func refusedSaveFixesNoEmptyList() throws {
+        let first = try team.put(.alice, "Notes", "n1", type: "Note", set: ["title=x"])
+        _ = try team.put(.alice, "Notes", "n1", type: "Note", set: ["title=y"])
+        try team.fails(.alice, team.putArguments("Notes", "n4", type: "Note", set: ["e:[int]=", "title:int=1"]), 65)
+        try team.fails(.alice, team.putArguments("Notes", "n1", type: "Note", set: ["e:[bool]=", "title=z"],
+                                                 extra: ["--if-match", try #require(first["changeTag"] as? String)]), 75)
+        let later = try team.put(.alice, "Notes", "n5", type: "Note", set: ["e:[string]=x"])
+        #expect(types(later)["e"] as? String == "[string]")
+    }
+
     // MARK: - change tags
 
     @Test("--if-match with a stale tag fails with 75 and changes nothing; with the current tag it saves")

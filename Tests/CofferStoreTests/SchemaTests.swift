@@ -185,6 +185,52 @@ struct SchemaTests {
         }
     }
 
+    @Test("a save's field declarations are fixed in its transaction: a refused save fixes none, in the file or in memory")
+    func declarationsGoWithTheSave() async throws {
+        try await withStore { f async throws in
+            let zone = try await f.db.createZone(named: "Z")
+            let first = try await f.db.save(makeRecord("Note", "a", in: zone, plain: ["title": "x"]))
+            _ = try await f.db.save(makeRecord("Note", "a", in: zone, plain: ["title": "y"]), policy: .allKeys)
+            let tags = [FieldDeclaration("tags", of: "Note", type: .list(.int), encrypted: false)]
+            // Refused for another field's type, then for a stale change tag: the declaration goes with the save.
+            await expectStoreError(.invalidArguments) {
+                try await f.db.save(makeRecord("Note", "b", in: zone, plain: ["tags": .list([]), "title": 1]), declaring: tags)
+            }
+            var stale = makeRecord("Note", "a", in: zone, plain: ["tags": .list([]), "title": "z"])
+            try stale.setChangeTag(try #require(first.changeTag))
+            await expectStoreError(.serverRecordChanged) { try await f.db.save(stale, declaring: tags) }
+            #expect(try await f.db.schema(of: "Note", in: zone)["tags"] == nil)
+            // This session's cached schema does not keep it either: the field still takes another type.
+            _ = try await f.db.save(makeRecord("Note", "c", in: zone, plain: ["tags": .list(["s"])]))
+            #expect(try await f.db.schema(of: "Note", in: zone)["tags"] == FieldSchema(type: .list(.string), encrypted: false))
+            // A declaration that disagrees with a fixed field refuses the save.
+            await expectStoreError(.invalidArguments) { try await f.db.save(makeRecord("Note", "d", in: zone, plain: ["tags": .list([])]), declaring: tags) }
+            await expectStoreError(.unknownItem) { try await f.db.record(named: "d", in: zone) }
+            // A save that succeeds fixes what it declares, for its empty list and later saves.
+            let codes = FieldDeclaration("codes", of: "Note", type: .list(.int), encrypted: true)
+            let e = try await f.db.save(makeRecord("Note", "e", in: zone, encrypted: ["codes": .list([])]), declaring: [codes])
+            #expect(e.encryptedValues["codes"] == .list([]))
+            #expect(try await f.db.schema(of: "Note", in: zone)["codes"] == FieldSchema(type: .list(.int), encrypted: true))
+            await expectStoreError(.invalidArguments) { try await f.db.save(makeRecord("Note", "g", in: zone, encrypted: ["codes": .list(["x"])])) }
+            // Without a declaration, a new field's first empty list is still refused.
+            await expectStoreError(.invalidArguments) { try await f.db.save(makeRecord("Note", "h", in: zone, plain: ["fresh": .list([])])) }
+        }
+    }
+
+    @Test("recordTypes(named:in:) gives the type of each named record that exists, over many names")
+    func recordTypesByName() async throws {
+        try await withStore { f async throws in
+            let zone = try await f.db.createZone(named: "Z")
+            _ = try await f.db.save(makeRecord("Note", "a", in: zone, plain: ["x": 1]))
+            _ = try await f.db.save(makeRecord("Task", "n1100", in: zone, encrypted: ["x": 1]))
+            let names = ["a"] + (0..<1200).map { "n\($0)" } // more names than one lookup takes
+            #expect(try await f.db.recordTypes(named: names, in: zone) == ["a": "Note", "n1100": "Task"])
+            #expect(try await f.db.recordTypes(named: [], in: zone).isEmpty)
+            await expectStoreError(.invalidArguments) { try await f.db.recordTypes(named: ["_bad"], in: zone) }
+            await expectStoreError(.zoneNotFound) { try await f.db.recordTypes(named: ["a"], in: f.db.zoneID(named: "Nowhere")) }
+        }
+    }
+
     @Test("a record's type cannot change: saving another type under its name is .invalidArguments")
     func recordTypeIsFixed() async throws {
         try await withStore { f async throws in

@@ -41,7 +41,10 @@ extension Coffer.RecordCommand {
             // Field kinds as the zone's schema fixes them, extended by the file as it goes: a
             // line that disagrees with the zone or with an earlier line is refused before any save.
             var kinds = [String: [String: FieldSchema]]()
-            var newEmptyLists = [(String, String, FieldType, Bool)]()
+            // Empty lists of fields the zone does not know yet, each saved with the batch of the
+            // first record that has it (the record's index), so a refused batch fixes nothing.
+            var newEmptyLists = [(record: Int, declaration: FieldDeclaration)]()
+            var lineNumbers = [Int]()
             for (index, line) in data.split(separator: 0x0a, omittingEmptySubsequences: false).enumerated() {
                 let lineNumber = index + 1
                 let trimmed = line.drop { $0 == 0x20 || $0 == 0x09 || $0 == 0x0d }
@@ -74,13 +77,14 @@ extension Coffer.RecordCommand {
                                     guard declared[key] != nil else {
                                         throw CLIError(ExitStatus.dataError, "field '\(key)' is a new empty list; give its type in 'types' (for example \"[int]\")")
                                     }
-                                    newEmptyLists.append((record.recordType, key, type, encrypted))
+                                    newEmptyLists.append((records.count, FieldDeclaration(key, of: record.recordType, type: type, encrypted: encrypted)))
                                 }
                                 kinds[record.recordType, default: [:]][key] = FieldSchema(type: type, encrypted: encrypted)
                             }
                         }
                     }
                     records.append(record)
+                    lineNumbers.append(lineNumber)
                 } catch let e as CLIError {
                     throw CLIError(e.status, "line \(lineNumber): \(e.message); nothing was imported")
                 } catch let e as StoreError {
@@ -88,8 +92,12 @@ extension Coffer.RecordCommand {
                 }
             }
 
-            for (recordType, field, type, encrypted) in newEmptyLists {
-                try await context.db.defineField(field, of: recordType, type: type, encrypted: encrypted, in: zoneID)
+            // A record that exists keeps its type: checked against the zone before any save.
+            let existing = try await context.db.recordTypes(named: records.map(\.name), in: zoneID)
+            for (i, record) in records.enumerated() {
+                if let type = existing[record.name], type != record.recordType {
+                    throw CLIError(ExitStatus.dataError, "line \(lineNumbers[i]): record '\(record.name)' exists as type \(type); its type cannot change to \(record.recordType) (delete it first); nothing was imported")
+                }
             }
             // Save in atomic batches: at most 400 records and well under the 2 MiB batch limit.
             let progress = isatty(STDERR_FILENO) != 0
@@ -103,7 +111,8 @@ extension Coffer.RecordCommand {
                     end += 1
                 }
                 do {
-                    _ = try await context.db.modify(saving: Array(records[start..<end]), in: zoneID, policy: .allKeys)
+                    let declarations = newEmptyLists.filter { (start..<end).contains($0.record) }.map(\.declaration)
+                    _ = try await context.db.modify(saving: Array(records[start..<end]), in: zoneID, policy: .allKeys, declaring: declarations)
                 } catch let e as StoreError {
                     if progress { Output.note("") }
                     let detail = e.partialErrors.isEmpty ? e.message : e.partialErrors.sorted { $0.key < $1.key }.prefix(3).map { "\($0.key): \($0.value.message)" }.joined(separator: "; ")
@@ -172,7 +181,7 @@ extension Coffer.RecordCommand {
                 record.values[key] = try JSONValue.convert(raw, key: key, type: declared[key] ?? schemas[type]?[key]?.type)
             }
             for (key, raw) in encrypted {
-                record.encryptedValues[key] = try JSONValue.convert(raw, key: key, type: declared[key] ?? schemas[type]?[key]?.type)
+                record.encryptedValues[key] = try JSONValue.convert(raw, key: key, type: declared[key] ?? schemas[type]?[key]?.type, encrypted: true)
             }
             try record.validate()
             return (record, declared)
@@ -181,26 +190,41 @@ extension Coffer.RecordCommand {
 }
 
 /// JSON values to record values, typed by a declared or schema type when there is one.
+/// An encrypted field's value (`encrypted`) is never quoted in an error.
 enum JSONValue {
-    static func convert(_ raw: Any, key: String, type: FieldType?) throws -> RecordValue {
-        func bad(_ what: String) -> CLIError { CLIError(ExitStatus.dataError, "field '\(key)': \(what)") }
+    static func convert(_ raw: Any, key: String, type: FieldType?, encrypted: Bool = false) throws -> RecordValue {
+        func bad(_ what: String) -> CLIError {
+            CLIError(ExitStatus.dataError, encrypted ? "field '\(key)' (encrypted): \(what)" : "field '\(key)': \(what)")
+        }
+        func invalid(_ shown: String, _ problem: String) -> CLIError {
+            FieldAssignment.invalidValue(key: key, shown: shown, problem: problem, encrypted: encrypted)
+        }
+        func int(_ n: NSNumber) throws -> Int64? {
+            switch integer(n) {
+            case .exact(let v): return v
+            case .fractional: return nil
+            case .outOfRange(let text): throw invalid(text, "is outside the 64-bit integer range")
+            }
+        }
         if let type {
             if case .list(let element) = type {
                 guard let items = raw as? [Any] else { throw bad("expected a list of \(element)") }
-                return .list(try items.map { try convert($0, key: key, type: element) })
+                return .list(try items.map { try convert($0, key: key, type: element, encrypted: encrypted) })
             }
             switch (type, raw) {
             case (.string, let s as String): return .string(s)
-            case (.reference, let s as String): return .reference(s)
+            case (.reference, let s as String):
+                if encrypted { try FieldAssignment.checkEncryptedReference(s, key: key) }
+                return .reference(s)
             case (.date, let s as String):
-                guard let d = FieldAssignment.parseDate(s) else { throw bad("'\(s.prefix(40))' is not an ISO 8601 date") }
+                guard let d = FieldAssignment.parseDate(s) else { throw invalid("'\(s.prefix(40))'", "is not \(FieldAssignment.dateForms)") }
                 return .date(d)
             case (.bytes, let s as String):
                 guard let data = Data(base64Encoded: s) else { throw bad("not base64") }
                 return .bytes(Array(data))
             case (.bool, let n as NSNumber) where isBool(n): return .bool(n.boolValue)
             case (.int, let n as NSNumber) where !isBool(n):
-                guard let v = exactInt(n) else { throw bad("\(n) is not a 64-bit integer") }
+                guard let v = try int(n) else { throw invalid("\(n)", "is not a 64-bit integer") }
                 return .int(v)
             case (.double, let n as NSNumber) where !isBool(n): return .double(n.doubleValue)
             case (.date, let n as NSNumber) where !isBool(n): return .date(Date(timeIntervalSince1970: n.doubleValue))
@@ -211,10 +235,15 @@ enum JSONValue {
         case let s as String: return .string(s)
         case let n as NSNumber:
             if isBool(n) { return .bool(n.boolValue) }
-            if let v = exactInt(n) { return .int(v) }
+            if let v = try int(n) { return .int(v) }
             return .double(n.doubleValue)
         case let items as [Any]:
-            let converted = try items.map { try convert($0, key: key, type: nil) }
+            // JSON has one kind of number: a list of numbers that are not all integers is a [double].
+            let numbers = items.compactMap { $0 as? NSNumber }.filter { !isBool($0) }
+            if numbers.count == items.count, numbers.contains(where: { integer($0) == .fractional }) {
+                return .list(numbers.map { .double($0.doubleValue) })
+            }
+            let converted = try items.map { try convert($0, key: key, type: nil, encrypted: encrypted) }
             return .list(converted)
         default: throw bad("null and objects are not values")
         }
@@ -225,11 +254,31 @@ enum JSONValue {
         String(cString: n.objCType) == "c"
     }
 
+    /// A JSON number as an integer: exact, out of the 64-bit range, or not an integer at all.
+    enum Integer: Equatable {
+        case exact(Int64)
+        /// Written as an integer but outside Int64; holds the number as written.
+        case outOfRange(String)
+        /// Written with a fraction or an exponent.
+        case fractional
+    }
+
     /// The integer a JSON number holds, if it was written without a fraction or exponent.
-    static func exactInt(_ n: NSNumber) -> Int64? {
+    /// Foundation's parser gives an unsigned `Q` above Int64.max, and an NSDecimalNumber for
+    /// integers beyond UInt64 and for some near Int64.min; neither may wrap.
+    static func integer(_ n: NSNumber) -> Integer {
+        if let decimal = n as? NSDecimalNumber {
+            let text = decimal.stringValue
+            let digits = text.hasPrefix("-") ? text.dropFirst() : text[...]
+            guard !digits.isEmpty, digits.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return .fractional }
+            return Int64(text).map(Integer.exact) ?? .outOfRange(text)
+        }
         switch String(cString: n.objCType) {
-        case "i", "s", "l", "q", "I", "S", "L", "Q": return Int64(exactly: n.int64Value) == nil ? nil : n.int64Value
-        default: return nil
+        case "i", "s", "l", "q": return .exact(n.int64Value)
+        case "I", "S", "L", "Q":
+            let value = n.uint64Value
+            return Int64(exactly: value).map(Integer.exact) ?? .outOfRange(String(value))
+        default: return .fractional
         }
     }
 }

@@ -49,7 +49,7 @@ extension Coffer.RecordCommand {
                     record = Record(type: type, name: name, zone: zoneID)
                 }
                 guard record.recordType == type else {
-                    throw CLIError(ExitStatus.dataError, "record '\(name)' is a \(record.recordType), not a \(type)")
+                    throw CLIError(ExitStatus.dataError, "record '\(name)' is of type \(record.recordType), not \(type)")
                 }
             } else {
                 record = Record(type: type, name: name, zone: zoneID)
@@ -59,12 +59,11 @@ extension Coffer.RecordCommand {
                 }
             }
             if let parent { record.parent = parent }
-            // An empty list carries no element type: fix the field's type from the syntax first.
+            // An empty list carries no element type: the save fixes the field's type from the
+            // syntax, in its own transaction (a refused save fixes nothing).
             let emptyLists = plainTyped.filter { if case .list(let items) = $0.value { return items.isEmpty }; return false }.map { ($0, false) }
                 + secretTyped.filter { if case .list(let items) = $0.value { return items.isEmpty }; return false }.map { ($0, true) }
-            for (field, encrypted) in emptyLists {
-                try await db.defineField(field.key, of: type, type: field.type, encrypted: encrypted, in: zoneID)
-            }
+            let declarations = emptyLists.map { FieldDeclaration($0.key, of: type, type: $0.type, encrypted: $1) }
             for (key, value) in plainFields {
                 record.encryptedValues[key] = nil
                 record.values[key] = value
@@ -73,7 +72,7 @@ extension Coffer.RecordCommand {
                 record.values[key] = nil
                 record.encryptedValues[key] = value
             }
-            let saved = try await db.save(record, policy: policy)
+            let saved = try await db.save(record, policy: policy, declaring: declarations)
             if global.json {
                 let schema = try await db.schema(of: saved.recordType, in: zoneID)
                 try RecordOutput.printJSON(RecordOutput.jsonObject(saved, context: context, schema: schema))
