@@ -262,6 +262,8 @@ extension Session {
             late.set(context)
             for i in records.indices { work.push(i) }
             work.close()
+            // Parents as stored before the batch, of the records that name one (checked below).
+            let priorParents = try Self.storedParents(db, zone: zone, names: records.compactMap { $0.parent == nil ? nil : $0.name })
 
             var failures = [String: StoreError]()
             var saved = [Record]()
@@ -380,6 +382,15 @@ extension Session {
                 }
             }
 
+            // A parent set or changed by this batch must be a record of the zone once the batch is
+            // applied (CloudKit's `.referenceViolation`), and must not make a record its own
+            // ancestor. A parent already stored is not checked again: it may since have been
+            // deleted, or stayed behind when its child moved to a shared zone.
+            for record in saved {
+                guard let parent = record.parent, priorParents[record.name] != .some(parent) else { continue }
+                if let failure = try Self.parentFailure(db, zone: zone, name: record.name, parent: parent) { failures[record.name] = failure }
+            }
+
             if !failures.isEmpty {
                 // Atomic: nothing of the batch is kept. A lone failure is reported as itself.
                 if total == 1, let only = failures.values.first { throw only }
@@ -389,6 +400,37 @@ extension Session {
             }
             try commit.write(db, signer: self.vault.signingKey)
             return ModifyResult(saved: saved, deleted: deleted)
+        }
+    }
+
+    /// The stored parent (nil: none) of each named record that exists.
+    private static func storedParents(_ db: GRDB.Database, zone: ZoneRow, names: [String]) throws -> [String: String?] {
+        var parents = [String: String?]()
+        let lookup = try db.cachedStatement(sql: "SELECT parent FROM record WHERE zone_id = ? AND name = ?")
+        for name in names {
+            if let row = try Row.fetchOne(lookup, arguments: [zone.rowID, name]) { parents[name] = .some(row[0]) }
+        }
+        return parents
+    }
+
+    /// Why `parent` cannot be the parent of record `name` (in the zone as the batch leaves it):
+    /// it is the record itself, it does not exist, or `name` is among its ancestors.
+    private static func parentFailure(_ db: GRDB.Database, zone: ZoneRow, name: String, parent: String) throws -> StoreError? {
+        guard parent != name else { return StoreError(.invalidArguments, "record '\(name)' cannot be its own parent") }
+        let lookup = try db.cachedStatement(sql: "SELECT parent FROM record WHERE zone_id = ? AND name = ?")
+        var ancestor = parent
+        var seen: Set<String> = [name]
+        while true {
+            guard let row = try Row.fetchOne(lookup, arguments: [zone.rowID, ancestor]) else {
+                guard ancestor == parent else { return nil } // a missing ancestor higher up is not this save's doing
+                return StoreError(.referenceViolation, "parent '\(parent)' of record '\(name)' is not a record of zone '\(zone.id.name)'; save the parent first, or in the same batch")
+            }
+            guard let next: String = row[0] else { return nil }
+            if next == name {
+                return StoreError(.invalidArguments, "parent '\(parent)' of record '\(name)' would make a cycle: '\(name)' is an ancestor of '\(parent)'")
+            }
+            guard seen.insert(ancestor).inserted else { return nil } // a cycle above, made before this check existed
+            ancestor = next
         }
     }
 

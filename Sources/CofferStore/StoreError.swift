@@ -22,6 +22,8 @@ public struct StoreError: Error, Sendable, CustomStringConvertible {
         case integrityFailure
         /// The vault did not unlock.
         case wrongPassphrase
+        /// A record's new parent is not a record of its zone (CKError `.referenceViolation`).
+        case referenceViolation
         /// The thing being created exists already (a zone).
         case alreadyExists
         /// The database stayed locked by another writer.

@@ -244,6 +244,24 @@ struct ImportExportCommandTests {
         #expect(try export("Dst").map { $0["name"] as? String } == ["r0450"], "the whole file is checked before anything is saved")
     }
 
+    @Test("import saves parents before their children across batches; a missing parent or a cycle in the file imports nothing")
+    func importParents() throws {
+        // 500 children first, their parent last: in file order the parent would be in the second batch.
+        var lines = try (0..<500).map { try line(["name": String(format: "c%03d", $0), "type": "Row", "parent": "top", "values": ["i": $0], "encryptedValues": [:]]) }
+        lines.append(try line(["name": "top", "type": "Row", "parent": "mid", "values": [:], "encryptedValues": [:]]))
+        lines.append(try line(["name": "mid", "type": "Row", "values": [:], "encryptedValues": [:]]))
+        try team.ok(.alice, ["record", "import", "Dst", try writeLines("tree.jsonl", lines)])
+        #expect(try team.get(.alice, "Dst", "c499")["parent"] as? String == "top")
+        #expect(try team.get(.alice, "Dst", "top")["parent"] as? String == "mid")
+
+        let orphan = try writeLines("orphan.jsonl", [Self.good1, try line(["name": "o", "type": "Row", "parent": "nowhere", "values": [:], "encryptedValues": [:]])])
+        try team.fails(.alice, ["record", "import", "Src", orphan], 66, mentioning: "line 2")
+        let cycle = try writeLines("cycle.jsonl", [Self.good1, try line(["name": "x", "type": "Row", "parent": "y", "values": [:], "encryptedValues": [:]]),
+                                                   try line(["name": "y", "type": "Row", "parent": "x", "values": [:], "encryptedValues": [:]])])
+        try team.fails(.alice, ["record", "import", "Src", cycle], 65, mentioning: "ancestor")
+        #expect(try export("Src").isEmpty)
+    }
+
     @Test("import of a missing file or into a missing zone fails with 66")
     func importNotFound() throws {
         let missing = team.sandbox.path("missing.jsonl")

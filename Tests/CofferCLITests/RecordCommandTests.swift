@@ -183,6 +183,16 @@ struct RecordCommandTests {
         #expect(types(later)["e"] as? String == "[string]")
     }
 
+    @Test("--parent must name a record of the zone (66), not the record itself or one below it (65)")
+    func parentChecks() throws {
+        try team.fails(.alice, team.putArguments("Notes", "c2", type: "Note", set: ["t=x"], extra: ["--parent", "nosuch"]), 66, mentioning: "nosuch")
+        try team.fails(.alice, team.putArguments("Notes", "c4", type: "Note", set: ["t=x"], extra: ["--parent", "c4"]), 65, mentioning: "its own parent")
+        try team.put(.alice, "Notes", "a", type: "Note", set: ["t=x"])
+        try team.put(.alice, "Notes", "b", type: "Note", set: ["t=x"], extra: ["--parent", "a"])
+        try team.fails(.alice, team.putArguments("Notes", "a", type: "Note", set: ["t=x"], extra: ["--parent", "b"]), 65, mentioning: "cycle")
+        try team.fails(.alice, ["record", "get", "Notes", "c2"], 66)
+    }
+
     // MARK: - change tags
 
     @Test("--if-match with a stale tag fails with 75 and changes nothing; with the current tag it saves")

@@ -227,7 +227,7 @@ struct HotPathTests {
         try await withStore { f in
             let zone = try await f.db.createZone(named: "Z")
             let batch = (0..<400).map { i in
-                makeRecord("Note", "r\(i)", in: zone, parent: i % 3 == 0 ? "r0" : nil,
+                makeRecord("Note", "r\(i)", in: zone, parent: i % 3 == 0 && i > 0 ? "r0" : nil,
                            plain: ["title": .string(i % 7 == 0 ? "" : "title \(i)"), "when": .date(Date(timeIntervalSince1970: Double(i)))],
                            encrypted: i % 5 == 0 ? [:] : ["body": .bytes(Array(repeating: UInt8(i % 256), count: i))])
             }

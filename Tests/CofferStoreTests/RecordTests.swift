@@ -210,6 +210,7 @@ struct RecordTests {
     func systemFields() async throws {
         try await withStore { f async throws in
             let zone = try await f.db.createZone(named: "Notes")
+            _ = try await f.db.save(makeRecord("Folder", "folder", in: zone)) // commit 1: change tags below start at 2
             let t0 = Date()
             var note = makeRecord("Note", "child", in: zone, parent: "folder", plain: ["title": "v1"], encrypted: ["body": "b1"])
             #expect(note.changeTag == nil && note.creatorID == nil && note.created == nil)
@@ -219,7 +220,7 @@ struct RecordTests {
             #expect(saved.name == "child")
             #expect(saved.zoneID == zone)
             #expect(saved.parent == "folder")
-            #expect(saved.changeTag == "1")
+            #expect(saved.changeTag == "2")
             #expect(saved.creatorID == f.session.userID)
             #expect(saved.modifierID == f.session.userID)
             let created = try #require(saved.created)
@@ -240,7 +241,7 @@ struct RecordTests {
             note.values["title"] = "v2"
             note.parent = nil
             let updated = try await f.db.save(note)
-            #expect(updated.changeTag == "2")
+            #expect(updated.changeTag == "3")
             #expect(updated.parent == nil)
             #expect(updated.created == saved.created)
             #expect(updated.creatorID == f.session.userID)
@@ -446,6 +447,45 @@ struct RecordTests {
             } catch {
                 exit(2)
             }
+        }
+    }
+}
+
+extension RecordTests {
+    @Test("a new or changed parent must be a record of the zone, not the record itself nor one of its descendants")
+    func parentRules() async throws {
+        try await withStore { f async throws in
+            let zone = try await f.db.createZone(named: "Z")
+            await expectStoreError(.referenceViolation) { try await f.db.save(makeRecord("Note", "c", in: zone, parent: "nosuch")) }
+            await expectStoreError(.unknownItem) { try await f.db.record(named: "c", in: zone) }
+            await expectStoreError(.invalidArguments) { try await f.db.save(makeRecord("Note", "self", in: zone, parent: "self")) }
+            // A child may come before its parent in one batch.
+            _ = try await f.db.modify(saving: [makeRecord("Note", "b", in: zone, parent: "a"), makeRecord("Note", "a", in: zone)], in: zone)
+            #expect(try await f.db.record(named: "b", in: zone).parent == "a")
+            // a → b would close a cycle (b's parent is a); so would a → c → b → a.
+            await expectStoreError(.invalidArguments) { try await f.db.save(makeRecord("Note", "a", in: zone, parent: "b"), policy: .allKeys) }
+            do {
+                _ = try await f.db.modify(saving: [makeRecord("Note", "c", in: zone, parent: "b"), makeRecord("Note", "a", in: zone, parent: "c")],
+                                          in: zone, policy: .allKeys)
+                Issue.record("a cycle of three was saved")
+            } catch let error as StoreError {
+                #expect(error.code == .partialFailure)
+                #expect(error.partialErrors["a"]?.code == .invalidArguments)
+            }
+            #expect(try await f.db.record(named: "a", in: zone).parent == nil)
+            // A parent deleted in the same batch is gone: refused, and the delete with it.
+            do {
+                _ = try await f.db.modify(saving: [makeRecord("Note", "d", in: zone, parent: "a")], deleting: [RecordDeletion(name: "a")], in: zone)
+                Issue.record("a parent deleted in the batch was accepted")
+            } catch let error as StoreError {
+                #expect(error.partialErrors["d"]?.code == .referenceViolation)
+            }
+            #expect(try await f.db.record(named: "a", in: zone).name == "a")
+            // Once the parent is deleted, the child keeps its parent and can still be saved with it,
+            // but not given another missing one.
+            try await f.db.delete(recordNamed: "a", in: zone)
+            _ = try await f.db.save(makeRecord("Note", "b", in: zone, parent: "a", plain: ["x": 1]), policy: .allKeys)
+            await expectStoreError(.referenceViolation) { try await f.db.save(makeRecord("Note", "b", in: zone, parent: "gone"), policy: .allKeys) }
         }
     }
 }

@@ -92,13 +92,25 @@ extension Coffer.RecordCommand {
                 }
             }
 
-            // A record that exists keeps its type: checked against the zone before any save.
-            let existing = try await context.db.recordTypes(named: records.map(\.name), in: zoneID)
+            // A record that exists keeps its type, and a parent is in the file or in the zone:
+            // checked against the zone before any save.
+            let outside = Set(records.compactMap(\.parent)).subtracting(names)
+            let existing = try await context.db.recordTypes(named: records.map(\.name) + outside.sorted(), in: zoneID)
             for (i, record) in records.enumerated() {
                 if let type = existing[record.name], type != record.recordType {
                     throw CLIError(ExitStatus.dataError, "line \(lineNumbers[i]): record '\(record.name)' exists as type \(type); its type cannot change to \(record.recordType) (delete it first); nothing was imported")
                 }
+                if let parent = record.parent, !names.contains(parent), existing[parent] == nil {
+                    throw CLIError(ExitStatus.notFound, "line \(lineNumbers[i]): parent '\(parent)' of record '\(record.name)' is neither in the file nor in zone \(zoneID.name); nothing was imported")
+                }
             }
+            // Parents are saved before their children (a batch's parents must exist): records in
+            // order of their depth below the file's roots, the file's order otherwise kept.
+            let order = try Self.parentsFirst(records, lineNumbers: lineNumbers)
+            var position = [Int](repeating: 0, count: records.count)
+            for (new, old) in order.enumerated() { position[old] = new }
+            records = order.map { records[$0] }
+            newEmptyLists = newEmptyLists.map { (position[$0.record], $0.declaration) }
             // Save in atomic batches: at most 400 records and well under the 2 MiB batch limit.
             let progress = isatty(STDERR_FILENO) != 0
             var imported = 0, batches = 0, start = 0
@@ -133,6 +145,30 @@ extension Coffer.RecordCommand {
                 let records = imported == 1 ? "1 record" : "\(imported) records"
                 Output.line("Imported \(records) into \(zoneID.name) in \(batches == 1 ? "1 atomic batch" : "\(batches) atomic batches").")
             }
+        }
+
+        /// Indexes of `records` with every record after its parent (when the parent is in the
+        /// file too): by depth, then file order. A cycle of parents in the file is refused.
+        static func parentsFirst(_ records: [Record], lineNumbers: [Int]) throws -> [Int] {
+            var index = [String: Int](minimumCapacity: records.count)
+            for (i, record) in records.enumerated() { index[record.name] = i }
+            var depth = [Int?](repeating: nil, count: records.count)
+            for start in records.indices where depth[start] == nil {
+                var chain = [start], onChain: Set<Int> = [start]
+                // Walk up to a record of known depth, or to one whose parent is not in the file.
+                while let parent = records[chain.last!].parent, let up = index[parent], depth[up] == nil {
+                    guard onChain.insert(up).inserted else {
+                        throw CLIError(ExitStatus.dataError, "line \(lineNumbers[up]): record '\(records[up].name)' is its own ancestor through its parents in the file; nothing was imported")
+                    }
+                    chain.append(up)
+                }
+                var d = records[chain.last!].parent.flatMap { index[$0] }.flatMap { depth[$0] }.map { $0 + 1 } ?? 0
+                for i in chain.reversed() {
+                    depth[i] = d
+                    d += 1
+                }
+            }
+            return records.indices.sorted { (depth[$0]!, $0) < (depth[$1]!, $1) }
         }
 
         static func estimatedSize(_ record: Record) -> Int {

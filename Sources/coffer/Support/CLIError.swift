@@ -81,7 +81,7 @@ enum ErrorReporter {
 
     static func status(for code: StoreError.Code) -> Int32 {
         switch code {
-        case .unknownItem, .zoneNotFound: return ExitStatus.notFound
+        case .unknownItem, .zoneNotFound, .referenceViolation: return ExitStatus.notFound
         case .alreadyExists: return ExitStatus.alreadyExists
         case .invalidArguments, .limitExceeded, .integrityFailure: return ExitStatus.dataError
         case .serverRecordChanged, .busy: return ExitStatus.conflict
