@@ -15,7 +15,7 @@ extension Coffer {
         @Argument(help: "The zone (NAME or NAME@OWNER).") var zone: String?
         @Option(help: "private or shared: list zone changes of a database instead.") var database: RecordDatabase.Scope?
         @Option(help: ArgumentHelp("The token a previous call printed.", valueName: "token")) var since: String?
-        @Option(help: "At most this many changes per page (zone changes).") var limit: Int = 100
+        @Option(parsing: .unconditional, help: "At most this many changes per page (zone changes), 1 to 10000.") var limit: Int = 100
         @Flag(help: "Keep watching and print new changes as they come.") var follow = false
         @OptionGroup var global: GlobalOptions
 

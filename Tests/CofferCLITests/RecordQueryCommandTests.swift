@@ -160,6 +160,12 @@ struct RecordQueryCommandTests {
         #expect((object["records"] as? [Any])?.count == 3)
     }
 
+    @Test("--limit outside 1...10000 is a bad command line (64), for record query and changes", arguments: ["0", "-1", "10001", "x"])
+    func limitOutOfRange(limit: String) throws {
+        try team.fails(.alice, ["record", "query", "Q", "--type", "Item", "--limit", limit], 64, mentioning: "limit")
+        try team.fails(.alice, ["changes", "Q", "--limit", limit], 64, mentioning: "limit")
+    }
+
     @Test("a malformed cursor fails with 65")
     func badCursor() throws {
         try team.fails(.alice, ["record", "query", "Q", "--type", "Item", "--limit", "2", "--cursor", "garbage"], 65)

@@ -14,7 +14,7 @@ extension Coffer.RecordCommand {
         var conditions: [String] = []
         @Option(help: ArgumentHelp("Sort by a plain field, ascending, or FIELD:desc.", valueName: "field[:desc]"))
         var sort: [String] = []
-        @Option(help: "At most this many records (a cursor for the next page is printed).") var limit: Int?
+        @Option(parsing: .unconditional, help: "At most this many records, 1 to 10000 (a cursor for the next page is printed).") var limit: Int?
         @Option(help: ArgumentHelp("Continue from the cursor a previous page printed.", valueName: "token")) var cursor: String?
         @OptionGroup var global: GlobalOptions
 
@@ -22,6 +22,10 @@ extension Coffer.RecordCommand {
             ("!=", .notEqual), ("<=", .lessThanOrEqual), (">=", .greaterThanOrEqual), ("^=", .beginsWith),
             ("=", .equal), ("<", .lessThan), (">", .greaterThan),
         ]
+
+        func validate() throws {
+            if let limit, !(1...Limits.maxQueryLimit).contains(limit) { throw CLIError.usage("--limit is between 1 and \(Limits.maxQueryLimit)") }
+        }
 
         func run() async throws {
             let context = try SessionContext(global)
