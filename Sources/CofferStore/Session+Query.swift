@@ -97,11 +97,12 @@ extension Session {
             var records = [Record]()
             records.reserveCapacity(query.limit ?? 0)
             var refused = [String: StoreError]()
-            var last: StoredRow?
+            var last: StoredRow? // a page's last row, for its cursor
+            let paged = query.limit != nil
             try self.decodeRows(db, zone: zone, expected: query.limit, read: { add in
-                more = try Self.readRows(statement, limit: query.limit ?? .max, probe: query.limit != nil, into: add)
+                more = try Self.readRows(statement, limit: query.limit ?? .max, probe: paged, into: add)
             }, deliver: { row, result in
-                last = row
+                if paged { last = row }
                 switch result {
                 case .success(let record): records.append(record)
                 case .failure(let e as StoreError) where e.code == .integrityFailure:
