@@ -26,8 +26,8 @@ extension Coffer.RecordCommand {
         @OptionGroup var global: GlobalOptions
 
         func run() async throws {
-            let plainTyped = try plain.map(FieldAssignment.parseTyped)
-            let secretTyped = try secret.map(FieldAssignment.parseTyped)
+            let plainTyped = try plain.map { try FieldAssignment.parseTyped($0, encrypted: false) }
+            let secretTyped = try secret.map { try FieldAssignment.parseTyped($0, encrypted: true) } // errors never quote these
             if let both = Set(plainTyped.map(\.key)).intersection(secretTyped.map(\.key)).sorted().first {
                 throw CLIError(ExitStatus.dataError, "field '\(both)' is given both with --set and --secret; a field is either plain or encrypted")
             }
