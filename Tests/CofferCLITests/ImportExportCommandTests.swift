@@ -262,6 +262,24 @@ struct ImportExportCommandTests {
         #expect(try export("Src").isEmpty)
     }
 
+    @Test("dates print with the digits they need and survive export → import to the bit (.002 printed as .001 before)")
+    func datePrecision() throws {
+        let dates = ["2026-11-22T10:30:00.002Z": "2026-11-22T10:30:00.002Z", "2026-11-22T10:30:00.000123Z": "2026-11-22T10:30:00.000123Z",
+                     "2026-11-22T10:30:00.999999Z": "2026-11-22T10:30:00.999999Z", "2026-11-22T10:30:00Z": "2026-11-22T10:30:00.000Z",
+                     "1999-12-31T23:59:59.9999999Z": "1999-12-31T23:59:59.9999999Z", "1500-02-29": "1500-02-29T00:00:00.000Z"]
+        for (i, (given, printed)) in dates.sorted(by: { $0.key < $1.key }).enumerated() {
+            let saved = try team.put(.alice, "Src", "d\(i)", type: "When", set: ["at:date=\(given)"], secret: ["also:date=\(given)"])
+            #expect((saved["values"] as? [String: Any])?["at"] as? String == printed, "\(given)")
+            #expect((saved["encryptedValues"] as? [String: Any])?["also"] as? String == printed, "\(given)")
+        }
+        let exported = try team.ok(.alice, ["record", "export", "Src"]).out
+        try team.ok(.alice, ["record", "import", "Dst", try team.sandbox.write("dates.jsonl", exported)])
+        #expect(try export("Dst").map(content) == export("Src").map(content))
+        // Read back as the same Date: the imported records print the same text.
+        #expect(try export("Dst").compactMap { ($0["values"] as? [String: Any])?["at"] as? String }.sorted()
+                == dates.values.sorted())
+    }
+
     @Test("import of a missing file or into a missing zone fails with 66")
     func importNotFound() throws {
         let missing = team.sandbox.path("missing.jsonl")

@@ -36,8 +36,27 @@ enum RecordOutput {
         }
     }
 
+    /// A date value as ISO 8601 in UTC with the fewest fraction digits, 3 to 9, that
+    /// ``FieldAssignment/parseDate(_:)`` reads back as exactly this date: `record export` →
+    /// `record import` keeps every date to the bit (3 digits cut them to the millisecond, and
+    /// truncated: .002 came out as .001).
     static func isoFractional(_ date: Date) -> String {
-        date.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true))
+        let t = date.timeIntervalSinceReferenceDate
+        let whole = t.rounded(.down)
+        let calendar = FieldAssignment.utcCalendar
+        var text = ""
+        for digits in 3...9 {
+            let scale = pow(10, Double(digits))
+            var seconds = whole, scaled = ((t - whole) * scale).rounded()
+            if scaled >= scale { (seconds, scaled) = (whole + 1, 0) }
+            let c = calendar.dateComponents([.year, .month, .day, .hour, .minute, .second], from: Date(timeIntervalSinceReferenceDate: seconds))
+            guard let year = c.year, (1...9999).contains(year) else { return date.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true)) }
+            func two(_ v: Int?) -> String { v.map { $0 < 10 ? "0\($0)" : "\($0)" } ?? "00" }
+            let fraction = String(Int(scaled)), padded = String(repeating: "0", count: digits - fraction.count) + fraction
+            text = String(repeating: "0", count: 4 - String(year).count) + "\(year)-\(two(c.month))-\(two(c.day))T\(two(c.hour)):\(two(c.minute)):\(two(c.second)).\(padded)Z"
+            if FieldAssignment.parseDate(text) == date { return text }
+        }
+        return text
     }
 
     static func data(_ object: Any, pretty: Bool) throws -> Data {
