@@ -199,6 +199,7 @@ struct ImportExportCommandTests {
 
     @Test("a malformed line fails with 65, names the line, and imports nothing", arguments: [
         "{broken",
+        #"{"name":"b1","type":"Row","values":{"x":1e400},"encryptedValues":{}}"#,
         "[1, 2, 3]",
         #""just a string""#,
         #"{"type":"Row","values":{},"encryptedValues":{}}"#,

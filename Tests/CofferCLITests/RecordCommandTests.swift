@@ -193,6 +193,18 @@ struct RecordCommandTests {
         try team.fails(.alice, ["record", "get", "Notes", "c2"], 66)
     }
 
+    @Test("a field given twice with --set or with --secret is refused (65), not last-wins")
+    func fieldGivenTwice() throws {
+        try team.fails(.alice, team.putArguments("Notes", "n1", type: "Note", set: ["s=x", "s=y"]), 65, mentioning: "twice")
+        try team.fails(.alice, team.putArguments("Notes", "n1", type: "Note", secret: ["p=1", "p=2"]), 65, mentioning: "twice")
+        try team.fails(.alice, ["record", "get", "Notes", "n1"], 66, mentioning: "no record")
+    }
+
+    @Test("a missing zone says where to look (66)")
+    func missingZoneHint() throws {
+        try team.fails(.alice, ["record", "get", "Nope", "n1"], 66, mentioning: "coffer zone list")
+    }
+
     // MARK: - change tags
 
     @Test("--if-match with a stale tag fails with 75 and changes nothing; with the current tag it saves")

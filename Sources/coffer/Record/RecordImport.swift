@@ -185,9 +185,11 @@ extension Coffer.RecordCommand {
 
         static func parse(_ line: Data, zone: ZoneID, context: SessionContext,
                           schemas: inout [String: [String: FieldSchema]]) async throws -> (Record, [String: FieldType]) {
-            guard let object = (try? JSONSerialization.jsonObject(with: line, options: [.fragmentsAllowed])) as? [String: Any] else {
-                throw CLIError(ExitStatus.dataError, "not a JSON object")
+            let parsed: Any
+            do { parsed = try JSONSerialization.jsonObject(with: line, options: [.fragmentsAllowed]) } catch {
+                throw CLIError(ExitStatus.dataError, "not valid JSON (or a number beyond a double's range)")
             }
+            guard let object = parsed as? [String: Any] else { throw CLIError(ExitStatus.dataError, "not a JSON object") }
             if let unknown = Set(object.keys).subtracting(knownKeys).sorted().first {
                 throw CLIError(ExitStatus.dataError, "unknown key '\(unknown)'")
             }

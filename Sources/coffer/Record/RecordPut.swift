@@ -28,6 +28,12 @@ extension Coffer.RecordCommand {
         func run() async throws {
             let plainTyped = try plain.map { try FieldAssignment.parseTyped($0, encrypted: false) }
             let secretTyped = try secret.map { try FieldAssignment.parseTyped($0, encrypted: true) } // errors never quote these
+            for (assignments, option) in [(plainTyped, "--set"), (secretTyped, "--secret")] {
+                var given = Set<String>()
+                if let twice = assignments.map(\.key).first(where: { !given.insert($0).inserted }) {
+                    throw CLIError(ExitStatus.dataError, "field '\(twice)' is given twice with \(option); give each field once")
+                }
+            }
             if let both = Set(plainTyped.map(\.key)).intersection(secretTyped.map(\.key)).sorted().first {
                 throw CLIError(ExitStatus.dataError, "field '\(both)' is given both with --set and --secret; a field is either plain or encrypted")
             }

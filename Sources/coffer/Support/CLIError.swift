@@ -78,6 +78,8 @@ enum ErrorReporter {
             return (e.status, e.message)
         case let e as VaultError:
             return (status(for: e.code), e.message)
+        case let e as StoreError where e.code == .zoneNotFound:
+            return (status(for: e.code), e.message + "; 'coffer zone list' shows your zones and those shared with you")
         case let e as StoreError:
             return (status(for: e.code), e.message)
         case let e as CryptoError:
