@@ -205,6 +205,17 @@ struct RecordCommandTests {
         try team.fails(.alice, ["record", "get", "Nope", "n1"], 66, mentioning: "coffer zone list")
     }
 
+    @Test("record get's text form keeps each field on one line and quotes list items (no item passes for two)")
+    func textFormIsUnambiguous() throws {
+        try team.put(.alice, "Notes", "n1", type: "Note", set: ["body=line one\nline two", "tags:[string]=a,b\\,c,say \"hi\""],
+                     secret: ["pin=12\u{1b}[2J34"])
+        let text = try team.ok(.alice, ["record", "get", "Notes", "n1"]).out
+        #expect(text.contains("  body (string) = line one\\nline two\n"))
+        #expect(text.contains(#"  tags ([string]) = ["a", "b,c", "say \"hi\""]"# + "\n"))
+        #expect(text.contains("  pin (string) = 12\\u{1b}[2J34\n"))
+        #expect(!text.contains("\u{1b}"), "a control character reached the terminal")
+    }
+
     // MARK: - change tags
 
     @Test("--if-match with a stale tag fails with 75 and changes nothing; with the current tag it saves")

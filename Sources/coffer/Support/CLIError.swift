@@ -38,7 +38,7 @@ enum ErrorReporter {
         }
         let (status, message) = describe(error)
         if let status, let message {
-            FileHandle.standardError.write(Data("error: \(oneLine(message))\n".utf8))
+            FileHandle.standardError.write(Data("error: \(Output.oneLine(message))\n".utf8))
             Foundation.exit(status)
         }
         // Argument parser errors: help and version print as usual; parse errors become one line, exit 64.
@@ -49,28 +49,10 @@ enum ErrorReporter {
         let text = Coffer.message(for: error)
             .split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
             .joined(separator: "; ")
-        FileHandle.standardError.write(Data("error: \(oneLine(text)) (see 'coffer help')\n".utf8))
+        FileHandle.standardError.write(Data("error: \(Output.oneLine(text)) (see 'coffer help')\n".utf8))
         Foundation.exit(ExitStatus.usage)
     }
 
-    /// `message` made safe for one line on a terminal: a value a user gave may hold a newline or
-    /// an escape sequence. Newline, carriage return and tab become `\n`, `\r`, `\t`; every other
-    /// control character (C0, DEL, C1) and the Unicode line and paragraph separators become
-    /// `\u{…}`. So an error is always exactly one line.
-    static func oneLine(_ message: String) -> String {
-        var result = ""
-        for scalar in message.unicodeScalars {
-            switch scalar.value {
-            case 0x0a: result += "\\n"
-            case 0x0d: result += "\\r"
-            case 0x09: result += "\\t"
-            case 0x00..<0x20, 0x7f...0x9f, 0x2028, 0x2029:
-                result += "\\u{" + String(scalar.value, radix: 16) + "}"
-            default: result.unicodeScalars.append(scalar)
-            }
-        }
-        return result
-    }
 
     static func describe(_ error: any Error) -> (Int32?, String?) {
         switch error {

@@ -3,6 +3,25 @@ import Foundation
 
 /// Writing results: text for people, one JSON document for scripts.
 enum Output {
+    /// `message` made safe for one line on a terminal: a value a user gave may hold a newline or
+    /// an escape sequence. Newline, carriage return and tab become `\n`, `\r`, `\t`; every other
+    /// control character (C0, DEL, C1) and the Unicode line and paragraph separators become
+    /// `\u{…}`. Errors and the text form of values go through it, so each stays one line.
+    static func oneLine(_ message: String) -> String {
+        var result = ""
+        for scalar in message.unicodeScalars {
+            switch scalar.value {
+            case 0x0a: result += "\\n"
+            case 0x0d: result += "\\r"
+            case 0x09: result += "\\t"
+            case 0x00..<0x20, 0x7f...0x9f, 0x2028, 0x2029:
+                result += "\\u{" + String(scalar.value, radix: 16) + "}"
+            default: result.unicodeScalars.append(scalar)
+            }
+        }
+        return result
+    }
+
     static func line(_ text: String = "") {
         FileHandle.standardOutput.write(Data((text + "\n").utf8))
     }

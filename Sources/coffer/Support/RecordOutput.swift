@@ -89,11 +89,18 @@ enum RecordOutput {
         }
     }
 
-    static func display(_ value: RecordValue) -> String {
+    /// A value for the text form of `record get`, on one line: control characters escaped, and
+    /// the text items of a list quoted (`["a", "b,c"]`), so that no item can pass for two.
+    static func display(_ value: RecordValue) -> String { display(value, quoted: false) }
+
+    private static func display(_ value: RecordValue, quoted: Bool) -> String {
         switch value {
+        case .string(let s), .reference(let s):
+            guard quoted else { return Output.oneLine(s) }
+            return "\"" + Output.oneLine(s.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")) + "\""
         case .date(let d): return isoFractional(d)
         case .bytes(let b): return "\(b.count) bytes, base64 \(Data(b.prefix(48)).base64EncodedString())\(b.count > 48 ? "…" : "")"
-        case .list(let items): return "[" + items.map(display).joined(separator: ", ") + "]"
+        case .list(let items): return "[" + items.map { display($0, quoted: true) }.joined(separator: ", ") + "]"
         default: return value.description
         }
     }
