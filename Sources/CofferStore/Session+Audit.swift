@@ -28,7 +28,14 @@ extension Session {
     /// base64 and hex, and reports where one appears.
     public func audit(plaintexts: [String] = [], progress: @Sendable (String) -> Void = { _ in }) async throws -> AuditReport {
         var report = AuditReport()
-        let zones = try ownedZones() + sharedZones()
+        let shared = try sharedZoneAccess()
+        // A zone shared with this user whose share fails verification cannot be opened to check
+        // further: it is a finding (and `zone list` leaves it out).
+        for (zone, error) in shared.refused {
+            report.zones += 1
+            report.findings.append(AuditFinding(kind: .share, zone: zone, subject: "share", message: "\(error)"))
+        }
+        let zones = try ownedZones() + shared.zones
         for zone in zones {
             progress("zone \(zone.id.name)")
             let part: AuditReport = try store.read { db in

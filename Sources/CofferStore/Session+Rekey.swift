@@ -163,20 +163,31 @@ extension Session {
     }
 
     /// Zones shared with this user that they accepted and may read now.
-    func sharedZones() throws -> [Zone] {
+    func sharedZones() throws -> [Zone] { try sharedZoneAccess().zones }
+
+    /// ``sharedZones()``, and the accepted zones refused because their share or membership
+    /// fails verification (`.integrityFailure`): left out of the list, reported by `audit`.
+    func sharedZoneAccess() throws -> (zones: [Zone], refused: [(ZoneID, StoreError)]) {
         let me = userID
         return try store.read { db in
+            var refused = [(ZoneID, StoreError)]()
             let rows = try Row.fetchAll(db, sql: """
                 SELECT z.*, (SELECT count(*) FROM record r WHERE r.zone_id = z.id) AS record_count
                 FROM zone z JOIN share s ON s.zone_id = z.id
                 WHERE z.owner_id != ? AND (EXISTS (SELECT 1 FROM share_acceptance a WHERE a.zone_id = z.id AND a.user_id = ? AND a.state = 1))
                 ORDER BY z.owner_id, z.name
                 """, arguments: [me, me])
-            return try rows.compactMap { row -> Zone? in
+            let zones = try rows.compactMap { row -> Zone? in
                 let zone = try ZoneRow(row: row)
-                guard (try? self.access(db, zone: zone)) != nil else { return nil }
+                do { _ = try self.access(db, zone: zone) } catch let error as StoreError where error.code == .integrityFailure {
+                    refused.append((zone.id, error))
+                    return nil
+                } catch {
+                    return nil // removed, left, link turned off: no longer this user's to read
+                }
                 return Zone(id: zone.id, created: zone.created, keyEpoch: zone.currentEpoch, sequence: zone.sequence, recordCount: row["record_count"])
             }
+            return (zones, refused)
         }
     }
 }
