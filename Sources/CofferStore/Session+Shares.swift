@@ -108,8 +108,12 @@ extension Session {
                 needsRotation = true
             }
             if old == .none && permission != .none {
-                // A new link with a new secret: those removed when the old link closed may join again.
-                content.entries.removeAll { $0.role == .publicUser && $0.status == .removed }
+                // A new link with a new secret admits anyone who holds it: the removed entries go
+                // from the share (the pending invitees just removed, as CloudKit drops them, those
+                // removed when an earlier link closed, and named participants removed before), so
+                // any of them may join with this link. Removals happen only while the public
+                // permission is none, so every removed entry predates this link.
+                content.entries.removeAll { $0.status == .removed }
             }
             content.publicPermission = permission
             if needsRotation {

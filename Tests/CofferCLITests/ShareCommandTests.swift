@@ -320,6 +320,19 @@ struct ShareCommandTests {
         try team.fails(.bob, ["share", "accept", withoutSecret], 77)
     }
 
+    @Test("going public says which invitations it removed; the invitee then joins with the link")
+    func goingPublicDropsPendingInvitee() throws {
+        try createShare()
+        try team.ok(.alice, ["share", "add", "Notes", "--participant", "bob@example.com", "--permission", "read-write"])
+        let out = try team.ok(.alice, ["share", "public", "Notes", "read-only"]).out
+        #expect(out.contains("Removed the invitations not yet accepted"), "\(out)")
+        #expect(out.contains("Bob"), "\(out)")
+        let url = try team.ok(.alice, ["share", "url", "Notes"]).out.trimmingCharacters(in: .whitespacesAndNewlines)
+        try team.ok(.bob, ["share", "accept", url])
+        #expect(try participant(.bob, in: try show())["role"] as? String == "public")
+        #expect(try team.get(.bob, shared, "n1")["name"] as? String == "n1")
+    }
+
     @Test("a public read-write link lets Carol write; back to none removes her")
     func publicReadWrite() throws {
         try team.json(.alice, ["share", "create", "Notes", "--public", "read-write"])

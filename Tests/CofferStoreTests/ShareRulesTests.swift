@@ -47,17 +47,40 @@ struct ShareRulesTests {
             #expect(open.publicPermission == .readOnly)
             #expect(open.testParticipant(bob.userID)?.status == .accepted)
             #expect(open.testParticipant(bob.userID)?.permission == .readWrite)
-            #expect(open.testParticipant(dave.userID)?.status == .removed)
-            #expect(open.testParticipant(dave.userID)?.left == false)
+            #expect(open.testParticipant(dave.userID) == nil, "a pending invitee leaves the share, as CloudKit drops them")
             #expect(open.keyEpoch == 2, "a pending invitee held the key: it rotates")
             #expect(Set(try f.zoneKeyRows(zone).map(\.member)) == [f.alice.userID, bob.userID])
 
-            // Dave, removed, gets nothing: not by his invitation, not by the link.
+            // Dave's invitation is gone: its URL (no link secret) gets him nothing.
             await shareExpectError(.permissionFailure) { try await dave.acceptShare(url: invited.url) }
-            await shareExpectError(.permissionFailure) { try await dave.sharedDatabase.record(named: "n1", in: zone) }
+            await expectStoreError(oneOf: [.zoneNotFound, .permissionFailure]) { try await dave.sharedDatabase.record(named: "n1", in: zone) }
+            // The public link admits anyone who holds it, Dave too, with the public permission.
+            let joined = try await dave.acceptShare(url: open.url)
+            #expect(joined.testParticipant(dave.userID)?.role == .publicUser)
+            #expect(joined.testParticipant(dave.userID)?.status == .accepted)
+            #expect(try await dave.sharedDatabase.record(named: "n1", in: zone).name == "n1")
+            await shareExpectError(.permissionFailure) { try await dave.sharedDatabase.save(shareNote("by-dave", in: zone)) }
             // Bob keeps his read-write access.
             let saved = try await bob.sharedDatabase.save(shareNote("by-bob", in: zone))
             #expect(saved.keyEpoch == 2)
+        }
+    }
+
+    @Test func aParticipantRemovedBeforeALinkWasMadeMayJoinWithIt() async throws {
+        try await ShareFixture.run { f in
+            let bob = try f.user("Bob", "bob@example.com")
+            let (zone, _) = try await f.sharedWith(bob, .readWrite)
+            let removed = try await f.alice.removeParticipant(bob.userID, from: zone)
+            #expect(removed.testParticipant(bob.userID)?.status == .removed)
+            await shareExpectError(.permissionFailure) { try await bob.acceptShare(url: removed.url) }
+            let open = try await f.alice.setPublicPermission(.readOnly, in: zone)
+            let joined = try await bob.acceptShare(url: open.url)
+            #expect(joined.testParticipant(bob.userID)?.role == .publicUser)
+            #expect(try await bob.sharedDatabase.record(named: "n1", in: zone).name == "n1")
+            // Turning the link off removes him again, with everyone who joined by it.
+            let closed = try await f.alice.setPublicPermission(.none, in: zone)
+            #expect(closed.testParticipant(bob.userID)?.status == .removed)
+            await shareExpectError(.permissionFailure) { try await bob.sharedDatabase.record(named: "n1", in: zone) }
         }
     }
 

@@ -45,9 +45,16 @@ extension Coffer.ShareCommand {
 
         func run() async throws {
             let context = try SessionContext(global)
-            let share = try await context.session.setPublicPermission(permission, in: try context.zone(zone))
+            let zoneID = try context.zone(zone)
+            let pending = try await context.session.fetchShare(in: zoneID).participants.filter { $0.role == .privateUser && $0.status == .pending }
+            let share = try await context.session.setPublicPermission(permission, in: zoneID)
             if global.json { try ShareOutput.print(share, context: context, json: true); return }
             Output.line("Public permission: \(permission). URL: \(share.url)")
+            let dropped = pending.filter { p in !share.participants.contains { $0.userID == p.userID && $0.role == .privateUser } }
+            if !dropped.isEmpty {
+                Output.line("Removed the invitations not yet accepted (a public share admits by its link): "
+                            + dropped.map { context.displayName($0.userID) }.joined(separator: ", ") + ". They can join with the URL.")
+            }
         }
     }
 
