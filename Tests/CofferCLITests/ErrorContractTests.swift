@@ -77,6 +77,15 @@ struct ErrorContractTests {
         #expect(r.stdout.isEmpty)
     }
 
+    @Test("a file system error is exit 1 with its plain words, not a usage error (64)")
+    func fileSystemError() throws {
+        let file = sandbox.path("afile")
+        FileManager.default.createFile(atPath: file, contents: Data("x".utf8))
+        let r = try sandbox.coffer(["demo", "--dir", file], env: withPassphrase)
+        expectError(r, 1)
+        #expect(!r.err.contains("NSCocoaErrorDomain") && !r.err.contains("coffer help"), "\(r)")
+    }
+
     // MARK: - command lines
 
     static let badCommandLines: [[String]] = [

@@ -46,6 +46,11 @@ enum ErrorReporter {
         if code == .success || error is CleanExit {
             Coffer.exit(withError: error)
         }
+        guard code == .validationFailure else {
+            // Not the command line's fault (a file system error, say): its own words, exit 1.
+            FileHandle.standardError.write(Data("error: \(Output.oneLine((error as NSError).localizedDescription))\n".utf8))
+            Foundation.exit(ExitStatus.failure)
+        }
         let text = Coffer.message(for: error)
             .split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
             .joined(separator: "; ")
