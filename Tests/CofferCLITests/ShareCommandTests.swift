@@ -111,7 +111,11 @@ struct ShareCommandTests {
     @Test("share add finds the participant by email, contact name or user id", arguments: Naming.allCases)
     func add(naming: Naming) throws {
         let url = try createShare()
-        try team.ok(.alice, ["share", "add", "Notes", "--participant", reference(.bob, naming), "--permission", "read-only"])
+        let added = try team.ok(.alice, ["share", "add", "Notes", "--participant", reference(.bob, naming), "--permission", "read-only"])
+        // It says whom the name matched, by user id and fingerprint, to compare before sending the URL.
+        let card = try team.json(.bob, ["vault", "show"])
+        let (id, fingerprint) = (try #require(card["userID"] as? String), try #require(card["fingerprint"] as? String))
+        #expect(added.out.contains(id) && added.out.contains(fingerprint), "\(added.out)")
         let bob = try participant(.bob, in: try show())
         #expect(bob["role"] as? String == "private")
         #expect(bob["permission"] as? String == "read-only")

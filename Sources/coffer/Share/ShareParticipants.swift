@@ -14,7 +14,10 @@ extension Coffer.ShareCommand {
             let context = try SessionContext(global)
             let share = try await context.session.addParticipant(participant, permission: permission.value, to: try context.zone(zone))
             if global.json { try ShareOutput.print(share, context: context, json: true); return }
-            Output.line("Invited \(participant) (\(permission.value)). Send them the URL: \(share.url)")
+            // Say whom the name matched: anyone with a vault can put a card with any email in the store.
+            let invited = try context.store.contact(matching: participant)
+            Output.line("Invited \(invited.name)\(invited.email.map { " <\($0)>" } ?? "") (\(permission.value)): user id \(invited.userID), fingerprint \(invited.fingerprint).")
+            Output.line("Compare the fingerprint with them (aloud, or by another channel), then send them the URL: \(share.url)")
         }
     }
 

@@ -46,8 +46,9 @@ enum ErrorReporter {
         if code == .success || error is CleanExit {
             Coffer.exit(withError: error)
         }
-        guard code == .validationFailure else {
-            // Not the command line's fault (a file system error, say): its own words, exit 1.
+        // A system error a command met while running (not the command line's fault): its own
+        // words, exit 1. (Errors from parsing and `validate()` reach here wrapped by the parser.)
+        if error is CocoaError || error is POSIXError || error is DecodingError || error is EncodingError {
             FileHandle.standardError.write(Data("error: \(Output.oneLine((error as NSError).localizedDescription))\n".utf8))
             Foundation.exit(ExitStatus.failure)
         }
