@@ -17,6 +17,10 @@ extension Coffer {
         var plaintexts: [String] = []
         @OptionGroup var global: GlobalOptions
 
+        func validate() throws {
+            if plaintexts.contains(where: \.isEmpty) { throw CLIError.usage("--plaintext needs a text to look for; an empty one is found everywhere") }
+        }
+
         func run() async throws {
             let context = try SessionContext(global)
             let progress = isatty(STDERR_FILENO) != 0 && !global.json

@@ -15,13 +15,14 @@ extension Coffer {
         @Argument(help: "The zone (NAME or NAME@OWNER).") var zone: String?
         @Option(help: "private or shared: list zone changes of a database instead.") var database: RecordDatabase.Scope?
         @Option(help: ArgumentHelp("The token a previous call printed.", valueName: "token")) var since: String?
-        @Option(parsing: .unconditional, help: "At most this many changes per page (zone changes), 1 to 10000.") var limit: Int = 100
+        @Option(parsing: .unconditional, help: "At most this many changes per page (zone changes), 1 to 10000; default 100.") var limit: Int?
         @Flag(help: "Keep watching and print new changes as they come.") var follow = false
         @OptionGroup var global: GlobalOptions
 
         func validate() throws {
             if (zone == nil) == (database == nil) { throw CLIError.usage("give either a ZONE or --database private|shared") }
-            if limit < 1 || limit > 10_000 { throw CLIError.usage("--limit is between 1 and 10000") }
+            if let limit, limit < 1 || limit > 10_000 { throw CLIError.usage("--limit is between 1 and 10000") }
+            if database != nil && limit != nil { throw CLIError.usage("--limit applies to a zone's changes, not to --database") }
         }
 
         func run() async throws {
@@ -42,7 +43,7 @@ extension Coffer {
                 var position = token
                 // Catch up first, then watch.
                 while true {
-                    let page = try await db.changes(in: zoneID, since: position, limit: limit)
+                    let page = try await db.changes(in: zoneID, since: position, limit: limit ?? 100)
                     try printZone(page, context: context, streaming: true)
                     position = page.token
                     if !page.moreComing { break }
@@ -50,7 +51,7 @@ extension Coffer {
                 for try await page in db.changeStream(in: zoneID, since: position) { try printZone(page, context: context, streaming: true) }
                 return
             }
-            try printZone(try await db.changes(in: zoneID, since: token, limit: limit), context: context, streaming: false)
+            try printZone(try await db.changes(in: zoneID, since: token, limit: limit ?? 100), context: context, streaming: false)
         }
 
         func printZone(_ page: ZoneChanges, context: SessionContext, streaming: Bool) throws {

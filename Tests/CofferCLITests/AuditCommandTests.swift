@@ -27,6 +27,11 @@ struct AuditCommandTests {
 
     func checked(_ object: [String: Any]) -> [String: Any] { object["checked"] as? [String: Any] ?? [:] }
 
+    @Test("--plaintext with an empty text is a bad command line (64), not a clean audit")
+    func emptyPlaintext() throws {
+        try team.fails(.alice, ["audit", "--plaintext", ""], 64, mentioning: "plaintext")
+    }
+
     @Test("a clean store: exit 0, findings [] and the counts checked")
     func clean() throws {
         let (status, report) = try audit()

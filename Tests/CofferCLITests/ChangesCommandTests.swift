@@ -6,6 +6,12 @@ import Testing
 struct ChangesCommandTests {
     let team: Team
 
+    @Test("--limit with --database is a bad command line (64), not silently ignored")
+    func limitWithDatabase() throws {
+        try team.fails(.alice, ["changes", "--database", "private", "--limit", "1"], 64, mentioning: "--limit")
+        try team.ok(.alice, ["changes", "--database", "private"])
+    }
+
     init() throws {
         team = try Team([.alice, .bob])
         try team.createZone(.alice, "Notes")

@@ -266,6 +266,32 @@ struct VaultCommandTests {
         }
     }
 
+    @Test("vault passwd --json and vault keyfile --json give typed values; keyfile refuses --output -")
+    func passwdAndKeyfileJSON() throws {
+        let vault = try sandbox.initVault()
+        let key = sandbox.path("svc.key")
+        let written = try jsonObject(try sandbox.coffer(["vault", "keyfile", "--output", key, "--json", "--vault", vault], env: withPassphrase))
+        #expect(written["keyFiles"] as? Int == 1)
+        expectError(try sandbox.coffer(["vault", "keyfile", "--output", "-", "--vault", vault], env: withPassphrase), 64)
+        #expect(!sandbox.exists(sandbox.path("-")))
+        let changed = try jsonObject(try sandbox.coffer(["vault", "passwd", "--json", "--vault", vault],
+                                                        env: ["COFFER_PASSPHRASE": CofferProcess.passphrase, "COFFER_NEW_PASSPHRASE": CofferProcess.newPassphrase]))
+        #expect(changed["rekeyed"] as? Bool == false)
+    }
+
+    @Test("a passphrase file or vault path that is a folder says so")
+    func foldersSaySo() throws {
+        let vault = try sandbox.initVault()
+        let folder = sandbox.path("a-folder")
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        let r = try sandbox.coffer(["vault", "show", "--vault", vault, "--passphrase-file", folder])
+        expectError(r, 66)
+        #expect(r.err.contains("is a folder"), "\(r)")
+        let i = try sandbox.coffer(["vault", "init", "--name", "A", "--kdf", "min", "--vault", folder], env: withPassphrase)
+        expectError(i, 73)
+        #expect(i.err.contains("is a folder"), "\(i)")
+    }
+
     // MARK: - passwd
 
     @Test("vault passwd: the old passphrase then fails with 77, the new one works, the identity stays")
@@ -301,6 +327,8 @@ struct VaultCommandTests {
         let vault = try sandbox.initVault()
         let r = try sandbox.coffer(["vault", "passwd", "--vault", vault], env: withPassphrase, stdin: .null)
         expectError(r, 64)
+        // It names where the new passphrase comes from (--passphrase-file gives the current one).
+        #expect(r.err.contains("COFFER_NEW_PASSPHRASE_FILE") && !r.err.contains("--passphrase-file"), "\(r)")
         #expect(r.seconds < 10)
         expectSuccess(try sandbox.coffer(["vault", "show", "--vault", vault], env: withPassphrase))
     }

@@ -81,6 +81,14 @@ struct VaultItemCommandTests {
         #expect(abs(created.timeIntervalSinceNow) < 300)
     }
 
+    @Test("a service, account or label with a control character is refused (65): it would break item list", arguments: ["a\nb", "a\u{1b}[2Jb", "tab\there"])
+    func controlCharacters(_ text: String) throws {
+        expectError(try add(text, "alice", secret: .text(Self.secret)), 65)
+        expectError(try add("svc", text, secret: .text(Self.secret)), 65)
+        expectError(try add("svc", "alice", label: text, secret: .text(Self.secret)), 65)
+        #expect(try listJSON().1.isEmpty)
+    }
+
     @Test("item list on an empty vault succeeds and lists nothing")
     func listEmpty() throws {
         let (_, items) = try listJSON()

@@ -22,7 +22,8 @@ enum Passphrase {
             return SecureBytes(copying: Array(value.utf8))
         }
         guard let tty = Terminal.open() else {
-            throw CLIError.usage("a passphrase is needed: set \(envName), use --passphrase-file, or run on a terminal")
+            let file = envName == "COFFER_PASSPHRASE" ? "use --passphrase-file" : fileEnvName.map { "set \($0)" } ?? "use a file"
+            throw CLIError.usage("a passphrase is needed: set \(envName), \(file), or run on a terminal")
         }
         defer { tty.close() }
         let first = try tty.readHidden(prompt: prompt)
@@ -36,6 +37,10 @@ enum Passphrase {
 
     /// The first line of a file (without its line ending).
     static func fromFile(_ path: String) throws -> SecureBytes {
+        var isFolder: ObjCBool = false
+        if FileManager.default.fileExists(atPath: path, isDirectory: &isFolder), isFolder.boolValue {
+            throw CLIError(ExitStatus.notFound, "the passphrase file \(path) is a folder; give a file whose first line is the passphrase")
+        }
         guard let handle = FileHandle(forReadingAtPath: path) else {
             throw CLIError(ExitStatus.notFound, "cannot read the passphrase file \(path)")
         }

@@ -17,8 +17,11 @@ extension Coffer.VaultCommand {
         func run() async throws {
             if global.keyFile != nil { throw CLIError.usage("vault init needs a passphrase; add key files later with 'coffer vault keyfile'") }
             let url = global.vaultURL
-            if FileManager.default.fileExists(atPath: url.path) {
-                throw CLIError(ExitStatus.alreadyExists, "a vault already exists at \(url.path); nothing was changed")
+            var isFolder: ObjCBool = false
+            if FileManager.default.fileExists(atPath: url.path, isDirectory: &isFolder) {
+                throw CLIError(ExitStatus.alreadyExists, isFolder.boolValue
+                    ? "\(url.path) is a folder; give the path of a new vault file"
+                    : "a vault already exists at \(url.path); nothing was changed")
             }
             if kdf == .min { Output.note("warning: the min Argon2id preset is for tests only; use it for throwaway vaults") }
             try global.ensureFolder(for: url)

@@ -11,11 +11,16 @@ extension Coffer.VaultCommand {
         var output: String
         @OptionGroup var global: GlobalOptions
 
+        func validate() throws {
+            if output == "-" { throw CLIError.usage("a key file is written to a file, not to stdout: give --output FILE") }
+        }
+
         func run() async throws {
             let vault = try global.openVault()
             try vault.addKeyFile(at: URL(fileURLWithPath: output))
             if global.json {
-                try Output.json(["file": output, "keyFiles": String(vault.keyFileCount)])
+                struct Written: Encodable { let file: String, keyFiles: Int }
+                try Output.json(Written(file: output, keyFiles: vault.keyFileCount))
             } else {
                 Output.line("Wrote key file \(output) (mode 0600). Anyone holding it can open the vault: guard it.")
             }

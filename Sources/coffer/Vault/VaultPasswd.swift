@@ -25,7 +25,8 @@ extension Coffer.VaultCommand {
                 try vault.changePassphrase(to: newPassphrase, kdf: kdf?.parameters)
             }
             if global.json {
-                try Output.json(["userID": vault.identity.userID, "rekeyed": rekey ? "true" : "false"])
+                struct Changed: Encodable { let userID: String, rekeyed: Bool }
+                try Output.json(Changed(userID: vault.identity.userID, rekeyed: rekey))
             } else {
                 Output.line(rekey ? "Passphrase changed and vault re-keyed; key files no longer open it."
                                   : "Passphrase changed. Old copies of the file still open with the old passphrase; use --rekey to prevent that.")
