@@ -3,7 +3,8 @@ import Foundation
 import GRDB
 
 /// A signed commit: one Ed25519 signature per batch, over the hashes of every record version
-/// and deletion in it. See `Docs/Security.md` ("Signed writes").
+/// and deletion in it, and (version 2) the record name of each. See `Docs/Security.md`
+/// ("Signed writes").
 struct CommitBuilder {
     let zone: ZoneRow
     let seq: Int64
@@ -13,6 +14,8 @@ struct CommitBuilder {
     let authorLabel: String?
     let time: Double
     private(set) var entries = [UInt8]()
+    /// Per entry, in order: `0` a saved version or `1` a deletion, the name's length, its bytes.
+    private(set) var names = [UInt8]()
 
     init(zone: ZoneRow, seq: Int64, membershipSeq: Int64, epoch: Int64, authorID: String, authorLabel: String?, time: Double) {
         self.zone = zone
@@ -23,40 +26,78 @@ struct CommitBuilder {
         self.authorLabel = authorLabel
         self.time = time
         entries.reserveCapacity(32 * 64)
+        names.reserveCapacity(16 * 64)
     }
 
-    mutating func addRecord(_ hash: [UInt8]) { entries += hash }
+    mutating func addRecord(_ hash: [UInt8], name: String) {
+        entries += hash
+        addName(name, deleted: false)
+    }
 
-    mutating func addRecord(_ digest: Digest32) { withUnsafeBytes(of: digest) { entries.append(contentsOf: $0) } }
+    mutating func addRecord(_ digest: Digest32, name: String) {
+        withUnsafeBytes(of: digest) { entries.append(contentsOf: $0) }
+        addName(name, deleted: false)
+    }
 
-    mutating func addDeletion(name: String) { entries += Self.deletionHash(zoneUID: zone.uid, name: name, seq: seq) }
+    mutating func addDeletion(name: String) {
+        entries += Self.deletionHash(zoneUID: zone.uid, name: name, seq: seq)
+        addName(name, deleted: true)
+    }
+
+    private mutating func addName(_ name: String, deleted: Bool) {
+        precondition(name.utf8.count <= Names.maxLength, "record names are validated before they reach a commit")
+        names.append(deleted ? 1 : 0)
+        names.append(UInt8(name.utf8.count))
+        names.append(contentsOf: name.utf8)
+    }
 
     var signedBytes: [UInt8] { Self.signedBytes(zoneUID: zone.uid, seq: seq, membershipSeq: membershipSeq, epoch: epoch, authorID: authorID,
-                                                authorLabel: authorLabel, time: time, prevHash: [], entries: entries) }
+                                                authorLabel: authorLabel, time: time, prevHash: [], entries: entries, names: names) }
 
     /// Signs and stores the commit, chained to the zone's previous commit.
     func write(_ db: GRDB.Database, signer: Ed25519.PrivateKey) throws {
         let prev = try Data.fetchOne(db.cachedStatement(sql: "SELECT hash FROM zone_commit WHERE zone_id = ? ORDER BY seq DESC LIMIT 1"),
                                      arguments: [zone.rowID]).map(Array.init) ?? [UInt8](repeating: 0, count: 32)
         let bytes = Self.signedBytes(zoneUID: zone.uid, seq: seq, membershipSeq: membershipSeq, epoch: epoch, authorID: authorID,
-                                     authorLabel: authorLabel, time: time, prevHash: prev, entries: entries)
+                                     authorLabel: authorLabel, time: time, prevHash: prev, entries: entries, names: names)
         let signature = signer.signature(for: bytes)
         let hash = BLAKE2b.hash(bytes + signature)
         try db.cachedStatement(sql: """
-            INSERT INTO zone_commit (zone_id, seq, author_id, author_label, membership_seq, epoch, committed_at, prev_hash, entries, hash, signature)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-            """).execute(arguments: [zone.rowID, seq, authorID, authorLabel, membershipSeq, epoch, time, Data(prev), Data(entries), Data(hash), Data(signature)])
+            INSERT INTO zone_commit (zone_id, seq, author_id, author_label, membership_seq, epoch, committed_at, prev_hash, entries, hash, signature, names)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            """).execute(arguments: [zone.rowID, seq, authorID, authorLabel, membershipSeq, epoch, time, Data(prev), Data(entries), Data(hash),
+                                     Data(signature), Data(names)])
     }
 
+    /// The bytes a commit's author signs. Version 2 (`names` given) adds the hash of the entries'
+    /// names under its own domain string; version 1 (`names` nil, commits made before names were
+    /// kept) is the same without it. A version 2 commit stripped of its names fails its signature.
     static func signedBytes(zoneUID: [UInt8], seq: Int64, membershipSeq: Int64, epoch: Int64, authorID: String, authorLabel: String?,
-                            time: Double, prevHash: [UInt8], entries: [UInt8]) -> [UInt8] {
-        var out = Array("coffer.commit.v1".utf8) + [0] + zoneUID
+                            time: Double, prevHash: [UInt8], entries: [UInt8], names: [UInt8]?) -> [UInt8] {
+        var out = Array((names == nil ? "coffer.commit.v1" : "coffer.commit.v2").utf8) + [0] + zoneUID
         out += BigEndian.bytes(Int64(seq)) + BigEndian.bytes(Int64(membershipSeq)) + BigEndian.bytes(Int64(epoch))
         let author = Array(authorID.utf8), label = Array((authorLabel ?? "").utf8)
         out += BigEndian.bytes(UInt32(author.count)) + author + [authorLabel == nil ? 0 : 1] + BigEndian.bytes(UInt32(label.count)) + label
         out += BigEndian.bytes(time.bitPattern) + prevHash
         out += BigEndian.bytes(UInt32(entries.count / 32)) + BLAKE2b.hash(entries)
+        if let names { out += BLAKE2b.hash(names) }
         return out
+    }
+
+    /// The entries' names of a version 2 commit, in entry order, or nil when `names` is not
+    /// exactly one well-formed name per entry (the commit is then damaged).
+    static func parseNames(_ names: [UInt8], entries: Int) -> [(name: String, deleted: Bool)]? {
+        var out = [(name: String, deleted: Bool)](), i = 0
+        out.reserveCapacity(entries)
+        while i < names.count {
+            guard i + 2 <= names.count, names[i] <= 1 else { return nil }
+            let deleted = names[i] == 1, count = Int(names[i + 1])
+            guard i + 2 + count <= names.count, let name = String(validating: names[(i + 2)..<(i + 2 + count)], as: UTF8.self),
+                  (try? Names.validateRecord(name)) != nil else { return nil }
+            out.append((name, deleted))
+            i += 2 + count
+        }
+        return out.count == entries ? out : nil
     }
 
     /// The hash of one record version: everything a reader sees of it, plain and sealed.

@@ -54,9 +54,16 @@ extension Session {
                     do { _ = try membership(db, zone: row, seq: seq) } catch { finding(.membership, "membership \(seq)", error) }
                 }
                 var previous = [UInt8](repeating: 0, count: 32)
-                for commit in try Row.fetchAll(db, sql: "SELECT seq, prev_hash, hash FROM zone_commit WHERE zone_id = ? ORDER BY seq", arguments: [row.rowID]) {
+                // Each name's latest entry in the signed log (version 2 commits name their entries).
+                var latest = [String: (seq: Int64, deleted: Bool)]()
+                for commit in try Row.fetchAll(db, sql: "SELECT seq, prev_hash, hash, entries, names FROM zone_commit WHERE zone_id = ? ORDER BY seq",
+                                               arguments: [row.rowID]) {
                     report.commits += 1
                     let seq: Int64 = commit[0]
+                    if let names = commit[4] as Data?,
+                       let named = CommitBuilder.parseNames(Array(names), entries: (commit[3] as Data).count / 32) { // damaged: reported below
+                        for entry in named { latest[entry.name] = (seq, entry.deleted) }
+                    }
                     if Array(commit[1] as Data) != previous {
                         report.findings.append(AuditFinding(kind: .commit, zone: zone.id, subject: "commit \(seq)",
                                                             message: "commit \(seq) does not follow the one before it (the chain of commits is broken)"))
@@ -66,9 +73,26 @@ extension Session {
                 }
                 let statement = try db.makeStatement(sql: "SELECT \(Self.recordColumns) FROM record WHERE zone_id = ? ORDER BY name")
                 let rows = try Row.fetchCursor(statement, arguments: [row.rowID])
+                var live = [String: Int64]()
                 while let record = try rows.next() {
                     report.records += 1
+                    live[record[0]] = record[6] // its commit
                     do { _ = try decodeRecord(db, zone: row, row: record) } catch { finding(.record, record[0], error) }
+                }
+                // Each row must be its name's latest version in the log, and each name the log last
+                // saved must have its row: a row put back, rolled back to an older signed version, or
+                // deleted from the file passes the per-row check, not this one.
+                func absent(_ name: String, _ message: String) {
+                    report.findings.append(AuditFinding(kind: .record, zone: zone.id, subject: name, message: message))
+                }
+                for (name, seq) in live.sorted(by: { $0.key < $1.key }) {
+                    guard let last = latest[name], last.seq > seq else { continue }
+                    absent(name, last.deleted
+                        ? "record '\(name)' was deleted by commit \(last.seq), but its version of commit \(seq) is in the file: it was put back"
+                        : "record '\(name)' is its version of commit \(seq), but commit \(last.seq) wrote a later one: it was rolled back in the file")
+                }
+                for (name, last) in latest.sorted(by: { $0.key < $1.key }) where !last.deleted && live[name] == nil {
+                    absent(name, "record '\(name)', saved by commit \(last.seq), is not in the file: it was deleted there")
                 }
                 return report
             }

@@ -343,11 +343,11 @@ extension Session {
                 if written {
                     if let stored {
                         commit.addRecord(Self.digest(of: write.result, plain: write.plain, sealed: write.sealed, context: context,
-                                                     creatorID: stored.creator, created: stored.created))
+                                                     creatorID: stored.creator, created: stored.created), name: write.result.name)
                         write.result.creatorID = stored.creator
                         write.result.created = Date(timeIntervalSince1970: stored.created)
                     } else {
-                        commit.addRecord(write.insertDigest)
+                        commit.addRecord(write.insertDigest, name: write.result.name)
                     }
                     if hasTombstones {
                         try db.cachedStatement(sql: "DELETE FROM record_tombstone WHERE zone_id = ? AND name = ?")

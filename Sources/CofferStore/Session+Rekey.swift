@@ -53,7 +53,7 @@ extension Session {
                     let plain: String = row["plain"]
                     commit.addRecord(Self.hash(zone: zone, name: name, type: type, parent: row["parent"], seq: seq, epoch: current,
                                                membershipSeq: zone.membershipSeq, creatorID: row["creator_id"], created: row["created_at"],
-                                               modified: now, plain: plain, sealed: Data(resealed.bytes)))
+                                               modified: now, plain: plain, sealed: Data(resealed.bytes)), name: name)
                 }
                 if !rows.isEmpty { try commit.write(db, signer: self.vault.signingKey) }
                 if rows.isEmpty {
@@ -141,7 +141,7 @@ extension Session {
                                          target.currentEpoch, seq, target.membershipSeq, creator, me, created, now])
                     added.addRecord(Self.hash(zone: target, name: record.name, type: record.recordType, parent: record.parent, seq: seq,
                                               epoch: target.currentEpoch, membershipSeq: target.membershipSeq, creatorID: creator, created: created,
-                                              modified: now, plain: prepared.plainJSON, sealed: sealed))
+                                              modified: now, plain: prepared.plainJSON, sealed: sealed), name: record.name)
                     try db.execute(sql: "DELETE FROM record WHERE zone_id = ? AND name = ?", arguments: [source.rowID, record.name])
                     removed.addDeletion(name: record.name)
                     try db.execute(sql: "DELETE FROM record_tombstone WHERE zone_id = ? AND name = ?", arguments: [target.rowID, record.name])

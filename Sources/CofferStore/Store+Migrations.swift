@@ -170,6 +170,10 @@ extension Store {
                 CREATE INDEX zone_tombstone_seq ON zone_tombstone (user_id, db_seq);
                 """)
         }
+        // Version 2 commits also sign the record name of each entry (NULL for version 1 commits).
+        migrator.registerMigration("v5-commit-names") { db in
+            try db.execute(sql: "ALTER TABLE zone_commit ADD COLUMN names BLOB")
+        }
         return migrator
     }
 }

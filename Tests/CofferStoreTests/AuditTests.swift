@@ -161,6 +161,89 @@ struct AuditTests {
         }
     }
 
+    @Test("audit finds a row rolled back to an older signed version, deleted from the file, or put back after its deletion")
+    func absentAndStaleRows() async throws {
+        try await SignedHarness.run { h in
+            let zone = try await h.ownerZone("Notes", notes: ["r", "gone", "back", "kept"])
+            let rowID = try signedRowID(h, zone)
+            // Old copies of the rows of "r" and "back", taken from the file.
+            try h.sql { db in try db.execute(sql: "CREATE TABLE saved AS SELECT * FROM record WHERE zone_id = ? AND name IN ('r', 'back')", arguments: [rowID]) }
+            _ = try await h.ownerDB.save(signedNote("r", in: zone, title: "v2", body: "new"), policy: .allKeys)
+            try await h.ownerDB.delete(recordNamed: "back", in: zone)
+            #expect(try await h.fresh(h.owner).audit().findings.isEmpty)
+            try h.sql { db in
+                try db.execute(sql: "DELETE FROM record WHERE zone_id = ? AND name IN ('r', 'gone')", arguments: [rowID])
+                try db.execute(sql: "INSERT INTO record SELECT * FROM saved")
+                try db.execute(sql: "DROP TABLE saved")
+            }
+            // Each restored row still matches the commit it names: a read cannot tell.
+            #expect(try await h.fresh(h.owner).privateDatabase.record(named: "r", in: zone).values["title"] == "title of r")
+            let report = try await h.fresh(h.owner).audit()
+            let messages = Dictionary(uniqueKeysWithValues: report.findings.map { ($0.subject, $0.message) })
+            #expect(Set(messages.keys) == ["r", "gone", "back"], "\(report.findings)")
+            #expect(messages["r"]?.contains("rolled back") == true)
+            #expect(messages["gone"]?.contains("deleted there") == true)
+            #expect(messages["back"]?.contains("put back") == true)
+            #expect(report.findings.allSatisfy { $0.kind == .record && $0.zone == zone })
+        }
+    }
+
+    @Test("no finding after saves, updates, deletes, a re-created name, records moved into a share, a removal and a re-key")
+    func everydayHistoryIsClean() async throws {
+        try await SignedHarness.run { h in
+            let zone = try await h.ownerZone("Notes", notes: ["a", "b", "c", "d"])
+            _ = try await h.ownerDB.save(signedNote("a", in: zone, title: "again"), policy: .allKeys)
+            try await h.ownerDB.delete(recordNamed: "b", in: zone)
+            _ = try await h.ownerDB.save(signedNote("b", in: zone, title: "born again"))
+            _ = try await h.ownerDB.modify(saving: [signedNote("e", in: zone)], deleting: [RecordDeletion(name: "c")], in: zone)
+            let bob = try h.newUser("Bob Writer", "bob@example.com")
+            _ = try await h.owner.share(records: ["d"], in: zone, intoZoneNamed: "Shared", title: "moved")
+            let shared = h.owner.privateDatabase.zoneID(named: "Shared")
+            _ = try await h.owner.addParticipant(bob.userID, permission: .readWrite, to: shared)
+            _ = try await bob.acceptShare(url: try await h.owner.fetchShare(in: shared).url)
+            _ = try await bob.sharedDatabase.save(signedNote("by-bob", in: shared))
+            _ = try await h.owner.removeParticipant(bob.userID, from: shared)
+            _ = try await h.owner.rekey(zone: shared)
+            let report = try await h.fresh(h.owner).audit()
+            #expect(report.findings.isEmpty, "\(report.findings.map { "\($0.subject): \($0.message)" })")
+            #expect(report.records == 5) // Notes: a, b, e; Shared: d, by-bob
+        }
+    }
+
+    @Test("a version 1 commit (no names, made before they were kept) still verifies; a version 2 commit stripped of its names or with damaged names does not")
+    func commitVersions() async throws {
+        try await SignedHarness.run { h in
+            let zone = try await h.ownerZone("Notes", notes: ["n1"])
+            let rowID = try signedRowID(h, zone)
+            let commit = try h.sql { db in try Row.fetchOne(db, sql: "SELECT * FROM zone_commit WHERE zone_id = ? AND seq = 1", arguments: [rowID])! }
+            #expect((commit["names"] as Data?).map(Array.init) == [0, 2] + Array("n1".utf8))
+            // Re-signed by its author as version 1, the way commits were written before names.
+            let row = try h.zoneRow(zone)
+            let v1 = CommitBuilder.signedBytes(zoneUID: row.uid, seq: 1, membershipSeq: commit["membership_seq"], epoch: commit["epoch"],
+                                               authorID: commit["author_id"], authorLabel: commit["author_label"], time: commit["committed_at"],
+                                               prevHash: Array(commit["prev_hash"] as Data), entries: Array(commit["entries"] as Data), names: nil)
+            let signature = h.owner.vault.signingKey.signature(for: v1)
+            try h.sql { db in
+                try db.execute(sql: "UPDATE zone_commit SET names = NULL, signature = ?, hash = ? WHERE zone_id = ? AND seq = 1",
+                               arguments: [Data(signature), Data(BLAKE2b.hash(v1 + signature)), rowID])
+            }
+            #expect(try await h.fresh(h.owner).privateDatabase.record(named: "n1", in: zone).name == "n1")
+            #expect(try await h.fresh(h.owner).audit().findings.isEmpty)
+            // A version 2 commit whose names are dropped, or damaged, fails.
+            _ = try await h.ownerDB.save(signedNote("n2", in: zone))
+            for names: Data? in [nil, Data([0, 2] + Array("n3".utf8)), Data([7, 2] + Array("n2".utf8)), Data([0, 9] + Array("n2".utf8))] {
+                let kept = try h.sql { db in try Data.fetchOne(db, sql: "SELECT names FROM zone_commit WHERE zone_id = ? AND seq = 2", arguments: [rowID]) }
+                try h.sql { db in try db.execute(sql: "UPDATE zone_commit SET names = ? WHERE zone_id = ? AND seq = 2", arguments: [names, rowID]) }
+                await expectStoreError(.integrityFailure, "\(String(describing: names))") {
+                    try await h.fresh(h.owner).privateDatabase.record(named: "n2", in: zone)
+                }
+                #expect(try await h.fresh(h.owner).audit().findings.contains { $0.subject == "commit 2" })
+                try h.sql { db in try db.execute(sql: "UPDATE zone_commit SET names = ? WHERE zone_id = ? AND seq = 2", arguments: [kept, rowID]) }
+            }
+            #expect(try await h.fresh(h.owner).audit().findings.isEmpty)
+        }
+    }
+
     @Test("a record finding carries the reading error's message")
     func findingMessages() async throws {
         try await SignedHarness.run { h in

@@ -126,7 +126,7 @@ struct SignedHarness: Sendable {
             try db.execute(sql: "UPDATE zone SET sequence = ? WHERE id = ?", arguments: [seq, row.rowID])
             var commit = CommitBuilder(zone: row, seq: seq, membershipSeq: membership, epoch: epoch, authorID: signer.userID,
                                        authorLabel: label, time: now)
-            commit.addRecord(hash)
+            commit.addRecord(hash, name: name)
             try commit.write(db, signer: signer.vault.signingKey)
             return seq
         }
