@@ -41,12 +41,15 @@ extension Coffer {
                     "ok": report.findings.isEmpty,
                 ] as [String: Any])
             } else {
-                Output.line("Checked \(report.zones) zones, \(report.shares) shares, \(report.memberships) membership entries, \(report.commits) commits, \(report.records) records"
-                            + (plaintexts.isEmpty ? "." : "; scanned \(report.files) files (\(report.bytesScanned) bytes) for \(plaintexts.count) text(s)."))
+                func count(_ n: Int, _ one: String, _ many: String) -> String { "\(n) \(n == 1 ? one : many)" }
+                Output.line("Checked " + [count(report.zones, "zone", "zones"), count(report.shares, "share", "shares"),
+                                          count(report.memberships, "membership entry", "membership entries"),
+                                          count(report.commits, "commit", "commits"), count(report.records, "record", "records")].joined(separator: ", ")
+                            + (plaintexts.isEmpty ? "." : "; scanned \(count(report.files, "file", "files")) (\(report.bytesScanned) bytes) for \(count(plaintexts.count, "text", "texts"))."))
                 for f in report.findings {
                     Output.line("FAIL \(f.kind.rawValue) \(f.zone.map { "\($0.name): " } ?? "")\(f.subject): \(f.message)")
                 }
-                Output.line(report.findings.isEmpty ? "No problems found." : "\(report.findings.count) problem(s) found.")
+                Output.line(report.findings.isEmpty ? "No problems found." : "\(count(report.findings.count, "problem", "problems")) found.")
             }
             if !report.findings.isEmpty { throw ExitCode(ExitStatus.failure) }
         }
