@@ -60,9 +60,13 @@ extension Session {
                                                arguments: [row.rowID]) {
                     report.commits += 1
                     let seq: Int64 = commit[0]
-                    if let names = commit[4] as Data?,
-                       let named = CommitBuilder.parseNames(Array(names), entries: (commit[3] as Data).count / 32) { // damaged: reported below
-                        for entry in named { latest[entry.name] = (seq, entry.deleted) }
+                    if let names = commit[4] as Data? {
+                        if let named = CommitBuilder.parseNames(Array(names), entries: (commit[3] as Data).count / 32) {
+                            for entry in named { latest[entry.name] = (seq, entry.deleted) }
+                        } else {
+                            report.findings.append(AuditFinding(kind: .commit, zone: zone.id, subject: "commit \(seq)",
+                                                                message: "commit \(seq) of zone '\(zone.id.name)' has a damaged list of names"))
+                        }
                     }
                     if Array(commit[1] as Data) != previous {
                         report.findings.append(AuditFinding(kind: .commit, zone: zone.id, subject: "commit \(seq)",

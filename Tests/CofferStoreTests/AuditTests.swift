@@ -241,6 +241,18 @@ struct AuditTests {
                 try h.sql { db in try db.execute(sql: "UPDATE zone_commit SET names = ? WHERE zone_id = ? AND seq = 2", arguments: [kept, rowID]) }
             }
             #expect(try await h.fresh(h.owner).audit().findings.isEmpty)
+            // A malformed list signed by its author (reads do not parse names): audit reports it.
+            let c2 = try h.sql { db in try Row.fetchOne(db, sql: "SELECT * FROM zone_commit WHERE zone_id = ? AND seq = 2", arguments: [rowID])! }
+            let bad: [UInt8] = [7, 2] + Array("n2".utf8)
+            let v2 = CommitBuilder.signedBytes(zoneUID: row.uid, seq: 2, membershipSeq: c2["membership_seq"], epoch: c2["epoch"],
+                                               authorID: c2["author_id"], authorLabel: c2["author_label"], time: c2["committed_at"],
+                                               prevHash: Array(c2["prev_hash"] as Data), entries: Array(c2["entries"] as Data), names: bad)
+            let signed = h.owner.vault.signingKey.signature(for: v2)
+            try h.sql { db in
+                try db.execute(sql: "UPDATE zone_commit SET names = ?, signature = ?, hash = ? WHERE zone_id = ? AND seq = 2",
+                               arguments: [Data(bad), Data(signed), Data(BLAKE2b.hash(v2 + signed)), rowID])
+            }
+            #expect(try await h.fresh(h.owner).audit().findings.contains { $0.subject == "commit 2" && $0.message.contains("damaged list of names") })
         }
     }
 
