@@ -86,17 +86,17 @@ extension Session {
                 // Each row must be its name's latest version in the log, and each name the log last
                 // saved must have its row: a row put back, rolled back to an older signed version, or
                 // deleted from the file passes the per-row check, not this one.
-                func absent(_ name: String, _ message: String) {
+                func logFinding(_ name: String, _ message: String) {
                     report.findings.append(AuditFinding(kind: .record, zone: zone.id, subject: name, message: message))
                 }
                 for (name, seq) in live.sorted(by: { $0.key < $1.key }) {
                     guard let last = latest[name], last.seq > seq else { continue }
-                    absent(name, last.deleted
+                    logFinding(name, last.deleted
                         ? "record '\(name)' was deleted by commit \(last.seq), but its version of commit \(seq) is in the file: it was put back"
                         : "record '\(name)' is its version of commit \(seq), but commit \(last.seq) wrote a later one: it was rolled back in the file")
                 }
                 for (name, last) in latest.sorted(by: { $0.key < $1.key }) where !last.deleted && live[name] == nil {
-                    absent(name, "record '\(name)', saved by commit \(last.seq), is not in the file: it was deleted there")
+                    logFinding(name, "record '\(name)', saved by commit \(last.seq), is not in the file: it was deleted there")
                 }
                 return report
             }
