@@ -386,9 +386,12 @@ extension Session {
             // applied (CloudKit's `.referenceViolation`), and must not make a record its own
             // ancestor. A parent already stored is not checked again: it may since have been
             // deleted, or stayed behind when its child moved to a shared zone.
+            var acyclic = Set<String>()
             for record in saved {
                 guard let parent = record.parent, priorParents[record.name] != .some(parent) else { continue }
-                if let failure = try Self.parentFailure(db, zone: zone, name: record.name, parent: parent) { failures[record.name] = failure }
+                if let failure = try Self.parentFailure(db, zone: zone, name: record.name, parent: parent, acyclic: &acyclic) {
+                    failures[record.name] = failure
+                }
             }
 
             if !failures.isEmpty {
@@ -415,23 +418,34 @@ extension Session {
 
     /// Why `parent` cannot be the parent of record `name` (in the zone as the batch leaves it):
     /// it is the record itself, it does not exist, or `name` is among its ancestors.
-    private static func parentFailure(_ db: GRDB.Database, zone: ZoneRow, name: String, parent: String) throws -> StoreError? {
+    ///
+    /// `acyclic` carries, across one batch's checks, names whose chain of parents is known to end
+    /// (at a root or a missing record) in the zone as the batch leaves it: `name` cannot be above
+    /// such a record, or that chain would loop through `name`, so a walk stops at the first one.
+    /// A batch that saves a chain therefore walks it once, not once per record.
+    private static func parentFailure(_ db: GRDB.Database, zone: ZoneRow, name: String, parent: String,
+                                      acyclic: inout Set<String>) throws -> StoreError? {
         guard parent != name else { return StoreError(.invalidArguments, "record '\(name)' cannot be its own parent") }
         let lookup = try db.cachedStatement(sql: "SELECT parent FROM record WHERE zone_id = ? AND name = ?")
-        var ancestor = parent
-        var seen: Set<String> = [name]
-        while true {
-            guard let row = try Row.fetchOne(lookup, arguments: [zone.rowID, ancestor]) else {
-                guard ancestor == parent else { return nil } // a missing ancestor higher up is not this save's doing
-                return StoreError(.referenceViolation, "parent '\(parent)' of record '\(name)' is not a record of zone '\(zone.id.name)'; save the parent first, or in the same batch")
-            }
-            guard let next: String = row[0] else { return nil }
-            if next == name {
+        guard let parentRow = try Row.fetchOne(lookup, arguments: [zone.rowID, parent]) else {
+            return StoreError(.referenceViolation, "parent '\(parent)' of record '\(name)' is not a record of zone '\(zone.id.name)'; save the parent first, or in the same batch")
+        }
+        // A cycle through `name` needs a record whose parent is `name`: without one, the walk up
+        // is not needed (a chain saved parent first, as import saves it, never walks).
+        let children = try db.cachedStatement(sql: "SELECT EXISTS (SELECT 1 FROM record WHERE zone_id = ? AND parent = ?)")
+        guard try Bool.fetchOne(children, arguments: [zone.rowID, name]) == true else { return nil }
+        var ancestor: String? = parentRow[0]
+        var walked: [String] = [name, parent], seen = Set(walked)
+        while let current = ancestor, !acyclic.contains(current) {
+            if current == name {
                 return StoreError(.invalidArguments, "parent '\(parent)' of record '\(name)' would make a cycle: '\(name)' is an ancestor of '\(parent)'")
             }
-            guard seen.insert(ancestor).inserted else { return nil } // a cycle above, made before this check existed
-            ancestor = next
+            guard seen.insert(current).inserted else { return nil } // a cycle above, made before this check existed
+            walked.append(current)
+            ancestor = try Row.fetchOne(lookup, arguments: [zone.rowID, current])?[0] // a missing ancestor ends the walk: not this save's doing
         }
+        acyclic.formUnion(walked) // every chain walked here ends
+        return nil
     }
 
     /// Why a save wrote nothing: a stale tag, an existing record saved as new, or a type change.

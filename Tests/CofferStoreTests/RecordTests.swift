@@ -488,4 +488,28 @@ extension RecordTests {
             await expectStoreError(.referenceViolation) { try await f.db.save(makeRecord("Note", "b", in: zone, parent: "gone"), policy: .allKeys) }
         }
     }
+
+    @Test("a long chain in one batch is checked, and a batch or a later save that closes it into a loop is refused")
+    func longChains() async throws {
+        try await withStore { f async throws in
+            let zone = try await f.db.createZone(named: "Z")
+            let names = (0..<400).map { String(format: "c%03d", $0) }
+            // c000 → c399 → c398 → … → c001 → c000: one loop of 400, in one batch.
+            let loop = names.indices.map { i in makeRecord("Note", names[i], in: zone, parent: names[(i + names.count - 1) % names.count]) }
+            do {
+                _ = try await f.db.modify(saving: loop, in: zone)
+                Issue.record("a loop of 400 parents was saved")
+            } catch let error as StoreError {
+                #expect(error.code == .partialFailure)
+                #expect(error.partialErrors.count == 400 && error.partialErrors.values.allSatisfy { $0.code == .invalidArguments })
+            }
+            #expect(try await f.db.records(in: zone).isEmpty)
+            // The same chain with a root saves; closing it later is refused.
+            var chain = loop
+            chain[0] = makeRecord("Note", names[0], in: zone)
+            _ = try await f.db.modify(saving: chain.reversed(), in: zone)
+            await expectStoreError(.invalidArguments) { try await f.db.save(makeRecord("Note", names[0], in: zone, parent: names[399]), policy: .allKeys) }
+            _ = try await f.db.save(makeRecord("Note", names[0], in: zone, parent: nil, plain: ["x": 1]), policy: .allKeys)
+        }
+    }
 }
