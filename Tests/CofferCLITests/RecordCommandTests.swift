@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 
 /// `coffer record put|get|delete`: the field syntax, plain and secret fields, fixed field types,
@@ -239,6 +240,21 @@ struct RecordCommandTests {
         let fourth = try team.put(.alice, "Notes", "n1", type: "Note", set: ["extra=1"], extra: ["--if-match", tag3, "--merge"])
         #expect(json(values(fourth), "title") == .string("v3"))
         #expect(json(values(fourth), "extra") == .string("1"))
+    }
+
+    @Test("concurrent --merge saves of one record, new then existing, all exit 0 and all keep their fields")
+    func concurrentMerges() throws {
+        let team = self.team
+        for round in 0..<2 { // round 0 creates the record, round 1 merges into it
+            let statuses = Mutex<[Int32]>([])
+            DispatchQueue.concurrentPerform(iterations: 8) { i in
+                let r = try? team.run(.alice, team.putArguments("Notes", "shared-doc", type: "Doc", set: ["f\(round)\(i):int=\(i)"], extra: ["--merge"]))
+                statuses.withLock { $0.append(r?.status ?? -1) }
+            }
+            #expect(statuses.withLock { $0 } == Array(repeating: 0, count: 8), "round \(round)")
+        }
+        let fields = Set((try team.get(.alice, "Notes", "shared-doc")["values"] as? [String: Any] ?? [:]).keys)
+        #expect(fields == Set((0..<2).flatMap { round in (0..<8).map { "f\(round)\($0)" } }))
     }
 
     @Test("--merge keeps the fields not given; without it the record becomes exactly the fields given")

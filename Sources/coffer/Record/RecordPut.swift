@@ -44,16 +44,18 @@ extension Coffer.RecordCommand {
             let db = context.db
             var record: Record
             var policy = SavePolicy.allKeys
-            if merge {
-                do {
-                    record = try await db.record(named: name, in: zoneID)
-                    if let ifMatch, record.changeTag != ifMatch {
-                        throw CLIError(ExitStatus.conflict, "record '\(name)' is at change tag \(record.changeTag ?? "?"), not \(ifMatch); get it again and retry")
-                    }
-                    policy = .ifServerRecordUnchanged
-                } catch let e as StoreError where e.code == .unknownItem && ifMatch == nil {
-                    record = Record(type: type, name: name, zone: zoneID)
+            if merge && ifMatch == nil {
+                // The store merges the given fields over the stored record (or makes it) in its
+                // write transaction: concurrent merges each keep their fields, and none conflicts.
+                record = Record(type: type, name: name, zone: zoneID)
+                policy = .changedKeys
+            } else if merge, let ifMatch {
+                // Only if the record is still at the tag given: merged here, saved only if unchanged.
+                record = try await db.record(named: name, in: zoneID)
+                guard record.changeTag == ifMatch else {
+                    throw CLIError(ExitStatus.conflict, "record '\(name)' is at change tag \(record.changeTag ?? "?"), not \(ifMatch); get it again and retry")
                 }
+                policy = .ifServerRecordUnchanged
                 guard record.recordType == type else {
                     throw CLIError(ExitStatus.dataError, "record '\(name)' is of type \(record.recordType), not \(type)")
                 }
