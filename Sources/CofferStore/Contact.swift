@@ -33,6 +33,10 @@ extension Store {
     public func addContact(_ card: ContactCard) throws -> ContactAddResult {
         let identity = card.identity
         let cardBytes = card.jsonData()
+        // Read first: every session adds its own card, and a card already stored must not need
+        // the write lock (reads go on while another process writes).
+        let (userID, created) = (identity.userID, card.created)
+        if try read({ db in try Self.isStored(db, userID: userID, card: cardBytes, created: created) }) { return .unchanged }
         return try write { db in
             if let row = try Row.fetchOne(db, sql: "SELECT card_created, card FROM contact WHERE user_id = ?", arguments: [identity.userID]) {
                 let storedCreated: String = row["card_created"]
@@ -52,6 +56,13 @@ extension Store {
                                  Data(identity.boxKey.rawRepresentation), cardBytes, card.created, Date().timeIntervalSince1970])
             return .added
         }
+    }
+
+    /// Whether this card, or a newer one of the same user, is stored.
+    private static func isStored(_ db: Database, userID: String, card: Data, created: String) throws -> Bool {
+        guard let row = try Row.fetchOne(db, sql: "SELECT card_created, card FROM contact WHERE user_id = ?", arguments: [userID]) else { return false }
+        let storedCreated: String = row["card_created"], storedCard: Data = row["card"]
+        return storedCard == card || storedCreated >= created
     }
 
     /// Every contact, by name.

@@ -53,9 +53,12 @@ public final class Session: Sendable {
 
 extension Store {
     /// A session acting as the vault's user. Registers the user's own contact card in the
-    /// store, so that others can find them.
+    /// store, so that others can find them, when the store does not hold their identity yet (a
+    /// session of a known user only reads, and does not wait for another process's write).
     public func session(vault: Vault) throws -> Session {
-        try addContact(ContactCard(vault: vault))
+        if (try? contact(matching: vault.identity.userID))?.identity != vault.identity {
+            try addContact(ContactCard(vault: vault))
+        }
         return Session(store: self, vault: vault)
     }
 }

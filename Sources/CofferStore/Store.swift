@@ -61,19 +61,50 @@ public final class Store: Sendable {
         }
         do {
             dbPool = try DatabasePool(path: url.path, configuration: config)
-            try Self.migrator.migrate(dbPool)
-            storeID = try dbPool.write { db in
-                if let existing = try Data.fetchOne(db, sql: "SELECT value FROM store_meta WHERE key = 'store_id'") {
-                    return Array(existing)
-                }
-                let id = SecureRandom.bytes(count: 16)
-                try db.execute(sql: "INSERT INTO store_meta (key, value) VALUES ('store_id', ?)", arguments: [Data(id)])
-                return id
-            }
+            try Self.migrate(dbPool)
+            storeID = try Self.storeID(dbPool)
         } catch let error as DatabaseError {
-            throw StoreError(.internalError, "cannot open the store at \(url.path): \(error.message ?? "\(error.resultCode)")", underlying: error)
+            switch error.resultCode {
+            case .SQLITE_BUSY, .SQLITE_LOCKED:
+                throw StoreError(.busy, "the store at \(url.path) stayed busy (another process is writing); try again", underlying: error)
+            case .SQLITE_READONLY, .SQLITE_CANTOPEN, .SQLITE_PERM:
+                throw StoreError(.internalError, "cannot open the store at \(url.path): \(error.message ?? "\(error.resultCode)") "
+                                 + "(this user must be able to read and write the file, its -wal and -shm files, and its folder)", underlying: error)
+            default:
+                throw StoreError(.internalError, "cannot open the store at \(url.path): \(error.message ?? "\(error.resultCode)")", underlying: error)
+            }
         }
         logger.debug("store opened", metadata: ["path": "\(url.path)"])
+    }
+
+    /// Applies the migrations a store lacks; a store that has them all is only read, so opening
+    /// never waits for another process's write. Each migration runs in its own transaction, and
+    /// processes that open a new store at once race to apply them: one that finds a migration
+    /// applied under it (its "already exists" error) checks again and goes on.
+    static func migrate(_ pool: DatabasePool) throws {
+        var attempt = 0
+        while try !pool.read({ try migrator.hasCompletedMigrations($0) }) {
+            do {
+                try migrator.migrate(pool)
+                return
+            } catch let error as DatabaseError where error.resultCode == .SQLITE_ERROR && attempt < 20 {
+                attempt += 1
+                Thread.sleep(forTimeInterval: 0.01 * Double(attempt))
+            }
+        }
+    }
+
+    /// The store's id, read; made (in a write) only when the store is new.
+    static func storeID(_ pool: DatabasePool) throws -> [UInt8] {
+        if let existing = try pool.read({ try Data.fetchOne($0, sql: "SELECT value FROM store_meta WHERE key = 'store_id'") }) {
+            return Array(existing)
+        }
+        return try pool.write { db in
+            if let existing = try Data.fetchOne(db, sql: "SELECT value FROM store_meta WHERE key = 'store_id'") { return Array(existing) }
+            let id = SecureRandom.bytes(count: 16)
+            try db.execute(sql: "INSERT INTO store_meta (key, value) VALUES ('store_id', ?)", arguments: [Data(id)])
+            return id
+        }
     }
 
     /// Runs a read, mapping database errors to ``StoreError``.

@@ -2,6 +2,7 @@ import CofferCrypto
 import CofferVault
 import Foundation
 import GRDB
+import Synchronization
 import Testing
 @testable import CofferStore
 
@@ -24,6 +25,48 @@ struct StoreTests {
                 #expect(mode == 0o600, "\(file) has mode \(String(mode ?? -1, radix: 8))")
             }
             #expect(store.url.path == path)
+        }
+    }
+
+    @Test("opening a store as a known user and reading need no write lock: they go on while another process writes")
+    func openWhileAnotherWrites() async throws {
+        try await withStore { f async throws in
+            let zone = try await f.db.createZone(named: "Z")
+            _ = try await f.db.save(makeRecord("Note", "r", in: zone, plain: ["n": 1]))
+            // Another connection holds the write lock (as a writer in the middle of a batch).
+            let writer = try DatabaseQueue(path: f.path)
+            let holding = DispatchSemaphore(value: 0), release = DispatchSemaphore(value: 0)
+            Thread.detachNewThread {
+                try? writer.write { db in
+                    try db.execute(sql: "UPDATE zone SET sequence = sequence WHERE id = (SELECT min(id) FROM zone)")
+                    holding.signal()
+                    release.wait()
+                }
+            }
+            holding.wait()
+            let started = Date()
+            let store = try Store(path: f.path)
+            let session = try store.session(vault: f.vault)
+            #expect(try await session.privateDatabase.record(named: "r", in: zone).values["n"] == 1)
+            #expect(Date().timeIntervalSince(started) < 5, "the open waited for the write lock")
+            // A write waits for the lock, then says the store stayed busy.
+            await expectStoreError(.busy) { try await session.privateDatabase.save(makeRecord("Note", "w", in: zone)) }
+            release.signal()
+        }
+    }
+
+    @Test("processes opening a new store at once all succeed (migrations do not race)")
+    func concurrentFirstOpen() async throws {
+        try await withTemporaryFolder { folder async throws in
+            let path = folder.appendingPathComponent("new.sqlite").path
+            let results = Mutex<[String]>([])
+            DispatchQueue.concurrentPerform(iterations: 8) { _ in
+                let outcome: String
+                do { outcome = Hex.encode(try Store(path: path).storeID) } catch { outcome = "\(error)" }
+                results.withLock { $0.append(outcome) }
+            }
+            let ids = results.withLock { $0 }
+            #expect(ids.count == 8 && Set(ids).count == 1 && ids[0].count == 32, "\(ids)")
         }
     }
 
