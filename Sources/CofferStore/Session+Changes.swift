@@ -167,13 +167,14 @@ extension RecordDatabase {
         try session.compactHistory(zone: zone, through: horizon)
     }
 
-    /// A live stream of a zone's changes after `token`: each element is a non-empty page. It
-    /// polls the store (default every 100 ms), so it sees commits from other processes too,
-    /// and ends with an error if the zone goes away or access is lost.
-    public func changeStream(in zone: ZoneID, since token: ChangeToken?, pollInterval: Duration = .milliseconds(100)) -> AsyncThrowingStream<ZoneChanges, Error> {
+    /// A live stream of a zone's changes after `token`: each element is a non-empty page of at
+    /// most `limit` changes. It polls the store (default every 100 ms), so it sees commits from
+    /// other processes too, and ends with an error if the zone goes away or access is lost.
+    public func changeStream(in zone: ZoneID, since token: ChangeToken?, limit: Int = 400,
+                             pollInterval: Duration = .milliseconds(100)) -> AsyncThrowingStream<ZoneChanges, Error> {
         let db = self
         return Self.pollingStream(since: token, every: pollInterval) { position in
-            let page = try await db.changes(in: zone, since: position)
+            let page = try await db.changes(in: zone, since: position, limit: limit)
             return (page, page.token, !page.changed.isEmpty || !page.deleted.isEmpty || !page.refused.isEmpty, page.moreComing)
         }
     }

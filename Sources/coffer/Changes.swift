@@ -48,7 +48,9 @@ extension Coffer {
                     position = page.token
                     if !page.moreComing { break }
                 }
-                for try await page in db.changeStream(in: zoneID, since: position) { try printZone(page, context: context, streaming: true) }
+                for try await page in db.changeStream(in: zoneID, since: position, limit: limit ?? 100) {
+                    try printZone(page, context: context, streaming: true)
+                }
                 return
             }
             try printZone(try await db.changes(in: zoneID, since: token, limit: limit ?? 100), context: context, streaming: false)
@@ -83,10 +85,9 @@ extension Coffer {
             for d in page.deleted {
                 Output.line("deleted \(d.name) by \(context.displayName(d.authorID))" + (d.transactionAuthor.map { " [\($0)]" } ?? ""))
             }
-            if !streaming || page.moreComing {
-                Output.line("token: \(page.token.string)")
-                Output.line("more coming: \(page.moreComing ? "yes" : "no")")
-            }
+            // Every page, streamed or not, ends with its token: the place to resume from.
+            Output.line("token: \(page.token.string)")
+            Output.line("more coming: \(page.moreComing ? "yes" : "no")")
         }
 
         func printDatabase(_ page: DatabaseChanges, context: SessionContext, streaming: Bool) throws {

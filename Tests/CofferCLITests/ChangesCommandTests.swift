@@ -6,6 +6,16 @@ import Testing
 struct ChangesCommandTests {
     let team: Team
 
+    @Test("an empty --store, --vault, --passphrase-file or --key-file is a bad command line (64), not the default")
+    func emptyPathFlags() throws {
+        for flag in ["--store", "--vault", "--passphrase-file", "--key-file"] {
+            let r = try team.sandbox.coffer(["zone", "list", flag, ""], env: withPassphrase)
+            expectError(r, 64)
+            #expect(r.err.contains(flag), "\(r)")
+        }
+        #expect(!team.sandbox.exists(team.sandbox.dataHome.appendingPathComponent("coffer/store.sqlite").path))
+    }
+
     @Test("--limit with --database is a bad command line (64), not silently ignored")
     func limitWithDatabase() throws {
         try team.fails(.alice, ["changes", "--database", "private", "--limit", "1"], 64, mentioning: "--limit")

@@ -92,6 +92,22 @@ struct ChangesStreamTests {
         }
     }
 
+    @Test("a zone stream's pages hold at most its limit")
+    func streamLimit() async throws {
+        try await SignedHarness.run { h in
+            let zone = try await h.ownerZone(notes: [])
+            _ = try await h.ownerDB.modify(saving: (0..<7).map { signedNote("n\($0)", in: zone) }, in: zone)
+            var sizes = [Int](), names = [String]()
+            for try await page in h.ownerDB.changeStream(in: zone, since: nil, limit: 3, pollInterval: .milliseconds(20)) {
+                sizes.append(page.changed.count)
+                names += page.changed.map(\.name)
+                if names.count >= 7 { break }
+            }
+            #expect(sizes == [3, 3, 1])
+            #expect(names.sorted() == (0..<7).map { "n\($0)" })
+        }
+    }
+
     @Test("a stream from nil first yields what exists, then deletions as they happen")
     func yieldsExistingThenDeletions() async throws {
         try await SignedHarness.run { h in

@@ -23,6 +23,15 @@ struct GlobalOptions: ParsableArguments {
 
     var environment: [String: String] { ProcessInfo.processInfo.environment }
 
+    /// A path flag given empty is a mistake (an unset shell variable, say), not a request for the
+    /// default: `--store ""` would otherwise act on the default store.
+    func validate() throws {
+        for (flag, value) in [("--store", storePath), ("--vault", vaultPath), ("--passphrase-file", passphraseFile), ("--key-file", keyFile)]
+        where value?.isEmpty == true {
+            throw CLIError.usage("\(flag) was given an empty path")
+        }
+    }
+
     /// `$XDG_DATA_HOME/coffer` or `~/.local/share/coffer`.
     static func defaultFolder(_ env: [String: String]) -> URL {
         if let xdg = env["XDG_DATA_HOME"], !xdg.isEmpty {
