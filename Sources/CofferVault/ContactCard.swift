@@ -71,6 +71,9 @@ public struct ContactCard: Sendable, Equatable {
         guard let object = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] else {
             throw VaultError(.malformed, "the contact card is not a JSON object")
         }
+        if let twice = JSONDuplicateKeys.first(in: data) {
+            throw VaultError(.malformed, "the contact card has the field '\(twice)' twice")
+        }
         let required: Set<String> = ["format", "version", "userID", "name", "signingKey", "boxKey", "created", "signature"]
         let keys = Set(object.keys)
         if let unknown = keys.subtracting(required.union(["email"])).sorted().first {

@@ -31,6 +31,11 @@ enum CofferMain {
             handler.logLevel = level ?? .error
             return handler
         }
+        // The arguments as the shell gave them: Swift's `CommandLine.arguments` replaces bytes that
+        // are not UTF-8 with U+FFFD, which would then be saved as if typed.
+        for i in 1..<Int(CommandLine.argc) where CommandLine.unsafeArgv[i].map({ String(validatingCString: $0) == nil }) ?? false {
+            ErrorReporter.exit(with: CLIError.usage("argument \(i) is not valid UTF-8 text"))
+        }
         do {
             var command = try Coffer.parseAsRoot()
             if var asyncCommand = command as? AsyncParsableCommand {

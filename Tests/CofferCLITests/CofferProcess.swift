@@ -76,13 +76,13 @@ enum CofferProcess {
         return url
     }
 
-    /// Runs `coffer` with `arguments`, exactly `environment`, `stdin`, in `directory`.
+    /// Runs `coffer` (or `executable`) with `arguments`, exactly `environment`, `stdin`, in `directory`.
     /// Kills it and records a failure after `timeout` seconds.
-    static func run(_ arguments: [String], environment: [String: String], stdin: Stdin, directory: URL,
+    static func run(_ arguments: [String], environment: [String: String], stdin: Stdin, directory: URL, executable: URL? = nil,
                     sourceLocation: SourceLocation = #_sourceLocation) throws -> CofferResult {
         _ = ignoreSIGPIPE
         let process = Process()
-        process.executableURL = try executableURL()
+        process.executableURL = try executable ?? executableURL()
         process.arguments = arguments
         process.environment = environment
         process.currentDirectoryURL = directory
@@ -220,6 +220,14 @@ final class Sandbox: Sendable {
                 sourceLocation: SourceLocation = #_sourceLocation) throws -> CofferResult {
         try CofferProcess.run(arguments, environment: baseEnvironment.merging(env) { _, new in new },
                               stdin: stdin, directory: root, sourceLocation: sourceLocation)
+    }
+
+    /// Runs `/bin/sh -c script` with `arguments` as `$0`, `$1`, …: for what a `String` argument
+    /// cannot carry (bytes that are not UTF-8).
+    func shell(_ script: String, _ arguments: [String], env: [String: String] = [:],
+               sourceLocation: SourceLocation = #_sourceLocation) throws -> CofferResult {
+        try CofferProcess.run(["-c", script] + arguments, environment: baseEnvironment.merging(env) { _, new in new }, stdin: .null,
+                              directory: root, executable: URL(fileURLWithPath: "/bin/sh"), sourceLocation: sourceLocation)
     }
 
     /// `vault init --kdf min` at `vault` (a sandbox-relative name), expecting success. Returns the absolute path.

@@ -225,3 +225,38 @@ struct ValueParsingCommandTests {
                        mentioning: #"field 'count': '1\n2' is not an int"#)
     }
 }
+
+extension ValueParsingCommandTests {
+    @Test("bytes take canonical base64 only: '====' and 'AA=A' were saved as made-up bytes", arguments: ["====", "AA=A", "AAA", "AB=="])
+    func strictBase64(_ text: String) throws {
+        try team.fails(.alice, team.putArguments("Notes", "b1", type: "Blob", set: ["b:bytes=\(text)"]), 65, mentioning: "base64")
+        try team.fails(.alice, team.putArguments("Notes", "b1", type: "Blob", secret: ["c:bytes=\(text)"]), 65)
+        let line = #"{"name":"b2","type":"Blob","values":{"b":"\#(text)"},"encryptedValues":{},"types":{"b":"bytes"}}"#
+        try team.fails(.alice, ["record", "import", "Notes", try team.sandbox.write("b.jsonl", line + "\n")], 65, mentioning: "base64")
+        let ok = try team.put(.alice, "Notes", "b3", type: "Blob", set: ["b:bytes=AAE="])
+        #expect((ok["values"] as? [String: Any])?["b"] as? String == "AAE=")
+    }
+
+    @Test("an import line with a key twice in one object is refused (the last one won)")
+    func importDuplicateKey() throws {
+        let line = #"{"name":"dk1","type":"Row","values":{},"encryptedValues":{},"name":"dk2"}"#
+        try team.fails(.alice, ["record", "import", "Notes", try team.sandbox.write("d.jsonl", line + "\n")], 65, mentioning: "twice")
+        try team.fails(.alice, ["record", "get", "Notes", "dk2"], 66)
+    }
+
+    @Test("an argument that is not UTF-8 is refused (64), not saved with U+FFFD in it")
+    func invalidUTF8Argument() throws {
+        let coffer = try CofferProcess.executableURL().path
+        let script = #"exec "$0" record put Notes u8 --type U8 --set "s=$(printf 'a\377b')" --vault "$1" --store "$2""#
+        let r = try team.sandbox.shell(script, [coffer, team.vault(.alice), team.store], env: withPassphrase)
+        expectError(r, 64)
+        #expect(r.err.contains("UTF-8"), "\(r)")
+        try team.fails(.alice, ["record", "get", "Notes", "u8"], 66)
+    }
+
+    @Test("an empty typed list shows its field's type in record get's text form")
+    func emptyListType() throws {
+        try team.put(.alice, "Notes", "el", type: "El", set: ["d:[double]="])
+        #expect(try team.ok(.alice, ["record", "get", "Notes", "el"]).out.contains("  d ([double]) = []"))
+    }
+}

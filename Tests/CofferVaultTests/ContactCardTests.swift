@@ -44,6 +44,31 @@ struct ContactCardTests {
 
     // MARK: - Round trip
 
+    @Test("a card with a field twice is refused, even when the last of each is the signed one")
+    func duplicateField() throws {
+        try withTemporaryFolder { folder in
+            let vault = try makeVault(in: folder)
+            let text = String(decoding: ContactCard(vault: vault, created: Self.fixedDate).jsonData(), as: UTF8.self)
+            #expect(try ContactCard.verify(Data(text.utf8)).identity == vault.identity)
+            // An earlier copy of a field: JSONSerialization keeps the last, another parser the first.
+            let doubled = "{\"email\":\"mallory@evil.example\"," + text.dropFirst()
+            do { _ = try ContactCard.verify(Data(doubled.utf8)); Issue.record("a card with 'email' twice was accepted") } catch let e as VaultError {
+                #expect(e.code == .malformed && e.message.contains("email"))
+            }
+        }
+    }
+
+    @Test("JSONDuplicateKeys finds a key repeated in one object, and nothing else", arguments: [
+        (#"{"a":1,"b":2}"#, nil), (#"{"a":1,"a":2}"#, "a"), (#"{"a":{"a":1},"b":[{"a":1},{"a":2}]}"#, nil),
+        (#"{"a":{"x":1,"x":2}}"#, "x"), (#"[{"k":1},{"k":1,"k":2}]"#, "k"), (#"{"a":1,"\u0061":2}"#, "a"),
+        (#"{"s":"{\"s\":1,\"s\":2}","t":"a\"b"}"#, nil), (#"{"q\"":1,"q\"":2}"#, "q\""), (#"{ "a" : 1 , "a" : 2 }"#, "a"),
+        (#"{"a":[1,{"a":2}],"c":{}}"#, nil),
+    ] as [(String, String?)])
+    func duplicateKeys(json: String, expected: String?) throws {
+        #expect(try JSONSerialization.jsonObject(with: Data(json.utf8), options: .fragmentsAllowed) is Any)
+        #expect(JSONDuplicateKeys.first(in: Data(json.utf8)) == expected)
+    }
+
     @Test func roundTrip() throws {
         try withTemporaryFolder { folder in
             let vault = try makeVault(in: folder)

@@ -14,11 +14,11 @@ extension Coffer.RecordCommand {
             let context = try SessionContext(global)
             let zoneID = try context.zone(zone)
             let record = try await context.db.record(named: name, in: zoneID)
+            let schema = try await context.db.schema(of: record.recordType, in: zoneID)
             if global.json {
-                let schema = try await context.db.schema(of: record.recordType, in: zoneID)
                 try RecordOutput.printJSON(RecordOutput.jsonObject(record, context: context, schema: schema))
             } else {
-                RecordOutput.printText(record, context: context)
+                RecordOutput.printText(record, context: context, schema: schema)
             }
         }
     }

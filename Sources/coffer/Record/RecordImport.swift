@@ -1,5 +1,6 @@
 import ArgumentParser
 import CofferStore
+import CofferVault
 import Foundation
 
 extension Coffer.RecordCommand {
@@ -190,6 +191,9 @@ extension Coffer.RecordCommand {
                 throw CLIError(ExitStatus.dataError, "not valid JSON (or a number beyond a double's range)")
             }
             guard let object = parsed as? [String: Any] else { throw CLIError(ExitStatus.dataError, "not a JSON object") }
+            if let twice = JSONDuplicateKeys.first(in: line) {
+                throw CLIError(ExitStatus.dataError, "the key '\(twice)' appears twice in one object")
+            }
             if let unknown = Set(object.keys).subtracting(knownKeys).sorted().first {
                 throw CLIError(ExitStatus.dataError, "unknown key '\(unknown)'")
             }
@@ -258,7 +262,7 @@ enum JSONValue {
                 guard let d = FieldAssignment.parseDate(s) else { throw invalid("'\(s.prefix(40))'", "is not \(FieldAssignment.dateForms)") }
                 return .date(d)
             case (.bytes, let s as String):
-                guard let data = Data(base64Encoded: s) else { throw bad("not base64") }
+                guard let data = FieldAssignment.base64(s) else { throw bad("not base64") }
                 return .bytes(Array(data))
             case (.bool, let n as NSNumber) where isBool(n): return .bool(n.boolValue)
             case (.int, let n as NSNumber) where !isBool(n):

@@ -81,11 +81,11 @@ extension Coffer.RecordCommand {
                 record.encryptedValues[key] = value
             }
             let saved = try await db.save(record, policy: policy, declaring: declarations)
+            let schema = try await db.schema(of: saved.recordType, in: zoneID)
             if global.json {
-                let schema = try await db.schema(of: saved.recordType, in: zoneID)
                 try RecordOutput.printJSON(RecordOutput.jsonObject(saved, context: context, schema: schema))
             } else {
-                RecordOutput.printText(saved, context: context)
+                RecordOutput.printText(saved, context: context, schema: schema)
             }
         }
 

@@ -39,6 +39,13 @@ enum FieldAssignment {
             : "field '\(key)': \(shown) \(problem)")
     }
 
+    /// Canonical base64 only, as `record get` and export print it: re-encoding gives the same text
+    /// (`Data(base64Encoded:)` alone reads `====` as a zero byte and `AA=A` as two bytes).
+    static func base64(_ text: String) -> Data? {
+        guard let data = Data(base64Encoded: text), data.base64EncodedString() == text else { return nil }
+        return data
+    }
+
     /// What a date value may be, for error messages.
     static let dateForms = "an ISO 8601 date (2026-11-22, midnight UTC) or date and time with a time zone (2026-11-22T10:30:00Z, 2026-11-22T10:30:00.250+02:00)"
 
@@ -71,7 +78,7 @@ enum FieldAssignment {
                 }
                 return .bytes(Array(data))
             }
-            guard let data = Data(base64Encoded: raw) else { throw bad("base64 (or @path to read a file)") }
+            guard let data = Self.base64(raw) else { throw bad("base64 (or @path to read a file)") }
             return .bytes(Array(data))
         case .reference:
             if encrypted { try checkEncryptedReference(raw, key: key) }

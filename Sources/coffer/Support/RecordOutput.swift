@@ -70,7 +70,9 @@ enum RecordOutput {
     }
 
     /// The human form of `record get`.
-    static func printText(_ record: Record, context: SessionContext) {
+    /// With `schema`, a field's type is the one its first save fixed (an empty list carries none
+    /// of its own: `[]` of a `[double]` field would show as `[string]`).
+    static func printText(_ record: Record, context: SessionContext, schema: [String: FieldSchema]? = nil) {
         Output.fields([
             ("Record", "\(record.name) (\(record.recordType)) in \(record.zoneID.name)"),
             ("Change tag", record.changeTag ?? "-"),
@@ -78,14 +80,14 @@ enum RecordOutput {
             ("Created", "\(record.created.map(Output.iso) ?? "-") by \(context.displayName(record.creatorID))"),
             ("Modified", "\(record.modified.map(Output.iso) ?? "-") by \(context.displayName(record.modifierID))"),
         ])
-        printFields("Values", record.values)
-        printFields("Encrypted values", record.encryptedValues)
+        printFields("Values", record.values, schema: schema)
+        printFields("Encrypted values", record.encryptedValues, schema: schema)
     }
 
-    static func printFields(_ title: String, _ fields: [String: RecordValue]) {
+    static func printFields(_ title: String, _ fields: [String: RecordValue], schema: [String: FieldSchema]? = nil) {
         Output.line("\(title):" + (fields.isEmpty ? " none" : ""))
         for key in fields.keys.sorted() {
-            Output.line("  \(key) (\(fields[key]!.fieldType)) = \(display(fields[key]!))")
+            Output.line("  \(key) (\(schema?[key]?.type ?? fields[key]!.fieldType)) = \(display(fields[key]!))")
         }
     }
 
