@@ -39,24 +39,26 @@ enum RecordOutput {
     /// A date value as ISO 8601 in UTC with the fewest fraction digits, 3 to 9, that
     /// ``FieldAssignment/parseDate(_:)`` reads back as exactly this date: `record export` →
     /// `record import` keeps every date to the bit (3 digits cut them to the millisecond, and
-    /// truncated: .002 came out as .001).
+    /// truncated: .002 came out as .001). The parser reads the text as its whole second plus the
+    /// fraction's value, so each candidate is checked by that same sum, without the calendar.
     static func isoFractional(_ date: Date) -> String {
         let t = date.timeIntervalSinceReferenceDate
         let whole = t.rounded(.down)
-        let calendar = FieldAssignment.utcCalendar
-        var text = ""
+        var seconds = whole, fraction = "000"
         for digits in 3...9 {
             let scale = pow(10, Double(digits))
-            var seconds = whole, scaled = ((t - whole) * scale).rounded()
-            if scaled >= scale { (seconds, scaled) = (whole + 1, 0) }
-            let c = calendar.dateComponents([.year, .month, .day, .hour, .minute, .second], from: Date(timeIntervalSinceReferenceDate: seconds))
-            guard let year = c.year, (1...9999).contains(year) else { return date.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true)) }
-            func two(_ v: Int?) -> String { v.map { $0 < 10 ? "0\($0)" : "\($0)" } ?? "00" }
-            let fraction = String(Int(scaled)), padded = String(repeating: "0", count: digits - fraction.count) + fraction
-            text = String(repeating: "0", count: 4 - String(year).count) + "\(year)-\(two(c.month))-\(two(c.day))T\(two(c.hour)):\(two(c.minute)):\(two(c.second)).\(padded)Z"
-            if FieldAssignment.parseDate(text) == date { return text }
+            var second = whole, scaled = ((t - whole) * scale).rounded()
+            if scaled >= scale { (second, scaled) = (whole + 1, 0) }
+            let text = String(Int(scaled))
+            (seconds, fraction) = (second, String(repeating: "0", count: digits - text.count) + text)
+            if second + Double("0." + fraction)! == t { break }
         }
-        return text
+        let c = FieldAssignment.utcCalendar.dateComponents([.year, .month, .day, .hour, .minute, .second],
+                                                           from: Date(timeIntervalSinceReferenceDate: seconds))
+        guard let year = c.year, (1...9999).contains(year) else { return date.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true)) }
+        func two(_ v: Int?) -> String { v.map { $0 < 10 ? "0\($0)" : "\($0)" } ?? "00" }
+        return String(repeating: "0", count: 4 - String(year).count)
+            + "\(year)-\(two(c.month))-\(two(c.day))T\(two(c.hour)):\(two(c.minute)):\(two(c.second)).\(fraction)Z"
     }
 
     static func data(_ object: Any, pretty: Bool) throws -> Data {
