@@ -217,16 +217,20 @@ struct AuditTests {
             let rowID = try signedRowID(h, zone)
             let commit = try h.sql { db in try Row.fetchOne(db, sql: "SELECT * FROM zone_commit WHERE zone_id = ? AND seq = 1", arguments: [rowID])! }
             #expect((commit["names"] as Data?).map(Array.init) == [0, 2] + Array("n1".utf8))
-            // Re-signed by its author as version 1, the way commits were written before names.
-            let row = try h.zoneRow(zone)
-            let v1 = CommitBuilder.signedBytes(zoneUID: row.uid, seq: 1, membershipSeq: commit["membership_seq"], epoch: commit["epoch"],
-                                               authorID: commit["author_id"], authorLabel: commit["author_label"], time: commit["committed_at"],
-                                               prevHash: Array(commit["prev_hash"] as Data), entries: Array(commit["entries"] as Data), names: nil)
-            let signature = h.owner.vault.signingKey.signature(for: v1)
-            try h.sql { db in
-                try db.execute(sql: "UPDATE zone_commit SET names = NULL, signature = ?, hash = ? WHERE zone_id = ? AND seq = 1",
-                               arguments: [Data(signature), Data(BLAKE2b.hash(v1 + signature)), rowID])
+            /// Signs commit `seq` again as its author would, with `names` (nil: version 1), and stores it.
+            func resign(_ seq: Int64, names: [UInt8]?) throws {
+                let c = try h.sql { db in try Row.fetchOne(db, sql: "SELECT * FROM zone_commit WHERE zone_id = ? AND seq = ?", arguments: [rowID, seq])! }
+                let bytes = CommitBuilder.signedBytes(zoneUID: try h.zoneRow(zone).uid, seq: seq, membershipSeq: c["membership_seq"], epoch: c["epoch"],
+                                                      authorID: c["author_id"], authorLabel: c["author_label"], time: c["committed_at"],
+                                                      prevHash: Array(c["prev_hash"] as Data), entries: Array(c["entries"] as Data), names: names)
+                let signature = h.owner.vault.signingKey.signature(for: bytes)
+                try h.sql { db in
+                    try db.execute(sql: "UPDATE zone_commit SET names = ?, signature = ?, hash = ? WHERE zone_id = ? AND seq = ?",
+                                   arguments: [names.map { Data($0) }, Data(signature), Data(BLAKE2b.hash(bytes + signature)), rowID, seq])
+                }
             }
+            // Re-signed by its author as version 1, the way commits were written before names.
+            try resign(1, names: nil)
             #expect(try await h.fresh(h.owner).privateDatabase.record(named: "n1", in: zone).name == "n1")
             #expect(try await h.fresh(h.owner).audit().findings.isEmpty)
             // A version 2 commit whose names are dropped, or damaged, fails.
@@ -242,16 +246,7 @@ struct AuditTests {
             }
             #expect(try await h.fresh(h.owner).audit().findings.isEmpty)
             // A malformed list signed by its author (reads do not parse names): audit reports it.
-            let c2 = try h.sql { db in try Row.fetchOne(db, sql: "SELECT * FROM zone_commit WHERE zone_id = ? AND seq = 2", arguments: [rowID])! }
-            let bad: [UInt8] = [7, 2] + Array("n2".utf8)
-            let v2 = CommitBuilder.signedBytes(zoneUID: row.uid, seq: 2, membershipSeq: c2["membership_seq"], epoch: c2["epoch"],
-                                               authorID: c2["author_id"], authorLabel: c2["author_label"], time: c2["committed_at"],
-                                               prevHash: Array(c2["prev_hash"] as Data), entries: Array(c2["entries"] as Data), names: bad)
-            let signed = h.owner.vault.signingKey.signature(for: v2)
-            try h.sql { db in
-                try db.execute(sql: "UPDATE zone_commit SET names = ?, signature = ?, hash = ? WHERE zone_id = ? AND seq = 2",
-                               arguments: [Data(bad), Data(signed), Data(BLAKE2b.hash(v2 + signed)), rowID])
-            }
+            try resign(2, names: [7, 2] + Array("n2".utf8))
             #expect(try await h.fresh(h.owner).audit().findings.contains { $0.subject == "commit 2" && $0.message.contains("damaged list of names") })
         }
     }
