@@ -85,9 +85,9 @@ extension Session {
             throw StoreError(.limitExceeded, "record '\(record.name)' has \(record.values.count + record.encryptedValues.count) fields; the limit is \(Limits.maxFieldsPerRecord)")
         }
         if let parent = record.parent { try Names.validateRecord(parent) }
-        for (key, value) in record.values { try validateField(key, value, record: record.name) }
+        for (key, value) in record.values { try validateField(key, value, record: record.name, encrypted: false) }
         for (key, value) in record.encryptedValues {
-            try validateField(key, value, record: record.name)
+            try validateField(key, value, record: record.name, encrypted: true)
             guard record.values[key] == nil else {
                 throw StoreError(.invalidArguments, "field '\(key)' of '\(record.name)' is both plain and encrypted")
             }
@@ -117,7 +117,7 @@ extension Session {
         return values.reduce(0) { $0 + $1.key.utf8.count + size($1.value) }
     }
 
-    static func validateField(_ key: String, _ value: RecordValue, record: String) throws {
+    static func validateField(_ key: String, _ value: RecordValue, record: String, encrypted: Bool) throws {
         try Names.validateFieldKey(key)
         func check(_ v: RecordValue, inList: Bool) throws {
             switch v {
@@ -125,7 +125,11 @@ extension Session {
                 throw StoreError(.invalidArguments, "field '\(key)' of '\(record)' is not a finite number")
             case .date(let d) where !d.timeIntervalSince1970.isFinite:
                 throw StoreError(.invalidArguments, "field '\(key)' of '\(record)' is not a valid date")
-            case .reference(let name): try Names.validateRecord(name)
+            case .reference(let name):
+                // Named by its field, not quoted: the reference may be an encrypted value.
+                guard (try? Names.validateRecord(name)) != nil else {
+                    throw StoreError(.invalidArguments, "field '\(key)'\(encrypted ? " (encrypted)" : "") of '\(record)' is not a record name (1 to 255 printable ASCII characters, not starting with '_')")
+                }
             case .list(let items):
                 guard !inList else { throw StoreError(.invalidArguments, "field '\(key)' of '\(record)' nests lists") }
                 guard let first = items.first else { return }

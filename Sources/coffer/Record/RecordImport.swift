@@ -255,9 +255,7 @@ enum JSONValue {
             }
             switch (type, raw) {
             case (.string, let s as String): return .string(s)
-            case (.reference, let s as String):
-                if encrypted { try FieldAssignment.checkEncryptedReference(s, key: key) }
-                return .reference(s)
+            case (.reference, let s as String): return .reference(s)
             case (.date, let s as String):
                 guard let d = FieldAssignment.parseDate(s) else { throw invalid("'\(s.prefix(40))'", "is not \(FieldAssignment.dateForms)") }
                 return .date(d)

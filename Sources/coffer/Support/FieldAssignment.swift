@@ -80,9 +80,7 @@ enum FieldAssignment {
             }
             guard let data = Self.base64(raw) else { throw bad("base64 (or @path to read a file)") }
             return .bytes(Array(data))
-        case .reference:
-            if encrypted { try checkEncryptedReference(raw, key: key) }
-            return .reference(raw)
+        case .reference: return .reference(raw)
         case .list(let element):
             if raw.isEmpty { return .list([]) }
             return .list(try splitList(raw).map { try value($0, as: element, key: key, encrypted: encrypted) })
@@ -101,16 +99,6 @@ enum FieldAssignment {
         if escaped { current.append("\\") }
         items.append(current)
         return items
-    }
-
-    /// The record-name rules the store checks for a reference (DESIGN.md), checked here first for an
-    /// encrypted field so that the store's message, which quotes the name, is never reached.
-    static func checkEncryptedReference(_ name: String, key: String) throws {
-        let bytes = name.utf8
-        guard !bytes.isEmpty, bytes.count <= 255, bytes.allSatisfy({ $0 >= 0x20 && $0 < 0x7f }), bytes.first != UInt8(ascii: "_") else {
-            throw invalidValue(key: key, shown: "",
-                               problem: "is not a record name (1 to 255 printable ASCII characters, not starting with '_')", encrypted: true)
-        }
     }
 
     /// A whole, valid ISO 8601 date, or nil. Two forms:
