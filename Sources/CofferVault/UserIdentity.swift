@@ -46,7 +46,7 @@ enum IdentityRules {
         guard !trimmed.isEmpty, trimmed == name else {
             throw VaultError(.invalidArguments, "a name must be non-empty, without leading or trailing spaces")
         }
-        guard name.utf8.count <= 255, !name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
+        guard name.utf8.count <= 255, !name.containsControlCharacters else {
             throw VaultError(.invalidArguments, "a name is at most 255 bytes, with no control characters")
         }
         if let email {
@@ -57,4 +57,10 @@ enum IdentityRules {
             }
         }
     }
+}
+
+extension String {
+    /// Whether it holds a control character (C0, DEL or C1: Unicode's `Cc`): names, labels and
+    /// services that hold one would break a listing or reach a terminal.
+    var containsControlCharacters: Bool { unicodeScalars.contains { $0.properties.generalCategory == .control } }
 }

@@ -85,7 +85,7 @@ extension Vault {
             guard !value.isEmpty, value.utf8.count <= 1024 else {
                 throw VaultError(.invalidArguments, "an item's \(what) must be 1 to 1024 bytes")
             }
-            guard !hasControlCharacters(value) else {
+            guard !value.containsControlCharacters else {
                 throw VaultError(.invalidArguments, "an item's \(what) cannot contain control characters (newline, escape, …)")
             }
         }
@@ -96,13 +96,9 @@ extension Vault {
 
     static func validateLabel(_ label: String) throws {
         guard label.utf8.count <= 1024 else { throw VaultError(.invalidArguments, "an item's label is at most 1024 bytes") }
-        guard !hasControlCharacters(label) else { throw VaultError(.invalidArguments, "an item's label cannot contain control characters (newline, escape, …)") }
+        guard !label.containsControlCharacters else { throw VaultError(.invalidArguments, "an item's label cannot contain control characters (newline, escape, …)") }
     }
 
-    /// C0 and C1 control characters and DEL: they would break a listing or reach a terminal.
-    static func hasControlCharacters(_ text: String) -> Bool {
-        text.unicodeScalars.contains { $0.value < 0x20 || (0x7f...0x9f).contains($0.value) }
-    }
 
     /// At most 64 attributes, keys of 1 to 255 bytes, values of at most 4096 bytes: well inside
     /// what the vault reader accepts, so a write never makes a vault that cannot be read.

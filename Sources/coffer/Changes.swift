@@ -19,6 +19,8 @@ extension Coffer {
         @Flag(help: "Keep watching and print new changes as they come.") var follow = false
         @OptionGroup var global: GlobalOptions
 
+        var pageSize: Int { limit ?? 100 }
+
         func validate() throws {
             if (zone == nil) == (database == nil) { throw CLIError.usage("give either a ZONE or --database private|shared") }
             if let limit, limit < 1 || limit > 10_000 { throw CLIError.usage("--limit is between 1 and 10000") }
@@ -43,17 +45,17 @@ extension Coffer {
                 var position = token
                 // Catch up first, then watch.
                 while true {
-                    let page = try await db.changes(in: zoneID, since: position, limit: limit ?? 100)
+                    let page = try await db.changes(in: zoneID, since: position, limit: pageSize)
                     try printZone(page, context: context, streaming: true)
                     position = page.token
                     if !page.moreComing { break }
                 }
-                for try await page in db.changeStream(in: zoneID, since: position, limit: limit ?? 100) {
+                for try await page in db.changeStream(in: zoneID, since: position, limit: pageSize) {
                     try printZone(page, context: context, streaming: true)
                 }
                 return
             }
-            try printZone(try await db.changes(in: zoneID, since: token, limit: limit ?? 100), context: context, streaming: false)
+            try printZone(try await db.changes(in: zoneID, since: token, limit: pageSize), context: context, streaming: false)
         }
 
         func printZone(_ page: ZoneChanges, context: SessionContext, streaming: Bool) throws {
