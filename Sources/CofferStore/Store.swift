@@ -37,9 +37,16 @@ public final class Store: Sendable {
         set { Parallel.setSpin(newValue) }
     }
 
-    /// Opens (creating if needed) the store at `path`.
-    /// - Throws: ``StoreError`` `.internalError` when the file cannot be opened or is not a Coffer store.
-    public init(path: String, logger: Logger = Vault.disabledLogger) throws {
+    /// Opens the store at `path`, creating it when `create` is true and no file is there.
+    ///
+    /// Processes that open a new store at once agree on one file and one store id: the file is
+    /// created with `O_EXCL` (never replacing one another process made), and a store that is new
+    /// or lacks migrations is set up under an exclusive lock on its file, which later opens take
+    /// only when they find the set-up unfinished.
+    /// - Throws: ``StoreError`` `.unknownItem` when there is no store at `path` and `create` is
+    ///   false, or the folder does not exist; `.busy` when the store stayed locked;
+    ///   `.internalError` when the file cannot be opened or is not a Coffer store.
+    public init(path: String, create: Bool = true, logger: Logger = Vault.disabledLogger) throws {
         let url = URL(fileURLWithPath: path)
         self.url = url
         self.logger = logger
@@ -47,10 +54,8 @@ public final class Store: Sendable {
         guard FileManager.default.fileExists(atPath: folder.path) else {
             throw StoreError(.unknownItem, "the folder \(folder.path) does not exist")
         }
-        if !FileManager.default.fileExists(atPath: url.path) {
-            // Create it private before SQLite does (SQLite gives -wal and -shm the same mode).
-            _ = FileManager.default.createFile(atPath: url.path, contents: nil, attributes: [.posixPermissions: 0o600])
-        }
+        let setup = try StoreFileLock(path: url.path, create: create)
+        defer { setup.close() }
         var config = Configuration()
         config.foreignKeysEnabled = true
         config.busyMode = .timeout(10)
@@ -60,9 +65,17 @@ public final class Store: Sendable {
             try db.execute(sql: "PRAGMA synchronous = NORMAL")
         }
         do {
+            // A new (empty) file is set up under the lock from the start: SQLite's first writes
+            // to it (the WAL switch, the first migration) then happen in one process at a time.
+            if setup.isEmpty { try setup.lock() }
             dbPool = try DatabasePool(path: url.path, configuration: config)
-            try Self.migrate(dbPool)
-            storeID = try Self.storeID(dbPool)
+            if let id = try Self.readyStoreID(dbPool) {
+                storeID = id
+            } else {
+                try setup.lock()
+                try Self.migrator.migrate(dbPool)
+                storeID = try Self.makeStoreID(dbPool)
+            }
         } catch let error as DatabaseError {
             switch error.resultCode {
             case .SQLITE_BUSY, .SQLITE_LOCKED:
@@ -77,29 +90,18 @@ public final class Store: Sendable {
         logger.debug("store opened", metadata: ["path": "\(url.path)"])
     }
 
-    /// Applies the migrations a store lacks; a store that has them all is only read, so opening
-    /// never waits for another process's write. Each migration runs in its own transaction, and
-    /// processes that open a new store at once race to apply them: one that finds a migration
-    /// applied under it (its "already exists" error) checks again and goes on.
-    static func migrate(_ pool: DatabasePool) throws {
-        var attempt = 0
-        while try !pool.read({ try migrator.hasCompletedMigrations($0) }) {
-            do {
-                try migrator.migrate(pool)
-                return
-            } catch let error as DatabaseError where error.resultCode == .SQLITE_ERROR && attempt < 20 {
-                attempt += 1
-                Thread.sleep(forTimeInterval: 0.01 * Double(attempt))
-            }
+    /// The store's id when the store has every migration and an id; nil when it needs setting
+    /// up. Only reads, so opening a ready store never waits for another process's write.
+    static func readyStoreID(_ pool: DatabasePool) throws -> [UInt8]? {
+        try pool.read { db in
+            guard try migrator.hasCompletedMigrations(db) else { return nil }
+            return try Data.fetchOne(db, sql: "SELECT value FROM store_meta WHERE key = 'store_id'").map(Array.init)
         }
     }
 
-    /// The store's id, read; made (in a write) only when the store is new.
-    static func storeID(_ pool: DatabasePool) throws -> [UInt8] {
-        if let existing = try pool.read({ try Data.fetchOne($0, sql: "SELECT value FROM store_meta WHERE key = 'store_id'") }) {
-            return Array(existing)
-        }
-        return try pool.write { db in
+    /// The store's id, made when the store has none (under the set-up lock).
+    static func makeStoreID(_ pool: DatabasePool) throws -> [UInt8] {
+        try pool.write { db in
             if let existing = try Data.fetchOne(db, sql: "SELECT value FROM store_meta WHERE key = 'store_id'") { return Array(existing) }
             let id = SecureRandom.bytes(count: 16)
             try db.execute(sql: "INSERT INTO store_meta (key, value) VALUES ('store_id', ?)", arguments: [Data(id)])

@@ -55,18 +55,31 @@ struct StoreTests {
         }
     }
 
-    @Test("processes opening a new store at once all succeed (migrations do not race)")
+    @Test("processes opening a new store at once all succeed and agree on one store id")
     func concurrentFirstOpen() async throws {
+        // Rounds of 8 threads opening one new path: each round is a fresh store, so the race of
+        // creating the file, migrating it and making its id is run 25 times.
         try await withTemporaryFolder { folder async throws in
-            let path = folder.appendingPathComponent("new.sqlite").path
-            let results = Mutex<[String]>([])
-            DispatchQueue.concurrentPerform(iterations: 8) { _ in
-                let outcome: String
-                do { outcome = Hex.encode(try Store(path: path).storeID) } catch { outcome = "\(error)" }
-                results.withLock { $0.append(outcome) }
+            for round in 0..<25 {
+                let path = folder.appendingPathComponent("new-\(round).sqlite").path
+                let results = Mutex<[String]>([])
+                DispatchQueue.concurrentPerform(iterations: 8) { _ in
+                    let outcome: String
+                    do {
+                        let store = try Store(path: path)
+                        // What this open sees once every open is done must be the id it got.
+                        outcome = Hex.encode(store.storeID)
+                    } catch {
+                        outcome = "\(error)"
+                    }
+                    results.withLock { $0.append(outcome) }
+                }
+                let ids = results.withLock { $0 }
+                #expect(ids.count == 8 && Set(ids).count == 1 && ids[0].count == 32, "round \(round): \(ids)")
+                // And the file holds that id: no open replaced the file another had written.
+                let reopened = try Store(path: path)
+                #expect(Hex.encode(reopened.storeID) == ids[0], "round \(round)")
             }
-            let ids = results.withLock { $0 }
-            #expect(ids.count == 8 && Set(ids).count == 1 && ids[0].count == 32, "\(ids)")
         }
     }
 
