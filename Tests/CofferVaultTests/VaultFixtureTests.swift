@@ -148,8 +148,11 @@ struct VaultFixtureTests {
 
     /// Only the listed fixtures and the README live in Keys/: a real vault or key file
     /// dropped there by mistake fails this test before it reaches a commit.
+    /// Store fixtures, checked by the store's tests (`StoreFixtureTests`).
+    static let storeFixtures = ["store-v5.sqlite"]
+
     @Test func keysHoldsOnlyTheFixtures() throws {
-        let expected = Set(Self.fixtures.flatMap { [$0.file] + ($0.keyFile.map { [$0] } ?? []) } + ["README.md"])
+        let expected = Set(Self.fixtures.flatMap { [$0.file] + ($0.keyFile.map { [$0] } ?? []) } + ["README.md"] + Self.storeFixtures)
         let present = Set(try folderContents(Self.keysFolder)).subtracting([".DS_Store"])
         #expect(present == expected)
     }
