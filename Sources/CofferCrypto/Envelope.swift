@@ -13,7 +13,8 @@ import Foundation
 /// | 29 + n | 16 | tag |
 ///
 /// The AEAD's associated data is the 5-byte header followed by the caller's associated
-/// data, so neither the version nor the key id can be changed without detection.
+/// data, so neither the version nor the key id can be changed without detection. The caller's
+/// associated data has no default: every caller says what the envelope is bound to.
 public struct Envelope: Sendable, Equatable {
     public static let version: UInt8 = 1
     public static let headerByteCount = 5
@@ -44,7 +45,7 @@ public struct Envelope: Sendable, Equatable {
 
     /// Seals `plaintext` under `key`, naming it `keyID`, binding `authenticatedData`.
     public static func seal(_ plaintext: some ContiguousBytes, using key: SymmetricKey, keyID: UInt32,
-                            authenticating authenticatedData: some ContiguousBytes = [UInt8]()) -> Envelope {
+                            authenticating authenticatedData: some ContiguousBytes) -> Envelope {
         let header = headerBytes(keyID: keyID)
         let box: [UInt8] = plaintext.withUnsafeBytes { p in
             withAssociatedData(header: header, authenticatedData) { ad in
@@ -59,7 +60,7 @@ public struct Envelope: Sendable, Equatable {
 
     /// Opens the envelope; throws ``CryptoError/authenticationFailure`` when the key, the
     /// associated data, the key id or any byte differs.
-    public func open(using key: SymmetricKey, authenticating authenticatedData: some ContiguousBytes = [UInt8]()) throws -> [UInt8] {
+    public func open(using key: SymmetricKey, authenticating authenticatedData: some ContiguousBytes) throws -> [UInt8] {
         let header = Array(bytes[0..<Self.headerByteCount])
         var out = [UInt8](repeating: 0, count: plaintextCount)
         try out.withUnsafeMutableBytes { o in
@@ -102,12 +103,12 @@ public struct Envelope: Sendable, Equatable {
 
     /// Seals secret bytes (a key) without copying them out of guarded memory.
     public static func seal(_ secret: SecureBytes, using key: SymmetricKey, keyID: UInt32,
-                            authenticating authenticatedData: some ContiguousBytes = [UInt8]()) -> Envelope {
+                            authenticating authenticatedData: some ContiguousBytes) -> Envelope {
         secret.withUnsafeBytes { seal($0, using: key, keyID: keyID, authenticating: authenticatedData) }
     }
 
     /// Opens the envelope straight into guarded memory (for wrapped keys).
-    public func openSecret(using key: SymmetricKey, authenticating authenticatedData: some ContiguousBytes = [UInt8]()) throws -> SecureBytes {
+    public func openSecret(using key: SymmetricKey, authenticating authenticatedData: some ContiguousBytes) throws -> SecureBytes {
         let header = Array(bytes[0..<Self.headerByteCount])
         return try authenticatedData.withUnsafeBytes { extra in
             var ad = header

@@ -3,7 +3,8 @@ internal import CSodium
 
 /// XChaCha20-Poly1305-IETF authenticated encryption (libsodium
 /// `crypto_aead_xchacha20poly1305_ietf_*`). Every seal draws a fresh random
-/// 192-bit nonce; callers never supply one.
+/// 192-bit nonce; callers never supply one. Associated data has no default: every caller
+/// says what the box is bound to (`[UInt8]()` only where nothing is).
 ///
 /// ```swift
 /// let key = SymmetricKey()
@@ -43,7 +44,7 @@ public enum XChaCha20Poly1305 {
 
     /// Seals `plaintext` under `key`, binding `authenticatedData`.
     public static func seal(_ plaintext: some ContiguousBytes, using key: SymmetricKey,
-                            authenticating authenticatedData: some ContiguousBytes = [UInt8]()) throws -> SealedBox {
+                            authenticating authenticatedData: some ContiguousBytes) throws -> SealedBox {
         try plaintext.withUnsafeBytes { p in
             try authenticatedData.withUnsafeBytes { ad in
                 try SealedBox(combined: sealRaw(p, key: key, ad: ad))
@@ -53,7 +54,7 @@ public enum XChaCha20Poly1305 {
 
     /// Seals secret bytes (for example a key being wrapped) without copying them out of guarded memory.
     public static func seal(_ plaintext: SecureBytes, using key: SymmetricKey,
-                            authenticating authenticatedData: some ContiguousBytes = [UInt8]()) throws -> SealedBox {
+                            authenticating authenticatedData: some ContiguousBytes) throws -> SealedBox {
         try plaintext.withUnsafeBytes { p in
             try authenticatedData.withUnsafeBytes { ad in
                 try SealedBox(combined: sealRaw(p, key: key, ad: ad))
@@ -64,7 +65,7 @@ public enum XChaCha20Poly1305 {
     /// Opens a sealed box; throws ``CryptoError/authenticationFailure`` if the key,
     /// the associated data or any byte differs.
     public static func open(_ box: SealedBox, using key: SymmetricKey,
-                            authenticating authenticatedData: some ContiguousBytes = [UInt8]()) throws -> [UInt8] {
+                            authenticating authenticatedData: some ContiguousBytes) throws -> [UInt8] {
         var out = [UInt8](repeating: 0, count: box.plaintextCount)
         try out.withUnsafeMutableBytes { o in
             try box.combined.withUnsafeBytes { c in
@@ -78,7 +79,7 @@ public enum XChaCha20Poly1305 {
 
     /// Opens a sealed box straight into guarded memory (for wrapped keys and vault bodies).
     public static func openSecret(_ box: SealedBox, using key: SymmetricKey,
-                                  authenticating authenticatedData: some ContiguousBytes = [UInt8]()) throws -> SecureBytes {
+                                  authenticating authenticatedData: some ContiguousBytes) throws -> SecureBytes {
         try box.combined.withUnsafeBytes { c in
             try authenticatedData.withUnsafeBytes { ad in
                 try SecureBytes(count: box.plaintextCount) { o in

@@ -21,9 +21,10 @@ struct EnvelopeTests {
             #expect(parsed == env)
             #expect(try parsed.open(using: key, authenticating: Self.ad) == Self.plaintext)
         }
-        let empty = Envelope.seal([UInt8](), using: key, keyID: 9)
+        // Empty associated data is allowed when given explicitly.
+        let empty = Envelope.seal([UInt8](), using: key, keyID: 9, authenticating: [UInt8]())
         #expect(empty.bytes.count == Envelope.overhead)
-        #expect(try empty.open(using: key) == [])
+        #expect(try empty.open(using: key, authenticating: [UInt8]()) == [])
     }
 
     @Test("opening in place gives the plaintext, in a caller's scratch buffer when it fits (wiped after), else in temporary memory",
@@ -92,8 +93,8 @@ struct EnvelopeTests {
     @Test("two seals of the same plaintext differ (fresh nonce)")
     func freshNonces() {
         let key = SymmetricKey()
-        let a = Envelope.seal(Self.plaintext, using: key, keyID: 3)
-        let b = Envelope.seal(Self.plaintext, using: key, keyID: 3)
+        let a = Envelope.seal(Self.plaintext, using: key, keyID: 3, authenticating: Self.ad)
+        let b = Envelope.seal(Self.plaintext, using: key, keyID: 3, authenticating: Self.ad)
         #expect(a != b)
         #expect(a.bytes[5..<29] != b.bytes[5..<29])
         #expect(a.bytes[29...] != b.bytes[29...])
@@ -127,19 +128,19 @@ struct EnvelopeTests {
     @Test("a key id rewritten to another valid id does not open")
     func movedKeyID() throws {
         let key = SymmetricKey()
-        let env = Envelope.seal(Self.plaintext, using: key, keyID: 5)
+        let env = Envelope.seal(Self.plaintext, using: key, keyID: 5, authenticating: Self.ad)
         var bytes = env.bytes
         bytes.replaceSubrange(1..<5, with: BigEndian.bytes(UInt32(6)))
         let moved = try Envelope(bytes: bytes)
         #expect(moved.keyID == 6)
-        #expect(throws: CryptoError.authenticationFailure) { try moved.open(using: key) }
+        #expect(throws: CryptoError.authenticationFailure) { try moved.open(using: key, authenticating: Self.ad) }
     }
 
     @Test("wrong associated data and the wrong key are refused")
     func wrongADAndKey() throws {
         let key = SymmetricKey()
         let env = Envelope.seal(Self.plaintext, using: key, keyID: 1, authenticating: Self.ad)
-        #expect(throws: CryptoError.authenticationFailure) { try env.open(using: key) }
+        #expect(throws: CryptoError.authenticationFailure) { try env.open(using: key, authenticating: [UInt8]()) }
         #expect(throws: CryptoError.authenticationFailure) {
             try env.open(using: key, authenticating: flipping(Self.ad, at: Self.ad.count - 1, mask: 0x01))
         }
@@ -154,12 +155,12 @@ struct EnvelopeTests {
     @Test("truncated, extended and too-short envelopes are refused")
     func lengths() throws {
         let key = SymmetricKey()
-        let env = Envelope.seal(Self.plaintext, using: key, keyID: 1)
+        let env = Envelope.seal(Self.plaintext, using: key, keyID: 1, authenticating: Self.ad)
         #expect(throws: CryptoError.authenticationFailure) {
-            try Envelope(bytes: Array(env.bytes.dropLast())).open(using: key)
+            try Envelope(bytes: Array(env.bytes.dropLast())).open(using: key, authenticating: Self.ad)
         }
         #expect(throws: CryptoError.authenticationFailure) {
-            try Envelope(bytes: env.bytes + [0]).open(using: key)
+            try Envelope(bytes: env.bytes + [0]).open(using: key, authenticating: Self.ad)
         }
         for n in [0, 1, 5, 29, 44] {
             let error = #expect(throws: CryptoError.self, "length \(n)") { try Envelope(bytes: Array(env.bytes.prefix(n))) }
@@ -170,7 +171,7 @@ struct EnvelopeTests {
 
     @Test("unknown versions are malformed input", arguments: [UInt8(0), 2, 0x7f, 0xff])
     func unknownVersion(_ version: UInt8) throws {
-        var bytes = Envelope.seal(Self.plaintext, using: SymmetricKey(), keyID: 1).bytes
+        var bytes = Envelope.seal(Self.plaintext, using: SymmetricKey(), keyID: 1, authenticating: Self.ad).bytes
         bytes[0] = version
         let error = #expect(throws: CryptoError.self) { try Envelope(bytes: bytes) }
         #expect(error?.isMalformedInput == true, "\(String(describing: error))")
@@ -189,11 +190,11 @@ struct EnvelopeTests {
         #expect(try env.openSecret(using: key, authenticating: Self.ad) == secret)
         #expect(try env.open(using: key, authenticating: Self.ad) == secret.unsafeCopiedBytes())
         // And an envelope sealed from plain bytes opens as a secret.
-        let plain = Envelope.seal(Self.plaintext, using: key, keyID: 2)
-        #expect(try plain.openSecret(using: key).unsafeCopiedBytes() == Self.plaintext)
-        // Empty secret.
-        let empty = Envelope.seal(SecureBytes(copying: [UInt8]()), using: key, keyID: 3)
-        #expect(try empty.openSecret(using: key).count == 0)
+        let plain = Envelope.seal(Self.plaintext, using: key, keyID: 2, authenticating: Self.ad)
+        #expect(try plain.openSecret(using: key, authenticating: Self.ad).unsafeCopiedBytes() == Self.plaintext)
+        // Empty secret, empty associated data.
+        let empty = Envelope.seal(SecureBytes(copying: [UInt8]()), using: key, keyID: 3, authenticating: [UInt8]())
+        #expect(try empty.openSecret(using: key, authenticating: [UInt8]()).count == 0)
     }
 
     @Test("openSecret refuses every flipped byte, wrong associated data and the wrong key")
@@ -208,7 +209,7 @@ struct EnvelopeTests {
                 }
             }
         }
-        #expect(throws: CryptoError.authenticationFailure) { try env.openSecret(using: key) }
+        #expect(throws: CryptoError.authenticationFailure) { try env.openSecret(using: key, authenticating: [UInt8]()) }
         #expect(throws: CryptoError.authenticationFailure) { try env.openSecret(using: key, authenticating: Self.ad + [0]) }
         #expect(throws: CryptoError.authenticationFailure) { try env.openSecret(using: SymmetricKey(), authenticating: Self.ad) }
     }
@@ -217,7 +218,7 @@ struct EnvelopeTests {
 
     @Test("keyID(of:) reads the key id in place and rejects short input and unknown versions")
     func keyIDInPlace() throws {
-        let env = Envelope.seal(Self.plaintext, using: SymmetricKey(), keyID: 0xDEAD_BEEF)
+        let env = Envelope.seal(Self.plaintext, using: SymmetricKey(), keyID: 0xDEAD_BEEF, authenticating: Self.ad)
         #expect(try env.bytes.withUnsafeBytes { try Envelope.keyID(of: $0) } == 0xDEAD_BEEF)
         for bad in [Array(env.bytes.prefix(44)), [], flipping(env.bytes, at: 0, mask: 0x03)] {
             let error = #expect(throws: CryptoError.self, "\(bad.count) bytes") {
@@ -244,12 +245,12 @@ struct EnvelopeTests {
         }
         #expect(fromRow == Self.plaintext)
         // Empty associated data (an empty buffer may have no base address) and empty plaintext.
-        let bare = Envelope.seal([UInt8](), using: key, keyID: 1)
+        let bare = Envelope.seal([UInt8](), using: key, keyID: 1, authenticating: [UInt8]())
         let bareOpened = try bare.bytes.withUnsafeBytes { e in
             try Envelope.open(e, using: key, authenticating: UnsafeRawBufferPointer(start: nil, count: 0))
         }
         #expect(bareOpened == [])
-        let withText = Envelope.seal(Self.plaintext, using: key, keyID: 1)
+        let withText = Envelope.seal(Self.plaintext, using: key, keyID: 1, authenticating: [UInt8]())
         let textOpened = try withText.bytes.withUnsafeBytes { e in
             try [UInt8]().withUnsafeBytes { ad in try Envelope.open(e, using: key, authenticating: ad) }
         }

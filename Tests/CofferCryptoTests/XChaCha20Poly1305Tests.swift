@@ -101,8 +101,8 @@ struct XChaCha20Poly1305Tests {
             #expect(try XChaCha20Poly1305.open(box, using: key, authenticating: ad) == plaintext)
             #expect(try XChaCha20Poly1305.openSecret(box, using: key, authenticating: ad).unsafeCopiedBytes() == plaintext)
 
-            let noAD = try XChaCha20Poly1305.seal(plaintext, using: key)
-            #expect(try XChaCha20Poly1305.open(noAD, using: key) == plaintext)
+            // Empty associated data, given explicitly.
+            let noAD = try XChaCha20Poly1305.seal(plaintext, using: key, authenticating: [UInt8]())
             #expect(try XChaCha20Poly1305.open(noAD, using: key, authenticating: [UInt8]()) == plaintext)
         }
     }
@@ -138,8 +138,9 @@ struct XChaCha20Poly1305Tests {
     func freshNonces() throws {
         let key = SymmetricKey()
         let plaintext = [UInt8](repeating: 0x41, count: 64)
-        let a = try XChaCha20Poly1305.seal(plaintext, using: key)
-        let b = try XChaCha20Poly1305.seal(plaintext, using: key)
+        let ad = Array("nonce test".utf8)
+        let a = try XChaCha20Poly1305.seal(plaintext, using: key, authenticating: ad)
+        let b = try XChaCha20Poly1305.seal(plaintext, using: key, authenticating: ad)
         #expect(a.nonce != b.nonce)
         #expect(a.ciphertextAndTag != b.ciphertextAndTag)
         #expect(a != b)
@@ -147,7 +148,7 @@ struct XChaCha20Poly1305Tests {
         // Many seals: no nonce repeats.
         var nonces = Set<[UInt8]>()
         for _ in 0..<200 {
-            nonces.insert(Array(try XChaCha20Poly1305.seal(plaintext, using: key).nonce))
+            nonces.insert(Array(try XChaCha20Poly1305.seal(plaintext, using: key, authenticating: ad).nonce))
         }
         #expect(nonces.count == 200)
     }
@@ -178,13 +179,14 @@ struct XChaCha20Poly1305Tests {
     @Test("flipping a byte of an empty-plaintext box is refused")
     func tamperEmptyPlaintext() throws {
         let key = SymmetricKey()
-        let box = try XChaCha20Poly1305.seal([UInt8](), using: key)
+        let ad = Array("empty".utf8)
+        let box = try XChaCha20Poly1305.seal([UInt8](), using: key, authenticating: ad)
         #expect(box.combined.count == XChaCha20Poly1305.overhead)
-        #expect(try XChaCha20Poly1305.open(box, using: key) == [])
+        #expect(try XChaCha20Poly1305.open(box, using: key, authenticating: ad) == [])
         for index in box.combined.indices {
             let tampered = try XChaCha20Poly1305.SealedBox(combined: flipping(box.combined, at: index))
             #expect(throws: CryptoError.authenticationFailure, "byte \(index)") {
-                try XChaCha20Poly1305.open(tampered, using: key)
+                try XChaCha20Poly1305.open(tampered, using: key, authenticating: ad)
             }
         }
     }
@@ -193,13 +195,13 @@ struct XChaCha20Poly1305Tests {
     func wrongAssociatedData() throws {
         let key = SymmetricKey()
         let box = try XChaCha20Poly1305.seal(Array("secret".utf8), using: key, authenticating: Array("vault-1".utf8))
-        for ad in [Array("vault-2".utf8), Array("vault-1 ".utf8), Array("vault-".utf8), []] {
+        for ad in [Array("vault-2".utf8), Array("vault-1 ".utf8), Array("vault-".utf8), [UInt8]()] {
             #expect(throws: CryptoError.authenticationFailure, "ad \(ad)") {
                 try XChaCha20Poly1305.open(box, using: key, authenticating: ad)
             }
         }
         // And a box sealed without AD does not open with AD.
-        let plain = try XChaCha20Poly1305.seal(Array("secret".utf8), using: key)
+        let plain = try XChaCha20Poly1305.seal(Array("secret".utf8), using: key, authenticating: [UInt8]())
         #expect(throws: CryptoError.authenticationFailure) {
             try XChaCha20Poly1305.open(plain, using: key, authenticating: [0])
         }
@@ -208,13 +210,14 @@ struct XChaCha20Poly1305Tests {
     @Test("the wrong key is refused")
     func wrongKey() throws {
         let key = SymmetricKey()
-        let box = try XChaCha20Poly1305.seal(Array("secret".utf8), using: key)
+        let ad = Array("wrong key".utf8)
+        let box = try XChaCha20Poly1305.seal(Array("secret".utf8), using: key, authenticating: ad)
         #expect(throws: CryptoError.authenticationFailure) {
-            try XChaCha20Poly1305.open(box, using: SymmetricKey())
+            try XChaCha20Poly1305.open(box, using: SymmetricKey(), authenticating: ad)
         }
         let nearlyKey = try SymmetricKey(bytes: SecureBytes(copying: flipping(key.bytes.unsafeCopiedBytes(), at: 31, mask: 0x01)))
         #expect(throws: CryptoError.authenticationFailure) {
-            try XChaCha20Poly1305.openSecret(box, using: nearlyKey)
+            try XChaCha20Poly1305.openSecret(box, using: nearlyKey, authenticating: ad)
         }
     }
 
@@ -231,18 +234,19 @@ struct XChaCha20Poly1305Tests {
         #expect(minimal.plaintextCount == 0)
         // ...which does not authenticate.
         #expect(throws: CryptoError.authenticationFailure) {
-            try XChaCha20Poly1305.open(minimal, using: SymmetricKey())
+            try XChaCha20Poly1305.open(minimal, using: SymmetricKey(), authenticating: [UInt8]())
         }
     }
 
     @Test("a truncated or extended box is refused")
     func truncatedOrExtended() throws {
         let key = SymmetricKey()
-        let box = try XChaCha20Poly1305.seal(Array("0123456789".utf8), using: key)
+        let ad = Array("lengths".utf8)
+        let box = try XChaCha20Poly1305.seal(Array("0123456789".utf8), using: key, authenticating: ad)
         let truncated = try XChaCha20Poly1305.SealedBox(combined: Array(box.combined.dropLast()))
-        #expect(throws: CryptoError.authenticationFailure) { try XChaCha20Poly1305.open(truncated, using: key) }
+        #expect(throws: CryptoError.authenticationFailure) { try XChaCha20Poly1305.open(truncated, using: key, authenticating: ad) }
         let extended = try XChaCha20Poly1305.SealedBox(combined: box.combined + [0])
-        #expect(throws: CryptoError.authenticationFailure) { try XChaCha20Poly1305.open(extended, using: key) }
+        #expect(throws: CryptoError.authenticationFailure) { try XChaCha20Poly1305.open(extended, using: key, authenticating: ad) }
     }
 
     @Test("constants")
