@@ -31,8 +31,9 @@ public enum Argon2id {
             self.memoryKiB = kib
         }
 
-        /// libsodium's minimum (1 pass, 8 KiB): for tests and fixtures only.
-        public static let min = Parameters(unchecked: UInt32(crypto_pwhash_argon2id_OPSLIMIT_MIN),
+        /// libsodium's minimum (1 pass, 8 KiB): for tests and fixtures only, so not public API
+        /// (a vault file with these parameters still opens: they are inside ``Argon2id/limits``).
+        package static let min = Parameters(unchecked: UInt32(crypto_pwhash_argon2id_OPSLIMIT_MIN),
                                            UInt32(crypto_pwhash_argon2id_MEMLIMIT_MIN / 1024))
         /// libsodium's interactive preset (2 passes, 64 MiB).
         public static let interactive = Parameters(unchecked: UInt32(crypto_pwhash_argon2id_OPSLIMIT_INTERACTIVE),

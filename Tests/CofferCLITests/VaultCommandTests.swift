@@ -47,6 +47,28 @@ struct VaultCommandTests {
         #expect(shown["fingerprint"] as? String == json["fingerprint"] as? String)
     }
 
+    @Test("--kdf min is for tests: help does not list it, yet vault init --kdf min works and warns")
+    func minPresetIsHidden() throws {
+        for args in [["vault", "init", "--help"], ["help", "vault", "init"], ["vault", "passwd", "--help"]] {
+            let help = try sandbox.coffer(args)
+            #expect(help.status == 0, "\(help)")
+            let kdfLines = help.out.components(separatedBy: "\n").filter { $0.contains("--kdf") || $0.contains("values:") }
+            #expect(help.out.contains("interactive") && help.out.contains("sensitive"), "\(help)")
+            #expect(!kdfLines.isEmpty, "\(help)")
+            #expect(!help.out.contains("min"), "help lists the test-only preset\n\(help)")
+        }
+        let vault = sandbox.path("throwaway.coffer")
+        let r = try sandbox.coffer(["vault", "init", "--name", "Test", "--kdf", "min", "--vault", vault], env: withPassphrase)
+        expectSuccess(r, kdfWarning: true)
+        let shown = try sandbox.coffer(["vault", "show", "--vault", vault], env: withPassphrase)
+        expectSuccess(shown)
+        #expect(fields(shown.out)["Unlocks with"]?.hasPrefix("passphrase (Argon2id min: 1 passes, 8 KiB)") == true, "\(shown)")
+        // passwd takes it too, with the same warning.
+        let passwd = try sandbox.coffer(["vault", "passwd", "--kdf", "min", "--vault", vault],
+                                        env: ["COFFER_PASSPHRASE": CofferProcess.passphrase, "COFFER_NEW_PASSPHRASE": CofferProcess.newPassphrase])
+        expectSuccess(passwd, kdfWarning: true)
+    }
+
     @Test("vault init on an existing vault fails with 73 and changes nothing")
     func initOnExistingVault() throws {
         let vault = try sandbox.initVault()

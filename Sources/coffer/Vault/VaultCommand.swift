@@ -28,5 +28,14 @@ enum KDFPreset: String, ExpressibleByArgument, CaseIterable {
         allCases.first { $0.parameters == parameters }?.rawValue ?? "custom"
     }
 
-    static var allValueStrings: [String] { ["interactive", "moderate", "sensitive"] } // min: tests only, not advertised
+    /// The values `--help` and completions list: `min` is accepted but only for tests, so not advertised.
+    static var allValueStrings: [String] { ["interactive", "moderate", "sensitive"] }
+
+    /// What choosing `min` prints on stderr.
+    static let minWarning = "warning: the min Argon2id preset is for tests only; use it for throwaway vaults"
+
+    /// Prints ``minWarning`` when this is `min`.
+    func warnIfForTestsOnly() {
+        if self == .min { Output.note(Self.minWarning) }
+    }
 }

@@ -23,7 +23,7 @@ extension Coffer.VaultCommand {
                     ? "\(url.path) is a folder; give the path of a new vault file"
                     : "a vault already exists at \(url.path); nothing was changed")
             }
-            if kdf == .min { Output.note("warning: the min Argon2id preset is for tests only; use it for throwaway vaults") }
+            kdf.warnIfForTestsOnly()
             try global.ensureFolder(for: url)
             let passphrase = try Passphrase.read(fileFlag: global.passphraseFile, environment: global.environment,
                                                  prompt: "New passphrase for \(url.path): ", confirm: true)

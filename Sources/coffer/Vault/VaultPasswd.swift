@@ -15,6 +15,7 @@ extension Coffer.VaultCommand {
         @OptionGroup var global: GlobalOptions
 
         func run() async throws {
+            kdf?.warnIfForTestsOnly()
             let vault = try global.openVault()
             let newPassphrase = try Passphrase.read(fileFlag: nil, environment: global.environment,
                                                     prompt: "New passphrase: ", confirm: true,
