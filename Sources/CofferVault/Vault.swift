@@ -79,8 +79,10 @@ public final class Vault: Sendable {
     /// Creates a new vault with a fresh identity at `url`, which must not exist.
     ///
     /// - Parameters:
-    ///   - kdf: Argon2id cost for the passphrase slot; `.moderate` unless told otherwise.
-    /// - Throws: ``VaultError`` `.alreadyExists`, `.invalidArguments` (name, email), `.io`.
+    ///   - kdf: Argon2id cost for the passphrase slot; `.moderate` unless told otherwise, and at
+    ///     most the work of the `.sensitive` preset (passes × memory), which is what a vault may ask for.
+    /// - Throws: ``VaultError`` `.alreadyExists`, `.invalidArguments` (name, email, a `kdf` over the
+    ///   maximum), `.io`.
     public static func create(at url: URL, name: String, email: String? = nil, passphrase: SecureBytes,
                               kdf: Argon2id.Parameters = .moderate, logger: Logger = Vault.disabledLogger) throws -> Vault {
         try IdentityRules.validate(name: name, email: email)
@@ -218,6 +220,7 @@ public final class Vault: Sendable {
 
     static func passphraseSlot(passphrase: SecureBytes, kdf: Argon2id.Parameters, vaultID: [UInt8],
                                vaultKey: SymmetricKey) throws -> VaultFormat.Slot {
+        try VaultFormat.checkWritable(kdf)
         let salt = SecureRandom.bytes(count: Argon2id.saltByteCount)
         var slot = VaultFormat.Slot(type: .passphrase, kdf: kdf, salt: salt, wrappedKey: [])
         let slotKey = try Argon2id.deriveKey(passphrase: passphrase, salt: salt, parameters: kdf)

@@ -15,6 +15,24 @@ enum VaultFormat {
     static let bodyPaddingBlock = 256
     static let bodyVersion: UInt8 = 1
 
+    /// The most Argon2id work a vault may ask for, over all its passphrase slots together:
+    /// the sum of passes × memory in KiB. One slot of libsodium's sensitive preset (4 passes
+    /// over 1 GiB) is exactly this much; a file asking for more is refused before any Argon2id
+    /// runs, so trying a passphrase never costs more than one sensitive slot does.
+    static let maxArgon2Work: UInt64 = 4 * (1 << 20)
+
+    /// The Argon2id work of one slot's parameters (passes × memory in KiB).
+    static func argon2Work(_ kdf: Argon2id.Parameters) -> UInt64 {
+        UInt64(kdf.opsLimit) * UInt64(kdf.memoryKiB)
+    }
+
+    /// Refuses, before anything is derived, parameters that a vault could not be opened with.
+    static func checkWritable(_ kdf: Argon2id.Parameters) throws {
+        guard argon2Work(kdf) <= maxArgon2Work else {
+            throw VaultError(.invalidArguments, "\(kdf) is more work than a vault may ask for (passes × memory at most \(maxArgon2Work) KiB, the sensitive preset's)")
+        }
+    }
+
     enum SlotType: UInt8 {
         case passphrase = 0x01
         case keyFile = 0x02
@@ -88,6 +106,7 @@ enum VaultFormat {
                 throw VaultError(.malformed, "the vault header is damaged: \(slotCount) key slots")
             }
             var slots = [Slot]()
+            var work: UInt64 = 0
             for _ in 0..<slotCount {
                 guard let type = SlotType(rawValue: try r.u8()) else {
                     throw VaultError(.malformed, "the vault header is damaged: unknown key slot type")
@@ -97,9 +116,16 @@ enum VaultFormat {
                     let ops = try r.u32(), kib = try r.u32()
                     // Checked here, before the checksum or any allocation: a hostile header
                     // asking for 64 GiB stops at this line.
-                    do { kdf = try Argon2id.Parameters(opsLimit: ops, memoryKiB: kib) } catch {
+                    let parameters: Argon2id.Parameters
+                    do { parameters = try Argon2id.Parameters(opsLimit: ops, memoryKiB: kib) } catch {
                         throw VaultError(.malformed, "the vault asks for Argon2id parameters outside the accepted limits (\(ops) passes, \(kib) KiB)")
                     }
+                    // And all passphrase slots together, so that many costly slots stop here too.
+                    work += argon2Work(parameters)
+                    guard work <= maxArgon2Work else {
+                        throw VaultError(.malformed, "the vault asks for more Argon2id work than a vault may (its passphrase slots add up to \(work) passes × KiB; at most \(maxArgon2Work), one slot of the sensitive preset): it is damaged or hostile")
+                    }
+                    kdf = parameters
                 }
                 let salt = try r.bytes(Argon2id.saltByteCount)
                 let wrapped = try r.bytes(wrappedKeyByteCount)

@@ -305,6 +305,80 @@ struct VaultFileTests {
         }
     }
 
+    /// A vault file whose header holds `slots` passphrase slots (random salts and wrapped keys, a
+    /// valid checksum) followed by a random body: what a hostile writer can make.
+    static func craftedVault(_ slots: [Argon2id.Parameters]) -> [UInt8] {
+        let header = VaultFormat.Header(vaultID: SecureRandom.bytes(count: VaultFormat.vaultIDByteCount), slots: slots.map {
+            VaultFormat.Slot(type: .passphrase, kdf: $0, salt: SecureRandom.bytes(count: Argon2id.saltByteCount),
+                             wrappedKey: SecureRandom.bytes(count: VaultFormat.wrappedKeyByteCount))
+        })
+        return header.encoded() + SecureRandom.bytes(count: XChaCha20Poly1305.overhead + VaultFormat.bodyPaddingBlock)
+    }
+
+    static let tooCostly: [[Argon2id.Parameters]] = [
+        [try! .init(opsLimit: 10, memoryKiB: 1 << 20)],             // each value allowed, together 2.5 × sensitive
+        [try! .init(opsLimit: 5, memoryKiB: 1 << 20)],              // one pass more than sensitive
+        [.sensitive, .min],                                           // sensitive, and a little more
+        [.sensitive, .sensitive],
+        Array(repeating: .moderate, count: 6),                       // many slots, each of them fine
+        Array(repeating: try! .init(opsLimit: 10, memoryKiB: 1 << 20), count: 8),
+    ]
+
+    /// More Argon2id work than one sensitive slot, over all passphrase slots, is refused when the
+    /// header is parsed: at once, before any key derivation, naming the limit.
+    @Test(.timeLimit(.minutes(1)), arguments: tooCostly)
+    func tooCostlyHeadersAreRefusedBeforeAnyWork(_ slots: [Argon2id.Parameters]) throws {
+        let file = Self.craftedVault(slots)
+        let error = expectVaultError(.malformed) { try VaultFormat.parseHeader(file) }
+        #expect(error?.message.contains("Argon2id work") == true, "\(error?.message ?? "")")
+        #expect(error?.message.contains("\(VaultFormat.maxArgon2Work)") == true, "the message names the maximum: \(error?.message ?? "")")
+        try withTemporaryFolder { folder in
+            let url = folder.appendingPathComponent("hostile.coffer")
+            try writeBytes(file, to: url)
+            let clock = ContinuousClock()
+            let start = clock.now
+            expectVaultError(.malformed) { try Vault.open(at: url, passphrase: secure(testPassphrase)) }
+            #expect(clock.now - start < .seconds(2), "took \(clock.now - start)")
+        }
+    }
+
+    static let affordable: [[Argon2id.Parameters]] = [
+        [.sensitive],                                                // the maximum, exactly
+        [.moderate], [.interactive], [.min],
+        [try! .init(opsLimit: 10, memoryKiB: 400 << 10)],          // 10 passes over 400 MiB: under the maximum
+        Array(repeating: .interactive, count: 8),                    // 8 × 128 MiB-passes = 1 GiB-pass
+        [.moderate, .moderate, .moderate, .moderate, .moderate],     // 5 × 768 MiB-passes = 3.75 GiB-passes
+    ]
+
+    @Test(arguments: affordable)
+    func headersWithinTheMaximumParse(_ slots: [Argon2id.Parameters]) throws {
+        let (header, _) = try VaultFormat.parseHeader(Self.craftedVault(slots))
+        #expect(header.slots.map(\.kdf) == slots)
+        #expect(slots.reduce(0) { $0 + VaultFormat.argon2Work($1) } <= VaultFormat.maxArgon2Work)
+    }
+
+    /// The writer keeps to the same maximum, so it never writes a vault that cannot be opened.
+    @Test func writingParametersOverTheMaximumIsRefused() throws {
+        let tooMuch = try Argon2id.Parameters(opsLimit: 5, memoryKiB: 1 << 20)
+        try withTemporaryFolder { folder in
+            let url = folder.appendingPathComponent("costly.coffer")
+            let clock = ContinuousClock()
+            let start = clock.now
+            let error = expectVaultError(.invalidArguments) {
+                try Vault.create(at: url, name: "Costly", passphrase: secure(testPassphrase), kdf: tooMuch)
+            }
+            #expect(clock.now - start < .seconds(2))
+            #expect(error?.message.contains("sensitive") == true, "\(error?.message ?? "")")
+            #expect(!FileManager.default.fileExists(atPath: url.path))
+
+            let vault = try makeVault(in: folder)
+            let before = try readBytes(vault.url)
+            expectVaultError(.invalidArguments) { try vault.changePassphrase(to: secure(otherPassphrase), kdf: tooMuch) }
+            expectVaultError(.invalidArguments) { try vault.rekey(passphrase: secure(otherPassphrase), kdf: tooMuch) }
+            #expect(try readBytes(vault.url) == before)
+        }
+    }
+
     /// Argon2id parameters inside the limits but changed (checksum recomputed): the slot's
     /// wrapped key authenticates its parameters, so this is just a key that does not open.
     @Test func changedArgon2ParametersWithAValidChecksumDoNotOpen() throws {
