@@ -11,6 +11,9 @@ public enum VaultUnlock: Sendable {
     case keyFile(SymmetricKey)
 
     /// Reads a key file from disk (exactly 32 bytes).
+    ///
+    /// - Throws: ``VaultError`` `.unprotectedKeyFile` when the file's mode grants group or
+    ///   others any permission (it is not read; `chmod 600` it), `.notFound`, `.malformed`.
     public static func keyFile(at url: URL) throws -> VaultUnlock {
         .keyFile(try VaultFile.readKeyFile(url))
     }

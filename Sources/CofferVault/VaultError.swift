@@ -14,6 +14,9 @@ public struct VaultError: Error, Sendable, CustomStringConvertible {
         case wrongPassphrase
         /// No key-file slot opens with this key file.
         case wrongKeyFile
+        /// A key file whose mode grants any permission to group or others: refused unread
+        /// (`chmod 600` it), as ssh refuses such private keys.
+        case unprotectedKeyFile
         /// The file changed since this process read it; open it again.
         case changedOnDisk
         /// No keychain item matches.

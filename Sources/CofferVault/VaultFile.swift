@@ -142,10 +142,17 @@ enum VaultFile {
         try syncFolder(url.deletingLastPathComponent())
     }
 
-    /// Reads a key file: exactly 32 bytes, into guarded memory.
+    /// Reads a key file: exactly 32 bytes, into guarded memory. As ssh does with private keys,
+    /// a key file that grants any permission to group or others is refused before it is read.
     static func readKeyFile(_ url: URL) throws -> SymmetricKey {
         let fd = try openRegular(url, what: "key file")
         defer { close(fd) }
+        var st = stat()
+        guard fstat(fd, &st) == 0 else { throw VaultError(.io, "cannot stat \(url.path)") }
+        let mode = st.st_mode & 0o777
+        guard mode & 0o077 == 0 else {
+            throw VaultError(.unprotectedKeyFile, "the key file \(url.path) is open to other users (mode 0\(String(mode, radix: 8))); it was not used: make it private with 'chmod 600 \(url.path)'")
+        }
         var failed = false
         let bytes = SecureBytes(count: SymmetricKey.byteCount + 1) { buffer in
             var total = 0

@@ -260,6 +260,17 @@ final class Sandbox: Sendable {
 
     func write(_ name: String, _ text: String) throws -> String { try write(name, Data(text.utf8)) }
 
+    /// Writes a file only its owner may read or write (mode 0600), as a key file must be.
+    func writePrivate(_ name: String, _ data: Data) throws -> String {
+        let p = try write(name, data)
+        try chmod(p, 0o600)
+        return p
+    }
+
+    func chmod(_ path: String, _ mode: Int) throws {
+        try FileManager.default.setAttributes([.posixPermissions: mode], ofItemAtPath: path)
+    }
+
     func read(_ path: String) throws -> Data { try Data(contentsOf: URL(fileURLWithPath: path)) }
 
     func exists(_ path: String) -> Bool { FileManager.default.fileExists(atPath: path) }

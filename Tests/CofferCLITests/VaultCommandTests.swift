@@ -423,7 +423,7 @@ struct VaultCommandTests {
     func wrongKeyFile() throws {
         let vault = try sandbox.initVault()
         expectSuccess(try sandbox.coffer(["vault", "keyfile", "--output", sandbox.path("real.key"), "--vault", vault], env: withPassphrase))
-        let fake = try sandbox.write("fake.key", randomBytes(32))
+        let fake = try sandbox.writePrivate("fake.key", randomBytes(32))
         expectError(try sandbox.coffer(["vault", "show", "--vault", vault, "--key-file", fake]), 77)
         expectError(try sandbox.coffer(["vault", "show", "--vault", vault], env: ["COFFER_KEY_FILE": fake]), 77)
         // A vault with no key file at all refuses a key file too.
@@ -434,10 +434,27 @@ struct VaultCommandTests {
     @Test("a key file that is not 32 bytes fails with 65")
     func malformedKeyFile() throws {
         let vault = try sandbox.initVault()
-        let short = try sandbox.write("short.key", randomBytes(10))
+        let short = try sandbox.writePrivate("short.key", randomBytes(10))
         expectError(try sandbox.coffer(["vault", "show", "--vault", vault, "--key-file", short]), 65)
-        let long = try sandbox.write("long.key", randomBytes(33))
+        let long = try sandbox.writePrivate("long.key", randomBytes(33))
         expectError(try sandbox.coffer(["vault", "show", "--vault", vault, "--key-file", long]), 65)
+    }
+
+    @Test("a key file that group or others may read is refused with 77, naming it and chmod 600; once private it unlocks")
+    func keyFileOpenToOthers() throws {
+        let vault = try sandbox.initVault()
+        let key = sandbox.path("svc.key")
+        expectSuccess(try sandbox.coffer(["vault", "keyfile", "--output", key, "--vault", vault], env: withPassphrase))
+        for mode in [0o644, 0o640, 0o604, 0o660] {
+            try sandbox.chmod(key, mode)
+            for r in [try sandbox.coffer(["vault", "show", "--vault", vault, "--key-file", key]),
+                      try sandbox.coffer(["vault", "item", "list", "--vault", vault], env: ["COFFER_KEY_FILE": key])] {
+                expectError(r, 77, mentioning: key)
+                #expect(r.err.contains("chmod 600"), "\(r)")
+            }
+        }
+        try sandbox.chmod(key, 0o600)
+        expectSuccess(try sandbox.coffer(["vault", "show", "--vault", vault, "--key-file", key]))
     }
 
     @Test("a missing key file fails with 66")

@@ -79,6 +79,16 @@ func readBytes(_ url: URL) throws -> [UInt8] { Array(try Data(contentsOf: url)) 
 
 func writeBytes(_ bytes: [UInt8], to url: URL) throws { try Data(bytes).write(to: url) }
 
+/// Writes `bytes` to `url` and makes it mode 0600, as a key file must be.
+func writePrivateBytes(_ bytes: [UInt8], to url: URL) throws {
+    try writeBytes(bytes, to: url)
+    try setPermissions(0o600, of: url)
+}
+
+func setPermissions(_ mode: Int, of url: URL) throws {
+    try FileManager.default.setAttributes([.posixPermissions: mode], ofItemAtPath: url.path)
+}
+
 /// The permission bits of the file at `url`.
 func permissions(_ url: URL) throws -> Int {
     let attributes = try FileManager.default.attributesOfItem(atPath: url.path)

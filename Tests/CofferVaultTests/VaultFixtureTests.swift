@@ -122,7 +122,8 @@ struct VaultFixtureTests {
             let url = folder.appendingPathComponent(fixture.file)
             let keyURL = folder.appendingPathComponent(keyName)
             try copyFile(vaultSource, to: url)
-            try copyFile(keySource, to: keyURL)
+            // Git checks the fixture out as 0644, which a key file may not be: a private copy.
+            try writePrivateBytes(try readBytes(keySource), to: keyURL)
             let vault = try Vault.open(at: url, unlock: .keyFile(at: keyURL))
             #expect(vault.identity.userID == fixture.userID)
             #expect(vault.identity.fingerprint == fixture.fingerprint)

@@ -491,7 +491,7 @@ struct VaultTests {
             try vault.addKeyFile(at: folder.appendingPathComponent("alice.key"))
 
             let random = folder.appendingPathComponent("random.key")
-            try writeBytes(SecureRandom.bytes(count: 32), to: random)
+            try writePrivateBytes(SecureRandom.bytes(count: 32), to: random)
             expectVaultError(.wrongKeyFile) { try Vault.open(at: vault.url, unlock: .keyFile(at: random)) }
 
             // Another vault's key file.
@@ -510,8 +510,46 @@ struct VaultTests {
     func keyFileOfWrongLengthIsMalformed(length: Int) throws {
         try withTemporaryFolder { folder in
             let url = folder.appendingPathComponent("bad.key")
-            try writeBytes(SecureRandom.bytes(count: length), to: url)
+            try writePrivateBytes(SecureRandom.bytes(count: length), to: url)
             expectVaultError(.malformed) { try VaultUnlock.keyFile(at: url) }
+        }
+    }
+
+    /// As ssh refuses a private key that others may read: any permission for group or others
+    /// refuses the key file unread, naming it and the fix. Owner-only modes are fine.
+    @Test(arguments: [0o644, 0o640, 0o604, 0o660, 0o606, 0o610, 0o601, 0o620, 0o602, 0o777, 0o444, 0o440, 0o404])
+    func keyFileOpenToOthersIsRefused(mode: Int) throws {
+        try withTemporaryFolder { folder in
+            let vault = try makeVault(in: folder)
+            let key = folder.appendingPathComponent("alice.key")
+            try vault.addKeyFile(at: key)
+            #expect(try permissions(key) & 0o777 == 0o600)
+            #expect(try Vault.open(at: vault.url, unlock: .keyFile(at: key)).identity == vault.identity)
+
+            try setPermissions(mode, of: key)
+            let error = expectVaultError(.unprotectedKeyFile) { try VaultUnlock.keyFile(at: key) }
+            #expect(error?.message.contains(key.path) == true, "\(error?.message ?? "")")
+            #expect(error?.message.contains("chmod 600") == true, "\(error?.message ?? "")")
+            #expect(error?.message.contains("0\(String(mode, radix: 8))") == true, "names the mode: \(error?.message ?? "")")
+            // Even a file of the wrong length is refused for its mode first: it is not read.
+            let short = folder.appendingPathComponent("short.key")
+            try writeBytes([1, 2, 3], to: short)
+            try setPermissions(mode, of: short)
+            expectVaultError(.unprotectedKeyFile) { try VaultUnlock.keyFile(at: short) }
+
+            try setPermissions(0o600, of: key)
+            #expect(try Vault.open(at: vault.url, unlock: .keyFile(at: key)).identity == vault.identity)
+        }
+    }
+
+    @Test(arguments: [0o600, 0o400, 0o700, 0o500])
+    func ownerOnlyKeyFilesOpen(mode: Int) throws {
+        try withTemporaryFolder { folder in
+            let vault = try makeVault(in: folder)
+            let key = folder.appendingPathComponent("alice.key")
+            try vault.addKeyFile(at: key)
+            try setPermissions(mode, of: key)
+            #expect(try Vault.open(at: vault.url, unlock: .keyFile(at: key)).identity == vault.identity)
         }
     }
 

@@ -82,7 +82,7 @@ enum ErrorReporter {
         case .notFound, .itemNotFound: return ExitStatus.notFound
         case .alreadyExists: return ExitStatus.alreadyExists
         case .malformed, .integrityFailure, .invalidArguments: return ExitStatus.dataError
-        case .wrongPassphrase, .wrongKeyFile: return ExitStatus.denied
+        case .wrongPassphrase, .wrongKeyFile, .unprotectedKeyFile: return ExitStatus.denied
         case .changedOnDisk: return ExitStatus.conflict
         case .io: return ExitStatus.failure
         }
