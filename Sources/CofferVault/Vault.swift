@@ -138,8 +138,9 @@ public final class Vault: Sendable {
     // MARK: - Slots
 
     /// Replaces the passphrase slot with one for `newPassphrase` (a fresh salt; the cost
-    /// kept unless `kdf` is given). The vault key and body stay as they are, so a copy of
-    /// the old file still opens with the old passphrase; see ``rekey(passphrase:kdf:)``.
+    /// kept unless `kdf` is given). The vault key, the key-file slots and the body stay as they
+    /// are, so a copy of the old file still opens with the old passphrase and yields the vault
+    /// key and the identity keys. ``rekey(passphrase:kdf:)`` does not change that either.
     public func changePassphrase(to newPassphrase: SecureBytes, kdf: Argon2id.Parameters? = nil) throws {
         try Self.checkPassphrase(newPassphrase)
         try mutate { state in
@@ -152,9 +153,14 @@ public final class Vault: Sendable {
         logger.info("vault passphrase changed", metadata: ["path": "\(url.path)"])
     }
 
-    /// Re-keys the vault: a new random vault key seals the body, one passphrase slot holds
-    /// it, and every other slot (key files, old passphrases) is dropped. After this, old
-    /// copies of the file no longer open with anything that unlocks the new one.
+    /// Re-keys the vault: a new random vault key (and vault id) seals the body, one passphrase
+    /// slot holds it, and every other slot is dropped, so key files and the old passphrase no
+    /// longer open this file.
+    ///
+    /// The identity keys (the Ed25519 seed and the X25519 secret in the body) stay the same. So
+    /// an old copy of the file still opens with the old passphrase or key file, and yields the
+    /// identity: a re-key does not protect against someone who holds an old copy and an old
+    /// secret. Only a new identity (a new vault) makes old copies worthless.
     public func rekey(passphrase: SecureBytes, kdf: Argon2id.Parameters? = nil) throws {
         try Self.checkPassphrase(passphrase)
         try mutate { state in

@@ -324,6 +324,10 @@ struct VaultCommandTests {
                                    env: ["COFFER_PASSPHRASE": CofferProcess.passphrase, "COFFER_NEW_PASSPHRASE": CofferProcess.newPassphrase])
         expectSuccess(r)
         #expect(r.out.contains("Passphrase changed"), "\(r)")
+        // It says what stays true, and no longer offers --rekey as a cure for old copies.
+        #expect(r.out.contains("An old copy of the vault file still opens with the old passphrase and yields your identity"), "\(r)")
+        #expect(r.out.contains("--rekey does not change that"), "\(r)")
+        #expect(!r.out.contains("to prevent that"), "\(r)")
         expectError(try sandbox.coffer(["vault", "show", "--vault", vault], env: withPassphrase), 77)
         let after = try sandbox.showJSON(vault, env: ["COFFER_PASSPHRASE": CofferProcess.newPassphrase])
         #expect(after["userID"] as? String == before["userID"] as? String)
@@ -363,6 +367,8 @@ struct VaultCommandTests {
         expectSuccess(try sandbox.coffer(["vault", "keyfile", "--output", key, "--vault", vault], env: withPassphrase))
         expectSuccess(try sandbox.coffer(["vault", "show", "--vault", vault, "--key-file", key]))
 
+        let oldCopy = try sandbox.write("old-copy.coffer", try sandbox.read(vault))
+
         let r = try sandbox.coffer(["vault", "passwd", "--rekey", "--vault", vault],
                                    env: ["COFFER_PASSPHRASE": CofferProcess.passphrase, "COFFER_NEW_PASSPHRASE": CofferProcess.newPassphrase])
         expectSuccess(r)
@@ -370,6 +376,19 @@ struct VaultCommandTests {
         expectError(try sandbox.coffer(["vault", "show", "--vault", vault], env: withPassphrase), 77)
         let after = try sandbox.showJSON(vault, env: ["COFFER_PASSPHRASE": CofferProcess.newPassphrase])
         #expect(after["userID"] as? String == userID)
+
+        // What it says is what happens: the old copy still opens with the old passphrase and the
+        // old key file, and yields the same identity.
+        #expect(r.out.contains("key files and the old passphrase no longer open this file"), "\(r)")
+        #expect(r.out.contains("an old copy of the vault file still opens with the old passphrase or an old key file and yields your identity"), "\(r)")
+        #expect(try sandbox.showJSON(oldCopy)["userID"] as? String == userID)
+        let viaKey = try sandbox.coffer(["vault", "show", "--json", "--vault", oldCopy, "--key-file", key])
+        expectSuccess(viaKey)
+        #expect(try jsonObject(viaKey)["userID"] as? String == userID)
+        let help = try sandbox.coffer(["vault", "passwd", "--help"])
+        let helpText = help.out.split(whereSeparator: \.isWhitespace).joined(separator: " ") // help wraps lines
+        #expect(helpText.contains("an old copy of the vault file still opens with the old passphrase"), "\(help)")
+        #expect(helpText.contains("only a new identity makes old copies worthless"), "\(help)")
     }
 
     @Test("vault passwd without --rekey keeps key files working")

@@ -6,13 +6,26 @@ extension Coffer.VaultCommand {
         static let configuration = CommandConfiguration(
             abstract: "Change the vault passphrase (new one from COFFER_NEW_PASSPHRASE or a prompt).",
             discussion: """
-                The vault key stays the same, so an old copy of the file still opens with the old passphrase. \
-                With --rekey, a new vault key re-seals the body and every key file stops working.
+                The vault key stays the same and key files keep working. With --rekey, a new vault key \
+                re-seals the body and key files stop working on this file. Either way the identity keys \
+                stay the same, so an old copy of the vault file still opens with the old passphrase (or \
+                an old key file) and yields your identity; only a new identity makes old copies worthless.
                 """)
 
-        @Flag(help: "Also re-key the vault body under a new vault key, dropping all key files.") var rekey = false
+        @Flag(help: "Also re-seal the vault under a new vault key, dropping all key files (old copies keep the same identity keys).")
+        var rekey = false
         @Option(help: "A new Argon2id cost: interactive, moderate or sensitive.") var kdf: KDFPreset?
         @OptionGroup var global: GlobalOptions
+
+        static let changedMessage = """
+            Passphrase changed; key files still open the vault. An old copy of the vault file still opens \
+            with the old passphrase and yields your identity (--rekey does not change that).
+            """
+        static let rekeyedMessage = """
+            Passphrase changed and vault re-keyed: key files and the old passphrase no longer open this file. \
+            The identity keys are the same, so an old copy of the vault file still opens with the old passphrase \
+            or an old key file and yields your identity; only a new identity makes old copies worthless.
+            """
 
         func run() async throws {
             kdf?.warnIfForTestsOnly()
@@ -29,8 +42,7 @@ extension Coffer.VaultCommand {
                 struct Changed: Encodable { let userID: String, rekeyed: Bool }
                 try Output.json(Changed(userID: vault.identity.userID, rekeyed: rekey))
             } else {
-                Output.line(rekey ? "Passphrase changed and vault re-keyed; key files no longer open it."
-                                  : "Passphrase changed. Old copies of the file still open with the old passphrase; use --rekey to prevent that.")
+                Output.line(rekey ? Self.rekeyedMessage : Self.changedMessage)
             }
         }
     }
