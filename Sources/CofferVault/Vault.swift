@@ -29,8 +29,9 @@ public enum VaultUnlock: Sendable {
 /// let again = try Vault.open(at: url, unlock: .passphrase(SecureBytes(copying: Array("correct horse".utf8))))
 /// ```
 ///
-/// Every change is written at once, atomically and durably (see `Docs/VaultFormat.md`);
-/// a change refuses to overwrite a file that another process changed after this one read it.
+/// Every change is written at once, atomically and durably (see `Docs/VaultFormat.md`), under
+/// the vault's lock and to the file's latest contents: when another process (or another `Vault`
+/// object) wrote the file after this one read it, the change applies on top of that write.
 public final class Vault: Sendable {
     struct State {
         var header: VaultFormat.Header
@@ -101,7 +102,7 @@ public final class Vault: Sendable {
                                     boxSecret: X25519.PrivateKey().rawRepresentation, items: [])
         let header = VaultFormat.Header(vaultID: vaultID, slots: [slot])
         let file = try seal(header: header, body: body, vaultKey: vaultKey)
-        try VaultFile.write(file, to: url, expectedHash: nil)
+        try VaultFile.create(file, at: url)
         logger.info("vault created", metadata: ["path": "\(url.path)", "kdf": "\(kdf)"])
         return try Vault(url: url, state: State(header: header, vaultKey: vaultKey, body: body,
                                                 fileHash: VaultFile.contentHash(file)), logger: logger)
@@ -116,12 +117,7 @@ public final class Vault: Sendable {
         let file = try VaultFile.read(url)
         let (header, bodyOffset) = try VaultFormat.parseHeader(file)
         let vaultKey = try unlockKey(header: header, unlock: unlock)
-        let headerBytes = Array(file[0..<bodyOffset])
-        let box = try XChaCha20Poly1305.SealedBox(combined: Array(file[bodyOffset...]))
-        let plaintext: SecureBytes
-        do {
-            plaintext = try XChaCha20Poly1305.openSecret(box, using: vaultKey, authenticating: headerBytes)
-        } catch {
+        guard let plaintext = openBody(file, bodyOffset: bodyOffset, vaultKey: vaultKey) else {
             throw VaultError(.integrityFailure, "the vault body fails authentication: the file was changed or damaged")
         }
         let body = try VaultFormat.decodeBody(plaintext)
@@ -143,10 +139,16 @@ public final class Vault: Sendable {
     /// key and the identity keys. ``rekey(passphrase:kdf:)`` does not change that either.
     public func changePassphrase(to newPassphrase: SecureBytes, kdf: Argon2id.Parameters? = nil) throws {
         try Self.checkPassphrase(newPassphrase)
+        // Argon2id runs before the vault's lock is taken, so other writers do not wait for it.
+        let (vaultID, vaultKey, cost) = read { state in
+            (state.header.vaultID, state.vaultKey, kdf ?? state.header.slots.first { $0.type == .passphrase }?.kdf ?? .moderate)
+        }
+        let slot = try Self.passphraseSlot(passphrase: newPassphrase, kdf: cost, vaultID: vaultID, vaultKey: vaultKey)
         try mutate { state in
-            let cost = kdf ?? state.header.slots.first { $0.type == .passphrase }?.kdf ?? .moderate
-            let slot = try Self.passphraseSlot(passphrase: newPassphrase, kdf: cost,
-                                               vaultID: state.header.vaultID, vaultKey: state.vaultKey)
+            // The latest state opened with this vault key, so it is this vault id; checked anyway.
+            guard state.header.vaultID == vaultID else {
+                throw VaultError(.changedOnDisk, "the vault at \(url.path) was re-keyed since it was opened; open it again and retry")
+            }
             state.header.slots.removeAll { $0.type == .passphrase }
             state.header.slots.insert(slot, at: 0)
         }
@@ -163,13 +165,13 @@ public final class Vault: Sendable {
     /// secret. Only a new identity (a new vault) makes old copies worthless.
     public func rekey(passphrase: SecureBytes, kdf: Argon2id.Parameters? = nil) throws {
         try Self.checkPassphrase(passphrase)
+        // Argon2id runs before the vault's lock is taken, so other writers do not wait for it.
+        let cost = kdf ?? read { $0.header.slots.first { $0.type == .passphrase }?.kdf } ?? .moderate
+        let newKey = SymmetricKey()
+        let newID = SecureRandom.bytes(count: VaultFormat.vaultIDByteCount)
+        let slot = try Self.passphraseSlot(passphrase: passphrase, kdf: cost, vaultID: newID, vaultKey: newKey)
         try mutate { state in
-            let cost = kdf ?? state.header.slots.first { $0.type == .passphrase }?.kdf ?? .moderate
-            let newKey = SymmetricKey()
-            let newID = SecureRandom.bytes(count: VaultFormat.vaultIDByteCount)
-            state.header = VaultFormat.Header(vaultID: newID, slots: [
-                try Self.passphraseSlot(passphrase: passphrase, kdf: cost, vaultID: newID, vaultKey: newKey),
-            ])
+            state.header = VaultFormat.Header(vaultID: newID, slots: [slot])
             state.vaultKey = newKey
         }
         logger.info("vault re-keyed", metadata: ["path": "\(url.path)"])
@@ -200,20 +202,55 @@ public final class Vault: Sendable {
 
     // MARK: - Internals
 
-    /// Applies `change` to a copy of the state, writes the file, and keeps the copy only if
-    /// the write succeeded: a failed write leaves both the file and this object unchanged.
+    /// Applies `change` to the vault as it is on disk now, and writes it, under the vault's lock.
+    ///
+    /// When the file was written since this object last read or wrote it (by another process or
+    /// another `Vault` object), it is read again and opened with the vault key this object
+    /// holds, and `change` applies to that: concurrent writers wait their turn (at most
+    /// ``VaultFile/lockWait``, then `.busy`) and each keeps its change. A file this key no longer
+    /// opens (re-keyed elsewhere, replaced, removed) is `.changedOnDisk`. A failed change or
+    /// write leaves the file and this object as they were.
     func mutate(_ change: (inout State) throws -> Void) throws {
-        try state.withLock { current in
-            var next = current
+        try VaultFile.withExclusiveLock(VaultFile.lockPath(forVault: url), guarding: "the vault at \(url.path)") {
+            var next = try latestState()
             try change(&next)
             let file = try Self.seal(header: next.header, body: next.body, vaultKey: next.vaultKey)
             guard file.count <= VaultFormat.maxFileSize else {
                 throw VaultError(.invalidArguments, "the vault would grow to \(file.count) bytes, over the \(VaultFormat.maxFileSize >> 20) MiB a vault may have; nothing was changed")
             }
-            try VaultFile.write(file, to: url, expectedHash: current.fileHash)
+            try VaultFile.replace(url, with: file)
             next.fileHash = VaultFile.contentHash(file)
-            current = next
+            state.withLock { $0 = next }
         }
+    }
+
+    /// The vault as it is on disk now (the caller holds the vault's lock): this object's state
+    /// when the file is the one it last read or wrote, otherwise the file opened with its vault key.
+    private func latestState() throws -> State {
+        let known = read { $0 }
+        let file: [UInt8]
+        do { file = try VaultFile.read(url) } catch let e as VaultError where e.code == .notFound {
+            throw VaultError(.changedOnDisk, "the vault at \(url.path) was removed since it was opened")
+        }
+        let hash = VaultFile.contentHash(file)
+        if hash == known.fileHash { return known }
+        let (header, bodyOffset) = try VaultFormat.parseHeader(file)
+        guard let plaintext = Self.openBody(file, bodyOffset: bodyOffset, vaultKey: known.vaultKey) else {
+            throw VaultError(.changedOnDisk, "the vault at \(url.path) was re-keyed or replaced since it was opened; open it again and retry")
+        }
+        let body = try VaultFormat.decodeBody(plaintext)
+        guard body.signingSeed == known.body.signingSeed else {
+            throw VaultError(.changedOnDisk, "the vault at \(url.path) holds another identity since it was opened; open it again")
+        }
+        logger.debug("vault written elsewhere since read; changing its latest contents", metadata: ["path": "\(url.path)"])
+        return State(header: header, vaultKey: known.vaultKey, body: body, fileHash: hash)
+    }
+
+    /// The body's plaintext, or nil when it does not authenticate under `vaultKey` with the
+    /// header (the file's first `bodyOffset` bytes) as associated data.
+    static func openBody(_ file: [UInt8], bodyOffset: Int, vaultKey: SymmetricKey) -> SecureBytes? {
+        guard let box = try? XChaCha20Poly1305.SealedBox(combined: Array(file[bodyOffset...])) else { return nil }
+        return try? XChaCha20Poly1305.openSecret(box, using: vaultKey, authenticating: Array(file[0..<bodyOffset]))
     }
 
     func read<R>(_ body: (State) throws -> R) rethrows -> R {

@@ -17,8 +17,11 @@ public struct VaultError: Error, Sendable, CustomStringConvertible {
         /// A key file whose mode grants any permission to group or others: refused unread
         /// (`chmod 600` it), as ssh refuses such private keys.
         case unprotectedKeyFile
-        /// The file changed since this process read it; open it again.
+        /// The file changed since this process read it in a way a change cannot be applied to
+        /// (re-keyed, replaced by another vault, removed); open it again.
         case changedOnDisk
+        /// Another process held the vault's (or its marks') lock for longer than a writer waits.
+        case busy
         /// No keychain item matches.
         case itemNotFound
         /// A caller's argument is out of bounds (a name too long, too many slots).

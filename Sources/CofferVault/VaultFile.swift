@@ -6,13 +6,13 @@ import Glibc
 import Darwin
 #endif
 
-/// Durable, atomic, locked file writes for vaults.
+/// Durable, atomic, locked file writes for vaults (and the files kept beside them).
 ///
-/// A write takes an exclusive advisory lock (`flock`) on a sidecar file `<vault>.lock`,
-/// checks that the vault on disk is still the one this process read (by BLAKE2b hash),
-/// writes a temporary file in the same folder with mode 0600, `fsync`s it, renames it over
-/// the vault, and `fsync`s the folder. Foundation's atomic write does neither the folder
-/// `fsync` nor the 0600 mode.
+/// A writer takes an exclusive advisory lock (`flock`) on a sidecar file (`<vault>.lock`),
+/// waiting a bounded time, then writes a temporary file in the same folder with mode 0600,
+/// `fsync`s it, renames it over the file, and `fsync`s the folder. Foundation's atomic write
+/// does neither the folder `fsync` nor the 0600 mode. Readers take no lock: a rename replaces
+/// a file whole.
 enum VaultFile {
     /// Opens a path for reading without blocking on FIFOs or devices: non-blocking open, then
     /// only regular files are accepted.
@@ -60,35 +60,60 @@ enum VaultFile {
     /// The fingerprint of file contents used to detect a change between read and write.
     static func contentHash(_ bytes: [UInt8]) -> [UInt8] { BLAKE2b.hash(bytes) }
 
-    /// Replaces (or creates) the file at `url` with `bytes`.
-    ///
-    /// - Parameter expectedHash: the hash of the contents this process read; nil means
-    ///   the file must not exist yet.
-    static func write(_ bytes: [UInt8], to url: URL, expectedHash: [UInt8]?) throws {
+    /// How long a writer waits for another process's lock before giving up.
+    static let lockWait: TimeInterval = 10
+
+    /// Runs `body` holding an exclusive advisory lock (`flock`) on the sidecar file `lockPath`
+    /// (created with mode 0600 when missing), and releases it after. Waits at most `timeout`
+    /// for another holder, sleeping between non-blocking tries (from 1 ms, doubling to 50 ms),
+    /// then throws ``VaultError/Code/busy`` naming `what`. Locks taken through separate opens
+    /// exclude each other, in one process as across processes.
+    static func withExclusiveLock<R>(_ lockPath: String, guarding what: String, timeout: TimeInterval = lockWait,
+                                     _ body: () throws -> R) throws -> R {
+        let fd = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard fd >= 0 else {
+            let folder = URL(fileURLWithPath: lockPath).deletingLastPathComponent().path
+            if errno == ENOENT { throw VaultError(.notFound, "the folder \(folder) does not exist") }
+            throw VaultError(.io, "cannot lock \(what): \(String(cString: strerror(errno)))")
+        }
+        defer { close(fd) } // closing releases the lock
+        let clock = ContinuousClock()
+        let deadline = clock.now + .seconds(timeout)
+        var pause: TimeInterval = 0.001
+        while flock(fd, LOCK_EX | LOCK_NB) != 0 {
+            switch errno {
+            case EINTR:
+                continue
+            case EWOULDBLOCK:
+                guard clock.now < deadline else {
+                    throw VaultError(.busy, "\(what) stayed locked by another process for \(String(format: "%g", timeout)) s; nothing was changed: try again")
+                }
+                Thread.sleep(forTimeInterval: pause)
+                pause = min(pause * 2, 0.05)
+            default:
+                throw VaultError(.io, "cannot lock \(what): \(String(cString: strerror(errno)))")
+            }
+        }
+        return try body()
+    }
+
+    /// Creates the vault file at `url`, which must not exist, under the vault's lock.
+    static func create(_ bytes: [UInt8], at url: URL) throws {
+        try withExclusiveLock(lockPath(forVault: url), guarding: "the vault at \(url.path)") {
+            guard access(url.path, F_OK) != 0 else { throw VaultError(.alreadyExists, "a file already exists at \(url.path)") }
+            try replace(url, with: bytes)
+        }
+    }
+
+    /// The vault's lock sidecar, `<vault>.lock`.
+    static func lockPath(forVault url: URL) -> String { url.path + ".lock" }
+
+    /// Replaces (or creates) the file at `url` with `bytes`, atomically and durably: a temporary
+    /// file `.<name>.tmp-<random>` in the same folder with mode 0600, `fsync`, `rename` over
+    /// `url`, `fsync` of the folder. The caller holds the lock that guards `url`. On failure the
+    /// old file stays and no temporary file is left.
+    static func replace(_ url: URL, with bytes: [UInt8]) throws {
         let folder = url.deletingLastPathComponent()
-        let lockPath = url.path + ".lock"
-        let lockFD = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
-        guard lockFD >= 0 else {
-            if errno == ENOENT { throw VaultError(.notFound, "the folder \(folder.path) does not exist") }
-            throw VaultError(.io, "cannot lock \(url.path): \(String(cString: strerror(errno)))")
-        }
-        defer { close(lockFD) } // closing releases the lock
-        while flock(lockFD, LOCK_EX) != 0 {
-            guard errno == EINTR else { throw VaultError(.io, "cannot lock \(url.path): \(String(cString: strerror(errno)))") }
-        }
-
-        if let expectedHash {
-            let current: [UInt8]
-            do { current = try read(url) } catch let e as VaultError where e.code == .notFound {
-                throw VaultError(.changedOnDisk, "the vault at \(url.path) was removed since it was opened")
-            }
-            guard contentHash(current) == expectedHash else {
-                throw VaultError(.changedOnDisk, "the vault at \(url.path) changed since it was opened; open it again and retry")
-            }
-        } else if access(url.path, F_OK) == 0 {
-            throw VaultError(.alreadyExists, "a file already exists at \(url.path)")
-        }
-
         let tempPath = folder.appendingPathComponent(".\(url.lastPathComponent).tmp-\(Hex.encode(SecureRandom.bytes(count: 6)))").path
         let fd = open(tempPath, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw VaultError(.io, "cannot write in \(folder.path): \(String(cString: strerror(errno)))") }

@@ -1,5 +1,9 @@
 import Foundation
+import Synchronization
 import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// `coffer vault item add|get|list|delete`: keychain-like items in the vault.
 @Suite("coffer vault item")
@@ -195,6 +199,45 @@ struct VaultItemCommandTests {
             #expect(!r.err.contains(Self.secret) && !r.err.contains("api.example.com"))
         }
         #expect(try get("api.example.com", "alice").stdout == Data(Self.secret.utf8))
+    }
+
+    @Test("8 item adds at once, each its own process: all exit 0 and every item is listed")
+    func concurrentAdds() throws {
+        let (sandbox, vault) = (self.sandbox, self.vault)
+        let results = Mutex<[Int: CofferResult]>([:])
+        let group = DispatchGroup()
+        for i in 0..<8 {
+            group.enter()
+            Thread {
+                defer { group.leave() }
+                let r = try? sandbox.coffer(["vault", "item", "add", "--service", "svc-\(i)", "--account", "acct", "--vault", vault],
+                                            env: withPassphrase, stdin: .text("secret-\(i)"))
+                results.withLock { $0[i] = r }
+            }.start()
+        }
+        group.wait()
+        for i in 0..<8 {
+            let r = try #require(results.withLock { $0[i] }, "process \(i) did not run")
+            expectSuccess(r)
+        }
+        let (_, items) = try listJSON()
+        #expect(Set(items.compactMap { $0["service"] as? String }) == Set((0..<8).map { "svc-\($0)" }))
+        for i in 0..<8 { #expect(try get("svc-\(i)", "acct").stdout == Data("secret-\(i)".utf8)) }
+    }
+
+    @Test("item add while another process holds the vault's lock past the wait: 75, naming the vault, nothing added")
+    func lockHeldTooLong() throws {
+        let fd = open(vault + ".lock", O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        try #require(fd >= 0 && flock(fd, LOCK_EX) == 0)
+        let r: CofferResult
+        do {
+            defer { close(fd) } // releases the lock
+            r = try add("api.example.com", "alice", secret: .text(Self.secret))
+        }
+        expectError(r, 75, mentioning: vault)
+        #expect(r.err.contains("stayed locked"), "\(r)")
+        #expect(r.seconds >= 9.5, "gave up after \(r.seconds) s")
+        #expect(try listJSON().1.isEmpty)
     }
 
     @Test("items are unlocked by a key file too")

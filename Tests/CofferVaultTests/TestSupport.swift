@@ -1,6 +1,10 @@
 import CofferCrypto
 import Foundation
+import Synchronization
 import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
 @testable import CofferVault
 
 // Shared helpers for the vault tests. Every vault made here uses `Argon2id.Parameters.min`.
@@ -157,4 +161,58 @@ func putU16(_ value: UInt16, into file: inout [UInt8], at offset: Int) {
 
 func putU32(_ value: UInt32, into file: inout [UInt8], at offset: Int) {
     file.replaceSubrange(offset..<offset + 4, with: BigEndian.bytes(value))
+}
+
+// MARK: - Threads and locks
+
+/// Runs `body(0)` … `body(count - 1)` at once, each on its own thread, and returns the errors
+/// thrown (empty when all succeeded).
+func onThreads(_ count: Int, _ body: @escaping @Sendable (Int) throws -> Void) -> [String] {
+    let failures = Mutex<[String]>([])
+    let group = DispatchGroup()
+    for i in 0..<count {
+        group.enter()
+        Thread {
+            defer { group.leave() }
+            do { try body(i) } catch { failures.withLock { $0.append("thread \(i): \(error)") } }
+        }.start()
+    }
+    group.wait()
+    return failures.withLock { $0 }
+}
+
+extension Thread {
+    /// Runs `body` on a new thread after `delay` seconds; the returned group is left when it is done.
+    static func detach(after delay: TimeInterval, _ body: @escaping @Sendable () -> Void) -> DispatchGroup {
+        let group = DispatchGroup()
+        group.enter()
+        Thread {
+            Thread.sleep(forTimeInterval: delay)
+            body()
+            group.leave()
+        }.start()
+        return group
+    }
+}
+
+/// An exclusive `flock` on a path, as another process holding a vault's lock would have.
+final class LockHolder: Sendable {
+    private let fd: Int32
+
+    init(_ path: String) throws {
+        fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard fd >= 0, flock(fd, LOCK_EX) == 0 else { throw VaultError(.io, "cannot lock \(path) for the test") }
+    }
+
+    /// Releases the lock (closing the descriptor).
+    func release() { close(fd) }
+}
+
+/// CPU time the calling thread has used, user and system, in seconds (other tests running
+/// at the same time do not count).
+func threadCPUSeconds() -> Double {
+    var usage = rusage()
+    getrusage(__rusage_who_t(1), &usage) // RUSAGE_THREAD (Linux), not imported by Glibc
+    func seconds(_ t: timeval) -> Double { Double(t.tv_sec) + Double(t.tv_usec) / 1e6 }
+    return seconds(usage.ru_utime) + seconds(usage.ru_stime)
 }

@@ -467,12 +467,16 @@ struct VaultFileTests {
             expectVaultError(.itemNotFound) { try vault.deleteItems(matching: .all) }
             let other = try Vault.open(at: vault.url, passphrase: secure(testPassphrase))
             try other.addItem(service: "svc", account: "acct", secret: secure("3"))
-            expectVaultError(.changedOnDisk) { try vault.addItem(service: "x", account: "y", secret: secure("4")) }
+            expectVaultError(.alreadyExists) { try vault.addItem(service: "svc", account: "acct", secret: secure("4")) }
+            try other.rekey(passphrase: secure(testPassphrase))
+            expectVaultError(.changedOnDisk) { try vault.addItem(service: "x", account: "y", secret: secure("5")) }
             #expect(try folderContents(folder) == ["alice.coffer", "alice.coffer.lock", "keys"])
         }
     }
 
-    @Test func twoVaultObjectsOnOneFile() throws {
+    /// A change applies to the file's latest contents: a second `Vault` object (another
+    /// process, say) that read the file before the first one wrote it keeps both changes.
+    @Test func twoVaultObjectsOnOneFileKeepBothChanges() throws {
         try withTemporaryFolder { folder in
             let url = folder.appendingPathComponent("alice.coffer")
             _ = try makeVault(in: folder)
@@ -480,53 +484,69 @@ struct VaultFileTests {
             let second = try Vault.open(at: url, passphrase: secure(testPassphrase))
 
             try first.addItem(service: "first", account: "acct", secret: secure("from the first"))
-            let afterFirst = try readBytes(url)
-
-            let error = expectVaultError(.changedOnDisk) {
-                try second.addItem(service: "second", account: "acct", secret: secure("from the second"))
-            }
-            #expect(error?.message.contains("changed") == true)
-            // The file still holds the first's item and nothing of the second's.
-            #expect(try readBytes(url) == afterFirst)
+            try second.addItem(service: "second", account: "acct", secret: secure("from the second"))
             let reopened = try Vault.open(at: url, passphrase: secure(testPassphrase))
-            #expect(reopened.items().map(\.service) == ["first"])
+            #expect(reopened.items().map(\.service) == ["first", "second"])
             #expect(try reopened.item(service: "first", account: "acct").secret == secure("from the first"))
-            // The failed write left the second object's state as it was.
-            #expect(second.items().isEmpty)
-            expectVaultError(.itemNotFound) { try second.item(service: "second", account: "acct") }
+            #expect(try reopened.item(service: "second", account: "acct").secret == secure("from the second"))
+            // The second object now sees the first one's item too; the first sees its own until it writes.
+            #expect(second.items().map(\.service) == ["first", "second"])
+            #expect(first.items().map(\.service) == ["first"])
 
-            // Every kind of write from the stale object is refused the same way.
-            expectVaultError(.changedOnDisk) { try second.changePassphrase(to: secure(otherPassphrase)) }
-            expectVaultError(.changedOnDisk) { try second.rekey(passphrase: secure(otherPassphrase)) }
-            // (A delete or update that matches nothing in the stale object's own view is
-            // `.itemNotFound` before any write is tried.)
-            expectVaultError(.itemNotFound) { try second.deleteItems(matching: .all) }
-            #expect(try readBytes(url) == afterFirst)
-            #expect(second.passphraseParameters == .min)
-            _ = try Vault.open(at: url, passphrase: secure(testPassphrase))
+            // A change that conflicts with the latest contents gets its normal error and writes nothing.
+            let before = try readBytes(url)
+            expectVaultError(.alreadyExists) { try first.addItem(service: "second", account: "acct", secret: secure("again")) }
+            #expect(try readBytes(url) == before)
+            #expect(first.items().map(\.service) == ["first"], "a failed change leaves the object as it was")
+            // An update or delete finds what another object added.
+            #expect(try first.updateItems(matching: VaultItemQuery(service: "second"), label: "by the first") == 1)
+            #expect(try second.deleteItems(matching: VaultItemQuery(service: "first")) == 1)
+            let final = try Vault.open(at: url, passphrase: secure(testPassphrase))
+            #expect(final.items().map(\.service) == ["second"])
+            #expect(final.items().first?.label == "by the first")
 
-            // The first object is still in step and can keep writing.
-            try first.addItem(service: "first-2", account: "acct", secret: secure("again"))
-            #expect(try Vault.open(at: url, passphrase: secure(testPassphrase)).items().count == 2)
+            // A passphrase changed by one object applies to the file the other changed, key files kept.
+            let key = folder.appendingPathComponent("alice.key")
+            try first.addKeyFile(at: key)
+            try second.changePassphrase(to: secure(otherPassphrase))
+            #expect(second.keyFileCount == 1)
+            expectVaultError(.wrongPassphrase) { try Vault.open(at: url, passphrase: secure(testPassphrase)) }
+            #expect(try Vault.open(at: url, passphrase: secure(otherPassphrase)).items().map(\.service) == ["second"])
+            #expect(try Vault.open(at: url, unlock: .keyFile(at: key)).identity == first.identity)
         }
     }
 
-    /// `addKeyFile` writes the key file before the vault; when the vault write then fails,
-    /// the stray key file opens nothing (documented in `addKeyFile`).
-    @Test func aStaleAddKeyFileLeavesAKeyFileThatOpensNothing() throws {
+    /// After a re-key elsewhere, this object's vault key no longer opens the file: its changes
+    /// fail clearly and write nothing. `addKeyFile` writes the key file before the vault, so the
+    /// stray key file it leaves opens nothing (documented in `addKeyFile`).
+    @Test func aRekeyElsewhereIsChangedOnDisk() throws {
         try withTemporaryFolder { folder in
             let url = folder.appendingPathComponent("alice.coffer")
             _ = try makeVault(in: folder)
             let first = try Vault.open(at: url, passphrase: secure(testPassphrase))
             let second = try Vault.open(at: url, passphrase: secure(testPassphrase))
-            try first.addItem(service: "first", account: "acct", secret: secure("1"))
+            try first.rekey(passphrase: secure(otherPassphrase))
+            let afterRekey = try readBytes(url)
             let keyURL = folder.appendingPathComponent("stray.key")
-            expectVaultError(.changedOnDisk) { try second.addKeyFile(at: keyURL) }
+            for attempt: () throws -> Void in [
+                { try second.addItem(service: "s", account: "a", secret: secure("x")) },
+                { try second.changePassphrase(to: secure(testPassphrase)) },
+                { try second.rekey(passphrase: secure(testPassphrase)) },
+                { try second.addKeyFile(at: keyURL) },
+            ] {
+                let error = expectVaultError(.changedOnDisk) { try attempt() }
+                #expect(error?.message.contains("re-keyed") == true, "\(error?.message ?? "")")
+            }
+            #expect(try readBytes(url) == afterRekey)
+            #expect(second.items().isEmpty)
             #expect(second.keyFileCount == 0)
             if FileManager.default.fileExists(atPath: keyURL.path) {
                 expectVaultError(.wrongKeyFile) { try Vault.open(at: url, unlock: .keyFile(at: keyURL)) }
             }
-            #expect(try Vault.open(at: url, passphrase: secure(testPassphrase)).keyFileCount == 0)
+            // Opened again, it writes.
+            let again = try Vault.open(at: url, passphrase: secure(otherPassphrase))
+            try again.addItem(service: "s", account: "a", secret: secure("x"))
+            #expect(again.keyFileCount == 0)
         }
     }
 
@@ -545,34 +565,21 @@ struct VaultFileTests {
         }
     }
 
-    /// Several writers in this process, each re-opening on conflict: the lock and the
-    /// change check together lose no write.
-    @Test func concurrentWritersLoseNothing() async throws {
-        try await withTemporaryFolder { folder in
+    /// 8 threads, each with its own `Vault` object opened before any of them writes (so each
+    /// is stale after the first write), add 4 items each with no retry: all 32 are kept.
+    @Test(.timeLimit(.minutes(1)))
+    func concurrentWritersLoseNothing() throws {
+        try withTemporaryFolder { folder in
             let url = folder.appendingPathComponent("alice.coffer")
             _ = try makeVault(in: folder)
-            let writers = 6, itemsEach = 4
-            try await withThrowingTaskGroup(of: Int.self) { group in
-                for w in 0..<writers {
-                    group.addTask {
-                        var conflicts = 0
-                        var vault = try Vault.open(at: url, passphrase: secure(testPassphrase))
-                        for i in 0..<itemsEach {
-                            while true {
-                                do {
-                                    try vault.addItem(service: "writer-\(w)", account: "item-\(i)", secret: secure("\(w).\(i)"))
-                                    break
-                                } catch let e as VaultError where e.code == .changedOnDisk {
-                                    conflicts += 1
-                                    vault = try Vault.open(at: url, passphrase: secure(testPassphrase))
-                                }
-                            }
-                        }
-                        return conflicts
-                    }
+            let writers = 8, itemsEach = 4
+            let vaults = try (0..<writers).map { _ in try Vault.open(at: url, passphrase: secure(testPassphrase)) }
+            let failures = onThreads(writers) { w in
+                for i in 0..<itemsEach {
+                    try vaults[w].addItem(service: "writer-\(w)", account: "item-\(i)", secret: secure("\(w).\(i)"))
                 }
-                for try await _ in group {}
             }
+            #expect(failures.isEmpty, "\(failures)")
             let final = try Vault.open(at: url, passphrase: secure(testPassphrase))
             #expect(final.items().count == writers * itemsEach)
             for w in 0..<writers {
@@ -581,6 +588,44 @@ struct VaultFileTests {
                 }
             }
             #expect(try folderContents(folder) == ["alice.coffer", "alice.coffer.lock"])
+        }
+    }
+
+    /// A writer waits for another process's lock, then writes; held past the bound, it gives up
+    /// with `.busy` and writes nothing. The wait sleeps between tries (it does not spin).
+    @Test(.timeLimit(.minutes(1)))
+    func aHeldLockIsWaitedForThenBusy() throws {
+        try withTemporaryFolder { folder in
+            let vault = try makeVault(in: folder)
+            let lockPath = VaultFile.lockPath(forVault: vault.url)
+            // Held briefly: the write waits, then goes through.
+            let holder = try LockHolder(lockPath)
+            let released = Thread.detach(after: 0.3) { holder.release() }
+            let clock = ContinuousClock()
+            var start = clock.now
+            try vault.addItem(service: "waited", account: "a", secret: secure("x"))
+            #expect(clock.now - start >= .milliseconds(250))
+            released.wait()
+            #expect(try Vault.open(at: vault.url, passphrase: secure(testPassphrase)).items().count == 1)
+
+            // Held throughout: `.busy` after the bound, naming the vault, nothing written.
+            let stuck = try LockHolder(lockPath)
+            defer { stuck.release() }
+            let before = try readBytes(vault.url)
+            let cpuBefore = threadCPUSeconds()
+            start = clock.now
+            let error = expectVaultError(.busy) {
+                try VaultFile.withExclusiveLock(lockPath, guarding: "the vault at \(vault.url.path)", timeout: 0.5) {
+                    Issue.record("ran without the lock")
+                }
+            }
+            let waited = clock.now - start
+            #expect(waited >= .milliseconds(500) && waited < .seconds(3), "waited \(waited)")
+            #expect(threadCPUSeconds() - cpuBefore < 0.25, "the wait used the CPU: it spins")
+            #expect(error?.message.contains(vault.url.path) == true, "\(error?.message ?? "")")
+            #expect(error?.message.contains("0.5 s") == true, "\(error?.message ?? "")")
+            #expect(try readBytes(vault.url) == before)
+            #expect(VaultFile.lockWait == 10)
         }
     }
 

@@ -83,7 +83,7 @@ enum ErrorReporter {
         case .alreadyExists: return ExitStatus.alreadyExists
         case .malformed, .integrityFailure, .invalidArguments: return ExitStatus.dataError
         case .wrongPassphrase, .wrongKeyFile, .unprotectedKeyFile: return ExitStatus.denied
-        case .changedOnDisk: return ExitStatus.conflict
+        case .changedOnDisk, .busy: return ExitStatus.conflict
         case .io: return ExitStatus.failure
         }
     }
