@@ -25,6 +25,11 @@ public struct UserIdentity: Sendable, Hashable {
         Hex.encode(BLAKE2b.hash(Array("coffer.user-id.v1".utf8) + signingKey.rawRepresentation, outputByteCount: 16))
     }
 
+    /// Whether `userID` has the form of a user id: 32 lowercase hexadecimal digits (16 bytes).
+    static func isWellFormed(userID: String) -> Bool {
+        userID.utf8.count == 32 && userID.utf8.allSatisfy { (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }
+    }
+
     /// A fingerprint of both public keys that two people can compare aloud: eight groups
     /// of five digits, each group from 5 bytes of `BLAKE2b-320("coffer.fingerprint.v1" ‖ signing ‖ box)`
     /// taken modulo 100000 (as Signal's safety numbers do).

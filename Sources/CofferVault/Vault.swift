@@ -49,6 +49,10 @@ public final class Vault: Sendable {
     package let signingKey: Ed25519.PrivateKey
     /// The identity's box key (X25519), for the store module.
     package let boxKey: X25519.PrivateKey
+    /// This user's high-water marks of the zones they read or wrote, in `<vault file>.marks`
+    /// beside the vault. Opening the vault does not read them: the book reads its file when
+    /// first used.
+    public let marks: MarkBook
     private let state: Mutex<State>
     private let logger: Logger
 
@@ -60,6 +64,7 @@ public final class Vault: Sendable {
         self.boxKey = try X25519.PrivateKey(rawRepresentation: body.boxSecret)
         self.identity = UserIdentity(name: body.name, email: body.email,
                                      signingKey: signingKey.publicKey, boxKey: boxKey.publicKey)
+        self.marks = try MarkBook(vaultURL: url, userID: identity.userID, signingSeed: body.signingSeed, logger: logger)
         self.state = Mutex(state)
     }
 

@@ -30,15 +30,17 @@ enum VaultFile {
         return fd
     }
 
-    static func read(_ url: URL) throws -> [UInt8] {
-        let fd = try openRegular(url, what: "vault")
+    /// The whole regular file at `url`, a `what` (a vault unless told) of at most `limit` bytes:
+    /// a larger file is refused before it is read.
+    static func read(_ url: URL, what: String = "vault", limit: Int = VaultFormat.maxFileSize) throws -> [UInt8] {
+        let fd = try openRegular(url, what: what)
         defer { close(fd) }
         var st = stat()
         guard fstat(fd, &st) == 0 else { throw VaultError(.io, "cannot stat \(url.path)") }
-        guard Int(st.st_size) <= VaultFormat.maxFileSize else {
-            throw VaultError(.malformed, "\(url.path) is too large to be a vault (\(st.st_size) bytes)")
+        guard Int(st.st_size) <= limit else {
+            throw VaultError(.malformed, "\(url.path) is too large to be a \(what) (\(st.st_size) bytes)")
         }
-        return try readAll(fd, path: url.path, limit: VaultFormat.maxFileSize)
+        return try readAll(fd, path: url.path, limit: limit)
     }
 
     static func readAll(_ fd: Int32, path: String, limit: Int) throws -> [UInt8] {

@@ -151,9 +151,12 @@ struct VaultFixtureTests {
     /// dropped there by mistake fails this test before it reaches a commit.
     /// Store fixtures, checked by the store's tests (`StoreFixtureTests`).
     static let storeFixtures = ["store-v5.sqlite"]
+    /// Marks file fixtures, checked by `MarkBookTests`.
+    static let marksFixtures = [MarkBookTests.fixtureFile]
 
     @Test func keysHoldsOnlyTheFixtures() throws {
-        let expected = Set(Self.fixtures.flatMap { [$0.file] + ($0.keyFile.map { [$0] } ?? []) } + ["README.md"] + Self.storeFixtures)
+        let expected = Set(Self.fixtures.flatMap { [$0.file] + ($0.keyFile.map { [$0] } ?? []) } + ["README.md"]
+                           + Self.storeFixtures + Self.marksFixtures)
         let present = Set(try folderContents(Self.keysFolder)).subtracting([".DS_Store"])
         #expect(present == expected)
     }

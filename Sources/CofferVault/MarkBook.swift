@@ -1,0 +1,187 @@
+import CofferCrypto
+import Foundation
+import Logging
+import Synchronization
+
+/// A user's high-water marks, one per zone they read or wrote: the newest entry of the zone's
+/// signed log they verified. Kept beside the vault in `<vault file>.marks`, sealed under a key
+/// only the vault holds (see `Docs/VaultFormat.md`, "Marks file"); reachable as ``Vault/marks``.
+///
+/// ```swift
+/// if let known = try vault.marks.mark(forZone: uid), latest.seq < known.seq {
+///     // the store's log ends before what this user has already seen: it was rolled back
+/// }
+/// vault.marks.advance(to: latest)   // in memory
+/// try vault.marks.save()            // merged into the file, under its own lock
+/// ```
+///
+/// The book reads its file when first asked (never before), then answers from memory.
+/// ``advance(to:)`` only raises marks, in memory; ``save()`` merges them into the file as it is
+/// then, so books of other processes lose nothing and no mark goes down. Only
+/// ``reset(zone:to:)`` lowers one. Reading never writes or locks the file, nor the vault.
+public final class MarkBook: Sendable {
+    private struct State {
+        /// The file's marks as last read or written; nil until first used.
+        var saved: [[UInt8]: ZoneMark]?
+        /// Marks advanced in memory and not saved yet, each higher than what was known then.
+        var pending: [[UInt8]: ZoneMark] = [:]
+
+        /// The newer of the saved and the pending mark (the saved one on equal seq).
+        func mark(_ uid: [UInt8]) -> ZoneMark? {
+            MarkBook.newer(saved?[uid], pending[uid])
+        }
+
+        /// Drops the pending marks that are no higher than the saved ones.
+        mutating func prunePending() {
+            guard let saved else { return }
+            pending = pending.filter { uid, mark in saved[uid].map { mark.seq > $0.seq } ?? true }
+        }
+    }
+
+    /// The marks file, `<vault file>.marks`.
+    public let url: URL
+    private let lockPath: String
+    private let userID: String
+    private let key: SymmetricKey
+    private let logger: Logger
+    private let state = Mutex(State())
+
+    init(vaultURL: URL, userID: String, signingSeed: SecureBytes, logger: Logger) throws {
+        url = URL(fileURLWithPath: vaultURL.path + ".marks")
+        lockPath = url.path + ".lock"
+        self.userID = userID
+        key = try MarksFormat.key(signingSeed: signingSeed)
+        self.logger = logger
+    }
+
+    /// Another book of `vault`'s marks, as another process holding the same vault has.
+    convenience init(vault: Vault) throws {
+        try self.init(vaultURL: vault.url, userID: vault.identity.userID,
+                      signingSeed: vault.read { $0.body.signingSeed }, logger: Vault.disabledLogger)
+    }
+
+    // MARK: - Reading
+
+    /// The mark of the zone `uid` (16 bytes), or nil when there is none. Reads the file the
+    /// first time the book is used; afterwards answers from memory (marks advanced, or saved by
+    /// this book, included).
+    ///
+    /// - Throws: ``VaultError`` `.malformed` or `.integrityFailure` for a damaged marks file (or
+    ///   one of another vault), `.invalidArguments` for a uid that is not 16 bytes, `.io`.
+    public func mark(forZone uid: [UInt8]) throws -> ZoneMark? {
+        try Self.checkZoneUID(uid)
+        try load()
+        return state.withLock { $0.mark(uid) }
+    }
+
+    /// Every mark, sorted by zone uid. Reads the file the first time the book is used.
+    public func all() throws -> [ZoneMark] {
+        try load()
+        return state.withLock { state in
+            Set((state.saved ?? [:]).keys).union(state.pending.keys).compactMap { state.mark($0) }
+        }.sorted { $0.zoneUID.lexicographicallyPrecedes($1.zoneUID) }
+    }
+
+    /// Whether ``advance(to:)`` raised a mark that ``save()`` has not written yet.
+    public var hasUnsavedChanges: Bool {
+        state.withLock { !$0.pending.isEmpty }
+    }
+
+    // MARK: - Changing
+
+    /// Raises the zone's mark to `mark`, in memory, when its seq is higher than the one known
+    /// (or none is known); otherwise does nothing. No I/O, never throws: ``save()`` writes it.
+    public func advance(to mark: ZoneMark) {
+        state.withLock { state in
+            if let known = state.mark(mark.zoneUID), mark.seq <= known.seq { return }
+            state.pending[mark.zoneUID] = mark
+        }
+    }
+
+    /// Writes the marks advanced since the last save, if any: under the marks lock, reads the
+    /// file again and merges (per zone the higher seq wins; on equal seq the file's mark stays),
+    /// writes the result atomically (mode 0600), and keeps it in memory. Without unsaved marks,
+    /// or when the file already holds them, nothing is written.
+    ///
+    /// - Throws: ``VaultError`` `.busy` when another process holds the lock for 10 s, a damaged
+    ///   file's error (nothing is written over it), `.invalidArguments` over the zones a file
+    ///   holds, `.io`.
+    public func save() throws {
+        let advanced = state.withLock { $0.pending }
+        guard !advanced.isEmpty else { return }
+        try rewrite(advanced) { _ in }
+        logger.debug("zone marks saved", metadata: ["path": "\(url.path)", "zones": "\(advanced.count)"])
+    }
+
+    /// Sets the zone's mark to exactly `mark` (lower than now, or removed when nil), for a
+    /// restore from backup, and saves at once, under the marks lock (with the marks advanced
+    /// in memory for other zones).
+    ///
+    /// - Throws: as ``save()``; `.invalidArguments` when `mark` is of another zone.
+    public func reset(zone uid: [UInt8], to mark: ZoneMark?) throws {
+        try Self.checkZoneUID(uid)
+        if let mark, mark.zoneUID != uid { throw VaultError(.invalidArguments, "the mark given is of another zone") }
+        let advanced = state.withLock { $0.pending }
+        try rewrite(advanced) { $0[uid] = mark }
+        logger.info("zone mark reset", metadata: ["path": "\(url.path)", "seq": "\(mark.map { String($0.seq) } ?? "none")"])
+    }
+
+    // MARK: - Internals
+
+    /// Under the marks lock: the file merged with `advanced`, then `adjust`ed, written when it
+    /// differs from the file; then memory takes the result and forgets what was written.
+    private func rewrite(_ advanced: [[UInt8]: ZoneMark], adjust: (inout [[UInt8]: ZoneMark]) -> Void) throws {
+        let written = try VaultFile.withExclusiveLock(lockPath, guarding: "the marks file \(url.path)") {
+            let onDisk = try readFile()
+            var marks = onDisk
+            for (uid, mark) in advanced { marks[uid] = Self.newer(onDisk[uid], mark) }
+            adjust(&marks)
+            if marks != onDisk {
+                try VaultFile.replace(url, with: try MarksFormat.encode(marks.values, key: key, userID: userID))
+            }
+            return marks
+        }
+        state.withLock { state in
+            state.saved = written
+            for (uid, mark) in advanced where state.pending[uid] == mark { state.pending[uid] = nil }
+            state.prunePending()
+        }
+    }
+
+    /// Reads the file into memory the first time; afterwards does nothing.
+    private func load() throws {
+        guard state.withLock({ $0.saved == nil }) else { return }
+        let onDisk = try readFile()
+        state.withLock { state in
+            guard state.saved == nil else { return }
+            state.saved = onDisk
+            state.prunePending()
+        }
+    }
+
+    /// The marks in the file now (none when there is no file). Takes no lock.
+    private func readFile() throws -> [[UInt8]: ZoneMark] {
+        let file: [UInt8]
+        do {
+            file = try VaultFile.read(url, what: "marks file", limit: MarksFormat.maxFileSize)
+        } catch let error as VaultError where error.code == .notFound {
+            return [:]
+        } catch let error as VaultError where error.code == .malformed {
+            throw VaultError(.malformed, "\(error.message); \(MarksFormat.deletionNote)")
+        }
+        return try MarksFormat.decode(file, key: key, userID: userID, path: url.path)
+    }
+
+    /// The mark with the higher seq; `first` on equal seq.
+    static func newer(_ first: ZoneMark?, _ second: ZoneMark?) -> ZoneMark? {
+        guard let first else { return second }
+        guard let second, second.seq > first.seq else { return first }
+        return second
+    }
+
+    private static func checkZoneUID(_ uid: [UInt8]) throws {
+        guard uid.count == ZoneMark.zoneUIDByteCount else {
+            throw VaultError(.invalidArguments, "a zone uid has \(ZoneMark.zoneUIDByteCount) bytes, not \(uid.count)")
+        }
+    }
+}
