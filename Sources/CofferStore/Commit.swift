@@ -2,32 +2,24 @@ import CofferCrypto
 import Foundation
 import GRDB
 
-/// A signed commit: one Ed25519 signature per batch, over the hashes of every record version
-/// and deletion in it, and (version 2) the record name of each. See `Docs/Security.md`
-/// ("Signed writes").
+/// The records part of a log entry being written: the version hash of every record saved and
+/// the deletion hash of every record deleted, and the name of each (see ``RecordsSummary``).
+/// ``write(_:session:zone:log:kind:label:time:)`` signs it as the zone's next log entry.
 struct CommitBuilder {
-    let zone: ZoneRow
+    let zoneUID: [UInt8]
     let seq: Int64
-    let membershipSeq: Int64
-    let epoch: Int64
-    let authorID: String
-    let authorLabel: String?
-    let time: Double
     private(set) var entries = [UInt8]()
     /// Per entry, in order: `0` a saved version or `1` a deletion, the name's length, its bytes.
     private(set) var names = [UInt8]()
 
-    init(zone: ZoneRow, seq: Int64, membershipSeq: Int64, epoch: Int64, authorID: String, authorLabel: String?, time: Double) {
-        self.zone = zone
+    init(zoneUID: [UInt8], seq: Int64) {
+        self.zoneUID = zoneUID
         self.seq = seq
-        self.membershipSeq = membershipSeq
-        self.epoch = epoch
-        self.authorID = authorID
-        self.authorLabel = authorLabel
-        self.time = time
         entries.reserveCapacity(32 * 64)
         names.reserveCapacity(16 * 64)
     }
+
+    var isEmpty: Bool { entries.isEmpty }
 
     mutating func addRecord(_ hash: [UInt8], name: String) {
         entries += hash
@@ -40,7 +32,7 @@ struct CommitBuilder {
     }
 
     mutating func addDeletion(name: String) {
-        entries += Self.deletionHash(zoneUID: zone.uid, name: name, seq: seq)
+        entries += Self.deletionHash(zoneUID: zoneUID, name: name, seq: seq)
         addName(name, deleted: true)
     }
 
@@ -51,40 +43,18 @@ struct CommitBuilder {
         names.append(contentsOf: name.utf8)
     }
 
-    var signedBytes: [UInt8] { Self.signedBytes(zoneUID: zone.uid, seq: seq, membershipSeq: membershipSeq, epoch: epoch, authorID: authorID,
-                                                authorLabel: authorLabel, time: time, prevHash: [], entries: entries, names: names) }
+    var summary: RecordsSummary { RecordsSummary(entries: entries, names: names) }
 
-    /// Signs and stores the commit, chained to the zone's previous commit.
-    func write(_ db: GRDB.Database, signer: Ed25519.PrivateKey) throws {
-        let prev = try Data.fetchOne(db.cachedStatement(sql: "SELECT hash FROM zone_commit WHERE zone_id = ? ORDER BY seq DESC LIMIT 1"),
-                                     arguments: [zone.rowID]).map(Array.init) ?? [UInt8](repeating: 0, count: 32)
-        let bytes = Self.signedBytes(zoneUID: zone.uid, seq: seq, membershipSeq: membershipSeq, epoch: epoch, authorID: authorID,
-                                     authorLabel: authorLabel, time: time, prevHash: prev, entries: entries, names: names)
-        let signature = signer.signature(for: bytes)
-        let hash = BLAKE2b.hash(bytes + signature)
-        try db.cachedStatement(sql: """
-            INSERT INTO zone_commit (zone_id, seq, author_id, author_label, membership_seq, epoch, committed_at, prev_hash, entries, hash, signature, names)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-            """).execute(arguments: [zone.rowID, seq, authorID, authorLabel, membershipSeq, epoch, time, Data(prev), Data(entries), Data(hash),
-                                     Data(signature), Data(names)])
+    /// Signs the records as the zone's next log entry (a commit, or the owner's rewrite) at
+    /// `log`'s head, which must be at `seq - 1`.
+    func write(_ db: GRDB.Database, session: Session, zone: ZoneRow, log: inout ZoneLog, kind: LogEntry.Kind, label: String?,
+               time: Double) throws {
+        precondition(log.state.headSeq + 1 == seq, "a commit is written at the head it was built for")
+        let payload = RecordsPayload(epoch: log.state.epoch, ownerSeq: log.state.ownerSeq, label: label, records: summary)
+        try session.appendEntry(db, zone: zone, log: &log, kind: kind, payload: payload.encoded, time: time, entries: entries, names: names)
     }
 
-    /// The bytes a commit's author signs. Version 2 (`names` given) adds the hash of the entries'
-    /// names under its own domain string; version 1 (`names` nil, commits made before names were
-    /// kept) is the same without it. A version 2 commit stripped of its names fails its signature.
-    static func signedBytes(zoneUID: [UInt8], seq: Int64, membershipSeq: Int64, epoch: Int64, authorID: String, authorLabel: String?,
-                            time: Double, prevHash: [UInt8], entries: [UInt8], names: [UInt8]?) -> [UInt8] {
-        var out = Array((names == nil ? "coffer.commit.v1" : "coffer.commit.v2").utf8) + [0] + zoneUID
-        out += BigEndian.bytes(Int64(seq)) + BigEndian.bytes(Int64(membershipSeq)) + BigEndian.bytes(Int64(epoch))
-        let author = Array(authorID.utf8), label = Array((authorLabel ?? "").utf8)
-        out += BigEndian.bytes(UInt32(author.count)) + author + [authorLabel == nil ? 0 : 1] + BigEndian.bytes(UInt32(label.count)) + label
-        out += BigEndian.bytes(time.bitPattern) + prevHash
-        out += BigEndian.bytes(UInt32(entries.count / 32)) + BLAKE2b.hash(entries)
-        if let names { out += BLAKE2b.hash(names) }
-        return out
-    }
-
-    /// The entries' names of a version 2 commit, in entry order, or nil when `names` is not
+    /// The entries' names, in entry order, or nil when `names` is not
     /// exactly one well-formed name per entry (the commit is then damaged).
     static func parseNames(_ names: [UInt8], entries: Int) -> [(name: String, deleted: Bool)]? {
         var out = [(name: String, deleted: Bool)](), i = 0
@@ -101,23 +71,25 @@ struct CommitBuilder {
     }
 
     /// The hash of one record version: everything a reader sees of it, plain and sealed.
-    /// BLAKE2b-256 over a header of fixed-order, length-prefixed fields, then the plain values'
-    /// JSON and the sealed bytes (each length-prefixed in the header).
+    /// BLAKE2b-256 over a header of fixed-order, length-prefixed fields (domain
+    /// `"coffer.record-version.v2"`, zone uid, name, type, parent, change tag, epoch, the owner's
+    /// entry in force, creator, modifier, created and modified times, the lengths of what
+    /// follows), then the plain values' JSON and the sealed bytes.
     static func recordHash(zoneUID: [UInt8], name: String, type: String, parent: String?, seq: Int64, epoch: Int64, membershipSeq: Int64,
-                           creatorID: String, created: Double, modified: Double,
+                           creatorID: String, modifierID: String, created: Double, modified: Double,
                            plain: UnsafeRawBufferPointer, sealed: UnsafeRawBufferPointer?) -> [UInt8] {
         recordDigest(zoneUID: zoneUID, name: name, type: type, parent: parent, seq: seq, epoch: epoch, membershipSeq: membershipSeq,
-                     creatorID: creatorID, created: created, modified: modified, plain: plain, sealed: sealed).bytes
+                     creatorID: creatorID, modifierID: modifierID, created: created, modified: modified, plain: plain, sealed: sealed).bytes
     }
 
-    /// ``recordHash(zoneUID:name:type:parent:seq:epoch:membershipSeq:creatorID:created:modified:plain:sealed:)``
+    /// ``recordHash(zoneUID:name:type:parent:seq:epoch:membershipSeq:creatorID:modifierID:created:modified:plain:sealed:)``
     /// as a ``Digest32``, computed without allocating.
     static func recordDigest(zoneUID: [UInt8], name: String, type: String, parent: String?, seq: Int64, epoch: Int64, membershipSeq: Int64,
-                             creatorID: String, created: Double, modified: Double,
+                             creatorID: String, modifierID: String, created: Double, modified: Double,
                              plain: UnsafeRawBufferPointer, sealed: UnsafeRawBufferPointer?) -> Digest32 {
-        let domain: StaticString = "coffer.record-version.v1"
+        let domain: StaticString = "coffer.record-version.v2"
         let size = domain.utf8CodeUnitCount + 4 + zoneUID.count + 4 + name.utf8.count + 4 + type.utf8.count + 1
-            + 4 + (parent?.utf8.count ?? 0) + 24 + 4 + creatorID.utf8.count + 16 + 4 + 1 + 4
+            + 4 + (parent?.utf8.count ?? 0) + 24 + 4 + creatorID.utf8.count + 4 + modifierID.utf8.count + 16 + 4 + 1 + 4
         // The header is built on the stack: this runs for every record written and read.
         return withUnsafeTemporaryAllocation(byteCount: size, alignment: 8) { buffer in
             var w = HeaderWriter(base: buffer.baseAddress!)
@@ -130,6 +102,7 @@ struct CommitBuilder {
             w.text(parent ?? "")
             w.u64(UInt64(bitPattern: seq)); w.u64(UInt64(bitPattern: epoch)); w.u64(UInt64(bitPattern: membershipSeq))
             w.text(creatorID)
+            w.text(modifierID)
             w.u64(created.bitPattern); w.u64(modified.bitPattern)
             w.u32(plain.count)
             w.u8(sealed == nil ? 0 : 1)
@@ -238,51 +211,6 @@ struct DigestSet: Sendable {
                     slot = (slot + 1) & mask
                 }
             }
-        }
-    }
-}
-
-/// An owner-signed membership entry: who may read and write a zone from this membership
-/// sequence on, at which key epoch.
-struct MembershipEntry: Sendable {
-    let seq: Int64
-    /// The zone's commit sequence when this entry was made: it governs commits after it, up to
-    /// the next entry's `fromCommit`.
-    let fromCommit: Int64
-    let epoch: Int64
-    let publicPermission: SharePermission
-    /// Named participants who are not removed (pending or accepted), with their permission.
-    let members: [String: SharePermission]
-
-    func encoded(zoneUID: [UInt8]) -> [UInt8] {
-        var out = Array("coffer.membership.v1".utf8) + [0] + zoneUID
-        out += BigEndian.bytes(Int64(seq)) + BigEndian.bytes(fromCommit) + BigEndian.bytes(Int64(epoch)) + [UInt8(publicPermission.rawValue)]
-        out += BigEndian.bytes(UInt32(members.count))
-        for (id, permission) in members.sorted(by: { $0.key < $1.key }) {
-            let bytes = Array(id.utf8)
-            out += BigEndian.bytes(UInt32(bytes.count)) + bytes + [UInt8(permission.rawValue)]
-        }
-        return out
-    }
-
-    /// Parses an encoded entry of `zoneUID`; nil for anything malformed.
-    static func decode(_ bytes: [UInt8], zoneUID: [UInt8]) -> MembershipEntry? {
-        try? bytes.withUnsafeBytes { raw -> MembershipEntry? in
-            var r = RawReader(raw, what: "membership")
-            let domain = Array("coffer.membership.v1".utf8) + [0]
-            guard Array(try r.take(domain.count)) == domain, Array(try r.take(16)) == zoneUID else { return nil }
-            let seq = Int64(bitPattern: try r.u64()), fromCommit = Int64(bitPattern: try r.u64()), epoch = Int64(bitPattern: try r.u64())
-            guard let pub = SharePermission(rawValue: Int(try r.u8())) else { return nil }
-            let count = Int(try r.u32())
-            guard count <= Limits.maxParticipants * 4 else { return nil }
-            var members = [String: SharePermission]()
-            for _ in 0..<count {
-                let id = try r.utf8(count: Int(try r.u32()))
-                guard let p = SharePermission(rawValue: Int(try r.u8())), p != .none else { return nil }
-                members[id] = p
-            }
-            guard r.remaining == 0 else { return nil }
-            return MembershipEntry(seq: seq, fromCommit: fromCommit, epoch: epoch, publicPermission: pub, members: members)
         }
     }
 }

@@ -27,80 +27,126 @@ extension Store {
         case unchanged
     }
 
+    /// How far in the future a card's creation time may be (clocks differ).
+    static let cardClockSkew: TimeInterval = 300
+
     /// Stores a verified contact card. A card for a user id already known replaces the stored
-    /// one only if it is newer.
+    /// one only if it is newer and has the same keys: a user id keeps its keys.
+    /// - Throws: `.invalidArguments` for a card dated in the future, or a newer card whose box
+    ///   key differs from the stored card's.
     @discardableResult
     public func addContact(_ card: ContactCard) throws -> ContactAddResult {
+        try Self.checkNotFuture(card)
         let identity = card.identity
         let cardBytes = card.jsonData()
         // Read first: every session adds its own card, and a card already stored must not need
         // the write lock (reads go on while another process writes).
-        let (userID, created) = (identity.userID, card.created)
-        if try read({ db in try Self.isStored(db, userID: userID, card: cardBytes, created: created) }) { return .unchanged }
+        let userID = identity.userID
+        if let stored = try read({ db in try self.verifiedContact(db, userID: userID) }) {
+            if stored.identity.boxKey != identity.boxKey {
+                throw StoreError(.invalidArguments, "the card of \(identity.name) (\(userID)) has other keys than the card this store holds for that user id; a user id keeps its keys, so this card is refused")
+            }
+            if stored.cardCreated >= card.created { return .unchanged }
+        }
         return try write { db in
-            if let row = try Row.fetchOne(db, sql: "SELECT card_created, card FROM contact WHERE user_id = ?", arguments: [identity.userID]) {
-                let storedCreated: String = row["card_created"]
-                let storedCard: Data = row["card"]
-                if storedCard == cardBytes || storedCreated >= card.created { return .unchanged }
+            if let stored = try self.verifiedContact(db, userID: userID) {
+                guard stored.identity.boxKey == identity.boxKey else {
+                    throw StoreError(.invalidArguments, "the card of \(identity.name) (\(userID)) has other keys than the card this store holds for that user id")
+                }
+                if stored.cardCreated >= card.created { return .unchanged }
                 try db.execute(sql: """
-                    UPDATE contact SET name = ?, email = ?, box_key = ?, card = ?, card_created = ?, added_at = ?
+                    UPDATE contact SET name = ?, email = ?, signing_key = ?, box_key = ?, card = ?, card_created = ?, added_at = ?
                     WHERE user_id = ?
-                    """, arguments: [identity.name, identity.email, Data(identity.boxKey.rawRepresentation), cardBytes,
-                                     card.created, Date().timeIntervalSince1970, identity.userID])
+                    """, arguments: [identity.name, identity.email, Data(identity.signingKey.rawRepresentation),
+                                     Data(identity.boxKey.rawRepresentation), cardBytes, card.created, Date().timeIntervalSince1970, userID])
                 return .updated
             }
+            // A row whose card does not verify is replaced by the verified card.
             try db.execute(sql: """
-                INSERT INTO contact (user_id, name, email, signing_key, box_key, card, card_created, added_at)
+                INSERT OR REPLACE INTO contact (user_id, name, email, signing_key, box_key, card, card_created, added_at)
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-                """, arguments: [identity.userID, identity.name, identity.email, Data(identity.signingKey.rawRepresentation),
+                """, arguments: [userID, identity.name, identity.email, Data(identity.signingKey.rawRepresentation),
                                  Data(identity.boxKey.rawRepresentation), cardBytes, card.created, Date().timeIntervalSince1970])
             return .added
         }
     }
 
-    /// Whether this card, or a newer one of the same user, is stored.
-    private static func isStored(_ db: Database, userID: String, card: Data, created: String) throws -> Bool {
-        guard let row = try Row.fetchOne(db, sql: "SELECT card_created, card FROM contact WHERE user_id = ?", arguments: [userID]) else { return false }
-        let storedCreated: String = row["card_created"], storedCard: Data = row["card"]
-        return storedCard == card || storedCreated >= created
-    }
-
-    /// Every contact, by name.
-    public func contacts() throws -> [Contact] {
-        try read { db in
-            try Row.fetchAll(db, sql: "SELECT * FROM contact ORDER BY name COLLATE NOCASE, user_id").map { try Self.contact(from: $0) }
+    static func checkNotFuture(_ card: ContactCard) throws {
+        guard let created = ISO8601DateFormatter().date(from: card.created) else {
+            throw StoreError(.invalidArguments, "the card of \(card.identity.name) has no valid creation time")
+        }
+        guard created.timeIntervalSinceNow <= cardClockSkew else {
+            throw StoreError(.invalidArguments, "the card of \(card.identity.name) (\(card.identity.userID)) is dated \(card.created), in the future; it is refused (check the clock of the machine that made it)")
         }
     }
 
-    /// The contact that `who` names: a user id, an email (any case), or a contact name (any case).
+    /// Every contact whose stored card verifies, by name. A row whose card does not verify is
+    /// left out (``verifiedContact(_:userID:)`` reports it).
+    public func contacts() throws -> [Contact] {
+        try read { db in
+            try String.fetchAll(db, sql: "SELECT user_id FROM contact").compactMap { try? self.verifiedContact(db, userID: $0) }
+                .sorted { ($0.name.lowercased(), $0.userID) < ($1.name.lowercased(), $1.userID) }
+        }
+    }
+
+    /// The contact that `who` names: a user id, an email (any case), or a contact name (any case),
+    /// as their verified cards say (the row's own columns only narrow the search).
     /// - Throws: ``StoreError`` `.unknownItem` when none matches, `.invalidArguments` when a
     ///   name or email matches several (use the user id then).
     public func contact(matching who: String) throws -> Contact {
         try read { db in
-            if let row = try Row.fetchOne(db, sql: "SELECT * FROM contact WHERE user_id = ?", arguments: [who.lowercased()]) {
-                return try Self.contact(from: row)
-            }
-            for column in ["email", "name"] {
-                let rows = try Row.fetchAll(db, sql: "SELECT * FROM contact WHERE \(column) = ? COLLATE NOCASE", arguments: [who])
-                if rows.count == 1 { return try Self.contact(from: rows[0]) }
-                if rows.count > 1 {
-                    throw StoreError(.invalidArguments, "'\(who)' matches \(rows.count) contacts by \(column); name one by its user id")
+            if let contact = try? self.verifiedContact(db, userID: who.lowercased()) { return contact }
+            for field in ["email", "name"] {
+                let candidates = try String.fetchAll(db, sql: "SELECT user_id FROM contact WHERE \(field) = ? COLLATE NOCASE", arguments: [who])
+                let matches = candidates.compactMap { try? self.verifiedContact(db, userID: $0) }.filter { contact in
+                    let value = field == "email" ? contact.email : contact.name
+                    return value?.lowercased() == who.lowercased()
+                }
+                if matches.count == 1 { return matches[0] }
+                if matches.count > 1 {
+                    throw StoreError(.invalidArguments, "'\(who)' matches \(matches.count) contacts by \(field); name one by its user id")
                 }
             }
             throw StoreError(.unknownItem, "no contact matches '\(who)' (by user id, email or name); add their card with 'coffer contact add'")
         }
     }
 
-    static func contact(from row: Row) throws -> Contact {
-        let signing: Data = row["signing_key"], box: Data = row["box_key"]
-        let identity = UserIdentity(name: row["name"], email: row["email"],
-                                    signingKey: try Ed25519.PublicKey(rawRepresentation: Array(signing)),
-                                    boxKey: try X25519.PublicKey(rawRepresentation: Array(box)))
-        let storedID: String = row["user_id"]
-        guard identity.userID == storedID else {
-            throw StoreError(.integrityFailure, "the stored contact \(storedID) does not match its signing key")
+    /// The contact of a user id from its stored card, verified (signature, user id, not dated in
+    /// the future) once per card and kept; every field comes from the card, never from the row's
+    /// other columns. Nil when the store has no row for the id.
+    /// - Throws: `.integrityFailure` when the stored card does not verify or is of another user.
+    func verifiedContact(_ db: GRDB.Database, userID: String) throws -> Contact? {
+        guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT card, added_at FROM contact WHERE user_id = ?"), arguments: [userID]) else {
+            return nil
         }
-        return Contact(identity: identity, cardCreated: row["card_created"],
-                       added: Date(timeIntervalSince1970: row["added_at"]))
+        let bytes: Data = row[0]
+        let digest = BLAKE2b.hash(bytes)
+        if let kept = verifiedCards.withLock({ $0[userID] }), kept.digest == digest { return kept.contact }
+        let card: ContactCard
+        do { card = try ContactCard.verify(bytes) } catch {
+            throw StoreError(.integrityFailure, "the stored contact card of \(userID) does not verify: the store was changed", underlying: error as? VaultError)
+        }
+        guard card.identity.userID == userID else {
+            throw StoreError(.integrityFailure, "the stored contact card of \(userID) is the card of \(card.identity.userID): the store was changed")
+        }
+        do { try Self.checkNotFuture(card) } catch {
+            throw StoreError(.integrityFailure, "the stored contact card of \(userID) is dated \(card.created), in the future: it is refused")
+        }
+        let contact = Contact(identity: card.identity, cardCreated: card.created, added: Date(timeIntervalSince1970: row[1]))
+        verifiedCards.withLock { $0[userID] = (digest, contact) }
+        return contact
+    }
+
+    /// ``verifiedContact(_:userID:)`` in a read of its own.
+    func verifiedContact(userID: String) throws -> Contact? {
+        try read { db in try self.verifiedContact(db, userID: userID) }
+    }
+
+    /// The verified contact of a user id, or `.unknownItem`.
+    func contactRow(_ db: GRDB.Database, userID: String) throws -> Contact {
+        guard let contact = try verifiedContact(db, userID: userID) else {
+            throw StoreError(.unknownItem, "no contact with user id \(userID)")
+        }
+        return contact
     }
 }

@@ -137,8 +137,8 @@ extension RecordDatabase {
     public func schema(of recordType: String, in zone: ZoneID) async throws -> [String: FieldSchema] {
         try Names.validateRecordType(recordType)
         let session = self.session
-        return try session.store.read { db in
-            let row = try ZoneRow.fetch(db, zone)
+        return try session.read { db in
+            let row = try session.zoneRow(db, zone)
             try session.checkCanRead(db, zone: row)
             return try session.schema(db, zoneRowID: row.rowID, recordType: recordType, fresh: true)
                 .mapValues { FieldSchema(type: $0.type, encrypted: $0.encrypted) }
@@ -151,7 +151,7 @@ extension RecordDatabase {
     public func defineField(_ field: String, of recordType: String, type: FieldType, encrypted: Bool, in zone: ZoneID) async throws {
         let session = self.session
         try session.store.write { db in
-            let row = try ZoneRow.fetch(db, zone)
+            let row = try session.zoneRow(db, zone)
             try session.checkCanWrite(db, zone: row)
             _ = try session.declareFields(db, zoneRowID: row.rowID, [FieldDeclaration(field, of: recordType, type: type, encrypted: encrypted)])
         }
@@ -162,8 +162,8 @@ extension RecordDatabase {
     public func recordTypes(named names: [String], in zone: ZoneID) async throws -> [String: String] {
         for name in names { try Names.validateRecord(name) }
         let session = self.session
-        return try session.store.read { db in
-            let row = try ZoneRow.fetch(db, zone)
+        return try session.read { db in
+            let row = try session.zoneRow(db, zone)
             try session.checkCanRead(db, zone: row)
             var types = [String: String]()
             var start = names.startIndex
@@ -193,8 +193,8 @@ extension RecordDatabase {
     public func records(in zone: ZoneID, after name: String? = nil, limit: Int = 400) async throws -> [Record] {
         precondition(limit > 0, "limit must be positive")
         let session = self.session
-        return try session.store.read { db in
-            let row = try ZoneRow.fetch(db, zone)
+        return try session.read { db in
+            let row = try session.zoneRow(db, zone)
             try session.checkCanRead(db, zone: row)
             let statement = try RawStatement(db.cachedStatement(sql: "SELECT \(Session.recordColumns) FROM record WHERE zone_id = ? AND name > ? ORDER BY name LIMIT ?"),
                                              arguments: [row.rowID, name ?? "", limit])

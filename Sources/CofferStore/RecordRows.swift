@@ -111,6 +111,7 @@ final class StoredRow: ManagedBuffer<StoredRow.Fields, UInt8> {
         let seq: Int64
         let membershipSeq: Int64
         let creatorID: String
+        let modifierID: String
         let created: Double
         let modified: Double
         let plainCount: Int
@@ -125,6 +126,7 @@ final class StoredRow: ManagedBuffer<StoredRow.Fields, UInt8> {
     var seq: Int64 { header.seq }
     var membershipSeq: Int64 { header.membershipSeq }
     var creatorID: String { header.creatorID }
+    var modifierID: String { header.modifierID }
     var created: Double { header.created }
     var modified: Double { header.modified }
     var plainCount: Int { header.plainCount }
@@ -132,12 +134,13 @@ final class StoredRow: ManagedBuffer<StoredRow.Fields, UInt8> {
 
     /// A row whose bytes are `plain` followed by `sealed` (nil when the row has no sealed values).
     static func make(_ fields: (name: String, type: String, parent: String?, epoch: Int64, seq: Int64, membershipSeq: Int64,
-                                creatorID: String, created: Double, modified: Double),
+                                creatorID: String, modifierID: String, created: Double, modified: Double),
                      plain: UnsafeRawBufferPointer, sealed: UnsafeRawBufferPointer?) -> StoredRow {
         let sealedCount = sealed?.count ?? 0
         let row = unsafeDowncast(create(minimumCapacity: plain.count + sealedCount) { _ in
             Fields(name: fields.name, type: fields.type, parent: fields.parent, epoch: fields.epoch, seq: fields.seq,
-                   membershipSeq: fields.membershipSeq, creatorID: fields.creatorID, created: fields.created, modified: fields.modified,
+                   membershipSeq: fields.membershipSeq, creatorID: fields.creatorID, modifierID: fields.modifierID, created: fields.created,
+                   modified: fields.modified,
                    plainCount: plain.count, sealedCount: sealedCount, hasSealed: sealed != nil)
         }, to: StoredRow.self)
         row.withUnsafeMutablePointerToElements { out in
@@ -149,31 +152,27 @@ final class StoredRow: ManagedBuffer<StoredRow.Fields, UInt8> {
     }
 
     static func make(name: String, type: String, parent: String?, epoch: Int64, seq: Int64, membershipSeq: Int64, creatorID: String,
-                     created: Double, modified: Double, plain: [UInt8], sealed: [UInt8]?) -> StoredRow {
+                     modifierID: String, created: Double, modified: Double, plain: [UInt8], sealed: [UInt8]?) -> StoredRow {
         plain.withUnsafeBytes { plain in
             Session.withOptionalBytes(sealed) { sealed in
-                make((name, type, parent, epoch, seq, membershipSeq, creatorID, created, modified), plain: plain, sealed: sealed)
+                make((name, type, parent, epoch, seq, membershipSeq, creatorID, modifierID, created, modified), plain: plain, sealed: sealed)
             }
         }
     }
 
     /// Reads the current row of a statement selecting ``Session/recordColumns``.
     static func read(_ s: RawStatement, creatorCache: inout Session.CreatorCache?) -> StoredRow {
-        // Creators repeat from row to row: keep one String for a run of equal ids.
-        let creator = s.bytes(7)
-        let creatorID: String
-        if let cached = creatorCache, cached.bytes.count == creator.count,
-           cached.bytes.withUnsafeBytes({ creator.count == 0 || memcmp($0.baseAddress!, creator.baseAddress!, creator.count) == 0 }) {
-            creatorID = cached.id
-        } else {
-            creatorID = String(decoding: creator, as: UTF8.self)
-            creatorCache = (Array(creator), creatorID)
-        }
+        // Creators and modifiers repeat from row to row: keep one String for a run of equal ids.
+        var cache = creatorCache ?? Session.CreatorCache()
+        defer { creatorCache = cache }
+        let creatorID = Session.cachedText(s.bytes(7), in: &cache.creator)
+        let modifier = s.bytes(8)
+        let modifierID = modifier.elementsEqual(creatorID.utf8) ? creatorID : Session.cachedText(modifier, in: &cache.modifier)
         let name = s.text(0), type = s.text(1), parent = s.optionalText(2)
         // Each column is read once and in its stored type, so no read converts (and frees) the
         // bytes another pointer here refers to; they stay valid until the next step.
         let sealed: UnsafeRawBufferPointer? = s.isNull(4) ? nil : s.bytes(4)
-        return make((name, type, parent, s.int64(5), s.int64(6), s.int64(11), creatorID, s.double(9), s.double(10)),
+        return make((name, type, parent, s.int64(5), s.int64(6), s.int64(11), creatorID, modifierID, s.double(9), s.double(10)),
                     plain: s.bytes(3), sealed: sealed)
     }
 
@@ -190,6 +189,7 @@ extension StoredRow {
     static func make(row: Row) -> StoredRow {
         let sealed: Data? = row[4]
         return make(name: row[0], type: row[1], parent: row[2], epoch: row[5], seq: row[6], membershipSeq: row[11], creatorID: row[7],
+                    modifierID: row[8],
                     created: row[9], modified: row[10], plain: Array((row[3] as String).utf8), sealed: sealed.map(Array.init))
     }
 }
@@ -222,23 +222,22 @@ struct RowWork: @unchecked Sendable {
     let context: Unmanaged<RowContext>?
 }
 
-/// One thread's copies of what decoding reads: the zone's identity, the store id, and the
+/// One thread's copies of what decoding reads: the zone's identity, and the
 /// schema and zone key of each (type, epoch) met, copied once from the shared context. Used by
 /// one thread at a time. A session keeps sets of workers between reads (``Session/withDecodeWorkers(zone:_:)``),
 /// so the copies (the key's in guarded memory, which costs system calls to make) are made once
 /// per zone, type and epoch, not once per read.
 final class DecodeWorker: @unchecked Sendable {
-    let storeID: [UInt8]
     private(set) var zone: ZoneRow
     private var schemas = [String: [String: FieldSpec]]()
     private var keys = [Int64: SymmetricKey]()
     private var creator = ""
-    private var author: (id: String, label: String?) = ("", nil)
+    private var modifier = ""
+    private var label: String?
     /// Where this worker's envelopes are opened (wiped after each record).
     private let scratch = UnsafeMutableRawBufferPointer.allocate(byteCount: 16 * 1024, alignment: 16)
 
-    init(zone: ZoneRow, storeID: [UInt8]) {
-        self.storeID = storeID.withUnsafeBytes { Array($0) }
+    init(zone: ZoneRow) {
         self.zone = Self.copy(zone)
     }
 
@@ -248,8 +247,8 @@ final class DecodeWorker: @unchecked Sendable {
 
     private static func copy(_ zone: ZoneRow) -> ZoneRow {
         ZoneRow(rowID: zone.rowID, uid: zone.uid.withUnsafeBytes { Array($0) },
-                id: ZoneID(name: zone.id.name.copied, ownerID: zone.id.ownerID.copied), currentEpoch: zone.currentEpoch,
-                sequence: zone.sequence, membershipSeq: zone.membershipSeq, created: zone.created)
+                id: ZoneID(name: zone.id.name.copied, ownerID: zone.id.ownerID.copied), sequence: zone.sequence, created: zone.created,
+                logFormat: zone.logFormat)
     }
 
     /// Points the worker at `zone` before a read (on the reading thread, before any helper
@@ -297,11 +296,10 @@ final class DecodeWorker: @unchecked Sendable {
         // reading thread is touching for the next rows. The commit is read in place (a `let`
         // of the shared context), not copied, for the same reason.
         if row.creatorID != creator { creator = row.creatorID.copied }
-        if shared.commit.authorID != author.id || shared.commit.authorLabel != author.label {
-            author = (shared.commit.authorID.copied, shared.commit.authorLabel?.copied)
-        }
-        return Session.decode(row, commit: shared.commit, author: author, creatorID: creator, schema: schema, key: key, zone: zone,
-                              storeID: storeID, scratch: scratch)
+        if row.modifierID != modifier { modifier = row.modifierID == creator ? creator : row.modifierID.copied }
+        if shared.commit.label != label { label = shared.commit.label?.copied }
+        return Session.decode(row, commit: shared.commit, creatorID: creator, modifierID: modifier, label: label, schema: schema, key: key,
+                              zone: zone, scratch: scratch)
     }
 }
 
@@ -321,28 +319,23 @@ extension Session {
     /// Checks a stored row against its signed commit, decodes its plain values and opens its
     /// sealed ones. Pure: runs on any thread.
     /// With `final`, a field missing from the schema is an integrity failure rather than `.staleSchema`.
-    static func decode(_ row: StoredRow, context: RowContext, zone: ZoneRow, storeID: [UInt8], final: Bool = false) -> DecodeOutcome {
-        decode(row, commit: context.commit, author: (context.commit.authorID, context.commit.authorLabel), creatorID: row.creatorID,
-               schema: context.schema, key: context.key, zone: zone, storeID: storeID, final: final)
+    static func decode(_ row: StoredRow, context: RowContext, zone: ZoneRow, final: Bool = false) -> DecodeOutcome {
+        decode(row, commit: context.commit, creatorID: row.creatorID, modifierID: row.modifierID, label: context.commit.label,
+               schema: context.schema, key: context.key, zone: zone, final: final)
     }
 
-    /// ``decode(_:context:zone:storeID:final:)`` with each part given on its own: helper threads
-    /// run it with their own copies of the schema, key, zone, store id and shared strings (see
-    /// ``DecodeWorker``). The row's version hash must be one of its commit's entries, checked
-    /// before anything else is believed; the signed commit then gives the modifier, transaction
-    /// author and modification time.
-    static func decode(_ row: StoredRow, commit: VerifiedCommit, author: (id: String, label: String?), creatorID: String,
+    /// ``decode(_:context:zone:final:)`` with each part given on its own: helper threads run it
+    /// with their own copies of the schema, key, zone and shared strings (see ``DecodeWorker``).
+    /// The row's version hash must be one of its log entry's, checked before anything else is
+    /// believed; in a commit, the modifier and modification time must be the commit's author and
+    /// time (a rewrite by the owner keeps each record's own).
+    static func decode(_ row: StoredRow, commit: VerifiedCommit, creatorID: String, modifierID: String, label: String?,
                        schema: [String: FieldSpec], key: Result<SymmetricKey, any Error>?, zone: ZoneRow,
-                       storeID: [UInt8], final: Bool = false, scratch: UnsafeMutableRawBufferPointer? = nil) -> DecodeOutcome {
+                       final: Bool = false, scratch: UnsafeMutableRawBufferPointer? = nil) -> DecodeOutcome {
         row.withBytes { all -> DecodeOutcome in
             let plain = UnsafeRawBufferPointer(rebasing: all[0..<row.plainCount])
             let sealed = row.hasSealed ? UnsafeRawBufferPointer(rebasing: all[row.plainCount...]) : nil
-            let hash = CommitBuilder.recordDigest(zoneUID: zone.uid, name: row.name, type: row.type, parent: row.parent, seq: row.seq,
-                                                  epoch: row.epoch, membershipSeq: row.membershipSeq, creatorID: row.creatorID,
-                                                  created: row.created, modified: row.modified, plain: plain, sealed: sealed)
-            guard commit.entries.contains(hash) else {
-                return .failed(StoreError(.integrityFailure, "record '\(row.name)' in zone '\(zone.id.name)' does not match its signed commit \(row.seq): it was changed in the file"))
-            }
+            guard matches(row, commit, zone: zone, plain: plain, sealed: sealed) else { return .failed(mismatch(row, zone: zone)) }
             do {
                 let values: [String: RecordValue]
                 do { values = try PlainValuesCodec.decode(plain, typeOf: { schema[$0]?.type }) } catch {
@@ -361,7 +354,7 @@ extension Session {
                     guard let key = try key?.get() else { throw StoreError(.internalError, "no key was looked up for record '\(row.name)'") }
                     var sealedValues = [String: RecordValue]()
                     do {
-                        try withAssociatedData(storeID: storeID, zone: zone, name: row.name, type: row.type, epoch: row.epoch) { ad in
+                        try withAssociatedData(zone: zone, name: row.name, type: row.type, epoch: row.epoch) { ad in
                             try Envelope.withOpened(sealed, using: key, authenticating: ad, scratch: scratch) { sealedValues = try SealedValuesCodec.decode($0) }
                         }
                     } catch let error as CryptoError {
@@ -383,9 +376,9 @@ extension Session {
                 record.changeTag = ChangeTag.make(row.seq)
                 record.creatorID = creatorID
                 record.created = Date(timeIntervalSince1970: row.created)
-                record.modifierID = author.id // signed, unlike the row's modifier column
-                record.transactionAuthor = author.label
-                record.modified = Date(timeIntervalSince1970: commit.time)
+                record.modifierID = modifierID // in the version hash, and the commit's author
+                record.transactionAuthor = label
+                record.modified = Date(timeIntervalSince1970: row.modified)
                 record.fetchedValues = record.values
                 record.fetchedEncryptedValues = record.encryptedValues
                 return .record(record)
@@ -393,6 +386,40 @@ extension Session {
                 return .failed(error)
             }
         }
+    }
+
+    /// Whether a stored row is a version its log entry signs: its version hash is one of the
+    /// entry's, at the entry's epoch and owner's entry; in a commit, its modifier and modification
+    /// time are the commit's author and time.
+    static func matches(_ row: StoredRow, _ commit: VerifiedCommit, zone: ZoneRow,
+                        plain: UnsafeRawBufferPointer, sealed: UnsafeRawBufferPointer?) -> Bool {
+        let hash = CommitBuilder.recordDigest(zoneUID: zone.uid, name: row.name, type: row.type, parent: row.parent, seq: row.seq,
+                                              epoch: row.epoch, membershipSeq: row.membershipSeq, creatorID: row.creatorID,
+                                              modifierID: row.modifierID, created: row.created, modified: row.modified,
+                                              plain: plain, sealed: sealed)
+        return commit.entries.contains(hash) && row.epoch == commit.epoch && row.membershipSeq == commit.ownerSeq
+            && (commit.kind != .commit || (row.modifierID == commit.authorID && row.modified == commit.time))
+    }
+
+    static func mismatch(_ row: StoredRow, zone: ZoneRow) -> StoreError {
+        StoreError(.integrityFailure, "record '\(row.name)' in zone '\(zone.id.name)' does not match its signed log entry \(row.seq): it was changed in the file")
+    }
+
+    /// Checks a stored row against its log entry without opening it (nothing when no row has
+    /// the name): before an update carries its creator and creation time into a new version.
+    func verifyStoredRow(_ db: GRDB.Database, zone: ZoneRow, name: String) throws {
+        let statement = try RawStatement(db.cachedStatement(sql: "SELECT \(Self.recordColumns) FROM record WHERE zone_id = ? AND name = ?"))
+        statement.bind(1, zone.rowID)
+        statement.bind(2, name)
+        var found: StoredRow?
+        try Self.readRows(statement, limit: 1) { found = $0 }
+        guard let row = found else { return }
+        let context = try context(db, zone: zone, row: row).mapError { Self.rowError($0, row: row, zone: zone) }.get()
+        let ok = row.withBytes { all in
+            Self.matches(row, context.commit, zone: zone, plain: UnsafeRawBufferPointer(rebasing: all[0..<row.plainCount]),
+                         sealed: row.hasSealed ? UnsafeRawBufferPointer(rebasing: all[row.plainCount...]) : nil)
+        }
+        guard ok else { throw Self.mismatch(row, zone: zone) }
     }
 
     /// Why a context could not be made: its commit fails verification.
@@ -411,19 +438,23 @@ extension Session {
     /// whose commit, schema and key were all found is kept for later reads (``rowContexts``):
     /// a query's rows each meet a different commit, and making their contexts again on every
     /// read showed in profiles of the query path.
-    func context(_ db: GRDB.Database, zone: ZoneRow, row: StoredRow, key memoKey: RowContextKey? = nil) -> Result<RowContext, any Error> {
+    func context(_ db: GRDB.Database, zone: ZoneRow, row: StoredRow, key memoKey: RowContextKey? = nil,
+                 log given: ZoneLog? = nil) -> Result<RowContext, any Error> {
         let memoKey = memoKey ?? RowContextKey(row)
-        if let kept = rowContexts.withLock({ $0[zone.rowID]?[memoKey] }) { return .success(kept) }
+        if given == nil, let kept = rowContexts.withLock({ $0[zone.rowID]?[memoKey] }) { return .success(kept) }
         let made = Result { () throws -> RowContext in
+            let log = try given ?? zoneLog(db, zone: zone)
             let commit: VerifiedCommit
-            do { commit = try verifiedCommit(db, zone: zone, seq: row.seq) } catch let e as StoreError where e.code == .integrityFailure {
+            do { commit = try verifiedCommit(db, zone: zone, seq: row.seq, log: log, cached: given == nil) } catch let e as StoreError where e.code == .integrityFailure {
                 throw CommitRefused(reason: e) // named per row by `rowError`: rows of one commit share this context
             }
             let schema = try self.schema(db, zoneRowID: zone.rowID, recordType: row.type)
-            let key = row.hasSealed ? Result { try zoneKey(db, zone: zone, epoch: row.epoch) } : nil
+            let key = row.hasSealed ? Result { try zoneKey(db, zone: zone, epoch: row.epoch, state: log.state, cached: given == nil) } : nil
             return RowContext(commit: commit, schema: schema, key: key)
         }
-        // Only whole contexts are kept: a missing key (no access yet, say) is looked up again.
+        // Only whole contexts of the session's own log are kept: a missing key (no access yet,
+        // say) is looked up again.
+        guard given == nil else { return made }
         switch made {
         case .success(let context):
             if case .failure? = context.key { break }
@@ -449,7 +480,7 @@ extension Session {
     /// Lends a set of decode workers (one per thread of a read), pointed at `zone`, for the
     /// length of `body`; the helpers of every pipeline `body` ran must be done with them.
     func withDecodeWorkers<R>(zone: ZoneRow, _ body: ([DecodeWorker]) throws -> R) rethrows -> R {
-        let workers = decodeWorkers.withLock { $0.popLast() } ?? (0...Parallel.helpers).map { _ in DecodeWorker(zone: zone, storeID: store.storeID) }
+        let workers = decodeWorkers.withLock { $0.popLast() } ?? (0...Parallel.helpers).map { _ in DecodeWorker(zone: zone) }
         for worker in workers { worker.begin(zone: zone) }
         defer { decodeWorkers.withLock { if $0.count < 8 { $0.append(workers) } } }
         return try body(workers)
@@ -546,9 +577,23 @@ extension Session {
         return try readRows(statement, limit: limit, probe: probe, creators: &creators, into: add)
     }
 
-    /// The last creator id read, kept from row to row (and from lookup to lookup) so that a run
-    /// of rows by one creator shares one `String`.
-    typealias CreatorCache = (bytes: [UInt8], id: String)
+    /// The last creator and modifier ids read, kept from row to row (and from lookup to lookup)
+    /// so that a run of rows by one user shares one `String`.
+    struct CreatorCache {
+        var creator: (bytes: [UInt8], id: String)?
+        var modifier: (bytes: [UInt8], id: String)?
+    }
+
+    /// The text of `bytes`, as the kept `String` when it is the same as the last one.
+    static func cachedText(_ bytes: UnsafeRawBufferPointer, in slot: inout (bytes: [UInt8], id: String)?) -> String {
+        if let kept = slot, kept.bytes.count == bytes.count,
+           kept.bytes.withUnsafeBytes({ bytes.count == 0 || memcmp($0.baseAddress!, bytes.baseAddress!, bytes.count) == 0 }) {
+            return kept.id
+        }
+        let text = String(decoding: bytes, as: UTF8.self)
+        slot = (Array(bytes), text)
+        return text
+    }
 
     /// ``readRows(_:limit:probe:into:)`` for a loop of lookups on one statement: the creator
     /// cache carries over between calls, and with `keepingBindings` the statement is reset
@@ -567,14 +612,14 @@ extension Session {
         return probe ? try statement.step() : false
     }
 
-    /// Associated data of a record's sealed values (see ``associatedData(storeID:zone:name:type:epoch:)``),
-    /// built on the stack.
-    static func withAssociatedData<R>(storeID: [UInt8], zone: ZoneRow, name: String, type: String, epoch: Int64,
+    /// Associated data of a record's sealed values (see ``associatedData(zone:name:type:epoch:)``),
+    /// built on the stack: `"coffer.record.v2"`, then the zone uid, owner, name and type (each
+    /// after a two-byte length), then the epoch.
+    static func withAssociatedData<R>(zone: ZoneRow, name: String, type: String, epoch: Int64,
                                       _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
-        let domain: StaticString = "coffer.record.v1"
+        let domain: StaticString = "coffer.record.v2"
         let owner = zone.id.ownerID
-        let size = domain.utf8CodeUnitCount + 2 + storeID.count + 2 + zone.uid.count + 2 + owner.utf8.count + 2 + name.utf8.count
-            + 2 + type.utf8.count + 8
+        let size = domain.utf8CodeUnitCount + 2 + zone.uid.count + 2 + owner.utf8.count + 2 + name.utf8.count + 2 + type.utf8.count + 8
         return try withUnsafeTemporaryAllocation(byteCount: size, alignment: 8) { buffer in
             var w = CommitBuilder.HeaderWriter(base: buffer.baseAddress!)
             func framed(_ bytes: UnsafeRawBufferPointer) {
@@ -582,7 +627,6 @@ extension Session {
             }
             func framed(_ s: String) { var s = s; s.withUTF8 { framed(UnsafeRawBufferPointer($0)) } }
             w.bytes(UnsafeRawBufferPointer(start: domain.utf8Start, count: domain.utf8CodeUnitCount))
-            storeID.withUnsafeBytes { framed($0) }
             zone.uid.withUnsafeBytes { framed($0) }
             framed(owner)
             framed(name)

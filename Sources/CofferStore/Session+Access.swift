@@ -3,55 +3,62 @@ import CofferVault
 import Foundation
 import GRDB
 
-/// What the acting user may do in a zone, from its owner and its verified share.
+/// What the acting user may do in a zone, from its verified log.
 struct ZoneAccess: Sendable {
     let zone: ZoneRow
+    let log: ZoneLog
     let isOwner: Bool
     let role: Share.Participant.Role
     let permission: SharePermission
-    /// The verified share, when the zone is shared.
-    let share: ShareContent?
 
+    var state: ZoneState { log.state }
     var canWrite: Bool { isOwner || permission == .readWrite }
 }
 
 extension Session {
-    /// The acting user's access to a zone, checking the owner's signature on its share and the
-    /// user's own signed acceptance. Throws `.permissionFailure` (removed, left, not accepted)
-    /// or `.zoneNotFound` (never shared with this user).
+    /// The zone's row, found by name and owner; a missing zone's error names the acting user as
+    /// "you".
+    func zoneRow(_ db: GRDB.Database, _ zoneID: ZoneID) throws -> ZoneRow {
+        do { return try ZoneRow.fetch(db, zoneID) } catch let error as StoreError where error.code == .zoneNotFound {
+            throw ZoneRow.notFound(zoneID, owner: describeUser(zoneID.ownerID))
+        }
+    }
+
+    /// The acting user's access to a zone, from its verified log: the owner; a named participant
+    /// who accepted (and was not removed since); or a joiner of the current public link.
+    /// Throws `.permissionFailure` (removed, left, not accepted, link turned off) or
+    /// `.zoneNotFound` (never shared with this user).
     func access(_ db: GRDB.Database, zone: ZoneRow) throws -> ZoneAccess {
         let me = userID
-        let loaded = try ShareContent.load(db, zone: zone)
-        if let (content, signature) = loaded { try verify(db, content, signature: signature, zone: zone) }
-        if zone.id.ownerID == me {
-            return ZoneAccess(zone: zone, isOwner: true, role: .owner, permission: .readWrite, share: loaded?.0)
+        let log = try zoneLog(db, zone: zone)
+        let state = log.state
+        if state.ownerID == me {
+            return ZoneAccess(zone: zone, log: log, isOwner: true, role: .owner, permission: .readWrite)
         }
-        guard let (share, _) = loaded else {
-            throw StoreError(.zoneNotFound, "zone '\(zone.id.name)' of \(zone.id.ownerID) is not shared with you")
+        guard let share = state.share else {
+            throw StoreError(.zoneNotFound, "zone '\(zone.id.name)' of \(describeUser(zone.id.ownerID)) is not shared with you")
         }
-        let acceptance = try self.acceptance(db, zone: zone, share: share, userID: me)
-        if let entry = share.entries.first(where: { $0.userID == me }) {
-            if entry.status == .removed {
+        if let p = share.participants[me], p.role == .privateUser {
+            if p.status == .removed {
                 throw StoreError(.permissionFailure, "you were removed from the share of zone '\(zone.id.name)'; you can no longer read or write it")
             }
-            if entry.role == .privateUser {
-                switch acceptance?.state {
-                case .accepted?: return ZoneAccess(zone: zone, isOwner: false, role: .privateUser, permission: entry.permission, share: share)
-                case .left?: throw StoreError(.permissionFailure, "you left the share of zone '\(zone.id.name)'; accept its URL again to rejoin")
-                case nil: throw StoreError(.permissionFailure, "you are invited to zone '\(zone.id.name)' but have not accepted; run 'coffer share accept URL'")
-                }
+            switch state.acceptances[me] {
+            case .accepted?: return ZoneAccess(zone: zone, log: log, isOwner: false, role: .privateUser, permission: p.permission)
+            case .left?: throw StoreError(.permissionFailure, "you left the share of zone '\(zone.id.name)'; accept its URL again to rejoin")
+            case nil: throw StoreError(.permissionFailure, "you are invited to zone '\(zone.id.name)' but have not accepted; run 'coffer share accept URL'")
             }
         }
-        if let acceptance, acceptance.role == .publicUser {
-            guard acceptance.state == .accepted else {
-                throw StoreError(.permissionFailure, "you left the share of zone '\(zone.id.name)'; accept its URL again to rejoin")
-            }
-            guard share.publicPermission != .none else {
+        switch state.linkJoiners[me] {
+        case .accepted?:
+            return ZoneAccess(zone: zone, log: log, isOwner: false, role: .publicUser, permission: share.publicPermission)
+        case .left?:
+            throw StoreError(.permissionFailure, "you left the share of zone '\(zone.id.name)'; accept its URL again to rejoin")
+        case nil:
+            if share.participants[me]?.role == .publicUser {
                 throw StoreError(.permissionFailure, "the owner turned off the public link of zone '\(zone.id.name)'; you no longer take part")
             }
-            return ZoneAccess(zone: zone, isOwner: false, role: .publicUser, permission: share.publicPermission, share: share)
         }
-        throw StoreError(.zoneNotFound, "zone '\(zone.id.name)' of \(zone.id.ownerID) is not shared with you")
+        throw StoreError(.zoneNotFound, "zone '\(zone.id.name)' of \(describeUser(zone.id.ownerID)) is not shared with you")
     }
 
     func requireRead(_ db: GRDB.Database, zone: ZoneRow) throws -> ZoneAccess {
@@ -67,53 +74,22 @@ extension Session {
     }
 
     func requireOwner(_ db: GRDB.Database, zone: ZoneRow, to action: String) throws -> ZoneAccess {
-        let access = try access(db, zone: zone)
-        guard access.isOwner else {
+        guard zone.id.ownerID == userID else {
+            // Not the owner by the row; the log would say the same (its genesis names the owner).
+            _ = try access(db, zone: zone)
             throw StoreError(.permissionFailure, "only the owner of zone '\(zone.id.name)' can \(action)")
         }
-        return access
+        return try access(db, zone: zone)
     }
 
-    /// Checks the owner's signature over the share (cached per signature for the session).
-    func verify(_ db: GRDB.Database, _ content: ShareContent, signature: [UInt8], zone: ZoneRow) throws {
-        let bytes = content.signedBytes
-        let cacheKey = BLAKE2b.hash(bytes + signature)
-        if verifiedShares.withLock({ $0.contains(cacheKey) }) { return }
-        let owner = try signingKey(db, of: zone.id.ownerID, zone: zone)
-        guard owner.isValidSignature(signature, for: bytes) else {
-            throw StoreError(.integrityFailure, "the share of zone '\(zone.id.name)' fails its owner's signature: the store was changed")
+    /// A user's signing key, from their verified contact card. A user id is a hash of the key,
+    /// so it names exactly one key.
+    /// - Throws: `.unknownItem` when the store has no card for the user; `.integrityFailure`
+    ///   when the stored card does not verify.
+    func signingKey(_ db: GRDB.Database, of userID: String) throws -> Ed25519.PublicKey {
+        guard let contact = try store.verifiedContact(db, userID: userID) else {
+            throw StoreError(.unknownItem, "no contact with user id \(userID)")
         }
-        verifiedShares.withLock { _ = $0.insert(cacheKey) }
-    }
-
-    /// A user's signing key from the contact table, checked against the user id (a hash of the
-    /// key), so a user id names exactly one key: checked keys are cached for the session.
-    func signingKey(_ db: GRDB.Database, of userID: String, zone: ZoneRow) throws -> Ed25519.PublicKey {
-        if let known = signingKeys.withLock({ $0[userID] }) { return known }
-        guard let data = try Data.fetchOne(db.cachedStatement(sql: "SELECT signing_key FROM contact WHERE user_id = ?"), arguments: [userID]) else {
-            throw StoreError(.integrityFailure, "the owner of zone '\(zone.id.name)' is not a known contact")
-        }
-        let key = try Ed25519.PublicKey(rawRepresentation: Array(data))
-        guard UserIdentity.userID(for: key) == userID else {
-            throw StoreError(.integrityFailure, "the stored contact \(userID) does not match its signing key")
-        }
-        signingKeys.withLock { $0[userID] = key }
-        return key
-    }
-
-    /// A participant's verified acceptance record, if any.
-    func acceptance(_ db: GRDB.Database, zone: ZoneRow, share: ShareContent, userID: String) throws -> Acceptance? {
-        guard let row = try Row.fetchOne(db, sql: "SELECT * FROM share_acceptance WHERE zone_id = ? AND user_id = ?",
-                                         arguments: [zone.rowID, userID]) else { return nil }
-        guard let role = Share.Participant.Role(rawValue: row["role"]), let state = Acceptance.State(rawValue: row["state"]) else {
-            throw StoreError(.integrityFailure, "the acceptance of \(userID) in zone '\(zone.id.name)' is damaged")
-        }
-        let acceptance = Acceptance(userID: userID, role: role, state: state, at: row["at"], signature: Array(row["signature"] as Data))
-        let key = try signingKey(db, of: userID, zone: zone)
-        guard key.isValidSignature(acceptance.signature, for: Acceptance.signedBytes(shareUID: share.shareUID, userID: userID,
-                                                                                     role: role, state: state, at: acceptance.at)) else {
-            throw StoreError(.integrityFailure, "the acceptance of \(userID) in zone '\(zone.id.name)' fails its signature")
-        }
-        return acceptance
+        return contact.identity.signingKey
     }
 }

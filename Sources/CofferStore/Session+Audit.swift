@@ -5,106 +5,55 @@ import GRDB
 /// What `audit` found.
 public struct AuditFinding: Sendable, Hashable {
     public enum Kind: String, Sendable {
+        /// The zone's log (an entry, the chain, or what this user saw before).
+        case log
+        /// A cached column or table that disagrees with the verified log.
+        case cache
+        /// A zone key that does not open or does not match its commitment.
+        case key
+        /// A contact whose stored card does not verify, or whose row disagrees with its card.
+        case contact
         case share, membership, commit, record, plaintext
     }
     public let kind: Kind
     public let zone: ZoneID?
-    /// The record, commit or file concerned.
+    /// The record, entry or file concerned.
     public let subject: String
     public let message: String
 }
 
-/// The result of ``Session/audit(plaintexts:)``.
+/// The result of ``Session/audit(plaintexts:progress:)``.
 public struct AuditReport: Sendable {
     public var findings: [AuditFinding] = []
-    public var zones = 0, shares = 0, memberships = 0, commits = 0, records = 0, files = 0, bytesScanned = 0
+    /// Zones checked, their shares, owner entries (genesis and membership), record entries
+    /// (commits and rewrites), acceptances, records, and the files scanned.
+    public var zones = 0, shares = 0, memberships = 0, commits = 0, acceptances = 0, records = 0, files = 0, bytesScanned = 0
 }
 
 extension Session {
-    /// Verifies everything this user can open: each zone's share signature, every owner-signed
-    /// membership entry, every commit (signature, hash chain, writer's permission), and every
-    /// record (its hash in its commit, its encrypted values opening). With `plaintexts`, also
-    /// scans the store's files (database, WAL, shared memory) for each text in UTF-8, UTF-16,
-    /// base64 and hex, and reports where one appears.
+    /// Verifies everything this user can open, as a reader would and more: each zone's whole log
+    /// from its genesis (every chain link, every signature, what each entry may change) and that
+    /// it extends what this user saw before; the caches that repeat the log; the zone key; every
+    /// record (its version in a signed entry, its encrypted values opening); and, from the names
+    /// each record entry signs, rows rolled back, put back after a deletion, or deleted from the
+    /// file. With `plaintexts`, also scans the store's files (database, WAL, shared memory) for
+    /// each text in UTF-8, UTF-16, base64 and hex, and reports where one appears.
     public func audit(plaintexts: [String] = [], progress: @Sendable (String) -> Void = { _ in }) async throws -> AuditReport {
         var report = AuditReport()
+        let owned = try ownedZoneAccess()
         let shared = try sharedZoneAccess()
-        // A zone shared with this user whose share fails verification cannot be opened to check
-        // further: it is a finding (and `zone list` leaves it out).
-        for (zone, error) in shared.refused {
-            report.zones += 1
-            report.findings.append(AuditFinding(kind: .share, zone: zone, subject: "share", message: "\(error)"))
-        }
-        let zones = try ownedZones() + shared.zones
-        for zone in zones {
-            progress("zone \(zone.id.name)")
-            let part: AuditReport = try store.read { db in
-                var report = AuditReport()
-                let row = try ZoneRow.fetch(db, zone.id)
-                report.zones += 1
-                func finding(_ kind: AuditFinding.Kind, _ subject: String, _ error: Error) {
-                    report.findings.append(AuditFinding(kind: kind, zone: zone.id, subject: subject, message: "\(error)"))
-                }
-                if let (content, signature) = try ShareContent.load(db, zone: row) {
-                    report.shares += 1
-                    do { try verify(db, content, signature: signature, zone: row) } catch { finding(.share, "share", error) }
-                }
-                for seq in try Int64.fetchAll(db, sql: "SELECT seq FROM membership_log WHERE zone_id = ? ORDER BY seq", arguments: [row.rowID]) {
-                    report.memberships += 1
-                    do { _ = try membership(db, zone: row, seq: seq) } catch { finding(.membership, "membership \(seq)", error) }
-                }
-                var previous = [UInt8](repeating: 0, count: 32)
-                // Each name's latest entry in the signed log (version 2 commits name their entries).
-                var latest = [String: (seq: Int64, deleted: Bool)]()
-                for commit in try Row.fetchAll(db, sql: "SELECT seq, prev_hash, hash, entries, names FROM zone_commit WHERE zone_id = ? ORDER BY seq",
-                                               arguments: [row.rowID]) {
-                    report.commits += 1
-                    let seq: Int64 = commit[0]
-                    if let names = commit[4] as Data? {
-                        if let named = CommitBuilder.parseNames(Array(names), entries: (commit[3] as Data).count / 32) {
-                            for entry in named { latest[entry.name] = (seq, entry.deleted) }
-                        } else {
-                            report.findings.append(AuditFinding(kind: .commit, zone: zone.id, subject: "commit \(seq)",
-                                                                message: "commit \(seq) of zone '\(zone.id.name)' has a damaged list of names"))
-                        }
-                    }
-                    if Array(commit[1] as Data) != previous {
-                        report.findings.append(AuditFinding(kind: .commit, zone: zone.id, subject: "commit \(seq)",
-                                                            message: "commit \(seq) does not follow the one before it (the chain of commits is broken)"))
-                    }
-                    previous = Array(commit[2] as Data)
-                    do { _ = try verifiedCommit(db, zone: row, seq: seq) } catch { finding(.commit, "commit \(seq)", error) }
-                }
-                let statement = try db.makeStatement(sql: "SELECT \(Self.recordColumns) FROM record WHERE zone_id = ? ORDER BY name")
-                let rows = try Row.fetchCursor(statement, arguments: [row.rowID])
-                var live = [String: Int64]()
-                while let record = try rows.next() {
-                    report.records += 1
-                    live[record[0]] = record[6] // its commit
-                    do { _ = try decodeRecord(db, zone: row, row: record) } catch { finding(.record, record[0], error) }
-                }
-                // Each row must be its name's latest version in the log, and each name the log last
-                // saved must have its row: a row put back, rolled back to an older signed version, or
-                // deleted from the file passes the per-row check, not this one.
-                func logFinding(_ name: String, _ message: String) {
-                    report.findings.append(AuditFinding(kind: .record, zone: zone.id, subject: name, message: message))
-                }
-                for (name, seq) in live.sorted(by: { $0.key < $1.key }) {
-                    guard let last = latest[name], last.seq > seq else { continue }
-                    logFinding(name, last.deleted
-                        ? "record '\(name)' was deleted by commit \(last.seq), but its version of commit \(seq) is in the file: it was put back"
-                        : "record '\(name)' is its version of commit \(seq), but commit \(last.seq) wrote a later one: it was rolled back in the file")
-                }
-                for (name, last) in latest.sorted(by: { $0.key < $1.key }) where !last.deleted && live[name] == nil {
-                    logFinding(name, "record '\(name)', saved by commit \(last.seq), is not in the file: it was deleted there")
-                }
-                return report
-            }
+        // Zones refused by reads (a log that fails verification or does not extend what this
+        // user saw) are audited too: `zone list` leaves them out, audit says why.
+        report.findings += try read { db in try self.auditContacts(db) }
+        for zone in owned.zones.map(\.id) + owned.refused.map(\.0) + shared.zones.map(\.id) + shared.refused.map(\.0) {
+            progress("zone \(zone.name)")
+            let part: AuditReport = try read { db in try self.auditZone(db, zone) }
             report.findings += part.findings
             report.zones += part.zones
             report.shares += part.shares
             report.memberships += part.memberships
             report.commits += part.commits
+            report.acceptances += part.acceptances
             report.records += part.records
         }
         if !plaintexts.isEmpty {
@@ -122,6 +71,131 @@ extension Session {
                     }
                 }
             }
+        }
+        return report
+    }
+
+    /// Contacts whose stored card does not verify (or is dated in the future), or whose row's
+    /// other columns say something else than the card (reads use only the card).
+    private func auditContacts(_ db: GRDB.Database) throws -> [AuditFinding] {
+        var findings = [AuditFinding]()
+        for row in try Row.fetchAll(db, sql: "SELECT user_id, name, email, signing_key, box_key, card_created FROM contact ORDER BY user_id") {
+            let id: String = row[0]
+            func finding(_ message: String) { findings.append(AuditFinding(kind: .contact, zone: nil, subject: id, message: message)) }
+            let contact: Contact
+            do {
+                guard let verified = try store.verifiedContact(db, userID: id) else { continue }
+                contact = verified
+            } catch let error as StoreError {
+                finding(error.message)
+                continue
+            }
+            let identity = contact.identity
+            if (row[1] as String) != identity.name || (row[2] as String?) != identity.email || (row[5] as String) != contact.cardCreated
+                || Array(row[3] as Data) != identity.signingKey.rawRepresentation || Array(row[4] as Data) != identity.boxKey.rawRepresentation {
+                finding("the stored contact \(id) has columns that disagree with its signed card (the card is what counts): the store was changed")
+            }
+        }
+        return findings
+    }
+
+    /// The zone row's columns and the member lookup against the verified log.
+    private func auditCaches(_ db: GRDB.Database, zone: ZoneRow, state: ZoneState, finding: (AuditFinding.Kind, String, String) -> Void) throws {
+        let zoneID = zone.id
+        let cached = try Row.fetchOne(db, sql: "SELECT sequence, current_epoch, share_uid FROM zone WHERE id = ?", arguments: [zone.rowID])!
+        if (cached[0] as Int64) != state.headSeq {
+            finding(.cache, "zone", "zone '\(zoneID.name)' says its log ends at entry \(cached[0] as Int64), but the log ends at \(state.headSeq)")
+        }
+        if (cached[1] as Int64) != state.epoch {
+            finding(.cache, "zone", "zone '\(zoneID.name)' says its key epoch is \(cached[1] as Int64), but its log says \(state.epoch)")
+        }
+        if (cached[2] as Data?).map(Array.init) != state.share?.shareUID {
+            finding(.cache, "zone", "zone '\(zoneID.name)' names another share than its log")
+        }
+        let listed = Set(try String.fetchAll(db, sql: "SELECT user_id FROM zone_member WHERE zone_id = ?", arguments: [zone.rowID]))
+        let members = Set(state.share?.participants.keys.map { $0 } ?? []).union(state.linkJoiners.keys)
+        if listed != members {
+            finding(.cache, "members", "zone '\(zoneID.name)' lists other members (\(listed.subtracting(members).union(members.subtracting(listed)).sorted().joined(separator: ", "))) than its log")
+        }
+    }
+
+    private func auditZone(_ db: GRDB.Database, _ zoneID: ZoneID) throws -> AuditReport {
+        var report = AuditReport()
+        let zone = try zoneRow(db, zoneID)
+        report.zones += 1
+        func finding(_ kind: AuditFinding.Kind, _ subject: String, _ message: String) {
+            report.findings.append(AuditFinding(kind: kind, zone: zoneID, subject: subject, message: message))
+        }
+        // The whole log again, every signature checked, whatever the marks say.
+        let log: ZoneLog
+        do {
+            log = try walkLog(db, zone: zone, signaturesAfter: 0)
+        } catch let error as StoreError {
+            finding(.log, "log", error.message)
+            return report
+        }
+        var whole = true
+        if let tail = log.refusedTail {
+            finding(.log, "log", tail.error.message)
+            whole = false
+        }
+        do { _ = try extendsMark(db, log, zone: zone) } catch let error as StoreError {
+            finding(.log, "log", error.message)
+            whole = false
+        }
+        let state = log.state
+        if state.share != nil { report.shares += 1 }
+        // Caches that repeat the log (they run ahead of a log whose tail is refused).
+        if whole { try auditCaches(db, zone: zone, state: state, finding: finding) }
+        do { try checkZoneKey(db, zone: zone, state: state) } catch let error as StoreError {
+            finding(.key, "key", error.message)
+        }
+        // Each name's latest entry in the signed log.
+        var latest = [String: (seq: Int64, deleted: Bool)]()
+        let storedHashes = try Row.fetchAll(db, sql: "SELECT seq, hash FROM zone_log WHERE zone_id = ?", arguments: [zone.rowID])
+            .reduce(into: [Int64: [UInt8]]()) { $0[$1[0]] = Array($1[1] as Data) }
+        for stored in try Self.logEntries(db, zoneRowID: zone.rowID, after: 0) {
+            if let tail = log.refusedTail, stored.seq >= tail.seq { break } // reported above, with the entries after it
+            if storedHashes[stored.seq] != stored.hash.bytes {
+                finding(.cache, "entry \(stored.seq)", "entry \(stored.seq) of zone '\(zoneID.name)' has a stored hash that is not its own")
+            }
+            guard let entry = LogEntry.decode(stored.body) else { continue }
+            switch entry.kind {
+            case .genesis, .membership: report.memberships += 1
+            case .acceptance: report.acceptances += 1; continue
+            case .commit, .rewrite: report.commits += 1
+            }
+            guard entry.kind != .membership else { continue }
+            do {
+                let commit = try verifiedCommit(db, zone: zone, seq: stored.seq, log: log, cached: false)
+                guard let named = CommitBuilder.parseNames(commit.names, entries: commit.entries.count) else {
+                    finding(.commit, "entry \(stored.seq)", "entry \(stored.seq) of zone '\(zoneID.name)' has a damaged list of names")
+                    continue
+                }
+                for item in named { latest[item.name] = (stored.seq, item.deleted) }
+            } catch let error as StoreError {
+                finding(.commit, "entry \(stored.seq)", error.message)
+            }
+        }
+        let statement = try db.makeStatement(sql: "SELECT \(Self.recordColumns) FROM record WHERE zone_id = ? ORDER BY name")
+        let rows = try Row.fetchCursor(statement, arguments: [zone.rowID])
+        var live = [String: Int64]()
+        while let record = try rows.next() {
+            report.records += 1
+            live[record[0]] = record[6] // its entry
+            do { _ = try decodeRecord(db, zone: zone, row: record, log: log) } catch { finding(.record, record[0], "\(error)") }
+        }
+        // Each row must be its name's latest version in the log, and each name the log last saved
+        // must have its row: a row put back, rolled back to an older signed version, or deleted
+        // from the file passes the per-row check, not this one.
+        for (name, seq) in live.sorted(by: { $0.key < $1.key }) {
+            guard let last = latest[name], last.seq > seq else { continue }
+            finding(.record, name, last.deleted
+                ? "record '\(name)' was deleted by entry \(last.seq), but its version of entry \(seq) is in the file: it was put back"
+                : "record '\(name)' is its version of entry \(seq), but entry \(last.seq) wrote a later one: it was rolled back in the file")
+        }
+        for (name, last) in latest.sorted(by: { $0.key < $1.key }) where !last.deleted && live[name] == nil {
+            finding(.record, name, "record '\(name)', saved by entry \(last.seq), is not in the file: it was deleted there")
         }
         return report
     }

@@ -8,9 +8,9 @@ extension Session {
         guard (1...Limits.maxQueryLimit).contains(limit) else {
             throw StoreError(.invalidArguments, "a change page holds 1 to \(Limits.maxQueryLimit) items")
         }
-        return try store.read { db in
-            let zone = try ZoneRow.fetch(db, zoneID)
-            try self.checkCanRead(db, zone: zone)
+        return try read { db in
+            let zone = try self.zoneRow(db, zoneID)
+            let state = try self.checkCanRead(db, zone: zone).state
             let compacted = try Int64.fetchOne(db, sql: "SELECT compacted_seq FROM zone WHERE id = ?", arguments: [zone.rowID]) ?? 0
             var seq: Int64 = 0, name: String? = nil
             if let token {
@@ -23,7 +23,7 @@ extension Session {
                     }
                     throw StoreError(.zoneNotFound, "this change token belongs to a zone that no longer exists (deleted, or deleted and created again); fetch the zone afresh")
                 }
-                guard token.seq >= compacted, token.seq <= zone.sequence else {
+                guard token.seq >= compacted, token.seq <= state.headSeq else {
                     throw StoreError(.changeTokenExpired, "this change token is older than the zone's kept history (or from a reset zone); fetch every record afresh and use the new token")
                 }
                 seq = token.seq
@@ -72,7 +72,7 @@ extension Session {
             if let last, more {
                 next = ChangeToken(kind: .zone, storeID: self.store.storeID, scopeID: zone.uid, seq: last.0, name: last.1)
             } else {
-                next = ChangeToken(kind: .zone, storeID: self.store.storeID, scopeID: zone.uid, seq: zone.sequence, name: nil)
+                next = ChangeToken(kind: .zone, storeID: self.store.storeID, scopeID: zone.uid, seq: state.headSeq, name: nil)
             }
             return ZoneChanges(changed: changed, deleted: deleted, refused: refused, token: next, moreComing: more)
         }
@@ -82,7 +82,7 @@ extension Session {
     func databaseChanges(_ scope: RecordDatabase.Scope, since token: ChangeToken?) throws -> DatabaseChanges {
         let me = userID
         let kind: ChangeToken.Kind = scope == .private ? .privateDatabase : .sharedDatabase
-        return try store.read { db in
+        return try read { db in
             let counter = try Row.fetchOne(db, sql: "SELECT db_seq, compacted_db_seq FROM store_counter WHERE id = 1")!
             let current: Int64 = counter[0], compacted: Int64 = counter[1]
             var since: Int64 = 0
@@ -102,7 +102,7 @@ extension Session {
             } else {
                 zoneRows = try Row.fetchAll(db, sql: """
                     SELECT z.* FROM zone z WHERE z.owner_id != ? AND z.db_seq > ?
-                      AND EXISTS (SELECT 1 FROM share_acceptance a WHERE a.zone_id = z.id AND a.user_id = ? AND a.state = 1)
+                      AND EXISTS (SELECT 1 FROM zone_member m WHERE m.zone_id = z.id AND m.user_id = ?)
                     ORDER BY z.db_seq
                     """, arguments: [me, since, me])
             }
@@ -126,9 +126,9 @@ extension Session {
     /// tokens older than the horizon fail with `.changeTokenExpired`. Returns the tombstones removed.
     func compactHistory(zone zoneID: ZoneID, through horizon: Int64) throws -> Int {
         try store.write { db in
-            let zone = try ZoneRow.fetch(db, zoneID)
-            _ = try self.requireOwner(db, zone: zone, to: "compact its history")
-            let h = min(horizon, zone.sequence)
+            let zone = try self.zoneRow(db, zoneID)
+            let state = try self.requireOwner(db, zone: zone, to: "compact its history").state
+            let h = min(horizon, state.headSeq)
             try db.execute(sql: "DELETE FROM record_tombstone WHERE zone_id = ? AND seq <= ?", arguments: [zone.rowID, h])
             let removed = db.changesCount
             try db.execute(sql: "UPDATE zone SET compacted_seq = max(compacted_seq, ?) WHERE id = ?", arguments: [h, zone.rowID])

@@ -26,10 +26,4 @@ extension Session {
         try db.execute(sql: "DELETE FROM zone_tombstone WHERE user_id = ? AND zone_uid = ?", arguments: [user, Data(zone.uid)])
     }
 
-    /// Everyone who currently has the zone in a database: its owner and the participants who
-    /// accepted and did not leave (pending invitees never saw it).
-    static func viewers(_ db: GRDB.Database, zone: ZoneRow) throws -> [String] {
-        [zone.id.ownerID]
-            + (try String.fetchAll(db, sql: "SELECT user_id FROM share_acceptance WHERE zone_id = ? AND state = 1", arguments: [zone.rowID]))
-    }
 }

@@ -13,8 +13,8 @@ extension Session {
         let known = store.knownIndexes.withLock { $0 }
         let allIndexed = fields.allSatisfy { Names.isIdentifier($0) && known.contains(Self.indexName(recordType: query.recordType, field: $0)) }
         if !fields.isEmpty && !allIndexed {
-            let valid: Bool = try store.read { db in
-                let zone = try ZoneRow.fetch(db, zoneID)
+            let valid: Bool = try read { db in
+                let zone = try self.zoneRow(db, zoneID)
                 try self.checkCanRead(db, zone: zone)
                 let schema = try self.schema(db, zoneRowID: zone.rowID, recordType: query.recordType, fresh: true)
                 return fields.allSatisfy { field in
@@ -24,8 +24,8 @@ extension Session {
             // An invalid query is refused by the read below, with the reason; it never creates an index.
             if valid { try ensureIndexes(recordType: query.recordType, fields: fields.sorted()) }
         }
-        return try store.read { db in
-            let zone = try ZoneRow.fetch(db, zoneID)
+        return try read { db in
+            let zone = try self.zoneRow(db, zoneID)
             try self.checkCanRead(db, zone: zone)
             if let cursor {
                 guard cursor.zoneUID == zone.uid, cursor.queryFingerprint == query.fingerprint else {

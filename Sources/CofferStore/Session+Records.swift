@@ -15,7 +15,6 @@ struct PreparedRecord: Sendable {
 
 /// What a batch's records are sealed and hashed with: fixed when its transaction starts.
 struct WriteContext: Sendable {
-    let storeID: [UInt8]
     let zone: ZoneRow
     let key: SymmetricKey
     let epoch: Int64
@@ -158,7 +157,7 @@ extension Session {
             } ?? false
             let sealed = prepared.sealedPlaintext.map { plaintext in
                 plaintext.withUnsafeBytes { p in
-                    withAssociatedData(storeID: context.storeID, zone: context.zone, name: record.name, type: record.recordType, epoch: context.epoch) { ad in
+                    withAssociatedData(zone: context.zone, name: record.name, type: record.recordType, epoch: context.epoch) { ad in
                         Envelope.sealedBytes(p, using: context.key, keyID: UInt32(truncatingIfNeeded: context.epoch), authenticating: ad,
                                              nonces: context.nonces)
                     }
@@ -185,7 +184,7 @@ extension Session {
             withOptionalBytes(sealed) { s in
                 CommitBuilder.recordDigest(zoneUID: context.zone.uid, name: record.name, type: record.recordType, parent: record.parent,
                                            seq: context.seq, epoch: context.epoch, membershipSeq: context.membershipSeq, creatorID: creatorID,
-                                           created: created, modified: context.time, plain: p, sealed: s)
+                                           modifierID: context.authorID, created: created, modified: context.time, plain: p, sealed: s)
             }
         }
     }
@@ -214,7 +213,6 @@ extension Session {
             throw StoreError(.invalidArguments, "record '\(name)' appears twice in one batch")
         }
         let me = userID
-        let storeID = store.storeID
         let now = Date().timeIntervalSince1970
         // Helpers seal and hash the records as soon as the transaction has given the context;
         // they are woken now, so they are running by then.
@@ -232,16 +230,15 @@ extension Session {
         let nonces = NonceReserve(chunk: min(64, records.count))
 
         return try store.write { db in
-            let zone = try ZoneRow.fetch(db, zoneID)
-            try self.checkCanWrite(db, zone: zone)
+            let zone = try self.zoneRow(db, zoneID)
+            let access = try self.checkCanWrite(db, zone: zone)
+            var log = access.log
             let declared = try self.declareFields(db, zoneRowID: zone.rowID, declarations)
-            let epoch = zone.currentEpoch
-            let key = try self.zoneKey(db, zone: zone, epoch: epoch)
-            let seq = zone.sequence + 1
-            try db.cachedStatement(sql: "UPDATE zone SET sequence = ? WHERE id = ?").execute(arguments: [seq, zone.rowID])
-            let membershipSeq = zone.membershipSeq
-            var commit = CommitBuilder(zone: zone, seq: seq, membershipSeq: membershipSeq, epoch: epoch, authorID: me,
-                                       authorLabel: authorLabel, time: now)
+            let epoch = log.state.epoch
+            let key = try self.zoneKey(db, zone: zone, epoch: epoch, state: log.state)
+            let seq = log.state.headSeq + 1
+            let membershipSeq = log.state.ownerSeq
+            var commit = CommitBuilder(zoneUID: zone.uid, seq: seq)
             try Self.touch(db, zoneRowID: zone.rowID)
             // A saved name supersedes its tombstone, so each name is in the change feed once.
             let hasTombstones = try Bool.fetchOne(db.cachedStatement(sql: "SELECT EXISTS (SELECT 1 FROM record_tombstone WHERE zone_id = ?)"),
@@ -250,7 +247,7 @@ extension Session {
             for type in Set(records.map(\.recordType)) where Names.isIdentifier(type) {
                 schemas[type] = try self.schema(db, zoneRowID: zone.rowID, recordType: type, fresh: declared.contains(type))
             }
-            let context = WriteContext(storeID: storeID, zone: zone, key: key, epoch: epoch, seq: seq, membershipSeq: membershipSeq,
+            let context = WriteContext(zone: zone, key: key, epoch: epoch, seq: seq, membershipSeq: membershipSeq,
                                        authorID: me, authorLabel: authorLabel, time: now, schemas: schemas, nonces: nonces)
             // A record that exists is merged over its stored version before sealing, so that it
             // is sealed once, as it is written.
@@ -319,6 +316,9 @@ extension Session {
                             written = insert.changes == 1
                         }
                         if !written && (write.expectedSeq != nil || policy != .ifServerRecordUnchanged) {
+                            // The new version keeps the stored creator and creation time: they
+                            // must be ones a signed entry vouches for, not an edit of the file.
+                            try self.verifyStoredRow(db, zone: zone, name: write.result.name)
                             let update = try RawStatement(db.cachedStatement(sql: """
                                 UPDATE record SET parent = ?, plain = ?, sealed = ?, epoch = ?, seq = ?, membership_seq = ?, modifier_id = ?, modified_at = ?
                                 WHERE zone_id = ? AND name = ? AND type = ? AND (?12 IS NULL OR seq = ?12)
@@ -405,7 +405,7 @@ extension Session {
                 throw StoreError(.partialFailure, "\(failures.count) of \(total) records failed (\(names.prefix(5).joined(separator: ", "))\(names.count > 5 ? ", …" : "")); nothing was saved",
                                  partialErrors: failures)
             }
-            try commit.write(db, signer: self.vault.signingKey)
+            try commit.write(db, session: self, zone: zone, log: &log, kind: .commit, label: authorLabel, time: now)
             return ModifyResult(saved: saved, deleted: deleted)
         }
     }
@@ -502,22 +502,24 @@ extension Session {
 
     /// Decodes a row selected with ``recordColumns`` (a GRDB row: for the less travelled
     /// paths; the hot ones read with ``readRows(_:limit:probe:into:)`` and ``decodeRows(_:zone:expected:read:deliver:)``).
-    func decodeRecord(_ db: GRDB.Database, zone: ZoneRow, row: Row) throws -> Record {
-        try decodeOne(db, zone: zone, row: StoredRow.make(row: row))
+    func decodeRecord(_ db: GRDB.Database, zone: ZoneRow, row: Row, log: ZoneLog? = nil) throws -> Record {
+        try decodeOne(db, zone: zone, row: StoredRow.make(row: row), log: log)
     }
 
     /// Checks and opens one stored row on this thread.
-    func decodeOne(_ db: GRDB.Database, zone: ZoneRow, row: StoredRow) throws -> Record {
+    /// With `log`, the row is checked against that log (audit's own walk) instead of the
+    /// session's.
+    func decodeOne(_ db: GRDB.Database, zone: ZoneRow, row: StoredRow, log: ZoneLog? = nil) throws -> Record {
         func context() throws -> RowContext {
-            try self.context(db, zone: zone, row: row).mapError { Self.rowError($0, row: row, zone: zone) }.get()
+            try self.context(db, zone: zone, row: row, log: log).mapError { Self.rowError($0, row: row, zone: zone) }.get()
         }
-        switch Self.decode(row, context: try context(), zone: zone, storeID: store.storeID) {
+        switch Self.decode(row, context: try context(), zone: zone) {
         case .record(let record): return record
         case .failed(let error): throw error
         case .staleSchema:
             // Another process may have added fields since this session cached the schema.
             _ = try schema(db, zoneRowID: zone.rowID, recordType: row.type, fresh: true)
-            switch Self.decode(row, context: try context(), zone: zone, storeID: store.storeID, final: true) {
+            switch Self.decode(row, context: try context(), zone: zone, final: true) {
             case .record(let record): return record
             case .failed(let error): throw error
             case .staleSchema: throw StoreError(.internalError, "record '\(row.name)' could not be decoded")
@@ -536,8 +538,8 @@ extension Session {
     }
 
     func fetch(zone zoneID: ZoneID, names: [String]) throws -> [String: Result<Record, StoreError>] {
-        try store.read { db in
-            let zone = try ZoneRow.fetch(db, zoneID)
+        try read { db in
+            let zone = try self.zoneRow(db, zoneID)
             try self.checkCanRead(db, zone: zone)
             let statement = try RawStatement(db.cachedStatement(sql: "SELECT \(Self.recordColumns) FROM record WHERE zone_id = ? AND name = ?"))
             var out = [String: Result<Record, StoreError>](minimumCapacity: names.count)
@@ -568,15 +570,20 @@ extension Session {
 
     // MARK: - Permissions
 
-    /// The owner and accepted participants read; the key of the current epoch must be reachable.
-    func checkCanRead(_ db: GRDB.Database, zone: ZoneRow) throws {
+    /// The owner and accepted participants read; the key of the current epoch must be reachable
+    /// and match its commitment.
+    @discardableResult
+    func checkCanRead(_ db: GRDB.Database, zone: ZoneRow) throws -> ZoneAccess {
         let access = try requireRead(db, zone: zone)
-        _ = try zoneKey(db, zone: zone, epoch: zone.currentEpoch, share: access.share)
+        _ = try zoneKey(db, zone: zone, epoch: access.state.epoch, state: access.state)
+        return access
     }
 
     /// The owner and read-write participants write.
-    func checkCanWrite(_ db: GRDB.Database, zone: ZoneRow) throws {
+    @discardableResult
+    func checkCanWrite(_ db: GRDB.Database, zone: ZoneRow) throws -> ZoneAccess {
         let access = try requireWrite(db, zone: zone)
-        _ = try zoneKey(db, zone: zone, epoch: zone.currentEpoch, share: access.share)
+        _ = try zoneKey(db, zone: zone, epoch: access.state.epoch, state: access.state)
+        return access
     }
 }

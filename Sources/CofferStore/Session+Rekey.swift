@@ -3,59 +3,36 @@ import Foundation
 import GRDB
 
 extension Session {
-    /// Re-seals every record still under an older key epoch with the current zone key, in
-    /// transactions of 400 records, then deletes the key chain, so that older keys open nothing
-    /// in this file any more. Owner only. Returns the number of records re-sealed.
+    /// Re-seals every record still under an older key epoch with the current zone key, then
+    /// deletes the key chain, so that older keys open nothing in this file any more. Owner only.
+    ///
+    /// Every record to re-seal is first verified as a read verifies it (its version in a signed
+    /// log entry, its sealed values opening): a record that fails stops the re-key, named, before
+    /// anything is written, so a re-key never signs what it did not verify. The records are then
+    /// re-sealed in rewrites of 400 (owner-signed log entries that keep each record's creator,
+    /// modifier and times; each batch verifies its records again). Returns the number re-sealed.
     func rekeyRecords(zone zoneID: ZoneID, progress: (_ done: Int, _ total: Int) -> Void) throws -> Int {
-        let total: Int = try store.read { db in
-            let zone = try ZoneRow.fetch(db, zoneID)
-            _ = try self.requireOwner(db, zone: zone, to: "re-key it")
-            return try Int.fetchOne(db, sql: "SELECT count(*) FROM record WHERE zone_id = ? AND sealed IS NOT NULL AND epoch < ?",
-                                    arguments: [zone.rowID, zone.currentEpoch]) ?? 0
+        let statement = "SELECT \(Self.recordColumns) FROM record WHERE zone_id = ? AND sealed IS NOT NULL AND epoch < ? ORDER BY name"
+        let total: Int = try read { db in
+            let zone = try self.zoneRow(db, zoneID)
+            let state = try self.requireOwner(db, zone: zone, to: "re-key it").state
+            var count = 0
+            for row in try Row.fetchAll(db, sql: statement, arguments: [zone.rowID, state.epoch]) {
+                do { _ = try self.decodeRecord(db, zone: zone, row: row) } catch let error as StoreError where error.code == .integrityFailure {
+                    throw StoreError(.integrityFailure, "re-key stopped before writing anything: \(error.message)", underlying: error)
+                }
+                count += 1
+            }
+            return count
         }
         var done = 0
         progress(0, total)
         while true {
             let count: Int = try store.write { db in
-                let zone = try ZoneRow.fetch(db, zoneID)
-                let access = try self.requireOwner(db, zone: zone, to: "re-key it")
-                let current = zone.currentEpoch
-                let key = try self.zoneKey(db, zone: zone, epoch: current, share: access.share)
-                let rows = try Row.fetchAll(db, sql: """
-                    SELECT id, name, type, sealed, epoch, parent, plain, creator_id, created_at FROM record
-                    WHERE zone_id = ? AND sealed IS NOT NULL AND epoch < ? LIMIT 400
-                    """, arguments: [zone.rowID, current])
-                // A re-seal is a rewrite: a new commit, signed by the owner, with new change tags.
-                let seq = zone.sequence + 1
-                let now = Date().timeIntervalSince1970
-                var commit = CommitBuilder(zone: zone, seq: seq, membershipSeq: zone.membershipSeq, epoch: current, authorID: self.userID,
-                                           authorLabel: "coffer.rekey", time: now)
-                if !rows.isEmpty {
-                    try db.execute(sql: "UPDATE zone SET sequence = ? WHERE id = ?", arguments: [seq, zone.rowID])
-                    try Self.touch(db, zoneRowID: zone.rowID)
-                }
-                for row in rows {
-                    let name: String = row["name"], type: String = row["type"], epoch: Int64 = row["epoch"]
-                    let oldKey = try self.zoneKey(db, zone: zone, epoch: epoch)
-                    let sealed: Data = row["sealed"]
-                    let plaintext: [UInt8]
-                    do {
-                        plaintext = try Envelope(bytes: Array(sealed)).open(
-                            using: oldKey, authenticating: Self.associatedData(storeID: self.store.storeID, zone: zone, name: name, type: type, epoch: epoch))
-                    } catch {
-                        throw StoreError(.integrityFailure, "record '\(name)': its encrypted values fail authentication; re-key stopped",
-                                         underlying: error as? CryptoError)
-                    }
-                    let resealed = Envelope.seal(plaintext, using: key, keyID: UInt32(truncatingIfNeeded: current),
-                                                 authenticating: Self.associatedData(storeID: self.store.storeID, zone: zone, name: name, type: type, epoch: current))
-                    try db.execute(sql: "UPDATE record SET sealed = ?, epoch = ?, seq = ?, membership_seq = ?, modifier_id = ?, modified_at = ? WHERE id = ?",
-                                   arguments: [Data(resealed.bytes), current, seq, zone.membershipSeq, self.userID, now, row["id"] as Int64])
-                    let plain: String = row["plain"]
-                    commit.addRecord(Self.hash(zone: zone, name: name, type: type, parent: row["parent"], seq: seq, epoch: current,
-                                               membershipSeq: zone.membershipSeq, creatorID: row["creator_id"], created: row["created_at"],
-                                               modified: now, plain: plain, sealed: Data(resealed.bytes)), name: name)
-                }
-                if !rows.isEmpty { try commit.write(db, signer: self.vault.signingKey) }
+                let zone = try self.zoneRow(db, zoneID)
+                var log = try self.requireOwner(db, zone: zone, to: "re-key it").log
+                let current = log.state.epoch
+                let rows = try Row.fetchAll(db, sql: statement + " LIMIT 400", arguments: [zone.rowID, current])
                 if rows.isEmpty {
                     // Every record is at the current epoch: the chain of older keys can go.
                     try db.execute(sql: "DELETE FROM zone_key_chain WHERE zone_id = ?", arguments: [zone.rowID])
@@ -65,7 +42,19 @@ extension Session {
                         self.zoneKeys.withLock { cache in cache[rowID] = cache[rowID]?.filter { $0.key == current } }
                         self.forgetRowContexts(zoneRowID: rowID) // they hold the dropped keys too
                     })
+                    return 0
                 }
+                var records = [RewrittenRecord]()
+                for row in rows {
+                    let stored = StoredRow.make(row: row)
+                    let record: Record
+                    do { record = try self.decodeOne(db, zone: zone, row: stored) } catch let error as StoreError where error.code == .integrityFailure {
+                        throw StoreError(.integrityFailure, "re-key stopped: \(error.message)", underlying: error)
+                    }
+                    records.append(RewrittenRecord(verified: record, stored: stored))
+                }
+                try self.rewrite(db, zone: zone, log: &log, records: records, label: "coffer.rekey")
+                try Self.touch(db, zoneRowID: zone.rowID)
                 return rows.count
             }
             if count == 0 { break }
@@ -76,23 +65,63 @@ extension Session {
         return done
     }
 
+    /// Writes verified records again, sealed under the zone's current key, as one owner-signed
+    /// rewrite entry at the head of `log` (each row updated in place, keeping its creator,
+    /// modifier and times).
+    func rewrite(_ db: GRDB.Database, zone: ZoneRow, log: inout ZoneLog, records: [RewrittenRecord], label: String) throws {
+        let state = log.state
+        let seq = state.headSeq + 1
+        var commit = CommitBuilder(zoneUID: zone.uid, seq: seq)
+        try writeVersions(db, zone: zone, records: records, seq: seq, epoch: state.epoch, ownerSeq: state.ownerSeq,
+                          key: try zoneKey(db, zone: zone, epoch: state.epoch, state: state), into: &commit)
+        try commit.write(db, session: self, zone: zone, log: &log, kind: .rewrite, label: label, time: Date().timeIntervalSince1970)
+    }
+
+    /// Seals and stores each record as the version of entry `seq` (updating its row), adding its
+    /// version hash to `commit`.
+    func writeVersions(_ db: GRDB.Database, zone: ZoneRow, records: [RewrittenRecord], seq: Int64, epoch: Int64, ownerSeq: Int64,
+                       key: SymmetricKey, into commit: inout CommitBuilder) throws {
+        for r in records {
+            let sealed = r.sealedPlaintext.map {
+                Envelope.seal($0, using: key, keyID: UInt32(truncatingIfNeeded: epoch),
+                              authenticating: Self.associatedData(zone: zone, name: r.name, type: r.type, epoch: epoch)).bytes
+            }
+            try db.execute(sql: """
+                UPDATE record SET parent = ?, plain = ?, sealed = ?, epoch = ?, seq = ?, membership_seq = ?, creator_id = ?, modifier_id = ?,
+                    created_at = ?, modified_at = ? WHERE zone_id = ? AND name = ? AND type = ?
+                """, arguments: [r.parent, String(decoding: r.plain, as: UTF8.self), sealed.map { Data($0) }, epoch, seq, ownerSeq,
+                                 r.creatorID, r.modifierID, r.created, r.modified, zone.rowID, r.name, r.type])
+            guard db.changesCount == 1 else { throw StoreError(.internalError, "record '\(r.name)' could not be rewritten") }
+            let hash = r.plain.withUnsafeBytes { p in
+                Self.withOptionalBytes(sealed) { s in
+                    CommitBuilder.recordDigest(zoneUID: zone.uid, name: r.name, type: r.type, parent: r.parent, seq: seq, epoch: epoch,
+                                               membershipSeq: ownerSeq, creatorID: r.creatorID, modifierID: r.modifierID,
+                                               created: r.created, modified: r.modified, plain: p, sealed: s)
+                }
+            }
+            commit.addRecord(hash, name: r.name)
+        }
+    }
+
     /// Moves records and their descendants (by parent reference) from one zone of this user
     /// into another, creating it if needed, in one transaction: as Core Data's `share(_:to:)`
-    /// does before sharing. Returns the names moved.
+    /// does before sharing. Each record is read verified from the source, written to the target
+    /// in a commit that keeps its creator and creation time, and deleted from the source in a
+    /// commit. Returns the names moved.
     func moveRecords(named names: [String], from sourceID: ZoneID, to targetName: String) throws -> (ZoneID, [String]) {
         for name in names { try Names.validateRecord(name) }
         let me = userID
         var created: Zone?
-        if try store.read({ db in try Bool.fetchOne(db, sql: "SELECT 1 FROM zone WHERE owner_id = ? AND name = ?", arguments: [me, targetName]) }) != true {
+        if try read({ db in try Bool.fetchOne(db, sql: "SELECT 1 FROM zone WHERE owner_id = ? AND name = ?", arguments: [me, targetName]) }) != true {
             created = try createZone(named: targetName)
         }
         let targetID = ZoneID(name: targetName, ownerID: me)
         do {
             let moved: [String] = try store.write { db in
-                let source = try ZoneRow.fetch(db, sourceID)
-                let target = try ZoneRow.fetch(db, targetID)
-                _ = try self.requireOwner(db, zone: source, to: "move its records")
-                let targetAccess = try self.requireOwner(db, zone: target, to: "receive records")
+                let source = try self.zoneRow(db, sourceID)
+                let target = try self.zoneRow(db, targetID)
+                var sourceLog = try self.requireOwner(db, zone: source, to: "move its records").log
+                var targetLog = try self.requireOwner(db, zone: target, to: "receive records").log
                 guard source.rowID != target.rowID else { throw StoreError(.invalidArguments, "the records are already in zone '\(targetName)'") }
                 // The records and, transitively, their children.
                 var all = [String](), queue = names, seen = Set<String>()
@@ -114,34 +143,36 @@ extension Session {
                     }
                     records.append(record)
                 }
-                let key = try self.zoneKey(db, zone: target, epoch: target.currentEpoch, share: targetAccess.share)
-                let seq = target.sequence + 1, sourceSeq = source.sequence + 1
+                let state = targetLog.state
+                let epoch = state.epoch
+                let key = try self.zoneKey(db, zone: target, epoch: epoch, state: state)
+                let seq = state.headSeq + 1, sourceSeq = sourceLog.state.headSeq + 1
                 let now = Date().timeIntervalSince1970
-                try db.execute(sql: "UPDATE zone SET sequence = ? WHERE id = ?", arguments: [seq, target.rowID])
-                try db.execute(sql: "UPDATE zone SET sequence = ? WHERE id = ?", arguments: [sourceSeq, source.rowID])
-                var added = CommitBuilder(zone: target, seq: seq, membershipSeq: target.membershipSeq, epoch: target.currentEpoch,
-                                          authorID: me, authorLabel: "coffer.move", time: now)
-                var removed = CommitBuilder(zone: source, seq: sourceSeq, membershipSeq: source.membershipSeq, epoch: source.currentEpoch,
-                                            authorID: me, authorLabel: "coffer.move", time: now)
+                var added = CommitBuilder(zoneUID: target.uid, seq: seq)
+                var removed = CommitBuilder(zoneUID: source.uid, seq: sourceSeq)
                 for old in records {
                     let record = Record(type: old.recordType, name: old.name, zone: targetID, parent: old.parent, values: old.values,
                                         encryptedValues: old.encryptedValues)
                     let prepared = try Self.prepare(record, zone: targetID)
                     try self.applySchema(db, zoneRowID: target.rowID, record: record)
                     let sealed = prepared.sealedPlaintext.map {
-                        Data(Envelope.seal($0, using: key, keyID: UInt32(truncatingIfNeeded: target.currentEpoch),
-                                           authenticating: Self.associatedData(storeID: self.store.storeID, zone: target, name: record.name,
-                                                                               type: record.recordType, epoch: target.currentEpoch)).bytes)
+                        Envelope.seal($0, using: key, keyID: UInt32(truncatingIfNeeded: epoch),
+                                      authenticating: Self.associatedData(zone: target, name: record.name, type: record.recordType, epoch: epoch)).bytes
                     }
-                    let creator = old.creatorID ?? me, created = old.created?.timeIntervalSince1970 ?? now
+                    let creator = old.creatorID ?? me, createdAt = old.created?.timeIntervalSince1970 ?? now
                     try db.execute(sql: """
                         INSERT INTO record (zone_id, name, type, parent, plain, sealed, epoch, seq, membership_seq, creator_id, modifier_id, created_at, modified_at)
                         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                        """, arguments: [target.rowID, record.name, record.recordType, record.parent, prepared.plainJSON, sealed,
-                                         target.currentEpoch, seq, target.membershipSeq, creator, me, created, now])
-                    added.addRecord(Self.hash(zone: target, name: record.name, type: record.recordType, parent: record.parent, seq: seq,
-                                              epoch: target.currentEpoch, membershipSeq: target.membershipSeq, creatorID: creator, created: created,
-                                              modified: now, plain: prepared.plainJSON, sealed: sealed), name: record.name)
+                        """, arguments: [target.rowID, record.name, record.recordType, record.parent, prepared.plainJSON, sealed.map { Data($0) },
+                                         epoch, seq, state.ownerSeq, creator, me, createdAt, now])
+                    let hash = prepared.plain.withUnsafeBytes { p in
+                        Self.withOptionalBytes(sealed) { s in
+                            CommitBuilder.recordDigest(zoneUID: target.uid, name: record.name, type: record.recordType, parent: record.parent,
+                                                       seq: seq, epoch: epoch, membershipSeq: state.ownerSeq, creatorID: creator, modifierID: me,
+                                                       created: createdAt, modified: now, plain: p, sealed: s)
+                        }
+                    }
+                    added.addRecord(hash, name: record.name)
                     try db.execute(sql: "DELETE FROM record WHERE zone_id = ? AND name = ?", arguments: [source.rowID, record.name])
                     removed.addDeletion(name: record.name)
                     try db.execute(sql: "DELETE FROM record_tombstone WHERE zone_id = ? AND name = ?", arguments: [target.rowID, record.name])
@@ -149,8 +180,8 @@ extension Session {
                         INSERT OR REPLACE INTO record_tombstone (zone_id, name, seq, author_id, author_label, deleted_at) VALUES (?, ?, ?, ?, ?, ?)
                         """, arguments: [source.rowID, record.name, sourceSeq, me, "coffer.move", now])
                 }
-                try added.write(db, signer: self.vault.signingKey)
-                try removed.write(db, signer: self.vault.signingKey)
+                try added.write(db, session: self, zone: target, log: &targetLog, kind: .commit, label: "coffer.move", time: now)
+                try removed.write(db, session: self, zone: source, log: &sourceLog, kind: .commit, label: "coffer.move", time: now)
                 try Self.touch(db, zoneRowID: target.rowID)
                 try Self.touch(db, zoneRowID: source.rowID)
                 return all
@@ -165,44 +196,70 @@ extension Session {
     /// Zones shared with this user that they accepted and may read now.
     func sharedZones() throws -> [Zone] { try sharedZoneAccess().zones }
 
-    /// ``sharedZones()``, and the accepted zones refused because their share or membership
+    /// ``sharedZones()``, and the zones shared with this user that are refused because their log
     /// fails verification (`.integrityFailure`): left out of the list, reported by `audit`.
     func sharedZoneAccess() throws -> (zones: [Zone], refused: [(ZoneID, StoreError)]) {
         let me = userID
-        return try store.read { db in
+        return try read { db in
             var refused = [(ZoneID, StoreError)]()
             let rows = try Row.fetchAll(db, sql: """
                 SELECT z.*, (SELECT count(*) FROM record r WHERE r.zone_id = z.id) AS record_count
-                FROM zone z JOIN share s ON s.zone_id = z.id
-                WHERE z.owner_id != ? AND (EXISTS (SELECT 1 FROM share_acceptance a WHERE a.zone_id = z.id AND a.user_id = ? AND a.state = 1))
+                FROM zone z WHERE z.owner_id != ? AND EXISTS (SELECT 1 FROM zone_member m WHERE m.zone_id = z.id AND m.user_id = ?)
                 ORDER BY z.owner_id, z.name
                 """, arguments: [me, me])
             let zones = try rows.compactMap { row -> Zone? in
                 let zone = try ZoneRow(row: row)
-                do { _ = try self.access(db, zone: zone) } catch let error as StoreError where error.code == .integrityFailure {
+                let access: ZoneAccess
+                do { access = try self.access(db, zone: zone) } catch let error as StoreError where error.code == .integrityFailure {
                     refused.append((zone.id, error))
                     return nil
                 } catch {
-                    return nil // removed, left, link turned off: no longer this user's to read
+                    return nil // invited but not accepted, removed, left, link turned off: not this user's to read
                 }
-                return Zone(id: zone.id, created: zone.created, keyEpoch: zone.currentEpoch, sequence: zone.sequence, recordCount: row["record_count"])
+                return Zone(id: zone.id, created: zone.created, keyEpoch: access.state.epoch, sequence: access.state.headSeq,
+                            recordCount: row["record_count"])
             }
             return (zones, refused)
         }
     }
 }
 
-extension Session {
-    /// A record version's hash from its stored forms (see ``CommitBuilder/recordHash``).
-    static func hash(zone: ZoneRow, name: String, type: String, parent: String?, seq: Int64, epoch: Int64, membershipSeq: Int64,
-                     creatorID: String, created: Double, modified: Double, plain: String, sealed: Data?) -> [UInt8] {
-        var plain = plain
-        return plain.withUTF8 { p in
-            withOptionalBytes(sealed) { s in
-                CommitBuilder.recordHash(zoneUID: zone.uid, name: name, type: type, parent: parent, seq: seq, epoch: epoch,
-                                         membershipSeq: membershipSeq, creatorID: creatorID, created: created, modified: modified,
-                                         plain: UnsafeRawBufferPointer(p), sealed: s)
-            }
-        }
+/// A verified record version to write again (re-key, upgrade): its plain values' JSON as
+/// stored, its sealed values to seal again, and the creator, modifier and times it keeps.
+struct RewrittenRecord: Sendable {
+    let name: String
+    let type: String
+    let parent: String?
+    let plain: [UInt8]
+    let sealedPlaintext: [UInt8]?
+    let creatorID: String
+    let modifierID: String
+    let created: Double
+    let modified: Double
+
+    /// From a record a read verified and the row it came from (whose plain bytes it keeps).
+    init(verified record: Record, stored: StoredRow) {
+        name = record.name
+        type = record.recordType
+        parent = record.parent
+        plain = stored.withBytes { Array($0[0..<stored.plainCount]) }
+        sealedPlaintext = record.encryptedValues.isEmpty ? nil : SealedValuesCodec.encode(record.encryptedValues)
+        creatorID = stored.creatorID
+        modifierID = stored.modifierID
+        created = stored.created
+        modified = stored.modified
+    }
+
+    init(name: String, type: String, parent: String?, plain: [UInt8], sealedPlaintext: [UInt8]?, creatorID: String, modifierID: String,
+         created: Double, modified: Double) {
+        self.name = name
+        self.type = type
+        self.parent = parent
+        self.plain = plain
+        self.sealedPlaintext = sealedPlaintext
+        self.creatorID = creatorID
+        self.modifierID = modifierID
+        self.created = created
+        self.modified = modified
     }
 }

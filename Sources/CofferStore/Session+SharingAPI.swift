@@ -99,15 +99,12 @@ extension Session {
 
     /// Whether the zone has a share.
     public func isShared(_ zone: ZoneID) async throws -> Bool {
-        try store.read { db in
-            let row = try ZoneRow.fetch(db, zone)
-            return try Bool.fetchOne(db, sql: "SELECT 1 FROM share WHERE zone_id = ?", arguments: [row.rowID]) == true
-        }
+        try read { db in try self.zoneState(db, zone: try self.zoneRow(db, zone)).share != nil }
     }
 
     /// Whether you may create, change and delete records in the zone now.
     public func canModify(zone: ZoneID) async -> Bool {
-        (try? store.read { db in try self.requireWrite(db, zone: try ZoneRow.fetch(db, zone)) }) != nil
+        (try? read { db in try self.requireWrite(db, zone: try self.zoneRow(db, zone)) }) != nil
     }
 
     /// Whether you may save changes to this record.
@@ -118,6 +115,6 @@ extension Session {
 
     /// Whether you may read the zone now.
     public func canRead(zone: ZoneID) async -> Bool {
-        (try? store.read { db in try self.requireRead(db, zone: try ZoneRow.fetch(db, zone)) }) != nil
+        (try? read { db in try self.requireRead(db, zone: try self.zoneRow(db, zone)) }) != nil
     }
 }

@@ -14,18 +14,14 @@ import Synchronization
 public final class Session: Sendable {
     public let store: Store
     public let vault: Vault
-    /// Zone row id → key epoch → zone key.
+    /// Zone row id → key epoch → zone key, each checked against its commitment in the log.
     let zoneKeys = Mutex<[Int64: [Int64: SymmetricKey]]>([:])
     /// (zone row id, record type) → field → spec. Schema entries never change once written.
     let schemas = Mutex<[SchemaKey: [String: FieldSpec]]>([:])
-    /// Zone row id → commit seq → verified commit.
+    /// Zone row id → the zone's log as verified so far (see ``ZoneLog``).
+    let logs = Mutex<[Int64: ZoneLog]>([:])
+    /// Zone row id → entry seq → a record entry of the log, checked against the verified chain.
     let commits = Mutex<[Int64: [Int64: VerifiedCommit]]>([:])
-    /// Zone row id → membership seq → verified entry.
-    let memberships = Mutex<[Int64: [Int64: MembershipEntry]]>([:])
-    /// Signatures of shares this session has verified.
-    let verifiedShares = Mutex<Set<[UInt8]>>([])
-    /// User id → signing key, checked against the id.
-    let signingKeys = Mutex<[String: Ed25519.PublicKey]>([:])
     /// Zone row id → the context of a row by its commit, type, epoch and whether it has sealed
     /// values (see ``Session/context(_:zone:row:)``), kept between reads. Each is made from the
     /// caches above, so a zone's are dropped whenever its schema or key caches change
@@ -35,6 +31,24 @@ public final class Session: Sendable {
     let rowContexts = Mutex<[Int64: [RowContextKey: RowContext]]>([:])
     /// Sets of decode workers between reads (see ``DecodeWorker``).
     let decodeWorkers = Mutex<[[DecodeWorker]]>([])
+    /// When ``advanceMark(_:)`` last wrote the marks file (seconds since 1970).
+    let lastMarkSave = Mutex<Double>(Date().timeIntervalSince1970)
+
+    /// Advances of zone logs and marks by the sessions of this process: a counter, and for each
+    /// zone uid the counter's value at its last advance. A read notes the counter when it begins
+    /// (``read(_:)``), so that a read which began before a zone advanced is known to possibly see
+    /// an older head of that zone's log.
+    static let advances = Mutex<(counter: Int, zones: [[UInt8]: Int])>((0, [:]))
+    /// The counter each running read began at, by its connection.
+    static let readStarts = Mutex<[ObjectIdentifier: Int]>([:])
+
+    /// Notes that these zones' logs or marks advanced.
+    static func noteAdvance(_ zoneUIDs: some Sequence<[UInt8]>) {
+        advances.withLock { a in
+            a.counter += 1
+            for uid in zoneUIDs { a.zones[uid] = a.counter }
+        }
+    }
 
     init(store: Store, vault: Vault) {
         self.store = store
@@ -49,17 +63,60 @@ public final class Session: Sendable {
 
     /// The zones others shared with this user and that they accepted.
     public var sharedDatabase: RecordDatabase { RecordDatabase(session: self, scope: .shared) }
+
+    /// Writes this user's high-water marks (the newest log entry verified, per zone) to the marks
+    /// file beside the vault, when they advanced since the last write. Call it when a unit of
+    /// work ends (the command line does, after every command); sessions also write them when
+    /// they are released.
+    /// - Throws: `.internalError` when the marks file cannot be written.
+    public func saveMarks() throws {
+        guard vault.marks.hasUnsavedChanges else { return }
+        let before = Set((try? vault.marks.all()) ?? [])
+        do { try vault.marks.save() } catch {
+            throw StoreError(.internalError, "your marks file could not be written: \(error)", underlying: error as? VaultError)
+        }
+        // The merge may have brought in marks that another process advanced.
+        let after = Set((try? vault.marks.all()) ?? [])
+        Session.noteAdvance(after.subtracting(before).map(\.zoneUID))
+    }
+
+    deinit {
+        try? saveMarks()
+    }
+
+    /// Advances this user's mark for a zone (in memory), and writes the marks file when it was
+    /// last written more than two seconds ago: a long-running session keeps its marks current
+    /// without a file write per operation.
+    func advanceMark(_ mark: ZoneMark) {
+        vault.marks.advance(to: mark)
+        let now = Date().timeIntervalSince1970
+        let due = lastMarkSave.withLock { last in
+            guard now - last >= 2 else { return false }
+            last = now
+            return true
+        }
+        if due { try? saveMarks() }
+    }
 }
 
 extension Store {
     /// A session acting as the vault's user. Registers the user's own contact card in the
     /// store, so that others can find them, when the store does not hold their identity yet (a
     /// session of a known user only reads, and does not wait for another process's write).
+    ///
+    /// The user's high-water marks are read here, before any of the session's reads. Zones of
+    /// the store's earlier format that this user owns are upgraded here, once: each is verified
+    /// as it stands, re-sealed, and given a signed log (see `Docs/Security.md`).
     public func session(vault: Vault) throws -> Session {
-        if (try? contact(matching: vault.identity.userID))?.identity != vault.identity {
+        if (try? verifiedContact(userID: vault.identity.userID))??.identity != vault.identity {
             try addContact(ContactCard(vault: vault))
         }
-        return Session(store: self, vault: vault)
+        do { _ = try vault.marks.all() } catch let error as VaultError {
+            throw StoreError(.integrityFailure, "your marks file cannot be read: \(error.message)", underlying: error)
+        }
+        let session = Session(store: self, vault: vault)
+        try session.upgradeLegacyZones()
+        return session
     }
 }
 
@@ -90,30 +147,38 @@ struct FieldSpec: Hashable, Sendable {
 }
 
 /// What a session knows about a zone row while it works on it.
+/// A zone's row as stored. Only its row id, uid, name and owner are used, and the uid, name and
+/// owner only once the zone's log (whose genesis names them) verified; `sequence` is a cache of
+/// the log's head for change tokens.
 struct ZoneRow: Sendable {
     let rowID: Int64
     let uid: [UInt8]
     let id: ZoneID
-    let currentEpoch: Int64
     let sequence: Int64
-    let membershipSeq: Int64
     let created: Date
+    /// `0`: a zone of the earlier store format, not yet upgraded by its owner; `1`: it has a log.
+    let logFormat: Int64
 }
 
 extension ZoneRow {
     /// The zone's row, read through SQLite's C API (every record operation starts here).
     static func fetch(_ db: GRDB.Database, _ zoneID: ZoneID) throws -> ZoneRow {
         let statement = try RawStatement(db.cachedStatement(
-            sql: "SELECT id, uid, current_epoch, sequence, membership_seq, created_at FROM zone WHERE owner_id = ? AND name = ?"))
+            sql: "SELECT id, uid, sequence, created_at, log_format FROM zone WHERE owner_id = ? AND name = ?"))
         defer { statement.reset() }
         statement.bind(1, zoneID.ownerID)
         statement.bind(2, zoneID.name)
-        guard try statement.step() else {
-            throw StoreError(.zoneNotFound, "no zone '\(zoneID.name)'" + " owned by \(zoneID.ownerID)")
-        }
-        return ZoneRow(rowID: statement.int64(0), uid: Array(statement.bytes(1)), id: zoneID, currentEpoch: statement.int64(2),
-                       sequence: statement.int64(3), membershipSeq: statement.int64(4),
-                       created: Date(timeIntervalSince1970: statement.double(5)))
+        guard try statement.step() else { throw notFound(zoneID) }
+        let uid = statement.bytes(1)
+        guard uid.count == 16 else { throw StoreError(.integrityFailure, "zone '\(zoneID.name)' has a damaged row: the store was changed") }
+        return ZoneRow(rowID: statement.int64(0), uid: Array(uid), id: zoneID, sequence: statement.int64(2),
+                       created: Date(timeIntervalSince1970: statement.double(3)), logFormat: statement.int64(4))
+    }
+
+    /// The error for a zone that is not in the store (its owner named as "you" when it is the
+    /// acting user: see ``Session/zoneRow(_:_:)``).
+    static func notFound(_ zoneID: ZoneID, owner: String? = nil) -> StoreError {
+        StoreError(.zoneNotFound, "no zone '\(zoneID.name)' owned by \(owner ?? zoneID.ownerID)")
     }
 
     init(row: Row) throws {
@@ -121,9 +186,8 @@ extension ZoneRow {
         rowID = row["id"]
         self.uid = Array(uid)
         id = ZoneID(name: row["name"], ownerID: row["owner_id"])
-        currentEpoch = row["current_epoch"]
         sequence = row["sequence"]
-        membershipSeq = row["membership_seq"]
         created = Date(timeIntervalSince1970: row["created_at"])
+        logFormat = row["log_format"]
     }
 }

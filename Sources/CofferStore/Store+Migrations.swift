@@ -174,6 +174,41 @@ extension Store {
         migrator.registerMigration("v5-commit-names") { db in
             try db.execute(sql: "ALTER TABLE zone_commit ADD COLUMN names BLOB")
         }
+        // One signed, hash-chained log per zone (`zone_log`) replaces the commit and membership
+        // tables, the share's signed row and the acceptances. Zones of earlier stores keep their
+        // rows (`log_format` 0) until their owner's session verifies them and signs their first
+        // entry (see `Legacy/LegacyZone.swift`); their old rows are deleted then.
+        migrator.registerMigration("v6-zone-log") { db in
+            try db.execute(sql: """
+                CREATE TABLE zone_log (
+                    zone_id INTEGER NOT NULL REFERENCES zone (id) ON DELETE CASCADE,
+                    seq INTEGER NOT NULL CHECK (seq >= 1),
+                    kind INTEGER NOT NULL,
+                    author_id TEXT NOT NULL,
+                    body BLOB NOT NULL,
+                    signature BLOB NOT NULL CHECK (length(signature) = 64),
+                    hash BLOB NOT NULL CHECK (length(hash) = 32),
+                    entries BLOB,
+                    names BLOB,
+                    PRIMARY KEY (zone_id, seq)
+                ) STRICT, WITHOUT ROWID;
+                CREATE TABLE share_link (
+                    zone_id INTEGER PRIMARY KEY REFERENCES zone (id) ON DELETE CASCADE,
+                    epoch INTEGER NOT NULL,
+                    sealed_key BLOB NOT NULL,
+                    sealed_secret BLOB NOT NULL
+                ) STRICT;
+                CREATE TABLE zone_member (
+                    zone_id INTEGER NOT NULL REFERENCES zone (id) ON DELETE CASCADE,
+                    user_id TEXT NOT NULL,
+                    PRIMARY KEY (zone_id, user_id)
+                ) STRICT, WITHOUT ROWID;
+                CREATE INDEX zone_member_user ON zone_member (user_id);
+                ALTER TABLE zone ADD COLUMN log_format INTEGER NOT NULL DEFAULT 0;
+                ALTER TABLE zone ADD COLUMN share_uid BLOB;
+                CREATE INDEX zone_share_uid ON zone (share_uid) WHERE share_uid IS NOT NULL;
+                """)
+        }
         return migrator
     }
 }

@@ -18,12 +18,16 @@ import Synchronization
 public final class Store: Sendable {
     /// The database file.
     public let url: URL
-    /// 16 random bytes that name this store; bound into every ciphertext's associated data.
+    /// 16 random bytes that name this store (in share URLs and change tokens). Ciphertexts do
+    /// not bind it: a zone moves between stores whole.
     public let storeID: [UInt8]
     let dbPool: DatabasePool
     let logger: Logger
     /// Names of the query indexes known to exist.
     let knownIndexes = Mutex<Set<String>>([])
+    /// User id → the verified contact of a stored card, with the card's hash (see
+    /// ``verifiedContact(_:userID:)``).
+    let verifiedCards = Mutex<[String: (digest: [UInt8], contact: Contact)]>([:])
 
     /// How long the helper threads that seal, hash and decode records keep looking for more work
     /// after a batch or read before they sleep. The threads are shared by every store in the

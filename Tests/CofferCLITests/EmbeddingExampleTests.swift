@@ -39,7 +39,7 @@ struct EmbeddingExampleTests {
         let stderr = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         #expect(process.terminationStatus == 0, "coffer-example failed: \(stderr)")
         #expect(stdout == """
-            saved groceries at change tag 1
+            saved groceries at change tag 2
             body: eggs, milk
             query found 1 note(s)
             conflict: the store has eggs, milk, bread

@@ -6,13 +6,13 @@ import Synchronization
 import Testing
 @testable import CofferStore
 
-// `Session.audit()` (Docs/Security.md, "coffer audit"): it checks every share signature,
-// membership entry, commit (signature, writer, hash chain) and record this user can open, and
-// with `plaintexts` scans the store's files for each text.
+// `Session.audit()` (Docs/Security.md, "coffer audit"): it checks each zone's whole log (every
+// chain link, signature and rule), the caches that repeat it, the zone key and every record this
+// user can open, and with `plaintexts` scans the store's files for each text.
 
 /// A tampering of the file and the findings an audit must report for it, as (kind, subject).
 enum SignedTamper: String, CaseIterable, Sendable, CustomTestStringConvertible {
-    case plainEdited, rowCopied, commitLabelEdited, commitDeleted, prevHashEdited, forgedByReader, membershipEdited, shareEdited
+    case plainEdited, rowCopied, commitLabelEdited, commitDeleted, hashColumnEdited, forgedByReader, membershipEdited, shareEdited
 
     var testDescription: String { rawValue }
 }
@@ -39,18 +39,21 @@ struct AuditTests {
 
             // The facts, from the file.
             let (zones, commits, records, memberships) = try h.sql { db -> (Int, Int, Int, Int) in
-                (try Int.fetchOne(db, sql: "SELECT count(*) FROM zone")!, try Int.fetchOne(db, sql: "SELECT count(*) FROM zone_commit")!,
-                 try Int.fetchOne(db, sql: "SELECT count(*) FROM record")!, try Int.fetchOne(db, sql: "SELECT count(*) FROM membership_log")!)
+                (try Int.fetchOne(db, sql: "SELECT count(*) FROM zone")!, try Int.fetchOne(db, sql: "SELECT count(*) FROM zone_log WHERE kind = 3")!,
+                 try Int.fetchOne(db, sql: "SELECT count(*) FROM record")!, try Int.fetchOne(db, sql: "SELECT count(*) FROM zone_log WHERE kind IN (1, 2)")!)
             }
-            #expect((zones, commits, records, memberships) == (2, 7, 7, 2))
+            // A: genesis, n1, n2, a batch, the share, Bob's invitation, his acceptance, his note;
+            // B: genesis, x, y, x deleted.
+            #expect((zones, commits, records, memberships) == (2, 7, 7, 4))
 
             let progress = SignedProgressLog()
             let report = try await h.fresh(h.owner).audit(progress: { progress.append($0) })
             #expect(report.findings.isEmpty, "\(report.findings)")
             #expect(report.zones == 2)
             #expect(report.shares == 1)
-            #expect(report.memberships == 2)
+            #expect(report.memberships == 4)
             #expect(report.commits == 7)
+            #expect(report.acceptances == 1)
             #expect(report.records == 7)
             #expect(report.files == 0)
             #expect(report.bytesScanned == 0)
@@ -61,7 +64,7 @@ struct AuditTests {
             #expect(bobReport.findings.isEmpty, "\(bobReport.findings)")
             #expect(bobReport.zones == 1)
             #expect(bobReport.shares == 1)
-            #expect(bobReport.memberships == 2)
+            #expect(bobReport.memberships == 3)
             #expect(bobReport.commits == 4)
             #expect(bobReport.records == 6)
         }
@@ -100,58 +103,64 @@ struct AuditTests {
                 }
                 expected = [SignedFinding(.record, "r1")]
             case .commitLabelEdited:
-                try h.sql { db in
-                    try db.execute(sql: "UPDATE zone_commit SET author_label = 'x' WHERE zone_id = ? AND seq = 2", arguments: [rowID])
-                    #expect(db.changesCount == 1)
-                }
-                expected = [SignedFinding(.commit, "commit 2"), SignedFinding(.record, "r2")]
+                // Entry 3 (r2's commit) no longer verifies: it and r3's commit after it are refused.
+                try h.sql { db in try signedEditEntryLabel(db, zoneRowID: rowID, seq: 3, to: "x") }
+                expected = [SignedFinding(.log, "log"), SignedFinding(.record, "r2"), SignedFinding(.record, "r3")]
             case .commitDeleted:
                 try h.sql { db in
-                    try db.execute(sql: "DELETE FROM zone_commit WHERE zone_id = ? AND seq = 2", arguments: [rowID])
+                    try db.execute(sql: "DELETE FROM zone_log WHERE zone_id = ? AND seq = 3", arguments: [rowID])
                     #expect(db.changesCount == 1)
                 }
-                // Commit 3 no longer follows the one before it; r2's commit is missing.
-                expected = [SignedFinding(.commit, "commit 3"), SignedFinding(.record, "r2")]
-            case .prevHashEdited:
+                // Entry 4 no longer follows the one before it; r2's entry is missing.
+                expected = [SignedFinding(.log, "log"), SignedFinding(.record, "r2"), SignedFinding(.record, "r3")]
+            case .hashColumnEdited:
+                // The stored hash is a cache (readers compute it): a changed one is reported, nothing else.
                 try h.sql { db in
-                    try db.execute(sql: "UPDATE zone_commit SET prev_hash = zeroblob(32) WHERE zone_id = ? AND seq = 2", arguments: [rowID])
+                    try db.execute(sql: "UPDATE zone_log SET hash = zeroblob(32) WHERE zone_id = ? AND seq = 3", arguments: [rowID])
                     #expect(db.changesCount == 1)
                 }
-                expected = [SignedFinding(.commit, "commit 2"), SignedFinding(.record, "r2")]
+                expected = [SignedFinding(.cache, "entry 3")]
             case .forgedByReader:
                 let bob = try h.newUser("Bob Reader", "bob@example.com")
                 try await h.share(zone, with: [(bob, .readOnly)])
                 let seq = try h.forge(in: zone, signer: bob, name: "forged", title: "bob's")
-                #expect(seq == 4)
-                expected = [SignedFinding(.commit, "commit 4"), SignedFinding(.record, "forged")]
+                #expect(seq == 8)
+                expected = [SignedFinding(.log, "log"), SignedFinding(.record, "forged")]
                 reader = bob
             case .membershipEdited:
                 let carol = try h.newUser("Carol Writer", "carol@example.com")
                 try await h.share(zone, with: [(carol, .readWrite)])
                 _ = try await carol.sharedDatabase.save(signedNote("c1", in: zone))
                 try h.sql { db in
-                    try db.execute(sql: "UPDATE membership_log SET signature = randomblob(64) WHERE zone_id = ? AND seq = 2", arguments: [rowID])
+                    try db.execute(sql: "UPDATE zone_log SET signature = randomblob(64) WHERE zone_id = ? AND seq = 6", arguments: [rowID])
                     #expect(db.changesCount == 1)
                 }
-                expected = [SignedFinding(.membership, "membership 2"), SignedFinding(.commit, "commit 4"), SignedFinding(.record, "c1")]
+                expected = [SignedFinding(.log, "log"), SignedFinding(.record, "c1")]
                 reader = carol
             case .shareEdited:
                 let bob = try h.newUser("Bob Reader", "bob@example.com")
                 try await h.share(zone, with: [(bob, .readOnly)])
                 try h.sql { db in
-                    try db.execute(sql: "UPDATE share SET title = 'Hijacked' WHERE zone_id = ?", arguments: [rowID])
-                    #expect(db.changesCount == 1)
+                    try signedEditEntry(db, zoneRowID: rowID, seq: 5) { e in
+                        var state = e.payload.withUnsafeBytes { raw -> StatePayload in
+                            var r = RawReader(raw, what: "membership")
+                            return try! StatePayload.decode(&r)
+                        }
+                        state.share!.title = "Hijacked"
+                        var w = ByteWriter()
+                        state.encode(into: &w)
+                        return LogEntry(zoneUID: e.zoneUID, seq: e.seq, prev: e.prev, kind: e.kind, authorID: e.authorID, time: e.time, payload: w.bytes)
+                    }
                 }
-                expected = [SignedFinding(.share, "share")]
-                reader = bob // the participant cannot open the zone now: their audit says why (it skipped the zone before)
+                expected = [SignedFinding(.log, "log")]
+                reader = bob // the participant cannot open the zone now: their audit says why
             }
             let report = try await h.fresh(h.owner).audit()
             #expect(report.signedKeys == expected, "\(report.findings.map { "\($0.kind) \($0.subject): \($0.message)" })")
             #expect(report.findings.allSatisfy { $0.zone == zone })
-            if tamper == .prevHashEdited || tamper == .commitDeleted {
-                let chain = report.findings.filter { $0.message.contains("the chain of commits is broken") }
-                #expect(chain.count == 1)
-                #expect(chain.first?.subject == (tamper == .commitDeleted ? "commit 3" : "commit 2"))
+            if tamper == .commitDeleted {
+                #expect(report.findings.contains { $0.message.contains("entry 4 of the log") },
+                        "\(report.findings.map(\.message))")
             }
             if let reader {
                 // A participant's audit of the shared zone reports the same.
@@ -210,44 +219,46 @@ struct AuditTests {
         }
     }
 
-    @Test("a version 1 commit (no names, made before they were kept) still verifies; a version 2 commit stripped of its names or with damaged names does not")
-    func commitVersions() async throws {
+    @Test("a commit's stored names or version hashes that are not the ones it signs are refused; a malformed list its author signed is reported by audit")
+    func commitLists() async throws {
         try await SignedHarness.run { h in
-            let zone = try await h.ownerZone("Notes", notes: ["n1"])
+            let zone = try await h.ownerZone("Notes", notes: ["n1", "n2"])
             let rowID = try signedRowID(h, zone)
-            let commit = try h.sql { db in try Row.fetchOne(db, sql: "SELECT * FROM zone_commit WHERE zone_id = ? AND seq = 1", arguments: [rowID])! }
-            #expect((commit["names"] as Data?).map(Array.init) == [0, 2] + Array("n1".utf8))
-            /// Signs commit `seq` again as its author would, with `names` (nil: version 1), and stores it.
-            func resign(_ seq: Int64, names: [UInt8]?) throws {
-                let c = try h.sql { db in try Row.fetchOne(db, sql: "SELECT * FROM zone_commit WHERE zone_id = ? AND seq = ?", arguments: [rowID, seq])! }
-                let bytes = CommitBuilder.signedBytes(zoneUID: try h.zoneRow(zone).uid, seq: seq, membershipSeq: c["membership_seq"], epoch: c["epoch"],
-                                                      authorID: c["author_id"], authorLabel: c["author_label"], time: c["committed_at"],
-                                                      prevHash: Array(c["prev_hash"] as Data), entries: Array(c["entries"] as Data), names: names)
-                let signature = h.owner.vault.signingKey.signature(for: bytes)
-                try h.sql { db in
-                    try db.execute(sql: "UPDATE zone_commit SET names = ?, signature = ?, hash = ? WHERE zone_id = ? AND seq = ?",
-                                   arguments: [names.map { Data($0) }, Data(signature), Data(BLAKE2b.hash(bytes + signature)), rowID, seq])
+            let names = try h.sql { db in try Data.fetchOne(db, sql: "SELECT names FROM zone_log WHERE zone_id = ? AND seq = 3", arguments: [rowID]) }
+            #expect(names.map(Array.init) == [0, 2] + Array("n2".utf8))
+            for column in ["names", "entries"] {
+                for value: Data? in [nil, Data([0, 2] + Array("n3".utf8)), Data([7, 2] + Array("n2".utf8)), Data(repeating: 1, count: 32)] {
+                    let kept = try h.sql { db in try Data.fetchOne(db, sql: "SELECT \(column) FROM zone_log WHERE zone_id = ? AND seq = 3", arguments: [rowID]) }
+                    try h.sql { db in try db.execute(sql: "UPDATE zone_log SET \(column) = ? WHERE zone_id = ? AND seq = 3", arguments: [value, rowID]) }
+                    await expectStoreError(.integrityFailure, "\(column) \(String(describing: value))") {
+                        try await h.fresh(h.owner).privateDatabase.record(named: "n2", in: zone)
+                    }
+                    #expect(try await h.fresh(h.owner).privateDatabase.record(named: "n1", in: zone).name == "n1")
+                    #expect(try await h.fresh(h.owner).audit().findings.contains { $0.subject == "entry 3" })
+                    try h.sql { db in try db.execute(sql: "UPDATE zone_log SET \(column) = ? WHERE zone_id = ? AND seq = 3", arguments: [kept, rowID]) }
                 }
-            }
-            // Re-signed by its author as version 1, the way commits were written before names.
-            try resign(1, names: nil)
-            #expect(try await h.fresh(h.owner).privateDatabase.record(named: "n1", in: zone).name == "n1")
-            #expect(try await h.fresh(h.owner).audit().findings.isEmpty)
-            // A version 2 commit whose names are dropped, or damaged, fails.
-            _ = try await h.ownerDB.save(signedNote("n2", in: zone))
-            for names: Data? in [nil, Data([0, 2] + Array("n3".utf8)), Data([7, 2] + Array("n2".utf8)), Data([0, 9] + Array("n2".utf8))] {
-                let kept = try h.sql { db in try Data.fetchOne(db, sql: "SELECT names FROM zone_commit WHERE zone_id = ? AND seq = 2", arguments: [rowID]) }
-                try h.sql { db in try db.execute(sql: "UPDATE zone_commit SET names = ? WHERE zone_id = ? AND seq = 2", arguments: [names, rowID]) }
-                await expectStoreError(.integrityFailure, "\(String(describing: names))") {
-                    try await h.fresh(h.owner).privateDatabase.record(named: "n2", in: zone)
-                }
-                #expect(try await h.fresh(h.owner).audit().findings.contains { $0.subject == "commit 2" })
-                try h.sql { db in try db.execute(sql: "UPDATE zone_commit SET names = ? WHERE zone_id = ? AND seq = 2", arguments: [kept, rowID]) }
             }
             #expect(try await h.fresh(h.owner).audit().findings.isEmpty)
             // A malformed list signed by its author (reads do not parse names): audit reports it.
-            try resign(2, names: [7, 2] + Array("n2".utf8))
-            #expect(try await h.fresh(h.owner).audit().findings.contains { $0.subject == "commit 2" && $0.message.contains("damaged list of names") })
+            try h.sql { db in
+                let bad: [UInt8] = [7, 2] + Array("n2".utf8)
+                try db.execute(sql: "UPDATE zone_log SET names = ? WHERE zone_id = ? AND seq = 3", arguments: [Data(bad), rowID])
+                try signedEditEntry(db, zoneRowID: rowID, seq: 3) { e in
+                    let p = RecordsPayload.decode(e.payload)!
+                    return LogEntry(zoneUID: e.zoneUID, seq: e.seq, prev: e.prev, kind: e.kind, authorID: e.authorID, time: e.time,
+                                    payload: RecordsPayload(epoch: p.epoch, ownerSeq: p.ownerSeq, label: p.label,
+                                                            records: RecordsSummary(count: p.records.count, entriesHash: p.records.entriesHash,
+                                                                                    namesHash: BLAKE2b.hash(bad))).encoded)
+                }
+                // Signed again by its author, and the next entry's link follows it: the owner's own doing.
+                let body = Array(try Data.fetchOne(db, sql: "SELECT body FROM zone_log WHERE zone_id = ? AND seq = 3", arguments: [rowID])!)
+                let signature = h.owner.vault.signingKey.signature(for: body)
+                try db.execute(sql: "UPDATE zone_log SET signature = ?, hash = ? WHERE zone_id = ? AND seq = 3",
+                               arguments: [Data(signature), Data(LogEntry.hash(body: body, signature: signature).bytes), rowID])
+            }
+            let owner = try h.otherStoreSession(h.owner)
+            try owner.vault.marks.reset(zone: try h.zoneRow(zone).uid, to: nil)
+            #expect(try await owner.audit().findings.contains { $0.subject == "entry 3" && $0.message.contains("damaged list of names") })
         }
     }
 
@@ -265,7 +276,7 @@ struct AuditTests {
             #expect(finding.kind == .record)
             #expect(finding.subject == "r1")
             #expect(finding.zone == zone)
-            #expect(finding.message.contains("record 'r1' in zone 'Notes' does not match its signed commit 1"), "\(finding.message)")
+            #expect(finding.message.contains("record 'r1' in zone 'Notes' does not match its signed log entry 2"), "\(finding.message)")
         }
     }
 

@@ -15,9 +15,9 @@ struct BatchTests {
             let result = try await f.db.modify(saving: saving, deleting: [RecordDeletion(name: "old2"), RecordDeletion(name: "old1")], in: zone)
             #expect(recordNames(result.saved) == ["c", "a", "b"])
             #expect(result.deleted == ["old2", "old1"])
-            #expect(result.saved.map(\.changeTag) == ["2", "2", "2"])
+            #expect(result.saved.map(\.changeTag) == ["3", "3", "3"])
             #expect(result.saved.allSatisfy { $0.creatorID == f.session.userID && $0.created != nil })
-            #expect(try await f.db.zones().first?.sequence == 2)
+            #expect(try await f.db.zones().first?.sequence == 3)
             let all = try await f.db.records(in: zone)
             #expect(recordNames(all) == ["a", "b", "c"])
             #expect(all.map { $0.encryptedValues["s"] } == ["a!", "b!", "c!"])
@@ -43,12 +43,12 @@ struct BatchTests {
             #expect(error?.partialErrors.keys.sorted() == ["existing"])
             #expect(error?.partialErrors["existing"]?.code == .serverRecordChanged)
             #expect(error?.partialErrors["existing"]?.serverRecord?.values["v"] == 2)
-            #expect(error?.partialErrors["existing"]?.serverRecord?.changeTag == "3")
+            #expect(error?.partialErrors["existing"]?.serverRecord?.changeTag == "4")
             await expectStoreError(.unknownItem) { try await f.db.record(named: "fresh1", in: zone) }
             await expectStoreError(.unknownItem) { try await f.db.record(named: "fresh2", in: zone) }
             #expect(try await f.db.record(named: "victim", in: zone).values["v"] == 1)
             #expect(try await f.db.record(named: "existing", in: zone).values["v"] == 2)
-            #expect(try await f.db.zones().first?.sequence == 3)
+            #expect(try await f.db.zones().first?.sequence == 4)
             #expect(try await f.db.zones().first?.recordCount == 2)
         }
     }
@@ -78,7 +78,7 @@ struct BatchTests {
             #expect(error?.partialErrors["b"]?.code == .serverRecordChanged)
             #expect(error?.partialErrors["b"]?.serverRecord?.name == "b")
             #expect(error?.partialErrors["c"]?.code == .serverRecordChanged)
-            #expect(error?.partialErrors["c"]?.serverRecord?.changeTag == "5")
+            #expect(error?.partialErrors["c"]?.serverRecord?.changeTag == "6")
             #expect(error?.partialErrors["ghost"]?.code == .unknownItem)
             #expect(error?.partialErrors["ok"] == nil)
             await expectStoreError(.unknownItem) { try await f.db.record(named: "ok", in: zone) }
@@ -115,7 +115,7 @@ struct BatchTests {
                 try await f.db.modify(saving: [], deleting: [RecordDeletion(name: "a", ifMatch: "not a tag!")], in: zone)
             }
             #expect(try await f.db.zones().map(\.recordCount) == [0, 0])
-            #expect(try await f.db.zones().map(\.sequence) == [0, 0])
+            #expect(try await f.db.zones().map(\.sequence) == [1, 1])
         }
     }
 
@@ -140,7 +140,7 @@ struct BatchTests {
                 try await f.db.modify(saving: [], deleting: (0..<401).map { RecordDeletion(name: "r\($0)") }, in: zone)
             }
             #expect(try await f.db.zones().first?.recordCount == 400)
-            #expect(try await f.db.zones().first?.sequence == 1)
+            #expect(try await f.db.zones().first?.sequence == 2)
             let deleted = try await f.db.modify(saving: [], deleting: (0..<400).map { RecordDeletion(name: "r\($0)") }, in: zone)
             #expect(deleted.deleted.count == 400)
             #expect(try await f.db.zones().first?.recordCount == 0)

@@ -54,8 +54,8 @@ struct ChangeTokenTests {
     func roundTrip() async throws {
         try await SignedHarness.run { h in
             let (zone, row, mid, end) = try await Self.setUp(h)
-            #expect(mid.seq == 2 && mid.name == "b")
-            #expect(end.seq == 3 && end.name == nil)
+            #expect(mid.seq == 3 && mid.name == "b")
+            #expect(end.seq == 4 && end.name == nil)
             let dbToken = try await h.ownerDB.databaseChanges(since: nil).token
             let sharedToken = try await h.owner.sharedDatabase.databaseChanges(since: nil).token
             for token in [mid, end, dbToken, sharedToken] {
@@ -79,7 +79,7 @@ struct ChangeTokenTests {
             #expect(bytes[4] == 1)
             #expect(Array(bytes[5..<21]) == h.store.storeID)
             #expect(Array(bytes[21..<37]) == row.uid)
-            #expect(Array(bytes[37..<45]) == [0, 0, 0, 0, 0, 0, 0, 3])
+            #expect(Array(bytes[37..<45]) == [0, 0, 0, 0, 0, 0, 0, 4])
             #expect(bytes[45] == 0)
             let midBytes = try #require(signedBase64URLDecode(mid.string))
             #expect(Array(midBytes[45...]) == [1, 0, 1] + Array("b".utf8))
@@ -89,7 +89,7 @@ struct ChangeTokenTests {
             #expect(try #require(signedBase64URLDecode(sharedToken.string))[4] == 3)
 
             // A token built from the documented layout by hand is accepted and means what it says.
-            let handMade = SignedTokenBytes(store: h.store.storeID, scope: row.uid, seq: 2, name: Array("c".utf8))
+            let handMade = SignedTokenBytes(store: h.store.storeID, scope: row.uid, seq: 3, name: Array("c".utf8))
             let page = try await h.ownerDB.changes(in: zone, since: try ChangeToken(string: handMade.string))
             #expect(page.changed.map(\.name) == ["d", "e"])
         }
@@ -212,7 +212,7 @@ struct ChangeTokenTests {
             let fresh = try await h.ownerDB.changes(in: again, since: nil)
             #expect(fresh.changed.map(\.name) == ["new"])
             #expect(fresh.deleted.isEmpty)
-            #expect(fresh.token.seq == 1)
+            #expect(fresh.token.seq == 2)
         }
     }
 
@@ -232,7 +232,7 @@ struct ChangeTokenTests {
             try await db.delete(recordNamed: "b", in: zone)           // 5
             let t5 = try await token()
             _ = try await db.save(signedNote("d", in: zone))          // 6
-            #expect([t2, t3, t4, t5].map(\.seq) == [2, 3, 4, 5])
+            #expect([t2, t3, t4, t5].map(\.seq) == [3, 4, 5, 6])
             let midCommit3 = ChangeToken(kind: .zone, storeID: h.store.storeID, scopeID: t3.scopeID, seq: 3, name: "a")
 
             let rowID = try signedRowID(h, zone)
@@ -241,10 +241,10 @@ struct ChangeTokenTests {
             }
             #expect(try tombstones() == ["a", "b"])
 
-            let removed = try await db.compactHistory(of: zone, through: 4)
+            let removed = try await db.compactHistory(of: zone, through: 5)
             #expect(removed == 1)
             #expect(try tombstones() == ["b"])
-            #expect(try h.sql { db in try Int64.fetchOne(db, sql: "SELECT compacted_seq FROM zone WHERE id = ?", arguments: [rowID]) } == 4)
+            #expect(try h.sql { db in try Int64.fetchOne(db, sql: "SELECT compacted_seq FROM zone WHERE id = ?", arguments: [rowID]) } == 5)
 
             for old in [t2, t3, midCommit3] {
                 let error = await signedExpectError(.changeTokenExpired) { try await db.changes(in: zone, since: old) }
@@ -260,10 +260,10 @@ struct ChangeTokenTests {
             let all = try await db.changes(in: zone, since: nil)
             #expect(all.changed.map(\.name) == ["c", "d"])
             #expect(all.deleted.map(\.name) == ["b"])
-            #expect(all.token.seq == 6)
+            #expect(all.token.seq == 7)
 
             // A token from the future is expired too.
-            let future = ChangeToken(kind: .zone, storeID: h.store.storeID, scopeID: t4.scopeID, seq: 7, name: nil)
+            let future = ChangeToken(kind: .zone, storeID: h.store.storeID, scopeID: t4.scopeID, seq: 8, name: nil)
             await signedExpectError(.changeTokenExpired) { try await db.changes(in: zone, since: future) }
 
             // Compacting to an older horizon changes nothing; past the end, it stops at the last commit.

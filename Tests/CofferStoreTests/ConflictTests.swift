@@ -25,9 +25,9 @@ struct ConflictTests {
                 tags.append(try #require(record.changeTag))
             }
             #expect(Set(tags).count == 5)
-            #expect(tags == ["1", "2", "3", "4", "5"])
+            #expect(tags == ["2", "3", "4", "5", "6"])
             let fetched = try await f.db.record(named: "doc", in: zone)
-            #expect(fetched.changeTag == "5")
+            #expect(fetched.changeTag == "6")
             #expect(fetched.values["a"] == 5)
         }
     }
@@ -62,7 +62,7 @@ struct ConflictTests {
             let resolved = try await f.db.save(merged)
             #expect(resolved.values == ["a": 2, "b": 99])
             #expect(resolved.encryptedValues == ["secret": "s2"])
-            #expect(resolved.changeTag == "3")
+            #expect(resolved.changeTag == "4")
         }
     }
 
@@ -107,7 +107,7 @@ struct ConflictTests {
             let saved = try await f.db.save(mine, policy: .changedKeys)
             #expect(saved.values == ["a": 2, "b": 3])
             #expect(saved.encryptedValues == ["secret": "theirs", "note": "mine"])
-            #expect(saved.changeTag == "3")
+            #expect(saved.changeTag == "4")
             #expect(saved.creatorID == f.session.userID)
             let fetched = try await f.freshSession().privateDatabase.record(named: "doc", in: zone)
             #expect(fetched.values == ["a": 2, "b": 3])
@@ -138,7 +138,7 @@ struct ConflictTests {
         try await withStore { f async throws in
             let zone = try await f.db.createZone(named: "Z")
             let saved = try await f.db.save(makeRecord("Note", "n", in: zone, plain: ["a": 1], encrypted: ["s": "x"]), policy: .changedKeys)
-            #expect(saved.changeTag == "1")
+            #expect(saved.changeTag == "2")
             #expect(try await f.db.record(named: "n", in: zone).encryptedValues == ["s": "x"])
         }
     }
@@ -160,7 +160,7 @@ struct ConflictTests {
             let fetched = try await f.db.record(named: "doc", in: zone)
             #expect(fetched.values == ["a": 1, "b": 3])
             #expect(fetched.encryptedValues == ["secret": "s1"])
-            #expect(fetched.changeTag == "3")
+            #expect(fetched.changeTag == "4")
             #expect(fetched.created == original.created)
             // Also over an existing record with a value that never was fetched.
             _ = try await f.db.save(makeRecord("Note", "doc", in: zone, plain: ["a": 9]), policy: .allKeys)
@@ -199,10 +199,10 @@ struct ConflictTests {
         try await withStore { f async throws in
             let (zone, original) = try await seed(f)
             var replacement = makeRecord("Note", "doc", in: zone, plain: ["a": 42])
-            try replacement.setChangeTag("1")
-            #expect(replacement.changeTag == "1")
+            try replacement.setChangeTag("2")
+            #expect(replacement.changeTag == "2")
             let saved = try await f.db.save(replacement)
-            #expect(saved.changeTag == "2")
+            #expect(saved.changeTag == "3")
             #expect(try await f.db.record(named: "doc", in: zone).values == ["a": 42])
             var stale = makeRecord("Note", "doc", in: zone, plain: ["a": 43])
             try stale.setChangeTag(try #require(original.changeTag))
@@ -251,7 +251,7 @@ struct ConflictTests {
             #expect(outcomes.filter { $0 == nil }.count == 1)
             #expect(outcomes.filter { $0 == .serverRecordChanged }.count == 7)
             let final = try await f.db.record(named: "doc", in: zone)
-            #expect(final.changeTag == "2")
+            #expect(final.changeTag == "3")
         }
     }
 }

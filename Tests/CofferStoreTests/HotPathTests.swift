@@ -9,9 +9,8 @@ import Testing
 /// reads that span several pipelines.
 @Suite("Hot paths: formats, pipeline, large reads")
 struct HotPathTests {
-    static let zone = ZoneRow(rowID: 1, uid: Array(1...16), id: ZoneID(name: "Notes", ownerID: "owner-1"), currentEpoch: 3,
-                              sequence: 9, membershipSeq: 2, created: Date(timeIntervalSince1970: 0))
-    static let storeID: [UInt8] = Array(repeating: 0xAB, count: 16)
+    static let zone = ZoneRow(rowID: 1, uid: Array(1...16), id: ZoneID(name: "Notes", ownerID: "owner-1"), sequence: 9,
+                              created: Date(timeIntervalSince1970: 0), logFormat: 1)
 
     /// Big-endian bytes, built independently of the code under test.
     static func be(_ value: UInt64, _ width: Int) -> [UInt8] {
@@ -21,10 +20,10 @@ struct HotPathTests {
     @Test("a record's associated data is the documented byte string")
     func associatedDataFormat() {
         func framed(_ bytes: [UInt8]) -> [UInt8] { Self.be(UInt64(bytes.count), 2) + bytes }
-        let expected = Array("coffer.record.v1".utf8) + framed(Self.storeID) + framed(Array(1...16)) + framed(Array("owner-1".utf8))
+        let expected = Array("coffer.record.v2".utf8) + framed(Array(1...16)) + framed(Array("owner-1".utf8))
             + framed(Array("groceries".utf8)) + framed(Array("Note".utf8)) + Self.be(3, 8)
-        #expect(Session.associatedData(storeID: Self.storeID, zone: Self.zone, name: "groceries", type: "Note", epoch: 3) == expected)
-        let inPlace = Session.withAssociatedData(storeID: Self.storeID, zone: Self.zone, name: "groceries", type: "Note", epoch: 3) { Array($0) }
+        #expect(Session.associatedData(zone: Self.zone, name: "groceries", type: "Note", epoch: 3) == expected)
+        let inPlace = Session.withAssociatedData(zone: Self.zone, name: "groceries", type: "Note", epoch: 3) { Array($0) }
         #expect(inPlace == expected)
     }
 
@@ -34,16 +33,17 @@ struct HotPathTests {
         let plain = Array(#"{"count":3}"#.utf8)
         let sealedBytes: [UInt8]? = sealed ? Array(repeating: 0x5A, count: 77) : nil
         func text(_ s: String) -> [UInt8] { Self.be(UInt64(s.utf8.count), 4) + Array(s.utf8) }
-        var header = Array("coffer.record-version.v1".utf8) + Self.be(16, 4) + Array(1...16)
+        var header = Array("coffer.record-version.v2".utf8) + Self.be(16, 4) + Array(1...16)
         header += text("groceries") + text("Note") + [parent == nil ? 0 : 1] + text(parent ?? "")
-        header += Self.be(12, 8) + Self.be(3, 8) + Self.be(2, 8) + text("creator-1")
+        header += Self.be(12, 8) + Self.be(3, 8) + Self.be(2, 8) + text("creator-1") + text("modifier-2")
         header += Self.be(1_700_000_000.5.bitPattern, 8) + Self.be(1_700_000_100.25.bitPattern, 8)
         header += Self.be(UInt64(plain.count), 4) + [sealed ? 1 : 0] + Self.be(UInt64(sealedBytes?.count ?? 0), 4)
         let expected = BLAKE2b.hash(header + plain + (sealedBytes ?? []))
         let hash = plain.withUnsafeBytes { p in
             Session.withOptionalBytes(sealedBytes) { s in
                 CommitBuilder.recordHash(zoneUID: Self.zone.uid, name: "groceries", type: "Note", parent: parent, seq: 12, epoch: 3,
-                                         membershipSeq: 2, creatorID: "creator-1", created: 1_700_000_000.5, modified: 1_700_000_100.25,
+                                         membershipSeq: 2, creatorID: "creator-1", modifierID: "modifier-2",
+                                         created: 1_700_000_000.5, modified: 1_700_000_100.25,
                                          plain: p, sealed: s)
             }
         }

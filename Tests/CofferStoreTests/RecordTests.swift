@@ -220,7 +220,7 @@ struct RecordTests {
             #expect(saved.name == "child")
             #expect(saved.zoneID == zone)
             #expect(saved.parent == "folder")
-            #expect(saved.changeTag == "2")
+            #expect(saved.changeTag == "3")
             #expect(saved.creatorID == f.session.userID)
             #expect(saved.modifierID == f.session.userID)
             let created = try #require(saved.created)
@@ -241,7 +241,7 @@ struct RecordTests {
             note.values["title"] = "v2"
             note.parent = nil
             let updated = try await f.db.save(note)
-            #expect(updated.changeTag == "3")
+            #expect(updated.changeTag == "4")
             #expect(updated.parent == nil)
             #expect(updated.created == saved.created)
             #expect(updated.creatorID == f.session.userID)

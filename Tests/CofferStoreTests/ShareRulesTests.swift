@@ -90,7 +90,7 @@ struct ShareRulesTests {
             let (zone, share) = try await f.sharedWith(bob, .readOnly)
             let open = try await f.alice.setPublicPermission(.readWrite, in: zone)
             #expect(open.keyEpoch == 1)
-            #expect(open.version == share.version + 1)
+            #expect(open.version > share.version)
             #expect(try f.chainEpochs(zone) == [])
             // Changing between public permissions keeps the link.
             let other = try await f.alice.setPublicPermission(.readOnly, in: zone)
@@ -125,7 +125,7 @@ struct ShareRulesTests {
             }
             #expect(closed.testParticipant(bob.userID)?.status == .accepted)
             #expect(try f.zoneKeyRows(zone) == [ShareKeyRow(epoch: 2, member: f.alice.userID), ShareKeyRow(epoch: 2, member: bob.userID)].sorted { $0.member < $1.member })
-            #expect(try f.shareRowCount("share_acceptance", zone) == 1, "only Bob's")
+            #expect(try f.logCount(.acceptances, zone) == 1, "only Bob's")
 
             for joiner in [carol, erin] {
                 #expect(try await joiner.sharedDatabase.zones().isEmpty)

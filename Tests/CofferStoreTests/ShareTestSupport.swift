@@ -123,18 +123,28 @@ struct ShareFixture: Sendable {
         }
     }
 
-    /// Rows of a share table for the zone (`share`, `share_participant`, `share_acceptance`).
-    func shareRowCount(_ table: String, _ zone: ZoneID) throws -> Int {
-        let rowID = try zoneRowID(zone)
-        return try raw { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM \(table) WHERE zone_id = ?", arguments: [rowID]) ?? -1 }
+    /// What the zone's log says, as its owner verifies it now.
+    func state(_ zone: ZoneID) throws -> ZoneState {
+        try raw { db in try alice.walkLog(db, zone: try ZoneRow.fetch(db, zone), signaturesAfter: 0).state }
     }
 
-    /// The share uid of the zone's share, from the file.
-    func shareUID(_ zone: ZoneID) throws -> [UInt8] {
-        let rowID = try zoneRowID(zone)
-        return try raw { db in
-            Array(try #require(try Data.fetchOne(db, sql: "SELECT share_uid FROM share WHERE zone_id = ?", arguments: [rowID])))
+    enum LogCount { case share, participants, acceptances }
+
+    /// From the zone's verified log: 1 when it is shared (else 0), its named participants (removed
+    /// ones included), or the acceptances in force (named participants and link joiners).
+    func logCount(_ what: LogCount, _ zone: ZoneID) throws -> Int {
+        let state = try state(zone)
+        switch what {
+        case .share: return state.share == nil ? 0 : 1
+        case .participants: return state.share?.participants.count ?? 0
+        case .acceptances:
+            return state.acceptances.values.filter { $0 == .accepted }.count + state.linkJoiners.values.filter { $0 == .accepted }.count
         }
+    }
+
+    /// The share uid of the zone's share, from its log.
+    func shareUID(_ zone: ZoneID) throws -> [UInt8] {
+        try #require(try state(zone).share?.shareUID)
     }
 
     /// The zone's uid (bound into record associated data).

@@ -116,7 +116,7 @@ struct ShareTests {
             #expect(shares.count == 1)
             #expect(shares.first?.title == "One")
             #expect(shares.first?.url == share.url)
-            #expect(try f.shareRowCount("share", zone) == 1)
+            #expect(try f.logCount(.share, zone) == 1)
         }
     }
 
@@ -139,7 +139,7 @@ struct ShareTests {
             let created = try await f.alice.share(zone: zone, title: "Family notes")
             #expect(created.title == "Family notes")
             #expect(created.publicPermission == .none)
-            #expect(created.version == 1)
+            #expect(created.version == 4) // the log: genesis, n1, n2, then the share
             #expect(created.keyEpoch == 1)
             #expect(created.created.timeIntervalSince1970 >= before.timeIntervalSince1970 - 1)
             #expect(created.participants.count == 1)
@@ -160,11 +160,11 @@ struct ShareTests {
             let carol = try f.user("Carol", "carol@example.com")
             _ = try await f.alice.addParticipant("bob@example.com", permission: .readWrite, to: zone)
             let two = try await f.alice.addParticipant("Carol", permission: .readOnly, to: zone)
-            #expect(two.version == 3)
+            #expect(two.version == 6)
             _ = try await bob.acceptShare(url: created.url)
 
             let share = try await f.alice.fetchShare(in: zone)
-            #expect(share.version == 3, "accepting is the participant's record, not a change of the share")
+            #expect(share.version == 6, "accepting is the participant's entry, not a change of the share")
             #expect(share.url == created.url)
             #expect(share.participants.count == 3)
             #expect(share.participants.first?.role == .owner)
@@ -219,7 +219,7 @@ struct ShareTests {
                 try await f.alice.addParticipant(ids[100], permission: .readOnly, to: zone)
             }
             #expect(try await f.alice.fetchShare(in: zone).participants.count == 101)
-            #expect(try f.shareRowCount("share_participant", zone) == 100)
+            #expect(try f.logCount(.participants, zone) == 100)
             // Removed participants do not count.
             _ = try await f.alice.removeParticipant(ids[0], from: zone)
             let after = try await f.alice.addParticipant(ids[100], permission: .readOnly, to: zone)
@@ -275,7 +275,7 @@ struct ShareTests {
             #expect(try await mallory.sharedDatabase.zones().isEmpty)
             await shareExpectError(.zoneNotFound) { try await mallory.sharedDatabase.record(named: "n1", in: zone) }
             #expect(try await mallory.fetchShares().isEmpty)
-            #expect(try f.shareRowCount("share_acceptance", zone) == 1, "only Bob's acceptance")
+            #expect(try f.logCount(.acceptances, zone) == 1, "only Bob's acceptance")
             #expect(try f.wrappedKey(zone, member: mallory.userID, epoch: 1) == nil)
         }
     }
@@ -408,7 +408,7 @@ struct ShareTests {
             #expect(try await bob.sharedDatabase.zones().isEmpty)
             await shareExpectError(.zoneNotFound) { try await bob.sharedDatabase.record(named: "n1", in: zone) }
             let counts = try f.raw { db in
-                try ["share", "share_participant", "share_acceptance", "zone_key", "zone_key_chain"].map {
+                try ["zone_log", "share_link", "zone_member", "zone_key", "zone_key_chain"].map {
                     try Int.fetchOne(db, sql: "SELECT count(*) FROM \($0)") ?? -1
                 }
             }

@@ -43,6 +43,14 @@ struct SignedHarness: Sendable {
     /// A new session of the same user: empty caches of verified commits, memberships, keys.
     func fresh(_ session: Session) throws -> Session { try store.session(vault: session.vault) }
 
+    /// The same user on a machine that never saw the store: the vault opened again from its file,
+    /// with no marks.
+    func stranger(_ session: Session) throws -> Session {
+        let vault = try Vault.open(at: session.vault.url, passphrase: SecureBytes(copying: Array(signedPassphrase.utf8)))
+        for mark in try vault.marks.all() { try vault.marks.reset(zone: mark.zoneUID, to: nil) }
+        return try Store(path: path).session(vault: vault)
+    }
+
     /// Another `Store` object on the same file (as another process would open it) and a session on it.
     func otherStoreSession(_ session: Session) throws -> Session {
         try Store(path: path).session(vault: session.vault)
@@ -58,15 +66,22 @@ struct SignedHarness: Sendable {
         return try queue.write(body)
     }
 
-    /// The zone's row as the library sees it (uid, sequence, membership sequence, epoch).
+    /// The zone's row as the library sees it (uid, name, owner, sequence).
     func zoneRow(_ zone: ZoneID) throws -> ZoneRow {
         try sql { db in try ZoneRow.fetch(db, zone) }
     }
 
-    /// Number of `zone_commit` rows of a zone.
+    /// The zone's log as its owner verifies it now (all signatures checked).
+    func state(_ zone: ZoneID) throws -> ZoneState {
+        try sql { db in try owner.walkLog(db, zone: try ZoneRow.fetch(db, zone), signaturesAfter: 0).state }
+    }
+
+    /// Number of record entries (commits and rewrites) in a zone's log.
     func commitCount(_ zone: ZoneID) throws -> Int {
         let row = try zoneRow(zone)
-        return try sql { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM zone_commit WHERE zone_id = ?", arguments: [row.rowID]) ?? -1 }
+        return try sql { db in
+            try Int.fetchOne(db, sql: "SELECT count(*) FROM zone_log WHERE zone_id = ? AND kind IN (3, 5)", arguments: [row.rowID]) ?? -1
+        }
     }
 
     /// Alice's zone `name` with notes of the given names, each saved in its own commit.
@@ -85,52 +100,73 @@ struct SignedHarness: Sendable {
         }
     }
 
-    /// Writes, with SQL and the internals a participant holds (their zone key and signing key),
-    /// a record `name` and a commit signed by `signer`, as someone bypassing the library would.
-    /// The commit claims `membershipSeq` and key `epoch` (the zone's current ones by default) and
-    /// chains to the last commit. Returns the commit sequence.
+    /// Writes, with SQL and what a participant holds (their zone key and signing key), a record
+    /// `name` and a commit signed by `signer` at the head of the zone's log, as someone bypassing
+    /// the library would. The commit claims the owner's entry `ownerSeq` and key `epoch` (the
+    /// zone's current ones by default). Returns the commit's sequence.
     @discardableResult
     func forge(in zone: ZoneID, signer: Session, name: String, title: String, body: String? = "forged body",
-               membershipSeq: Int64? = nil, epoch keyEpoch: Int64? = nil, label: String? = nil) throws -> Int64 {
-        try sql { db in
-            let row = try ZoneRow.fetch(db, zone)
-            let seq = row.sequence + 1
-            let membership = membershipSeq ?? row.membershipSeq
-            let epoch = keyEpoch ?? row.currentEpoch
-            let now = Date().timeIntervalSince1970
-            let plain = Array(PlainValuesCodec.encode(["title": .string(title)]).utf8)
-            var sealed: [UInt8]?
-            if let body {
-                let key = try signer.zoneKey(db, zone: row, epoch: epoch)
-                let ad = Session.associatedData(storeID: signer.store.storeID, zone: row, name: name, type: "Note", epoch: epoch)
-                sealed = Envelope.seal(SealedValuesCodec.encode(["body": .string(body)]), using: key,
-                                       keyID: UInt32(epoch), authenticating: ad).bytes
-            }
-            let hash = plain.withUnsafeBytes { p -> [UInt8] in
-                if let sealed {
-                    return sealed.withUnsafeBytes { s in
-                        CommitBuilder.recordHash(zoneUID: row.uid, name: name, type: "Note", parent: nil, seq: seq, epoch: epoch,
-                                                 membershipSeq: membership, creatorID: signer.userID, created: now, modified: now,
-                                                 plain: p, sealed: s)
-                    }
-                }
-                return CommitBuilder.recordHash(zoneUID: row.uid, name: name, type: "Note", parent: nil, seq: seq, epoch: epoch,
-                                                membershipSeq: membership, creatorID: signer.userID, created: now, modified: now,
-                                                plain: p, sealed: nil)
-            }
-            try db.execute(sql: """
-                INSERT INTO record (zone_id, name, type, parent, plain, sealed, epoch, seq, membership_seq, creator_id, modifier_id, created_at, modified_at)
-                VALUES (?, ?, 'Note', NULL, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                """, arguments: [row.rowID, name, String(decoding: plain, as: UTF8.self), sealed.map { Data($0) }, epoch, seq, membership,
-                                 signer.userID, signer.userID, now, now])
-            try db.execute(sql: "UPDATE zone SET sequence = ? WHERE id = ?", arguments: [seq, row.rowID])
-            var commit = CommitBuilder(zone: row, seq: seq, membershipSeq: membership, epoch: epoch, authorID: signer.userID,
-                                       authorLabel: label, time: now)
-            commit.addRecord(hash, name: name)
-            try commit.write(db, signer: signer.vault.signingKey)
-            return seq
+               ownerSeq: Int64? = nil, epoch keyEpoch: Int64? = nil, label: String? = nil) throws -> Int64 {
+        try sql { db in try forgeCommit(db, zone: zone, signer: signer, name: name, title: title, body: body, ownerSeq: ownerSeq,
+                                        epoch: keyEpoch, label: label) }
+    }
+}
+
+/// Writes a record row and a commit entry signed by `signer` at the head of the zone's log, in
+/// `db` (a connection of the attacker's own), with what `signer` holds: see ``SignedHarness/forge``.
+@discardableResult
+func forgeCommit(_ db: Database, zone: ZoneID, signer: Session, name: String, title: String, body: String?,
+                 ownerSeq: Int64? = nil, epoch keyEpoch: Int64? = nil, label: String? = nil, key given: SymmetricKey? = nil) throws -> Int64 {
+    let row = try ZoneRow.fetch(db, zone)
+    let state = try signer.walkLog(db, zone: row, signaturesAfter: Int64.max)
+    let head = try Session.logHead(db, zoneRowID: row.rowID)!
+    let seq = head.seq + 1
+    let membership = ownerSeq ?? state.state.ownerSeq
+    let epoch = keyEpoch ?? state.state.epoch
+    let now = Date().timeIntervalSince1970
+    let plain = Array(PlainValuesCodec.encode(["title": .string(title)]).utf8)
+    var sealed: [UInt8]?
+    if let body {
+        let key = try given ?? signer.zoneKey(db, zone: row, epoch: epoch, state: state.state)
+        let ad = Session.associatedData(zone: row, name: name, type: "Note", epoch: epoch)
+        sealed = Envelope.seal(SealedValuesCodec.encode(["body": .string(body)]), using: key,
+                               keyID: UInt32(epoch), authenticating: ad).bytes
+    }
+    let hash = plain.withUnsafeBytes { p in
+        Session.withOptionalBytes(sealed) { s in
+            CommitBuilder.recordHash(zoneUID: row.uid, name: name, type: "Note", parent: nil, seq: seq, epoch: epoch,
+                                     membershipSeq: membership, creatorID: signer.userID, modifierID: signer.userID,
+                                     created: now, modified: now, plain: p, sealed: s)
         }
     }
+    try db.execute(sql: """
+        INSERT OR REPLACE INTO record (zone_id, name, type, parent, plain, sealed, epoch, seq, membership_seq, creator_id, modifier_id, created_at, modified_at)
+        VALUES (?, ?, 'Note', NULL, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+        """, arguments: [row.rowID, name, String(decoding: plain, as: UTF8.self), sealed.map { Data($0) }, epoch, seq, membership,
+                         signer.userID, signer.userID, now, now])
+    var commit = CommitBuilder(zoneUID: row.uid, seq: seq)
+    commit.addRecord(hash, name: name)
+    let payload = RecordsPayload(epoch: epoch, ownerSeq: membership, label: label, records: commit.summary)
+    try forgeEntry(db, zone: zone, signer: signer, kind: .commit, payload: payload.encoded, entries: commit.entries, names: commit.names, time: now)
+    return seq
+}
+
+/// Appends a log entry signed by `signer` (any kind, any payload) at the head of the zone's log,
+/// or at `seq` with `prev`, with a raw SQL connection: the library's rules are not applied.
+@discardableResult
+func forgeEntry(_ db: Database, zone: ZoneID, signer: Session, kind: LogEntry.Kind, payload: [UInt8], entries: [UInt8]? = nil,
+                names: [UInt8]? = nil, seq given: Int64? = nil, prev: Digest32? = nil, time: Double = Date().timeIntervalSince1970) throws -> Int64 {
+    let row = try ZoneRow.fetch(db, zone)
+    let head = try Session.logHead(db, zoneRowID: row.rowID)
+    let seq = given ?? (head?.seq ?? 0) + 1
+    let entry = LogEntry(zoneUID: row.uid, seq: seq, prev: prev ?? head?.hash ?? .zero, kind: kind, authorID: signer.userID, time: time,
+                         payload: payload)
+    let body = entry.body
+    let signature = signer.vault.signingKey.signature(for: body)
+    try db.execute(sql: "DELETE FROM zone_log WHERE zone_id = ? AND seq = ?", arguments: [row.rowID, seq])
+    try Session.insertEntry(db, zoneRowID: row.rowID, entry: entry, body: body, signature: signature,
+                            hash: LogEntry.hash(body: body, signature: signature), entries: entries, names: names)
+    return seq
 }
 
 /// A vault with a fast KDF in `folder/vaults/`.
@@ -265,3 +301,21 @@ func signedWithTimeout<T: Sendable>(seconds: Int = 10, _ body: @escaping @Sendab
 
 /// The row id of a zone, for SQL.
 func signedRowID(_ h: SignedHarness, _ zone: ZoneID) throws -> Int64 { try h.zoneRow(zone).rowID }
+
+/// Rewrites a stored log entry's body with SQL (its signature and hash columns kept), as
+/// someone editing the file would: `change` gets the decoded entry and returns the new one.
+func signedEditEntry(_ db: Database, zoneRowID: Int64, seq: Int64, _ change: (LogEntry) -> LogEntry) throws {
+    let body = try #require(try Data.fetchOne(db, sql: "SELECT body FROM zone_log WHERE zone_id = ? AND seq = ?", arguments: [zoneRowID, seq]))
+    let entry = try #require(LogEntry.decode(Array(body)))
+    try db.execute(sql: "UPDATE zone_log SET body = ? WHERE zone_id = ? AND seq = ?", arguments: [Data(change(entry).body), zoneRowID, seq])
+    #expect(db.changesCount == 1)
+}
+
+/// Sets the transaction author label of a stored commit (see ``signedEditEntry``).
+func signedEditEntryLabel(_ db: Database, zoneRowID: Int64, seq: Int64, to label: String?) throws {
+    try signedEditEntry(db, zoneRowID: zoneRowID, seq: seq) { entry in
+        let payload = RecordsPayload.decode(entry.payload)!
+        return LogEntry(zoneUID: entry.zoneUID, seq: entry.seq, prev: entry.prev, kind: entry.kind, authorID: entry.authorID, time: entry.time,
+                        payload: RecordsPayload(epoch: payload.epoch, ownerSeq: payload.ownerSeq, label: label, records: payload.records).encoded)
+    }
+}

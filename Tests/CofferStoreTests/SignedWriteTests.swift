@@ -35,7 +35,7 @@ struct SignedWriteTests {
             let reader = try h.fresh(h.owner).privateDatabase
             let error = await signedExpectError(.integrityFailure) { try await reader.record(named: "r1", in: zone) }
             #expect(error?.message.contains("record 'r1'") == true, "\(error?.message ?? "")")
-            #expect(error?.message.contains("does not match its signed commit 1") == true, "\(error?.message ?? "")")
+            #expect(error?.message.contains("does not match its signed log entry 2") == true, "\(error?.message ?? "")")
             // The untouched record still reads.
             let r2 = try await reader.record(named: "r2", in: zone)
             #expect(r2.values["title"] == .string("other title"))
@@ -109,7 +109,9 @@ struct SignedWriteTests {
         ColumnEdit(label: "creator_id", sql: "UPDATE record SET creator_id = 'someone-else' WHERE zone_id = ? AND name = 'r1'", refused: true),
         ColumnEdit(label: "membership_seq", sql: "UPDATE record SET membership_seq = 7 WHERE zone_id = ? AND name = 'r1'", refused: true),
         ColumnEdit(label: "parent", sql: "UPDATE record SET parent = 'r2' WHERE zone_id = ? AND name = 'r1'", refused: true),
-        ColumnEdit(label: "seq moved to another commit", sql: "UPDATE record SET seq = 2 WHERE zone_id = ? AND name = 'r1'", refused: true),
+        ColumnEdit(label: "seq moved to another commit", sql: "UPDATE record SET seq = 3 WHERE zone_id = ? AND name = 'r1'", refused: true),
+        ColumnEdit(label: "seq moved to the genesis", sql: "UPDATE record SET seq = 1 WHERE zone_id = ? AND name = 'r1'", refused: true),
+        ColumnEdit(label: "modifier_id", sql: "UPDATE record SET modifier_id = 'someone-else' WHERE zone_id = ? AND name = 'r1'", refused: true),
         ColumnEdit(label: "seq to a missing commit", sql: "UPDATE record SET seq = 99 WHERE zone_id = ? AND name = 'r1'", refused: true),
         ColumnEdit(label: "name", sql: "UPDATE record SET name = 'r9' WHERE zone_id = ? AND name = 'r1'", refused: true),
     ]
@@ -138,8 +140,8 @@ struct SignedWriteTests {
         }
     }
 
-    @Test("the modifier column is not trusted: a record reports its signed commit's author")
-    func modifierColumnIsNotTrusted() async throws {
+    @Test("the modifier column is signed: edited to another user, the record is refused")
+    func modifierColumnIsSigned() async throws {
         try await SignedHarness.run { h in
             let zone = try await h.ownerZone(notes: ["r1"])
             let bob = try h.newUser("Bob Reader", "bob@example.com")
@@ -148,13 +150,12 @@ struct SignedWriteTests {
                 try db.execute(sql: "UPDATE record SET modifier_id = ? WHERE zone_id = ? AND name = 'r1'", arguments: [bob.userID, rowID])
                 #expect(db.changesCount == 1)
             }
-            let record = try await h.fresh(h.owner).privateDatabase.record(named: "r1", in: zone)
-            #expect(record.modifierID == h.owner.userID)
-            #expect(record.creatorID == h.owner.userID)
+            let error = await signedExpectError(.integrityFailure) { try await h.fresh(h.owner).privateDatabase.record(named: "r1", in: zone) }
+            #expect(error?.message.contains("record 'r1'") == true, "\(error?.message ?? "")")
         }
     }
 
-    @Test("a read of many rows (helper threads decoding) refuses every row of a forged commit, each by its own name", arguments: [false, true])
+    @Test("a read of many rows (helper threads decoding) refuses every row of an edited commit and of the commits after it, each by its own name", arguments: [false, true])
     func batchReadRefusesEveryRowOfAForgedCommit(query: Bool) async throws {
         try await SignedHarness.run { h in
             let db = h.ownerDB
@@ -164,11 +165,13 @@ struct SignedWriteTests {
             _ = try await db.modify(saving: first.map { signedNote($0, in: zone) }, in: zone)
             _ = try await db.modify(saving: second.map { signedNote($0, in: zone) }, in: zone)
             let rowID = try signedRowID(h, zone)
-            try h.sql { db in
-                try db.execute(sql: "UPDATE zone_commit SET author_label = 'someone else' WHERE zone_id = ? AND seq = 1", arguments: [rowID])
-                #expect(db.changesCount == 1)
-            }
-            let reader = try h.fresh(h.owner).privateDatabase
+            // The first commit (entry 2, after the genesis) has its label edited: its body no longer
+            // hashes to what entry 3 names, so it and everything after it are refused.
+            try h.sql { db in try signedEditEntryLabel(db, zoneRowID: rowID, seq: 2, to: "someone else") }
+            // The owner saw the log to its end: the store no longer extends it.
+            await signedExpectError(.integrityFailure) { try await h.fresh(h.owner).privateDatabase.record(named: "b0", in: zone) }
+            // A reader who never saw it reads up to the refused entry: nothing after it.
+            let reader = try h.stranger(h.owner).privateDatabase
             var refused = [String: StoreError](), read = [String]()
             if query {
                 let result = try await reader.query(Query(recordType: "Note"), in: zone)
@@ -182,11 +185,11 @@ struct SignedWriteTests {
                     }
                 }
             }
-            #expect(read.sorted() == second)
-            #expect(refused.keys.sorted() == first)
+            #expect(read.isEmpty)
+            #expect(refused.keys.sorted() == first + second)
             for (name, error) in refused {
                 #expect(error.code == .integrityFailure)
-                #expect(error.message.contains("record '\(name)'") && error.message.contains("commit 1 of zone 'Notes' fails its author's signature"),
+                #expect(error.message.contains("record '\(name)'") && error.message.contains("entry 2 of the log of zone 'Notes'"),
                         "\(error.message)")
             }
             // The refusal is not cached as a success: the same session refuses them again.
@@ -205,7 +208,8 @@ struct SignedWriteTests {
             let carol = try h.newUser("Carol Writer", "carol@example.com")
             try await h.share(zone, with: [(bob, .readOnly), (carol, .readWrite)])
             let zoneRow = try h.zoneRow(zone)
-            #expect(zoneRow.membershipSeq == 3) // share created (1), Bob added (2), Carol added (3)
+            // genesis (1), n1 (2), share created (3), Bob added (4), Bob accepts (5), Carol added (6), Carol accepts (7)
+            #expect(try h.state(zone).ownerSeq == 6)
 
             // Through the library, Bob cannot write.
             await signedExpectError(.permissionFailure) { try await bob.sharedDatabase.save(signedNote("via-library", in: zone)) }
@@ -217,7 +221,7 @@ struct SignedWriteTests {
             let error = await signedExpectError(.integrityFailure) { try await reader.record(named: "by-bob", in: zone) }
             let message = error?.message ?? ""
             #expect(message.contains("record 'by-bob'"), "\(message)")
-            #expect(message.contains("commit \(bobSeq) of zone 'Notes' was signed by \(bob.userID), who was not a read-write participant at membership 3"),
+            #expect(message.contains("entry \(bobSeq) of the log of zone 'Notes'") && message.contains("a commit by \(bob.userID), who has read-only permission"),
                     "\(message)")
             // Bob's own reading refuses it too, and so do queries and change feeds.
             await signedExpectError(.integrityFailure) { try await h.fresh(bob).sharedDatabase.record(named: "by-bob", in: zone) }
@@ -225,15 +229,17 @@ struct SignedWriteTests {
             #expect(result.records.map(\.name) == ["n1"])
             #expect(Set(result.refused.keys) == ["by-bob"])
             // The query path gives the same reason.
-            #expect(result.refused["by-bob"]?.message.contains("who was not a read-write participant at membership 3") == true,
+            #expect(result.refused["by-bob"]?.message.contains("who has read-only permission") == true,
                     "\(result.refused["by-bob"]?.message ?? "")")
             let changes = try await reader.changes(in: zone, since: nil)
             #expect(changes.changed.map(\.name) == ["n1"])
             #expect(Set(changes.refused.keys) == ["by-bob"])
 
-            // Control: the very same forgery signed by Carol (read-write at membership 3) verifies.
+            // Control: the very same forgery signed by Carol (read-write) verifies, once it takes the
+            // place of Bob's refused entry at the head of the verified log.
+            try h.sql { db in try db.execute(sql: "DELETE FROM zone_log WHERE zone_id = ? AND seq = ?", arguments: [zoneRow.rowID, bobSeq]) }
             let carolSeq = try h.forge(in: zone, signer: carol, name: "by-carol", title: "carol was here", body: "carol's body")
-            #expect(carolSeq == bobSeq + 1)
+            #expect(carolSeq == bobSeq)
             let byCarol = try await h.fresh(h.owner).privateDatabase.record(named: "by-carol", in: zone)
             #expect(byCarol.values["title"] == .string("carol was here"))
             #expect(byCarol.encryptedValues["body"] == .string("carol's body"))
@@ -242,20 +248,19 @@ struct SignedWriteTests {
         }
     }
 
-    @Test("a forged commit claiming membership 0 or a future membership is refused even for a read-write participant")
-    func forgedMembershipSequenceOutOfRange() async throws {
+    @Test("a forged commit claiming an owner entry other than the one in force is refused even for a read-write participant",
+          arguments: [Int64(1), 0, 99])
+    func forgedOwnerSequence(_ claimed: Int64) async throws {
         try await SignedHarness.run { h in
             let zone = try await h.ownerZone(notes: ["n1"])
             let carol = try h.newUser("Carol Writer", "carol@example.com")
             try await h.share(zone, with: [(carol, .readWrite)])
-            #expect(try h.zoneRow(zone).membershipSeq == 2)
-            try h.forge(in: zone, signer: carol, name: "claims-zero", title: "t", membershipSeq: 0)
-            try h.forge(in: zone, signer: carol, name: "claims-future", title: "t", membershipSeq: 3)
+            #expect(try h.state(zone).ownerSeq == 4)
+            try h.forge(in: zone, signer: carol, name: "claims", title: "t", ownerSeq: claimed)
             let reader = try h.fresh(h.owner).privateDatabase
-            let zero = await signedExpectError(.integrityFailure) { try await reader.record(named: "claims-zero", in: zone) }
-            #expect(zero?.message.contains("not a read-write participant at membership 0") == true, "\(zero?.message ?? "")")
-            let future = await signedExpectError(.integrityFailure) { try await reader.record(named: "claims-future", in: zone) }
-            #expect(future?.message.contains("not a read-write participant at membership 3") == true, "\(future?.message ?? "")")
+            let error = await signedExpectError(.integrityFailure) { try await reader.record(named: "claims", in: zone) }
+            #expect(error?.message.contains(claimed == 0 ? "is malformed" : "claims membership \(claimed); the one in force is 4") == true,
+                    "\(error?.message ?? "")")
         }
     }
 
@@ -268,91 +273,62 @@ struct SignedWriteTests {
             let seq = try h.forge(in: zone, signer: mallory, name: "forged", title: "t", body: nil)
             let rowID = try signedRowID(h, zone)
             try h.sql { db in
-                try db.execute(sql: "UPDATE zone_commit SET author_id = ? WHERE zone_id = ? AND seq = ?", arguments: [h.owner.userID, rowID, seq])
+                try signedEditEntry(db, zoneRowID: rowID, seq: seq) { e in
+                    LogEntry(zoneUID: e.zoneUID, seq: e.seq, prev: e.prev, kind: e.kind, authorID: h.owner.userID, time: e.time, payload: e.payload)
+                }
                 try db.execute(sql: "UPDATE record SET creator_id = ?, modifier_id = ? WHERE zone_id = ? AND name = 'forged'",
                                arguments: [h.owner.userID, h.owner.userID, rowID])
             }
             let error = await signedExpectError(.integrityFailure) { try await h.fresh(h.owner).privateDatabase.record(named: "forged", in: zone) }
-            #expect(error?.message.contains("fails its author's signature") == true, "\(error?.message ?? "")")
+            #expect(error?.message.contains("its signature by you does not verify") == true, "\(error?.message ?? "")")
         }
     }
 
     // MARK: - Shares, memberships, commits
 
-    @Test("a share edited by hand (title, public permission) fails with .integrityFailure", arguments: [
-        "UPDATE share SET title = 'Hijacked' WHERE zone_id = ?",
-        "UPDATE share SET public_permission = 2 WHERE zone_id = ?",
-    ])
-    func shareEdited(_ statement: String) async throws {
-        try await SignedHarness.run { h in
-            let zone = try await h.ownerZone(notes: ["n1"])
-            let bob = try h.newUser("Bob Reader", "bob@example.com")
-            try await h.share(zone, with: [(bob, .readOnly)])
-            let rowID = try signedRowID(h, zone)
-            try h.sql { db in
-                try db.execute(sql: statement, arguments: [rowID])
-                #expect(db.changesCount == 1)
-            }
-            let owner = await signedExpectError(.integrityFailure) { try await h.fresh(h.owner).privateDatabase.record(named: "n1", in: zone) }
-            #expect(owner?.message.contains("the share of zone 'Notes' fails its owner's signature") == true, "\(owner?.message ?? "")")
-            await signedExpectError(.integrityFailure) { try await h.fresh(bob).sharedDatabase.record(named: "n1", in: zone) }
-            await signedExpectError(.integrityFailure) { try await h.fresh(bob).sharedDatabase.changes(in: zone, since: nil) }
-            await signedExpectError(.integrityFailure) { try await h.fresh(h.owner).privateDatabase.query(Query(recordType: "Note"), in: zone) }
-            await signedExpectError(.integrityFailure) { try await h.fresh(h.owner).fetchShare(in: zone) }
-        }
-    }
-
-    @Test("a membership_log entry edited by hand: records written under it fail with .integrityFailure")
-    func membershipEntryEdited() async throws {
+    @Test("a membership entry edited by hand (title, public permission, a member's permission) is refused, with every entry after it",
+          arguments: ["title", "public", "member"])
+    func membershipEntryEdited(_ field: String) async throws {
         try await SignedHarness.run { h in
             let zone = try await h.ownerZone(notes: ["n1"])
             let bob = try h.newUser("Bob Reader", "bob@example.com")
             let carol = try h.newUser("Carol Writer", "carol@example.com")
-            try await h.share(zone, with: [(carol, .readWrite)])
-            // Carol writes at membership 2 (she was added then); Bob is added at 3.
-            _ = try await h.fresh(carol).sharedDatabase.save(signedNote("c2", in: zone))
-            let bobShare = try await h.owner.addParticipant(bob.userID, permission: .readOnly, to: zone)
-            _ = try await bob.acceptShare(url: bobShare.url)
-            let zoneRow = try h.zoneRow(zone)
-            #expect(zoneRow.membershipSeq == 3)
-            #expect(try await h.fresh(h.owner).privateDatabase.record(named: "c2", in: zone).modifierID == carol.userID)
-
-            // Bob rewrites entry 3 to make himself read-write, and forges a commit under it.
-            let forged = MembershipEntry(seq: 3, fromCommit: zoneRow.sequence, epoch: zoneRow.currentEpoch, publicPermission: .none,
-                                         members: [carol.userID: .readWrite, bob.userID: .readWrite])
+            try await h.share(zone, with: [(bob, .readOnly), (carol, .readWrite)])
+            _ = try await carol.sharedDatabase.save(signedNote("c2", in: zone))
+            let rowID = try signedRowID(h, zone)
+            // Entry 4 adds Bob; Bob edits it, without the owner's key.
             try h.sql { db in
-                try db.execute(sql: "UPDATE membership_log SET content = ? WHERE zone_id = ? AND seq = 3",
-                               arguments: [Data(forged.encoded(zoneUID: zoneRow.uid)), zoneRow.rowID])
-                #expect(db.changesCount == 1)
+                try signedEditEntry(db, zoneRowID: rowID, seq: 4) { e in
+                    var w = ByteWriter()
+                    var state = e.payload.withUnsafeBytes { raw -> StatePayload in
+                        var r = RawReader(raw, what: "membership")
+                        return try! StatePayload.decode(&r)
+                    }
+                    switch field {
+                    case "title": state.share!.title = "Hijacked"
+                    case "public": state.share!.publicPermission = .readWrite; state.share!.linkPublicKey = [UInt8](repeating: 7, count: 32)
+                    default: state.share!.participants[bob.userID] = .init(role: .privateUser, permission: .readWrite, status: .pending)
+                    }
+                    state.encode(into: &w)
+                    return LogEntry(zoneUID: e.zoneUID, seq: e.seq, prev: e.prev, kind: e.kind, authorID: e.authorID, time: e.time, payload: w.bytes)
+                }
             }
-            try h.forge(in: zone, signer: bob, name: "by-bob", title: "mine now")
-            let reader = try h.fresh(h.owner).privateDatabase
-            let error = await signedExpectError(.integrityFailure) { try await reader.record(named: "by-bob", in: zone) }
-            #expect(error?.message.contains("membership 3 of zone 'Notes' fails its owner's signature") == true, "\(error?.message ?? "")")
-            // Carol's record was written under entry 2, whose window ends where entry 3 begins:
-            // with entry 3 forged, that window cannot be checked, so her record is refused too.
-            // The owner's records need no membership entry and still verify.
-            await signedExpectError(.integrityFailure) { try await reader.record(named: "c2", in: zone) }
-            #expect(try await reader.record(named: "n1", in: zone).modifierID == h.owner.userID)
-
-            // Editing one byte of entry 2 by hand (Carol's permission, its last byte: read-write → read-only)
-            // refuses Carol's record.
-            try h.sql { db in
-                let content = try #require(try Data.fetchOne(db, sql: "SELECT content FROM membership_log WHERE zone_id = ? AND seq = 2",
-                                                             arguments: [zoneRow.rowID]))
-                #expect(content.last == UInt8(SharePermission.readWrite.rawValue))
-                var edited = Array(content)
-                edited[edited.count - 1] = UInt8(SharePermission.readOnly.rawValue)
-                try db.execute(sql: "UPDATE membership_log SET content = ? WHERE zone_id = ? AND seq = 2", arguments: [Data(edited), zoneRow.rowID])
-                #expect(db.changesCount == 1)
+            for reader in try [h.fresh(h.owner).privateDatabase, h.fresh(carol).sharedDatabase] {
+                // The owner's marks (and Carol's) were past entry 4: the log no longer extends them.
+                let error = await signedExpectError(.integrityFailure) { try await reader.record(named: "n1", in: zone) }
+                #expect(error?.message.contains("zone 'Notes'") == true, "\(error?.message ?? "")")
             }
-            let reader2 = try h.fresh(h.owner).privateDatabase
-            let carolError = await signedExpectError(.integrityFailure) { try await reader2.record(named: "c2", in: zone) }
-            #expect(carolError?.message.contains("record 'c2'") == true, "\(carolError?.message ?? "")")
-            #expect(carolError?.message.contains("membership 2") == true, "\(carolError?.message ?? "")")
-            let result = try await reader2.query(Query(recordType: "Note"), in: zone)
+            // A user who never saw the zone: the verified prefix ends before entry 4, so Bob is not
+            // invited there, and Carol's record (after it) is refused.
+            let stranger = try h.newUser("Dan Newcomer", "dan@example.com")
+            await signedExpectError(.zoneNotFound) { try await stranger.sharedDatabase.record(named: "n1", in: zone) }
+            let fresh = try h.otherStoreSession(h.owner)
+            try fresh.vault.marks.reset(zone: try h.zoneRow(zone).uid, to: nil)
+            let result = try await fresh.privateDatabase.query(Query(recordType: "Note"), in: zone)
             #expect(result.records.map(\.name) == ["n1"])
-            #expect(Set(result.refused.keys) == ["by-bob", "c2"])
+            #expect(Set(result.refused.keys) == ["c2"])
+            #expect(result.refused["c2"]?.message.contains("entry 4 of the log of zone 'Notes'") == true, "\(result.refused["c2"]?.message ?? "")")
+            #expect(try await fresh.audit().signedKeys.contains(SignedFinding(.log, "log")))
         }
     }
 
@@ -365,25 +341,21 @@ struct SignedWriteTests {
             _ = try await db.save(signedNote("r1", in: zone))
             _ = try await db.save(signedNote("r2", in: zone))
             let rowID = try signedRowID(h, zone)
-            try h.sql { db in
-                try db.execute(sql: "UPDATE zone_commit SET author_label = 'someone else' WHERE zone_id = ? AND seq = 1", arguments: [rowID])
-                #expect(db.changesCount == 1)
-            }
-            let reader = try h.fresh(h.owner).privateDatabase
-            let error = await signedExpectError(.integrityFailure) { try await reader.record(named: "r1", in: zone) }
-            #expect(error?.message.contains("record 'r1'") == true, "\(error?.message ?? "")")
-            #expect(error?.message.contains("commit 1 of zone 'Notes' fails its author's signature") == true, "\(error?.message ?? "")")
-            #expect(try await reader.record(named: "r2", in: zone).transactionAuthor == "importer")
+            try h.sql { db in try signedEditEntryLabel(db, zoneRowID: rowID, seq: 3, to: "someone else") }
+            await signedExpectError(.integrityFailure) { try await h.fresh(h.owner).privateDatabase.record(named: "r1", in: zone) }
+            let reader = try h.stranger(h.owner).privateDatabase
+            #expect(try await reader.record(named: "r1", in: zone).transactionAuthor == "importer")
+            let error = await signedExpectError(.integrityFailure) { try await reader.record(named: "r2", in: zone) }
+            #expect(error?.message.contains("record 'r2'") == true, "\(error?.message ?? "")")
+            #expect(error?.message.contains("its signature by you does not verify") == true, "\(error?.message ?? "")")
 
-            // Removing the label (NULL) is an edit too.
-            try h.sql { db in
-                try db.execute(sql: "UPDATE zone_commit SET author_label = NULL WHERE zone_id = ? AND seq = 2", arguments: [rowID])
-            }
-            await signedExpectError(.integrityFailure) { try await h.fresh(h.owner).privateDatabase.record(named: "r2", in: zone) }
+            // Removing the label is an edit too.
+            try h.sql { db in try signedEditEntryLabel(db, zoneRowID: rowID, seq: 2, to: nil) }
+            await signedExpectError(.integrityFailure) { try await h.stranger(h.owner).privateDatabase.record(named: "r1", in: zone) }
         }
     }
 
-    @Test("a commit deleted by hand: the records of that commit are refused, the others read")
+    @Test("a commit deleted by hand: the log no longer extends what its readers saw; one who never saw it reads up to the gap")
     func commitDeleted() async throws {
         try await SignedHarness.run { h in
             let zone = try await h.ownerZone(notes: ["a"])
@@ -391,21 +363,21 @@ struct SignedWriteTests {
             _ = try await h.ownerDB.save(signedNote("c", in: zone))
             let rowID = try signedRowID(h, zone)
             try h.sql { db in
-                try db.execute(sql: "DELETE FROM zone_commit WHERE zone_id = ? AND seq = 2", arguments: [rowID])
+                try db.execute(sql: "DELETE FROM zone_log WHERE zone_id = ? AND seq = 3", arguments: [rowID])
                 #expect(db.changesCount == 1)
             }
-            let reader = try h.fresh(h.owner).privateDatabase
-            for name in ["b1", "b2"] {
-                let error = await signedExpectError(.integrityFailure) { try await reader.record(named: name, in: zone) }
-                #expect(error?.message.contains("record '\(name)'") == true, "\(error?.message ?? "")")
-                #expect(error?.message.contains("commit 2 of zone 'Notes' is missing") == true, "\(error?.message ?? "")")
-            }
+            let error = await signedExpectError(.integrityFailure) { try await h.fresh(h.owner).privateDatabase.record(named: "a", in: zone) }
+            #expect(error?.message.contains("zone 'Notes'") == true && error?.message.contains("rolled back or its log was cut") == true,
+                    "\(error?.message ?? "")")
+            let stranger = try h.otherStoreSession(h.owner)
+            try stranger.vault.marks.reset(zone: try h.zoneRow(zone).uid, to: nil)
+            let reader = stranger.privateDatabase
             let result = try await reader.query(Query(recordType: "Note"), in: zone)
-            #expect(result.records.map(\.name) == ["a", "c"])
-            #expect(Set(result.refused.keys) == ["b1", "b2"])
+            #expect(result.records.map(\.name) == ["a"])
+            #expect(Set(result.refused.keys) == ["b1", "b2", "c"])
             let changes = try await reader.changes(in: zone, since: nil)
-            #expect(changes.changed.map(\.name) == ["a", "c"])
-            #expect(Set(changes.refused.keys) == ["b1", "b2"])
+            #expect(changes.changed.map(\.name) == ["a"])
+            #expect(Set(changes.refused.keys) == ["b1", "b2", "c"])
         }
     }
 
@@ -420,9 +392,9 @@ struct SignedWriteTests {
             var carolDB = carol.sharedDatabase
             carolDB.transactionAuthor = "carol-app"
             let saved = try await carolDB.save(signedNote("c1", in: zone, body: "carol's secret"))
-            #expect(try h.zoneRow(zone).membershipSeq == 2)
+            #expect(try h.state(zone).ownerSeq == 4)
             _ = try await h.owner.setPermission(.readOnly, for: carol.userID, in: zone)
-            #expect(try h.zoneRow(zone).membershipSeq == 3)
+            #expect(try h.state(zone).ownerSeq == 7)
 
             // Carol's earlier record verifies for everyone, with her as its author.
             for reader in try [h.fresh(h.owner).privateDatabase, h.fresh(carol).sharedDatabase] {
@@ -443,7 +415,7 @@ struct SignedWriteTests {
             // ... and a commit she forges under the current membership is refused on read.
             try h.forge(in: zone, signer: carol, name: "c3", title: "after demotion")
             let error = await signedExpectError(.integrityFailure) { try await h.fresh(h.owner).privateDatabase.record(named: "c3", in: zone) }
-            #expect(error?.message.contains("not a read-write participant at membership 3") == true, "\(error?.message ?? "")")
+            #expect(error?.message.contains("has read-only permission") == true, "\(error?.message ?? "")")
         }
     }
 
@@ -454,9 +426,9 @@ struct SignedWriteTests {
             let carol = try h.newUser("Carol Writer", "carol@example.com")
             try await h.share(zone, with: [(carol, .readWrite)])
             _ = try await h.owner.setPermission(.readOnly, for: carol.userID, in: zone)
-            try h.forge(in: zone, signer: carol, name: "backdated", title: "claims membership 2", membershipSeq: 2)
+            try h.forge(in: zone, signer: carol, name: "backdated", title: "claims membership 4", ownerSeq: 4)
             let error = await signedExpectError(.integrityFailure) { try await h.fresh(h.owner).privateDatabase.record(named: "backdated", in: zone) }
-            #expect(error?.message.contains("no longer in force") == true, "\(error?.message ?? "")")
+            #expect(error?.message.contains("claims membership 4; the one in force is 6") == true, "\(error?.message ?? "")")
         }
     }
 
@@ -498,10 +470,8 @@ struct SignedWriteTests {
             try await h.share(zone, with: [(carol, .readWrite)])
             _ = try await carol.sharedDatabase.save(signedNote("c1", in: zone, body: "while shared"))
             try await h.owner.stopSharing(zone: zone)
-            let row = try h.zoneRow(zone)
-            #expect(row.membershipSeq == 3)
-            let entry = try h.sql { db in try h.owner.membership(db, zone: row, seq: 3) }
-            #expect(entry.members.isEmpty && entry.publicPermission == .none)
+            let state = try h.state(zone)
+            #expect(state.share == nil && state.ownerSeq == state.headSeq)
 
             let c1 = try await h.fresh(h.owner).privateDatabase.record(named: "c1", in: zone)
             #expect(c1.modifierID == carol.userID)
@@ -509,8 +479,8 @@ struct SignedWriteTests {
             // Carol has lost the key, but a plain-only record needs none: she still cannot write one.
             try h.forge(in: zone, signer: carol, name: "after-stop", title: "still here", body: nil)
             let error = await signedExpectError(.integrityFailure) { try await h.fresh(h.owner).privateDatabase.record(named: "after-stop", in: zone) }
-            #expect(error?.message.contains("not a read-write participant at membership 3") == true, "\(error?.message ?? "")")
-            #expect(try await h.fresh(h.owner).audit().signedKeys == [SignedFinding(.commit, "commit 3"), SignedFinding(.record, "after-stop")])
+            #expect(error?.message.contains("is not a member (the zone is not shared)") == true, "\(error?.message ?? "")")
+            #expect(try await h.fresh(h.owner).audit().signedKeys == [SignedFinding(.log, "log"), SignedFinding(.record, "after-stop")])
         }
     }
 
@@ -522,9 +492,9 @@ struct SignedWriteTests {
             let share = try await h.owner.share(zone: zone, title: "Open", publicPermission: .readWrite)
             _ = try await eve.acceptShare(url: share.url)
             _ = try await eve.sharedDatabase.save(signedNote("e1", in: zone, body: "via link"))
-            let m = try h.zoneRow(zone).membershipSeq
+            let m = try h.state(zone).ownerSeq
             _ = try await h.owner.setPublicPermission(.readOnly, in: zone)
-            #expect(try h.zoneRow(zone).membershipSeq > m)
+            #expect(try h.state(zone).ownerSeq > m)
             let e1 = try await h.fresh(h.owner).privateDatabase.record(named: "e1", in: zone)
             #expect(e1.modifierID == eve.userID)
             #expect(e1.encryptedValues["body"] == .string("via link"))
@@ -543,13 +513,13 @@ struct SignedWriteTests {
             try await h.share(zone, with: [(carol, .readWrite)])
             _ = try await carol.sharedDatabase.save(signedNote("c1", in: zone)) // Carol holds the epoch-1 key
             _ = try await h.owner.removeParticipant(carol.userID, from: zone)
-            let row = try h.zoneRow(zone)
-            #expect(row.currentEpoch == 2 && row.membershipSeq == 3)
+            let state = try h.state(zone)
+            #expect(state.epoch == 2 && state.ownerSeq == 7)
             await signedExpectError(.permissionFailure) { try await carol.sharedDatabase.save(signedNote("c2", in: zone)) }
 
             // Removed, Carol signs a commit claiming membership 2 (when she was read-write) and epoch 1.
             try h.forge(in: zone, signer: carol, name: "after-removal", title: "written after removal",
-                        body: variant == "plain only" ? nil : "sealed with a key she kept", membershipSeq: 2, epoch: 1)
+                        body: variant == "plain only" ? nil : "sealed with a key she kept", ownerSeq: 4, epoch: 1)
             let reader = try h.fresh(h.owner).privateDatabase
             await signedExpectError(.integrityFailure, "a commit made after Carol's removal verifies as hers") {
                 try await reader.record(named: "after-removal", in: zone)
@@ -566,10 +536,10 @@ struct SignedWriteTests {
             let records = (0..<400).map { signedNote(String(format: "r%03d", $0), in: zone) }
             let result = try await h.ownerDB.modify(saving: records, in: zone)
             #expect(result.saved.count == 400)
-            #expect(Set(result.saved.compactMap(\.changeTag)) == ["1"])
+            #expect(Set(result.saved.compactMap(\.changeTag)) == ["2"])
             let rowID = try signedRowID(h, zone)
             let (count, length, signatureLength) = try h.sql { db -> (Int, Int, Int) in
-                let row = try #require(try Row.fetchOne(db, sql: "SELECT count(*), max(length(entries)), max(length(signature)) FROM zone_commit WHERE zone_id = ?",
+                let row = try #require(try Row.fetchOne(db, sql: "SELECT count(*), max(length(entries)), max(length(signature)) FROM zone_log WHERE zone_id = ? AND kind = 3",
                                                          arguments: [rowID]))
                 return (row[0], row[1], row[2])
             }
@@ -587,7 +557,7 @@ struct SignedWriteTests {
 
             // A batch of saves and deletes is one commit too.
             _ = try await h.ownerDB.modify(saving: [signedNote("extra", in: zone)], deleting: (0..<10).map { RecordDeletion(name: String(format: "r%03d", $0)) }, in: zone)
-            let second = try h.sql { db in try Int.fetchOne(db, sql: "SELECT length(entries) FROM zone_commit WHERE zone_id = ? AND seq = 2", arguments: [rowID]) }
+            let second = try h.sql { db in try Int.fetchOne(db, sql: "SELECT length(entries) FROM zone_log WHERE zone_id = ? AND seq = 3", arguments: [rowID]) }
             #expect(second == 11 * 32)
             #expect(try h.commitCount(zone) == 2)
             // One more record than the limit is refused, and writes no commit.

@@ -213,17 +213,17 @@ struct StoreTests {
         try await withTemporaryFolder { folder async throws in
             let store = try Store(path: storePath(in: folder))
             let bob = try makeVault(in: folder, file: "bob.coffer", name: "Bob Builder", email: "bob@example.com")
-            let t0 = Date(timeIntervalSince1970: 1_800_000_000)
+            let t0 = Date(timeIntervalSince1970: 1_700_000_000)
             let card = ContactCard(vault: bob, created: t0)
             #expect(try store.addContact(card) == .added)
-            #expect(try store.contact(matching: bob.identity.userID).cardCreated == "2027-01-15T08:00:00Z")
+            #expect(try store.contact(matching: bob.identity.userID).cardCreated == "2023-11-14T22:13:20Z")
             #expect(try store.addContact(card) == .unchanged)
             // A card that went through its JSON form is the same card.
             #expect(try store.addContact(ContactCard.verify(card.jsonData())) == .unchanged)
 
             let newer = ContactCard(vault: bob, created: t0.addingTimeInterval(3600))
             #expect(try store.addContact(newer) == .updated)
-            #expect(try store.contact(matching: bob.identity.userID).cardCreated == "2027-01-15T09:00:00Z")
+            #expect(try store.contact(matching: bob.identity.userID).cardCreated == "2023-11-14T23:13:20Z")
             let storedCard = try await store.dbPool.read { db in
                 try Data.fetchOne(db, sql: "SELECT card FROM contact WHERE user_id = ?", arguments: [bob.identity.userID])
             }
@@ -231,7 +231,7 @@ struct StoreTests {
 
             let older = ContactCard(vault: bob, created: t0.addingTimeInterval(-3600))
             #expect(try store.addContact(older) == .unchanged)
-            #expect(try store.contact(matching: bob.identity.userID).cardCreated == "2027-01-15T09:00:00Z")
+            #expect(try store.contact(matching: bob.identity.userID).cardCreated == "2023-11-14T23:13:20Z")
             #expect(try store.contacts().count == 1)
         }
     }
@@ -279,7 +279,7 @@ struct StoreTests {
         }
     }
 
-    @Test("a stored contact whose keys do not match its user id is .integrityFailure")
+    @Test("a stored contact is what its signed card says: edited columns are ignored, a card that does not verify or is another user's is .integrityFailure")
     func tamperedContact() async throws {
         try await withTemporaryFolder { folder async throws in
             let store = try Store(path: storePath(in: folder))
@@ -288,12 +288,20 @@ struct StoreTests {
             try store.addContact(ContactCard(vault: alice))
             try store.addContact(ContactCard(vault: bob))
             try await store.dbPool.write { db in
-                try db.execute(sql: "UPDATE contact SET signing_key = ? WHERE user_id = ?",
-                               arguments: [Data(bob.identity.signingKey.rawRepresentation), alice.identity.userID])
+                try db.execute(sql: "UPDATE contact SET signing_key = ?, box_key = ?, name = 'Mallory' WHERE user_id = ?",
+                               arguments: [Data(bob.identity.signingKey.rawRepresentation), Data(bob.identity.boxKey.rawRepresentation),
+                                           alice.identity.userID])
             }
-            await expectStoreError(.integrityFailure) { try store.contact(matching: alice.identity.userID) }
-            await expectStoreError(.integrityFailure) { try store.contacts() }
-            #expect(try store.contact(matching: "bob@example.com").userID == bob.identity.userID)
+            #expect(try store.contact(matching: alice.identity.userID).identity == alice.identity)
+            await expectStoreError(.unknownItem, "the name column is not the card's") { try store.contact(matching: "Mallory") }
+            // Bob's card in Alice's row: another user's card.
+            try await store.dbPool.write { db in
+                try db.execute(sql: "UPDATE contact SET card = ? WHERE user_id = ?", arguments: [ContactCard(vault: bob).jsonData(), alice.identity.userID])
+            }
+            let fresh = try Store(path: storePath(in: folder))
+            await expectStoreError(.integrityFailure) { try fresh.verifiedContact(userID: alice.identity.userID) }
+            #expect(try fresh.contacts().map(\.userID) == [bob.identity.userID])
+            #expect(try fresh.contact(matching: "bob@example.com").userID == bob.identity.userID)
         }
     }
 

@@ -1,0 +1,172 @@
+import CofferCrypto
+import Foundation
+
+/// One entry of a zone's signed, hash-chained log (see `Docs/Security.md`, "The zone log").
+///
+/// Every entry is signed by its author with Ed25519 over its canonical bytes (``body``):
+///
+/// | bytes | field |
+/// | --- | --- |
+/// | 14 | `"coffer.log.v1\0"` |
+/// | 16 | zone uid |
+/// | 8 | sequence (big-endian; the first entry's is 1, or one past a migrated zone's last commit) |
+/// | 32 | hash of the previous entry (zeros for the first) |
+/// | 1 | kind (``Kind``) |
+/// | 1 + n | author's user id (length, ASCII) |
+/// | 8 | time (IEEE 754 bits of seconds since 1970) |
+/// | 4 + n | payload (length, kind-specific bytes: see each payload type) |
+///
+/// The entry's hash, which the next entry names, is BLAKE2b-256 of the body and the signature.
+/// A decoder refuses any other layout, an unknown kind or trailing bytes.
+struct LogEntry: Sendable {
+    enum Kind: UInt8, Sendable, CustomStringConvertible {
+        /// The zone's first entry, by its owner: the zone's uid, name and owner, its first state.
+        case genesis = 1
+        /// A new state of members, permissions and key epoch, by the owner.
+        case membership = 2
+        /// Record versions and deletions, by a writer.
+        case commit = 3
+        /// A participant accepts or leaves the share.
+        case acceptance = 4
+        /// Records re-sealed by the owner (re-key), keeping each one's modifier and times.
+        case rewrite = 5
+
+        var description: String {
+            switch self {
+            case .genesis: return "genesis"
+            case .membership: return "membership"
+            case .commit: return "commit"
+            case .acceptance: return "acceptance"
+            case .rewrite: return "rewrite"
+            }
+        }
+    }
+
+    static let domain = Array("coffer.log.v1".utf8) + [0]
+
+    let zoneUID: [UInt8]
+    let seq: Int64
+    let prev: Digest32
+    let kind: Kind
+    let authorID: String
+    let time: Double
+    let payload: [UInt8]
+
+    /// The canonical bytes the author signs.
+    var body: [UInt8] {
+        var w = ByteWriter()
+        w.append(Self.domain)
+        w.append(zoneUID)
+        w.u64(UInt64(bitPattern: seq))
+        w.append(prev.bytes)
+        w.u8(kind.rawValue)
+        w.short(authorID)
+        w.u64(time.bitPattern)
+        w.u32(payload.count)
+        w.append(payload)
+        return w.bytes
+    }
+
+    /// Parses a body; nil for anything that is not exactly one well-formed entry.
+    static func decode(_ body: [UInt8]) -> LogEntry? {
+        body.withUnsafeBytes { raw in
+            var r = RawReader(raw, what: "log entry")
+            do {
+                guard Array(try r.take(domain.count)) == domain else { return nil }
+                let uid = Array(try r.take(16))
+                let seq = Int64(bitPattern: try r.u64())
+                let prev = Digest32(try r.take(32))
+                guard seq >= 1, let kind = Kind(rawValue: try r.u8()) else { return nil }
+                let author = try r.short()
+                guard UserIDs.isValid(author) else { return nil }
+                let time = Double(bitPattern: try r.u64())
+                guard time.isFinite else { return nil }
+                let count = Int(try r.u32())
+                let payload = Array(try r.take(count))
+                guard r.remaining == 0 else { return nil }
+                return LogEntry(zoneUID: uid, seq: seq, prev: prev, kind: kind, authorID: author, time: time, payload: payload)
+            } catch {
+                return nil
+            }
+        }
+    }
+
+    /// BLAKE2b-256 of a body and its signature: what the next entry names.
+    static func hash(body: [UInt8], signature: [UInt8]) -> Digest32 {
+        body.withUnsafeBytes { b in
+            signature.withUnsafeBytes { s in
+                var digest = Digest32.zero
+                withUnsafeMutableBytes(of: &digest) { BLAKE2b.hash(b, s, nil, into: $0) }
+                return digest
+            }
+        }
+    }
+}
+
+/// A log entry as stored: its body and signature, and for record entries the lists the body
+/// names by hash.
+struct StoredLogEntry: Sendable {
+    let seq: Int64
+    let body: [UInt8]
+    let signature: [UInt8]
+    /// The 32-byte version hashes of a commit, rewrite or migrated genesis.
+    let entries: [UInt8]?
+    /// Per entry: `0` saved or `1` deleted, the name's length in one byte, the name.
+    let names: [UInt8]?
+
+    var hash: Digest32 { LogEntry.hash(body: body, signature: signature) }
+}
+
+/// User ids: 32 lowercase hexadecimal characters (BLAKE2b-128 of a signing key).
+enum UserIDs {
+    static func isValid(_ id: String) -> Bool {
+        id.utf8.count == 32 && id.utf8.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) }
+    }
+}
+
+/// Big-endian, length-prefixed writes for canonical encodings.
+struct ByteWriter {
+    var bytes = [UInt8]()
+
+    mutating func append(_ b: [UInt8]) { bytes += b }
+    mutating func u8(_ v: UInt8) { bytes.append(v) }
+    mutating func u16(_ v: Int) { bytes += BigEndian.bytes(UInt16(truncatingIfNeeded: v)) }
+    mutating func u32(_ v: Int) { bytes += BigEndian.bytes(UInt32(truncatingIfNeeded: v)) }
+    mutating func u64(_ v: UInt64) { bytes += BigEndian.bytes(v) }
+    mutating func i64(_ v: Int64) { u64(UInt64(bitPattern: v)) }
+    /// Text of at most 255 bytes, after its length in one byte.
+    mutating func short(_ s: String) {
+        precondition(s.utf8.count <= 255, "short texts are at most 255 bytes")
+        u8(UInt8(s.utf8.count))
+        bytes += Array(s.utf8)
+    }
+    /// Text after its length in four bytes.
+    mutating func long(_ s: String) {
+        u32(s.utf8.count)
+        bytes += Array(s.utf8)
+    }
+    mutating func optionalBytes(_ b: [UInt8]?) {
+        if let b { u8(1); append(b) } else { u8(0) }
+    }
+}
+
+extension RawReader {
+    /// Text after its length in one byte.
+    mutating func short() throws -> String { try utf8(count: Int(try u8())) }
+    /// Text after its length in four bytes.
+    mutating func long(max: Int) throws -> String {
+        let n = Int(try u32())
+        guard n <= max else { throw fail("text too long") }
+        return try utf8(count: n)
+    }
+    mutating func bytes(_ n: Int) throws -> [UInt8] { Array(try take(n)) }
+    /// `0`, or `1` and `n` bytes.
+    mutating func optionalBytes(_ n: Int) throws -> [UInt8]? {
+        switch try u8() {
+        case 0: return nil
+        case 1: return try bytes(n)
+        default: throw fail("bad flag")
+        }
+    }
+    mutating func i64() throws -> Int64 { Int64(bitPattern: try u64()) }
+}

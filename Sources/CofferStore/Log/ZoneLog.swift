@@ -1,0 +1,313 @@
+import CofferCrypto
+import CofferVault
+import Foundation
+import GRDB
+
+/// A zone's log as one session has verified it: the state at its head and the hash of every
+/// entry, so that any entry read later is checked against the chain without another signature.
+///
+/// How it is verified (see `Docs/Security.md`, "The zone log"):
+/// - The first time a session meets a zone, it reads every entry from the genesis on, checks
+///   that each names the hash of the one before, and applies each to the state (who may write
+///   what, see ``ZoneState``). Signatures are checked for the entries past this user's
+///   high-water mark for the zone (all of them, the first time): the entries up to the mark
+///   were verified when the mark was set, and the chain ties them to its hash.
+/// - The store's head must extend the mark: the entry at the mark's sequence must have the
+///   mark's hash, and the log must reach it; otherwise the store was rolled back, cut or forked.
+/// - Later operations read only the head; new entries are verified (signatures included) and
+///   applied, and the mark advances in memory (``Session/saveMarks()`` writes it).
+struct ZoneLog: Sendable {
+    private(set) var state: ZoneState
+    /// The hash of each entry, by `seq - state.base`.
+    private(set) var hashes: [Digest32]
+    /// The first entry after the head that failed verification, and why, when the store holds
+    /// one: entries from there on are refused (none can be valid, since writers extend only a
+    /// verified head), and the next write replaces them.
+    var refusedTail: (seq: Int64, error: StoreError)?
+
+    init(state: ZoneState) {
+        self.state = state
+        hashes = [state.headHash]
+    }
+
+    var mark: ZoneMark {
+        // A verified log has a 16-byte uid, a user id for its owner and a 32-byte hash.
+        try! ZoneMark(zoneUID: state.zoneUID, ownerID: state.ownerID, seq: state.headSeq, hash: state.headHash.bytes)
+    }
+
+    /// The hash of entry `seq`, when it is in this log.
+    func hash(at seq: Int64) -> Digest32? {
+        guard seq >= state.base, seq <= state.headSeq else { return nil }
+        return hashes[Int(seq - state.base)]
+    }
+
+    mutating func append(_ entry: LogEntry, hash: Digest32) throws {
+        try state.apply(entry, hash: hash)
+        hashes.append(hash)
+    }
+}
+
+extension Session {
+    // MARK: - Reading the log
+
+    /// The zone's log, verified up to the store's head (reading and verifying what is new).
+    /// - Throws: `.integrityFailure` naming the zone when the log fails verification, does not
+    ///   extend what this user saw before (rolled back, cut or forked), or its genesis disagrees
+    ///   with the zone's row; `.permissionFailure` for a zone of the earlier store format whose
+    ///   owner has not opened it since.
+    func zoneLog(_ db: GRDB.Database, zone: ZoneRow) throws -> ZoneLog {
+        guard let head = try Self.logHead(db, zoneRowID: zone.rowID) else {
+            if zone.logFormat == 0 {
+                throw StoreError(.permissionFailure, "zone '\(zone.id.name)' of \(describeUser(zone.id.ownerID)) is in the store's earlier format; its owner upgrades it by opening the store once (any coffer command)")
+            }
+            throw StoreError(.integrityFailure, "zone '\(zone.id.name)' has no log: the store was changed")
+        }
+        if var known = logs.withLock({ $0[zone.rowID] }), known.state.zoneUID == zone.uid {
+            if head.seq == known.state.headSeq {
+                guard head.hash == known.state.headHash else { throw forked(zone, at: head.seq) }
+                guard try extendsMark(db, known, zone: zone) else { return try loadLog(db, zone: zone) }
+                return known
+            }
+            if head.seq < known.state.headSeq {
+                // A read that began before another of this session's operations advanced the log
+                // sees an older head of the same chain: not a rollback.
+                if isLaggingRead(db, zone: zone), known.hash(at: head.seq) == head.hash { return known }
+                throw rolledBack(zone, storeHead: head.seq, seen: known.state.headSeq)
+            }
+            try extend(db, &known, zone: zone, entries: try Self.logEntries(db, zoneRowID: zone.rowID, after: known.state.headSeq),
+                       signaturesAfter: 0)
+            guard try extendsMark(db, known, zone: zone) else { return try loadLog(db, zone: zone) }
+            remember(known, zoneRowID: zone.rowID)
+            return known
+        }
+        return try loadLog(db, zone: zone)
+    }
+
+    /// The zone's verified state at the store's head.
+    func zoneState(_ db: GRDB.Database, zone: ZoneRow) throws -> ZoneState {
+        try zoneLog(db, zone: zone).state
+    }
+
+    /// Reads a zone's whole log for the first time in this session.
+    private func loadLog(_ db: GRDB.Database, zone: ZoneRow) throws -> ZoneLog {
+        let mark = try storedMark(zone)
+        if let mark, mark.ownerID != zone.id.ownerID {
+            throw StoreError(.integrityFailure, "zone '\(zone.id.name)' is owned by \(describeUser(zone.id.ownerID)) in this store, but you saw it owned by \(describeUser(mark.ownerID)): the store was changed")
+        }
+        let log = try walkLog(db, zone: zone, signaturesAfter: mark?.seq ?? 0)
+        guard try extendsMark(db, log, zone: zone, mark: mark) else { return log }
+        remember(log, zoneRowID: zone.rowID)
+        return log
+    }
+
+    /// Reads and verifies a zone's whole log from its genesis: every chain link and every entry's
+    /// rules, and the signatures of the entries after `signaturesAfter` (0: all of them).
+    func walkLog(_ db: GRDB.Database, zone: ZoneRow, signaturesAfter: Int64) throws -> ZoneLog {
+        let entries = try Self.logEntries(db, zoneRowID: zone.rowID, after: 0)
+        guard let first = entries.first else { throw StoreError(.integrityFailure, "zone '\(zone.id.name)' has no log: the store was changed") }
+        guard let genesis = LogEntry.decode(first.body), genesis.seq == first.seq else {
+            throw refused(zone, ZoneState.Refusal(seq: first.seq, reason: "the first entry is malformed"))
+        }
+        try checkSignature(db, first, entry: genesis, zone: zone)
+        var log: ZoneLog
+        do {
+            log = ZoneLog(state: try ZoneState(genesis: genesis, hash: first.hash, uid: zone.uid, name: zone.id.name, ownerID: zone.id.ownerID))
+        } catch let refusal as ZoneState.Refusal {
+            throw refused(zone, refusal)
+        }
+        try extend(db, &log, zone: zone, entries: entries.dropFirst(), signaturesAfter: signaturesAfter)
+        return log
+    }
+
+    /// Verifies and applies stored entries in order; the first that fails, and every one after
+    /// it, is left out as the log's refused tail.
+    private func extend(_ db: GRDB.Database, _ log: inout ZoneLog, zone: ZoneRow, entries: some Sequence<StoredLogEntry>,
+                        signaturesAfter: Int64) throws {
+        log.refusedTail = nil
+        for stored in entries {
+            do {
+                try verify(db, stored, zone: zone, into: &log, checkSignature: stored.seq > signaturesAfter)
+            } catch let error as StoreError where error.code == .integrityFailure {
+                log.refusedTail = (stored.seq, error)
+                store.logger.warning("log entry refused", metadata: ["zone": "\(zone.id.name)", "entry": "\(stored.seq)"])
+                return
+            }
+        }
+    }
+
+    /// Whether `log` extends this user's mark for the zone (the entry at the mark's sequence has
+    /// the mark's hash). False only for a read that began before another session of this process
+    /// advanced the mark past what the read sees (the caller then does not keep the log).
+    /// - Throws: `.integrityFailure` when the log is behind the mark (rolled back, cut) or
+    ///   disagrees with it (forked).
+    func extendsMark(_ db: GRDB.Database, _ log: ZoneLog, zone: ZoneRow, mark given: ZoneMark?? = nil) throws -> Bool {
+        guard let mark = try given ?? storedMark(zone) else { return true }
+        if log.state.headSeq < mark.seq {
+            if isLaggingRead(db, zone: zone) { return false }
+            throw rolledBack(zone, storeHead: log.state.headSeq, seen: mark.seq)
+        }
+        guard log.hash(at: mark.seq)?.bytes == mark.hash else { throw forked(zone, at: mark.seq) }
+        return true
+    }
+
+    /// Checks one stored entry (its chain link, its author's signature unless the mark covers
+    /// it, what it may change) and applies it.
+    private func verify(_ db: GRDB.Database, _ stored: StoredLogEntry, zone: ZoneRow, into log: inout ZoneLog, checkSignature check: Bool) throws {
+        guard let entry = LogEntry.decode(stored.body), entry.seq == stored.seq else {
+            throw refused(zone, ZoneState.Refusal(seq: stored.seq, reason: "the entry is malformed"))
+        }
+        if check { try checkSignature(db, stored, entry: entry, zone: zone) }
+        do { try log.append(entry, hash: stored.hash) } catch let refusal as ZoneState.Refusal {
+            throw refused(zone, refusal)
+        }
+    }
+
+    private func checkSignature(_ db: GRDB.Database, _ stored: StoredLogEntry, entry: LogEntry, zone: ZoneRow) throws {
+        let key: Ed25519.PublicKey
+        do { key = try signingKey(db, of: entry.authorID) } catch let error as StoreError where error.code == .unknownItem {
+            throw refused(zone, ZoneState.Refusal(seq: entry.seq, reason: "it is signed by \(entry.authorID), who is not a contact of this store"))
+        }
+        guard key.isValidSignature(stored.signature, for: stored.body) else {
+            throw refused(zone, ZoneState.Refusal(seq: entry.seq, reason: "its signature by \(describeUser(entry.authorID)) does not verify"))
+        }
+    }
+
+    /// Keeps a verified log for this session and advances the user's mark to its head.
+    func remember(_ log: ZoneLog, zoneRowID: Int64) {
+        logs.withLock { logs in
+            // Two reads may verify at once: keep the further one.
+            if let known = logs[zoneRowID], known.state.zoneUID == log.state.zoneUID, known.state.headSeq > log.state.headSeq { return }
+            logs[zoneRowID] = log
+        }
+        Session.noteAdvance([log.state.zoneUID])
+        advanceMark(log.mark)
+    }
+
+    /// Whether `db` is a read that began before a session of this process last advanced this
+    /// zone's log or mark (see ``read(_:)``): such a read may see an older head of a chain
+    /// verified further since.
+    func isLaggingRead(_ db: GRDB.Database, zone: ZoneRow) -> Bool {
+        guard let started = Session.readStarts.withLock({ $0[ObjectIdentifier(db)] }) else { return false }
+        return Session.advances.withLock { ($0.zones[zone.uid] ?? 0) > started }
+    }
+
+    /// Runs a read transaction that may see an older head than this session verified, when
+    /// another of its operations advanced a log after the read began (see ``zoneLog(_:zone:)``).
+    /// Every read of the session goes through here; writes (which see the latest state) do not.
+    func read<T: Sendable>(_ body: @Sendable (GRDB.Database) throws -> T) throws -> T {
+        let generation = Session.advances.withLock { $0.counter }
+        return try store.read { db in
+            let id = ObjectIdentifier(db)
+            Session.readStarts.withLock { $0[id] = generation }
+            defer { Session.readStarts.withLock { _ = $0.removeValue(forKey: id) } }
+            return try body(db)
+        }
+    }
+
+    /// This user's high-water mark for a zone, from the marks file.
+    func storedMark(_ zone: ZoneRow) throws -> ZoneMark? {
+        do { return try vault.marks.mark(forZone: zone.uid) } catch let error as VaultError {
+            throw StoreError(.integrityFailure, "your marks file cannot be read: \(error.message)", underlying: error)
+        }
+    }
+
+    // MARK: - Writing the log
+
+    /// Signs and stores the next entry of a zone (in the caller's write transaction), applies it
+    /// to `log`, and keeps the result for the session once the transaction commits.
+    @discardableResult
+    func appendEntry(_ db: GRDB.Database, zone: ZoneRow, log: inout ZoneLog, kind: LogEntry.Kind, payload: [UInt8],
+                     time: Double, entries: [UInt8]? = nil, names: [UInt8]? = nil) throws -> LogEntry {
+        let entry = LogEntry(zoneUID: zone.uid, seq: log.state.headSeq + 1, prev: log.state.headHash, kind: kind, authorID: userID,
+                             time: time, payload: payload)
+        let body = entry.body
+        let signature = vault.signingKey.signature(for: body)
+        let hash = LogEntry.hash(body: body, signature: signature)
+        // Applied first: the session refuses to sign what a reader would refuse.
+        do { try log.append(entry, hash: hash) } catch let refusal as ZoneState.Refusal {
+            throw StoreError(.permissionFailure, "zone '\(zone.id.name)': \(refusal.reason)")
+        }
+        if log.refusedTail != nil {
+            // Entries after the verified head failed verification: none of them is valid, and the
+            // new entry takes their place.
+            try db.execute(sql: "DELETE FROM zone_log WHERE zone_id = ? AND seq >= ?", arguments: [zone.rowID, entry.seq])
+            log.refusedTail = nil
+        }
+        try Self.insertEntry(db, zoneRowID: zone.rowID, entry: entry, body: body, signature: signature, hash: hash, entries: entries, names: names)
+        keepOnCommit(db, log, zoneRowID: zone.rowID)
+        return entry
+    }
+
+    /// Keeps `log` for the session, and advances the user's mark to its head, once the caller's
+    /// write transaction commits (a rolled-back write leaves both as they were).
+    func keepOnCommit(_ db: GRDB.Database, _ log: ZoneLog, zoneRowID: Int64) {
+        db.afterNextTransaction(onCommit: { [self] _ in
+            self.logs.withLock { $0[zoneRowID] = log }
+            Session.noteAdvance([log.state.zoneUID])
+            self.advanceMark(log.mark)
+        })
+    }
+
+    static func insertEntry(_ db: GRDB.Database, zoneRowID: Int64, entry: LogEntry, body: [UInt8], signature: [UInt8], hash: Digest32,
+                            entries: [UInt8]?, names: [UInt8]?) throws {
+        try db.cachedStatement(sql: """
+            INSERT INTO zone_log (zone_id, seq, kind, author_id, body, signature, hash, entries, names) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+            """).execute(arguments: [zoneRowID, entry.seq, Int(entry.kind.rawValue), entry.authorID, Data(body), Data(signature),
+                                     Data(hash.bytes), entries.map { Data($0) }, names.map { Data($0) }])
+        try db.cachedStatement(sql: "UPDATE zone SET sequence = ? WHERE id = ?").execute(arguments: [entry.seq, zoneRowID])
+    }
+
+    // MARK: - Storage
+
+    static func logHead(_ db: GRDB.Database, zoneRowID: Int64) throws -> (seq: Int64, hash: Digest32)? {
+        let statement = try RawStatement(db.cachedStatement(sql: "SELECT seq, hash FROM zone_log WHERE zone_id = ? ORDER BY seq DESC LIMIT 1"))
+        defer { statement.reset() }
+        statement.bind(1, zoneRowID)
+        guard try statement.step() else { return nil }
+        let hash = statement.bytes(1)
+        return (statement.int64(0), hash.count == 32 ? Digest32(hash) : .zero)
+    }
+
+    static func logEntries(_ db: GRDB.Database, zoneRowID: Int64, after seq: Int64) throws -> [StoredLogEntry] {
+        let statement = try RawStatement(db.cachedStatement(sql: "SELECT seq, body, signature FROM zone_log WHERE zone_id = ? AND seq > ? ORDER BY seq"))
+        defer { statement.reset() }
+        statement.bind(1, zoneRowID)
+        statement.bind(2, seq)
+        var out = [StoredLogEntry]()
+        while try statement.step() {
+            out.append(StoredLogEntry(seq: statement.int64(0), body: Array(statement.bytes(1)), signature: Array(statement.bytes(2)),
+                                      entries: nil, names: nil))
+        }
+        return out
+    }
+
+    /// One entry with its record lists.
+    static func logEntry(_ db: GRDB.Database, zoneRowID: Int64, seq: Int64) throws -> StoredLogEntry? {
+        guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT body, signature, entries, names FROM zone_log WHERE zone_id = ? AND seq = ?"),
+                                         arguments: [zoneRowID, seq]) else { return nil }
+        return StoredLogEntry(seq: seq, body: Array(row[0] as Data), signature: Array(row[1] as Data),
+                              entries: (row[2] as Data?).map(Array.init), names: (row[3] as Data?).map(Array.init))
+    }
+
+    // MARK: - Errors
+
+    func refused(_ zone: ZoneRow, _ refusal: ZoneState.Refusal) -> StoreError {
+        StoreError(.integrityFailure, "entry \(refusal.seq) of the log of zone '\(zone.id.name)' (owned by \(describeUser(zone.id.ownerID))) fails verification: \(refusal.reason); the store was changed")
+    }
+
+    func rolledBack(_ zone: ZoneRow, storeHead: Int64, seen: Int64) -> StoreError {
+        StoreError(.integrityFailure, "zone '\(zone.id.name)' of \(describeUser(zone.id.ownerID)) is refused: its log ends at entry \(storeHead), but you verified it up to entry \(seen) before; the store was rolled back or its log was cut")
+    }
+
+    func forked(_ zone: ZoneRow, at seq: Int64) -> StoreError {
+        StoreError(.integrityFailure, "zone '\(zone.id.name)' of \(describeUser(zone.id.ownerID)) is refused: its entry \(seq) is not the one you verified before; the store's log was forked or rewritten")
+    }
+
+    /// "you" for the acting user, else the contact's name and id, or the id.
+    func describeUser(_ id: String) -> String {
+        if id == userID { return "you" }
+        // From the cards already verified (this may run inside a transaction: no new read).
+        if let name = store.verifiedCards.withLock({ $0[id]?.contact.name }) { return "\(name) (\(id))" }
+        return id
+    }
+}

@@ -1,0 +1,660 @@
+import CofferCrypto
+@testable import CofferVault
+import Foundation
+import GRDB
+import Testing
+@testable import CofferStore
+
+/// The hostile store: an attacker who can read and write every byte of the store's file, with
+/// raw SQL and libsodium, holding only their own vault (a backup thief, a database admin, a
+/// participant who bypasses the library). Each attack is a test that must keep failing: the
+/// forgery is refused on read or on write with `.integrityFailure` (or a refusal that gives the
+/// attacker nothing), `audit` reports it, no read returns a value the attacker chose, and no
+/// secret is ever sealed under a key the attacker holds.
+@Suite("Hostile store")
+struct HostileStoreTests {
+    /// A store with Alice (owner), Bob and Carol (participants to be) and Mallory (the attacker,
+    /// with a vault of her own), each with a session.
+    struct Scene {
+        let f: ShareFixture
+        let bob: Session
+        let carol: Session
+        let mallory: Session
+        var alice: Session { f.alice }
+
+        static func run(_ body: (Scene) async throws -> Void) async throws {
+            try await ShareFixture.run { f in
+                let scene = Scene(f: f, bob: try f.user("Bob", "bob@example.com"), carol: try f.user("Carol", "carol@example.com"),
+                                  mallory: try f.user("Mallory", "mallory@example.com"))
+                try await body(scene)
+            }
+        }
+
+        /// The attacker's own connection to the file.
+        func raw<T>(_ body: (Database) throws -> T) throws -> T { try f.raw(body) }
+
+        func rowID(_ zone: ZoneID) throws -> Int64 { try f.zoneRowID(zone) }
+
+        /// A new session of the same user, who remembers what they verified (the same vault).
+        func fresh(_ s: Session) throws -> Session { try f.fresh(s) }
+
+        /// The same user on a machine that never saw the zone: the vault opened again, without
+        /// its marks.
+        func forgetful(_ s: Session) throws -> Session {
+            try? FileManager.default.removeItem(atPath: s.vault.url.path + ".marks")
+            let vault = try Vault.open(at: s.vault.url, passphrase: SecureBytes(copying: Array(sharePassphrase.utf8)))
+            for mark in try vault.marks.all() { try vault.marks.reset(zone: mark.zoneUID, to: nil) }
+            return try f.store.session(vault: vault)
+        }
+
+        /// Every record of the zone that `s` can read, refused ones left out, by name.
+        func readable(_ zone: ZoneID, as s: Session) async throws -> [String: CofferStore.Record] {
+            let db = s.zoneIDIsMine(zone) ? s.privateDatabase : s.sharedDatabase
+            let result = try await db.query(Query(recordType: "Note"), in: zone)
+            return Dictionary(uniqueKeysWithValues: result.records.map { ($0.name, $0) })
+        }
+
+        /// No record `s` reads carries a value the attacker chose (they all say "mallory").
+        func expectNoAttackerValue(_ zone: ZoneID, as s: Session, sourceLocation: SourceLocation = #_sourceLocation) async {
+            guard let records = try? await readable(zone, as: s) else { return } // refused outright: nothing returned
+            for record in records.values {
+                let values = record.values.values.map { "\($0)" } + record.encryptedValues.values.map { "\($0)" }
+                #expect(!values.contains { $0.lowercased().contains("mallory") }, "\(record.name) has a value the attacker chose",
+                        sourceLocation: sourceLocation)
+            }
+        }
+
+        /// No sealed value in the file opens with `key` (a key the attacker holds).
+        func expectNothingSealedUnder(_ key: SymmetricKey, sourceLocation: SourceLocation = #_sourceLocation) throws {
+            try raw { db in
+                for row in try Row.fetchAll(db, sql: "SELECT z.owner_id, z.name, r.name, r.type, r.epoch, r.sealed, z.uid, z.id FROM record r JOIN zone z ON z.id = r.zone_id WHERE r.sealed IS NOT NULL") {
+                    let zone = ZoneRow(rowID: row[7], uid: Array(row[6] as Data), id: ZoneID(name: row[1], ownerID: row[0]), sequence: 0,
+                                       created: Date(), logFormat: 1)
+                    let ad = Session.associatedData(zone: zone, name: row[2], type: row[3], epoch: row[4])
+                    let opened = try? Envelope(bytes: Array(row[5] as Data)).open(using: key, authenticating: ad)
+                    #expect(opened == nil, "record '\(row[2] as String)' is sealed under the attacker's key", sourceLocation: sourceLocation)
+                }
+            }
+        }
+
+        /// The audit of `s` reports a finding about the zone.
+        func expectAuditFinding(_ zone: ZoneID, as s: Session, _ kinds: Set<AuditFinding.Kind> = [], sourceLocation: SourceLocation = #_sourceLocation) async throws {
+            let report = try await s.audit()
+            let found = report.findings.filter { $0.zone == zone && (kinds.isEmpty || kinds.contains($0.kind)) }
+            #expect(!found.isEmpty, "audit reports nothing about zone '\(zone.name)': \(report.findings)", sourceLocation: sourceLocation)
+        }
+
+        /// The head of the zone's log in the file: its sequence and stored hash.
+        func head(_ zone: ZoneID) throws -> (seq: Int64, hash: Digest32) {
+            let id = try rowID(zone)
+            return try raw { db in try #require(try Session.logHead(db, zoneRowID: id)) }
+        }
+
+        /// Alice's zone with two notes, shared with Bob (read-only) and Carol (read-write), both accepted.
+        func sharedZone(_ name: String = "Family") async throws -> ZoneID {
+            let zone = try await f.aliceZone(name)
+            _ = try await alice.share(zone: zone, title: "Family notes")
+            for (who, permission) in [(bob, SharePermission.readOnly), (carol, .readWrite)] {
+                let share = try await alice.addParticipant(who.userID, permission: permission, to: zone)
+                _ = try await who.acceptShare(url: share.url)
+            }
+            // Everyone has read the zone: their marks are at its head.
+            for s in [alice, bob, carol] { _ = try await readable(zone, as: s) }
+            return zone
+        }
+
+        /// Alice's zone with two notes, never shared.
+        func unsharedZone(_ name: String = "Private") async throws -> ZoneID {
+            let zone = try await f.aliceZone(name)
+            _ = try await readable(zone, as: alice)
+            return zone
+        }
+    }
+
+    // MARK: - 1. Key injection
+
+    /// Mallory wraps a key of her own to Alice for the next epoch and moves the zone's (unsigned)
+    /// epoch column to it: the log, not the column, says which epoch is current, so Alice's
+    /// next save is sealed under the genuine key.
+    @Test("key injection: a key wrapped to the owner for a next epoch, and the epoch column moved to it", arguments: [false, true])
+    func keyInjectionNextEpoch(shared: Bool) async throws {
+        try await Scene.run { s in
+            let zone = shared ? try await s.sharedZone() : try await s.unsharedZone()
+            let injected = SymmetricKey()
+            let row = try s.f.zoneRow(zone)
+            try s.raw { db in
+                for (user, epoch) in [(s.alice, Int64(2))] + (shared ? [(s.carol, Int64(2))] : []) {
+                    let wrapped = Session.wrapZoneKey(injected, zoneUID: row.uid, epoch: epoch, to: user.vault.identity.boxKey)
+                    try db.execute(sql: "INSERT INTO zone_key (zone_id, epoch, member_id, wrapped_key) VALUES (?, ?, ?, ?)",
+                                   arguments: [row.rowID, epoch, user.userID, Data(wrapped)])
+                }
+                try db.execute(sql: "UPDATE zone SET current_epoch = 2 WHERE id = ?", arguments: [row.rowID])
+            }
+            // Writers seal under the epoch the log says (1), with the key its commitment names.
+            _ = try await s.fresh(s.alice).privateDatabase.save(shareNote("after", in: zone, body: "secret after the injection"))
+            if shared {
+                _ = try await s.fresh(s.carol).sharedDatabase.save(shareNote("carols", in: zone, body: "carol's secret"))
+            }
+            try s.expectNothingSealedUnder(injected)
+            #expect(try s.f.recordEpochs(zone)["after"] == 1)
+            try await s.expectAuditFinding(zone, as: s.fresh(s.alice), [.cache])
+        }
+    }
+
+    /// Mallory replaces the key wrapped to a member for the current epoch with one of her own,
+    /// validly wrapped: it opens, but does not match the owner's commitment in the log.
+    @Test("key injection: the current epoch's key wrapped to a member is replaced by another key", arguments: [false, true])
+    func keyInjectionCurrentEpoch(shared: Bool) async throws {
+        try await Scene.run { s in
+            let zone = shared ? try await s.sharedZone() : try await s.unsharedZone()
+            let victim = shared ? s.carol : s.alice
+            let injected = SymmetricKey()
+            let row = try s.f.zoneRow(zone)
+            try s.raw { db in
+                let wrapped = Session.wrapZoneKey(injected, zoneUID: row.uid, epoch: 1, to: victim.vault.identity.boxKey)
+                try db.execute(sql: "UPDATE zone_key SET wrapped_key = ? WHERE zone_id = ? AND member_id = ?",
+                               arguments: [Data(wrapped), row.rowID, victim.userID])
+                #expect(db.changesCount == 1)
+            }
+            let db = shared ? try s.fresh(victim).sharedDatabase : try s.fresh(victim).privateDatabase
+            let error = await shareExpectError(.integrityFailure) { try await db.save(shareNote("after", in: zone, body: "never sealed")) }
+            #expect(error?.message.contains("not the one its owner committed to") == true, "\(error?.message ?? "")")
+            await shareExpectError(.integrityFailure) { try await db.record(named: "n1", in: zone) }
+            try s.expectNothingSealedUnder(injected)
+            try await s.expectAuditFinding(zone, as: s.fresh(victim), [.key])
+            if shared { #expect(shareBody(try await s.fresh(s.alice).privateDatabase.record(named: "n1", in: zone)) == "body of n1") }
+        }
+    }
+
+    @Test("a forged wrapped key (bytes that are not a sealed box to the member) is refused")
+    func forgedWrappedKey() async throws {
+        try await Scene.run { s in
+            let zone = try await s.sharedZone()
+            let rid = try s.rowID(zone)
+            try s.raw { db in
+                try db.execute(sql: "UPDATE zone_key SET wrapped_key = ? WHERE zone_id = ? AND member_id = ?",
+                               arguments: [Data(SecureRandom.bytes(count: 108)), rid, s.bob.userID])
+            }
+            let error = await shareExpectError(.integrityFailure) { try await s.fresh(s.bob).sharedDatabase.record(named: "n1", in: zone) }
+            #expect(error?.message.contains("does not open") == true, "\(error?.message ?? "")")
+            try await s.expectAuditFinding(zone, as: s.fresh(s.bob), [.key])
+        }
+    }
+
+    /// A key-chain link of an older epoch replaced by one sealing another key under the current
+    /// key (which a participant holds): records of the older epoch are refused, never opened
+    /// with the substituted key.
+    @Test("a key-chain link that opens to another key than the committed one is refused")
+    func forgedChainLink() async throws {
+        try await Scene.run { s in
+            let zone = try await s.sharedZone()
+            _ = try await s.alice.removeParticipant(s.bob.userID, from: zone) // epoch 2; n1, n2 sealed under epoch 1
+            let row = try s.f.zoneRow(zone)
+            let current = try s.raw { db in try s.carol.zoneKey(db, zone: row, epoch: 2, state: try s.carol.zoneState(db, zone: row)) }
+            let substitute = SymmetricKey()
+            try s.raw { db in
+                let link = Envelope.seal(substitute.bytes, using: current, keyID: 2, authenticating: Session.chainAD(zoneUID: row.uid, epoch: 1))
+                try db.execute(sql: "UPDATE zone_key_chain SET sealed_key = ? WHERE zone_id = ? AND epoch = 1", arguments: [Data(link.bytes), row.rowID])
+            }
+            let error = await shareExpectError(.integrityFailure) { try await s.fresh(s.alice).privateDatabase.record(named: "n1", in: zone) }
+            #expect(error?.message.contains("not the one its owner committed to") == true, "\(error?.message ?? "")")
+            try await s.expectAuditFinding(zone, as: s.fresh(s.alice), [.record])
+        }
+    }
+
+    // MARK: - 2. Contact key swap
+
+    /// Mallory puts her own box key in Bob's contact row and dates it in the future, so that a
+    /// card refresh would never repair it. Keys come from the signed card: the owner's next
+    /// invitation (unshared zone) or rotation (shared zone) wraps the zone key to Bob's real key.
+    @Test("contact key swap: a participant's box key column replaced and dated in the future", arguments: [false, true])
+    func contactKeySwap(shared: Bool) async throws {
+        try await Scene.run { s in
+            let zone = shared ? try await s.sharedZone() : try await s.unsharedZone()
+            try s.raw { db in
+                try db.execute(sql: "UPDATE contact SET box_key = ?, name = 'Mallory', email = 'mallory@example.com', card_created = '2999-01-01T00:00:00Z' WHERE user_id = ?",
+                               arguments: [Data(s.mallory.vault.identity.boxKey.rawRepresentation), s.bob.userID])
+                #expect(db.changesCount == 1)
+            }
+            let alice = try s.fresh(s.alice)
+            if shared {
+                _ = try await alice.removeParticipant(s.carol.userID, from: zone) // rotation: wrapped to Bob again
+            } else {
+                _ = try await alice.share(zone: zone, title: "now shared")
+                _ = try await alice.addParticipant(s.bob.userID, permission: .readOnly, to: zone)
+                _ = try await s.bob.acceptShare(url: try await alice.fetchShare(in: zone).url)
+            }
+            // Every key wrapped to Bob opens with Bob's key; none with Mallory's.
+            let row = try s.f.zoneRow(zone)
+            for key in try s.f.zoneKeyRows(zone) where key.member == s.bob.userID {
+                let wrapped = try #require(try s.f.wrappedKey(zone, member: s.bob.userID, epoch: key.epoch))
+                #expect(throws: CryptoError.self) { _ = try SealedBoxWrap.open(wrapped, with: s.mallory.vault.boxKey) }
+                _ = try Session.unwrapZoneKey(wrapped, zoneUID: row.uid, epoch: key.epoch, with: s.bob.vault.boxKey)
+            }
+            #expect(shareBody(try await s.fresh(s.bob).sharedDatabase.record(named: "n1", in: zone)) == "body of n1")
+            // The contact as the store reports it is the card's, not the row's.
+            let contact = try s.f.store.contact(matching: s.bob.userID)
+            #expect(contact.name == "Bob" && contact.identity.boxKey == s.bob.vault.identity.boxKey)
+            #expect((try? s.f.store.contact(matching: "mallory@example.com"))?.userID == s.mallory.userID)
+            let report = try await alice.audit()
+            #expect(report.findings.contains { (f: AuditFinding) in f.kind == .contact && f.subject == s.bob.userID }, "\(report.findings)")
+        }
+    }
+
+    @Test("a card dated in the future is refused, when added and when found stored")
+    func futureDatedCard() async throws {
+        try await Scene.run { s in
+            let zone = try await s.sharedZone()
+            let future = ContactCard(vault: s.mallory.vault, created: Date().addingTimeInterval(86_400 * 365))
+            shareExpectErrorSync(.invalidArguments) { try s.f.store.addContact(future) }
+            // Stored by hand: the card does not count, so Mallory's entries cannot verify.
+            try s.raw { db in
+                try db.execute(sql: "UPDATE contact SET card = ?, card_created = ? WHERE user_id = ?",
+                               arguments: [future.jsonData(), future.created, s.mallory.userID])
+            }
+            shareExpectErrorSync(.unknownItem) { try s.f.store.contact(matching: "mallory@example.com") }
+            try s.raw { db in try forgeCommit(db, zone: zone, signer: s.mallory, name: "m1", title: "mallory", body: nil) }
+            let result = try await s.fresh(s.alice).privateDatabase.query(Query(recordType: "Note"), in: zone)
+            #expect(result.refused.keys.contains("m1"))
+            #expect(result.refused["m1"]?.message.contains("dated") == true || result.refused["m1"]?.message.contains("not a contact") == true,
+                    "\(result.refused["m1"]?.message ?? "")")
+            await s.expectNoAttackerValue(zone, as: try s.fresh(s.alice))
+            let report = try await s.fresh(s.alice).audit()
+            #expect(report.findings.contains { (f: AuditFinding) in f.kind == .contact && f.subject == s.mallory.userID }, "\(report.findings)")
+        }
+    }
+
+    @Test("a new card for a user id whose keys changed is refused")
+    func cardWithOtherKeys() async throws {
+        try await Scene.run { s in
+            // A card signed with Bob's signing key (Bob's id) but another box key.
+            let other = X25519.PrivateKey()
+            let identity = UserIdentity(name: "Bob", email: "bob@example.com", signingKey: s.bob.vault.identity.signingKey, boxKey: other.publicKey)
+            let created = ISO8601DateFormatter().string(from: Date().addingTimeInterval(60))
+            let signature = s.bob.vault.signingKey.signature(for: ContactCard.signedBytes(identity: identity, created: created))
+            let json: [String: Any] = ["format": ContactCard.format, "version": ContactCard.version, "userID": identity.userID, "name": "Bob",
+                                       "email": "bob@example.com", "signingKey": Data(identity.signingKey.rawRepresentation).base64EncodedString(),
+                                       "boxKey": Data(other.publicKey.rawRepresentation).base64EncodedString(), "created": created,
+                                       "signature": Data(signature).base64EncodedString()]
+            let card = try ContactCard.verify(try JSONSerialization.data(withJSONObject: json))
+            let error = shareExpectErrorSync(.invalidArguments) { try s.f.store.addContact(card) }
+            #expect(error?.message.contains("keeps its keys") == true, "\(error?.message ?? "")")
+            #expect(try s.f.store.contact(matching: s.bob.userID).identity.boxKey == s.bob.vault.identity.boxKey)
+        }
+    }
+
+    // MARK: - 3. Membership rollback
+
+    /// Carol was read-write and is demoted to read-only. With her own vault and raw SQL she puts
+    /// the log back to before her demotion (the entry deleted, everything after it too) and
+    /// signs a commit in its place. Everyone who saw the demotion refuses the store.
+    @Test("membership rollback: a demoted writer drops the demotion entry and writes in its place")
+    func membershipRollbackShared() async throws {
+        try await Scene.run { s in
+            let zone = try await s.sharedZone()
+            let before = try s.head(zone).seq
+            _ = try await s.alice.setPermission(.readOnly, for: s.carol.userID, in: zone)
+            _ = try await s.readable(zone, as: s.bob) // Bob saw the demotion too
+            let rid = try s.rowID(zone)
+            try s.raw { db in
+                try db.execute(sql: "DELETE FROM zone_log WHERE zone_id = ? AND seq > ?", arguments: [rid, before])
+                try forgeCommit(db, zone: zone, signer: s.carol, name: "by-carol", title: "mallory-style edit", body: "carol rewrote history")
+            }
+            for reader in [s.alice, s.bob] {
+                let db = reader === s.alice ? try s.fresh(reader).privateDatabase : try s.fresh(reader).sharedDatabase
+                let error = await shareExpectError(.integrityFailure) { try await db.record(named: "by-carol", in: zone) }
+                #expect(error?.message.contains("zone 'Family'") == true, "\(error?.message ?? "")")
+                await s.expectNoAttackerValue(zone, as: try s.fresh(reader))
+            }
+            try await s.expectAuditFinding(zone, as: s.fresh(s.alice), [.log])
+        }
+    }
+
+    /// The unshared variant: a zone once shared with Carol read-write, then no longer (the share
+    /// stopped). Carol drops the entry that stopped it and writes.
+    @Test("membership rollback: a former writer drops the entry that stopped the share and writes")
+    func membershipRollbackUnshared() async throws {
+        try await Scene.run { s in
+            let zone = try await s.sharedZone()
+            let before = try s.head(zone).seq
+            try await s.alice.stopSharing(zone: zone)
+            _ = try await s.readable(zone, as: s.alice)
+            let rid = try s.rowID(zone)
+            try s.raw { db in
+                try db.execute(sql: "DELETE FROM zone_log WHERE zone_id = ? AND seq > ?", arguments: [rid, before])
+                try forgeCommit(db, zone: zone, signer: s.carol, name: "by-carol", title: "mallory-style", body: nil)
+            }
+            await shareExpectError(.integrityFailure) { try await s.fresh(s.alice).privateDatabase.record(named: "by-carol", in: zone) }
+            await shareExpectError(.integrityFailure) { try await s.fresh(s.alice).privateDatabase.save(shareNote("n3", in: zone)) }
+            try await s.expectAuditFinding(zone, as: s.fresh(s.alice), [.log])
+        }
+    }
+
+    /// A reader who never saw the demotion cannot tell it was dropped (fork consistency is for
+    /// users comparing heads), but the dropped entry cannot be put back with a forged one: the
+    /// demoted writer's commit after it is refused.
+    @Test("a demoted writer's commit after the demotion entry is refused even by a reader who saw nothing before")
+    func demotedWriterAfterDemotion() async throws {
+        try await Scene.run { s in
+            let zone = try await s.sharedZone()
+            _ = try await s.alice.setPermission(.readOnly, for: s.carol.userID, in: zone)
+            try s.raw { db in try forgeCommit(db, zone: zone, signer: s.carol, name: "by-carol", title: "mallory", body: nil) }
+            let stranger = try s.forgetful(s.alice)
+            let error = await shareExpectError(.integrityFailure) { try await stranger.privateDatabase.record(named: "by-carol", in: zone) }
+            #expect(error?.message.contains("has read-only permission") == true, "\(error?.message ?? "")")
+            await s.expectNoAttackerValue(zone, as: stranger)
+            try await s.expectAuditFinding(zone, as: stranger, [.log])
+        }
+    }
+
+    // MARK: - 4. Rekey laundering
+
+    /// A row edited by hand (its plain value, parent, creator, dates) must not come out of a
+    /// re-key validly signed by the owner: the re-key verifies every row first, stops naming the
+    /// record, and writes nothing.
+    @Test("rekey laundering: a row edited by hand stops the re-key, named, before anything is written",
+          arguments: [(false, "plain"), (true, "plain"), (true, "parent"), (true, "creator_id"), (true, "created_at")])
+    func rekeyLaundering(shared: Bool, column: String) async throws {
+        try await Scene.run { s in
+            let zone = shared ? try await s.sharedZone() : try await s.unsharedZone()
+            if shared {
+                _ = try await s.alice.removeParticipant(s.bob.userID, from: zone)
+            } else {
+                _ = try await s.alice.share(zone: zone, title: "briefly")
+                try await s.alice.stopSharing(zone: zone) // epoch 2: the notes are under epoch 1
+            }
+            let id = try s.rowID(zone)
+            let value: any DatabaseValueConvertible = switch column {
+            case "plain": #"{"title":"mallory was here"}"#
+            case "parent": "n2"
+            case "creator_id": s.mallory.userID
+            default: 1.0
+            }
+            try s.raw { db in
+                try db.execute(sql: "UPDATE record SET \(column) = ? WHERE zone_id = ? AND name = 'n1'", arguments: [value, id])
+                #expect(db.changesCount == 1)
+            }
+            let headBefore = try s.head(zone)
+            let rowsBefore = try s.raw { db in try Row.fetchAll(db, sql: "SELECT * FROM record WHERE zone_id = ? ORDER BY name", arguments: [id]) }
+            let error = await shareExpectError(.integrityFailure) { try await s.fresh(s.alice).rekey(zone: zone) }
+            #expect(error?.message.contains("record 'n1'") == true && error?.message.contains("before writing anything") == true,
+                    "\(error?.message ?? "")")
+            let headAfter = try s.head(zone)
+            #expect(headAfter.seq == headBefore.seq && headAfter.hash == headBefore.hash)
+            #expect(try s.raw { db in try Row.fetchAll(db, sql: "SELECT * FROM record WHERE zone_id = ? ORDER BY name", arguments: [id]) } == rowsBefore)
+            await s.expectNoAttackerValue(zone, as: try s.fresh(s.alice))
+            try await s.expectAuditFinding(zone, as: s.fresh(s.alice), [.record])
+        }
+    }
+
+    // MARK: - Rollback, cuts, drops
+
+    @Test("a whole-file rollback: an old copy of the store put back after users worked", arguments: [false, true])
+    func wholeFileRollback(shared: Bool) async throws {
+        try await Scene.run { s in
+            let zone = shared ? try await s.sharedZone() : try await s.unsharedZone()
+            let path = s.f.store.url.path
+            // The copy, taken as a backup would be (a consistent snapshot).
+            let copy = s.f.folder.appendingPathComponent("old.sqlite").path
+            let snapshot = try DatabaseQueue(path: path)
+            try await snapshot.writeWithoutTransaction { db in try db.execute(sql: "VACUUM INTO ?", arguments: [copy]) }
+            try snapshot.close()
+            _ = try await s.alice.privateDatabase.save(shareNote("later", in: zone, body: "written after the copy"))
+            if shared { _ = try await s.alice.setPermission(.readOnly, for: s.carol.userID, in: zone) }
+            for s2 in [s.alice] + (shared ? [s.bob] : []) { _ = try await s.readable(zone, as: s2) }
+            try s.raw { db in
+                // Put the copy back, page for page, through SQLite (as restoring a backup would).
+                try db.execute(sql: "ATTACH DATABASE ? AS old", arguments: [copy])
+                for table in ["zone_log", "record", "zone_key", "zone_member"] {
+                    try db.execute(sql: "DELETE FROM main.\(table)")
+                    try db.execute(sql: "INSERT INTO main.\(table) SELECT * FROM old.\(table)")
+                }
+                try db.execute(sql: "UPDATE main.zone SET sequence = (SELECT sequence FROM old.zone WHERE old.zone.id = main.zone.id)")
+            }
+            _ = path
+            for reader in [s.alice] + (shared ? [s.bob] : []) {
+                let db = reader === s.alice ? try s.fresh(reader).privateDatabase : try s.fresh(reader).sharedDatabase
+                let error = await shareExpectError(.integrityFailure) { try await db.record(named: "n1", in: zone) }
+                #expect(error?.message.contains("zone 'Family'") == true || error?.message.contains("zone 'Private'") == true, "\(error?.message ?? "")")
+                #expect(error?.message.contains("rolled back") == true, "\(error?.message ?? "")")
+            }
+            if shared {
+                // Carol was demoted after the copy but never read since: she cannot know the
+                // demotion was dropped, and her client writes. Those who saw it refuse her write.
+                _ = try? await s.fresh(s.carol).sharedDatabase.save(shareNote("c9", in: zone, title: "mallory"))
+                await shareExpectError(.integrityFailure) { try await s.fresh(s.alice).privateDatabase.record(named: "c9", in: zone) }
+                await shareExpectError(.integrityFailure) { try await s.fresh(s.bob).sharedDatabase.record(named: "c9", in: zone) }
+            }
+            try await s.expectAuditFinding(zone, as: s.fresh(s.alice), [.log])
+        }
+    }
+
+    @Test("a tail cut: the log's last entries deleted", arguments: [1, 3])
+    func tailCut(entries: Int) async throws {
+        try await Scene.run { s in
+            let zone = try await s.sharedZone()
+            for i in 0..<3 { _ = try await s.alice.privateDatabase.save(shareNote("t\(i)", in: zone)) }
+            _ = try await s.readable(zone, as: s.bob)
+            let head = try s.head(zone).seq
+            let rid = try s.rowID(zone)
+            try s.raw { db in
+                try db.execute(sql: "DELETE FROM zone_log WHERE zone_id = ? AND seq > ?", arguments: [rid, head - Int64(entries)])
+            }
+            for reader in [s.alice, s.bob] {
+                let db = reader === s.alice ? try s.fresh(reader).privateDatabase : try s.fresh(reader).sharedDatabase
+                let error = await shareExpectError(.integrityFailure) { try await db.query(Query(recordType: "Note"), in: zone) }
+                #expect(error?.message.contains("ends at entry \(head - Int64(entries)), but you verified it up to entry \(head)") == true,
+                        "\(error?.message ?? "")")
+            }
+            try await s.expectAuditFinding(zone, as: s.fresh(s.alice), [.log])
+        }
+    }
+
+    @Test("a dropped commit, and a dropped membership entry, in the middle of the log", arguments: ["commit", "membership"])
+    func droppedEntry(kind: String) async throws {
+        try await Scene.run { s in
+            let zone = try await s.sharedZone()
+            _ = try await s.alice.privateDatabase.save(shareNote("c1", in: zone))
+            let commitSeq = try s.head(zone).seq
+            _ = try await s.alice.setPermission(.readOnly, for: s.carol.userID, in: zone)
+            let membershipSeq = try s.head(zone).seq
+            _ = try await s.alice.privateDatabase.save(shareNote("c2", in: zone))
+            let dropped = kind == "commit" ? commitSeq : membershipSeq
+            let rid = try s.rowID(zone)
+            try s.raw { db in
+                try db.execute(sql: "DELETE FROM zone_log WHERE zone_id = ? AND seq = ?", arguments: [rid, dropped])
+                #expect(db.changesCount == 1)
+            }
+            await shareExpectError(.integrityFailure) { try await s.fresh(s.alice).privateDatabase.record(named: "n1", in: zone) }
+            // One who never saw the log reads up to the gap only: nothing after it is believed.
+            let stranger = try s.forgetful(s.alice)
+            let result = try await stranger.privateDatabase.query(Query(recordType: "Note"), in: zone)
+            #expect(!result.records.map(\.name).contains("c2"))
+            #expect(result.refused.keys.contains("c2"))
+            try await s.expectAuditFinding(zone, as: s.fresh(s.alice), [.log])
+        }
+    }
+
+    // MARK: - Acceptances
+
+    /// Bob accepted and then left. His old acceptance entry, copied to the head of the log,
+    /// does not make him a member again: it names its own position and the share's old version.
+    @Test("acceptance replay: an old acceptance copied to the head after a leave")
+    func acceptanceReplay() async throws {
+        try await Scene.run { s in
+            let zone = try await s.sharedZone()
+            let id = try s.rowID(zone)
+            let accepted = try s.raw { db in
+                try #require(try Row.fetchOne(db, sql: "SELECT seq, body, signature FROM zone_log WHERE zone_id = ? AND kind = 4 AND author_id = ? ORDER BY seq LIMIT 1",
+                                              arguments: [id, s.bob.userID]))
+            }
+            try await s.bob.leaveShare(zone: zone)
+            _ = try await s.readable(zone, as: s.alice)
+            let head = try s.head(zone)
+            try s.raw { db in
+                let body = Array(accepted[1] as Data), signature = Array(accepted[2] as Data)
+                try db.execute(sql: "INSERT INTO zone_log (zone_id, seq, kind, author_id, body, signature, hash) VALUES (?, ?, 4, ?, ?, ?, ?)",
+                               arguments: [id, head.seq + 1, s.bob.userID, Data(body), Data(signature),
+                                           Data(LogEntry.hash(body: body, signature: signature).bytes)])
+            }
+            await shareExpectError(.permissionFailure) { try await s.forgetful(s.bob).sharedDatabase.record(named: "n1", in: zone) }
+            let share = try await s.forgetful(s.alice).fetchShare(in: zone)
+            #expect(share.testParticipant(s.bob.userID)?.status == .removed && share.testParticipant(s.bob.userID)?.left == true)
+            try await s.expectAuditFinding(zone, as: s.fresh(s.alice), [.log])
+        }
+    }
+
+    /// Bob's acceptance of one zone, moved into another zone of Alice's where he is invited but
+    /// has not accepted, does not accept for him there.
+    @Test("acceptance replay: an acceptance moved to another zone")
+    func acceptanceMovedToAnotherZone() async throws {
+        try await Scene.run { s in
+            let first = try await s.sharedZone("Family")
+            let second = try await s.f.aliceZone("Work")
+            _ = try await s.alice.share(zone: second, title: "Work")
+            _ = try await s.alice.addParticipant(s.bob.userID, permission: .readOnly, to: second)
+            let from = try s.rowID(first), to = try s.rowID(second)
+            try s.raw { db in
+                let row = try #require(try Row.fetchOne(db, sql: "SELECT body, signature FROM zone_log WHERE zone_id = ? AND kind = 4 AND author_id = ?",
+                                                        arguments: [from, s.bob.userID]))
+                let head = try #require(try Session.logHead(db, zoneRowID: to))
+                let body = Array(row[0] as Data), signature = Array(row[1] as Data)
+                try db.execute(sql: "INSERT INTO zone_log (zone_id, seq, kind, author_id, body, signature, hash) VALUES (?, ?, 4, ?, ?, ?, ?)",
+                               arguments: [to, head.seq + 1, s.bob.userID, Data(body), Data(signature),
+                                           Data(LogEntry.hash(body: body, signature: signature).bytes)])
+            }
+            let error = await shareExpectError(.permissionFailure) { try await s.forgetful(s.bob).sharedDatabase.record(named: "n1", in: second) }
+            #expect(error?.message.contains("have not accepted") == true, "\(error?.message ?? "")")
+            try await s.expectAuditFinding(second, as: s.forgetful(s.alice), [.log])
+        }
+    }
+
+    @Test("another participant's acceptance, relabeled as yours, does not accept for you")
+    func acceptanceOfAnother() async throws {
+        try await Scene.run { s in
+            let zone = try await s.f.aliceZone("Family")
+            _ = try await s.alice.share(zone: zone, title: "t")
+            _ = try await s.alice.addParticipant(s.bob.userID, permission: .readOnly, to: zone)
+            let share = try await s.alice.addParticipant(s.carol.userID, permission: .readOnly, to: zone)
+            _ = try await s.bob.acceptShare(url: share.url)
+            let rid = try s.rowID(zone)
+            try s.raw { db in
+                let id = rid
+                let seq = try #require(try Int64.fetchOne(db, sql: "SELECT seq FROM zone_log WHERE zone_id = ? AND kind = 4", arguments: [id]))
+                try signedEditEntry(db, zoneRowID: id, seq: seq) { e in
+                    LogEntry(zoneUID: e.zoneUID, seq: e.seq, prev: e.prev, kind: e.kind, authorID: s.carol.userID, time: e.time, payload: e.payload)
+                }
+            }
+            await shareExpectError(.permissionFailure) { try await s.forgetful(s.carol).sharedDatabase.record(named: "n1", in: zone) }
+            try await s.expectAuditFinding(zone, as: s.forgetful(s.alice), [.log])
+        }
+    }
+
+    // MARK: - The public link
+
+    /// While the public permission is read-write, only those who hold the link may write: Mallory,
+    /// who never had it, signs an acceptance by link without a valid proof, then commits.
+    @Test("a public-link writer without proof of the link", arguments: ["no proof", "her own key's proof", "a commit with no acceptance"])
+    func publicWriterWithoutProof(variant: String) async throws {
+        try await Scene.run { s in
+            let zone = try await s.f.aliceZone("Open")
+            let share = try await s.alice.share(zone: zone, title: "open", publicPermission: .readWrite)
+            _ = try await s.carol.acceptShare(url: share.url) // Carol holds the link
+            _ = try await s.carol.sharedDatabase.save(shareNote("by-carol", in: zone))
+            let state = try s.f.state(zone)
+            try s.raw { db in
+                if variant != "a commit with no acceptance" {
+                    let proof: [UInt8]? = variant == "no proof" ? nil
+                        : s.mallory.vault.signingKey.signature(for: AcceptancePayload.proofMessage(zoneUID: state.zoneUID, shareUID: state.share!.shareUID,
+                                                                                                    userID: s.mallory.userID))
+                    let payload = AcceptancePayload(shareUID: state.share!.shareUID, ownerID: state.ownerID, version: state.ownerSeq,
+                                                    role: .publicUser, state: .accepted, linkProof: proof)
+                    try forgeEntry(db, zone: zone, signer: s.mallory, kind: .acceptance, payload: payload.encoded)
+                }
+                try forgeCommit(db, zone: zone, signer: s.mallory, name: "by-mallory", title: "mallory", body: nil)
+            }
+            let reader = try s.forgetful(s.alice)
+            let result = try await reader.privateDatabase.query(Query(recordType: "Note"), in: zone)
+            #expect(result.records.map(\.name).sorted() == ["by-carol", "n1", "n2"])
+            #expect(result.refused.keys.contains("by-mallory"))
+            await s.expectNoAttackerValue(zone, as: reader)
+            try await s.expectAuditFinding(zone, as: try s.fresh(reader), [.log])
+            // The owner's next write takes the place of the refused entries, and the rotation
+            // never wraps the key to her.
+            _ = try await reader.setPublicPermission(.none, in: zone)
+            #expect(try s.f.zoneKeyRows(zone).allSatisfy { $0.member != s.mallory.userID })
+            await shareExpectError(.zoneNotFound) { try await s.forgetful(s.mallory).sharedDatabase.record(named: "n1", in: zone) }
+            // Her row stays behind, refused, and audit names it.
+            #expect(try await s.fresh(reader).audit().findings.filter { $0.zone == zone }.map(\.subject) == ["by-mallory"])
+        }
+    }
+
+    /// A session that verified the log keeps what it verified: an entry edited afterwards does not
+    /// make a read-only participant read-write in their long-lived session, nor show the
+    /// attacker's title; a new session of the same user refuses the store.
+    @Test("a long-lived session keeps the log it verified; a later edit of an entry is refused by new sessions")
+    func longLivedSessionAfterTampering() async throws {
+        try await Scene.run { s in
+            let zone = try await s.sharedZone()
+            let bob = s.bob
+            await shareExpectError(.permissionFailure, "read-only") { try await bob.sharedDatabase.save(shareNote("n9", in: zone)) }
+            let id = try s.rowID(zone)
+            // Entry 4 invites Bob read-only; Bob edits it to read-write, and the share's title.
+            try s.raw { db in
+                try signedEditEntry(db, zoneRowID: id, seq: 4) { e in
+                    var state = e.payload.withUnsafeBytes { raw -> StatePayload in
+                        var r = RawReader(raw, what: "membership")
+                        return try! StatePayload.decode(&r)
+                    }
+                    state.share!.participants[bob.userID] = .init(role: .privateUser, permission: .readWrite, status: .pending)
+                    state.share!.title = "mallory"
+                    var w = ByteWriter()
+                    state.encode(into: &w)
+                    return LogEntry(zoneUID: e.zoneUID, seq: e.seq, prev: e.prev, kind: e.kind, authorID: e.authorID, time: e.time, payload: w.bytes)
+                }
+            }
+            await shareExpectError(.permissionFailure, "Bob's escalated write in his old session") {
+                try await bob.sharedDatabase.save(shareNote("n9", in: zone, body: "escalated"))
+            }
+            #expect(try s.raw { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM record WHERE name = 'n9'") } == 0)
+            #expect(try await s.alice.fetchShare(in: zone).title == "Family notes")
+            await shareExpectError(.integrityFailure) { try await s.fresh(bob).sharedDatabase.record(named: "n1", in: zone) }
+            await shareExpectError(.integrityFailure) { try await s.fresh(s.alice).fetchShare(in: zone) }
+            try await s.expectAuditFinding(zone, as: s.fresh(s.alice), [.log])
+        }
+    }
+
+    // MARK: - Zones bound to their owners
+
+    @Test("a zone whose row names another owner than its genesis is refused; a participant's marks pin the owner")
+    func zoneOwnerSwap() async throws {
+        try await Scene.run { s in
+            let zone = try await s.sharedZone()
+            // Mallory makes a zone of her own, then gives it Alice's name and owner in the row.
+            let hers = try await s.mallory.privateDatabase.createZone(named: "Lure")
+            _ = try await s.mallory.privateDatabase.save(shareNote("m1", in: hers, title: "mallory"))
+            try s.raw { db in
+                try db.execute(sql: "UPDATE zone SET name = 'Family2', owner_id = ? WHERE owner_id = ? AND name = 'Lure'",
+                               arguments: [s.alice.userID, s.mallory.userID])
+            }
+            let lure = ZoneID(name: "Family2", ownerID: s.alice.userID)
+            let error = await shareExpectError(.integrityFailure) { try await s.forgetful(s.alice).privateDatabase.record(named: "m1", in: lure) }
+            #expect(error?.message.contains("genesis") == true, "\(error?.message ?? "")")
+            // Swapping the uids of Alice's zone and Mallory's does not move a zone either.
+            try s.raw { db in
+                try db.execute(sql: "UPDATE zone SET owner_id = ?, name = 'Lure' WHERE name = 'Family2'", arguments: [s.mallory.userID])
+                let a = try #require(try Data.fetchOne(db, sql: "SELECT uid FROM zone WHERE name = 'Family'"))
+                let m = try #require(try Data.fetchOne(db, sql: "SELECT uid FROM zone WHERE name = 'Lure'"))
+                try db.execute(sql: "UPDATE zone SET uid = ? WHERE name = 'Lure'", arguments: [Data(repeating: 0, count: 16)])
+                try db.execute(sql: "UPDATE zone SET uid = ? WHERE name = 'Family'", arguments: [m])
+                try db.execute(sql: "UPDATE zone SET uid = ? WHERE name = 'Lure'", arguments: [a])
+            }
+            await shareExpectError(.integrityFailure) { try await s.fresh(s.bob).sharedDatabase.record(named: "n1", in: zone) }
+            await s.expectNoAttackerValue(zone, as: try s.fresh(s.bob))
+        }
+    }
+}
+
+extension Session {
+    func zoneIDIsMine(_ zone: ZoneID) -> Bool { zone.ownerID == userID }
+}
