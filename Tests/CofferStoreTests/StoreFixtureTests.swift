@@ -18,6 +18,8 @@ struct StoreFixtureTests {
 
     /// The store of migration v5 (`v5-commit-names`): made by the code of that format.
     static let v5 = "store-v5.sqlite"
+    /// The store of migration v6 (`v6-zone-log`): the same users and records, with a zone log.
+    static let v6 = "store-v6.sqlite"
     static let alicePassphrase = "throwaway fixture passphrase v1-min"
     static let bobPassphrase = "throwaway fixture passphrase v1-interactive"
 
@@ -105,16 +107,46 @@ struct StoreFixtureTests {
         }
     }
 
+    @Test("the v6 store opens: every entry kind of the zone log verifies, and each user reads what they could")
+    func v6Opens() async throws {
+        try await Self.withCopy(Self.v6) { f async throws in
+            let alice = try f.store.session(vault: f.alice)
+            let bob = try f.store.session(vault: f.bob)
+            let aliceID = f.alice.identity.userID, bobID = f.bob.identity.userID
+            let notes = ZoneID(name: "Notes", ownerID: aliceID)
+            let query = Query(recordType: "Note")
+            Self.check(try await alice.privateDatabase.query(query, in: notes).records, against: Self.notes, alice: aliceID, bob: bobID)
+            Self.check(try await bob.sharedDatabase.query(query, in: notes).records, against: Self.notes, alice: aliceID, bob: bobID)
+            Self.check(try await alice.privateDatabase.query(query, in: ZoneID(name: "Private", ownerID: aliceID)).records,
+                       against: Self.privateRecords, alice: aliceID, bob: bobID)
+            Self.check(try await bob.privateDatabase.query(query, in: ZoneID(name: "Bobs", ownerID: bobID)).records,
+                       against: Self.bobRecords, alice: aliceID, bob: bobID)
+            // Genesis, membership, acceptance, commit and rewrite entries are all in Notes' log.
+            let kinds = try await f.store.dbPool.read { db in
+                try Int.fetchAll(db, sql: "SELECT DISTINCT kind FROM zone_log WHERE zone_id = (SELECT id FROM zone WHERE name = 'Notes') ORDER BY kind")
+            }
+            #expect(kinds == [1, 2, 3, 4, 5])
+            let share = try await alice.fetchShare(in: notes)
+            #expect(share.title == "Fixture share" && share.keyEpoch == 2)
+            #expect(share.participants.first { $0.userID == bobID }?.status == .accepted)
+            _ = try await bob.sharedDatabase.save(shareNote("b2", in: notes, title: "Bob again", body: "on the v6 store"))
+            #expect(try await alice.audit().findings.isEmpty)
+            #expect(try await bob.audit().findings.isEmpty)
+        }
+    }
+
     // MARK: - Writing the fixture
 
-    /// Writes `Keys/store-v5.sqlite` with the code of format v5. Run once, on purpose:
-    /// `COFFER_WRITE_FIXTURES=1 swift test --filter StoreFixtureTests/writeV5`. Refuses to replace it.
+    /// Writes a store fixture with the code of its format, once, on purpose:
+    /// `COFFER_WRITE_FIXTURES=1 swift test --filter StoreFixtureTests/writeFixture`. Refuses to
+    /// replace one that exists. Only the newest format's fixture can be written by this code:
+    /// `store-v5.sqlite` was written by the code of format v5, before the zone log.
     @Test(.enabled(if: ProcessInfo.processInfo.environment["COFFER_WRITE_FIXTURES"] == "1",
-                   "writes the store fixture in Keys/ only when COFFER_WRITE_FIXTURES=1"))
-    func writeV5() async throws {
-        let target = Self.keysFolder.appendingPathComponent(Self.v5)
+                   "writes the store fixture in Keys/ only when COFFER_WRITE_FIXTURES=1"), arguments: [v6])
+    func writeFixture(_ file: String) async throws {
+        let target = Self.keysFolder.appendingPathComponent(file)
         guard !FileManager.default.fileExists(atPath: target.path) else {
-            Issue.record("Keys/\(Self.v5) exists; fixtures are never replaced (delete it by hand to re-make it)")
+            Issue.record("Keys/\(file) exists; fixtures are never replaced (delete it by hand to re-make it)")
             return
         }
         try await withTemporaryFolder { folder async throws in
@@ -157,6 +189,7 @@ struct StoreFixtureTests {
                 _ = try await alice.privateDatabase.save(note("p1", Self.privateRecords["p1"]!, in: priv))
                 let bobs = try await bob.privateDatabase.createZone(named: "Bobs")
                 _ = try await bob.privateDatabase.save(note("x1", Self.bobRecords["x1"]!, in: bobs))
+                if file == Self.v6 { _ = try await alice.rekey(zone: notes) } // a rewrite entry
                 // One file, no -wal: a clean copy.
                 try await store.dbPool.writeWithoutTransaction { db in
                     try db.execute(sql: "VACUUM INTO ?", arguments: [target.path])
