@@ -45,7 +45,7 @@ public final class Store: Sendable {
     ///
     /// Processes that open a new store at once agree on one file and one store id: the file is
     /// created with `O_EXCL` (never replacing one another process made), and a store that is new
-    /// or lacks migrations is set up under an exclusive lock on its file, which later opens take
+    /// or lacks migrations is set up under an exclusive lock on its folder, which later opens take
     /// only when they find the set-up unfinished.
     /// - Throws: ``StoreError`` `.unknownItem` when there is no store at `path` and `create` is
     ///   false, or the folder does not exist; `.busy` when the store stayed locked;
