@@ -22,7 +22,7 @@ extension Coffer {
         }
 
         func run() async throws {
-            let context = try SessionContext(global)
+            let context = try SessionContext(global, createStore: false)
             let progress = isatty(STDERR_FILENO) != 0 && !global.json
             let report = try await context.session.audit(plaintexts: plaintexts) { step in
                 if progress { FileHandle.standardError.write(Data("\rAuditing \(step)\u{1b}[K".utf8)) }

@@ -29,9 +29,10 @@ final class Team: Sendable {
     private let vaults: [Who: String]
     private let ids: [Who: String]
 
-    /// Makes a vault for each user with `vault init --kdf min` and, when `register`, opens the store
-    /// once as each of them (`zone list`), which registers their contact card in it so that the
-    /// others find them by name, email or user id.
+    /// Makes a vault for each user with `vault init --kdf min` and, when `register`, creates the
+    /// store (the first user adds their own card with `contact add`: only commands that write may
+    /// create a store) and opens it once as each of them (`zone list`), which registers their
+    /// contact card in it so that the others find them by name, email or user id.
     init(_ users: [Who] = Who.allCases, register: Bool = true, sourceLocation: SourceLocation = #_sourceLocation) throws {
         sandbox = try Sandbox()
         store = sandbox.path("store.sqlite")
@@ -44,7 +45,10 @@ final class Team: Sendable {
         }
         self.vaults = vaults
         self.ids = ids
-        if register {
+        if register, let first = users.first {
+            let card = sandbox.path("\(first.rawValue)-own-card.json")
+            try ok(first, ["vault", "export-contact", "--output", card], sourceLocation: sourceLocation)
+            try ok(first, ["contact", "add", card], sourceLocation: sourceLocation)
             for who in users {
                 let r = try run(who, ["zone", "list"], sourceLocation: sourceLocation)
                 expectSuccess(r, sourceLocation: sourceLocation)

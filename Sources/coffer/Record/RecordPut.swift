@@ -39,7 +39,7 @@ extension Coffer.RecordCommand {
             }
             let plainFields = plainTyped.map { ($0.key, $0.value) }
             let secretFields = secretTyped.map { ($0.key, $0.value) }
-            let context = try SessionContext(global)
+            let context = try SessionContext(global, createStore: false)
             let zoneID = try context.zone(zone)
             let db = context.db
             var record: Record

@@ -81,10 +81,28 @@ struct GlobalOptions: ParsableArguments {
         return try Vault.open(at: url, unlock: unlock())
     }
 
-    /// Opens the store, creating it (and the default folder) if needed.
-    func openStore() throws -> Store {
+    /// Opens the store. Only a command that writes something new into a store may `create` it
+    /// (and the default folder). For any other, a missing store is a mistyped `--store` or
+    /// `COFFER_STORE`: it fails with 66 rather than leaving an empty store behind. An empty file
+    /// counts as missing (setting it up would write).
+    func openStore(create: Bool) throws -> Store {
         let url = storeURL
-        try ensureFolder(for: url)
-        return try Store(path: url.path)
+        if create {
+            try ensureFolder(for: url)
+            return try Store(path: url.path, create: true)
+        }
+        let size = (try? FileManager.default.attributesOfItem(atPath: url.path))?[.size] as? Int
+        guard let size else { throw Self.noStore(at: url, detail: "") }
+        guard size > 0 else { throw Self.noStore(at: url, detail: " (the file is empty)") }
+        do {
+            return try Store(path: url.path, create: false)
+        } catch let error as StoreError where error.code == .unknownItem && !FileManager.default.fileExists(atPath: url.path) {
+            throw Self.noStore(at: url, detail: "") // removed since it was looked at
+        }
+    }
+
+    static func noStore(at url: URL, detail: String) -> CLIError {
+        CLIError(ExitStatus.notFound,
+                 "no store at \(url.path)\(detail); check --store or COFFER_STORE, or create one with 'coffer zone create NAME'")
     }
 }

@@ -7,10 +7,21 @@ struct SessionContext {
     let session: Session
     let store: Store
 
-    init(_ global: GlobalOptions) throws {
-        let vault = try global.openVault()
-        store = try global.openStore()
-        session = try store.session(vault: vault)
+    /// Opens the vault and the store. Each command states whether it may `createStore`: only one
+    /// that can succeed on a new store (`zone create`, and `contact add` through
+    /// ``GlobalOptions/openStore(create:)``). Every other command needs what only a store that
+    /// exists holds (a zone, a share), so it fails with 66 instead of leaving an empty store.
+    init(_ global: GlobalOptions, createStore: Bool) throws {
+        if createStore {
+            // The vault first: a wrong passphrase leaves no new store behind.
+            let vault = try global.openVault()
+            store = try global.openStore(create: true)
+            session = try store.session(vault: vault)
+        } else {
+            // The store first: a mistyped --store fails at once, before any passphrase prompt.
+            store = try global.openStore(create: false)
+            session = try store.session(vault: try global.openVault())
+        }
     }
 
     var db: RecordDatabase { session.privateDatabase }
