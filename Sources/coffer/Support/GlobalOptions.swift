@@ -91,18 +91,23 @@ struct GlobalOptions: ParsableArguments {
             try ensureFolder(for: url)
             return try Store(path: url.path, create: true)
         }
-        let size = (try? FileManager.default.attributesOfItem(atPath: url.path))?[.size] as? Int
-        guard let size else { throw Self.noStore(at: url, detail: "") }
-        guard size > 0 else { throw Self.noStore(at: url, detail: " (the file is empty)") }
+        try requireStore()
         do {
             return try Store(path: url.path, create: false)
         } catch let error as StoreError where error.code == .unknownItem && !FileManager.default.fileExists(atPath: url.path) {
-            throw Self.noStore(at: url, detail: "") // removed since it was looked at
+            throw noStore("") // removed since it was looked at
         }
     }
 
-    static func noStore(at url: URL, detail: String) -> CLIError {
+    /// Fails with 66 unless a store file with something in it is at ``storeURL``.
+    func requireStore() throws {
+        let size = (try? FileManager.default.attributesOfItem(atPath: storeURL.path))?[.size] as? Int
+        guard let size else { throw noStore("") }
+        guard size > 0 else { throw noStore(" (the file is empty)") }
+    }
+
+    private func noStore(_ detail: String) -> CLIError {
         CLIError(ExitStatus.notFound,
-                 "no store at \(url.path)\(detail); check --store or COFFER_STORE, or create one with 'coffer zone create NAME'")
+                 "no store at \(storeURL.path)\(detail); check --store or COFFER_STORE, or create one with 'coffer zone create NAME'")
     }
 }

@@ -12,16 +12,12 @@ struct SessionContext {
     /// ``GlobalOptions/openStore(create:)``). Every other command needs what only a store that
     /// exists holds (a zone, a share), so it fails with 66 instead of leaving an empty store.
     init(_ global: GlobalOptions, createStore: Bool) throws {
-        if createStore {
-            // The vault first: a wrong passphrase leaves no new store behind.
-            let vault = try global.openVault()
-            store = try global.openStore(create: true)
-            session = try store.session(vault: vault)
-        } else {
-            // The store first: a mistyped --store fails at once, before any passphrase prompt.
-            store = try global.openStore(create: false)
-            session = try store.session(vault: try global.openVault())
-        }
+        // A mistyped --store fails at once, before any passphrase prompt.
+        if !createStore { try global.requireStore() }
+        // The vault before the store: a wrong passphrase leaves no new store behind.
+        let vault = try global.openVault()
+        store = try global.openStore(create: createStore)
+        session = try store.session(vault: vault)
     }
 
     var db: RecordDatabase { session.privateDatabase }
