@@ -172,6 +172,19 @@ func expectRecordShape(_ object: [String: Any], sourceLocation: SourceLocation =
     }
 }
 
+/// `record put --json` (`put`) is the `record get --json` of the same record (`got`), but with
+/// `encryptedFields`, the sorted names of its encrypted fields, in place of `encryptedValues`.
+func expectSavedShape(_ put: [String: Any], of got: [String: Any], sourceLocation: SourceLocation = #_sourceLocation) {
+    #expect(put["encryptedValues"] == nil, "record put printed encryptedValues: \(put)", sourceLocation: sourceLocation)
+    let names = ((got["encryptedValues"] as? [String: Any]) ?? [:]).keys.sorted()
+    #expect(put["encryptedFields"] as? [String] == names, "encryptedFields is not \(names): \(put)", sourceLocation: sourceLocation)
+    var rest = put, gotRest = got
+    rest["encryptedFields"] = nil
+    gotRest["encryptedValues"] = nil
+    #expect(JSON(rest) == JSON(gotRest), "record put --json and record get --json differ\nput: \(JSON(put))\nget: \(JSON(got))",
+            sourceLocation: sourceLocation)
+}
+
 /// An ISO 8601 date string (with or without fractional seconds, or a plain day) as a Date.
 func isoDate(_ value: Any?) -> Date? {
     guard let text = value as? String else { return nil }

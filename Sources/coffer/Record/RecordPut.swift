@@ -9,7 +9,8 @@ extension Coffer.RecordCommand {
             discussion: """
                 Without --merge the record's fields become exactly those given. With --merge the given fields \
                 are set and the others kept. With --if-match TAG the save fails (exit 75) unless the stored \
-                record is still at that change tag.
+                record is still at that change tag. It prints the saved record with its encrypted fields by name \
+                only (--json: encryptedFields, their sorted names): a write prints no secret.
                 """)
 
         @Argument(help: "The zone.") var zone: String
@@ -82,10 +83,11 @@ extension Coffer.RecordCommand {
             }
             let saved = try await db.save(record, policy: policy, declaring: declarations)
             let schema = try await db.schema(of: saved.recordType, in: zoneID)
+            // A write prints no secret: encrypted fields by name only.
             if global.json {
-                try RecordOutput.printJSON(RecordOutput.jsonObject(saved, context: context, schema: schema))
+                try RecordOutput.printJSON(RecordOutput.savedJSONObject(saved, context: context, schema: schema))
             } else {
-                RecordOutput.printText(saved, context: context, schema: schema)
+                RecordOutput.printText(saved, context: context, schema: schema, secrets: false)
             }
         }
 
