@@ -4,8 +4,8 @@ import Testing
 import Glibc
 #endif
 
-/// Secrets off the command line: `record put --secret-file`, where the argv form lets other local
-/// users and shell history see them.
+/// Secrets off the command line: `record put --secret-file` and `share accept -`, where the argv
+/// forms let other local users and shell history see them.
 @Suite("secrets off the command line")
 struct SecretInputCommandTests {
     let team: Team
@@ -143,11 +143,36 @@ struct SecretInputCommandTests {
         #expect(!r.out.contains(secret) && !r.err.contains(secret), "\(r)")
     }
 
+    // MARK: - share accept -
+
+    @Test("share accept - reads the URL from standard input; empty, two lines or malformed input is 65 without the link secret")
+    func shareAcceptStdin() throws {
+        try team.put(.alice, "Notes", "n1", type: "Note", secret: ["pin=4321"])
+        let url = try #require(try team.json(.alice, ["share", "create", "Notes", "--public", "read-only"])["url"] as? String)
+        let linkSecret = String(url.split(separator: "#").last ?? "")
+        try #require(linkSecret.count == 43)
+
+        for bad in ["", "\n", "\(url)\n\(url)\n"] {
+            let r = try team.run(.bob, ["share", "accept", "-"], stdin: .text(bad))
+            expectFailure(r, 65, mentioning: "standard input")
+        }
+        let malformed = try team.run(.bob, ["share", "accept", "-"], stdin: .text(url.replacingOccurrences(of: "/v1/", with: "/v9/") + "\n"))
+        expectFailure(malformed, 65)
+        #expect(!malformed.err.contains(linkSecret), "the error shows the link secret\n\(malformed)")
+        try team.fails(.bob, ["record", "get", "Notes@\(Who.alice.email)", "n1"], 66)
+
+        let r = try team.run(.bob, ["share", "accept", "-"], stdin: .text("  \(url)\r\n"))
+        expectSuccess(r)
+        #expect(!r.out.contains(linkSecret), "\(r)")
+        #expect(json(secrets(try team.get(.bob, "Notes@\(Who.alice.email)", "n1")), "pin") == .string("4321"))
+    }
+
     // MARK: - help
 
     @Test("the argv forms' help says who else sees the value and names the safer form")
     func helpNamesSaferForm() throws {
-        for (command, option, safer) in [(["record", "put"], "--secret <field>", "--secret-file")] {
+        for (command, option, safer) in [(["record", "put"], "--secret <field>", "--secret-file"),
+                                         (["share", "accept"], "<url>", "'-'")] {
             let r = try team.sandbox.coffer(command + ["--help"])
             expectSuccess(r)
             let help = r.out.replacingOccurrences(of: "\n", with: " ").split(separator: " ").joined(separator: " ")
