@@ -4,8 +4,8 @@ import Testing
 import Glibc
 #endif
 
-/// Secrets off the command line: `record put --secret-file` and `share accept -`, where the argv
-/// forms let other local users and shell history see them.
+/// Secrets off the command line: `record put --secret-file`, `share accept -` and
+/// `audit --plaintext-file`, where the argv forms let other local users and shell history see them.
 @Suite("secrets off the command line")
 struct SecretInputCommandTests {
     let team: Team
@@ -167,12 +167,52 @@ struct SecretInputCommandTests {
         #expect(json(secrets(try team.get(.bob, "Notes@\(Who.alice.email)", "n1")), "pin") == .string("4321"))
     }
 
+    // MARK: - audit --plaintext-file
+
+    @Test("audit --plaintext-file: one text a line (\\n or \\r\\n, empty lines skipped); found 1, not found 0; never printed")
+    func auditPlaintextFile() throws {
+        let plain = "Plain-Canary-\(UUID().uuidString)"
+        try team.put(.alice, "Notes", "c1", type: "Canary", set: ["visible=\(plain)"], secret: ["hidden=\(secret)"])
+        let hidden = try team.sandbox.write("hidden.txt", "\n\(secret)\r\n\r\n")
+        let both = try team.sandbox.write("both.txt", "\(secret)\r\n\(plain)\r\n")
+
+        let clean = try team.run(.alice, ["audit", "--plaintext-file", hidden, "--json"])
+        expectSuccess(clean)
+        #expect(json(try jsonObject(clean)["checked"] as? [String: Any] ?? [:], "plaintexts") == .int(1), "\(clean)")
+
+        let found = try team.run(.alice, ["audit", "--plaintext-file", both, "--json"])
+        #expect(found.status == 1, "\(found)")
+        let report = try jsonObject(found)
+        #expect(json(report["checked"] as? [String: Any] ?? [:], "plaintexts") == .int(2), "\(report)")
+        #expect(objects(report, "findings").contains { $0["kind"] as? String == "plaintext" }, "\(report)")
+        for r in [clean, found] {
+            #expect(!r.out.contains(secret) && !r.out.contains(plain) && !r.err.contains(secret), "\(r)")
+        }
+
+        // From standard input, and alongside --plaintext.
+        let stdin = try team.run(.alice, ["audit", "--plaintext-file", "-", "--plaintext", "not-there-\(UUID().uuidString)", "--json"],
+                                 stdin: .text(plain + "\n"))
+        #expect(stdin.status == 1, "\(stdin)")
+        #expect(json(try jsonObject(stdin)["checked"] as? [String: Any] ?? [:], "plaintexts") == .int(2), "\(stdin)")
+    }
+
+    @Test("audit --plaintext-file: no text in it is 64; missing 66; not UTF-8 65; '-' twice 64")
+    func auditPlaintextFileErrors() throws {
+        try team.fails(.alice, ["audit", "--plaintext-file", try team.sandbox.write("blank.txt", "\n\r\n\n")], 64, mentioning: "no text")
+        try team.fails(.alice, ["audit", "--plaintext-file", try team.sandbox.write("none.txt", "")], 64, mentioning: "no text")
+        let missing = team.sandbox.path("missing.txt")
+        try team.fails(.alice, ["audit", "--plaintext-file", missing], 66, mentioning: missing)
+        try team.fails(.alice, ["audit", "--plaintext-file", try team.sandbox.write("bin.txt", Data([0xff, 0x0a]))], 65, mentioning: "UTF-8")
+        try team.fails(.alice, ["audit", "--plaintext-file", "-", "--plaintext-file", "-"], 64, mentioning: "standard input")
+    }
+
     // MARK: - help
 
     @Test("the argv forms' help says who else sees the value and names the safer form")
     func helpNamesSaferForm() throws {
         for (command, option, safer) in [(["record", "put"], "--secret <field>", "--secret-file"),
-                                         (["share", "accept"], "<url>", "'-'")] {
+                                         (["share", "accept"], "<url>", "'-'"),
+                                         (["audit"], "--plaintext <text>", "--plaintext-file")] {
             let r = try team.sandbox.coffer(command + ["--help"])
             expectSuccess(r)
             let help = r.out.replacingOccurrences(of: "\n", with: " ").split(separator: " ").joined(separator: " ")
