@@ -6,7 +6,7 @@ import Foundation
 
 /// The options every command accepts, among its own arguments.
 struct GlobalOptions: ParsableArguments {
-    @Option(name: .customLong("store"), help: ArgumentHelp("The store (SQLite file).", valueName: "path"))
+    @Option(name: .customLong("store"), help: ArgumentHelp("The store (SQLite file); only zone create and contact add create a missing one.", valueName: "path"))
     var storePath: String?
 
     @Option(name: .customLong("vault"), help: ArgumentHelp("The acting user's vault file.", valueName: "path"))
