@@ -91,6 +91,30 @@ struct SecretInputCommandTests {
         #expect(json(secrets(try team.get(.alice, "Notes", "n3")), "pin") == .string(""))
     }
 
+    @Test("'-' on a terminal asks with echo off: --secret-file's value and share accept's URL are not shown as typed")
+    func hiddenOnTerminal() throws {
+        try team.put(.alice, "Notes", "n0", type: "Note", secret: ["pin=4321"])
+        let url = try #require(try team.json(.alice, ["share", "create", "Notes", "--public", "read-only"])["url"] as? String)
+        let linkSecret = String(url.split(separator: "#").last ?? "")
+        let executable = try CofferProcess.executableURL().path
+        // `script` runs coffer on a new pseudo-terminal; the line is typed a moment later, once the prompt has turned echo off.
+        func onTerminal(_ who: Who, _ args: [String], typing line: String) throws -> CofferResult {
+            let command = ([executable] + args + ["--vault", team.vault(who), "--store", team.store]).joined(separator: " ")
+            return try team.sandbox.shell("(sleep 1; printf '%s\\n' \"$1\") | script -qec \"$0\" /dev/null", [command, line], env: withPassphrase)
+        }
+        let put = try onTerminal(.alice, ["record", "put", "Notes", "n1", "--type", "Note", "--secret-file", "pin=-"], typing: secret)
+        #expect(put.status == 0, "\(put)")
+        #expect(put.out.contains("Value of the encrypted field 'pin': "), "\(put)")
+        #expect(!put.out.contains(secret) && !put.err.contains(secret), "the value typed was shown\n\(put)")
+        #expect(json(secrets(try team.get(.alice, "Notes", "n1")), "pin") == .string(secret))
+
+        let accept = try onTerminal(.bob, ["share", "accept", "-"], typing: url)
+        #expect(accept.status == 0, "\(accept)")
+        #expect(accept.out.contains("Share URL: "), "\(accept)")
+        #expect(!accept.out.contains(linkSecret), "the URL typed was shown\n\(accept)")
+        #expect(json(secrets(try team.get(.bob, "Notes@\(Who.alice.email)", "n0")), "pin") == .string("4321"))
+    }
+
     @Test("a field given twice across --set, --secret and --secret-file is refused (65)")
     func secretFileTwice() throws {
         let file = try team.sandbox.write("pin.txt", secret)

@@ -24,7 +24,7 @@ extension Coffer.ShareCommand {
         /// line ending dropped).
         func shareURL() throws -> String {
             guard url == "-" else { return url }
-            let bytes = try InputFile.read("-", flag: "share accept", limit: Self.maxInputBytes)
+            let bytes = try InputFile.read("-", flag: "share accept", limit: Self.maxInputBytes, hiddenPrompt: "Share URL: ")
             guard let text = String(validating: bytes, as: UTF8.self)?.trimmingCharacters(in: .whitespacesAndNewlines) else {
                 throw CLIError(ExitStatus.dataError, "standard input is not UTF-8 text; give one share URL on it")
             }

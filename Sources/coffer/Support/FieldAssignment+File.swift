@@ -22,12 +22,13 @@ extension FieldAssignment {
         return SecretFile(key: key, type: type, path: path)
     }
 
-    /// Reads a `--secret-file` field's value, at most a record's size. `bytes` takes the file's
-    /// bytes exactly; every other type reads the file as UTF-8 text without one trailing line
+    /// Reads a `--secret-file` field's value, at most a record's size (`-` on a terminal: one line,
+    /// typed with echo off). `bytes` takes the file's bytes exactly; every other type reads the file as UTF-8 text without one trailing line
     /// ending (`\n` or `\r\n`) and parses that text as `--secret` parses what follows `=`. No error
     /// quotes the content.
     static func read(_ file: SecretFile) throws -> (key: String, value: RecordValue, type: FieldType) {
-        var bytes = try InputFile.read(file.path, flag: file.flag, limit: Limits.maxRecordBytes)
+        var bytes = try InputFile.read(file.path, flag: file.flag, limit: Limits.maxRecordBytes,
+                                       hiddenPrompt: "Value of the encrypted field '\(file.key)': ")
         defer { for i in bytes.indices { bytes[i] = 0 } }
         if file.type == .bytes { return (file.key, .bytes(bytes), file.type) }
         guard let text = InputFile.text(bytes) else {

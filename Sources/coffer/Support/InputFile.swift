@@ -9,8 +9,13 @@ import Glibc
 enum InputFile {
     /// The bytes of `path` (`-`: standard input). `flag` names what asked, for errors
     /// (`--secret-file pin=PATH`). Missing file or folder: 66; over `limit`: 65; another failure to
-    /// read (permission, not a directory): 1.
-    static func read(_ path: String, flag: String, limit: Int) throws -> [UInt8] {
+    /// read (permission, not a directory): 1. With a `hiddenPrompt`, `-` on a terminal asks for one
+    /// line with echo off (what a person types there is a secret), without its line ending.
+    static func read(_ path: String, flag: String, limit: Int, hiddenPrompt: String? = nil) throws -> [UInt8] {
+        if path == "-", let hiddenPrompt, isatty(STDIN_FILENO) != 0, let tty = Terminal.open() {
+            defer { tty.close() }
+            return try tty.readHidden(prompt: hiddenPrompt, what: "line typed").withUnsafeBytes { Array($0) }
+        }
         let fd: Int32
         if path == "-" {
             fd = STDIN_FILENO
