@@ -10,19 +10,52 @@ extension Coffer {
                 Checks every zone you can open: the owner's signature on its share and membership entries, every \
                 commit (signature, hash chain, the writer's permission at that membership), every record (its hash \
                 in its commit, its encrypted values opening). --plaintext TEXT (repeatable) scans the store's files \
-                (database, WAL, shared memory) for TEXT as UTF-8, UTF-16, base64 and hex. Exits 1 when anything fails.
+                (database, WAL, shared memory) for TEXT as UTF-8, UTF-16, base64 and hex; --plaintext-file FILE \
+                (repeatable, '-' for standard input once) reads the texts from a file, one a line (a line ending \
+                is \\n or \\r\\n; empty lines are skipped). Exits 1 when anything fails.
                 """)
 
-        @Option(name: .customLong("plaintext"), help: ArgumentHelp("A text that must not appear in the store's files.", valueName: "text"))
-        var plaintexts: [String] = []
+        @Option(name: .customLong("plaintext"), help: ArgumentHelp(
+            "A text that must not appear in the store's files. It is visible to other local users (ps) and kept in shell history; prefer --plaintext-file.",
+            valueName: "text"))
+        var plaintextArguments: [String] = []
+        @Option(name: .customLong("plaintext-file"), help: ArgumentHelp(
+            "A file of texts that must not appear in the store's files, one a line ('-': standard input).", valueName: "file"))
+        var plaintextFiles: [String] = []
         @OptionGroup var global: GlobalOptions
 
+        /// The most a --plaintext-file may hold.
+        static let maxFileBytes = 1 << 20
+
         func validate() throws {
-            if plaintexts.contains(where: \.isEmpty) { throw CLIError.usage("--plaintext needs a text to look for; an empty one is found everywhere") }
+            if plaintextArguments.contains(where: \.isEmpty) { throw CLIError.usage("--plaintext needs a text to look for; an empty one is found everywhere") }
+            if plaintextFiles.filter({ $0 == "-" }).count > 1 { throw CLIError.usage("standard input ('-') can be read for one --plaintext-file only") }
+        }
+
+        /// The texts of a --plaintext-file: its lines (without `\n` or `\r\n`), empty ones skipped.
+        static func texts(inFile path: String) throws -> [String] {
+            let flag = "--plaintext-file"
+            let bytes = try InputFile.read(path, flag: flag, limit: maxFileBytes)
+            let source = path == "-" ? "standard input" : path
+            // Split as bytes: as Characters, "\r\n" is one that is not "\n".
+            let lines = try bytes.split(separator: 0x0a, omittingEmptySubsequences: false)
+                .map { $0.last == 0x0d ? $0.dropLast() : $0 }
+                .filter { !$0.isEmpty }
+                .map { line in
+                    guard let text = String(validating: line, as: UTF8.self) else {
+                        throw CLIError(ExitStatus.dataError, "\(flag): \(source) is not UTF-8 text")
+                    }
+                    return text
+                }
+            guard !lines.isEmpty else {
+                throw CLIError.usage("\(flag): \(source) holds no text to look for (one a line; empty lines are skipped)")
+            }
+            return lines
         }
 
         func run() async throws {
-            let context = try SessionContext(global)
+            let plaintexts = try plaintextArguments + plaintextFiles.flatMap(Self.texts(inFile:))
+            let context = try SessionContext(global, createStore: false)
             let progress = isatty(STDERR_FILENO) != 0 && !global.json
             let report = try await context.session.audit(plaintexts: plaintexts) { step in
                 if progress { FileHandle.standardError.write(Data("\rAuditing \(step)\u{1b}[K".utf8)) }

@@ -9,7 +9,10 @@ extension Coffer {
             discussion: """
                 Without --since, from the beginning. Pass the printed token as --since next time; while \
                 moreComing is true, ask again at once. --follow keeps watching and prints each new page as one \
-                JSON line (with --json) or as text, until interrupted; it sees other processes' commits.
+                JSON line (with --json) or as text, until interrupted; it sees other processes' commits. A changed \
+                record that fails verification (tampered) is left out: the page is printed with its token, then \
+                the command fails with exit 65 naming the records left out (--follow stops there), unless \
+                --allow-refused is given.
                 """)
 
         @Argument(help: "The zone (NAME or NAME@OWNER).") var zone: String?
@@ -17,6 +20,8 @@ extension Coffer {
         @Option(help: ArgumentHelp("The token a previous call printed.", valueName: "token")) var since: String?
         @Option(parsing: .unconditional, help: "At most this many changes per page (zone changes), 1 to 10000; default 100.") var limit: Int?
         @Flag(help: "Keep watching and print new changes as they come.") var follow = false
+        @Flag(help: "Exit 0 (and keep following) even when records that fail verification were left out (each is named in a warning on stderr).")
+        var allowRefused = false
         @OptionGroup var global: GlobalOptions
 
         var pageSize: Int { limit ?? 100 }
@@ -25,11 +30,12 @@ extension Coffer {
             if (zone == nil) == (database == nil) { throw CLIError.usage("give either a ZONE or --database private|shared") }
             if let limit, limit < 1 || limit > 10_000 { throw CLIError.usage("--limit is between 1 and 10000") }
             if database != nil && limit != nil { throw CLIError.usage("--limit applies to a zone's changes, not to --database") }
+            if database != nil && allowRefused { throw CLIError.usage("--allow-refused applies to a zone's changes, not to --database") }
         }
 
         func run() async throws {
             let token = try since.map { try ChangeToken(string: $0) }
-            let context = try SessionContext(global)
+            let context = try SessionContext(global, createStore: false)
             if let database {
                 let db = database == .private ? context.session.privateDatabase : context.session.sharedDatabase
                 if follow {
@@ -58,10 +64,13 @@ extension Coffer {
             try printZone(try await db.changes(in: zoneID, since: token, limit: pageSize), context: context, streaming: false)
         }
 
+        /// Prints a page (its token last), then fails if it left out records that fail verification.
         func printZone(_ page: ZoneChanges, context: SessionContext, streaming: Bool) throws {
-            for name in page.refused.keys.sorted() {
-                Output.note("warning: \(page.refused[name]!.message) (skipped; run 'coffer audit')")
-            }
+            try writeZone(page, context: context, streaming: streaming)
+            try RefusedRecords.check(page.refused, allowed: allowRefused)
+        }
+
+        func writeZone(_ page: ZoneChanges, context: SessionContext, streaming: Bool) throws {
             if global.json {
                 let object: [String: Any] = [
                     "changed": page.changed.map { r -> [String: Any] in

@@ -29,9 +29,10 @@ final class Team: Sendable {
     private let vaults: [Who: String]
     private let ids: [Who: String]
 
-    /// Makes a vault for each user with `vault init --kdf min` and, when `register`, opens the store
-    /// once as each of them (`zone list`), which registers their contact card in it so that the
-    /// others find them by name, email or user id.
+    /// Makes a vault for each user with `vault init --kdf min` and, when `register`, creates the
+    /// store (the first user adds their own card with `contact add`: only commands that write may
+    /// create a store) and opens it once as each of them (`zone list`), which registers their
+    /// contact card in it so that the others find them by name, email or user id.
     init(_ users: [Who] = Who.allCases, register: Bool = true, sourceLocation: SourceLocation = #_sourceLocation) throws {
         sandbox = try Sandbox()
         store = sandbox.path("store.sqlite")
@@ -44,7 +45,10 @@ final class Team: Sendable {
         }
         self.vaults = vaults
         self.ids = ids
-        if register {
+        if register, let first = users.first {
+            let card = sandbox.path("\(first.rawValue)-own-card.json")
+            try ok(first, ["vault", "export-contact", "--output", card], sourceLocation: sourceLocation)
+            try ok(first, ["contact", "add", card], sourceLocation: sourceLocation)
             for who in users {
                 let r = try run(who, ["zone", "list"], sourceLocation: sourceLocation)
                 expectSuccess(r, sourceLocation: sourceLocation)
@@ -166,6 +170,19 @@ func expectRecordShape(_ object: [String: Any], sourceLocation: SourceLocation =
     for key in ["created", "modified"] {
         #expect(isoDate(object[key]) != nil, "\(key) is not an ISO 8601 date: \(object[key] ?? "nil")", sourceLocation: sourceLocation)
     }
+}
+
+/// `record put --json` (`put`) is the `record get --json` of the same record (`got`), but with
+/// `encryptedFields`, the sorted names of its encrypted fields, in place of `encryptedValues`.
+func expectSavedShape(_ put: [String: Any], of got: [String: Any], sourceLocation: SourceLocation = #_sourceLocation) {
+    #expect(put["encryptedValues"] == nil, "record put printed encryptedValues: \(put)", sourceLocation: sourceLocation)
+    let names = ((got["encryptedValues"] as? [String: Any]) ?? [:]).keys.sorted()
+    #expect(put["encryptedFields"] as? [String] == names, "encryptedFields is not \(names): \(put)", sourceLocation: sourceLocation)
+    var rest = put, gotRest = got
+    rest["encryptedFields"] = nil
+    gotRest["encryptedValues"] = nil
+    #expect(JSON(rest) == JSON(gotRest), "record put --json and record get --json differ\nput: \(JSON(put))\nget: \(JSON(got))",
+            sourceLocation: sourceLocation)
 }
 
 /// An ISO 8601 date string (with or without fractional seconds, or a plain day) as a Date.

@@ -114,12 +114,12 @@ struct ContactCommandTests {
         #expect(contacts[0]["fingerprint"] as? String == bobFingerprint)
     }
 
-    @Test("contact list on a new store: no contacts")
-    func listEmpty() throws {
-        #expect(try contactsJSON(store: store).isEmpty)
-        let r = try sandbox.coffer(["contact", "list", "--store", store])
-        expectSuccess(r)
-        #expect(!r.out.contains("FINGERPRINT"))
+    @Test("contact list where there is no store fails with 66 naming the path, and creates none")
+    func listWithoutStore() throws {
+        for args in [["contact", "list", "--store", store], ["contact", "list", "--store", store, "--json"]] {
+            expectError(try sandbox.coffer(args), 66, mentioning: "no store at \(store)")
+            #expect(!sandbox.exists(store), "contact list created a store")
+        }
     }
 
     @Test("two users' cards in one store")
@@ -163,7 +163,7 @@ struct ContactCommandTests {
         try #require(forged != text)
         let file = try sandbox.write("forged-name.json", forged)
         expectError(try sandbox.coffer(["contact", "add", file, "--store", store]), 65)
-        #expect(try contactsJSON(store: store).isEmpty)
+        #expect(!sandbox.exists(store), "a refused card made a store")
     }
 
     @Test("a card with one character changed in the email fails with 65 and is not added")
@@ -175,7 +175,7 @@ struct ContactCommandTests {
         try #require(forged != text)
         let file = try sandbox.write("forged-email.json", forged)
         expectError(try sandbox.coffer(["contact", "add", file, "--store", store]), 65)
-        #expect(try contactsJSON(store: store).isEmpty)
+        #expect(!sandbox.exists(store), "a refused card made a store")
     }
 
     @Test("a card whose signature was changed by one character fails with 65")
@@ -233,8 +233,9 @@ struct ContactCommandTests {
         #expect(sandbox.exists(envStore))
         #expect(!sandbox.exists(sandbox.dataHome.appendingPathComponent("coffer/store.sqlite").path))
         #expect(try contactsJSON(env: ["COFFER_STORE": envStore]).first?["name"] as? String == "Bob")
-        // The flag wins over the variable.
-        #expect(try contactsJSON(store: store, env: ["COFFER_STORE": envStore]).isEmpty)
+        // The flag wins over the variable: it names a store that does not exist.
+        expectError(try sandbox.coffer(["contact", "list", "--store", store], env: ["COFFER_STORE": envStore]), 66,
+                    mentioning: "no store at \(store);")
     }
 
     @Test("without --store, the store lives in $XDG_DATA_HOME/coffer/")

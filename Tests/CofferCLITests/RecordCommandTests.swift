@@ -55,10 +55,9 @@ struct RecordCommandTests {
             "key:bytes=AAECAw==",
             "expiry:date=2030-05-06T07:08:09Z",
         ])
-        expectRecordShape(put)
         let got = try team.get(.alice, "Notes", "n1")
         expectRecordShape(got)
-        #expect(JSON(put) == JSON(got), "record put --json and record get --json differ\nput: \(JSON(put))\nget: \(JSON(got))")
+        expectSavedShape(put, of: got)
 
         #expect(got["zone"] as? String == "Notes")
         #expect(got["name"] as? String == "n1")
@@ -217,6 +216,48 @@ struct RecordCommandTests {
         #expect(!text.contains("\u{1b}"), "a control character reached the terminal")
     }
 
+    // MARK: - writes print no secret
+
+    @Test("record put prints encrypted fields by name only, in text and --json (a write prints no secret)")
+    func putPrintsNoSecret() throws {
+        let secret = "Put-Canary-\(UUID().uuidString)"
+        let args = team.putArguments("Notes", "n1", type: "Note", set: ["title=Visible"],
+                                     secret: ["pin=\(secret)", "list:[string]=a,\(secret)", "blob:bytes=\(Data(secret.utf8).base64EncodedString())"])
+        let text = try team.ok(.alice, args)
+        #expect(!text.out.contains(secret) && !text.out.contains(Data(secret.utf8).base64EncodedString()), "\(text)")
+        #expect(text.out.contains("Encrypted fields:\n  blob (bytes)\n  list ([string])\n  pin (string)\n"), "\(text)")
+        #expect(text.out.contains("  title (string) = Visible\n"), "\(text)")
+
+        let json = try team.ok(.alice, args + ["--json"])
+        #expect(!json.out.contains(secret) && !json.out.contains(Data(secret.utf8).base64EncodedString()), "\(json)")
+        let object = try jsonObject(json)
+        #expect(object["encryptedFields"] as? [String] == ["blob", "list", "pin"], "\(object)")
+        #expect(object["encryptedValues"] == nil, "\(object)")
+        // --merge and --if-match print the merged record the same way.
+        let tag = try #require(object["changeTag"] as? String)
+        let merged = try team.ok(.alice, team.putArguments("Notes", "n1", type: "Note", set: ["title=Again"], extra: ["--merge", "--if-match", tag, "--json"]))
+        #expect(!merged.out.contains(secret), "\(merged)")
+        #expect(try jsonObject(merged)["encryptedFields"] as? [String] == ["blob", "list", "pin"])
+        // The command whose job it is shows it.
+        #expect(try team.ok(.alice, ["record", "get", "Notes", "n1"]).out.contains(secret))
+    }
+
+    @Test("import, delete, rekey and share create --record print no secret value")
+    func otherWritesPrintNoSecret() throws {
+        let secret = "Write-Canary-\(UUID().uuidString)"
+        let line = #"{"name": "i1", "type": "Note", "values": {"t": "x"}, "encryptedValues": {"pin": "\#(secret)"}}"#
+        let file = try team.sandbox.write("import.jsonl", line + "\n")
+        var runs = [try team.ok(.alice, ["record", "import", "Notes", file]), try team.ok(.alice, ["record", "import", "Notes", file, "--json"])]
+        try team.put(.alice, "Notes", "n2", type: "Note", secret: ["pin=\(secret)"])
+        runs.append(try team.ok(.alice, ["zone", "rekey", "Notes"]))
+        runs.append(try team.ok(.alice, ["share", "create", "Notes", "--record", "i1", "--into", "Shared"]))
+        runs.append(try team.ok(.alice, ["record", "delete", "Notes", "n2"]))
+        for r in runs {
+            #expect(!r.out.contains(secret) && !r.err.contains(secret), "\(r)")
+        }
+        #expect(try team.ok(.alice, ["record", "get", "Shared", "i1"]).out.contains(secret))
+    }
+
     // MARK: - change tags
 
     @Test("--if-match with a stale tag fails with 75 and changes nothing; with the current tag it saves")
@@ -262,12 +303,14 @@ struct RecordCommandTests {
         try team.put(.alice, "Notes", "n1", type: "Note", set: ["a=1", "b=2"], secret: ["s=keep-me"])
         let merged = try team.put(.alice, "Notes", "n1", type: "Note", set: ["b=20", "c=30"], extra: ["--merge"])
         #expect(JSON(values(merged)) == .object(["a": .string("1"), "b": .string("20"), "c": .string("30")]))
-        #expect(JSON(secrets(merged)) == .object(["s": .string("keep-me")]))
-        #expect(JSON(try team.get(.alice, "Notes", "n1")) == JSON(merged))
+        let got = try team.get(.alice, "Notes", "n1")
+        #expect(JSON(secrets(got)) == .object(["s": .string("keep-me")]))
+        expectSavedShape(merged, of: got)
 
         let replaced = try team.put(.alice, "Notes", "n1", type: "Note", set: ["c=300"])
         #expect(JSON(values(replaced)) == .object(["c": .string("300")]))
-        #expect(JSON(secrets(replaced)) == .object([:]))
+        #expect(replaced["encryptedFields"] as? [String] == [])
+        #expect(JSON(secrets(try team.get(.alice, "Notes", "n1"))) == .object([:]))
     }
 
     @Test("modifier is the user who saved last; creator stays")

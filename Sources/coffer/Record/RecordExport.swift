@@ -12,7 +12,7 @@ extension Coffer.RecordCommand {
         @OptionGroup var global: GlobalOptions
 
         func run() async throws {
-            let context = try SessionContext(global)
+            let context = try SessionContext(global, createStore: false)
             let zoneID = try context.zone(zone)
             var after: String?
             var count = 0

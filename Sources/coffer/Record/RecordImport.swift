@@ -32,7 +32,7 @@ extension Coffer.RecordCommand {
                 }
                 data = read
             }
-            let context = try SessionContext(global)
+            let context = try SessionContext(global, createStore: false)
             let zoneID = try context.zone(zone)
 
             // Parse and check every line first: a malformed file saves nothing.

@@ -9,7 +9,8 @@ extension Coffer.RecordCommand {
             discussion: """
                 Without --merge the record's fields become exactly those given. With --merge the given fields \
                 are set and the others kept. With --if-match TAG the save fails (exit 75) unless the stored \
-                record is still at that change tag.
+                record is still at that change tag. It prints the saved record with its encrypted fields by name \
+                only (--json: encryptedFields, their sorted names): a write prints no secret.
                 """)
 
         @Argument(help: "The zone.") var zone: String
@@ -17,8 +18,14 @@ extension Coffer.RecordCommand {
         @Option(help: "The record type.") var type: String
         @Option(name: .customLong("set"), help: ArgumentHelp("A plain field: key=value or key:TYPE=value.", valueName: "field"))
         var plain: [String] = []
-        @Option(name: .customLong("secret"), help: ArgumentHelp("An encrypted field: key=value or key:TYPE=value.", valueName: "field"))
+        @Option(name: .customLong("secret"), help: ArgumentHelp(
+            "An encrypted field: key=value or key:TYPE=value. The value is visible to other local users (ps) and kept in shell history; prefer --secret-file.",
+            valueName: "field"))
         var secret: [String] = []
+        @Option(name: .customLong("secret-file"), help: ArgumentHelp(
+            "An encrypted field read from a file ('-': standard input, for one field): key=PATH or key:TYPE=PATH. bytes takes the file as it is; other types read its UTF-8 text without one trailing newline.",
+            valueName: "key[:TYPE]=PATH"))
+        var secretFiles: [String] = []
         @Option(help: ArgumentHelp("The parent record's name (in the same zone).", valueName: "name")) var parent: String?
         @Option(name: .customLong("if-match"), help: ArgumentHelp("Save only if the record is at this change tag.", valueName: "tag"))
         var ifMatch: String?
@@ -27,19 +34,17 @@ extension Coffer.RecordCommand {
 
         func run() async throws {
             let plainTyped = try plain.map { try FieldAssignment.parseTyped($0, encrypted: false) }
-            let secretTyped = try secret.map { try FieldAssignment.parseTyped($0, encrypted: true) } // errors never quote these
-            for (assignments, option) in [(plainTyped, "--set"), (secretTyped, "--secret")] {
-                var given = Set<String>()
-                if let twice = assignments.map(\.key).first(where: { !given.insert($0).inserted }) {
-                    throw CLIError(ExitStatus.dataError, "field '\(twice)' is given twice with \(option); give each field once")
-                }
+            let secretArguments = try secret.map { try FieldAssignment.parseTyped($0, encrypted: true) } // errors never quote these
+            let files = try secretFiles.map(FieldAssignment.secretFile)
+            try Self.checkEachFieldOnce(plainTyped.map { ($0.key, "--set") } + secretArguments.map { ($0.key, "--secret") }
+                                        + files.map { ($0.key, "--secret-file") })
+            guard files.filter({ $0.path == "-" }).count <= 1 else {
+                throw CLIError.usage("standard input ('-') can be read for one --secret-file only")
             }
-            if let both = Set(plainTyped.map(\.key)).intersection(secretTyped.map(\.key)).sorted().first {
-                throw CLIError(ExitStatus.dataError, "field '\(both)' is given both with --set and --secret; a field is either plain or encrypted")
-            }
+            let secretTyped = try secretArguments + files.map(FieldAssignment.read)
             let plainFields = plainTyped.map { ($0.key, $0.value) }
             let secretFields = secretTyped.map { ($0.key, $0.value) }
-            let context = try SessionContext(global)
+            let context = try SessionContext(global, createStore: false)
             let zoneID = try context.zone(zone)
             let db = context.db
             var record: Record
@@ -82,10 +87,25 @@ extension Coffer.RecordCommand {
             }
             let saved = try await db.save(record, policy: policy, declaring: declarations)
             let schema = try await db.schema(of: saved.recordType, in: zoneID)
+            // A write prints no secret: encrypted fields by name only.
             if global.json {
-                try RecordOutput.printJSON(RecordOutput.jsonObject(saved, context: context, schema: schema))
+                try RecordOutput.printJSON(RecordOutput.savedJSONObject(saved, context: context, schema: schema))
             } else {
-                RecordOutput.printText(saved, context: context, schema: schema)
+                RecordOutput.printText(saved, context: context, schema: schema, secrets: false)
+            }
+        }
+
+        /// Each field once, across --set, --secret and --secret-file (`given`: key and flag, in order).
+        static func checkEachFieldOnce(_ given: [(key: String, option: String)]) throws {
+            var first = [String: String]()
+            for (key, option) in given {
+                if let earlier = first[key] {
+                    throw CLIError(ExitStatus.dataError, earlier == option
+                        ? "field '\(key)' is given twice with \(option); give each field once"
+                        : "field '\(key)' is given both with \(earlier) and \(option); "
+                            + ([earlier, option].contains("--set") ? "a field is either plain or encrypted" : "give each field once"))
+                }
+                first[key] = option
             }
         }
 

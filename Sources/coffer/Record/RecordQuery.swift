@@ -6,7 +6,11 @@ extension Coffer.RecordCommand {
     struct Query: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Find records of a type by their plain fields.",
-            discussion: "OP is one of = != < <= > >= ^= (begins with). Encrypted fields cannot be queried or sorted.")
+            discussion: """
+                OP is one of = != < <= > >= ^= (begins with). Encrypted fields cannot be queried or sorted. A matching \
+                record that fails verification (tampered) is left out: the records that verified are printed, then \
+                the command fails with exit 65 naming the records left out, unless --allow-refused is given.
+                """)
 
         @Argument(help: "The zone.") var zone: String
         @Option(help: "The record type.") var type: String
@@ -16,6 +20,8 @@ extension Coffer.RecordCommand {
         var sort: [String] = []
         @Option(parsing: .unconditional, help: "At most this many records, 1 to 10000 (a cursor for the next page is printed).") var limit: Int?
         @Option(help: ArgumentHelp("Continue from the cursor a previous page printed.", valueName: "token")) var cursor: String?
+        @Flag(help: "Exit 0 even when records that fail verification were left out (each is named in a warning on stderr).")
+        var allowRefused = false
         @OptionGroup var global: GlobalOptions
 
         static let operators: [(String, CofferStore.Query.Comparison)] = [
@@ -28,7 +34,7 @@ extension Coffer.RecordCommand {
         }
 
         func run() async throws {
-            let context = try SessionContext(global)
+            let context = try SessionContext(global, createStore: false)
             let zoneID = try context.zone(zone)
             let schema = try await context.db.schema(of: type, in: zoneID)
             var query = CofferStore.Query(recordType: type, limit: limit)
@@ -50,10 +56,8 @@ extension Coffer.RecordCommand {
                     "refused": result.refused.keys.sorted().map { ["name": $0, "message": result.refused[$0]!.message] },
                     "moreComing": result.cursor != nil,
                 ] as [String: Any])
+                try RefusedRecords.check(result.refused, allowed: allowRefused)
                 return
-            }
-            for name in result.refused.keys.sorted() {
-                Output.note("warning: \(result.refused[name]!.message) (not listed; run 'coffer audit')")
             }
             if result.records.isEmpty { Output.line("No records match.") }
             for record in result.records {
@@ -64,6 +68,7 @@ extension Coffer.RecordCommand {
             if let next = result.cursor {
                 Output.note("More records: add --cursor \(next.token)")
             }
+            try RefusedRecords.check(result.refused, allowed: allowRefused)
         }
 
         static func predicate(_ text: String, schema: [String: FieldSchema], type: String) throws -> CofferStore.Query.Predicate {

@@ -1,15 +1,43 @@
 import ArgumentParser
 import CofferStore
+import Foundation
 
 extension Coffer.ShareCommand {
     struct Accept: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Accept a share URL as the acting user.")
+        static let configuration = CommandConfiguration(
+            abstract: "Accept a share URL as the acting user.",
+            discussion: """
+                A URL with a link secret (after '#') is a secret: given as an argument, it is visible to other local \
+                users (ps) and kept in shell history. Pass '-' and give the URL on standard input instead \
+                (coffer share accept - < url.txt).
+                """)
 
-        @Argument(help: "The share URL.") var url: String
+        @Argument(help: ArgumentHelp("The share URL, or '-' to read it from standard input (safer: an argument is visible to other local users and in shell history).",
+                                     valueName: "url"))
+        var url: String
         @OptionGroup var global: GlobalOptions
 
+        /// The longest standard input taken as a share URL (a URL is at most 200 bytes).
+        static let maxInputBytes = 4096
+
+        /// The URL argument, or the one line on standard input for `-` (surrounding spaces and the
+        /// line ending dropped).
+        func shareURL() throws -> String {
+            guard url == "-" else { return url }
+            let bytes = try InputFile.read("-", flag: "share accept", limit: Self.maxInputBytes, hiddenPrompt: "Share URL: ")
+            guard let text = String(validating: bytes, as: UTF8.self)?.trimmingCharacters(in: .whitespacesAndNewlines) else {
+                throw CLIError(ExitStatus.dataError, "standard input is not UTF-8 text; give one share URL on it")
+            }
+            guard !text.isEmpty else { throw CLIError(ExitStatus.dataError, "no share URL on standard input; pipe it in, e.g. 'coffer share accept - < url.txt'") }
+            guard !text.contains(where: \.isNewline) else {
+                throw CLIError(ExitStatus.dataError, "standard input holds more than one line; give one share URL")
+            }
+            return text
+        }
+
         func run() async throws {
-            let context = try SessionContext(global)
+            let url = try shareURL()
+            let context = try SessionContext(global, createStore: false)
             let share = try await context.session.acceptShare(url: url)
             let me = context.session.userID
             let mine = share.participants.first { $0.userID == me }
@@ -31,7 +59,7 @@ extension Coffer.ShareCommand {
         @OptionGroup var global: GlobalOptions
 
         func run() async throws {
-            let context = try SessionContext(global)
+            let context = try SessionContext(global, createStore: false)
             let id = try context.zone(zone)
             try await context.session.leaveShare(zone: id)
             if global.json { try Output.json(["left": id.name, "owner": id.ownerID]); return }
@@ -46,7 +74,7 @@ extension Coffer.ShareCommand {
         @OptionGroup var global: GlobalOptions
 
         func run() async throws {
-            let context = try SessionContext(global)
+            let context = try SessionContext(global, createStore: false)
             let id = try context.zone(zone)
             try await context.session.stopSharing(zone: id)
             if global.json { try Output.json(["stopped": id.name]); return }

@@ -7,28 +7,36 @@ enum FieldAssignment {
     /// empty list needs. When `encrypted`, no error message quotes the value (nor the text, which
     /// holds it): a secret must never reach stderr.
     static func parseTyped(_ text: String, encrypted: Bool) throws -> (key: String, value: RecordValue, type: FieldType) {
+        let (key, type, raw) = try split(text, hidden: encrypted, flag: "--secret", form: "key=value or key:TYPE=value")
+        return (key, try value(raw, as: type, key: key, encrypted: encrypted), type)
+    }
+
+    /// `key=REST` or `key:TYPE=REST` split at the first `=`: the key, the type (`string` when none
+    /// is written) and REST. When `hidden` (the text may hold a secret), errors name `flag`
+    /// instead of quoting the text; `form` says what is expected.
+    static func split(_ text: String, hidden: Bool, flag: String, form: String) throws -> (key: String, type: FieldType, rest: String) {
         guard let eq = text.firstIndex(of: "=") else {
-            throw CLIError(ExitStatus.dataError, encrypted
-                ? "a --secret argument is not a field assignment: use key=value or key:TYPE=value (it is not shown because it may hold a secret)"
-                : "'\(text.prefix(60))' is not a field assignment: use key=value or key:TYPE=value")
+            throw CLIError(ExitStatus.dataError, hidden
+                ? "a \(flag) argument is not a field assignment: use \(form) (it is not shown because it may hold a secret)"
+                : "'\(text.prefix(60))' is not a field assignment: use \(form)")
         }
-        let left = text[..<eq], raw = String(text[text.index(after: eq)...])
+        let left = text[..<eq], rest = String(text[text.index(after: eq)...])
         var key = String(left), type = FieldType.string
         if let colon = left.firstIndex(of: ":") {
             key = String(left[..<colon])
             let typeName = String(left[left.index(after: colon)...])
             guard let parsed = FieldType(name: typeName) else {
-                let shown = encrypted ? "field '\(key)'" : "'\(text.prefix(60))'"
+                let shown = hidden ? "field '\(key)'" : "'\(text.prefix(60))'"
                 throw CLIError(ExitStatus.dataError, "unknown type '\(typeName)' in \(shown): use string, int, double, bool, date, bytes, ref or [TYPE]")
             }
             type = parsed
         }
         guard !key.isEmpty else {
-            throw CLIError(ExitStatus.dataError, encrypted
-                ? "a --secret argument has no field key: use key=value or key:TYPE=value (it is not shown because it may hold a secret)"
+            throw CLIError(ExitStatus.dataError, hidden
+                ? "a \(flag) argument has no field key: use \(form) (it is not shown because it may hold a secret)"
                 : "'\(text.prefix(60))' has no field key")
         }
-        return (key, try value(raw, as: type, key: key, encrypted: encrypted), type)
+        return (key, type, rest)
     }
 
     /// The error for a field value that is wrong: `problem` reads after the value ("is not an int").

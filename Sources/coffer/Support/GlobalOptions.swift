@@ -6,7 +6,7 @@ import Foundation
 
 /// The options every command accepts, among its own arguments.
 struct GlobalOptions: ParsableArguments {
-    @Option(name: .customLong("store"), help: ArgumentHelp("The store (SQLite file).", valueName: "path"))
+    @Option(name: .customLong("store"), help: ArgumentHelp("The store (SQLite file); only zone create and contact add create a missing one.", valueName: "path"))
     var storePath: String?
 
     @Option(name: .customLong("vault"), help: ArgumentHelp("The acting user's vault file.", valueName: "path"))
@@ -81,10 +81,33 @@ struct GlobalOptions: ParsableArguments {
         return try Vault.open(at: url, unlock: unlock())
     }
 
-    /// Opens the store, creating it (and the default folder) if needed.
-    func openStore() throws -> Store {
+    /// Opens the store. Only a command that writes something new into a store may `create` it
+    /// (and the default folder). For any other, a missing store is a mistyped `--store` or
+    /// `COFFER_STORE`: it fails with 66 rather than leaving an empty store behind. An empty file
+    /// counts as missing (setting it up would write).
+    func openStore(create: Bool) throws -> Store {
         let url = storeURL
-        try ensureFolder(for: url)
-        return try Store(path: url.path)
+        if create {
+            try ensureFolder(for: url)
+            return try Store(path: url.path, create: true)
+        }
+        try requireStore()
+        do {
+            return try Store(path: url.path, create: false)
+        } catch let error as StoreError where error.code == .unknownItem && !FileManager.default.fileExists(atPath: url.path) {
+            throw noStore("") // removed since it was looked at
+        }
+    }
+
+    /// Fails with 66 unless a store file with something in it is at ``storeURL``.
+    func requireStore() throws {
+        let size = (try? FileManager.default.attributesOfItem(atPath: storeURL.path))?[.size] as? Int
+        guard let size else { throw noStore("") }
+        guard size > 0 else { throw noStore(" (the file is empty)") }
+    }
+
+    private func noStore(_ detail: String) -> CLIError {
+        CLIError(ExitStatus.notFound,
+                 "no store at \(storeURL.path)\(detail); check --store or COFFER_STORE, or create one with 'coffer zone create NAME'")
     }
 }

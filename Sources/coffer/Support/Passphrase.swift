@@ -74,8 +74,8 @@ struct Terminal {
         _ = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress!, $0.count) }
     }
 
-    /// Reads one line with echo off, into guarded memory.
-    func readHidden(prompt: String) throws -> SecureBytes {
+    /// Reads one line with echo off, into guarded memory. `what` names it in an error.
+    func readHidden(prompt: String, what: String = "passphrase") throws -> SecureBytes {
         write(prompt)
         var saved = termios()
         let haveAttributes = tcgetattr(fd, &saved) == 0
@@ -104,7 +104,7 @@ struct Terminal {
             }
             byte = 0
         }
-        guard !tooLong else { throw CLIError.usage("the passphrase is longer than \(Passphrase.maxBytes) bytes") }
+        guard !tooLong else { throw CLIError.usage("the \(what) is longer than \(Passphrase.maxBytes) bytes") }
         return buffer.slice(0..<length)
     }
 }

@@ -24,6 +24,15 @@ enum RecordOutput {
         ]
     }
 
+    /// The `record put` shape: that of `record get`, but with `encryptedFields`, the sorted names of
+    /// the encrypted fields, in place of `encryptedValues`: a write prints no secret.
+    static func savedJSONObject(_ record: Record, context: SessionContext, schema: [String: FieldSchema]? = nil) -> [String: Any] {
+        var object = jsonObject(record, context: context, schema: schema)
+        object["encryptedValues"] = nil
+        object["encryptedFields"] = record.encryptedValues.keys.sorted()
+        return object
+    }
+
     static func jsonValue(_ value: RecordValue) -> Any {
         switch value {
         case .string(let s), .reference(let s): return s
@@ -71,10 +80,11 @@ enum RecordOutput {
         FileHandle.standardOutput.write(try data(object, pretty: true) + Data("\n".utf8))
     }
 
-    /// The human form of `record get`.
+    /// The human form of `record get` (and, without `secrets`, of `record put`: encrypted fields by
+    /// name and type only, since a write prints no secret).
     /// With `schema`, a field's type is the one its first save fixed (an empty list carries none
     /// of its own: `[]` of a `[double]` field would show as `[string]`).
-    static func printText(_ record: Record, context: SessionContext, schema: [String: FieldSchema]? = nil) {
+    static func printText(_ record: Record, context: SessionContext, schema: [String: FieldSchema]? = nil, secrets: Bool = true) {
         Output.fields([
             ("Record", "\(record.name) (\(record.recordType)) in \(record.zoneID.name)"),
             ("Change tag", record.changeTag ?? "-"),
@@ -83,13 +93,19 @@ enum RecordOutput {
             ("Modified", "\(record.modified.map(Output.iso) ?? "-") by \(context.displayName(record.modifierID))"),
         ])
         printFields("Values", record.values, schema: schema)
-        printFields("Encrypted values", record.encryptedValues, schema: schema)
+        if secrets {
+            printFields("Encrypted values", record.encryptedValues, schema: schema)
+        } else {
+            printFields("Encrypted fields", record.encryptedValues, schema: schema, values: false)
+        }
     }
 
-    static func printFields(_ title: String, _ fields: [String: RecordValue], schema: [String: FieldSchema]? = nil) {
+    /// `title:` then a line per field, `key (type) = value`, or `key (type)` without `values`.
+    static func printFields(_ title: String, _ fields: [String: RecordValue], schema: [String: FieldSchema]? = nil, values: Bool = true) {
         Output.line("\(title):" + (fields.isEmpty ? " none" : ""))
         for key in fields.keys.sorted() {
-            Output.line("  \(key) (\(schema?[key]?.type ?? fields[key]!.fieldType)) = \(display(fields[key]!))")
+            let type = "  \(key) (\(schema?[key]?.type ?? fields[key]!.fieldType))"
+            Output.line(values ? "\(type) = \(display(fields[key]!))" : type)
         }
     }
 

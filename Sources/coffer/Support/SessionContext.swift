@@ -7,9 +7,16 @@ struct SessionContext {
     let session: Session
     let store: Store
 
-    init(_ global: GlobalOptions) throws {
+    /// Opens the vault and the store. Each command states whether it may `createStore`: only one
+    /// that can succeed on a new store (`zone create`, and `contact add` through
+    /// ``GlobalOptions/openStore(create:)``). Every other command needs what only a store that
+    /// exists holds (a zone, a share), so it fails with 66 instead of leaving an empty store.
+    init(_ global: GlobalOptions, createStore: Bool) throws {
+        // A mistyped --store fails at once, before any passphrase prompt.
+        if !createStore { try global.requireStore() }
+        // The vault before the store: a wrong passphrase leaves no new store behind.
         let vault = try global.openVault()
-        store = try global.openStore()
+        store = try global.openStore(create: createStore)
         session = try store.session(vault: vault)
     }
 

@@ -1,0 +1,41 @@
+import CofferStore
+
+extension FieldAssignment {
+    /// A `--secret-file key[:TYPE]=PATH` argument, before its file is read.
+    struct SecretFile {
+        let key: String
+        let type: FieldType
+        /// The file, or `-` for standard input.
+        let path: String
+
+        /// How errors name it.
+        var flag: String { "field '\(key)' (--secret-file)" }
+    }
+
+    /// Parses `key=PATH` or `key:TYPE=PATH` (`-` for standard input). The argument holds no
+    /// secret, so errors quote it.
+    static func secretFile(_ text: String) throws -> SecretFile {
+        let (key, type, path) = try split(text, hidden: false, flag: "--secret-file", form: "key=PATH or key:TYPE=PATH")
+        guard !path.isEmpty else {
+            throw CLIError(ExitStatus.dataError, "'\(text.prefix(60))' names no file: use key=PATH or key:TYPE=PATH ('-' for standard input)")
+        }
+        return SecretFile(key: key, type: type, path: path)
+    }
+
+    /// Reads a `--secret-file` field's value, at most a record's size (`-` on a terminal: one line,
+    /// typed with echo off). `bytes` takes the file's bytes exactly; every other type reads the file as UTF-8 text without one trailing line
+    /// ending (`\n` or `\r\n`) and parses that text as `--secret` parses what follows `=`. No error
+    /// quotes the content.
+    static func read(_ file: SecretFile) throws -> (key: String, value: RecordValue, type: FieldType) {
+        var bytes = try InputFile.read(file.path, flag: file.flag, limit: Limits.maxRecordBytes,
+                                       hiddenPrompt: "Value of the encrypted field '\(file.key)': ")
+        defer { for i in bytes.indices { bytes[i] = 0 } }
+        if file.type == .bytes { return (file.key, .bytes(bytes), file.type) }
+        guard let text = InputFile.text(bytes) else {
+            let source = file.path == "-" ? "standard input" : file.path
+            throw CLIError(ExitStatus.dataError,
+                           "field '\(file.key)' (encrypted): \(source) is not UTF-8 text; for its raw bytes use \(file.key):bytes=\(file.path)")
+        }
+        return (file.key, try value(text, as: file.type, key: file.key, encrypted: true), file.type)
+    }
+}

@@ -1,0 +1,116 @@
+import Foundation
+import Testing
+
+/// A store path that does not exist (a mistyped `--store`): only commands that can succeed on a
+/// new store create one; every other command fails with 66 naming the path and leaves no file.
+@Suite("a missing store")
+struct MissingStoreCommandTests {
+    let sandbox: Sandbox
+    let vault: String
+    /// In a folder that exists, so that only the file is missing.
+    let missing: String
+
+    init() throws {
+        sandbox = try Sandbox()
+        vault = try sandbox.initVault("a.coffer")
+        missing = sandbox.path("typo.sqlite")
+    }
+
+    /// Commands that need a store that exists: reads, and writes into a zone or share it would hold.
+    static let needExistingStore: [[String]] = [
+        ["zone", "list"], ["zone", "delete", "Notes"], ["zone", "rekey", "Notes"],
+        ["record", "get", "Notes", "n1"], ["record", "query", "Notes", "--type", "Note"], ["record", "export", "Notes"],
+        ["record", "put", "Notes", "n1", "--type", "Note", "--set", "title=x"], ["record", "delete", "Notes", "n1"],
+        ["record", "import", "Notes", "IMPORT"],
+        ["share", "create", "Notes"], ["share", "add", "Notes", "--participant", "bob@example.com", "--permission", "read-only"],
+        ["share", "permission", "Notes", "--participant", "bob@example.com", "--permission", "read-only"],
+        ["share", "public", "Notes", "none"], ["share", "remove", "Notes", "--participant", "bob@example.com"],
+        ["share", "show", "Notes"], ["share", "url", "Notes"], ["share", "list"],
+        ["share", "accept", "coffer://share/v1/00112233445566778899aabbccddeeff/00112233445566778899aabbccddeeff#AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"],
+        ["share", "leave", "Notes@bob@example.com"], ["share", "stop", "Notes"],
+        ["changes", "Notes"], ["changes", "--database", "private"], ["audit"], ["contact", "list"],
+    ]
+
+    /// `args` with IMPORT replaced by an import file that exists.
+    func arguments(_ args: [String]) throws -> [String] {
+        let importFile = try sandbox.write("import.jsonl", "{\"name\": \"n1\", \"type\": \"Note\", \"values\": {}, \"encryptedValues\": {}}\n")
+        return args.map { $0 == "IMPORT" ? importFile : $0 }
+    }
+
+    func expectNoStoreFiles(_ path: String, sourceLocation: SourceLocation = #_sourceLocation) {
+        for file in [path, path + "-wal", path + "-shm"] {
+            #expect(!sandbox.exists(file), "\(file) was created", sourceLocation: sourceLocation)
+        }
+    }
+
+    @Test("a command that needs a store fails with 66 naming the path, and creates no file", arguments: needExistingStore)
+    func refused(_ command: [String]) throws {
+        let args = try arguments(command) + ["--vault", vault]
+        for json in [false, true] {
+            let r = try sandbox.coffer(args + ["--store", missing] + (json ? ["--json"] : []), env: withPassphrase)
+            expectError(r, 66, mentioning: "no store at \(missing);")
+            #expect(r.err.contains("--store or COFFER_STORE") && r.err.contains("coffer zone create"), "\(r)")
+            expectNoStoreFiles(missing)
+        }
+        // The same path from COFFER_STORE.
+        let r = try sandbox.coffer(args, env: withPassphrase.merging(["COFFER_STORE": missing]) { $1 })
+        expectError(r, 66, mentioning: "no store at \(missing);")
+        expectNoStoreFiles(missing)
+    }
+
+    @Test("a missing store is reported before any passphrase is asked for (66, not 64)")
+    func beforePassphrase() throws {
+        let r = try sandbox.coffer(["record", "get", "Notes", "n1", "--vault", vault, "--store", missing])
+        expectError(r, 66, mentioning: "no store at \(missing);")
+        expectNoStoreFiles(missing)
+    }
+
+    @Test("the default store: a read fails with 66 naming it and creates neither it nor its folder")
+    func defaultStore() throws {
+        let folder = sandbox.dataHome.appendingPathComponent("coffer").path
+        let expected = folder + "/store.sqlite"
+        let r = try sandbox.coffer(["zone", "list", "--vault", vault], env: withPassphrase)
+        expectError(r, 66, mentioning: "no store at \(expected);")
+        #expect(!sandbox.exists(folder), "the default folder was created by a read")
+    }
+
+    @Test("an empty file is no store: a read fails with 66 and leaves it empty")
+    func emptyFile() throws {
+        let empty = try sandbox.write("empty.sqlite", Data())
+        let r = try sandbox.coffer(["zone", "list", "--vault", vault, "--store", empty], env: withPassphrase)
+        expectError(r, 66, mentioning: "no store at \(empty) (the file is empty);")
+        #expect(try sandbox.read(empty).isEmpty)
+        #expect(!sandbox.exists(empty + "-wal"))
+    }
+
+    @Test("zone create and contact add create a missing store; a wrong passphrase creates none")
+    func creators() throws {
+        let wrong = try sandbox.coffer(["zone", "create", "Notes", "--vault", vault, "--store", missing],
+                                       env: ["COFFER_PASSPHRASE": CofferProcess.wrongPassphrase])
+        expectError(wrong, 77)
+        expectNoStoreFiles(missing)
+
+        expectSuccess(try sandbox.coffer(["zone", "create", "Notes", "--vault", vault, "--store", missing], env: withPassphrase))
+        #expect(sandbox.exists(missing))
+        let list = try sandbox.coffer(["zone", "list", "--vault", vault, "--store", missing], env: withPassphrase)
+        expectSuccess(list)
+        #expect(list.out.contains("Notes"), "\(list)")
+
+        let card = sandbox.path("card.json")
+        expectSuccess(try sandbox.coffer(["vault", "export-contact", "--output", card, "--vault", vault], env: withPassphrase))
+        let other = sandbox.path("contacts.sqlite")
+        expectSuccess(try sandbox.coffer(["contact", "add", card, "--store", other]))
+        #expect(sandbox.exists(other))
+    }
+
+    @Test("vault commands never open the store")
+    func vaultCommands() throws {
+        let nowhere = sandbox.path("no-such-folder/store.sqlite")
+        for args in [["vault", "show"], ["vault", "item", "list"], ["vault", "export-contact"]] {
+            let r = try sandbox.coffer(args + ["--vault", vault, "--store", nowhere], env: withPassphrase)
+            expectSuccess(r)
+        }
+        #expect(!sandbox.exists(sandbox.path("no-such-folder")))
+        #expect(!sandbox.exists(sandbox.dataHome.appendingPathComponent("coffer").path))
+    }
+}
