@@ -43,6 +43,7 @@ enum CofferMain {
             } else {
                 try command.run()
             }
+            SessionContext.saveMarks()
         } catch {
             ErrorReporter.exit(with: error)
         }

@@ -43,12 +43,18 @@ extension Coffer.ShareCommand {
             let mine = share.participants.first { $0.userID == me }
             let owner = share.participants[0]
             let ownerRef = owner.email ?? owner.userID
+            // The zone's owner, as its signed first log entry names them: compare the fingerprint
+            // with theirs. From now on this user's marks pin that owner for the zone.
+            let fingerprint = (try? context.store.contact(matching: owner.userID).fingerprint) ?? "unknown"
             if global.json {
                 try RecordOutput.printJSON(["zone": "\(share.zoneID.name)@\(ownerRef)", "owner": share.zoneID.ownerID,
+                                            "ownerName": owner.name ?? "", "ownerEmail": owner.email ?? "", "ownerFingerprint": fingerprint,
                                             "permission": mine?.permission.description ?? share.publicPermission.description] as [String: Any])
                 return
             }
             Output.line("Accepted \(share.title.isEmpty ? "the share" : "'\(share.title)'") from \(owner.name ?? owner.userID): zone \(share.zoneID.name)@\(ownerRef) (\(mine?.permission.description ?? share.publicPermission.description)).")
+            Output.line("Owner: \(owner.name ?? "-") <\(owner.email ?? "no email")>, user id \(owner.userID), fingerprint \(fingerprint)")
+            Output.line("Compare the fingerprint with the owner's own ('coffer vault show' on their side) before you trust what they share.")
         }
     }
 

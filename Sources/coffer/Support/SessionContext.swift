@@ -1,6 +1,7 @@
 import CofferStore
 import CofferVault
 import Foundation
+import Synchronization
 
 /// The acting user's session on the store, and zone arguments resolved against it.
 struct SessionContext {
@@ -18,6 +19,21 @@ struct SessionContext {
         let vault = try global.openVault()
         store = try global.openStore(create: createStore)
         session = try store.session(vault: vault)
+        Self.opened.withLock { $0.append(session) }
+    }
+
+    /// The sessions this process opened: their marks are written when the command ends.
+    private static let opened = Mutex<[Session]>([])
+
+    /// Writes the marks (the newest log entry verified, per zone) of every session the command
+    /// opened, whether it succeeded or not: what it verified stays verified. A failure to write
+    /// is a warning, not the command's failure.
+    static func saveMarks() {
+        for session in opened.withLock({ $0 }) {
+            do { try session.saveMarks() } catch {
+                FileHandle.standardError.write(Data("warning: \(Output.oneLine("\(error)"))\n".utf8))
+            }
+        }
     }
 
     var db: RecordDatabase { session.privateDatabase }

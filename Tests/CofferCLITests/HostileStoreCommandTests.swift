@@ -1,0 +1,67 @@
+import Foundation
+import Testing
+
+/// The hostile store, as users of the command line meet it: a store file rolled back, or a log
+/// cut, after they worked is refused by every command that reads the zone (65, naming it), and
+/// `coffer audit` reports it (1). Each command's verified heads are kept in the marks file
+/// beside the vault, so the next command (another process) remembers them.
+@Suite("Hostile store (CLI)")
+struct HostileStoreCommandTests {
+    @Test("a store file put back to an older copy is refused by the next command, naming the zone; audit reports it")
+    func rolledBackFile() throws {
+        let team = try Team([.alice, .bob])
+        try team.createZone(.alice, "Notes")
+        try team.put(.alice, "Notes", "n1", type: "Note", set: ["title=first"], secret: ["body=one"])
+        try team.share(.alice, "Notes", with: [(.bob, "read-only")])
+        try team.ok(.bob, ["record", "get", "Notes@alice@example.com", "n1"])
+        // A backup of the store as it is now (a consistent copy through SQLite).
+        let copy = team.sandbox.path("old.sqlite")
+        _ = try SQLiteShell.run(team.store, "VACUUM INTO '\(copy)'")
+        try team.put(.alice, "Notes", "n2", type: "Note", set: ["title=second"], secret: ["body=two"])
+        try team.ok(.bob, ["record", "get", "Notes@alice@example.com", "n2"])
+        // The marks are in files beside the vaults, written by those commands.
+        #expect(FileManager.default.fileExists(atPath: team.vault(.alice) + ".marks"))
+        #expect(FileManager.default.fileExists(atPath: team.vault(.bob) + ".marks"))
+
+        // Someone puts the old copy back.
+        for suffix in ["-wal", "-shm"] { try? FileManager.default.removeItem(atPath: team.store + suffix) }
+        try FileManager.default.removeItem(atPath: team.store)
+        try FileManager.default.copyItem(atPath: copy, toPath: team.store)
+
+        try team.fails(.alice, ["record", "get", "Notes", "n1"], 65, mentioning: "zone 'Notes'")
+        let r = try team.run(.alice, ["record", "query", "Notes", "--type", "Note"])
+        expectFailure(r, 65, mentioning: "rolled back")
+        try team.fails(.bob, ["record", "get", "Notes@alice@example.com", "n1"], 65, mentioning: "zone 'Notes'")
+        // The owner cannot write over it either: nothing is signed on a rolled-back log.
+        try team.fails(.alice, ["record", "put", "Notes", "n3", "--type", "Note", "--set", "title=third"], 65, mentioning: "zone 'Notes'")
+        let audit = try team.run(.alice, ["audit", "--json"])
+        #expect(audit.status == 1, "\(audit)")
+        let report = try #require(try JSONSerialization.jsonObject(with: audit.stdout) as? [String: Any])
+        let findings = report["findings"] as? [[String: Any]] ?? []
+        #expect(findings.contains { ($0["message"] as? String)?.contains("rolled back") == true }, "\(findings)")
+    }
+
+    @Test("the last entries of a zone's log cut from the file: refused, naming the zone")
+    func cutTail() throws {
+        let team = try Team([.alice])
+        try team.createZone(.alice, "Notes")
+        for i in 1...3 { try team.put(.alice, "Notes", "n\(i)", type: "Note", set: ["title=t\(i)"]) }
+        _ = try SQLiteShell.run(team.store, "DELETE FROM zone_log WHERE seq = (SELECT max(seq) FROM zone_log)")
+        try team.fails(.alice, ["record", "get", "Notes", "n1"], 65, mentioning: "its log ends at entry")
+        let audit = try team.run(.alice, ["audit"])
+        #expect(audit.status == 1, "\(audit)")
+        #expect(audit.out.contains("Notes"), "\(audit)")
+    }
+
+    @Test("share accept names the zone's owner: name, email, user id and fingerprint")
+    func acceptShowsTheOwner() throws {
+        let team = try Team([.alice, .bob])
+        try team.createZone(.alice, "Notes")
+        let created = try team.json(.alice, ["share", "create", "Notes"])
+        let url = try #require(created["url"] as? String)
+        try team.ok(.alice, ["share", "add", "Notes", "--participant", "bob@example.com", "--permission", "read-only"])
+        let fingerprint = try #require(try team.json(.alice, ["vault", "show"])["fingerprint"] as? String)
+        let r = try team.ok(.bob, ["share", "accept", url])
+        #expect(r.out.contains("Alice <alice@example.com>") && r.out.contains(team.id(.alice)) && r.out.contains(fingerprint), "\(r)")
+    }
+}
