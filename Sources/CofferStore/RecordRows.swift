@@ -166,8 +166,9 @@ final class StoredRow: ManagedBuffer<StoredRow.Fields, UInt8> {
         var cache = creatorCache ?? Session.CreatorCache()
         defer { creatorCache = cache }
         let creatorID = Session.cachedText(s.bytes(7), in: &cache.creator)
+        // Most rows were last modified by their creator: one String for both.
         let modifier = s.bytes(8)
-        let modifierID = modifier.elementsEqual(creatorID.utf8) ? creatorID : Session.cachedText(modifier, in: &cache.modifier)
+        let modifierID = Session.sameBytes(modifier, cache.creator?.bytes) ? creatorID : Session.cachedText(modifier, in: &cache.modifier)
         let name = s.text(0), type = s.text(1), parent = s.optionalText(2)
         // Each column is read once and in its stored type, so no read converts (and frees) the
         // bytes another pointer here refers to; they stay valid until the next step.
@@ -584,12 +585,15 @@ extension Session {
         var modifier: (bytes: [UInt8], id: String)?
     }
 
+    /// Whether `bytes` are `kept`, byte for byte.
+    static func sameBytes(_ bytes: UnsafeRawBufferPointer, _ kept: [UInt8]?) -> Bool {
+        guard let kept, kept.count == bytes.count else { return false }
+        return kept.withUnsafeBytes { bytes.count == 0 || memcmp($0.baseAddress!, bytes.baseAddress!, bytes.count) == 0 }
+    }
+
     /// The text of `bytes`, as the kept `String` when it is the same as the last one.
     static func cachedText(_ bytes: UnsafeRawBufferPointer, in slot: inout (bytes: [UInt8], id: String)?) -> String {
-        if let kept = slot, kept.bytes.count == bytes.count,
-           kept.bytes.withUnsafeBytes({ bytes.count == 0 || memcmp($0.baseAddress!, bytes.baseAddress!, bytes.count) == 0 }) {
-            return kept.id
-        }
+        if let kept = slot, sameBytes(bytes, kept.bytes) { return kept.id }
         let text = String(decoding: bytes, as: UTF8.self)
         slot = (Array(bytes), text)
         return text

@@ -19,7 +19,7 @@ import GRDB
 struct ZoneLog: Sendable {
     private(set) var state: ZoneState
     /// The hash of each entry, by `seq - state.base`.
-    private(set) var hashes: [Digest32]
+    private(set) var hashes: ChunkedDigests
     /// The first entry after the head that failed verification, and why, when the store holds
     /// one: entries from there on are refused (none can be valid, since writers extend only a
     /// verified head), and the next write replaces them.
@@ -27,7 +27,8 @@ struct ZoneLog: Sendable {
 
     init(state: ZoneState) {
         self.state = state
-        hashes = [state.headHash]
+        hashes = ChunkedDigests()
+        hashes.append(state.headHash)
     }
 
     var mark: ZoneMark {
@@ -44,6 +45,31 @@ struct ZoneLog: Sendable {
     mutating func append(_ entry: LogEntry, hash: Digest32) throws {
         try state.apply(entry, hash: hash)
         hashes.append(hash)
+    }
+}
+
+/// An append-only list of digests in chunks of 1,024: a copy of a log that appends one entry
+/// copies its last chunk and the list of chunks, not every hash (a write to a zone of 100,000
+/// entries would otherwise copy 3.2 MB).
+struct ChunkedDigests: Sendable {
+    private static let chunkSize = 1024
+    private var chunks = [[Digest32]]()
+    private(set) var count = 0
+
+    subscript(index: Int) -> Digest32 {
+        chunks[index / Self.chunkSize][index % Self.chunkSize]
+    }
+
+    mutating func append(_ digest: Digest32) {
+        if count % Self.chunkSize == 0 {
+            var chunk = [Digest32]()
+            chunk.reserveCapacity(Self.chunkSize)
+            chunk.append(digest)
+            chunks.append(chunk)
+        } else {
+            chunks[chunks.count - 1].append(digest)
+        }
+        count += 1
     }
 }
 
