@@ -1,4 +1,4 @@
-/// Size and count limits, as CloudKit's (DESIGN.md).
+/// Size and count limits, as CloudKit's.
 public enum Limits {
     /// A record's fields, at most 1 MiB: keys plus values (UTF-8 of strings, bytes, 8 bytes per number).
     public static let maxRecordBytes = 1 << 20

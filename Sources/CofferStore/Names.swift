@@ -1,4 +1,4 @@
-/// The naming rules of DESIGN.md (CloudKit's): names of zones and records are ASCII, at most
+/// The naming rules (CloudKit's): names of zones and records are ASCII, at most
 /// 255 characters, printable, with no leading `_`; zone names also exclude `@` (used by
 /// `NAME@OWNER`). Record types and field keys start with a letter, then letters, digits, `_`.
 enum Names {
