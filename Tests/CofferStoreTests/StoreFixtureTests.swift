@@ -77,20 +77,30 @@ struct StoreFixtureTests {
         }
     }
 
+    /// Each fixture user's session, after checking that each reads every record they could read
+    /// when the fixture was made.
+    static func readAll(_ f: Opened) async throws -> (alice: Session, bob: Session) {
+        let alice = try f.store.session(vault: f.alice)
+        let bob = try f.store.session(vault: f.bob)
+        let aliceID = f.alice.identity.userID, bobID = f.bob.identity.userID
+        let notes = ZoneID(name: "Notes", ownerID: aliceID)
+        let query = Query(recordType: "Note")
+        check(try await alice.privateDatabase.query(query, in: notes).records, against: Self.notes, alice: aliceID, bob: bobID)
+        check(try await bob.sharedDatabase.query(query, in: notes).records, against: Self.notes, alice: aliceID, bob: bobID)
+        check(try await alice.privateDatabase.query(query, in: ZoneID(name: "Private", ownerID: aliceID)).records,
+              against: privateRecords, alice: aliceID, bob: bobID)
+        check(try await bob.privateDatabase.query(query, in: ZoneID(name: "Bobs", ownerID: bobID)).records,
+              against: bobRecords, alice: aliceID, bob: bobID)
+        return (alice, bob)
+    }
+
     @Test("the v5 store opens: each user reads every record they could read when it was made")
     func v5Opens() async throws {
         try await Self.withCopy(Self.v5) { f async throws in
-            let alice = try f.store.session(vault: f.alice)
-            let bob = try f.store.session(vault: f.bob)
+            let (alice, bob) = try await Self.readAll(f)
             let aliceID = f.alice.identity.userID, bobID = f.bob.identity.userID
             let notes = ZoneID(name: "Notes", ownerID: aliceID)
             let query = Query(recordType: "Note")
-            Self.check(try await alice.privateDatabase.query(query, in: notes).records, against: Self.notes, alice: aliceID, bob: bobID)
-            Self.check(try await alice.privateDatabase.query(query, in: ZoneID(name: "Private", ownerID: aliceID)).records,
-                       against: Self.privateRecords, alice: aliceID, bob: bobID)
-            Self.check(try await bob.sharedDatabase.query(query, in: notes).records, against: Self.notes, alice: aliceID, bob: bobID)
-            Self.check(try await bob.privateDatabase.query(query, in: ZoneID(name: "Bobs", ownerID: bobID)).records,
-                       against: Self.bobRecords, alice: aliceID, bob: bobID)
             let share = try await alice.fetchShare(in: notes)
             #expect(share.title == "Fixture share")
             #expect(share.participants.first { $0.userID == bobID }?.status == .accepted)
@@ -110,17 +120,10 @@ struct StoreFixtureTests {
     @Test("the v6 store opens: every entry kind of the zone log verifies, and each user reads what they could")
     func v6Opens() async throws {
         try await Self.withCopy(Self.v6) { f async throws in
-            let alice = try f.store.session(vault: f.alice)
-            let bob = try f.store.session(vault: f.bob)
+            let (alice, bob) = try await Self.readAll(f)
             let aliceID = f.alice.identity.userID, bobID = f.bob.identity.userID
             let notes = ZoneID(name: "Notes", ownerID: aliceID)
             let query = Query(recordType: "Note")
-            Self.check(try await alice.privateDatabase.query(query, in: notes).records, against: Self.notes, alice: aliceID, bob: bobID)
-            Self.check(try await bob.sharedDatabase.query(query, in: notes).records, against: Self.notes, alice: aliceID, bob: bobID)
-            Self.check(try await alice.privateDatabase.query(query, in: ZoneID(name: "Private", ownerID: aliceID)).records,
-                       against: Self.privateRecords, alice: aliceID, bob: bobID)
-            Self.check(try await bob.privateDatabase.query(query, in: ZoneID(name: "Bobs", ownerID: bobID)).records,
-                       against: Self.bobRecords, alice: aliceID, bob: bobID)
             // Genesis, membership, acceptance, commit and rewrite entries are all in Notes' log.
             let kinds = try await f.store.dbPool.read { db in
                 try Int.fetchAll(db, sql: "SELECT DISTINCT kind FROM zone_log WHERE zone_id = (SELECT id FROM zone WHERE name = 'Notes') ORDER BY kind")
