@@ -640,6 +640,7 @@ struct HostileStoreTests {
             let lure = ZoneID(name: "Family2", ownerID: s.alice.userID)
             let error = await shareExpectError(.integrityFailure) { try await s.forgetful(s.alice).privateDatabase.record(named: "m1", in: lure) }
             #expect(error?.message.contains("genesis") == true, "\(error?.message ?? "")")
+            try await s.expectAuditFinding(lure, as: s.forgetful(s.alice), [.log])
             // Swapping the uids of Alice's zone and Mallory's does not move a zone either.
             try s.raw { db in
                 try db.execute(sql: "UPDATE zone SET owner_id = ?, name = 'Lure' WHERE name = 'Family2'", arguments: [s.mallory.userID])
@@ -651,6 +652,7 @@ struct HostileStoreTests {
             }
             await shareExpectError(.integrityFailure) { try await s.fresh(s.bob).sharedDatabase.record(named: "n1", in: zone) }
             await s.expectNoAttackerValue(zone, as: try s.fresh(s.bob))
+            try await s.expectAuditFinding(zone, as: s.fresh(s.bob), [.log])
         }
     }
 }
