@@ -163,12 +163,14 @@ final class StoredRow: ManagedBuffer<StoredRow.Fields, UInt8> {
     /// Reads the current row of a statement selecting ``Session/recordColumns``.
     static func read(_ s: RawStatement, creatorCache: inout Session.CreatorCache?) -> StoredRow {
         // Creators and modifiers repeat from row to row: keep one String for a run of equal ids.
-        var cache = creatorCache ?? Session.CreatorCache()
-        defer { creatorCache = cache }
-        let creatorID = Session.cachedText(s.bytes(7), in: &cache.creator)
+        // The cache is used in place (a copy in and out would retain and release its four values
+        // on every row).
+        if creatorCache == nil { creatorCache = Session.CreatorCache() }
+        let creatorID = Session.cachedText(s.bytes(7), in: &creatorCache!.creator)
         // Most rows were last modified by their creator: one String for both.
         let modifier = s.bytes(8)
-        let modifierID = Session.sameBytes(modifier, cache.creator?.bytes) ? creatorID : Session.cachedText(modifier, in: &cache.modifier)
+        let modifierID = Session.sameBytes(modifier, creatorCache!.creator?.bytes) ? creatorID
+            : Session.cachedText(modifier, in: &creatorCache!.modifier)
         let name = s.text(0), type = s.text(1), parent = s.optionalText(2)
         // Each column is read once and in its stored type, so no read converts (and frees) the
         // bytes another pointer here refers to; they stay valid until the next step.
@@ -234,6 +236,7 @@ final class DecodeWorker: @unchecked Sendable {
     private var keys = [Int64: SymmetricKey]()
     private var creator = ""
     private var modifier = ""
+    private var author = ""
     private var label: String?
     /// Where this worker's envelopes are opened (wiped after each record).
     private let scratch = UnsafeMutableRawBufferPointer.allocate(byteCount: 16 * 1024, alignment: 16)
@@ -298,9 +301,11 @@ final class DecodeWorker: @unchecked Sendable {
         // of the shared context), not copied, for the same reason.
         if row.creatorID != creator { creator = row.creatorID.copied }
         if row.modifierID != modifier { modifier = row.modifierID == creator ? creator : row.modifierID.copied }
-        if shared.commit.label != label { label = shared.commit.label?.copied }
-        return Session.decode(row, commit: shared.commit, creatorID: creator, modifierID: modifier, label: label, schema: schema, key: key,
-                              zone: zone, scratch: scratch)
+        if shared.commit.authorID != author || shared.commit.label != label {
+            (author, label) = (shared.commit.authorID.copied, shared.commit.label?.copied)
+        }
+        return Session.decode(row, commit: shared.commit, author: author, creatorID: creator, modifierID: modifier, label: label,
+                              schema: schema, key: key, zone: zone, scratch: scratch)
     }
 }
 
@@ -321,8 +326,8 @@ extension Session {
     /// sealed ones. Pure: runs on any thread.
     /// With `final`, a field missing from the schema is an integrity failure rather than `.staleSchema`.
     static func decode(_ row: StoredRow, context: RowContext, zone: ZoneRow, final: Bool = false) -> DecodeOutcome {
-        decode(row, commit: context.commit, creatorID: row.creatorID, modifierID: row.modifierID, label: context.commit.label,
-               schema: context.schema, key: context.key, zone: zone, final: final)
+        decode(row, commit: context.commit, author: context.commit.authorID, creatorID: row.creatorID, modifierID: row.modifierID,
+               label: context.commit.label, schema: context.schema, key: context.key, zone: zone, final: final)
     }
 
     /// ``decode(_:context:zone:final:)`` with each part given on its own: helper threads run it
@@ -330,13 +335,15 @@ extension Session {
     /// The row's version hash must be one of its log entry's, checked before anything else is
     /// believed; in a commit, the modifier and modification time must be the commit's author and
     /// time (a rewrite by the owner keeps each record's own).
-    static func decode(_ row: StoredRow, commit: VerifiedCommit, creatorID: String, modifierID: String, label: String?,
+    static func decode(_ row: StoredRow, commit: VerifiedCommit, author: String, creatorID: String, modifierID: String, label: String?,
                        schema: [String: FieldSpec], key: Result<SymmetricKey, any Error>?, zone: ZoneRow,
                        final: Bool = false, scratch: UnsafeMutableRawBufferPointer? = nil) -> DecodeOutcome {
         row.withBytes { all -> DecodeOutcome in
             let plain = UnsafeRawBufferPointer(rebasing: all[0..<row.plainCount])
             let sealed = row.hasSealed ? UnsafeRawBufferPointer(rebasing: all[row.plainCount...]) : nil
-            guard matches(row, commit, zone: zone, plain: plain, sealed: sealed) else { return .failed(mismatch(row, zone: zone)) }
+            guard matches(row, commit, author: author, modifier: modifierID, zone: zone, plain: plain, sealed: sealed) else {
+                return .failed(mismatch(row, zone: zone))
+            }
             do {
                 let values: [String: RecordValue]
                 do { values = try PlainValuesCodec.decode(plain, typeOf: { schema[$0]?.type }) } catch {
@@ -392,14 +399,16 @@ extension Session {
     /// Whether a stored row is a version its log entry signs: its version hash is one of the
     /// entry's, at the entry's epoch and owner's entry; in a commit, its modifier and modification
     /// time are the commit's author and time.
-    static func matches(_ row: StoredRow, _ commit: VerifiedCommit, zone: ZoneRow,
+    /// `author` and `modifier` are the commit's author and the row's modifier (a decoding thread
+    /// passes its own copies).
+    static func matches(_ row: StoredRow, _ commit: VerifiedCommit, author: String, modifier: String, zone: ZoneRow,
                         plain: UnsafeRawBufferPointer, sealed: UnsafeRawBufferPointer?) -> Bool {
         let hash = CommitBuilder.recordDigest(zoneUID: zone.uid, name: row.name, type: row.type, parent: row.parent, seq: row.seq,
                                               epoch: row.epoch, membershipSeq: row.membershipSeq, creatorID: row.creatorID,
                                               modifierID: row.modifierID, created: row.created, modified: row.modified,
                                               plain: plain, sealed: sealed)
         return commit.entries.contains(hash) && row.epoch == commit.epoch && row.membershipSeq == commit.ownerSeq
-            && (commit.kind != .commit || (row.modifierID == commit.authorID && row.modified == commit.time))
+            && (commit.kind != .commit || (modifier == author && row.modified == commit.time))
     }
 
     static func mismatch(_ row: StoredRow, zone: ZoneRow) -> StoreError {
@@ -417,7 +426,8 @@ extension Session {
         guard let row = found else { return }
         let context = try context(db, zone: zone, row: row).mapError { Self.rowError($0, row: row, zone: zone) }.get()
         let ok = row.withBytes { all in
-            Self.matches(row, context.commit, zone: zone, plain: UnsafeRawBufferPointer(rebasing: all[0..<row.plainCount]),
+            Self.matches(row, context.commit, author: context.commit.authorID, modifier: row.modifierID, zone: zone,
+                         plain: UnsafeRawBufferPointer(rebasing: all[0..<row.plainCount]),
                          sealed: row.hasSealed ? UnsafeRawBufferPointer(rebasing: all[row.plainCount...]) : nil)
         }
         guard ok else { throw Self.mismatch(row, zone: zone) }
