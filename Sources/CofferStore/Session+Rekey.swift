@@ -17,7 +17,8 @@ extension Session {
             let zone = try self.zoneRow(db, zoneID)
             let state = try self.requireOwner(db, zone: zone, to: "re-key it").state
             var count = 0
-            for row in try Row.fetchAll(db, sql: statement, arguments: [zone.rowID, state.epoch]) {
+            let rows = try Row.fetchCursor(db, sql: statement, arguments: [zone.rowID, state.epoch]) // one row in memory at a time
+            while let row = try rows.next() {
                 do { _ = try self.decodeRecord(db, zone: zone, row: row) } catch let error as StoreError where error.code == .integrityFailure {
                     throw StoreError(.integrityFailure, "re-key stopped before writing anything: \(error.message)", underlying: error)
                 }
