@@ -626,6 +626,28 @@ struct HostileStoreTests {
 
     // MARK: - Zones bound to their owners
 
+    /// Mallory takes over a zone's uid: the row says she owns it, and a genesis she signed names
+    /// her. Bob, who read the zone as Alice's, refuses it: his marks pin its owner.
+    @Test("a zone's uid taken over by another owner is refused by a user whose marks pin the first owner")
+    func ownerPinnedByMarks() async throws {
+        try await Scene.run { s in
+            let zone = try await s.sharedZone()
+            let id = try s.rowID(zone)
+            try s.raw { db in
+                try db.execute(sql: "DELETE FROM zone_log WHERE zone_id = ?", arguments: [id])
+                try db.execute(sql: "UPDATE zone SET owner_id = ? WHERE id = ?", arguments: [s.mallory.userID, id])
+                let genesis = GenesisPayload(zoneName: "Family",
+                                             state: StatePayload(epoch: 1, newCommitments: [1: [UInt8](repeating: 1, count: 32)], share: nil),
+                                             vouched: [:], records: .empty)
+                try forgeEntry(db, zone: ZoneID(name: "Family", ownerID: s.mallory.userID), signer: s.mallory, kind: .genesis,
+                               payload: genesis.encoded, seq: 1, prev: .zero)
+            }
+            let taken = ZoneID(name: "Family", ownerID: s.mallory.userID)
+            let error = await shareExpectError(.integrityFailure) { try await s.fresh(s.bob).sharedDatabase.record(named: "n1", in: taken) }
+            #expect(error?.message.contains("you saw it owned by") == true, "\(error?.message ?? "")")
+        }
+    }
+
     @Test("a zone whose row names another owner than its genesis is refused; a participant's marks pin the owner")
     func zoneOwnerSwap() async throws {
         try await Scene.run { s in
