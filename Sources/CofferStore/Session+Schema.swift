@@ -128,6 +128,17 @@ extension Session {
         "CREATE INDEX IF NOT EXISTS \(indexName(recordType: recordType, field: field)) ON record (zone_id, \(fieldExpression(field)), name) WHERE type = '\(recordType)'"
     }
 
+    /// Whether `sql` is, word for word, the field index `name` that ``indexSQL(recordType:field:)``
+    /// makes (as SQLite stores it) or its version 1 predecessor: the only schema objects a store
+    /// gains after its migrations.
+    static func isFieldIndex(name: String, sql: String) -> Bool {
+        let shape = /CREATE INDEX (record_field_[0-9a-f]{16}) ON record \(zone_id, json_extract\(plain, '\$\.([A-Za-z][A-Za-z0-9_]*)'\)(, name)?\) WHERE type = '([A-Za-z][A-Za-z0-9_]*)'/
+        guard let match = sql.wholeMatch(of: shape), match.1 == name else { return false }
+        let type = String(match.4), field = String(match.2)
+        guard Names.isIdentifier(type), Names.isIdentifier(field) else { return false }
+        return name == indexName(recordType: type, field: field, version: match.3 == nil ? 1 : 2)
+    }
+
     /// `record_field_` and 16 hex digits of BLAKE2b over the type and field: unambiguous.
     static func indexName(recordType: String, field: String) -> String {
         let key = SchemaFieldKey(recordType: recordType, field: field)

@@ -80,6 +80,7 @@ public final class Store: Sendable {
                 try Self.migrator.migrate(dbPool)
                 storeID = try Self.makeStoreID(dbPool)
             }
+            try Self.checkTables(dbPool, path: url.path)
         } catch let error as DatabaseError {
             switch error.resultCode {
             case .SQLITE_BUSY, .SQLITE_LOCKED:
@@ -92,6 +93,41 @@ public final class Store: Sendable {
             }
         }
         logger.debug("store opened", metadata: ["path": "\(url.path)"])
+    }
+
+    /// Every table, index, trigger and view the migrations make (`sqlite_schema`), from a fresh
+    /// in-memory database: what every store's schema must be, no more and no less.
+    static let expectedSchema: [String: String] = {
+        do {
+            let queue = try DatabaseQueue()
+            try migrator.migrate(queue)
+            return try queue.read(schemaObjects)
+        } catch {
+            preconditionFailure("the migrations do not run on an empty database: \(error)")
+        }
+    }()
+
+    /// `type name` to its SQL, for the schema objects SQLite does not make itself, less the
+    /// field indexes that queries create (checked word for word against what they would make).
+    static func schemaObjects(_ db: Database) throws -> [String: String] {
+        try Row.fetchAll(db, sql: "SELECT type, name, sql FROM sqlite_schema WHERE name NOT LIKE 'sqlite_%'")
+            .reduce(into: [String: String]()) { objects, row in
+                let type: String = row[0], name: String = row[1], sql = row[2] as String? ?? ""
+                if type == "index", Session.isFieldIndex(name: name, sql: sql) { return }
+                objects["\(type) '\(name)'"] = sql
+            }
+    }
+
+    /// Refuses a store whose schema is not the one the migrations make: someone with write
+    /// access could rewrite `sqlite_schema` (dropping a `NOT NULL` or a unique index, say) so
+    /// that reads meet rows no code expects, or add a trigger that edits what a writer wrote.
+    static func checkTables(_ pool: DatabasePool, path: String) throws {
+        let actual = try pool.read(schemaObjects)
+        for key in Set(expectedSchema.keys).union(actual.keys).sorted() where actual[key] != expectedSchema[key] {
+            let what = actual[key] == nil ? "has no \(key)" : expectedSchema[key] == nil ? "has a \(key) that Coffer did not make"
+                : "has a \(key) that is not the one Coffer made"
+            throw StoreError(.integrityFailure, "the store at \(path) \(what): the store was changed")
+        }
     }
 
     /// The store's id when the store has every migration and an id; nil when it needs setting

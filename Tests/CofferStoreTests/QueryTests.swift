@@ -510,6 +510,9 @@ struct QueryTests {
             // The query found what it asked for.
             #expect(!expected.records.isEmpty)
             #expect(expected.records.allSatisfy { $0.values[field] == pivot })
+            // The store, with the index a query made, still passes the schema check at open.
+            #expect(Session.isFieldIndex(name: indexName, sql: indexSQL))
+            _ = try Store(path: f.store.url.path)
         }
     }
 

@@ -193,6 +193,44 @@ struct StoreTests {
         }
     }
 
+    /// Someone who can write the file can rewrite its schema: drop a `NOT NULL` so rows hold
+    /// values no code expects, drop a unique index, or add a trigger that edits what a writer
+    /// wrote after it was signed. Opening refuses each.
+    @Test("a store whose schema was changed is refused at open", arguments: [
+        "DROP INDEX record_parent",
+        "DROP INDEX record_parent; CREATE INDEX record_parent ON record (zone_id, parent)",
+        "CREATE INDEX record_field_0123456789abcdef ON record (zone_id, json_extract(plain, '$.title'), name) WHERE type = 'Note'",
+        "CREATE TRIGGER edit AFTER INSERT ON record BEGIN UPDATE record SET values_blob = NULL WHERE rowid = NEW.rowid; END",
+        "CREATE VIEW peek AS SELECT * FROM zone",
+        "CREATE TABLE extra (x)",
+        "NOT NULL",
+    ])
+    func changedSchema(change: String) async throws {
+        try await withTemporaryFolder { folder async throws in
+            let path = storePath(in: folder)
+            do {
+                let session = try Store(path: path).session(vault: try makeVault(in: folder))
+                try await session.privateDatabase.createZone(named: "Notes")
+            }
+            let queue = try DatabaseQueue(path: path)
+            try await queue.writeWithoutTransaction { db in
+                if change == "NOT NULL" {
+                    let sql = try #require(try String.fetchOne(db, sql: "SELECT sql FROM sqlite_schema WHERE name = 'zone'"))
+                    #expect(sql.contains("NOT NULL"))
+                    try db.execute(sql: "PRAGMA writable_schema = ON")
+                    try db.execute(sql: "UPDATE sqlite_schema SET sql = ? WHERE name = 'zone'",
+                                   arguments: [sql.replacingOccurrences(of: "NOT NULL", with: "")])
+                    try db.execute(sql: "PRAGMA writable_schema = OFF")
+                } else {
+                    try db.execute(sql: change)
+                }
+            }
+            try queue.close()
+            let error = await expectStoreError(.integrityFailure) { try Store(path: path) }
+            #expect(error?.message.contains("the store was changed") == true, "\(error?.message ?? "")")
+        }
+    }
+
     // MARK: - Contacts
 
     @Test("a session registers its user's contact card")
