@@ -10,4 +10,7 @@ public enum Limits {
     public static let maxFieldsPerRecord = 1024
     /// Records a query page returns at most.
     public static let maxQueryLimit = 10_000
+    /// The highest sequence of a zone's log entry, and the highest key epoch (2^53): far beyond
+    /// any real zone, and low enough that no sequence or epoch read from a store can overflow.
+    static let maxLogSequence: Int64 = 1 << 53
 }

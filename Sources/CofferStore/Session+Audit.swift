@@ -151,7 +151,6 @@ extension Session {
             finding(.key, "key", error.message)
         }
         // Each name's latest entry in the signed log.
-        var latest = [String: (seq: Int64, deleted: Bool)]()
         let storedHashes = try Row.fetchAll(db, sql: "SELECT seq, hash FROM zone_log WHERE zone_id = ?", arguments: [zone.rowID])
             .reduce(into: [Int64: [UInt8]]()) { $0[$1[0]] = Array($1[1] as Data) }
         for stored in try Self.logEntries(db, zoneRowID: zone.rowID, after: 0) {
@@ -162,20 +161,13 @@ extension Session {
             guard let entry = LogEntry.decode(stored.body) else { continue }
             switch entry.kind {
             case .genesis, .membership: report.memberships += 1
-            case .acceptance: report.acceptances += 1; continue
+            case .acceptance: report.acceptances += 1
             case .commit, .rewrite: report.commits += 1
             }
-            guard entry.kind != .membership else { continue }
-            do {
-                let commit = try verifiedCommit(db, zone: zone, seq: stored.seq, log: log, cached: false)
-                guard let named = CommitBuilder.parseNames(commit.names, entries: commit.entries.count) else {
-                    finding(.commit, "entry \(stored.seq)", "entry \(stored.seq) of zone '\(zoneID.name)' has a damaged list of names")
-                    continue
-                }
-                for item in named { latest[item.name] = (stored.seq, item.deleted) }
-            } catch let error as StoreError {
-                finding(.commit, "entry \(stored.seq)", error.message)
-            }
+        }
+        var latest = [String: LatestVersion]()
+        try latestVersions(db, zone: zone, log: log, after: 0, cached: false, into: &latest) { seq, error in
+            finding(.commit, "entry \(seq)", error.message)
         }
         let statement = try db.makeStatement(sql: "SELECT \(Self.recordColumns) FROM record WHERE zone_id = ? ORDER BY name")
         let rows = try Row.fetchCursor(statement, arguments: [zone.rowID])
@@ -189,10 +181,9 @@ extension Session {
         // must have its row: a row put back, rolled back to an older signed version, or deleted
         // from the file passes the per-row check, not this one.
         for (name, seq) in live.sorted(by: { $0.key < $1.key }) {
-            guard let last = latest[name], last.seq > seq else { continue }
-            finding(.record, name, last.deleted
-                ? "record '\(name)' was deleted by entry \(last.seq), but its version of entry \(seq) is in the file: it was put back"
-                : "record '\(name)' is its version of entry \(seq), but entry \(last.seq) wrote a later one: it was rolled back in the file")
+            do { try Self.checkLatest(name: name, seq: seq, zone: zone, latest: latest) } catch let error as StoreError {
+                finding(.record, name, error.message)
+            }
         }
         for (name, last) in latest.sorted(by: { $0.key < $1.key }) where !last.deleted && live[name] == nil {
             finding(.record, name, "record '\(name)', saved by entry \(last.seq), is not in the file: it was deleted there")

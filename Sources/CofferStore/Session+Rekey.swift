@@ -7,32 +7,45 @@ extension Session {
     /// deletes the key chain, so that older keys open nothing in this file any more. Owner only.
     ///
     /// Every record to re-seal is first verified as a read verifies it (its version in a signed
-    /// log entry, its sealed values opening): a record that fails stops the re-key, named, before
-    /// anything is written, so a re-key never signs what it did not verify. The records are then
+    /// log entry, its sealed values opening) and must be its name's latest version in the log
+    /// (not an older signed version put back, nor one put back after its deletion): a record that
+    /// fails stops the re-key, named, before anything is written, so a re-key never signs what
+    /// it did not verify as current. The records are then
     /// re-sealed in rewrites of 400 (owner-signed log entries that keep each record's creator,
     /// modifier and times; each batch verifies its records again). Returns the number re-sealed.
     func rekeyRecords(zone zoneID: ZoneID, progress: (_ done: Int, _ total: Int) -> Void) throws -> Int {
         let statement = "SELECT \(Self.recordColumns) FROM record WHERE zone_id = ? AND sealed IS NOT NULL AND epoch < ? ORDER BY name"
-        let total: Int = try read { db in
+        // Each name's latest entry in the log: a row must be its name's latest version, not an
+        // older signed one put back (which a re-key would otherwise sign again as current).
+        var (total, latest, through) = try read { db -> (Int, [String: LatestVersion], Int64) in
             let zone = try self.zoneRow(db, zoneID)
-            let state = try self.requireOwner(db, zone: zone, to: "re-key it").state
+            let access = try self.requireOwner(db, zone: zone, to: "re-key it")
+            var latest = [String: LatestVersion]()
+            let through = try self.latestVersions(db, zone: zone, log: access.log, after: 0, into: &latest)
             var count = 0
-            let rows = try Row.fetchCursor(db, sql: statement, arguments: [zone.rowID, state.epoch]) // one row in memory at a time
+            let rows = try Row.fetchCursor(db, sql: statement, arguments: [zone.rowID, access.state.epoch]) // one row in memory at a time
             while let row = try rows.next() {
-                do { _ = try self.decodeRecord(db, zone: zone, row: row) } catch let error as StoreError where error.code == .integrityFailure {
+                do {
+                    _ = try self.decodeRecord(db, zone: zone, row: row)
+                    try Self.checkLatest(name: row[0], seq: row[6], zone: zone, latest: latest)
+                } catch let error as StoreError where error.code == .integrityFailure {
                     throw StoreError(.integrityFailure, "re-key stopped before writing anything: \(error.message)", underlying: error)
                 }
                 count += 1
             }
-            return count
+            return (count, latest, through)
         }
         var done = 0
         progress(0, total)
         while true {
-            let count: Int = try store.write { db in
+            let known = (latest, through)
+            let count: Int
+            (count, latest, through) = try store.write { db -> (Int, [String: LatestVersion], Int64) in
                 let zone = try self.zoneRow(db, zoneID)
                 var log = try self.requireOwner(db, zone: zone, to: "re-key it").log
                 let current = log.state.epoch
+                var latest = known.0
+                let through = try self.latestVersions(db, zone: zone, log: log, after: known.1, into: &latest)
                 let rows = try Row.fetchAll(db, sql: statement + " LIMIT 400", arguments: [zone.rowID, current])
                 if rows.isEmpty {
                     // Every record is at the current epoch: the chain of older keys can go.
@@ -43,20 +56,23 @@ extension Session {
                         self.zoneKeys.withLock { cache in cache[rowID] = cache[rowID]?.filter { $0.key == current } }
                         self.forgetRowContexts(zoneRowID: rowID) // they hold the dropped keys too
                     })
-                    return 0
+                    return (0, latest, through)
                 }
                 var records = [RewrittenRecord]()
                 for row in rows {
                     let stored = StoredRow.make(row: row)
                     let record: Record
-                    do { record = try self.decodeOne(db, zone: zone, row: stored) } catch let error as StoreError where error.code == .integrityFailure {
+                    do {
+                        record = try self.decodeOne(db, zone: zone, row: stored)
+                        try Self.checkLatest(name: stored.name, seq: stored.seq, zone: zone, latest: latest)
+                    } catch let error as StoreError where error.code == .integrityFailure {
                         throw StoreError(.integrityFailure, "re-key stopped: \(error.message)", underlying: error)
                     }
                     records.append(RewrittenRecord(verified: record, stored: stored))
                 }
                 try self.rewrite(db, zone: zone, log: &log, records: records, label: "coffer.rekey")
                 try Self.touch(db, zoneRowID: zone.rowID)
-                return rows.count
+                return (rows.count, latest, through)
             }
             if count == 0 { break }
             done += count

@@ -55,3 +55,47 @@ extension Session {
         return verified
     }
 }
+
+/// The entry of a zone's log that last named a record: its sequence, and whether it deleted it.
+struct LatestVersion: Sendable, Equatable {
+    let seq: Int64
+    let deleted: Bool
+}
+
+extension Session {
+    /// Merges into `latest` the record names of the verified record entries after `after` (up
+    /// to the verified head; a refused tail is left out): each name's latest entry. Returns the
+    /// last sequence read. An entry whose lists do not verify goes to `failed`, which rethrows
+    /// by default.
+    @discardableResult
+    func latestVersions(_ db: GRDB.Database, zone: ZoneRow, log: ZoneLog, after: Int64, cached: Bool = true,
+                        into latest: inout [String: LatestVersion],
+                        failed: (Int64, StoreError) throws -> Void = { throw $1 }) throws -> Int64 {
+        let head = log.state.headSeq
+        let seqs = try Int64.fetchAll(db, sql: "SELECT seq FROM zone_log WHERE zone_id = ? AND seq > ? AND seq <= ? AND kind IN (?, ?, ?) ORDER BY seq",
+                                      arguments: [zone.rowID, after, head, LogEntry.Kind.genesis.rawValue, LogEntry.Kind.commit.rawValue,
+                                                  LogEntry.Kind.rewrite.rawValue])
+        for seq in seqs {
+            do {
+                let commit = try verifiedCommit(db, zone: zone, seq: seq, log: log, cached: cached)
+                guard let named = CommitBuilder.parseNames(commit.names, entries: commit.entries.count) else {
+                    throw StoreError(.integrityFailure, "entry \(seq) of zone '\(zone.id.name)' has a damaged list of names")
+                }
+                for item in named { latest[item.name] = LatestVersion(seq: seq, deleted: item.deleted) }
+            } catch let error as StoreError {
+                try failed(seq, error)
+            }
+        }
+        return head
+    }
+
+    /// Refuses a row that is not its name's latest version in the log: a row rolled back to an
+    /// older signed version of itself, or put back after a signed deletion, passes the per-row
+    /// check (its version is signed), not this one.
+    static func checkLatest(name: String, seq: Int64, zone: ZoneRow, latest: [String: LatestVersion]) throws {
+        guard let last = latest[name], last.seq > seq else { return }
+        throw StoreError(.integrityFailure, last.deleted
+            ? "record '\(name)' in zone '\(zone.id.name)' was deleted by entry \(last.seq), but its version of entry \(seq) is in the file: it was put back"
+            : "record '\(name)' in zone '\(zone.id.name)' is its version of entry \(seq), but entry \(last.seq) wrote a later one: it was rolled back in the file")
+    }
+}

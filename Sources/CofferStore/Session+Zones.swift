@@ -25,7 +25,7 @@ extension Session {
             let zone = try ZoneRow.fetch(db, ZoneID(name: name, ownerID: owner))
             let genesis = GenesisPayload(zoneName: name,
                                          state: StatePayload(epoch: 1, newCommitments: [1: Self.commitment(to: zoneKey, zoneUID: uid, epoch: 1)], share: nil),
-                                         vouched: [:], records: .empty)
+                                         records: .empty)
             try self.writeGenesis(db, zone: zone, seq: 1, payload: genesis, time: now.timeIntervalSince1970)
             try Self.touch(db, zoneRowID: rowID)
             return rowID

@@ -387,6 +387,41 @@ struct HostileStoreTests {
         }
     }
 
+    /// The laundering without an edit: an older signed version of a row put back (or a deleted
+    /// row put back), which passes the per-row check. A re-key would sign it again as current;
+    /// it stops instead, before writing anything, naming the record and the later entry.
+    @Test("rekey laundering: an older signed version put back, or a deleted record put back, stops the re-key",
+          arguments: ["rolled back", "put back after deletion"])
+    func rekeyLaunderingOldVersion(variant: String) async throws {
+        try await Scene.run { s in
+            let zone = try await s.unsharedZone()
+            let id = try s.rowID(zone)
+            let name = variant == "rolled back" ? "n1" : "n2"
+            let old = try s.raw { db in try #require(try Row.fetchOne(db, sql: "SELECT * FROM record WHERE zone_id = ? AND name = ?", arguments: [id, name])) }
+            if variant == "rolled back" {
+                _ = try await s.alice.privateDatabase.save(shareNote("n1", in: zone, title: "second", body: "the current version"), policy: .allKeys)
+            } else {
+                _ = try await s.alice.privateDatabase.modify(saving: [], deleting: [RecordDeletion(name: "n2")], in: zone)
+            }
+            _ = try await s.alice.share(zone: zone, title: "briefly")
+            try await s.alice.stopSharing(zone: zone) // epoch 2: the notes are under epoch 1
+            try s.raw { db in
+                try db.execute(sql: "DELETE FROM record WHERE zone_id = ? AND name = ?", arguments: [id, name])
+                let columns = old.columnNames.joined(separator: ", ")
+                try db.execute(sql: "INSERT INTO record (\(columns)) VALUES (\(old.columnNames.map { _ in "?" }.joined(separator: ", ")))",
+                               arguments: StatementArguments(old.databaseValues))
+            }
+            let headBefore = try s.head(zone)
+            let error = await shareExpectError(.integrityFailure) { try await s.fresh(s.alice).rekey(zone: zone) }
+            let why = variant == "rolled back" ? "wrote a later one" : "was deleted by entry"
+            #expect(error?.message.contains("record '\(name)'") == true && error?.message.contains(why) == true
+                    && error?.message.contains("before writing anything") == true, "\(error?.message ?? "")")
+            let headAfter = try s.head(zone)
+            #expect(headAfter.seq == headBefore.seq && headAfter.hash == headBefore.hash)
+            try await s.expectAuditFinding(zone, as: s.fresh(s.alice), [.record])
+        }
+    }
+
     // MARK: - Rollback, cuts, drops
 
     @Test("a whole-file rollback: an old copy of the store put back after users worked", arguments: [false, true])
@@ -446,6 +481,28 @@ struct HostileStoreTests {
                 #expect(error?.message.contains("ends at entry \(head - Int64(entries)), but you verified it up to entry \(head)") == true,
                         "\(error?.message ?? "")")
             }
+            try await s.expectAuditFinding(zone, as: s.fresh(s.alice), [.log])
+        }
+    }
+
+    /// The whole log deleted, and the zone's format column set back to the store's earlier
+    /// format (so it looks like a zone still to be upgraded): those who verified the log refuse
+    /// it as rolled back, and the owner's upgrade does not run over it.
+    @Test("the whole log deleted and the zone made to look not yet upgraded", arguments: [false, true])
+    func wholeLogDeleted(legacyFormat: Bool) async throws {
+        try await Scene.run { s in
+            let zone = try await s.sharedZone()
+            let rid = try s.rowID(zone)
+            try s.raw { db in
+                try db.execute(sql: "DELETE FROM zone_log WHERE zone_id = ?", arguments: [rid])
+                if legacyFormat { try db.execute(sql: "UPDATE zone SET log_format = 0 WHERE id = ?", arguments: [rid]) }
+            }
+            for reader in [s.alice, s.bob, s.carol] {
+                let db = reader === s.alice ? try s.fresh(reader).privateDatabase : try s.fresh(reader).sharedDatabase
+                let error = await shareExpectError(.integrityFailure) { try await db.record(named: "n1", in: zone) }
+                #expect(error?.message.contains("its log ends at entry 0") == true, "\(error?.message ?? "")")
+            }
+            await shareExpectError(.integrityFailure) { try await s.fresh(s.alice).privateDatabase.save(shareNote("n9", in: zone)) }
             try await s.expectAuditFinding(zone, as: s.fresh(s.alice), [.log])
         }
     }
@@ -579,13 +636,12 @@ struct HostileStoreTests {
             #expect(result.refused.keys.contains("by-mallory"))
             await s.expectNoAttackerValue(zone, as: reader)
             try await s.expectAuditFinding(zone, as: try s.fresh(reader), [.log])
-            // The owner's next write takes the place of the refused entries, and the rotation
-            // never wraps the key to her.
-            _ = try await reader.setPublicPermission(.none, in: zone)
+            // Nothing more is written after the refused entries: the owner's next write is refused
+            // too, so the forged tail stays for audit to report, and no key is wrapped to her.
+            let error = await shareExpectError(.integrityFailure) { try await reader.setPublicPermission(.none, in: zone) }
+            #expect(error?.message.contains("do not verify") == true, "\(error?.message ?? "")")
             #expect(try s.f.zoneKeyRows(zone).allSatisfy { $0.member != s.mallory.userID })
-            await shareExpectError(.zoneNotFound) { try await s.forgetful(s.mallory).sharedDatabase.record(named: "n1", in: zone) }
-            // Her row stays behind, refused, and audit names it.
-            #expect(try await s.fresh(reader).audit().findings.filter { $0.zone == zone }.map(\.subject) == ["by-mallory"])
+            #expect(try await s.fresh(reader).audit().findings.contains { $0.zone == zone && $0.subject == "by-mallory" })
         }
     }
 
@@ -638,7 +694,7 @@ struct HostileStoreTests {
                 try db.execute(sql: "UPDATE zone SET owner_id = ? WHERE id = ?", arguments: [s.mallory.userID, id])
                 let genesis = GenesisPayload(zoneName: "Family",
                                              state: StatePayload(epoch: 1, newCommitments: [1: [UInt8](repeating: 1, count: 32)], share: nil),
-                                             vouched: [:], records: .empty)
+                                             records: .empty)
                 try forgeEntry(db, zone: ZoneID(name: "Family", ownerID: s.mallory.userID), signer: s.mallory, kind: .genesis,
                                payload: genesis.encoded, seq: 1, prev: .zero)
             }

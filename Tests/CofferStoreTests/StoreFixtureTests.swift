@@ -79,9 +79,10 @@ struct StoreFixtureTests {
 
     /// Each fixture user's session, after checking that each reads every record they could read
     /// when the fixture was made.
-    static func readAll(_ f: Opened) async throws -> (alice: Session, bob: Session) {
+    static func readAll(_ f: Opened, beforeBobReads: (Session, Session) async throws -> Void = { _, _ in }) async throws -> (alice: Session, bob: Session) {
         let alice = try f.store.session(vault: f.alice)
         let bob = try f.store.session(vault: f.bob)
+        try await beforeBobReads(alice, bob)
         let aliceID = f.alice.identity.userID, bobID = f.bob.identity.userID
         let notes = ZoneID(name: "Notes", ownerID: aliceID)
         let query = Query(recordType: "Note")
@@ -97,17 +98,27 @@ struct StoreFixtureTests {
     @Test("the v5 store opens: each user reads every record they could read when it was made")
     func v5Opens() async throws {
         try await Self.withCopy(Self.v5) { f async throws in
-            let (alice, bob) = try await Self.readAll(f)
             let aliceID = f.alice.identity.userID, bobID = f.bob.identity.userID
             let notes = ZoneID(name: "Notes", ownerID: aliceID)
+            let (alice, bob) = try await Self.readAll(f) { alice, bob in
+                // After the upgrade Bob is invited again, not yet accepted: he accepts with the
+                // share's URL, as he did before.
+                let share = try await alice.fetchShare(in: notes)
+                #expect(share.participants.first { $0.userID == bobID }?.status == .pending)
+                let error = await expectStoreError(.permissionFailure) { try await bob.sharedDatabase.record(named: "n1", in: notes) }
+                #expect(error?.message.contains("have not accepted") == true, "\(error?.message ?? "")")
+                _ = try await bob.acceptShare(url: share.url)
+            }
             let query = Query(recordType: "Note")
             let share = try await alice.fetchShare(in: notes)
             #expect(share.title == "Fixture share")
             #expect(share.participants.first { $0.userID == bobID }?.status == .accepted)
             #expect(share.participants.first { $0.userID == bobID }?.permission == .readWrite)
-            // The upgrade sealed every record again under the zone's current key (epoch 2), and
-            // dropped the older keys: a re-key has nothing left to do.
-            #expect(try await alice.privateDatabase.query(query, in: notes).records.allSatisfy { $0.keyEpoch == 2 })
+            // The upgrade sealed every record again under a new key of the next epoch (3; the
+            // zone was at 2), made by the owner, and dropped the older keys: a re-key has
+            // nothing left to do.
+            #expect(try await alice.privateDatabase.query(query, in: notes).records.allSatisfy { $0.keyEpoch == 3 })
+            #expect(share.keyEpoch == 3)
             #expect(try await alice.rekey(zone: notes) == 0)
             // Bob can still write.
             _ = try await bob.sharedDatabase.save(shareNote("b2", in: notes, title: "Bob again", body: "after the upgrade"))

@@ -20,7 +20,6 @@ struct LegacyZone {
         var key: SymmetricKey
         var share: ShareState?
         var linkSecret: SecureBytes?
-        var accepted: [String: Share.Participant.Role]
         var records: [RewrittenRecord]
     }
 
@@ -37,18 +36,32 @@ struct LegacyZone {
     func verify() throws -> Verified {
         let row = try Row.fetchOne(db, sql: "SELECT current_epoch, sequence, membership_seq FROM zone WHERE id = ?", arguments: [zone.rowID])!
         let epoch: Int64 = row[0], membershipSeq: Int64 = row[2]
+        guard epoch >= 1, epoch < Limits.maxLogSequence else { throw refuse("its key epoch is out of range") }
         let share = try loadShare()
         guard share == nil || share!.content.epoch == epoch else { throw refuse("its share is at another key epoch than the zone") }
         let key = try key(epoch: epoch, share: share?.content)
-        var verified = Verified(epoch: epoch, key: key, share: nil, linkSecret: nil, accepted: [:], records: [])
+        var verified = Verified(epoch: epoch, key: key, share: nil, linkSecret: nil, records: [])
+        var memberships = [Int64: LegacyMembership]()
+        var commits = [Int64: (author: String, time: Double, entries: Set<[UInt8]>)]()
+        if share == nil {
+            // Rows alone say nothing of who made a zone: someone who can write the store could
+            // have added them. Only a zone its owner signed something of (the share, or a
+            // commit) is theirs to sign a log for.
+            let sequence: Int64 = row[1]
+            guard sequence > 0, sequence < Limits.maxLogSequence else {
+                throw refuse("nothing in it is signed (no share and no commit), so nothing shows it is its owner's")
+            }
+            commits[sequence] = try commit(sequence, membershipSeq: membershipSeq, memberships: &memberships)
+        }
         if let (content, _) = share {
             var participants = [String: ShareState.Participant]()
             for e in content.entries {
                 participants[e.userID] = .init(role: e.role, permission: e.permission, status: e.status == .removed ? .removed : .pending)
             }
             var link: [UInt8]?
-            if content.publicPermission != .none, let sealed = content.linkSecretSealed {
-                guard let secret = try? Envelope(bytes: sealed).openSecret(using: key, authenticating: linkSecretAD(content)) else {
+            if content.publicPermission != .none {
+                guard let sealed = content.linkSecretSealed,
+                      let secret = try? Envelope(bytes: sealed).openSecret(using: key, authenticating: linkSecretAD(content)) else {
                     throw refuse("its public link does not open")
                 }
                 verified.linkSecret = secret
@@ -56,18 +69,7 @@ struct LegacyZone {
             }
             verified.share = ShareState(shareUID: content.shareUID, title: content.title, publicPermission: content.publicPermission,
                                         linkPublicKey: link, participants: participants)
-            for a in try acceptances(content) where a.state == 1 {
-                if a.role == .privateUser, participants[a.userID]?.role == .privateUser, participants[a.userID]?.status == .pending {
-                    verified.accepted[a.userID] = .privateUser
-                } else if a.role == .publicUser, content.publicPermission != .none, participants[a.userID] == nil,
-                          let secret = verified.linkSecret, let proof = a.linkProof,
-                          constantTimeEquals(proof, Self.linkProof(secret: secret, content: content, userID: a.userID)) {
-                    verified.accepted[a.userID] = .publicUser
-                }
-            }
         }
-        var memberships = [Int64: LegacyMembership]()
-        var commits = [Int64: (author: String, time: Double, entries: Set<[UInt8]>)]()
         let rows = try Row.fetchAll(db, sql: "SELECT name, type, parent, plain, sealed, epoch, seq, membership_seq, creator_id, created_at, modified_at FROM record WHERE zone_id = ? ORDER BY name",
                                     arguments: [zone.rowID])
         for r in rows {
@@ -280,32 +282,6 @@ struct LegacyZone {
             framed(e.wrappedKey)
         }
         return out
-    }
-
-    struct LegacyAcceptance {
-        let userID: String
-        let role: Share.Participant.Role
-        let state: Int
-        let linkProof: [UInt8]?
-    }
-
-    /// The participants' acceptances whose signatures verify.
-    func acceptances(_ content: LegacyShare) throws -> [LegacyAcceptance] {
-        try Row.fetchAll(db, sql: "SELECT * FROM share_acceptance WHERE zone_id = ? ORDER BY user_id", arguments: [zone.rowID]).compactMap { row in
-            let userID: String = row["user_id"], at: Double = row["at"], state: Int = row["state"]
-            guard let role = Share.Participant.Role(rawValue: row["role"]), state == 1 || state == 2,
-                  let key = try? session.signingKey(db, of: userID) else { return nil }
-            var bytes = Array("coffer.share-acceptance.v1".utf8) + [0] + content.shareUID
-            bytes += BigEndian.bytes(UInt32(userID.utf8.count)) + Array(userID.utf8)
-            bytes += [UInt8(role.rawValue), UInt8(state)] + BigEndian.bytes(at.bitPattern)
-            guard key.isValidSignature(Array(row["signature"] as Data), for: bytes) else { return nil }
-            return LegacyAcceptance(userID: userID, role: role, state: state, linkProof: (row["link_proof"] as Data?).map(Array.init))
-        }
-    }
-
-    static func linkProof(secret: SecureBytes, content: LegacyShare, userID: String) -> [UInt8] {
-        BLAKE2b.keyedHash(Array("coffer.link-proof.v1".utf8) + content.shareUID + Array(userID.utf8),
-                          key: Session.linkSealKey(secret)).unsafeCopiedBytes()
     }
 
     func linkSecretAD(_ content: LegacyShare) -> [UInt8] {

@@ -4,13 +4,19 @@ import Foundation
 import GRDB
 
 extension Session {
-    /// Upgrades the zones of the store's earlier format that this user owns: each is verified as
-    /// it stands (``LegacyZone``), every record is sealed again (its ciphertext no longer binds the
-    /// store's id) under the zone's current key, and the owner signs the zone's first log entry
-    /// over its state: the key epoch and its commitment, the share and the acceptances the owner
-    /// verified, and the hash of every record version. The zone's rows of the earlier format and
-    /// its older keys are deleted. A zone that fails verification is left as it is (its readers
-    /// are refused, and `audit` reports it); the others are upgraded.
+    /// Upgrades the zones of the store's earlier format that this user owns. Each is verified as
+    /// it stands (``LegacyZone``); a zone its owner signed nothing of (no share, no commit) is
+    /// not upgraded, since its rows could be anyone's. The zone gets a new key, made here, at the
+    /// next epoch, wrapped to the owner and to the named participants who are not removed: a
+    /// key of the earlier format was never committed to outside a share, so it could be one
+    /// someone else put there. Every record is sealed again under it (its ciphertext no longer
+    /// binds the store's id), and the owner signs the zone's first log entry over the key's
+    /// commitment, the share and the hash of every record version. Participants accept again
+    /// (the earlier format's acceptances were not bound to a version of the share, so an old one
+    /// could be put back), and link joiners with the same link. The zone's rows of the earlier
+    /// format and its older keys are deleted. A zone that fails verification is left as it is
+    /// (its readers are refused, its owner is told why, and `audit` reports it); the others are
+    /// upgraded.
     func upgradeLegacyZones() throws {
         let me = userID
         let legacy = try read { db in
@@ -20,7 +26,8 @@ extension Session {
             do {
                 try upgrade(zone)
                 store.logger.notice("zone upgraded to the signed log", metadata: ["zone": "\(zone.id.name)"])
-            } catch let error as StoreError where error.code == .integrityFailure {
+            } catch let error as StoreError {
+                // Left as it is: its owner is told why when they use it, and `audit` reports it.
                 store.logger.error("zone not upgraded", metadata: ["zone": "\(zone.id.name)", "reason": "\(error.message)"])
             }
         }
@@ -37,29 +44,40 @@ extension Session {
             if try self.storedMark(zone) != nil {
                 throw StoreError(.integrityFailure, "zone '\(zone.id.name)' was upgraded before, and its log is gone: the store was changed")
             }
+            guard zone.sequence >= 0, zone.sequence < Limits.maxLogSequence else {
+                throw StoreError(.integrityFailure, "zone '\(zone.id.name)' cannot be upgraded: its sequence is out of range; the store was changed")
+            }
             let verified = try LegacyZone(db: db, zone: zone, storeID: self.store.storeID, session: self).verify()
             let seq = zone.sequence + 1
-            let epoch = verified.epoch
+            let epoch = verified.epoch + 1, key = SymmetricKey()
+            try db.execute(sql: "DELETE FROM zone_key WHERE zone_id = ?", arguments: [zone.rowID])
+            for member in Set([zone.id.ownerID] + (verified.share?.activeNamed ?? [])).sorted() {
+                let contact = try self.store.contactRow(db, userID: member)
+                try db.execute(sql: "INSERT INTO zone_key (zone_id, epoch, member_id, wrapped_key) VALUES (?, ?, ?, ?)",
+                               arguments: [zone.rowID, epoch, member,
+                                           Data(Self.wrapZoneKey(key, zoneUID: zone.uid, epoch: epoch, to: contact.identity.boxKey))])
+            }
+            try db.execute(sql: "UPDATE zone SET current_epoch = ? WHERE id = ?", arguments: [epoch, zone.rowID])
             var commit = CommitBuilder(zoneUID: zone.uid, seq: seq)
-            try self.writeVersions(db, zone: zone, records: verified.records, seq: seq, epoch: epoch, ownerSeq: seq, key: verified.key, into: &commit)
+            try self.writeVersions(db, zone: zone, records: verified.records, seq: seq, epoch: epoch, ownerSeq: seq, key: key, into: &commit)
             if let share = verified.share, let secret = verified.linkSecret {
-                _ = try self.setLink(db, zone: zone, share: share, epoch: epoch, key: verified.key, secret: secret)
+                // The same link: its holders join again with the URL they have.
+                _ = try self.setLink(db, zone: zone, share: share, epoch: epoch, key: key, secret: secret)
             }
             let genesis = GenesisPayload(zoneName: zone.id.name,
-                                         state: StatePayload(epoch: epoch, newCommitments: [epoch: Self.commitment(to: verified.key, zoneUID: zone.uid, epoch: epoch)],
+                                         state: StatePayload(epoch: epoch, newCommitments: [epoch: Self.commitment(to: key, zoneUID: zone.uid, epoch: epoch)],
                                                              share: verified.share),
-                                         vouched: verified.accepted, records: commit.summary)
+                                         records: commit.summary)
             let log = try self.writeGenesis(db, zone: zone, seq: seq, payload: genesis, time: Date().timeIntervalSince1970,
                                             entries: commit.entries, names: commit.names)
-            // Every record is now under the current key: older keys and the rows of the earlier format go.
-            for table in ["zone_commit", "membership_log", "share", "zone_key_chain"] {
+            // Every record is now under the new key: the rows of the earlier format go.
+            for table in ["zone_commit", "membership_log", "share", "share_participant", "share_acceptance", "zone_key_chain"] {
                 try db.execute(sql: "DELETE FROM \(table) WHERE zone_id = ?", arguments: [zone.rowID])
             }
-            try db.execute(sql: "DELETE FROM zone_key WHERE zone_id = ? AND epoch < ?", arguments: [zone.rowID, epoch])
             try Self.recordMembers(db, zone: zone, state: log.state)
             try db.execute(sql: "UPDATE zone SET share_uid = ? WHERE id = ?", arguments: [verified.share.map { Data($0.shareUID) }, zone.rowID])
             try Self.touch(db, zoneRowID: zone.rowID)
-            let rowID = zone.rowID, key = verified.key
+            let rowID = zone.rowID
             db.afterNextTransaction(onCommit: { [self] _ in
                 self.zoneKeys.withLock { $0[rowID] = [epoch: key] }
                 self.forgetRowContexts(zoneRowID: rowID)

@@ -76,7 +76,7 @@ struct LogEntry: Sendable {
                 let uid = Array(try r.take(16))
                 let seq = Int64(bitPattern: try r.u64())
                 let prev = Digest32(try r.take(32))
-                guard seq >= 1, let kind = Kind(rawValue: try r.u8()) else { return nil }
+                guard seq >= 1, seq <= Limits.maxLogSequence, let kind = Kind(rawValue: try r.u8()) else { return nil }
                 let author = try r.short()
                 guard UserIDs.isValid(author) else { return nil }
                 let time = Double(bitPattern: try r.u64())

@@ -67,12 +67,12 @@ struct StatePayload: Sendable, Equatable {
 
     static func decode(_ r: inout RawReader) throws -> StatePayload {
         let epoch = try r.i64()
-        guard epoch >= 1 else { throw r.fail("epoch") }
+        guard epoch >= 1, epoch <= Limits.maxLogSequence else { throw r.fail("epoch") }
         var commitments = [Int64: [UInt8]]()
         var last: Int64 = 0
         for _ in 0..<Int(try r.u16()) {
             let e = try r.i64()
-            guard e > last else { throw r.fail("commitments out of order") }
+            guard e > last, e <= Limits.maxLogSequence else { throw r.fail("commitments out of order") }
             last = e
             commitments[e] = try r.bytes(32)
         }
@@ -111,25 +111,17 @@ struct StatePayload: Sendable, Equatable {
 /// | bytes | field |
 /// | --- | --- |
 /// | 1 + n | zone name |
-/// | … | the first state (``StatePayload``) |
-/// | 2 + … | for a zone that was migrated from a store without a log: participants whose acceptance its owner verified there, sorted: id (1 + 32) and role (1 named, 2 link) |
-/// | 44 | records: count (4), BLAKE2b-256 of the version hashes (32)… see ``RecordsSummary`` |
+/// | … | the first state (``StatePayload``); every named participant is pending (a participant of a zone upgraded from a store without a log accepts again) |
+/// | 68 | the records a zone upgraded from a store without a log holds (``RecordsSummary``; none for a new zone) |
 struct GenesisPayload: Sendable {
     let zoneName: String
     let state: StatePayload
-    /// Acceptances carried over by the owner from a store of the earlier format.
-    let vouched: [String: Share.Participant.Role]
     let records: RecordsSummary
 
     var encoded: [UInt8] {
         var w = ByteWriter()
         w.short(zoneName)
         state.encode(into: &w)
-        w.u16(vouched.count)
-        for (id, role) in vouched.sorted(by: { $0.key < $1.key }) {
-            w.short(id)
-            w.u8(UInt8(role.rawValue))
-        }
         records.encode(into: &w)
         return w.bytes
     }
@@ -141,17 +133,9 @@ struct GenesisPayload: Sendable {
                 let name = try r.short()
                 guard (try? Names.validateZone(name)) != nil else { return nil }
                 let state = try StatePayload.decode(&r)
-                var vouched = [String: Share.Participant.Role]()
-                var previous = ""
-                for _ in 0..<Int(try r.u16()) {
-                    let id = try r.short()
-                    guard UserIDs.isValid(id), id > previous, let role = Share.Participant.Role(rawValue: Int(try r.u8())), role != .owner else { return nil }
-                    previous = id
-                    vouched[id] = role
-                }
                 let records = try RecordsSummary.decode(&r)
                 guard r.remaining == 0 else { return nil }
-                return GenesisPayload(zoneName: name, state: state, vouched: vouched, records: records)
+                return GenesisPayload(zoneName: name, state: state, records: records)
             } catch {
                 return nil
             }
@@ -247,7 +231,7 @@ struct RecordsPayload: Sendable {
                 default: return nil
                 }
                 let records = try RecordsSummary.decode(&r)
-                guard r.remaining == 0, epoch >= 1, ownerSeq >= 1 else { return nil }
+                guard r.remaining == 0, epoch >= 1, ownerSeq >= 1, epoch <= Limits.maxLogSequence, ownerSeq <= Limits.maxLogSequence else { return nil }
                 return RecordsPayload(epoch: epoch, ownerSeq: ownerSeq, label: label, records: records)
             } catch {
                 return nil
@@ -295,6 +279,7 @@ struct AcceptancePayload: Sendable {
                 let uid = try r.bytes(16)
                 let owner = try r.short()
                 let version = try r.i64()
+                guard version >= 1, version <= Limits.maxLogSequence else { return nil }
                 guard UserIDs.isValid(owner), let role = Share.Participant.Role(rawValue: Int(try r.u8())), role != .owner,
                       let state = State(rawValue: try r.u8()) else { return nil }
                 let proof = try r.optionalBytes(64)

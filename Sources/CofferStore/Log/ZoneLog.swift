@@ -21,8 +21,8 @@ struct ZoneLog: Sendable {
     /// The hash of each entry, by `seq - state.base`.
     private(set) var hashes: ChunkedDigests
     /// The first entry after the head that failed verification, and why, when the store holds
-    /// one: entries from there on are refused (none can be valid, since writers extend only a
-    /// verified head), and the next write replaces them.
+    /// one: entries from there on are refused (a writer extends only a head they verified), and
+    /// nothing is written on top of them.
     var refusedTail: (seq: Int64, error: StoreError)?
 
     init(state: ZoneState) {
@@ -79,10 +79,19 @@ extension Session {
     /// The zone's log, verified up to the store's head (reading and verifying what is new).
     /// - Throws: `.integrityFailure` naming the zone when the log fails verification, does not
     ///   extend what this user saw before (rolled back, cut or forked), or its genesis disagrees
-    ///   with the zone's row; `.permissionFailure` for a zone of the earlier store format whose
-    ///   owner has not opened it since.
+    ///   with the zone's row, or (to its owner) a zone of the earlier store format whose upgrade
+    ///   was refused; `.permissionFailure` for a zone of the earlier store format whose owner
+    ///   has not opened it since.
     func zoneLog(_ db: GRDB.Database, zone: ZoneRow) throws -> ZoneLog {
         guard let head = try Self.logHead(db, zoneRowID: zone.rowID) else {
+            // A zone this user verified before has a log: without one, its log was taken away,
+            // whatever its row says of its format.
+            if let mark = try storedMark(zone) { throw rolledBack(zone, storeHead: 0, seen: mark.seq) }
+            if zone.logFormat == 0, zone.id.ownerID == userID {
+                // Its upgrade, when this session began, was refused: say why.
+                _ = try LegacyZone(db: db, zone: zone, storeID: store.storeID, session: self).verify()
+                throw StoreError(.integrityFailure, "zone '\(zone.id.name)' is still in the store's earlier format: a new session upgrades it")
+            }
             if zone.logFormat == 0 {
                 throw StoreError(.permissionFailure, "zone '\(zone.id.name)' of \(describeUser(zone.id.ownerID)) is in the store's earlier format; its owner upgrades it by opening the store once (any coffer command)")
             }
@@ -244,6 +253,11 @@ extension Session {
     @discardableResult
     func appendEntry(_ db: GRDB.Database, zone: ZoneRow, log: inout ZoneLog, kind: LogEntry.Kind, payload: [UInt8],
                      time: Double, entries: [UInt8]? = nil, names: [UInt8]? = nil) throws -> LogEntry {
+        if let tail = log.refusedTail {
+            // Nothing is signed on top of entries this user cannot verify, and none is deleted:
+            // the entry may be genuine and only unverifiable here (a card missing, say).
+            throw StoreError(.integrityFailure, "nothing can be written to zone '\(zone.id.name)' while its log holds entries that do not verify: \(tail.error.message)")
+        }
         let entry = LogEntry(zoneUID: zone.uid, seq: log.state.headSeq + 1, prev: log.state.headHash, kind: kind, authorID: userID,
                              time: time, payload: payload)
         let body = entry.body
@@ -252,12 +266,6 @@ extension Session {
         // Applied first: the session refuses to sign what a reader would refuse.
         do { try log.append(entry, hash: hash) } catch let refusal as ZoneState.Refusal {
             throw StoreError(.permissionFailure, "zone '\(zone.id.name)': \(refusal.reason)")
-        }
-        if log.refusedTail != nil {
-            // Entries after the verified head failed verification: none of them is valid, and the
-            // new entry takes their place.
-            try db.execute(sql: "DELETE FROM zone_log WHERE zone_id = ? AND seq >= ?", arguments: [zone.rowID, entry.seq])
-            log.refusedTail = nil
         }
         try Self.insertEntry(db, zoneRowID: zone.rowID, entry: entry, body: body, signature: signature, hash: hash, entries: entries, names: names)
         keepOnCommit(db, log, zoneRowID: zone.rowID)

@@ -59,23 +59,6 @@ struct ZoneState: Sendable {
         shareCreated = entry.time
         if let share {
             guard share.participants[ownerID] == nil else { throw refuse("the owner is listed as a participant") }
-            for (id, role) in genesis.vouched {
-                switch role {
-                case .privateUser:
-                    guard share.participants[id]?.role == .privateUser, share.participants[id]?.status == .pending else {
-                        throw refuse("the genesis carries an acceptance of \(id), who is not invited")
-                    }
-                    acceptances[id] = .accepted
-                case .publicUser:
-                    guard share.publicPermission != .none, id != ownerID, share.participants[id] == nil else {
-                        throw refuse("the genesis carries a link joiner \(id) without a link")
-                    }
-                    linkJoiners[id] = .accepted
-                case .owner: throw refuse("the genesis vouches for the owner")
-                }
-            }
-        } else if !genesis.vouched.isEmpty {
-            throw refuse("the genesis carries acceptances of a zone that is not shared")
         }
     }
 
