@@ -188,6 +188,20 @@ extension Session {
         for (name, last) in latest.sorted(by: { $0.key < $1.key }) where !last.deleted && live[name] == nil {
             finding(.record, name, "record '\(name)', saved by entry \(last.seq), is not in the file: it was deleted there")
         }
+        // The change feed finds deletions through `record_tombstone`: each name the log last
+        // deleted (after the compacted history) must have one at that entry, and each one must
+        // be its name's latest deletion, or a reader's feed misses or misdates a deletion.
+        let compacted = try Int64.fetchOne(db, sql: "SELECT compacted_seq FROM zone WHERE id = ?", arguments: [zone.rowID]) ?? 0
+        let tombstones = try Row.fetchAll(db, sql: "SELECT name, seq FROM record_tombstone WHERE zone_id = ?", arguments: [zone.rowID])
+            .reduce(into: [String: Int64]()) { $0[$1[0]] = $1[1] }
+        for (name, last) in latest.sorted(by: { $0.key < $1.key }) where last.deleted && last.seq > compacted && tombstones[name] != last.seq {
+            finding(.cache, name, "record '\(Names.printable(name))' was deleted by entry \(last.seq), but the change feed's list of deletions "
+                    + (tombstones[name].map { "dates it at entry \($0)" } ?? "does not have it"))
+        }
+        for (name, seq) in tombstones.sorted(by: { $0.key < $1.key }) where latest[name] != LatestVersion(seq: seq, deleted: true) {
+            guard latest[name].map({ !$0.deleted || $0.seq <= compacted }) ?? true else { continue } // reported above
+            finding(.cache, name, "the change feed lists a deletion of record '\(Names.printable(name))' at entry \(seq) that is not its latest entry in the log")
+        }
         return report
     }
 }

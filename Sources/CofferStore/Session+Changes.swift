@@ -10,7 +10,8 @@ extension Session {
         }
         return try read { db in
             let zone = try self.zoneRow(db, zoneID)
-            let state = try self.checkCanRead(db, zone: zone).state
+            let access = try self.checkCanRead(db, zone: zone)
+            let state = access.state
             let compacted = try Int64.fetchOne(db, sql: "SELECT compacted_seq FROM zone WHERE id = ?", arguments: [zone.rowID]) ?? 0
             var seq: Int64 = 0, name: String? = nil
             if let token {
@@ -37,9 +38,24 @@ extension Session {
             let recordSQL = "SELECT \(Self.recordColumns) FROM record WHERE zone_id = ? AND (seq > ? OR (seq = ? AND name > ? AND ?)) ORDER BY seq, name LIMIT ?"
             let tombSQL = "SELECT name, seq, author_id, author_label, deleted_at FROM record_tombstone WHERE zone_id = ? AND (seq > ? OR (seq = ? AND name > ? AND ?)) ORDER BY seq, name LIMIT ?"
             let args: StatementArguments = [zone.rowID, seq, seq, after, !exclusive, limit + 1]
-            let tombstones = try Row.fetchAll(db, sql: tombSQL, arguments: args).map {
-                (seq: $0[1] as Int64, name: $0[0] as String, deleted: DeletedRecord(name: $0[0], authorID: $0[2], transactionAuthor: $0[3],
-                                                                                   deleted: Date(timeIntervalSince1970: $0[4])))
+            // `record_tombstone` only finds deletions: each is believed from the signed entry at
+            // its sequence, which must delete that name, and its author and time come from there.
+            let tombstones = try Row.fetchAll(db, sql: tombSQL, arguments: args).map { (seq: $0[1] as Int64, name: $0[0] as String) }
+            var deletedBy = [Int64: Result<(VerifiedCommit, Set<String>), StoreError>]()
+            func deletion(_ seq: Int64, _ name: String) -> Result<DeletedRecord, StoreError> {
+                let entry = deletedBy[seq] ?? Result {
+                    let commit = try self.verifiedCommit(db, zone: zone, seq: seq, log: access.log)
+                    let names = CommitBuilder.parseNames(commit.names, entries: commit.entries.count) ?? []
+                    return (commit, Set(names.filter(\.deleted).map(\.name)))
+                }.mapError { $0 as? StoreError ?? StoreError(.internalError, "\($0)") }
+                deletedBy[seq] = entry
+                return entry.flatMap { commit, names in
+                    guard names.contains(name) else {
+                        return .failure(StoreError(.integrityFailure, "the deletion of record '\(Names.printable(name))' in zone '\(zone.id.name)' at entry \(seq) is not in its signed log: the store was changed"))
+                    }
+                    return .success(DeletedRecord(name: name, authorID: commit.authorID, transactionAuthor: commit.label,
+                                                  deleted: Date(timeIntervalSince1970: commit.time)))
+                }
             }
             var changed = [Record](), deleted = [DeletedRecord](), refused = [String: StoreError]()
             var last: (Int64, String)?
@@ -60,7 +76,10 @@ extension Session {
                     last = recordKey
                     pending = try rows.next()
                 } else {
-                    deleted.append(tombstones[t].deleted)
+                    switch deletion(tombstones[t].seq, tombstones[t].name) {
+                    case .success(let d): deleted.append(d)
+                    case .failure(let e): refused[tombstones[t].name] = e
+                    }
                     last = tombKey
                     t += 1
                 }

@@ -195,7 +195,7 @@ extension Session {
     /// thread writes the ones before them: the batch costs about what its SQLite work costs.
     func modify(zone zoneID: ZoneID, saving records: [Record], deleting deletions: [RecordDeletion],
                 policy: SavePolicy, authorLabel: String? = nil, declaring declarations: [FieldDeclaration] = []) throws -> ModifyResult {
-        if let authorLabel, authorLabel.utf8.count > 255 || authorLabel.unicodeScalars.contains(where: { $0.value < 0x20 }) {
+        if let authorLabel, authorLabel.utf8.count > 255 || !Names.hasNoControls(authorLabel) {
             throw StoreError(.invalidArguments, "a transaction author is at most 255 bytes with no control characters")
         }
         let total = records.count + deletions.count

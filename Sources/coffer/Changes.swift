@@ -89,12 +89,13 @@ extension Coffer {
                 FileHandle.standardOutput.write(data + Data("\n".utf8))
                 return
             }
+            // Names and labels come from the store: one line each, whatever they hold.
             for r in page.changed {
-                Output.line("changed \(r.name) (\(r.recordType)) tag \(r.changeTag ?? "-") by \(context.displayName(r.modifierID))"
-                            + (r.transactionAuthor.map { " [\($0)]" } ?? ""))
+                Output.line(Output.oneLine("changed \(r.name) (\(r.recordType)) tag \(r.changeTag ?? "-") by \(context.displayName(r.modifierID))"
+                                           + (r.transactionAuthor.map { " [\($0)]" } ?? "")))
             }
             for d in page.deleted {
-                Output.line("deleted \(d.name) by \(context.displayName(d.authorID))" + (d.transactionAuthor.map { " [\($0)]" } ?? ""))
+                Output.line(Output.oneLine("deleted \(d.name) by \(context.displayName(d.authorID))" + (d.transactionAuthor.map { " [\($0)]" } ?? "")))
             }
             // Every page, streamed or not, ends with its token: the place to resume from.
             Output.line("token: \(page.token.string)")

@@ -422,6 +422,83 @@ struct HostileStoreTests {
         }
     }
 
+    // MARK: - The change feed's deletions
+
+    /// `record_tombstone` only finds deletions for the feed: a deletion planted for a record the
+    /// log never deleted is refused (named), and a genuine one's author, label and time come
+    /// from its signed entry, whatever the row says.
+    @Test("change feed: a planted deletion is refused; an edited one shows what its entry signed")
+    func feedTombstones() async throws {
+        try await Scene.run { s in
+            let zone = try await s.sharedZone()
+            var db = s.alice.privateDatabase
+            db.transactionAuthor = "cleanup"
+            _ = try await db.modify(saving: [], deleting: [RecordDeletion(name: "n2")], in: zone)
+            db.transactionAuthor = nil
+            let deletedAt = try s.head(zone).seq
+            let token = try await s.bob.sharedDatabase.changes(in: zone, since: nil).token
+            _ = try await db.save(shareNote("n3", in: zone))
+            let rid = try s.rowID(zone)
+            try s.raw { db in
+                try db.execute(sql: "UPDATE record_tombstone SET author_id = ?, author_label = 'mallory', deleted_at = 0 WHERE zone_id = ? AND name = 'n2'",
+                               arguments: [s.mallory.userID, rid])
+                try db.execute(sql: "INSERT INTO record_tombstone (zone_id, name, seq, author_id, author_label, deleted_at) VALUES (?, 'n1', ?, ?, NULL, 0)",
+                               arguments: [rid, deletedAt + 1, s.alice.userID])
+            }
+            let reader = try s.fresh(s.bob).sharedDatabase
+            let all = try await reader.changes(in: zone, since: nil)
+            let n2 = try #require(all.deleted.first { $0.name == "n2" })
+            #expect(n2.authorID == s.alice.userID && n2.transactionAuthor == "cleanup" && n2.deleted.timeIntervalSince1970 > 0)
+            #expect(!all.deleted.contains { $0.name == "n1" })
+            #expect(all.refused["n1"]?.message.contains("is not in its signed log") == true, "\(all.refused)")
+            let later = try await reader.changes(in: zone, since: token)
+            #expect(later.changed.map(\.name) == ["n3"] && later.deleted.isEmpty && later.refused.keys.sorted() == ["n1"])
+            try await s.expectAuditFinding(zone, as: s.fresh(s.alice), [.cache])
+        }
+    }
+
+    /// A deletion hidden from the feed (its tombstone deleted, or moved back to an earlier
+    /// deletion of the same name) passes the feed; audit reports it from the log.
+    @Test("change feed: a hidden or misdated deletion is reported by audit", arguments: ["hidden", "misdated"])
+    func feedHiddenDeletion(variant: String) async throws {
+        try await Scene.run { s in
+            let zone = try await s.unsharedZone()
+            let db = s.alice.privateDatabase
+            _ = try await db.modify(saving: [], deleting: [RecordDeletion(name: "n2")], in: zone)
+            let first = try s.head(zone).seq
+            _ = try await db.save(shareNote("n2", in: zone))
+            _ = try await db.modify(saving: [], deleting: [RecordDeletion(name: "n2")], in: zone)
+            #expect(try await s.fresh(s.alice).audit().findings.isEmpty)
+            let rid = try s.rowID(zone)
+            try s.raw { db in
+                if variant == "hidden" {
+                    try db.execute(sql: "DELETE FROM record_tombstone WHERE zone_id = ?", arguments: [rid])
+                } else {
+                    try db.execute(sql: "UPDATE record_tombstone SET seq = ? WHERE zone_id = ? AND name = 'n2'", arguments: [first, rid])
+                }
+            }
+            let report = try await s.fresh(s.alice).audit()
+            let finding = report.findings.first { $0.zone == zone && $0.subject == "n2" }
+            #expect(finding?.kind == .cache, "\(report.findings)")
+            #expect(finding?.message.contains(variant == "hidden" ? "does not have it" : "dates it at entry \(first)") == true, "\(report.findings)")
+        }
+    }
+
+    /// A read-write participant signs a commit whose transaction author holds a terminal escape
+    /// sequence: the entry does not decode, so every reader refuses it, and its label never
+    /// reaches anyone's output.
+    @Test("a commit whose transaction author holds control characters is refused")
+    func controlCharactersInLabel() async throws {
+        try await Scene.run { s in
+            let zone = try await s.sharedZone()
+            try s.raw { db in _ = try forgeCommit(db, zone: zone, signer: s.carol, name: "c1", title: "t", body: nil, label: "ok\u{1b}[2J\u{9b}31m") }
+            let result = try await s.fresh(s.alice).privateDatabase.query(Query(recordType: "Note"), in: zone)
+            #expect(result.refused.keys.contains("c1"), "\(result.refused)")
+            #expect(!result.records.contains { $0.transactionAuthor?.contains("\u{1b}") == true })
+            try await s.expectAuditFinding(zone, as: s.fresh(s.alice), [.log])
+        }
+    }
+
     // MARK: - Rollback, cuts, drops
 
     @Test("a whole-file rollback: an old copy of the store put back after users worked", arguments: [false, true])

@@ -120,6 +120,10 @@ struct StoreFixtureTests {
             #expect(try await alice.privateDatabase.query(query, in: notes).records.allSatisfy { $0.keyEpoch == 3 })
             #expect(share.keyEpoch == 3)
             #expect(try await alice.rekey(zone: notes) == 0)
+            // The change feed lists every record from the upgrade on; the earlier format's
+            // deletions are not in the log, so its change tokens expire.
+            let changes = try await alice.privateDatabase.changes(in: notes, since: nil)
+            #expect(Set(changes.changed.map(\.name)) == Set(Self.notes.keys) && changes.deleted.isEmpty && changes.refused.isEmpty)
             // Bob can still write.
             _ = try await bob.sharedDatabase.save(shareNote("b2", in: notes, title: "Bob again", body: "after the upgrade"))
             #expect(try await bob.sharedDatabase.record(named: "n1", in: notes).encryptedValues["body"]?.stringValue == "fixture body one")

@@ -74,6 +74,10 @@ extension Session {
             for table in ["zone_commit", "membership_log", "share", "share_participant", "share_acceptance", "zone_key_chain"] {
                 try db.execute(sql: "DELETE FROM \(table) WHERE zone_id = ?", arguments: [zone.rowID])
             }
+            // The earlier format's deletions are not in the log: change tokens from before the
+            // upgrade expire (their holders fetch the zone afresh, as after a compaction).
+            try db.execute(sql: "DELETE FROM record_tombstone WHERE zone_id = ?", arguments: [zone.rowID])
+            try db.execute(sql: "UPDATE zone SET compacted_seq = ? WHERE id = ?", arguments: [zone.sequence, zone.rowID])
             try Self.recordMembers(db, zone: zone, state: log.state)
             try db.execute(sql: "UPDATE zone SET share_uid = ? WHERE id = ?", arguments: [verified.share.map { Data($0.shareUID) }, zone.rowID])
             try Self.touch(db, zoneRowID: zone.rowID)

@@ -83,6 +83,7 @@ struct StatePayload: Sendable, Equatable {
         }
         let uid = try r.bytes(16)
         let title = try r.long(max: Limits.maxShareTitleBytes)
+        guard Names.hasNoControls(title) else { throw r.fail("title") }
         guard let permission = SharePermission(rawValue: Int(try r.u8())) else { throw r.fail("permission") }
         let link = try r.optionalBytes(32)
         guard (link != nil) == (permission != .none) else { throw r.fail("link key") }
@@ -227,7 +228,9 @@ struct RecordsPayload: Sendable {
                 case 1:
                     let n = Int(try r.u16())
                     guard n <= 255 else { return nil }
-                    label = try r.utf8(count: n)
+                    let text = try r.utf8(count: n)
+                    guard Names.hasNoControls(text) else { return nil }
+                    label = text
                 default: return nil
                 }
                 let records = try RecordsSummary.decode(&r)
