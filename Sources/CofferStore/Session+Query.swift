@@ -111,12 +111,108 @@ extension Session {
                 case .failure(let error): throw error
                 }
             })
+            // SQLite chose the rows through the field indexes, which no signature covers: each
+            // record must match the query by its verified values, and the page must be in order.
+            records = try Self.checkMatches(records, query: query, schema: schema, zone: zone, refused: &refused)
             var next: QueryCursor?
             if more, let last {
                 next = QueryCursor(zoneUID: zone.uid, queryFingerprint: query.fingerprint,
                                    sortValues: try Self.sortValues(db, query.sort, zone: zone, name: last.name), name: last.name)
             }
             return QueryResult(records: records, refused: refused, cursor: next)
+        }
+    }
+
+    /// The records that match every predicate of `query` by their verified values (the others
+    /// go to `refused`), after checking that they come in the query's order; compared as SQLite
+    /// compares the stored values (strings by UTF-8 bytes, a missing field as NULL).
+    /// - Throws: `.integrityFailure` when the rows are out of order: an index was changed.
+    static func checkMatches(_ records: [Record], query: Query, schema: [String: FieldSpec], zone: ZoneRow,
+                             refused: inout [String: StoreError]) throws -> [Record] {
+        guard !query.predicates.isEmpty || !query.sort.isEmpty else { return records }
+        func key(_ record: Record, _ field: String) -> SQLKey? {
+            guard let value = record.values[field], let type = schema[field]?.type else { return nil }
+            return SQLKey(value, type: type)
+        }
+        var kept = [Record]()
+        kept.reserveCapacity(records.count)
+        for record in records {
+            let matches = query.predicates.allSatisfy { p in
+                guard let type = schema[p.field]?.type, let have = key(record, p.field), let want = SQLKey(p.value, type: type) else { return false }
+                switch p.comparison {
+                case .equal: return have == want
+                case .notEqual: return have != want
+                case .lessThan: return have < want
+                case .lessThanOrEqual: return !(want < have)
+                case .greaterThan: return want < have
+                case .greaterThanOrEqual: return !(have < want)
+                case .beginsWith:
+                    guard case .text(let s) = have, case .text(let prefix) = want else { return false }
+                    return s.utf8.starts(with: prefix.utf8)
+                }
+            }
+            if matches {
+                kept.append(record)
+            } else {
+                refused[record.name] = StoreError(.integrityFailure, "record '\(record.name)' in zone '\(zone.id.name)' does not match the query, yet the store's index returned it: the store was changed")
+            }
+        }
+        // Each record after the one before it: on the first sort key that differs (NULL first
+        // ascending, last descending), else by name.
+        for (a, b) in zip(kept, kept.dropFirst()) {
+            var ordered: Bool?
+            for sort in query.sort {
+                let x = key(a, sort.field), y = key(b, sort.field)
+                guard x != y else { continue }
+                let less = switch (x, y) {
+                case (nil, _): true
+                case (_, nil): false
+                case (let x?, let y?): x < y
+                }
+                ordered = less == sort.ascending
+                break
+            }
+            guard ordered ?? a.name.utf8.lexicographicallyPrecedes(b.name.utf8) else {
+                throw StoreError(.integrityFailure, "the store's index returned records '\(a.name)' and '\(b.name)' of zone '\(zone.id.name)' out of order: the store was changed")
+            }
+        }
+        return kept
+    }
+
+    /// A plain value as SQLite compares it in a query: `json_extract` of its stored form.
+    enum SQLKey: Equatable, Comparable {
+        case int(Int64)
+        case real(Double)
+        case text(String)
+
+        init?(_ value: RecordValue, type: FieldType) {
+            switch (type, value) {
+            case (.string, .string(let s)), (.reference, .reference(let s)), (.reference, .string(let s)): self = .text(s)
+            case (.int, .int(let v)): self = .int(v)
+            case (.double, .double(let v)): self = .real(v)
+            case (.double, .int(let v)): self = .real(Double(v))
+            case (.bool, .bool(let v)): self = .int(v ? 1 : 0)
+            case (.date, .date(let d)): self = .real(d.timeIntervalSinceReferenceDate)
+            default: return nil
+            }
+        }
+
+        static func < (a: SQLKey, b: SQLKey) -> Bool {
+            switch (a, b) {
+            case (.int(let x), .int(let y)): return x < y
+            case (.real(let x), .real(let y)): return x < y
+            case (.text(let x), .text(let y)): return x.utf8.lexicographicallyPrecedes(y.utf8)
+            default: return false // one field has one type
+            }
+        }
+
+        static func == (a: SQLKey, b: SQLKey) -> Bool {
+            switch (a, b) {
+            case (.int(let x), .int(let y)): return x == y
+            case (.real(let x), .real(let y)): return x == y
+            case (.text(let x), .text(let y)): return x.utf8.elementsEqual(y.utf8)
+            default: return false
+            }
         }
     }
 

@@ -499,6 +499,46 @@ struct HostileStoreTests {
         }
     }
 
+    // MARK: - Indexes
+
+    /// Indexes are not signed. Mallory swaps the b-trees of two field indexes (their root pages
+    /// in `sqlite_schema`) under a running session: SQLite then answers a query on `kind` from
+    /// the `title` index. Each record is still genuine, but not what the query asked for: it is
+    /// refused, and a page out of the sort order fails.
+    @Test("field indexes swapped under a running session: non-matching records are refused, an unordered page fails")
+    func swappedIndexes() async throws {
+        try await Scene.run { s in
+            let zone = try await s.f.aliceZone("Indexed")
+            let db = s.alice.privateDatabase
+            for (name, title, kind) in [("r1", "A", "B"), ("r2", "B", "A"), ("r3", "C", "C")] {
+                var record = CofferStore.Record(type: "Item", name: name, zone: zone)
+                record.values["title"] = .string(title)
+                record.values["kind"] = .string(kind)
+                _ = try await db.save(record)
+            }
+            let byKind = Query(recordType: "Item", predicates: [.init("kind", .equal, .string("A"))])
+            #expect(try await db.query(byKind, in: zone).records.map(\.name) == ["r2"])
+            _ = try await db.query(Query(recordType: "Item", predicates: [.init("title", .equal, .string("A"))]), in: zone)
+            let kindIndex = Session.indexName(recordType: "Item", field: "kind"), titleIndex = Session.indexName(recordType: "Item", field: "title")
+            try s.raw { db in
+                let pages = try Row.fetchAll(db, sql: "SELECT name, rootpage FROM sqlite_schema WHERE name IN (?, ?)", arguments: [kindIndex, titleIndex])
+                    .reduce(into: [String: Int64]()) { $0[$1[0]] = $1[1] }
+                let version = try #require(try Int64.fetchOne(db, sql: "PRAGMA schema_version"))
+                try db.execute(sql: "PRAGMA writable_schema = ON")
+                try db.execute(sql: "UPDATE sqlite_schema SET rootpage = ? WHERE name = ?", arguments: [pages[titleIndex], kindIndex])
+                try db.execute(sql: "UPDATE sqlite_schema SET rootpage = ? WHERE name = ?", arguments: [pages[kindIndex], titleIndex])
+                try db.execute(sql: "PRAGMA schema_version = \(version + 1)")
+                try db.execute(sql: "PRAGMA writable_schema = OFF")
+            }
+            let result = try await db.query(byKind, in: zone)
+            #expect(!result.records.contains { $0.values["kind"] != .string("A") }, "\(result.records.map(\.name))")
+            #expect(result.refused["r1"]?.message.contains("does not match the query") == true, "\(result.refused)")
+            let sorted = Query(recordType: "Item", sort: [.init("kind")])
+            let error = await shareExpectError(.integrityFailure) { try await db.query(sorted, in: zone) }
+            #expect(error?.message.contains("out of order") == true, "\(error?.message ?? "")")
+        }
+    }
+
     // MARK: - Rollback, cuts, drops
 
     @Test("a whole-file rollback: an old copy of the store put back after users worked", arguments: [false, true])
