@@ -539,6 +539,36 @@ struct HostileStoreTests {
         }
     }
 
+    /// The index on record names, pointed at a b-tree Mallory built: looking up `n1` finds
+    /// `n2`'s row (SQLite then reads the name from the index, the rest from `n2`'s row). The
+    /// hybrid fails its version hash: neither `n2`'s values nor anything else come back as `n1`.
+    @Test("a name lookup that an edited index sends to another record's row is refused")
+    func forgedNameIndex() async throws {
+        try await Scene.run { s in
+            let zone = try await s.unsharedZone()
+            let rid = try s.rowID(zone)
+            try s.raw { db in
+                let n2 = try #require(try Int64.fetchOne(db, sql: "SELECT id FROM record WHERE zone_id = ? AND name = 'n2'", arguments: [rid]))
+                // An index of the same shape (zone id, name → row id), holding n1 → n2's row id.
+                try db.execute(sql: "CREATE TABLE fake (zone_id INTEGER, name TEXT); CREATE UNIQUE INDEX fake_index ON fake (zone_id, name)")
+                try db.execute(sql: "INSERT INTO fake (rowid, zone_id, name) SELECT id, zone_id, name FROM record WHERE zone_id = ? AND name NOT IN ('n1', 'n2')",
+                               arguments: [rid])
+                try db.execute(sql: "INSERT INTO fake (rowid, zone_id, name) VALUES (?, ?, 'n1')", arguments: [n2, rid])
+                let root = try #require(try Int64.fetchOne(db, sql: "SELECT rootpage FROM sqlite_schema WHERE name = 'fake_index'"))
+                let version = try #require(try Int64.fetchOne(db, sql: "PRAGMA schema_version"))
+                try db.execute(sql: "PRAGMA writable_schema = ON")
+                try db.execute(sql: "UPDATE sqlite_schema SET rootpage = ? WHERE name = 'sqlite_autoindex_record_1'", arguments: [root])
+                try db.execute(sql: "PRAGMA schema_version = \(version + 1)")
+                try db.execute(sql: "PRAGMA writable_schema = OFF")
+            }
+            let error = await shareExpectError(.integrityFailure) { try await s.alice.privateDatabase.record(named: "n1", in: zone) }
+            #expect(error?.message.contains("record 'n1'") == true, "\(error?.message ?? "")")
+            let fetched = try await s.alice.privateDatabase.records(named: ["n1"], in: zone)
+            #expect(fetched.count == 1)
+            #expect(throws: StoreError.self) { try fetched["n1"]?.get() }
+        }
+    }
+
     // MARK: - Rollback, cuts, drops
 
     @Test("a whole-file rollback: an old copy of the store put back after users worked", arguments: [false, true])
