@@ -1,4 +1,5 @@
 import CofferCrypto
+import CofferVault
 import Foundation
 import GRDB
 
@@ -95,8 +96,9 @@ extension Session {
             return (zone.rowID, zone.uid)
         }
         forget(zoneRowID: rowID)
-        // The zone is gone on purpose: this user's mark of it goes too.
-        try? vault.marks.reset(zone: uid, to: nil)
+        // The zone is gone on purpose: this user's mark says so, and a copy of it put back in
+        // the file later is refused.
+        try? vault.marks.reset(zone: uid, to: ZoneMark.deletion(zoneUID: uid, ownerID: me))
         store.logger.info("zone deleted", metadata: ["zone": "\(zoneID.name)"])
     }
 }

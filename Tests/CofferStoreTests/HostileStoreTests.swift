@@ -611,6 +611,35 @@ struct HostileStoreTests {
         }
     }
 
+    /// Alice deletes a zone; Mallory puts back a copy of it from an older file (its rows, keys
+    /// and log, all genuine). Alice's marks remember the deletion: the zone is refused, to her
+    /// and in her zone list, and audit reports it.
+    @Test("a zone its owner deleted, put back from an old copy of the file, is refused")
+    func deletedZonePutBack() async throws {
+        try await Scene.run { s in
+            let zone = try await s.unsharedZone()
+            let copy = s.f.folder.appendingPathComponent("old.sqlite").path
+            let snapshot = try DatabaseQueue(path: s.f.store.url.path)
+            try await snapshot.writeWithoutTransaction { db in try db.execute(sql: "VACUUM INTO ?", arguments: [copy]) }
+            try snapshot.close()
+            try await s.alice.privateDatabase.deleteZone(zone)
+            let mark = try #require(try s.alice.vault.marks.all().first { $0.isDeletion })
+            #expect(mark.ownerID == s.alice.userID)
+            try s.raw { db in
+                try db.execute(sql: "ATTACH DATABASE ? AS old", arguments: [copy])
+                for table in ["zone", "zone_key", "zone_log", "record"] {
+                    try db.execute(sql: "INSERT INTO main.\(table) SELECT * FROM old.\(table) WHERE \(table == "zone" ? "name" : "zone_id IN (SELECT id FROM old.zone WHERE name") = 'Private'\(table == "zone" ? "" : ")")")
+                }
+            }
+            let alice = try s.fresh(s.alice)
+            let error = await shareExpectError(.integrityFailure) { try await alice.privateDatabase.record(named: "n1", in: zone) }
+            #expect(error?.message.contains("you deleted it") == true, "\(error?.message ?? "")")
+            #expect(try await alice.privateDatabase.zones().isEmpty)
+            await shareExpectError(.integrityFailure) { try await alice.privateDatabase.save(shareNote("n9", in: zone)) }
+            try await s.expectAuditFinding(zone, as: alice, [.log])
+        }
+    }
+
     @Test("a tail cut: the log's last entries deleted", arguments: [1, 3])
     func tailCut(entries: Int) async throws {
         try await Scene.run { s in

@@ -86,7 +86,7 @@ extension Session {
         guard let head = try Self.logHead(db, zoneRowID: zone.rowID) else {
             // A zone this user verified before has a log: without one, its log was taken away,
             // whatever its row says of its format.
-            if let mark = try storedMark(zone) { throw rolledBack(zone, storeHead: 0, seen: mark.seq) }
+            if let mark = try storedMark(zone) { throw mark.isDeletion ? deletedBefore(zone) : rolledBack(zone, storeHead: 0, seen: mark.seq) }
             if zone.logFormat == 0, zone.id.ownerID == userID {
                 // Its upgrade, when this session began, was refused: say why.
                 _ = try LegacyZone(db: db, zone: zone, storeID: store.storeID, session: self).verify()
@@ -177,6 +177,7 @@ extension Session {
     ///   disagrees with it (forked).
     func extendsMark(_ db: GRDB.Database, _ log: ZoneLog, zone: ZoneRow, mark given: ZoneMark?? = nil) throws -> Bool {
         guard let mark = try given ?? storedMark(zone) else { return true }
+        if mark.isDeletion { throw deletedBefore(zone) }
         if log.state.headSeq < mark.seq {
             if isLaggingRead(db, zone: zone) { return false }
             throw rolledBack(zone, storeHead: log.state.headSeq, seen: mark.seq)
@@ -331,6 +332,10 @@ extension Session {
 
     func rolledBack(_ zone: ZoneRow, storeHead: Int64, seen: Int64) -> StoreError {
         StoreError(.integrityFailure, "zone '\(zone.id.name)' of \(describeUser(zone.id.ownerID)) is refused: its log ends at entry \(storeHead), but you verified it up to entry \(seen) before; the store was rolled back or its log was cut")
+    }
+
+    func deletedBefore(_ zone: ZoneRow) -> StoreError {
+        StoreError(.integrityFailure, "zone '\(zone.id.name)' of \(describeUser(zone.id.ownerID)) is refused: you deleted it, and a copy of it was put back in the store")
     }
 
     func forked(_ zone: ZoneRow, at seq: Int64) -> StoreError {
