@@ -16,12 +16,15 @@ public struct ZoneID: Sendable, Hashable, CustomStringConvertible {
 /// A zone as listed: identity and facts about it.
 public struct Zone: Sendable, Hashable {
     public let id: ZoneID
+    /// When the zone was made, from its signed first log entry (for a zone upgraded from a
+    /// store without a log: when it was upgraded).
     public let created: Date
-    /// The current key epoch (1 until the key is rotated).
+    /// The current key epoch (1 until the key is rotated), from the signed log.
     public let keyEpoch: Int64
-    /// The number of commits so far.
+    /// The sequence of the newest entry of the zone's verified log.
     public let sequence: Int64
-    /// The number of records in the zone.
+    /// The number of record rows the store holds for the zone: a count of rows, not checked
+    /// against the log (`coffer audit` checks every row).
     public let recordCount: Int
 }
 

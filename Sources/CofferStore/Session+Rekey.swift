@@ -233,7 +233,7 @@ extension Session {
                 } catch {
                     return nil // invited but not accepted, removed, left, link turned off: not this user's to read
                 }
-                return Zone(id: zone.id, created: zone.created, keyEpoch: access.state.epoch, sequence: access.state.headSeq,
+                return Zone(id: zone.id, created: Date(timeIntervalSince1970: access.state.created), keyEpoch: access.state.epoch, sequence: access.state.headSeq,
                             recordCount: row["record_count"])
             }
             return (zones, refused)

@@ -11,6 +11,8 @@ struct ZoneState: Sendable {
     let ownerID: String
     /// The genesis entry's sequence.
     let base: Int64
+    /// The genesis entry's time: when the zone was made (or upgraded from a store without a log).
+    let created: Double
     private(set) var headSeq: Int64
     private(set) var headHash: Digest32
     /// The sequence and time of the owner's latest genesis or membership entry.
@@ -46,6 +48,7 @@ struct ZoneState: Sendable {
         self.name = name
         self.ownerID = ownerID
         base = entry.seq
+        created = entry.time
         headSeq = entry.seq
         headHash = hash
         ownerSeq = entry.seq
