@@ -72,24 +72,27 @@ struct CommitBuilder {
 
     /// The hash of one record version: everything a reader sees of it, plain and sealed.
     /// BLAKE2b-256 over a header of fixed-order, length-prefixed fields (domain
-    /// `"coffer.record-version.v2"`, zone uid, name, type, parent, change tag, epoch, the owner's
+    /// `"coffer.record-version.v3"`, zone uid, name, type, parent, change tag, epoch, the owner's
     /// entry in force, creator, modifier, created and modified times, the lengths of what
-    /// follows), then the plain values' JSON and the sealed bytes.
+    /// follows, and the type code of each plain field in key order:
+    /// ``PlainValuesCodec/typeCodes(_:)``), then the plain values' JSON and the sealed bytes.
     static func recordHash(zoneUID: [UInt8], name: String, type: String, parent: String?, seq: Int64, epoch: Int64, membershipSeq: Int64,
                            creatorID: String, modifierID: String, created: Double, modified: Double,
-                           plain: UnsafeRawBufferPointer, sealed: UnsafeRawBufferPointer?) -> [UInt8] {
+                           plain: UnsafeRawBufferPointer, plainTypes: UnsafeRawBufferPointer, sealed: UnsafeRawBufferPointer?) -> [UInt8] {
         recordDigest(zoneUID: zoneUID, name: name, type: type, parent: parent, seq: seq, epoch: epoch, membershipSeq: membershipSeq,
-                     creatorID: creatorID, modifierID: modifierID, created: created, modified: modified, plain: plain, sealed: sealed).bytes
+                     creatorID: creatorID, modifierID: modifierID, created: created, modified: modified, plain: plain, plainTypes: plainTypes,
+                     sealed: sealed).bytes
     }
 
-    /// ``recordHash(zoneUID:name:type:parent:seq:epoch:membershipSeq:creatorID:modifierID:created:modified:plain:sealed:)``
+    /// ``recordHash(zoneUID:name:type:parent:seq:epoch:membershipSeq:creatorID:modifierID:created:modified:plain:plainTypes:sealed:)``
     /// as a ``Digest32``, computed without allocating.
     static func recordDigest(zoneUID: [UInt8], name: String, type: String, parent: String?, seq: Int64, epoch: Int64, membershipSeq: Int64,
                              creatorID: String, modifierID: String, created: Double, modified: Double,
-                             plain: UnsafeRawBufferPointer, sealed: UnsafeRawBufferPointer?) -> Digest32 {
-        let domain: StaticString = "coffer.record-version.v2"
+                             plain: UnsafeRawBufferPointer, plainTypes: UnsafeRawBufferPointer, sealed: UnsafeRawBufferPointer?) -> Digest32 {
+        let domain: StaticString = "coffer.record-version.v3"
         let size = domain.utf8CodeUnitCount + 4 + zoneUID.count + 4 + name.utf8.count + 4 + type.utf8.count + 1
             + 4 + (parent?.utf8.count ?? 0) + 24 + 4 + creatorID.utf8.count + 4 + modifierID.utf8.count + 16 + 4 + 1 + 4
+            + 4 + plainTypes.count
         // The header is built on the stack: this runs for every record written and read.
         return withUnsafeTemporaryAllocation(byteCount: size, alignment: 8) { buffer in
             var w = HeaderWriter(base: buffer.baseAddress!)
@@ -107,6 +110,8 @@ struct CommitBuilder {
             w.u32(plain.count)
             w.u8(sealed == nil ? 0 : 1)
             w.u32(sealed?.count ?? 0)
+            w.u32(plainTypes.count)
+            w.bytes(plainTypes)
             precondition(w.offset == size, "record hash header length")
             var digest = Digest32.zero
             withUnsafeMutableBytes(of: &digest) { BLAKE2b.hash(UnsafeRawBufferPointer(buffer), plain, sealed, into: $0) }

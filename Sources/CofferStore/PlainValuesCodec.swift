@@ -116,9 +116,51 @@ enum PlainValuesCodec {
         return values
     }
 
+    /// ``decode(_:typeOf:)`` that also writes each field's ``typeCode(_:)`` into `codes`, in
+    /// the order of the object's keys (sorted, in what Coffer writes). Returns the values and
+    /// the number of codes written; more fields than `codes` holds throws.
+    static func decode(_ raw: UnsafeRawBufferPointer, typeOf: (String) -> FieldType?,
+                       codes: UnsafeMutableBufferPointer<UInt8>) throws -> (values: [String: RecordValue], codes: Int) {
+        var parser = Parser(bytes: raw.bindMemory(to: UInt8.self), codes: codes)
+        let values = try parser.object(typeOf: typeOf)
+        parser.skipSpace()
+        guard parser.index == raw.count else { throw parser.fail("trailing bytes") }
+        return (values, parser.codeCount)
+    }
+
+    /// The type codes of plain values, one byte per field in key order: what a record's
+    /// version hash signs of their types, so that the (unsigned) schema cannot make a reader
+    /// take a value for another type (a string for a reference, a double for a date).
+    static func typeCodes(_ values: [String: RecordValue]) -> [UInt8] {
+        values.sorted { $0.key < $1.key }.map { typeCode($0.value) }
+    }
+
+    /// string 1, int 2, double 3, bool 4, date 5, bytes 6, reference 7; a list is `0x80` plus
+    /// its items' code (`0x80` alone when empty).
+    static func typeCode(_ value: RecordValue) -> UInt8 {
+        switch value {
+        case .string: return 1
+        case .int: return 2
+        case .double: return 3
+        case .bool: return 4
+        case .date: return 5
+        case .bytes: return 6
+        case .reference: return 7
+        case .list(let items): return 0x80 | (items.first.map(typeCode) ?? 0)
+        }
+    }
+
     struct Parser {
         let bytes: UnsafeBufferPointer<UInt8>
         var index = 0
+        /// Where the type code of each field goes, when asked for.
+        var codes: UnsafeMutableBufferPointer<UInt8>?
+        var codeCount = 0
+
+        init(bytes: UnsafeBufferPointer<UInt8>, codes: UnsafeMutableBufferPointer<UInt8>? = nil) {
+            self.bytes = bytes
+            self.codes = codes
+        }
 
         func fail(_ what: String) -> StoreError {
             StoreError(.integrityFailure, "a stored record's plain values are damaged (\(what))")
@@ -152,7 +194,13 @@ enum PlainValuesCodec {
                 let key = try string()
                 guard let type = typeOf(key) else { throw fail("field '\(Names.printable(key))' is not in the schema") }
                 try expect(UInt8(ascii: ":"))
-                guard result.updateValue(try value(of: type), forKey: key) == nil else { throw fail("duplicate key") }
+                let value = try value(of: type)
+                if let codes {
+                    guard codeCount < codes.count else { throw fail("too many fields") }
+                    codes[codeCount] = PlainValuesCodec.typeCode(value)
+                    codeCount += 1
+                }
+                guard result.updateValue(value, forKey: key) == nil else { throw fail("duplicate key") }
                 skipSpace()
                 guard index < bytes.count else { throw fail("ends early") }
                 if bytes[index] == UInt8(ascii: ",") { index += 1; continue }

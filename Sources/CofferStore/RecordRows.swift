@@ -333,66 +333,81 @@ extension Session {
     /// ``decode(_:context:zone:final:)`` with each part given on its own: helper threads run it
     /// with their own copies of the schema, key, zone and shared strings (see ``DecodeWorker``).
     /// The row's version hash must be one of its log entry's, checked before anything else is
-    /// believed; in a commit, the modifier and modification time must be the commit's author and
-    /// time (a rewrite by the owner keeps each record's own).
+    /// believed but its plain values, which are parsed first (with the schema's types: the hash
+    /// signs each field's type); in a commit, the modifier and modification time must be the
+    /// commit's author and time (a rewrite by the owner keeps each record's own).
     static func decode(_ row: StoredRow, commit: VerifiedCommit, author: String, creatorID: String, modifierID: String, label: String?,
                        schema: [String: FieldSpec], key: Result<SymmetricKey, any Error>?, zone: ZoneRow,
                        final: Bool = false, scratch: UnsafeMutableRawBufferPointer? = nil) -> DecodeOutcome {
         row.withBytes { all -> DecodeOutcome in
             let plain = UnsafeRawBufferPointer(rebasing: all[0..<row.plainCount])
             let sealed = row.hasSealed ? UnsafeRawBufferPointer(rebasing: all[row.plainCount...]) : nil
-            guard matches(row, commit, author: author, modifier: modifierID, zone: zone, plain: plain, sealed: sealed) else {
-                return .failed(mismatch(row, zone: zone))
-            }
-            do {
-                let values: [String: RecordValue]
-                do { values = try PlainValuesCodec.decode(plain, typeOf: { schema[$0]?.type }) } catch {
-                    if final { throw error }
+            return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: Limits.maxFieldsPerRecord) { codes -> DecodeOutcome in
+                let values: [String: RecordValue], count: Int
+                do { (values, count) = try PlainValuesCodec.decode(plain, typeOf: { schema[$0]?.type }, codes: codes) } catch {
+                    // What Coffer wrote parses with the schema it was written under: a field the
+                    // session's schema lacks may have been added since by another process.
+                    if final { return .failed(mismatch(row, zone: zone, plain: error)) }
                     return .staleSchema
                 }
-                var record = Record(type: row.type, name: row.name, zone: zone.id, parent: row.parent, values: values, encryptedValues: [:])
-                if let sealed {
-                    let keyID: UInt32
-                    do { keyID = try Envelope.keyID(of: sealed) } catch {
-                        throw StoreError(.integrityFailure, "record '\(row.name)': its encrypted values are damaged", underlying: error as? CryptoError)
-                    }
-                    guard Int64(keyID) == row.epoch else {
-                        throw StoreError(.integrityFailure, "record '\(row.name)': its encrypted values name key epoch \(keyID), the row says \(row.epoch)")
-                    }
-                    guard let key = try key?.get() else { throw StoreError(.internalError, "no key was looked up for record '\(row.name)'") }
-                    var sealedValues = [String: RecordValue]()
-                    do {
-                        try withAssociatedData(zone: zone, name: row.name, type: row.type, epoch: row.epoch) { ad in
-                            try Envelope.withOpened(sealed, using: key, authenticating: ad, scratch: scratch) { sealedValues = try SealedValuesCodec.decode($0) }
-                        }
-                    } catch let error as CryptoError {
-                        throw StoreError(.integrityFailure, "record '\(row.name)' in zone '\(zone.id.name)': its encrypted values fail authentication (changed or moved)",
-                                         underlying: error)
-                    }
-                    for (key, value) in sealedValues {
-                        guard let spec = schema[key] else {
-                            if final { throw StoreError(.integrityFailure, "record '\(row.name)': encrypted field '\(key)' does not match the schema") }
-                            return .staleSchema
-                        }
-                        guard field(value, encrypted: true, matches: spec) else {
-                            throw StoreError(.integrityFailure, "record '\(row.name)': encrypted field '\(key)' does not match the schema")
-                        }
-                    }
-                    record.encryptedValues = sealedValues
+                guard matches(row, commit, author: author, modifier: modifierID, zone: zone, plain: plain,
+                              plainTypes: UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: codes[0..<count])), sealed: sealed) else {
+                    return .failed(mismatch(row, zone: zone))
                 }
-                record.keyEpoch = row.epoch
-                record.changeTag = ChangeTag.make(row.seq)
-                record.creatorID = creatorID
-                record.created = Date(timeIntervalSince1970: row.created)
-                record.modifierID = modifierID // in the version hash, and the commit's author
-                record.transactionAuthor = label
-                record.modified = Date(timeIntervalSince1970: row.modified)
-                record.fetchedValues = record.values
-                record.fetchedEncryptedValues = record.encryptedValues
-                return .record(record)
-            } catch {
-                return .failed(error)
+                return opened(row, values: values, sealed: sealed, creatorID: creatorID, modifierID: modifierID, label: label,
+                              schema: schema, key: key, zone: zone, final: final, scratch: scratch)
             }
+        }
+    }
+
+    /// The rest of ``decode(_:commit:author:creatorID:modifierID:label:schema:key:zone:final:scratch:)``
+    /// once the row matched its entry: opens the sealed values and makes the record.
+    private static func opened(_ row: StoredRow, values: [String: RecordValue], sealed: UnsafeRawBufferPointer?, creatorID: String,
+                               modifierID: String, label: String?, schema: [String: FieldSpec], key: Result<SymmetricKey, any Error>?,
+                               zone: ZoneRow, final: Bool, scratch: UnsafeMutableRawBufferPointer?) -> DecodeOutcome {
+        do {
+            var record = Record(type: row.type, name: row.name, zone: zone.id, parent: row.parent, values: values, encryptedValues: [:])
+            if let sealed {
+                let keyID: UInt32
+                do { keyID = try Envelope.keyID(of: sealed) } catch {
+                    throw StoreError(.integrityFailure, "record '\(row.name)': its encrypted values are damaged", underlying: error as? CryptoError)
+                }
+                guard Int64(keyID) == row.epoch else {
+                    throw StoreError(.integrityFailure, "record '\(row.name)': its encrypted values name key epoch \(keyID), the row says \(row.epoch)")
+                }
+                guard let key = try key?.get() else { throw StoreError(.internalError, "no key was looked up for record '\(row.name)'") }
+                var sealedValues = [String: RecordValue]()
+                do {
+                    try withAssociatedData(zone: zone, name: row.name, type: row.type, epoch: row.epoch) { ad in
+                        try Envelope.withOpened(sealed, using: key, authenticating: ad, scratch: scratch) { sealedValues = try SealedValuesCodec.decode($0) }
+                    }
+                } catch let error as CryptoError {
+                    throw StoreError(.integrityFailure, "record '\(row.name)' in zone '\(zone.id.name)': its encrypted values fail authentication (changed or moved)",
+                                     underlying: error)
+                }
+                for (key, value) in sealedValues {
+                    guard let spec = schema[key] else {
+                        if final { throw StoreError(.integrityFailure, "record '\(row.name)': encrypted field '\(key)' does not match the schema") }
+                        return .staleSchema
+                    }
+                    guard field(value, encrypted: true, matches: spec) else {
+                        throw StoreError(.integrityFailure, "record '\(row.name)': encrypted field '\(key)' does not match the schema")
+                    }
+                }
+                record.encryptedValues = sealedValues
+            }
+            record.keyEpoch = row.epoch
+            record.changeTag = ChangeTag.make(row.seq)
+            record.creatorID = creatorID
+            record.created = Date(timeIntervalSince1970: row.created)
+            record.modifierID = modifierID // in the version hash, and the commit's author
+            record.transactionAuthor = label
+            record.modified = Date(timeIntervalSince1970: row.modified)
+            record.fetchedValues = record.values
+            record.fetchedEncryptedValues = record.encryptedValues
+            return .record(record)
+        } catch {
+            return .failed(error)
         }
     }
 
@@ -402,17 +417,21 @@ extension Session {
     /// `author` and `modifier` are the commit's author and the row's modifier (a decoding thread
     /// passes its own copies).
     static func matches(_ row: StoredRow, _ commit: VerifiedCommit, author: String, modifier: String, zone: ZoneRow,
-                        plain: UnsafeRawBufferPointer, sealed: UnsafeRawBufferPointer?) -> Bool {
+                        plain: UnsafeRawBufferPointer, plainTypes: UnsafeRawBufferPointer, sealed: UnsafeRawBufferPointer?) -> Bool {
         let hash = CommitBuilder.recordDigest(zoneUID: zone.uid, name: row.name, type: row.type, parent: row.parent, seq: row.seq,
                                               epoch: row.epoch, membershipSeq: row.membershipSeq, creatorID: row.creatorID,
                                               modifierID: row.modifierID, created: row.created, modified: row.modified,
-                                              plain: plain, sealed: sealed)
+                                              plain: plain, plainTypes: plainTypes, sealed: sealed)
         return commit.entries.contains(hash) && row.epoch == commit.epoch && row.membershipSeq == commit.ownerSeq
             && (commit.kind != .commit || (modifier == author && row.modified == commit.time))
     }
 
-    static func mismatch(_ row: StoredRow, zone: ZoneRow) -> StoreError {
-        StoreError(.integrityFailure, "record '\(row.name)' in zone '\(zone.id.name)' does not match its signed log entry \(row.seq): it was changed in the file")
+    static func mismatch(_ row: StoredRow, zone: ZoneRow, plain error: (any Error)? = nil) -> StoreError {
+        guard let error else {
+            return StoreError(.integrityFailure, "record '\(row.name)' in zone '\(zone.id.name)' does not match its signed log entry \(row.seq): it was changed in the file")
+        }
+        let why = (error as? StoreError)?.message ?? "\(error)"
+        return StoreError(.integrityFailure, "record '\(row.name)' in zone '\(zone.id.name)' does not match its signed log entry \(row.seq) (\(why)): it or its zone's schema was changed in the file")
     }
 
     /// Checks a stored row against its log entry without opening it (nothing when no row has
@@ -425,12 +444,35 @@ extension Session {
         try Self.readRows(statement, limit: 1) { found = $0 }
         guard let row = found else { return }
         let context = try context(db, zone: zone, row: row).mapError { Self.rowError($0, row: row, zone: zone) }.get()
-        let ok = row.withBytes { all in
-            Self.matches(row, context.commit, author: context.commit.authorID, modifier: row.modifierID, zone: zone,
-                         plain: UnsafeRawBufferPointer(rebasing: all[0..<row.plainCount]),
-                         sealed: row.hasSealed ? UnsafeRawBufferPointer(rebasing: all[row.plainCount...]) : nil)
+        var schema = context.schema
+        for attempt in 0..<2 {
+            let plain: Result<[UInt8], any Error> = row.withBytes { all in
+                Result { try Self.typeCodes(UnsafeRawBufferPointer(rebasing: all[0..<row.plainCount]), schema: schema) }
+            }
+            guard case .success(let types) = plain else {
+                // A field another process added since this session read the schema: once more.
+                if attempt == 0 { schema = try self.schema(db, zoneRowID: zone.rowID, recordType: row.type, fresh: true); continue }
+                if case .failure(let error) = plain { throw Self.mismatch(row, zone: zone, plain: error) }
+                return
+            }
+            let ok = row.withBytes { all in
+                types.withUnsafeBytes { t in
+                    Self.matches(row, context.commit, author: context.commit.authorID, modifier: row.modifierID, zone: zone,
+                                 plain: UnsafeRawBufferPointer(rebasing: all[0..<row.plainCount]), plainTypes: t,
+                                 sealed: row.hasSealed ? UnsafeRawBufferPointer(rebasing: all[row.plainCount...]) : nil)
+                }
+            }
+            guard ok else { throw Self.mismatch(row, zone: zone) }
+            return
         }
-        guard ok else { throw Self.mismatch(row, zone: zone) }
+    }
+
+    /// The type codes of a stored row's plain values, parsed with the schema's types.
+    static func typeCodes(_ plain: UnsafeRawBufferPointer, schema: [String: FieldSpec]) throws -> [UInt8] {
+        try withUnsafeTemporaryAllocation(of: UInt8.self, capacity: Limits.maxFieldsPerRecord) { codes in
+            let count = try PlainValuesCodec.decode(plain, typeOf: { schema[$0]?.type }, codes: codes).codes
+            return Array(codes[0..<count])
+        }
     }
 
     /// Why a context could not be made: its commit fails verification.

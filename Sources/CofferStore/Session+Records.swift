@@ -180,11 +180,15 @@ extension Session {
     }
 
     static func digest(of record: Record, plain: [UInt8], sealed: [UInt8]?, context: WriteContext, creatorID: String, created: Double) -> Digest32 {
-        plain.withUnsafeBytes { p in
-            withOptionalBytes(sealed) { s in
-                CommitBuilder.recordDigest(zoneUID: context.zone.uid, name: record.name, type: record.recordType, parent: record.parent,
-                                           seq: context.seq, epoch: context.epoch, membershipSeq: context.membershipSeq, creatorID: creatorID,
-                                           modifierID: context.authorID, created: created, modified: context.time, plain: p, sealed: s)
+        let types = PlainValuesCodec.typeCodes(record.values)
+        return plain.withUnsafeBytes { p in
+            types.withUnsafeBytes { t in
+                withOptionalBytes(sealed) { s in
+                    CommitBuilder.recordDigest(zoneUID: context.zone.uid, name: record.name, type: record.recordType, parent: record.parent,
+                                               seq: context.seq, epoch: context.epoch, membershipSeq: context.membershipSeq, creatorID: creatorID,
+                                               modifierID: context.authorID, created: created, modified: context.time, plain: p,
+                                               plainTypes: t, sealed: s)
+                }
             }
         }
     }

@@ -110,10 +110,12 @@ extension Session {
                                  r.creatorID, r.modifierID, r.created, r.modified, zone.rowID, r.name, r.type])
             guard db.changesCount == 1 else { throw StoreError(.internalError, "record '\(r.name)' could not be rewritten") }
             let hash = r.plain.withUnsafeBytes { p in
-                Self.withOptionalBytes(sealed) { s in
-                    CommitBuilder.recordDigest(zoneUID: zone.uid, name: r.name, type: r.type, parent: r.parent, seq: seq, epoch: epoch,
-                                               membershipSeq: ownerSeq, creatorID: r.creatorID, modifierID: r.modifierID,
-                                               created: r.created, modified: r.modified, plain: p, sealed: s)
+                r.plainTypes.withUnsafeBytes { t in
+                    Self.withOptionalBytes(sealed) { s in
+                        CommitBuilder.recordDigest(zoneUID: zone.uid, name: r.name, type: r.type, parent: r.parent, seq: seq, epoch: epoch,
+                                                   membershipSeq: ownerSeq, creatorID: r.creatorID, modifierID: r.modifierID,
+                                                   created: r.created, modified: r.modified, plain: p, plainTypes: t, sealed: s)
+                    }
                 }
             }
             commit.addRecord(hash, name: r.name)
@@ -182,11 +184,14 @@ extension Session {
                         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                         """, arguments: [target.rowID, record.name, record.recordType, record.parent, prepared.plainJSON, sealed.map { Data($0) },
                                          epoch, seq, state.ownerSeq, creator, me, createdAt, now])
+                    let types = PlainValuesCodec.typeCodes(record.values)
                     let hash = prepared.plain.withUnsafeBytes { p in
-                        Self.withOptionalBytes(sealed) { s in
-                            CommitBuilder.recordDigest(zoneUID: target.uid, name: record.name, type: record.recordType, parent: record.parent,
-                                                       seq: seq, epoch: epoch, membershipSeq: state.ownerSeq, creatorID: creator, modifierID: me,
-                                                       created: createdAt, modified: now, plain: p, sealed: s)
+                        types.withUnsafeBytes { t in
+                            Self.withOptionalBytes(sealed) { s in
+                                CommitBuilder.recordDigest(zoneUID: target.uid, name: record.name, type: record.recordType, parent: record.parent,
+                                                           seq: seq, epoch: epoch, membershipSeq: state.ownerSeq, creatorID: creator, modifierID: me,
+                                                           created: createdAt, modified: now, plain: p, plainTypes: t, sealed: s)
+                            }
                         }
                     }
                     added.addRecord(hash, name: record.name)
@@ -248,6 +253,8 @@ struct RewrittenRecord: Sendable {
     let type: String
     let parent: String?
     let plain: [UInt8]
+    /// The type code of each plain field, in key order (``PlainValuesCodec/typeCodes(_:)``).
+    let plainTypes: [UInt8]
     let sealedPlaintext: [UInt8]?
     let creatorID: String
     let modifierID: String
@@ -260,6 +267,7 @@ struct RewrittenRecord: Sendable {
         type = record.recordType
         parent = record.parent
         plain = stored.withBytes { Array($0[0..<stored.plainCount]) }
+        plainTypes = PlainValuesCodec.typeCodes(record.values)
         sealedPlaintext = record.encryptedValues.isEmpty ? nil : SealedValuesCodec.encode(record.encryptedValues)
         creatorID = stored.creatorID
         modifierID = stored.modifierID
@@ -267,12 +275,13 @@ struct RewrittenRecord: Sendable {
         modified = stored.modified
     }
 
-    init(name: String, type: String, parent: String?, plain: [UInt8], sealedPlaintext: [UInt8]?, creatorID: String, modifierID: String,
-         created: Double, modified: Double) {
+    init(name: String, type: String, parent: String?, plain: [UInt8], plainTypes: [UInt8], sealedPlaintext: [UInt8]?, creatorID: String,
+         modifierID: String, created: Double, modified: Double) {
         self.name = name
         self.type = type
         self.parent = parent
         self.plain = plain
+        self.plainTypes = plainTypes
         self.sealedPlaintext = sealedPlaintext
         self.creatorID = creatorID
         self.modifierID = modifierID

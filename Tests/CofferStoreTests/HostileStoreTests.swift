@@ -499,6 +499,37 @@ struct HostileStoreTests {
         }
     }
 
+    // MARK: - The schema
+
+    /// The schema (`field_schema`) is not signed, and some plain types share a JSON form: a
+    /// string and a reference, a double and a date, lists of them. Retyped, the same bytes would
+    /// read as another value; the version hash signs each plain field's type, so the record is
+    /// refused instead.
+    @Test("a plain field retyped in the schema (string as reference, double as date, list of strings as list of references) is refused",
+          arguments: [("title", "ref"), ("score", "date"), ("tags", "[ref]")])
+    func retypedField(field: String, newType: String) async throws {
+        try await Scene.run { s in
+            let zone = try await s.f.aliceZone("Typed")
+            var record = CofferStore.Record(type: "Item", name: "i1", zone: zone)
+            record.values["title"] = .string("first")
+            record.values["score"] = .double(12.5)
+            record.values["tags"] = .list([.string("a"), .string("b")])
+            _ = try await s.alice.privateDatabase.save(record)
+            let rid = try s.rowID(zone)
+            try s.raw { db in
+                try db.execute(sql: "UPDATE field_schema SET value_type = ? WHERE zone_id = ? AND record_type = 'Item' AND field = ?",
+                               arguments: [newType, rid, field])
+                #expect(db.changesCount == 1)
+            }
+            let reader = try s.fresh(s.alice)
+            let error = await shareExpectError(.integrityFailure) { try await reader.privateDatabase.record(named: "i1", in: zone) }
+            #expect(error?.message.contains("record 'i1'") == true, "\(error?.message ?? "")")
+            let result = try await reader.privateDatabase.query(Query(recordType: "Item"), in: zone)
+            #expect(result.records.isEmpty && result.refused.keys.sorted() == ["i1"])
+            try await s.expectAuditFinding(zone, as: s.fresh(s.alice), [.record])
+        }
+    }
+
     // MARK: - Indexes
 
     /// Indexes are not signed. Mallory swaps the b-trees of two field indexes (their root pages

@@ -30,21 +30,26 @@ struct HotPathTests {
     @Test("a record version's hash is BLAKE2b-256 of the documented header, the plain JSON and the sealed bytes",
           arguments: [nil, "parent-9"] as [String?], [true, false])
     func recordHashFormat(parent: String?, sealed: Bool) {
-        let plain = Array(#"{"count":3}"#.utf8)
+        let plain = Array(#"{"count":3,"tags":[],"when":1.5}"#.utf8)
+        let types = PlainValuesCodec.typeCodes(["count": .int(3), "tags": .list([]), "when": .date(Date(timeIntervalSinceReferenceDate: 1.5))])
+        #expect(types == [2, 0x80, 5])
         let sealedBytes: [UInt8]? = sealed ? Array(repeating: 0x5A, count: 77) : nil
         func text(_ s: String) -> [UInt8] { Self.be(UInt64(s.utf8.count), 4) + Array(s.utf8) }
-        var header = Array("coffer.record-version.v2".utf8) + Self.be(16, 4) + Array(1...16)
+        var header = Array("coffer.record-version.v3".utf8) + Self.be(16, 4) + Array(1...16)
         header += text("groceries") + text("Note") + [parent == nil ? 0 : 1] + text(parent ?? "")
         header += Self.be(12, 8) + Self.be(3, 8) + Self.be(2, 8) + text("creator-1") + text("modifier-2")
         header += Self.be(1_700_000_000.5.bitPattern, 8) + Self.be(1_700_000_100.25.bitPattern, 8)
         header += Self.be(UInt64(plain.count), 4) + [sealed ? 1 : 0] + Self.be(UInt64(sealedBytes?.count ?? 0), 4)
+        header += Self.be(3, 4) + [2, 0x80, 5]
         let expected = BLAKE2b.hash(header + plain + (sealedBytes ?? []))
         let hash = plain.withUnsafeBytes { p in
-            Session.withOptionalBytes(sealedBytes) { s in
-                CommitBuilder.recordHash(zoneUID: Self.zone.uid, name: "groceries", type: "Note", parent: parent, seq: 12, epoch: 3,
-                                         membershipSeq: 2, creatorID: "creator-1", modifierID: "modifier-2",
-                                         created: 1_700_000_000.5, modified: 1_700_000_100.25,
-                                         plain: p, sealed: s)
+            types.withUnsafeBytes { t in
+                Session.withOptionalBytes(sealedBytes) { s in
+                    CommitBuilder.recordHash(zoneUID: Self.zone.uid, name: "groceries", type: "Note", parent: parent, seq: 12, epoch: 3,
+                                             membershipSeq: 2, creatorID: "creator-1", modifierID: "modifier-2",
+                                             created: 1_700_000_000.5, modified: 1_700_000_100.25,
+                                             plain: p, plainTypes: t, sealed: s)
+                }
             }
         }
         #expect(hash == expected)

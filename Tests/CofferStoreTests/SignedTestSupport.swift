@@ -132,11 +132,14 @@ func forgeCommit(_ db: Database, zone: ZoneID, signer: Session, name: String, ti
         sealed = Envelope.seal(SealedValuesCodec.encode(["body": .string(body)]), using: key,
                                keyID: UInt32(epoch), authenticating: ad).bytes
     }
+    let types = PlainValuesCodec.typeCodes(["title": .string(title)])
     let hash = plain.withUnsafeBytes { p in
-        Session.withOptionalBytes(sealed) { s in
-            CommitBuilder.recordHash(zoneUID: row.uid, name: name, type: "Note", parent: nil, seq: seq, epoch: epoch,
-                                     membershipSeq: membership, creatorID: signer.userID, modifierID: signer.userID,
-                                     created: now, modified: now, plain: p, sealed: s)
+        types.withUnsafeBytes { t in
+            Session.withOptionalBytes(sealed) { s in
+                CommitBuilder.recordHash(zoneUID: row.uid, name: name, type: "Note", parent: nil, seq: seq, epoch: epoch,
+                                         membershipSeq: membership, creatorID: signer.userID, modifierID: signer.userID,
+                                         created: now, modified: now, plain: p, plainTypes: t, sealed: s)
+            }
         }
     }
     try db.execute(sql: """

@@ -72,6 +72,7 @@ struct LegacyZone {
         }
         let rows = try Row.fetchAll(db, sql: "SELECT name, type, parent, plain, sealed, epoch, seq, membership_seq, creator_id, created_at, modified_at FROM record WHERE zone_id = ? ORDER BY name",
                                     arguments: [zone.rowID])
+        var schemas = [String: [String: FieldSpec]]()
         for r in rows {
             let name: String = r[0], type: String = r[1], parent: String? = r[2], plain: String = r[3], sealed: Data? = r[4]
             let rEpoch: Int64 = r[5], seq: Int64 = r[6], rMembership: Int64 = r[7], creator: String = r[8]
@@ -97,8 +98,16 @@ struct LegacyZone {
                     throw refuse("the encrypted values of record '\(name)' fail authentication")
                 }
             }
-            verified.records.append(RewrittenRecord(name: name, type: type, parent: parent, plain: Array(plain.utf8), sealedPlaintext: sealedPlaintext,
-                                                    creatorID: creator, modifierID: commit.author, created: created, modified: commit.time))
+            // The plain values, typed by the zone's schema: the new version hash signs each type.
+            if schemas[type] == nil { schemas[type] = try session.schema(db, zoneRowID: zone.rowID, recordType: type, fresh: true) }
+            let schema = schemas[type] ?? [:]
+            let plainTypes: [UInt8]
+            do { plainTypes = try Array(plain.utf8).withUnsafeBytes { try Session.typeCodes($0, schema: schema) } } catch {
+                throw refuse("the plain values of record '\(name)' do not match the zone's schema")
+            }
+            verified.records.append(RewrittenRecord(name: name, type: type, parent: parent, plain: Array(plain.utf8), plainTypes: plainTypes,
+                                                    sealedPlaintext: sealedPlaintext, creatorID: creator, modifierID: commit.author,
+                                                    created: created, modified: commit.time))
         }
         return verified
     }
