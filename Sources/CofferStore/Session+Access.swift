@@ -36,7 +36,7 @@ extension Session {
             return ZoneAccess(zone: zone, log: log, isOwner: true, role: .owner, permission: .readWrite)
         }
         guard let share = state.share else {
-            throw StoreError(.zoneNotFound, "zone '\(zone.id.name)' of \(describeUser(zone.id.ownerID)) is not shared with you")
+            throw StoreError(.zoneNotFound, "\(describeZone(zone)) is not shared with you")
         }
         if let p = share.participants[me], p.role == .privateUser {
             if p.status == .removed {
@@ -58,7 +58,7 @@ extension Session {
                 throw StoreError(.permissionFailure, "the owner turned off the public link of zone '\(zone.id.name)'; you no longer take part")
             }
         }
-        throw StoreError(.zoneNotFound, "zone '\(zone.id.name)' of \(describeUser(zone.id.ownerID)) is not shared with you")
+        throw StoreError(.zoneNotFound, "\(describeZone(zone)) is not shared with you")
     }
 
     func requireRead(_ db: GRDB.Database, zone: ZoneRow) throws -> ZoneAccess {

@@ -93,7 +93,7 @@ extension Session {
                 throw StoreError(.integrityFailure, "zone '\(zone.id.name)' is still in the store's earlier format: a new session upgrades it")
             }
             if zone.logFormat == 0 {
-                throw StoreError(.permissionFailure, "zone '\(zone.id.name)' of \(describeUser(zone.id.ownerID)) is in the store's earlier format; its owner upgrades it by opening the store once (any coffer command)")
+                throw StoreError(.permissionFailure, "\(describeZone(zone)) is in the store's earlier format; its owner upgrades it by opening the store once (any coffer command)")
             }
             throw StoreError(.integrityFailure, "zone '\(zone.id.name)' has no log: the store was changed")
         }
@@ -331,15 +331,20 @@ extension Session {
     }
 
     func rolledBack(_ zone: ZoneRow, storeHead: Int64, seen: Int64) -> StoreError {
-        StoreError(.integrityFailure, "zone '\(zone.id.name)' of \(describeUser(zone.id.ownerID)) is refused: its log ends at entry \(storeHead), but you verified it up to entry \(seen) before; the store was rolled back or its log was cut")
+        StoreError(.integrityFailure, "\(describeZone(zone)) is refused: its log ends at entry \(storeHead), but you verified it up to entry \(seen) before; the store was rolled back or its log was cut")
     }
 
     func deletedBefore(_ zone: ZoneRow) -> StoreError {
-        StoreError(.integrityFailure, "zone '\(zone.id.name)' of \(describeUser(zone.id.ownerID)) is refused: you deleted it, and a copy of it was put back in the store")
+        StoreError(.integrityFailure, "\(describeZone(zone)) is refused: you deleted it, and a copy of it was put back in the store")
     }
 
     func forked(_ zone: ZoneRow, at seq: Int64) -> StoreError {
-        StoreError(.integrityFailure, "zone '\(zone.id.name)' of \(describeUser(zone.id.ownerID)) is refused: its entry \(seq) is not the one you verified before; the store's log was forked or rewritten")
+        StoreError(.integrityFailure, "\(describeZone(zone)) is refused: its entry \(seq) is not the one you verified before; the store's log was forked or rewritten")
+    }
+
+    /// "your zone 'Notes'", or "zone 'Notes' of Bob (id)": for messages.
+    func describeZone(_ zone: ZoneRow) -> String {
+        zone.id.ownerID == userID ? "your zone '\(zone.id.name)'" : "zone '\(zone.id.name)' of \(describeUser(zone.id.ownerID))"
     }
 
     /// "you" for the acting user, else the contact's name and id, or the id.
