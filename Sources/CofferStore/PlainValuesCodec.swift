@@ -15,8 +15,21 @@ enum PlainValuesCodec {
 
     /// ``encode(_:)`` as UTF-8 bytes, the form bound to SQLite and hashed.
     static func encodeBytes(_ values: [String: RecordValue]) -> [UInt8] {
+        var types: [UInt8]?
+        return encodeBytes(values, types: &types)
+    }
+
+    /// ``encodeBytes(_:)`` and, in the same pass, the ``typeCodes(_:)`` of the values.
+    static func encodeWithTypes(_ values: [String: RecordValue]) -> (json: [UInt8], types: [UInt8]) {
+        var types: [UInt8]? = []
+        let json = encodeBytes(values, types: &types)
+        return (json, types ?? [])
+    }
+
+    private static func encodeBytes(_ values: [String: RecordValue], types: inout [UInt8]?) -> [UInt8] {
         var out = [UInt8]()
         out.reserveCapacity(64 + values.count * 24)
+        types?.reserveCapacity(values.count)
         out.append(UInt8(ascii: "{"))
         var first = true
         for (key, value) in values.sorted(by: { $0.key < $1.key }) {
@@ -25,6 +38,7 @@ enum PlainValuesCodec {
             appendString(key, to: &out)
             out.append(UInt8(ascii: ":"))
             appendValue(value, to: &out)
+            types?.append(typeCode(value))
         }
         out.append(UInt8(ascii: "}"))
         return out

@@ -130,15 +130,20 @@ extension Session {
     static func checkMatches(_ records: [Record], query: Query, schema: [String: FieldSpec], zone: ZoneRow,
                              refused: inout [String: StoreError]) throws -> [Record] {
         guard !query.predicates.isEmpty || !query.sort.isEmpty else { return records }
-        func key(_ record: Record, _ field: String) -> SQLKey? {
-            guard let value = record.values[field], let type = schema[field]?.type else { return nil }
+        func key(_ record: Record, _ field: String, _ type: FieldType?) -> SQLKey? {
+            guard let type, let value = record.values[field] else { return nil }
             return SQLKey(value, type: type)
         }
+        // Each predicate's field type and value, and each sort key's field type, looked up once.
+        let predicates = query.predicates.map { p in
+            (field: p.field, comparison: p.comparison, type: schema[p.field]?.type, want: schema[p.field].flatMap { SQLKey(p.value, type: $0.type) })
+        }
+        let sorts = query.sort.map { (field: $0.field, ascending: $0.ascending, type: schema[$0.field]?.type) }
         var kept = [Record]()
         kept.reserveCapacity(records.count)
         for record in records {
-            let matches = query.predicates.allSatisfy { p in
-                guard let type = schema[p.field]?.type, let have = key(record, p.field), let want = SQLKey(p.value, type: type) else { return false }
+            let matches = predicates.allSatisfy { p in
+                guard let have = key(record, p.field, p.type), let want = p.want else { return false }
                 switch p.comparison {
                 case .equal: return have == want
                 case .notEqual: return have != want
@@ -161,8 +166,8 @@ extension Session {
         // ascending, last descending), else by name.
         for (a, b) in zip(kept, kept.dropFirst()) {
             var ordered: Bool?
-            for sort in query.sort {
-                let x = key(a, sort.field), y = key(b, sort.field)
+            for sort in sorts {
+                let x = key(a, sort.field, sort.type), y = key(b, sort.field, sort.type)
                 guard x != y else { continue }
                 let less = switch (x, y) {
                 case (nil, _): true

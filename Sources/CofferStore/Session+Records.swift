@@ -7,6 +7,8 @@ struct PreparedRecord: Sendable {
     var record: Record
     /// The plain values' JSON (UTF-8).
     var plain: [UInt8]
+    /// The plain values' type codes, in key order (what the version hash signs of their types).
+    var plainTypes: [UInt8]
     var sealedPlaintext: [UInt8]?
     let expectedSeq: Int64?
 
@@ -34,6 +36,7 @@ struct WriteContext: Sendable {
 struct SealedWrite: Sendable {
     var result: Record
     let plain: [UInt8]
+    let plainTypes: [UInt8]
     let sealed: [UInt8]?
     let insertDigest: Digest32
     let expectedSeq: Int64?
@@ -91,7 +94,7 @@ extension Session {
                 throw StoreError(.invalidArguments, "field '\(key)' of '\(record.name)' is both plain and encrypted")
             }
         }
-        let plain = PlainValuesCodec.encodeBytes(record.values)
+        let (plain, plainTypes) = PlainValuesCodec.encodeWithTypes(record.values)
         let sealed = record.encryptedValues.isEmpty ? nil : SealedValuesCodec.encode(record.encryptedValues)
         // The limit counts what the fields hold (a string's UTF-8, bytes as bytes, 8 per number),
         // not how they are encoded, so a field weighs the same plain or encrypted.
@@ -99,7 +102,7 @@ extension Session {
         guard size <= Limits.maxRecordBytes else {
             throw StoreError(.limitExceeded, "record '\(record.name)' has \(size) bytes of fields; the limit is \(Limits.maxRecordBytes)")
         }
-        return PreparedRecord(record: record, plain: plain, sealedPlaintext: sealed,
+        return PreparedRecord(record: record, plain: plain, plainTypes: plainTypes, sealedPlaintext: sealed,
                               expectedSeq: try record.changeTag.map(ChangeTag.parse))
     }
 
@@ -163,7 +166,8 @@ extension Session {
                     }
                 }
             }
-            let digest = digest(of: record, plain: prepared.plain, sealed: sealed, context: context, creatorID: context.authorID, created: context.time)
+            let digest = digest(of: record, plain: prepared.plain, plainTypes: prepared.plainTypes, sealed: sealed, context: context,
+                                creatorID: context.authorID, created: context.time)
             var result = record
             result.changeTag = ChangeTag.make(context.seq)
             result.modifierID = context.authorID
@@ -174,15 +178,15 @@ extension Session {
             result.fetchedEncryptedValues = record.encryptedValues
             result.creatorID = context.authorID
             result.created = result.modified
-            return SealedWrite(result: result, plain: prepared.plain, sealed: sealed, insertDigest: digest,
+            return SealedWrite(result: result, plain: prepared.plain, plainTypes: prepared.plainTypes, sealed: sealed, insertDigest: digest,
                                expectedSeq: prepared.expectedSeq, schemaChecked: checked)
         }
     }
 
-    static func digest(of record: Record, plain: [UInt8], sealed: [UInt8]?, context: WriteContext, creatorID: String, created: Double) -> Digest32 {
-        let types = PlainValuesCodec.typeCodes(record.values)
-        return plain.withUnsafeBytes { p in
-            types.withUnsafeBytes { t in
+    static func digest(of record: Record, plain: [UInt8], plainTypes: [UInt8], sealed: [UInt8]?, context: WriteContext,
+                       creatorID: String, created: Double) -> Digest32 {
+        plain.withUnsafeBytes { p in
+            plainTypes.withUnsafeBytes { t in
                 withOptionalBytes(sealed) { s in
                     CommitBuilder.recordDigest(zoneUID: context.zone.uid, name: record.name, type: record.recordType, parent: record.parent,
                                                seq: context.seq, epoch: context.epoch, membershipSeq: context.membershipSeq, creatorID: creatorID,
@@ -350,7 +354,7 @@ extension Session {
                 }
                 if written {
                     if let stored {
-                        commit.addRecord(Self.digest(of: write.result, plain: write.plain, sealed: write.sealed, context: context,
+                        commit.addRecord(Self.digest(of: write.result, plain: write.plain, plainTypes: write.plainTypes, sealed: write.sealed, context: context,
                                                      creatorID: stored.creator, created: stored.created), name: write.result.name)
                         write.result.creatorID = stored.creator
                         write.result.created = Date(timeIntervalSince1970: stored.created)

@@ -184,9 +184,8 @@ extension Session {
                         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                         """, arguments: [target.rowID, record.name, record.recordType, record.parent, prepared.plainJSON, sealed.map { Data($0) },
                                          epoch, seq, state.ownerSeq, creator, me, createdAt, now])
-                    let types = PlainValuesCodec.typeCodes(record.values)
                     let hash = prepared.plain.withUnsafeBytes { p in
-                        types.withUnsafeBytes { t in
+                        prepared.plainTypes.withUnsafeBytes { t in
                             Self.withOptionalBytes(sealed) { s in
                                 CommitBuilder.recordDigest(zoneUID: target.uid, name: record.name, type: record.recordType, parent: record.parent,
                                                            seq: seq, epoch: epoch, membershipSeq: state.ownerSeq, creatorID: creator, modifierID: me,
