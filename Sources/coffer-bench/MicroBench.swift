@@ -33,15 +33,14 @@ struct MicroBench: ParsableCommand {
                                            "date": FieldSpec(type: .date, encrypted: false), "body": FieldSpec(type: .string, encrypted: true),
                                            "n": FieldSpec(type: .int, encrypted: true)]
         let key = SymmetricKey()
-        let zone = ZoneRow(rowID: 1, uid: Array(repeating: 7, count: 16), id: zoneID, currentEpoch: 1, sequence: 1, membershipSeq: 1, created: Date())
-        let storeID = [UInt8](repeating: 3, count: 16)
-        let context = WriteContext(storeID: storeID, zone: zone, key: key, epoch: 1, seq: 2, membershipSeq: 1, authorID: String(repeating: "a", count: 32),
+        let zone = ZoneRow(rowID: 1, uid: Array(repeating: 7, count: 16), id: zoneID, sequence: 1, created: Date(), logFormat: 1)
+        let context = WriteContext(zone: zone, key: key, epoch: 1, seq: 2, membershipSeq: 1, authorID: String(repeating: "a", count: 32),
                                    authorLabel: nil, time: 1.7e9, schemas: ["Note": schema])
-        let plain = PlainValuesCodec.encodeBytes(record.values)
+        let (plain, plainTypes) = PlainValuesCodec.encodeWithTypes(record.values)
         let sealedPlain = SealedValuesCodec.encode(record.encryptedValues)
         func seal() -> [UInt8] {
             sealedPlain.withUnsafeBytes { p in
-                Session.withAssociatedData(storeID: storeID, zone: zone, name: record.name, type: "Note", epoch: 1) { ad in
+                Session.withAssociatedData(zone: zone, name: record.name, type: "Note", epoch: 1) { ad in
                     Envelope.sealedBytes(p, using: key, keyID: 1, authenticating: ad)
                 }
             }
@@ -53,7 +52,9 @@ struct MicroBench: ParsableCommand {
         time("  plain values to JSON") { _ = PlainValuesCodec.encodeBytes(record.values) }
         time("  encrypted values to bytes") { _ = SealedValuesCodec.encode(record.encryptedValues) }
         time("  seal (with nonce, AD)") { _ = seal() }
-        time("  record-version hash") { _ = Session.digest(of: record, plain: plain, sealed: sealed, context: context, creatorID: context.authorID, created: 1.7e9) }
+        time("  record-version hash") {
+            _ = Session.digest(of: record, plain: plain, plainTypes: plainTypes, sealed: sealed, context: context, creatorID: context.authorID, created: 1.7e9)
+        }
         time("  all of the above") { _ = Session.sealWrite(record, context) }
         var batched = context
         batched.nonces = NonceReserve()
@@ -63,26 +64,27 @@ struct MicroBench: ParsableCommand {
         try time("  plain values from JSON") { _ = try plain.withUnsafeBytes { try PlainValuesCodec.decode($0, typeOf: { schema[$0]?.type }) } }
         try time("  open") {
             try sealed.withUnsafeBytes { s in
-                try Session.withAssociatedData(storeID: storeID, zone: zone, name: record.name, type: "Note", epoch: 1) { ad in
+                try Session.withAssociatedData(zone: zone, name: record.name, type: "Note", epoch: 1) { ad in
                     try Envelope.withOpened(s, using: key, authenticating: ad) { _ in }
                 }
             }
         }
         try time("  encrypted values from bytes") { _ = try SealedValuesCodec.decode(sealedPlain) }
-        let digest = Session.digest(of: record, plain: plain, sealed: sealed, context: context, creatorID: context.authorID, created: 1.7e9)
-        let commit = VerifiedCommit(seq: 2, authorID: context.authorID, authorLabel: nil, membershipSeq: 1, epoch: 1, time: 1.7e9,
-                                    entries: digest.bytes.withUnsafeBytes { DigestSet(entries: $0) })
+        let digest = Session.digest(of: record, plain: plain, plainTypes: plainTypes, sealed: sealed, context: context,
+                                    creatorID: context.authorID, created: 1.7e9)
+        let commit = VerifiedCommit(seq: 2, kind: .commit, authorID: context.authorID, label: nil, ownerSeq: 1, epoch: 1, time: 1.7e9,
+                                    entries: digest.bytes.withUnsafeBytes { DigestSet(entries: $0) }, names: [])
         let stored = StoredRow.make(name: record.name, type: "Note", parent: nil, epoch: 1, seq: 2, membershipSeq: 1, creatorID: context.authorID,
-                                    created: 1.7e9, modified: 1.7e9, plain: plain, sealed: sealed)
+                                    modifierID: context.authorID, created: 1.7e9, modified: 1.7e9, plain: plain, sealed: sealed)
         let rowContext = RowContext(commit: commit, schema: schema, key: .success(key))
-        guard case .record = Session.decode(stored, context: rowContext, zone: zone, storeID: storeID) else { throw ValidationError("decode failed") }
-        time("  check, open, decode") { _ = Session.decode(stored, context: rowContext, zone: zone, storeID: storeID) }
-        let worker = DecodeWorker(zone: zone, storeID: storeID)
+        guard case .record = Session.decode(stored, context: rowContext, zone: zone) else { throw ValidationError("decode failed") }
+        time("  check, open, decode") { _ = Session.decode(stored, context: rowContext, zone: zone) }
+        let worker = DecodeWorker(zone: zone)
         time("  400 on this thread (each)", 50) { for _ in 0..<400 { _ = worker.decode(stored, rowContext) } }
-        let workers = (0...Parallel.helpers).map { _ in DecodeWorker(zone: zone, storeID: storeID) }
+        let workers = (0...Parallel.helpers).map { _ in DecodeWorker(zone: zone) }
         let rows = (0..<400).map { _ in
             StoredRow.make(name: record.name, type: "Note", parent: nil, epoch: 1, seq: 2, membershipSeq: 1, creatorID: context.authorID,
-                           created: 1.7e9, modified: 1.7e9, plain: plain, sealed: sealed)
+                           modifierID: context.authorID, created: 1.7e9, modified: 1.7e9, plain: plain, sealed: sealed)
         }
         time("  400 in a Pipeline (each)", 50) {
             let pipeline = Pipeline<RowWork, DecodeOutcome>(capacity: 400) { work, w in
@@ -95,7 +97,7 @@ struct MicroBench: ParsableCommand {
         // dropped where they are made, on two threads with no hand-off, and kept and freed here.
         let ownRows = (0..<400).map { _ in
             StoredRow.make(name: record.name.copied, type: "Note", parent: nil, epoch: 1, seq: 2, membershipSeq: 1, creatorID: context.authorID.copied,
-                           created: 1.7e9, modified: 1.7e9, plain: plain, sealed: sealed)
+                           modifierID: context.authorID.copied, created: 1.7e9, modified: 1.7e9, plain: plain, sealed: sealed)
         }
         time("  400 in a Pipeline, dropped", 50) {
             let pipeline = Pipeline<RowWork, Int>(capacity: 400) { work, w in
