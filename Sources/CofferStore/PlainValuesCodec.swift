@@ -149,19 +149,11 @@ enum PlainValuesCodec {
         values.sorted { $0.key < $1.key }.map { typeCode($0.value) }
     }
 
-    /// string 1, int 2, double 3, bool 4, date 5, bytes 6, reference 7; a list is `0x80` plus
-    /// its items' code (`0x80` alone when empty).
+    /// A scalar's tag in the sealed encoding (string 1, int 2, double 3, bool 4, date 5,
+    /// bytes 6, reference 7); a list is `0x80` plus its items' code (`0x80` alone when empty).
     static func typeCode(_ value: RecordValue) -> UInt8 {
-        switch value {
-        case .string: return 1
-        case .int: return 2
-        case .double: return 3
-        case .bool: return 4
-        case .date: return 5
-        case .bytes: return 6
-        case .reference: return 7
-        case .list(let items): return 0x80 | (items.first.map(typeCode) ?? 0)
-        }
+        guard case .list(let items) = value else { return SealedValuesCodec.tag(of: value.fieldType) }
+        return 0x80 | (items.first.map(typeCode) ?? 0)
     }
 
     struct Parser {
