@@ -112,7 +112,7 @@ public final class Store: Sendable {
     static func schemaObjects(_ db: Database) throws -> [String: String] {
         try Row.fetchAll(db, sql: "SELECT type, name, sql FROM sqlite_schema WHERE name NOT LIKE 'sqlite_%'")
             .reduce(into: [String: String]()) { objects, row in
-                let type: String = row[0], name: String = row[1], sql = row[2] as String? ?? ""
+                let type: String = try row.required(0), name: String = try row.required(1), sql = try row.optional(2) as String? ?? ""
                 if type == "index", Session.isFieldIndex(name: name, sql: sql) { return }
                 objects["\(type) '\(name)'"] = sql
             }
