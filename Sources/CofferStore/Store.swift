@@ -167,6 +167,22 @@ public final class Store: Sendable {
             }
             return StoreError(.internalError, "database error: \(db.message ?? "\(db.resultCode)")", underlying: db)
         }
+        // GRDB's scalar fetches (`String.fetchAll`, `Int64.fetchCursor`) throw this on a NULL or
+        // a value of another type: a row no Coffer code wrote (see `Row.required(_:)`).
+        if let decoding = error as? RowDecodingError {
+            return StoreError(.integrityFailure, "the store holds a value Coffer did not write\(column(of: decoding)) "
+                              + "(a NULL, or a value of another type): the store was changed", underlying: decoding)
+        }
         return error
+    }
+
+    /// " in column 'name'" for the column a GRDB decoding error names, or "". Only a plain
+    /// column name is taken from the error's text, which also holds the row's values.
+    static func column(of error: RowDecodingError) -> String {
+        let text = "\(error)"
+        guard let start = text.range(of: "column: \"")?.upperBound, let end = text[start...].firstIndex(of: "\"") else { return "" }
+        let name = text[start..<end]
+        guard !name.isEmpty, name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_") }) else { return "" }
+        return " in column '\(name)'"
     }
 }
