@@ -14,7 +14,9 @@ extension Row {
     /// on a value that does not convert to `T`.
     func required<T: DatabaseValueConvertible>(_ index: Int) throws -> T {
         let value = self[index] as DatabaseValue
-        guard let decoded = T.fromDatabaseValue(value) else { throw badValue(column: columnName(index), value) }
+        // NULL is refused first: a `T` that is itself optional (a dictionary's value type, say)
+        // would otherwise decode it as nil.
+        guard !value.isNull, let decoded = T.fromDatabaseValue(value) else { throw badValue(column: columnName(index), value) }
         return decoded
     }
 
@@ -22,7 +24,7 @@ extension Row {
     /// a NULL, on a value that does not convert to `T`, or when the row has no such column.
     func required<T: DatabaseValueConvertible>(_ name: String) throws -> T {
         let value = try databaseValue(name)
-        guard let decoded = T.fromDatabaseValue(value) else { throw badValue(column: name, value) }
+        guard !value.isNull, let decoded = T.fromDatabaseValue(value) else { throw badValue(column: name, value) }
         return decoded
     }
 

@@ -177,7 +177,7 @@ extension Session {
         var live = [String: Int64]()
         while let record = try rows.next() {
             report.records += 1
-            live[try record.required(0)] = try record.required(6) // its entry
+            live[try record.required(0)] = try record.required(6) as Int64 // its entry
             do { _ = try decodeRecord(db, zone: zone, row: record, log: log) } catch { finding(.record, try record.required(0), "\(error)") }
         }
         // Each row must be its name's latest version in the log, and each name the log last saved
@@ -196,7 +196,7 @@ extension Session {
         // be its name's latest deletion, or a reader's feed misses or misdates a deletion.
         let compacted = try Int64.fetchOne(db, sql: "SELECT compacted_seq FROM zone WHERE id = ?", arguments: [zone.rowID]) ?? 0
         let tombstones = try Row.fetchAll(db, sql: "SELECT name, seq FROM record_tombstone WHERE zone_id = ?", arguments: [zone.rowID])
-            .reduce(into: [String: Int64]()) { $0[try $1.required(0)] = try $1.required(1) }
+            .reduce(into: [String: Int64]()) { $0[try $1.required(0)] = try $1.required(1) as Int64 }
         for (name, last) in latest.sorted(by: { $0.key < $1.key }) where last.deleted && last.seq > compacted && tombstones[name] != last.seq {
             finding(.cache, name, "record '\(Names.printable(name))' was deleted by entry \(last.seq), but the change feed's list of deletions "
                     + (tombstones[name].map { "dates it at entry \($0)" } ?? "does not have it"))
