@@ -102,7 +102,9 @@ extension Session {
         let me = userID
         let kind: ChangeToken.Kind = scope == .private ? .privateDatabase : .sharedDatabase
         return try read { db in
-            let counter = try Row.fetchOne(db, sql: "SELECT db_seq, compacted_db_seq FROM store_counter WHERE id = 1")!
+            guard let counter = try Row.fetchOne(db, sql: "SELECT db_seq, compacted_db_seq FROM store_counter WHERE id = 1") else {
+                throw StoreError(.integrityFailure, "the store has no change counter (its row was deleted): the store was changed")
+            }
             let current: Int64 = try counter.required(0), compacted: Int64 = try counter.required(1)
             var since: Int64 = 0
             if let token {

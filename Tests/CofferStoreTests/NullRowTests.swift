@@ -284,6 +284,21 @@ struct NullRowTests {
         }
     }
 
+    @Test("store_counter.db_seq NULL, or its row deleted: the database's changes refuse the store")
+    func storeCounter() async throws {
+        try await ShareFixture.run { f in
+            let zone = try await f.aliceZone("Notes")
+            try Self.forge(f, "store_counter", set: "db_seq", to: .null, where: "id = 1")
+            let alice = try Self.reopened(f, f.alice)
+            Self.expectColumn(await shareExpectError(.integrityFailure) { try await alice.privateDatabase.databaseChanges(since: nil) }, "db_seq")
+            await Self.sweep(alice, zone)
+            try f.raw { db in try db.execute(sql: "DELETE FROM store_counter") }
+            let error = await shareExpectError(.integrityFailure) { try await alice.privateDatabase.databaseChanges(since: nil) }
+            #expect(error?.message.contains("change counter") == true, "\(error?.message ?? "")")
+            await Self.sweep(alice, zone)
+        }
+    }
+
     // MARK: - Keys and the log
 
     @Test("zone_key.wrapped_key NULL: reading a sealed record refuses the store, naming the column")
