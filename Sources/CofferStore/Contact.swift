@@ -119,7 +119,7 @@ extension Store {
         guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT card, added_at FROM contact WHERE user_id = ?"), arguments: [userID]) else {
             return nil
         }
-        let bytes: Data = row[0]
+        let bytes: Data = try row.required(0)
         let digest = BLAKE2b.hash(bytes)
         if let kept = verifiedCards.withLock({ $0[userID] }), kept.digest == digest { return kept.contact }
         let card: ContactCard
@@ -132,7 +132,7 @@ extension Store {
         do { try Self.checkNotFuture(card) } catch {
             throw StoreError(.integrityFailure, "the stored contact card of \(userID) is dated \(card.created), in the future: it is refused")
         }
-        let contact = Contact(identity: card.identity, cardCreated: card.created, added: Date(timeIntervalSince1970: row[1]))
+        let contact = Contact(identity: card.identity, cardCreated: card.created, added: Date(timeIntervalSince1970: try row.required(1)))
         verifiedCards.withLock { $0[userID] = (digest, contact) }
         return contact
     }

@@ -172,7 +172,7 @@ extension RecordDatabase {
                 let marks = Array(repeating: "?", count: chunk.count).joined(separator: ", ")
                 for found in try Row.fetchAll(db, sql: "SELECT name, type FROM record WHERE zone_id = ? AND name IN (\(marks))",
                                               arguments: StatementArguments([row.rowID] + chunk.map { $0 as any DatabaseValueConvertible })) {
-                    types[found[0]] = found[1] as String
+                    types[try found.required(0)] = try found.required(1) as String
                 }
                 start = chunk.endIndex
             }

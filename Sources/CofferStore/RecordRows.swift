@@ -189,11 +189,13 @@ final class StoredRow: ManagedBuffer<StoredRow.Fields, UInt8> {
 
 extension StoredRow {
     /// Copies a GRDB row selected with ``Session/recordColumns``.
-    static func make(row: Row) -> StoredRow {
-        let sealed: Data? = row[4]
-        return make(name: row[0], type: row[1], parent: row[2], epoch: row[5], seq: row[6], membershipSeq: row[11], creatorID: row[7],
-                    modifierID: row[8],
-                    created: row[9], modified: row[10], plain: Array((row[3] as String).utf8), sealed: sealed.map(Array.init))
+    static func make(row: Row) throws -> StoredRow {
+        let sealed: Data? = try row.optional(4)
+        return make(name: try row.required(0), type: try row.required(1), parent: try row.optional(2), epoch: try row.required(5),
+                    seq: try row.required(6), membershipSeq: try row.required(11), creatorID: try row.required(7),
+                    modifierID: try row.required(8),
+                    created: try row.required(9), modified: try row.required(10), plain: Array((try row.required(3) as String).utf8),
+                    sealed: sealed.map(Array.init))
     }
 }
 

@@ -80,7 +80,7 @@ extension Session {
     private func auditContacts(_ db: GRDB.Database) throws -> [AuditFinding] {
         var findings = [AuditFinding]()
         for row in try Row.fetchAll(db, sql: "SELECT user_id, name, email, signing_key, box_key, card_created FROM contact ORDER BY user_id") {
-            let id: String = row[0]
+            let id: String = try row.required(0)
             func finding(_ message: String) { findings.append(AuditFinding(kind: .contact, zone: nil, subject: id, message: message)) }
             let contact: Contact
             do {
@@ -91,8 +91,10 @@ extension Session {
                 continue
             }
             let identity = contact.identity
-            if (row[1] as String) != identity.name || (row[2] as String?) != identity.email || (row[5] as String) != contact.cardCreated
-                || Array(row[3] as Data) != identity.signingKey.rawRepresentation || Array(row[4] as Data) != identity.boxKey.rawRepresentation {
+            let name: String = try row.required(1), email: String? = try row.optional(2), cardCreated: String = try row.required(5)
+            let signingKey: Data = try row.required(3), boxKey: Data = try row.required(4)
+            if name != identity.name || email != identity.email || cardCreated != contact.cardCreated
+                || Array(signingKey) != identity.signingKey.rawRepresentation || Array(boxKey) != identity.boxKey.rawRepresentation {
                 finding("the stored contact \(id) has columns that disagree with its signed card (the card is what counts): the store was changed")
             }
         }
@@ -103,13 +105,14 @@ extension Session {
     private func auditCaches(_ db: GRDB.Database, zone: ZoneRow, state: ZoneState, finding: (AuditFinding.Kind, String, String) -> Void) throws {
         let zoneID = zone.id
         let cached = try Row.fetchOne(db, sql: "SELECT sequence, current_epoch, share_uid FROM zone WHERE id = ?", arguments: [zone.rowID])!
-        if (cached[0] as Int64) != state.headSeq {
-            finding(.cache, "zone", "zone '\(zoneID.name)' says its log ends at entry \(cached[0] as Int64), but the log ends at \(state.headSeq)")
+        let sequence: Int64 = try cached.required(0), epoch: Int64 = try cached.required(1), shareUID: Data? = try cached.optional(2)
+        if sequence != state.headSeq {
+            finding(.cache, "zone", "zone '\(zoneID.name)' says its log ends at entry \(sequence), but the log ends at \(state.headSeq)")
         }
-        if (cached[1] as Int64) != state.epoch {
-            finding(.cache, "zone", "zone '\(zoneID.name)' says its key epoch is \(cached[1] as Int64), but its log says \(state.epoch)")
+        if epoch != state.epoch {
+            finding(.cache, "zone", "zone '\(zoneID.name)' says its key epoch is \(epoch), but its log says \(state.epoch)")
         }
-        if (cached[2] as Data?).map(Array.init) != state.share?.shareUID {
+        if shareUID.map(Array.init) != state.share?.shareUID {
             finding(.cache, "zone", "zone '\(zoneID.name)' names another share than its log")
         }
         let listed = Set(try String.fetchAll(db, sql: "SELECT user_id FROM zone_member WHERE zone_id = ?", arguments: [zone.rowID]))
@@ -152,7 +155,7 @@ extension Session {
         }
         // Each name's latest entry in the signed log.
         let storedHashes = try Row.fetchAll(db, sql: "SELECT seq, hash FROM zone_log WHERE zone_id = ?", arguments: [zone.rowID])
-            .reduce(into: [Int64: [UInt8]]()) { $0[$1[0]] = Array($1[1] as Data) }
+            .reduce(into: [Int64: [UInt8]]()) { $0[try $1.required(0)] = Array(try $1.required(1) as Data) }
         for stored in try Self.logEntries(db, zoneRowID: zone.rowID, after: 0) {
             if let tail = log.refusedTail, stored.seq >= tail.seq { break } // reported above, with the entries after it
             if storedHashes[stored.seq] != stored.hash.bytes {
@@ -174,8 +177,8 @@ extension Session {
         var live = [String: Int64]()
         while let record = try rows.next() {
             report.records += 1
-            live[record[0]] = record[6] // its entry
-            do { _ = try decodeRecord(db, zone: zone, row: record, log: log) } catch { finding(.record, record[0], "\(error)") }
+            live[try record.required(0)] = try record.required(6) as Int64 // its entry
+            do { _ = try decodeRecord(db, zone: zone, row: record, log: log) } catch { finding(.record, try record.required(0), "\(error)") }
         }
         // Each row must be its name's latest version in the log, and each name the log last saved
         // must have its row: a row put back, rolled back to an older signed version, or deleted
@@ -193,7 +196,7 @@ extension Session {
         // be its name's latest deletion, or a reader's feed misses or misdates a deletion.
         let compacted = try Int64.fetchOne(db, sql: "SELECT compacted_seq FROM zone WHERE id = ?", arguments: [zone.rowID]) ?? 0
         let tombstones = try Row.fetchAll(db, sql: "SELECT name, seq FROM record_tombstone WHERE zone_id = ?", arguments: [zone.rowID])
-            .reduce(into: [String: Int64]()) { $0[$1[0]] = $1[1] }
+            .reduce(into: [String: Int64]()) { $0[try $1.required(0)] = try $1.required(1) as Int64 }
         for (name, last) in latest.sorted(by: { $0.key < $1.key }) where last.deleted && last.seq > compacted && tombstones[name] != last.seq {
             finding(.cache, name, "record '\(Names.printable(name))' was deleted by entry \(last.seq), but the change feed's list of deletions "
                     + (tombstones[name].map { "dates it at entry \($0)" } ?? "does not have it"))

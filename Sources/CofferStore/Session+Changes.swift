@@ -40,7 +40,7 @@ extension Session {
             let args: StatementArguments = [zone.rowID, seq, seq, after, !exclusive, limit + 1]
             // `record_tombstone` only finds deletions: each is believed from the signed entry at
             // its sequence, which must delete that name, and its author and time come from there.
-            let tombstones = try Row.fetchAll(db, sql: tombSQL, arguments: args).map { (seq: $0[1] as Int64, name: $0[0] as String) }
+            let tombstones = try Row.fetchAll(db, sql: tombSQL, arguments: args).map { (seq: try $0.required(1) as Int64, name: try $0.required(0) as String) }
             var deletedBy = [Int64: Result<(VerifiedCommit, Set<String>), StoreError>]()
             func deletion(_ seq: Int64, _ name: String) -> Result<DeletedRecord, StoreError> {
                 let entry = deletedBy[seq] ?? Result {
@@ -64,14 +64,14 @@ extension Session {
             let rows = try Row.fetchCursor(db.cachedStatement(sql: recordSQL), arguments: args)
             var pending = try rows.next()
             while taken < limit {
-                let recordKey: (Int64, String)? = pending.map { ($0[6] as Int64, $0[0] as String) }
+                let recordKey: (Int64, String)? = try pending.map { (try $0.required(6) as Int64, try $0.required(0) as String) }
                 let tombKey: (Int64, String)? = t < tombstones.count ? (tombstones[t].seq, tombstones[t].name) : nil
                 guard recordKey != nil || tombKey != nil else { break }
                 let takeRecord: Bool
                 if let r = recordKey, let d = tombKey { takeRecord = r < d } else { takeRecord = recordKey != nil }
                 if takeRecord, let row = pending {
                     do { changed.append(try self.decodeRecord(db, zone: zone, row: row)) } catch let e as StoreError where e.code == .integrityFailure {
-                        refused[row[0]] = e
+                        refused[try row.required(0)] = e
                     }
                     last = recordKey
                     pending = try rows.next()
@@ -102,8 +102,10 @@ extension Session {
         let me = userID
         let kind: ChangeToken.Kind = scope == .private ? .privateDatabase : .sharedDatabase
         return try read { db in
-            let counter = try Row.fetchOne(db, sql: "SELECT db_seq, compacted_db_seq FROM store_counter WHERE id = 1")!
-            let current: Int64 = counter[0], compacted: Int64 = counter[1]
+            guard let counter = try Row.fetchOne(db, sql: "SELECT db_seq, compacted_db_seq FROM store_counter WHERE id = 1") else {
+                throw StoreError(.integrityFailure, "the store has no change counter (its row was deleted): the store was changed")
+            }
+            let current: Int64 = try counter.required(0), compacted: Int64 = try counter.required(1)
             var since: Int64 = 0
             if let token {
                 guard token.kind == kind, token.storeID == self.store.storeID, token.scopeID == ChangeToken.userScope(me) else {
@@ -134,7 +136,7 @@ extension Session {
                 SELECT owner_id, name, reason FROM zone_tombstone
                 WHERE user_id = ? AND db_seq > ? AND (owner_id = ?) = ? ORDER BY db_seq
                 """, arguments: [me, since, me, scope == .private]).map {
-                DeletedZone(zoneID: ZoneID(name: $0[1], ownerID: $0[0]), reason: $0[2])
+                DeletedZone(zoneID: ZoneID(name: try $0.required(1), ownerID: try $0.required(0)), reason: try $0.required(2))
             }
             let next = ChangeToken(kind: kind, storeID: self.store.storeID, scopeID: ChangeToken.userScope(me), seq: current, name: nil)
             return DatabaseChanges(changed: changed, deleted: gone, token: next, moreComing: false)

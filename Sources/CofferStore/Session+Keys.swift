@@ -17,8 +17,9 @@ extension Session {
             throw StoreError(.integrityFailure, "zone '\(zone.id.name)' has no key epoch \(epoch) in its log: the store was changed")
         }
         let key: SymmetricKey
-        if let wrapped = try Data.fetchOne(db, sql: "SELECT wrapped_key FROM zone_key WHERE zone_id = ? AND epoch = ? AND member_id = ?",
-                                           arguments: [zone.rowID, epoch, userID]) {
+        // Rows, not `Data.fetchOne`: a NULL key (a row the store was changed to hold) is damage, not a missing key.
+        if let wrapped = try Row.fetchOne(db, sql: "SELECT wrapped_key FROM zone_key WHERE zone_id = ? AND epoch = ? AND member_id = ?",
+                                          arguments: [zone.rowID, epoch, userID]).map({ try $0.required(0) as Data }) {
             do {
                 key = try Self.unwrapZoneKey(Array(wrapped), zoneUID: zone.uid, epoch: epoch, with: vault.boxKey)
             } catch {
@@ -26,8 +27,8 @@ extension Session {
                                  underlying: error as? CryptoError)
             }
         } else if epoch < state.epoch,
-                  let sealed = try Data.fetchOne(db, sql: "SELECT sealed_key FROM zone_key_chain WHERE zone_id = ? AND epoch = ?",
-                                                 arguments: [zone.rowID, epoch]) {
+                  let sealed = try Row.fetchOne(db, sql: "SELECT sealed_key FROM zone_key_chain WHERE zone_id = ? AND epoch = ?",
+                                                arguments: [zone.rowID, epoch]).map({ try $0.required(0) as Data }) {
             let newer = try zoneKey(db, zone: zone, epoch: epoch + 1, state: state, cached: useCache)
             do {
                 let envelope = try Envelope(bytes: Array(sealed))

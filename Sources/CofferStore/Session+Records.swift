@@ -423,7 +423,7 @@ extension Session {
         var parents = [String: String?]()
         let lookup = try db.cachedStatement(sql: "SELECT parent FROM record WHERE zone_id = ? AND name = ?")
         for name in names {
-            if let row = try Row.fetchOne(lookup, arguments: [zone.rowID, name]) { parents[name] = .some(row[0]) }
+            if let row = try Row.fetchOne(lookup, arguments: [zone.rowID, name]) { parents[name] = .some(try row.optional(0)) }
         }
         return parents
     }
@@ -446,7 +446,7 @@ extension Session {
         // is not needed (a chain saved parent first, as import saves it, never walks).
         let children = try db.cachedStatement(sql: "SELECT EXISTS (SELECT 1 FROM record WHERE zone_id = ? AND parent = ?)")
         guard try Bool.fetchOne(children, arguments: [zone.rowID, name]) == true else { return nil }
-        var ancestor: String? = parentRow[0]
+        var ancestor: String? = try parentRow.optional(0)
         var walked: [String] = [name, parent], seen = Set(walked)
         while let current = ancestor, !acyclic.contains(current) {
             if current == name {
@@ -454,7 +454,7 @@ extension Session {
             }
             guard seen.insert(current).inserted else { return nil } // a cycle above, made before this check existed
             walked.append(current)
-            ancestor = try Row.fetchOne(lookup, arguments: [zone.rowID, current])?[0] // a missing ancestor ends the walk: not this save's doing
+            ancestor = try Row.fetchOne(lookup, arguments: [zone.rowID, current])?.optional(0) // a missing ancestor ends the walk: not this save's doing
         }
         acyclic.formUnion(walked) // every chain walked here ends
         return nil

@@ -27,7 +27,7 @@ extension Session {
             while let row = try rows.next() {
                 do {
                     _ = try self.decodeRecord(db, zone: zone, row: row)
-                    try Self.checkLatest(name: row[0], seq: row[6], zone: zone, latest: latest)
+                    try Self.checkLatest(name: try row.required(0), seq: try row.required(6), zone: zone, latest: latest)
                 } catch let error as StoreError where error.code == .integrityFailure {
                     throw StoreError(.integrityFailure, "re-key stopped before writing anything: \(error.message)", underlying: error)
                 }
@@ -60,7 +60,7 @@ extension Session {
                 }
                 var records = [RewrittenRecord]()
                 for row in rows {
-                    let stored = StoredRow.make(row: row)
+                    let stored = try StoredRow.make(row: row)
                     let record: Record
                     do {
                         record = try self.decodeOne(db, zone: zone, row: stored)
@@ -238,7 +238,7 @@ extension Session {
                     return nil // invited but not accepted, removed, left, link turned off: not this user's to read
                 }
                 return Zone(id: zone.id, created: Date(timeIntervalSince1970: access.state.created), keyEpoch: access.state.epoch, sequence: access.state.headSeq,
-                            recordCount: row["record_count"])
+                            recordCount: try row.required("record_count"))
             }
             return (zones, refused)
         }

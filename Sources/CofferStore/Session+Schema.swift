@@ -11,11 +11,11 @@ extension Session {
         var fields = [String: FieldSpec]()
         for row in try Row.fetchAll(db, sql: "SELECT field, value_type, encrypted FROM field_schema WHERE zone_id = ? AND record_type = ?",
                                     arguments: [zoneRowID, recordType]) {
-            let name: String = row["value_type"]
+            let name: String = try row.required("value_type")
             guard let type = FieldType(name: name) else {
                 throw StoreError(.integrityFailure, "the schema of \(recordType) names an unknown type '\(Names.printable(name))'")
             }
-            fields[row["field"]] = FieldSpec(type: type, encrypted: row["encrypted"])
+            fields[try row.required("field")] = FieldSpec(type: type, encrypted: try row.required("encrypted"))
         }
         schemas.withLock { $0[key] = fields }
         forgetRowContexts(zoneRowID: zoneRowID)

@@ -423,13 +423,13 @@ extension Session {
     func linkSecret(_ db: GRDB.Database, zone: ZoneRow, state: ZoneState) throws -> SecureBytes? {
         guard let share = state.share, let published = share.linkPublicKey else { return nil }
         guard let row = try Row.fetchOne(db, sql: "SELECT epoch, sealed_secret FROM share_link WHERE zone_id = ?", arguments: [zone.rowID]),
-              (row[0] as Int64) == state.epoch else {
+              (try row.required(0) as Int64) == state.epoch else {
             throw StoreError(.integrityFailure, "the public link of zone '\(zone.id.name)' is missing: the store was changed")
         }
         let key = try zoneKey(db, zone: zone, epoch: state.epoch, state: state)
         let secret: SecureBytes
         do {
-            secret = try Envelope(bytes: Array(row[1] as Data)).openSecret(using: key,
+            secret = try Envelope(bytes: Array(try row.required(1) as Data)).openSecret(using: key,
                                                                           authenticating: Self.linkSecretAD(zoneUID: zone.uid, shareUID: share.shareUID))
         } catch {
             throw StoreError(.integrityFailure, "the public link of zone '\(zone.id.name)' does not open: the store was changed")
@@ -444,12 +444,12 @@ extension Session {
     func openLinkKey(_ db: GRDB.Database, zone: ZoneRow, state: ZoneState, secret: SecureBytes) throws -> SymmetricKey {
         guard let share = state.share,
               let row = try Row.fetchOne(db, sql: "SELECT epoch, sealed_key FROM share_link WHERE zone_id = ?", arguments: [zone.rowID]),
-              (row[0] as Int64) == state.epoch else {
+              (try row.required(0) as Int64) == state.epoch else {
             throw StoreError(.integrityFailure, "the public link of zone '\(zone.id.name)' is missing: the store was changed")
         }
         let key: SymmetricKey
         do {
-            let envelope = try Envelope(bytes: Array(row[1] as Data))
+            let envelope = try Envelope(bytes: Array(try row.required(1) as Data))
             guard Int64(envelope.keyID) == state.epoch else { throw CryptoError.authenticationFailure }
             key = try SymmetricKey(bytes: envelope.openSecret(using: Self.linkSealKey(secret),
                                                               authenticating: Self.linkAD(zoneUID: zone.uid, shareUID: share.shareUID)))

@@ -72,7 +72,7 @@ extension Session {
                 let zone = try ZoneRow(row: row)
                 do {
                     let state = try self.zoneState(db, zone: zone)
-                    return Zone(id: zone.id, created: Date(timeIntervalSince1970: state.created), keyEpoch: state.epoch, sequence: state.headSeq, recordCount: row["record_count"])
+                    return Zone(id: zone.id, created: Date(timeIntervalSince1970: state.created), keyEpoch: state.epoch, sequence: state.headSeq, recordCount: try row.required("record_count"))
                 } catch let error as StoreError where error.code == .integrityFailure || error.code == .permissionFailure {
                     refused.append((zone.id, error))
                     return nil

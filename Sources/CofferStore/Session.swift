@@ -182,12 +182,12 @@ extension ZoneRow {
     }
 
     init(row: Row) throws {
-        let uid: Data = row["uid"]
-        rowID = row["id"]
+        let uid: Data = try row.required("uid")
+        rowID = try row.required("id")
         self.uid = Array(uid)
-        id = ZoneID(name: row["name"], ownerID: row["owner_id"])
-        sequence = row["sequence"]
-        created = Date(timeIntervalSince1970: row["created_at"])
-        logFormat = row["log_format"]
+        id = ZoneID(name: try row.required("name"), ownerID: try row.required("owner_id"))
+        sequence = try row.required("sequence")
+        created = Date(timeIntervalSince1970: try row.required("created_at"))
+        logFormat = try row.required("log_format")
     }
 }

@@ -112,7 +112,7 @@ public final class Store: Sendable {
     static func schemaObjects(_ db: Database) throws -> [String: String] {
         try Row.fetchAll(db, sql: "SELECT type, name, sql FROM sqlite_schema WHERE name NOT LIKE 'sqlite_%'")
             .reduce(into: [String: String]()) { objects, row in
-                let type: String = row[0], name: String = row[1], sql = row[2] as String? ?? ""
+                let type: String = try row.required(0), name: String = try row.required(1), sql = try row.optional(2) as String? ?? ""
                 if type == "index", Session.isFieldIndex(name: name, sql: sql) { return }
                 objects["\(type) '\(name)'"] = sql
             }
@@ -167,6 +167,22 @@ public final class Store: Sendable {
             }
             return StoreError(.internalError, "database error: \(db.message ?? "\(db.resultCode)")", underlying: db)
         }
+        // GRDB's scalar fetches (`String.fetchAll`, `Int64.fetchCursor`) throw this on a NULL or
+        // a value of another type: a row no Coffer code wrote (see `Row.required(_:)`).
+        if let decoding = error as? RowDecodingError {
+            return StoreError(.integrityFailure, "the store holds a value Coffer did not write\(column(of: decoding)) "
+                              + "(a NULL, or a value of another type): the store was changed", underlying: decoding)
+        }
         return error
+    }
+
+    /// " in column 'name'" for the column a GRDB decoding error names, or "". Only a plain
+    /// column name is taken from the error's text, which also holds the row's values.
+    static func column(of error: RowDecodingError) -> String {
+        let text = "\(error)"
+        guard let start = text.range(of: "column: \"")?.upperBound, let end = text[start...].firstIndex(of: "\"") else { return "" }
+        let name = text[start..<end]
+        guard !name.isEmpty, name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_") }) else { return "" }
+        return " in column '\(name)'"
     }
 }

@@ -53,6 +53,39 @@ struct HostileStoreCommandTests {
         #expect(audit.out.contains("Notes"), "\(audit)")
     }
 
+    /// `zone.name` holding NULL: the `NOT NULL` dropped from the table's text in `sqlite_schema`
+    /// (`writable_schema`), the NULL written by another connection, the text put back word for
+    /// word, so the schema check at open passes. `zone list` used to die on a trap (signal 4)
+    /// decoding the row; it refuses the store with one line and exit 65.
+    @Test("zone.name NULL in the file (NOT NULL dropped, the text put back): zone list exits 65 with one error line, not a crash")
+    func zoneNameNull() throws {
+        let team = try Team([.alice])
+        try team.createZone(.alice, "Notes")
+        try team.put(.alice, "Notes", "n1", type: "Note", set: ["title=first"], secret: ["body=one"])
+        let schemaSQL = "SELECT quote(sql) FROM sqlite_schema WHERE type = 'table' AND name = 'zone'"
+        let original = try SQLiteShell.run(team.store, schemaSQL).trimmingCharacters(in: .newlines)
+        #expect(original.contains("name TEXT NOT NULL"), "\(original)")
+        try SQLiteShell.run(team.store, """
+            PRAGMA writable_schema = ON;
+            UPDATE sqlite_schema SET sql = replace(sql, ' NOT NULL', '') WHERE type = 'table' AND name = 'zone';
+            PRAGMA writable_schema = OFF;
+            """)
+        try SQLiteShell.run(team.store, "UPDATE zone SET name = NULL WHERE name = 'Notes'")
+        try SQLiteShell.run(team.store, """
+            PRAGMA writable_schema = ON;
+            UPDATE sqlite_schema SET sql = \(original) WHERE type = 'table' AND name = 'zone';
+            PRAGMA writable_schema = OFF;
+            """)
+        #expect(try SQLiteShell.run(team.store, schemaSQL).trimmingCharacters(in: .newlines) == original)
+        // (Not `name IS NULL`: SQLite, trusting the NOT NULL, answers that with no row.)
+        #expect(try SQLiteShell.run(team.store, "SELECT quote(name) FROM zone").trimmingCharacters(in: .newlines) == "NULL")
+
+        let r = try team.run(.alice, ["zone", "list"])
+        expectFailure(r, 65, mentioning: "column 'name'")
+        #expect(r.err.contains("the store was changed"), "\(r)")
+        try team.fails(.alice, ["zone", "list", "--json"], 65, mentioning: "column 'name'")
+    }
+
     @Test("share accept names the zone's owner: name, email, user id and fingerprint")
     func acceptShowsTheOwner() throws {
         let team = try Team([.alice, .bob])

@@ -35,7 +35,7 @@ struct LegacyZone {
 
     func verify() throws -> Verified {
         let row = try Row.fetchOne(db, sql: "SELECT current_epoch, sequence, membership_seq FROM zone WHERE id = ?", arguments: [zone.rowID])!
-        let epoch: Int64 = row[0], membershipSeq: Int64 = row[2]
+        let epoch: Int64 = try row.required(0), membershipSeq: Int64 = try row.required(2)
         guard epoch >= 1, epoch < Limits.maxLogSequence else { throw refuse("its key epoch is out of range") }
         let share = try loadShare()
         guard share == nil || share!.content.epoch == epoch else { throw refuse("its share is at another key epoch than the zone") }
@@ -47,7 +47,7 @@ struct LegacyZone {
             // Rows alone say nothing of who made a zone: someone who can write the store could
             // have added them. Only a zone its owner signed something of (the share, or a
             // commit) is theirs to sign a log for.
-            let sequence: Int64 = row[1]
+            let sequence: Int64 = try row.required(1)
             guard sequence > 0, sequence < Limits.maxLogSequence else {
                 throw refuse("nothing in it is signed (no share and no commit), so nothing shows it is its owner's")
             }
@@ -74,9 +74,11 @@ struct LegacyZone {
                                     arguments: [zone.rowID])
         var schemas = [String: [String: FieldSpec]]()
         for r in rows {
-            let name: String = r[0], type: String = r[1], parent: String? = r[2], plain: String = r[3], sealed: Data? = r[4]
-            let rEpoch: Int64 = r[5], seq: Int64 = r[6], rMembership: Int64 = r[7], creator: String = r[8]
-            let created: Double = r[9], modified: Double = r[10]
+            let name: String = try r.required(0), type: String = try r.required(1), parent: String? = try r.optional(2)
+            let plain: String = try r.required(3), sealed: Data? = try r.optional(4)
+            let rEpoch: Int64 = try r.required(5), seq: Int64 = try r.required(6), rMembership: Int64 = try r.required(7)
+            let creator: String = try r.required(8)
+            let created: Double = try r.required(9), modified: Double = try r.required(10)
             if commits[seq] == nil {
                 commits[seq] = try commit(seq, membershipSeq: membershipSeq, memberships: &memberships)
             }
@@ -151,10 +153,12 @@ struct LegacyZone {
         guard let row = try Row.fetchOne(db, sql: "SELECT * FROM zone_commit WHERE zone_id = ? AND seq = ?", arguments: [zone.rowID, seq]) else {
             throw refuse("commit \(seq) is missing")
         }
-        let author: String = row["author_id"], label: String? = row["author_label"]
-        let membershipSeq: Int64 = row["membership_seq"], epoch: Int64 = row["epoch"], time: Double = row["committed_at"]
-        let prev = Array(row["prev_hash"] as Data), entries = Array(row["entries"] as Data), signature = Array(row["signature"] as Data)
-        let names = (row["names"] as Data?).map(Array.init)
+        let author: String = try row.required("author_id"), label: String? = try row.optional("author_label")
+        let membershipSeq: Int64 = try row.required("membership_seq"), epoch: Int64 = try row.required("epoch")
+        let time: Double = try row.required("committed_at")
+        let prev = Array(try row.required("prev_hash") as Data), entries = Array(try row.required("entries") as Data)
+        let signature = Array(try row.required("signature") as Data)
+        let names = (try row.optional("names") as Data?).map(Array.init)
         guard entries.count % 32 == 0 else { throw refuse("commit \(seq) is damaged") }
         let bytes = Self.commitBytes(zoneUID: zone.uid, seq: seq, membershipSeq: membershipSeq, epoch: epoch, authorID: author, authorLabel: label,
                                      time: time, prevHash: prev, entries: entries, names: names)
@@ -186,7 +190,7 @@ struct LegacyZone {
         if let known = cache[seq] { return known }
         guard let row = try Row.fetchOne(db, sql: "SELECT content, signature FROM membership_log WHERE zone_id = ? AND seq = ?",
                                          arguments: [zone.rowID, seq]) else { throw refuse("membership \(seq) is missing") }
-        let content = Array(row[0] as Data), signature = Array(row[1] as Data)
+        let content = Array(try row.required(0) as Data), signature = Array(try row.required(1) as Data)
         guard try session.signingKey(db, of: zone.id.ownerID).isValidSignature(signature, for: content),
               let entry = Self.decodeMembership(content, zoneUID: zone.uid, seq: seq) else {
             throw refuse("membership \(seq) fails its owner's signature")
@@ -244,14 +248,14 @@ struct LegacyZone {
     /// The share row, its participants and their wrapped keys, with the owner's signature checked.
     func loadShare() throws -> (content: LegacyShare, signature: [UInt8])? {
         guard let row = try Row.fetchOne(db, sql: "SELECT * FROM share WHERE zone_id = ?", arguments: [zone.rowID]) else { return nil }
-        guard let permission = SharePermission(rawValue: row["public_permission"]) else { throw refuse("its share is damaged") }
-        let epoch: Int64 = row["epoch"]
+        guard let permission = SharePermission(rawValue: try row.required("public_permission")) else { throw refuse("its share is damaged") }
+        let epoch: Int64 = try row.required("epoch")
         var entries = [LegacyShare.Entry]()
         for p in try Row.fetchAll(db, sql: "SELECT * FROM share_participant WHERE zone_id = ? ORDER BY user_id", arguments: [zone.rowID]) {
-            let userID: String = p["user_id"]
-            guard let role = Share.Participant.Role(rawValue: p["role"]), role != .owner,
-                  let perm = SharePermission(rawValue: p["permission"]), perm != .none,
-                  let status = Share.Participant.Status(rawValue: p["status"]), status != .accepted else {
+            let userID: String = try p.required("user_id")
+            guard let role = Share.Participant.Role(rawValue: try p.required("role")), role != .owner,
+                  let perm = SharePermission(rawValue: try p.required("permission")), perm != .none,
+                  let status = Share.Participant.Status(rawValue: try p.required("status")), status != .accepted else {
                 throw refuse("its share is damaged")
             }
             let wrapped = try Data.fetchOne(db, sql: "SELECT wrapped_key FROM zone_key WHERE zone_id = ? AND epoch = ? AND member_id = ?",
@@ -259,12 +263,12 @@ struct LegacyZone {
             entries.append(.init(userID: userID, role: role, permission: perm, status: status,
                                  wrappedKey: status == .removed || role == .publicUser ? [] : Array(wrapped ?? Data())))
         }
-        let content = LegacyShare(shareUID: Array(row["share_uid"] as Data), title: row["title"], publicPermission: permission,
-                                  version: row["version"], epoch: epoch, keyCommitment: Array(row["key_commitment"] as Data),
-                                  linkSealedKey: (row["link_sealed_key"] as Data?).map(Array.init),
-                                  linkSecretSealed: (row["link_secret_sealed"] as Data?).map(Array.init),
-                                  entries: entries, created: row["created_at"], modified: row["modified_at"])
-        let signature = Array(row["signature"] as Data)
+        let content = LegacyShare(shareUID: Array(try row.required("share_uid") as Data), title: try row.required("title"), publicPermission: permission,
+                                  version: try row.required("version"), epoch: epoch, keyCommitment: Array(try row.required("key_commitment") as Data),
+                                  linkSealedKey: (try row.optional("link_sealed_key") as Data?).map(Array.init),
+                                  linkSecretSealed: (try row.optional("link_secret_sealed") as Data?).map(Array.init),
+                                  entries: entries, created: try row.required("created_at"), modified: try row.required("modified_at"))
+        let signature = Array(try row.required("signature") as Data)
         guard try session.signingKey(db, of: zone.id.ownerID).isValidSignature(signature, for: shareBytes(content)) else {
             throw refuse("its share fails its owner's signature")
         }

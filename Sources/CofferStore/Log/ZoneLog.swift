@@ -320,8 +320,8 @@ extension Session {
     static func logEntry(_ db: GRDB.Database, zoneRowID: Int64, seq: Int64) throws -> StoredLogEntry? {
         guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT body, signature, entries, names FROM zone_log WHERE zone_id = ? AND seq = ?"),
                                          arguments: [zoneRowID, seq]) else { return nil }
-        return StoredLogEntry(seq: seq, body: Array(row[0] as Data), signature: Array(row[1] as Data),
-                              entries: (row[2] as Data?).map(Array.init), names: (row[3] as Data?).map(Array.init))
+        return StoredLogEntry(seq: seq, body: Array(try row.required(0) as Data), signature: Array(try row.required(1) as Data),
+                              entries: (try row.optional(2) as Data?).map(Array.init), names: (try row.optional(3) as Data?).map(Array.init))
     }
 
     // MARK: - Errors
