@@ -364,6 +364,7 @@ extension Session {
 
     /// The rest of ``decode(_:commit:author:creatorID:modifierID:label:schema:key:zone:final:scratch:)``
     /// once the row matched its entry: opens the sealed values and makes the record.
+    @inline(__always)
     private static func opened(_ row: StoredRow, values: [String: RecordValue], sealed: UnsafeRawBufferPointer?, creatorID: String,
                                modifierID: String, label: String?, schema: [String: FieldSpec], key: Result<SymmetricKey, any Error>?,
                                zone: ZoneRow, final: Bool, scratch: UnsafeMutableRawBufferPointer?) -> DecodeOutcome {

@@ -99,21 +99,29 @@ extension Session {
             var refused = [String: StoreError]()
             var last: StoredRow? // a page's last row, for its cursor
             let paged = query.limit != nil
+            // SQLite chose the rows through the field indexes, which no signature covers: each
+            // record must match the query by its verified values, and come in the query's order.
+            var check = QueryCheck(query, schema: schema)
             try self.decodeRows(db, zone: zone, expected: query.limit, read: { add in
                 more = try Self.readRows(statement, limit: query.limit ?? .max, probe: paged, into: add)
             }, deliver: { row, result in
                 if paged { last = row }
                 switch result {
-                case .success(let record): records.append(record)
+                case .success(let record):
+                    guard check.matches(record) else {
+                        refused[row.name] = StoreError(.integrityFailure, "record '\(row.name)' in zone '\(zoneID.name)' does not match the query, yet the store's index returned it: the store was changed")
+                        return
+                    }
+                    if let previous = check.follow(record) {
+                        throw StoreError(.integrityFailure, "the store's index returned records '\(previous)' and '\(row.name)' of zone '\(zoneID.name)' out of order: the store was changed")
+                    }
+                    records.append(record)
                 case .failure(let e as StoreError) where e.code == .integrityFailure:
                     refused[row.name] = e
                     self.store.logger.warning("record refused", metadata: ["zone": "\(zoneID.name)", "record": "\(row.name)"])
                 case .failure(let error): throw error
                 }
             })
-            // SQLite chose the rows through the field indexes, which no signature covers: each
-            // record must match the query by its verified values, and the page must be in order.
-            records = try Self.checkMatches(records, query: query, schema: schema, zone: zone, refused: &refused)
             var next: QueryCursor?
             if more, let last {
                 next = QueryCursor(zoneUID: zone.uid, queryFingerprint: query.fingerprint,
@@ -123,27 +131,33 @@ extension Session {
         }
     }
 
-    /// The records that match every predicate of `query` by their verified values (the others
-    /// go to `refused`), after checking that they come in the query's order; compared as SQLite
-    /// compares the stored values (strings by UTF-8 bytes, a missing field as NULL).
-    /// - Throws: `.integrityFailure` when the rows are out of order: an index was changed.
-    static func checkMatches(_ records: [Record], query: Query, schema: [String: FieldSpec], zone: ZoneRow,
-                             refused: inout [String: StoreError]) throws -> [Record] {
-        guard !query.predicates.isEmpty || !query.sort.isEmpty else { return records }
-        func key(_ record: Record, _ field: String, _ type: FieldType?) -> SQLKey? {
+    /// What a query's records are checked against once verified, each as it is delivered:
+    /// every predicate must hold by the record's own values, and the records must come in the
+    /// query's order (on the first sort key that differs, NULL first ascending and last
+    /// descending, then by name). Values compare as SQLite compares them (strings by UTF-8
+    /// bytes, a missing field as NULL). Each predicate's and sort key's type is looked up once.
+    struct QueryCheck {
+        private let predicates: [(field: String, comparison: Query.Comparison, type: FieldType?, want: SQLKey?)]
+        private let sorts: [(field: String, ascending: Bool, type: FieldType?)]
+        private var previousKeys: [SQLKey?]
+        private var previousName: String?
+
+        init(_ query: Query, schema: [String: FieldSpec]) {
+            predicates = query.predicates.map { p in
+                (p.field, p.comparison, schema[p.field]?.type, schema[p.field].flatMap { SQLKey(p.value, type: $0.type) })
+            }
+            sorts = query.sort.map { ($0.field, $0.ascending, schema[$0.field]?.type) }
+            previousKeys = Array(repeating: nil, count: sorts.count)
+        }
+
+        private static func key(_ record: Record, _ field: String, _ type: FieldType?) -> SQLKey? {
             guard let type, let value = record.values[field] else { return nil }
             return SQLKey(value, type: type)
         }
-        // Each predicate's field type and value, and each sort key's field type, looked up once.
-        let predicates = query.predicates.map { p in
-            (field: p.field, comparison: p.comparison, type: schema[p.field]?.type, want: schema[p.field].flatMap { SQLKey(p.value, type: $0.type) })
-        }
-        let sorts = query.sort.map { (field: $0.field, ascending: $0.ascending, type: schema[$0.field]?.type) }
-        var kept = [Record]()
-        kept.reserveCapacity(records.count)
-        for record in records {
-            let matches = predicates.allSatisfy { p in
-                guard let have = key(record, p.field, p.type), let want = p.want else { return false }
+
+        func matches(_ record: Record) -> Bool {
+            predicates.allSatisfy { p in
+                guard let have = Self.key(record, p.field, p.type), let want = p.want else { return false }
                 switch p.comparison {
                 case .equal: return have == want
                 case .notEqual: return have != want
@@ -156,32 +170,28 @@ extension Session {
                     return s.utf8.starts(with: prefix.utf8)
                 }
             }
-            if matches {
-                kept.append(record)
-            } else {
-                refused[record.name] = StoreError(.integrityFailure, "record '\(record.name)' in zone '\(zone.id.name)' does not match the query, yet the store's index returned it: the store was changed")
-            }
         }
-        // Each record after the one before it: on the first sort key that differs (NULL first
-        // ascending, last descending), else by name.
-        for (a, b) in zip(kept, kept.dropFirst()) {
+
+        /// Takes `record` as the latest one; returns the name of the one before it when it
+        /// should have come after it, nil when the order holds.
+        mutating func follow(_ record: Record) -> String? {
+            defer { previousName = record.name }
             var ordered: Bool?
-            for sort in sorts {
-                let x = key(a, sort.field, sort.type), y = key(b, sort.field, sort.type)
-                guard x != y else { continue }
-                let less = switch (x, y) {
+            for (i, sort) in sorts.enumerated() {
+                let key = Self.key(record, sort.field, sort.type)
+                defer { previousKeys[i] = key }
+                guard previousName != nil, ordered == nil, key != previousKeys[i] else { continue }
+                let less = switch (previousKeys[i], key) {
                 case (nil, _): true
                 case (_, nil): false
                 case (let x?, let y?): x < y
                 }
                 ordered = less == sort.ascending
-                break
             }
-            guard ordered ?? a.name.utf8.lexicographicallyPrecedes(b.name.utf8) else {
-                throw StoreError(.integrityFailure, "the store's index returned records '\(a.name)' and '\(b.name)' of zone '\(zone.id.name)' out of order: the store was changed")
-            }
+            guard let previous = previousName else { return nil }
+            // Record names are printable ASCII, where String's order is byte order.
+            return ordered ?? (previous < record.name) ? nil : previous
         }
-        return kept
     }
 
     /// A plain value as SQLite compares it in a query: `json_extract` of its stored form.
