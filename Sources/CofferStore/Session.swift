@@ -20,6 +20,8 @@ public final class Session: Sendable {
     let schemas = Mutex<[SchemaKey: [String: FieldSpec]]>([:])
     /// Zone row id → the zone's log as verified so far (see ``ZoneLog``).
     let logs = Mutex<[Int64: ZoneLog]>([:])
+    /// What a write leaves for after its transaction commits (the log it extended, the mark).
+    let commitHooks = CommitHooks()
     /// Zone row id → entry seq → a record entry of the log, checked against the verified chain.
     let commits = Mutex<[Int64: [Int64: VerifiedCommit]]>([:])
     /// Zone row id → the context of a row by its commit, type, epoch and whether it has sealed

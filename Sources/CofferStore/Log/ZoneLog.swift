@@ -276,11 +276,11 @@ extension Session {
     /// Keeps `log` for the session, and advances the user's mark to its head, once the caller's
     /// write transaction commits (a rolled-back write leaves both as they were).
     func keepOnCommit(_ db: GRDB.Database, _ log: ZoneLog, zoneRowID: Int64) {
-        db.afterNextTransaction(onCommit: { [self] _ in
+        commitHooks.afterCommit(db) { [self] in
             self.logs.withLock { $0[zoneRowID] = log }
             Session.noteAdvance([log.state.zoneUID])
             self.advanceMark(log.mark)
-        })
+        }
     }
 
     static func insertEntry(_ db: GRDB.Database, zoneRowID: Int64, entry: LogEntry, body: [UInt8], signature: [UInt8], hash: Digest32,
