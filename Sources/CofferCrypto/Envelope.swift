@@ -87,17 +87,17 @@ public struct Envelope: Sendable, Equatable {
     package static func sealedBytes(_ plaintext: UnsafeRawBufferPointer, using key: SymmetricKey, keyID: UInt32,
                                     authenticating authenticatedData: UnsafeRawBufferPointer, nonces: NonceReserve?) -> [UInt8] {
         let total = overhead + plaintext.count
-        let header = headerBytes(keyID: keyID)
-        return header.withUnsafeBytes { header in
-            withFullAssociatedData(header: header, authenticatedData) { ad in
-                [UInt8](unsafeUninitializedCapacity: total) { out, initialized in
-                    let raw = UnsafeMutableRawBufferPointer(out)
-                    raw.baseAddress!.copyMemory(from: header.baseAddress!, byteCount: headerByteCount)
-                    XChaCha20Poly1305.sealRaw(plaintext, into: UnsafeMutableRawBufferPointer(rebasing: raw[headerByteCount...]), key: key, ad: ad,
-                                              nonces: nonces)
-                    initialized = total
-                }
+        // The header is written in place (no array of its own for each seal), then read back
+        // from there into the associated data.
+        return [UInt8](unsafeUninitializedCapacity: total) { out, initialized in
+            let raw = UnsafeMutableRawBufferPointer(out)
+            let header = [version, UInt8(keyID >> 24), UInt8((keyID >> 16) & 0xff), UInt8((keyID >> 8) & 0xff), UInt8(keyID & 0xff)] as InlineArray<5, UInt8>
+            for i in 0..<headerByteCount { raw[i] = header[i] }
+            withFullAssociatedData(header: UnsafeRawBufferPointer(rebasing: raw[0..<headerByteCount]), authenticatedData) { ad in
+                XChaCha20Poly1305.sealRaw(plaintext, into: UnsafeMutableRawBufferPointer(rebasing: raw[headerByteCount...]), key: key, ad: ad,
+                                          nonces: nonces)
             }
+            initialized = total
         }
     }
 

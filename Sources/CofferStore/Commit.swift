@@ -12,11 +12,12 @@ struct CommitBuilder {
     /// Per entry, in order: `0` a saved version or `1` a deletion, the name's length, its bytes.
     private(set) var names = [UInt8]()
 
-    init(zoneUID: [UInt8], seq: Int64) {
+    /// `capacity`: the number of entries expected (the lists grow past it if need be).
+    init(zoneUID: [UInt8], seq: Int64, capacity: Int = 64) {
         self.zoneUID = zoneUID
         self.seq = seq
-        entries.reserveCapacity(32 * 64)
-        names.reserveCapacity(16 * 64)
+        entries.reserveCapacity(32 * capacity)
+        names.reserveCapacity(16 * capacity)
     }
 
     var isEmpty: Bool { entries.isEmpty }

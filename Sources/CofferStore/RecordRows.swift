@@ -356,7 +356,8 @@ extension Session {
                               plainTypes: UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: codes[0..<count])), sealed: sealed) else {
                     return .failed(mismatch(row, zone: zone))
                 }
-                return opened(row, values: values, sealed: sealed, creatorID: creatorID, modifierID: modifierID, label: label,
+                return opened(row, values: values, sealed: sealed, changeTag: row.seq == commit.seq ? commit.changeTag : ChangeTag.make(row.seq),
+                              creatorID: creatorID, modifierID: modifierID, label: label,
                               schema: schema, key: key, zone: zone, final: final, scratch: scratch)
             }
         }
@@ -365,7 +366,7 @@ extension Session {
     /// The rest of ``decode(_:commit:author:creatorID:modifierID:label:schema:key:zone:final:scratch:)``
     /// once the row matched its entry: opens the sealed values and makes the record.
     @inline(__always)
-    private static func opened(_ row: StoredRow, values: [String: RecordValue], sealed: UnsafeRawBufferPointer?, creatorID: String,
+    private static func opened(_ row: StoredRow, values: [String: RecordValue], sealed: UnsafeRawBufferPointer?, changeTag: String, creatorID: String,
                                modifierID: String, label: String?, schema: [String: FieldSpec], key: Result<SymmetricKey, any Error>?,
                                zone: ZoneRow, final: Bool, scratch: UnsafeMutableRawBufferPointer?) -> DecodeOutcome {
         do {
@@ -400,7 +401,7 @@ extension Session {
                 record.encryptedValues = sealedValues
             }
             record.keyEpoch = row.epoch
-            record.changeTag = ChangeTag.make(row.seq)
+            record.changeTag = changeTag
             record.creatorID = creatorID
             record.created = Date(timeIntervalSince1970: row.created)
             record.modifierID = modifierID // in the version hash, and the commit's author

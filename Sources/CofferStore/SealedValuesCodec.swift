@@ -16,7 +16,8 @@ enum SealedValuesCodec {
 
     static func encode(_ values: [String: RecordValue]) -> [UInt8] {
         var out = [UInt8]()
-        out.reserveCapacity(estimatedSize(values))
+        // The padded size, so that the padding does not grow (copy) the buffer at the end.
+        out.reserveCapacity((estimatedSize(values) + paddingBlock - 1) / paddingBlock * paddingBlock)
         out.append(version)
         precondition(values.count <= Int(UInt16.max), "records are limited to Limits.maxFieldsPerRecord fields before encoding")
         out.append(UInt8(values.count >> 8))

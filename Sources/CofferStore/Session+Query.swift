@@ -106,7 +106,7 @@ extension Session {
                 more = try Self.readRows(statement, limit: query.limit ?? .max, probe: paged, into: add)
             }, deliver: { row, result in
                 if paged { last = row }
-                switch result {
+                switch consume result { // the record moved into `records`, not copied
                 case .success(let record):
                     guard check.matches(record) else {
                         refused[row.name] = StoreError(.integrityFailure, "record '\(row.name)' in zone '\(zoneID.name)' does not match the query, yet the store's index returned it: the store was changed")

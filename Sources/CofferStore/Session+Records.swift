@@ -4,7 +4,6 @@ import GRDB
 
 /// A record prepared for writing: validated, with its fields encoded (not yet sealed).
 struct PreparedRecord: Sendable {
-    var record: Record
     /// The plain values' JSON (UTF-8).
     var plain: [UInt8]
     /// The plain values' type codes, in key order (what the version hash signs of their types).
@@ -15,8 +14,9 @@ struct PreparedRecord: Sendable {
     var plainJSON: String { String(decoding: plain, as: UTF8.self) }
 }
 
-/// What a batch's records are sealed and hashed with: fixed when its transaction starts.
-struct WriteContext: Sendable {
+/// What a batch's records are sealed and hashed with: fixed when its transaction starts. A
+/// class: every record of the batch reads it, on whichever thread seals it, without copying it.
+final class WriteContext: Sendable {
     let zone: ZoneRow
     let key: SymmetricKey
     let epoch: Int64
@@ -28,7 +28,28 @@ struct WriteContext: Sendable {
     /// The schema of each record type of the batch, as cached when the transaction started.
     let schemas: [String: [String: FieldSpec]]
     /// The batch's nonces, drawn from libsodium up to 64 at a time (nil: each seal draws its own).
-    var nonces: NonceReserve? = nil
+    let nonces: NonceReserve?
+    /// The records were weighed against ``Limits/maxRecordBytes`` as given, and are sealed as
+    /// given (not merged over their stored versions, which a seal must weigh again).
+    let sized: Bool
+    /// ``ChangeTag/make(_:)`` of `seq`.
+    let changeTag: String
+
+    init(zone: ZoneRow, key: SymmetricKey, epoch: Int64, seq: Int64, membershipSeq: Int64, authorID: String, authorLabel: String?,
+         time: Double, schemas: [String: [String: FieldSpec]], nonces: NonceReserve? = nil, sized: Bool = false) {
+        self.sized = sized
+        changeTag = ChangeTag.make(seq)
+        self.zone = zone
+        self.key = key
+        self.epoch = epoch
+        self.seq = seq
+        self.membershipSeq = membershipSeq
+        self.authorID = authorID
+        self.authorLabel = authorLabel
+        self.time = time
+        self.schemas = schemas
+        self.nonces = nonces
+    }
 }
 
 /// A record encoded, sealed and hashed for writing, as if it were new (creator and creation
@@ -77,20 +98,27 @@ enum ChangeTag {
 extension Session {
     // MARK: - Validation
 
-    static func prepare(_ record: Record, zone: ZoneID) throws -> PreparedRecord {
+    /// `sized`: the caller has checked the record's size against ``Limits/maxRecordBytes``
+    /// already (a batch weighs each record once, for its own limit). `typeChecked`: the record
+    /// type is one the caller validated (a batch validates each of its types once).
+    /// `keysChecked`: every field key is in the type's schema, plain or encrypted as the record
+    /// has it (so each key is valid, and none is both plain and encrypted); values are still
+    /// checked.
+    static func prepare(_ record: Record, zone: ZoneID, sized: Bool = false, typeChecked: Bool = false,
+                        keysChecked: Bool = false) throws -> PreparedRecord {
         guard record.zoneID == zone else {
             throw StoreError(.invalidArguments, "record '\(record.name)' belongs to zone '\(record.zoneID.name)', not '\(zone.name)'; a batch covers one zone")
         }
         try Names.validateRecord(record.name)
-        try Names.validateRecordType(record.recordType)
+        if !typeChecked { try Names.validateRecordType(record.recordType) }
         guard record.values.count + record.encryptedValues.count <= Limits.maxFieldsPerRecord else {
             throw StoreError(.limitExceeded, "record '\(record.name)' has \(record.values.count + record.encryptedValues.count) fields; the limit is \(Limits.maxFieldsPerRecord)")
         }
         if let parent = record.parent { try Names.validateRecord(parent) }
-        for (key, value) in record.values { try validateField(key, value, record: record.name, encrypted: false) }
+        for (key, value) in record.values { try validateField(key, value, record: record.name, encrypted: false, keyChecked: keysChecked) }
         for (key, value) in record.encryptedValues {
-            try validateField(key, value, record: record.name, encrypted: true)
-            guard record.values[key] == nil else {
+            try validateField(key, value, record: record.name, encrypted: true, keyChecked: keysChecked)
+            guard keysChecked || record.values[key] == nil else {
                 throw StoreError(.invalidArguments, "field '\(key)' of '\(record.name)' is both plain and encrypted")
             }
         }
@@ -98,12 +126,15 @@ extension Session {
         let sealed = record.encryptedValues.isEmpty ? nil : SealedValuesCodec.encode(record.encryptedValues)
         // The limit counts what the fields hold (a string's UTF-8, bytes as bytes, 8 per number),
         // not how they are encoded, so a field weighs the same plain or encrypted.
-        let size = Self.payloadSize(record.values) + Self.payloadSize(record.encryptedValues)
+        if !sized { try checkSize(record, Self.payloadSize(record.values) + Self.payloadSize(record.encryptedValues)) }
+        return PreparedRecord(plain: plain, plainTypes: plainTypes, sealedPlaintext: sealed,
+                              expectedSeq: try record.changeTag.map(ChangeTag.parse))
+    }
+
+    static func checkSize(_ record: Record, _ size: Int) throws {
         guard size <= Limits.maxRecordBytes else {
             throw StoreError(.limitExceeded, "record '\(record.name)' has \(size) bytes of fields; the limit is \(Limits.maxRecordBytes)")
         }
-        return PreparedRecord(record: record, plain: plain, plainTypes: plainTypes, sealedPlaintext: sealed,
-                              expectedSeq: try record.changeTag.map(ChangeTag.parse))
     }
 
     static func payloadSize(_ values: [String: RecordValue]) -> Int {
@@ -119,8 +150,8 @@ extension Session {
         return values.reduce(0) { $0 + $1.key.utf8.count + size($1.value) }
     }
 
-    static func validateField(_ key: String, _ value: RecordValue, record: String, encrypted: Bool) throws {
-        try Names.validateFieldKey(key)
+    static func validateField(_ key: String, _ value: RecordValue, record: String, encrypted: Bool, keyChecked: Bool = false) throws {
+        if !keyChecked { try Names.validateFieldKey(key) }
         func check(_ v: RecordValue, inList: Bool) throws {
             switch v {
             case .double(let d) where !d.isFinite:
@@ -152,12 +183,14 @@ extension Session {
     /// Validates, encodes, seals and hashes one record for a batch. Pure: runs on any thread.
     static func sealWrite(_ record: Record, _ context: WriteContext) -> Result<SealedWrite, any Error> {
         Result {
-            let prepared = try prepare(record, zone: context.zone.id)
+            // A type with a cached schema was validated when the batch started; a record whose
+            // every field is in it as given needs no more schema work, and its keys no checks.
             let schema = context.schemas[record.recordType]
             let checked = schema.map { schema in
                 record.values.allSatisfy { key, value in schema[key].map { field(value, encrypted: false, matches: $0) } ?? false }
                     && record.encryptedValues.allSatisfy { key, value in schema[key].map { field(value, encrypted: true, matches: $0) } ?? false }
             } ?? false
+            let prepared = try prepare(record, zone: context.zone.id, sized: context.sized, typeChecked: schema != nil, keysChecked: checked)
             let sealed = prepared.sealedPlaintext.map { plaintext in
                 plaintext.withUnsafeBytes { p in
                     withAssociatedData(zone: context.zone, name: record.name, type: record.recordType, epoch: context.epoch) { ad in
@@ -169,7 +202,7 @@ extension Session {
             let digest = digest(of: record, plain: prepared.plain, plainTypes: prepared.plainTypes, sealed: sealed, context: context,
                                 creatorID: context.authorID, created: context.time)
             var result = record
-            result.changeTag = ChangeTag.make(context.seq)
+            result.changeTag = context.changeTag
             result.modifierID = context.authorID
             result.modified = Date(timeIntervalSince1970: context.time)
             result.keyEpoch = context.epoch
@@ -212,7 +245,12 @@ extension Session {
         }
         for deletion in deletions { try Names.validateRecord(deletion.name) }
         let deleteSeqs = try deletions.map { try $0.changeTag.map(ChangeTag.parse) }
-        let bytes = records.reduce(0) { $0 + Self.payloadSize($1.values) + Self.payloadSize($1.encryptedValues) }
+        var bytes = 0
+        for record in records {
+            let size = Self.payloadSize(record.values) + Self.payloadSize(record.encryptedValues)
+            try Self.checkSize(record, size)
+            bytes += size
+        }
         guard bytes <= Limits.maxBatchBytes else {
             throw StoreError(.limitExceeded, "a batch holds at most \(Limits.maxBatchBytes) bytes of fields (this one has \(bytes)); split it and retry")
         }
@@ -246,17 +284,24 @@ extension Session {
             let key = try self.zoneKey(db, zone: zone, epoch: epoch, state: log.state)
             let seq = log.state.headSeq + 1
             let membershipSeq = log.state.ownerSeq
-            var commit = CommitBuilder(zoneUID: zone.uid, seq: seq)
+            var commit = CommitBuilder(zoneUID: zone.uid, seq: seq, capacity: total)
             try Self.touch(db, zoneRowID: zone.rowID)
             // A saved name supersedes its tombstone, so each name is in the change feed once.
             let hasTombstones = try Bool.fetchOne(db.cachedStatement(sql: "SELECT EXISTS (SELECT 1 FROM record_tombstone WHERE zone_id = ?)"),
                                                   arguments: [zone.rowID]) ?? false
             var schemas = [String: [String: FieldSpec]]()
-            for type in Set(records.map(\.recordType)) where Names.isIdentifier(type) {
+            // Each type once (a batch is usually of one type: hashed once, not once a record).
+            var types = Set<String>(), previous: String?
+            for i in records.indices where records[i].recordType != previous {
+                types.insert(records[i].recordType)
+                previous = records[i].recordType
+            }
+            for type in types where Names.isIdentifier(type) {
                 schemas[type] = try self.schema(db, zoneRowID: zone.rowID, recordType: type, fresh: declared.contains(type))
             }
             let context = WriteContext(zone: zone, key: key, epoch: epoch, seq: seq, membershipSeq: membershipSeq,
-                                       authorID: me, authorLabel: authorLabel, time: now, schemas: schemas, nonces: nonces)
+                                       authorID: me, authorLabel: authorLabel, time: now, schemas: schemas, nonces: nonces,
+                                       sized: policy != .changedKeys)
             // A record that exists is merged over its stored version before sealing, so that it
             // is sealed once, as it is written.
             if policy == .changedKeys {
@@ -299,7 +344,14 @@ extension Session {
             let authorText = UnsafeRawBufferPointer(rebasing: author[0..<authorCount])
             defer { insert.reset() }
             for i in records.indices {
-                var write = try work.take(i).get()
+                // Consumed, not copied out of the result (a copy retains and releases every
+                // field of the record).
+                var write: SealedWrite
+                let taken = work.take(i)
+                switch consume taken {
+                case .success(let sealed): write = sealed
+                case .failure(let error): throw error
+                }
                 if !write.schemaChecked { try self.applySchema(db, zoneRowID: zone.rowID, record: write.result) }
                 var written = false
                 var stored: (creator: String, created: Double)?
@@ -378,9 +430,12 @@ extension Session {
             }
 
             var deleted = [String]()
-            let delete = try db.cachedStatement(sql: "DELETE FROM record WHERE zone_id = ? AND name = ? AND (? IS NULL OR seq = ?)")
             for (deletion, expected) in zip(deletions, deleteSeqs) {
-                try delete.execute(arguments: [zone.rowID, deletion.name, expected, expected])
+                // Asked for only when there are deletions: a write's commit hook (a transaction
+                // observer) drops deleting statements from GRDB's cache, so asking for it on
+                // every save would compile it again on every save.
+                try db.cachedStatement(sql: "DELETE FROM record WHERE zone_id = ? AND name = ? AND (? IS NULL OR seq = ?)")
+                    .execute(arguments: [zone.rowID, deletion.name, expected, expected])
                 if db.changesCount == 1 {
                     deleted.append(deletion.name)
                     commit.addDeletion(name: deletion.name)
@@ -399,10 +454,11 @@ extension Session {
             // ancestor. A parent already stored is not checked again: it may since have been
             // deleted, or stayed behind when its child moved to a shared zone.
             var acyclic = Set<String>()
-            for record in saved {
-                guard let parent = record.parent, priorParents[record.name] != .some(parent) else { continue }
-                if let failure = try Self.parentFailure(db, zone: zone, name: record.name, parent: parent, acyclic: &acyclic) {
-                    failures[record.name] = failure
+            for i in saved.indices { // by index: a `for record in saved` copies each record
+                guard let parent = saved[i].parent, priorParents[saved[i].name] != .some(parent) else { continue }
+                let name = saved[i].name
+                if let failure = try Self.parentFailure(db, zone: zone, name: name, parent: parent, acyclic: &acyclic) {
+                    failures[name] = failure
                 }
             }
 
@@ -560,7 +616,7 @@ extension Session {
                     try Self.readRows(statement, limit: 1, keepingBindings: true, creators: &creators, into: add)
                 }
             }, deliver: { row, result in
-                switch result {
+                switch consume result {
                 case .success(let record): out[row.name] = .success(record)
                 case .failure(let e as StoreError) where e.code == .integrityFailure: out[row.name] = .failure(e)
                 case .failure(let error): throw error

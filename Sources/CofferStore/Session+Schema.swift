@@ -13,9 +13,15 @@ extension Session {
                                     arguments: [zoneRowID, recordType]) {
             let name: String = try row.required("value_type")
             guard let type = FieldType(name: name) else {
-                throw StoreError(.integrityFailure, "the schema of \(recordType) names an unknown type '\(Names.printable(name))'")
+                throw StoreError(.integrityFailure, "the schema of \(Names.printable(recordType)) names an unknown type '\(Names.printable(name))'")
             }
-            fields[try row.required("field")] = FieldSpec(type: type, encrypted: try row.required("encrypted"))
+            // Writers skip the key checks of a record whose keys are all in its schema: so a
+            // field name in the file must be one Coffer could have written.
+            let field: String = try row.required("field")
+            guard Names.isIdentifier(field) else {
+                throw StoreError(.integrityFailure, "the schema of \(Names.printable(recordType)) names a field '\(Names.printable(field))' Coffer does not write: the store was changed")
+            }
+            fields[field] = FieldSpec(type: type, encrypted: try row.required("encrypted"))
         }
         schemas.withLock { $0[key] = fields }
         forgetRowContexts(zoneRowID: zoneRowID)

@@ -16,6 +16,23 @@ struct VerifiedCommit: Sendable {
     let entries: DigestSet
     /// The names of the entries (for audit).
     let names: [UInt8]
+    /// The change tag of the records this entry wrote (``ChangeTag/make(_:)`` of `seq`), made
+    /// once instead of once a record.
+    let changeTag: String
+
+    init(seq: Int64, kind: LogEntry.Kind, authorID: String, label: String?, ownerSeq: Int64, epoch: Int64, time: Double,
+         entries: DigestSet, names: [UInt8]) {
+        self.seq = seq
+        self.kind = kind
+        self.authorID = authorID
+        self.label = label
+        self.ownerSeq = ownerSeq
+        self.epoch = epoch
+        self.time = time
+        self.entries = entries
+        self.names = names
+        changeTag = ChangeTag.make(seq)
+    }
 }
 
 extension Session {

@@ -167,6 +167,25 @@ struct BatchTests {
         }
     }
 
+    @Test(".changedKeys: a change under the limit that makes the merged record too big is .limitExceeded, and nothing is saved")
+    func changedKeysMergedSizeLimit() async throws {
+        try await withStore { f async throws in
+            let zone = try await f.db.createZone(named: "Z")
+            let half = String(repeating: "a", count: 600_000)
+            let original = try await f.db.save(makeRecord("Note", "doc", in: zone, plain: ["n": .int(1)]))
+            // Another writer adds 600,000 bytes to the stored record.
+            _ = try await f.db.save(makeRecord("Note", "doc", in: zone, plain: ["n": .int(1), "a": .string(half)]), policy: .allKeys)
+            // This value adds 600,000 bytes of its own: under the limit alone, over it merged.
+            var mine = original
+            mine.encryptedValues["b"] = .string(half)
+            #expect(mine.changedKeys == ["b"])
+            try mine.validate()
+            await expectStoreError(.limitExceeded) { try await f.db.save(mine, policy: .changedKeys) }
+            let fetched = try await f.db.record(named: "doc", in: zone)
+            #expect(fetched.encryptedValues.isEmpty && fetched.values["a"] == .string(half))
+        }
+    }
+
     @Test("encrypted fields count toward the 1 MiB limit, together with plain fields")
     func encryptedRecordSizeLimit() async throws {
         try await withStore { f async throws in

@@ -530,6 +530,35 @@ struct HostileStoreTests {
         }
     }
 
+    /// A writer skips the key checks of a record whose keys are all in its type's schema, so a
+    /// field name in the schema must be one Coffer writes. Mallory adds a field named with a
+    /// quote and a control character: the schema is refused, on save and on read, and nothing
+    /// is written.
+    @Test("a field named outside the identifier rules, planted in the schema, is refused on save and read; nothing is written")
+    func plantedFieldName() async throws {
+        try await Scene.run { s in
+            let zone = try await s.f.aliceZone("Named")
+            var record = CofferStore.Record(type: "Item", name: "i1", zone: zone)
+            record.values["title"] = .string("first")
+            _ = try await s.alice.privateDatabase.save(record)
+            let rid = try s.rowID(zone)
+            let planted = "x\"); DROP TABLE record; --\u{7}"
+            try s.raw { db in
+                try db.execute(sql: "INSERT INTO field_schema (zone_id, record_type, field, value_type, encrypted) VALUES (?, 'Item', ?, 'string', 0)",
+                               arguments: [rid, planted])
+            }
+            let writer = try s.fresh(s.alice)
+            var second = CofferStore.Record(type: "Item", name: "i2", zone: zone)
+            second.values[planted] = .string("v")
+            let error = await shareExpectError(.integrityFailure) { try await writer.privateDatabase.save(second) }
+            #expect(error?.message.contains("Coffer does not write") == true, "\(error?.message ?? "")")
+            #expect(error?.message.contains("\u{7}") == false)
+            await shareExpectError(.integrityFailure) { try await writer.privateDatabase.record(named: "i1", in: zone) }
+            let count = try s.raw { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM record WHERE zone_id = ? AND name = 'i2'", arguments: [rid]) }
+            #expect(count == 0)
+        }
+    }
+
     // MARK: - Indexes
 
     /// Indexes are not signed. Mallory swaps the b-trees of two field indexes (their root pages
