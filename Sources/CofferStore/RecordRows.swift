@@ -236,6 +236,12 @@ final class DecodeWorker: @unchecked Sendable {
     private(set) var zone: ZoneRow
     private var schemas = [String: [String: FieldSpec]]()
     private var keys = [Int64: SymmetricKey]()
+    /// The last row's type, schema, epoch and key: rows come in runs of one type and epoch, so
+    /// most rows find theirs without hashing the type or the epoch.
+    private var last: (type: String, schema: [String: FieldSpec], count: Int)?
+    private var lastKey: (epoch: Int64, key: SymmetricKey)?
+    /// The last row's plain field keys and types, by position (see ``FieldTypeCache``).
+    private var fieldTypes = FieldTypeCache()
     private var creator = ""
     private var modifier = ""
     private var author = ""
@@ -264,23 +270,36 @@ final class DecodeWorker: @unchecked Sendable {
         self.zone = Self.copy(zone)
         schemas = [:]
         keys = [:]
+        last = nil
+        lastKey = nil
+        fieldTypes = FieldTypeCache()
     }
 
     func decode(_ row: StoredRow, _ shared: RowContext) -> DecodeOutcome {
         let schema: [String: FieldSpec]
         // Schemas only grow (a field, once saved, keeps its type): a copy with as many fields
         // as the shared one is the same schema.
-        if let known = schemas[row.type], known.count == shared.schemaCount {
+        if let last, last.type == row.type, last.count == shared.schemaCount {
+            schema = last.schema
+        } else if let known = schemas[row.type], known.count == shared.schemaCount {
             schema = known
+            last = (row.type.copied, known, known.count)
+            fieldTypes = FieldTypeCache()
         } else {
             var copy = [String: FieldSpec](minimumCapacity: shared.schema.count)
             for (field, spec) in shared.schema { copy[String(decoding: Array(field.utf8), as: UTF8.self)] = spec }
-            schemas[row.type.copied] = copy
+            let type = row.type.copied
+            schemas[type] = copy
             schema = copy
+            last = (type, copy, copy.count)
+            fieldTypes = FieldTypeCache()
         }
         var key: Result<SymmetricKey, any Error>?
         if row.hasSealed {
-            if let known = keys[row.epoch] {
+            if let lastKey, lastKey.epoch == row.epoch {
+                key = .success(lastKey.key)
+            } else if let known = keys[row.epoch] {
+                lastKey = (row.epoch, known)
                 key = .success(known)
             } else {
                 switch shared.key {
@@ -288,6 +307,7 @@ final class DecodeWorker: @unchecked Sendable {
                     do {
                         let copy = try SymmetricKey(bytes: sharedKey.bytes.slice(0..<sharedKey.bytes.count))
                         keys[row.epoch] = copy
+                        lastKey = (row.epoch, copy)
                         key = .success(copy)
                     } catch {
                         key = .failure(error)
@@ -306,8 +326,39 @@ final class DecodeWorker: @unchecked Sendable {
         if shared.commit.authorID != author || shared.commit.label != label {
             (author, label) = (shared.commit.authorID.copied, shared.commit.label?.copied)
         }
-        return Session.decode(row, commit: shared.commit, author: author, creatorID: creator, modifierID: modifier, label: label,
-                              schema: schema, key: key, zone: zone, scratch: scratch)
+        return withUnsafeMutablePointer(to: &fieldTypes) { fieldTypes in
+            Session.decode(row, commit: shared.commit, author: author, creatorID: creator, modifierID: modifier, label: label,
+                           schema: schema, key: key, zone: zone, scratch: scratch, fieldTypes: fieldTypes)
+        }
+    }
+}
+
+/// The plain field keys and types of the last row a thread decoded, by position. Rows of a
+/// type mostly have the same fields, stored in the same (sorted) order: a key equal to the
+/// one at its position last time has the same type in the same schema, found by comparing
+/// two strings (two words for a short key) instead of hashing one. A key that differs is looked
+/// up in the schema and replaces the one kept. The owner drops it whenever the schema changes.
+struct FieldTypeCache {
+    private var keys = [String]()
+    private var types = [FieldType]()
+    private var position = 0
+
+    /// Starts a row.
+    mutating func begin() { position = 0 }
+
+    /// The type of the next field of the row, `key`.
+    mutating func type(of key: String, in schema: [String: FieldSpec]) -> FieldType? {
+        defer { position += 1 }
+        if position < keys.count, keys[position] == key { return types[position] }
+        guard let type = schema[key]?.type else { return nil }
+        if position < keys.count {
+            keys[position] = key
+            types[position] = type
+        } else if position == keys.count {
+            keys.append(key)
+            types.append(type)
+        }
+        return type
     }
 }
 
@@ -340,13 +391,16 @@ extension Session {
     /// commit's author and time (a rewrite by the owner keeps each record's own).
     static func decode(_ row: StoredRow, commit: VerifiedCommit, author: String, creatorID: String, modifierID: String, label: String?,
                        schema: [String: FieldSpec], key: Result<SymmetricKey, any Error>?, zone: ZoneRow,
-                       final: Bool = false, scratch: UnsafeMutableRawBufferPointer? = nil) -> DecodeOutcome {
-        row.withBytes { all -> DecodeOutcome in
+                       final: Bool = false, scratch: UnsafeMutableRawBufferPointer? = nil,
+                       fieldTypes: UnsafeMutablePointer<FieldTypeCache>? = nil) -> DecodeOutcome {
+        fieldTypes?.pointee.begin()
+        return row.withBytes { all -> DecodeOutcome in
             let plain = UnsafeRawBufferPointer(rebasing: all[0..<row.plainCount])
             let sealed = row.hasSealed ? UnsafeRawBufferPointer(rebasing: all[row.plainCount...]) : nil
             return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: Limits.maxFieldsPerRecord) { codes -> DecodeOutcome in
                 let values: [String: RecordValue], count: Int
-                do { (values, count) = try PlainValuesCodec.decode(plain, typeOf: { schema[$0]?.type }, codes: codes) } catch {
+                let typeOf: (String) -> FieldType? = { key in fieldTypes.map { $0.pointee.type(of: key, in: schema) } ?? schema[key]?.type }
+                do { (values, count) = try PlainValuesCodec.decode(plain, typeOf: typeOf, codes: codes) } catch {
                     // What Coffer wrote parses with the schema it was written under: a field the
                     // session's schema lacks may have been added since by another process.
                     if final { return .failed(mismatch(row, zone: zone, plain: error)) }
