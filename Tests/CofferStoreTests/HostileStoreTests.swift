@@ -561,6 +561,38 @@ struct HostileStoreTests {
 
     // MARK: - Indexes
 
+    /// The log's head is read through an index (`zone_log_head`), which no signature covers.
+    /// Mallory points it at another index's b-tree (their root pages swapped in
+    /// `sqlite_schema`): the head read is garbage. Alice, who verified the log before, is
+    /// refused with a clear error, and never shown a record.
+    @Test("the log head index pointed at another b-tree: a reader who verified the log is refused, with no record shown")
+    func swappedLogHeadIndex() async throws {
+        try await Scene.run { s in
+            let zone = try await s.f.aliceZone("Headed")
+            var record = CofferStore.Record(type: "Item", name: "i1", zone: zone)
+            record.values["title"] = .string("first")
+            _ = try await s.alice.privateDatabase.save(record)
+            try s.raw { db in
+                let pages = try Row.fetchAll(db, sql: "SELECT name, rootpage FROM sqlite_schema WHERE name IN ('zone_log_head', 'record_parent')")
+                    .reduce(into: [String: Int64]()) { $0[$1[0]] = $1[1] }
+                let version = try #require(try Int64.fetchOne(db, sql: "PRAGMA schema_version"))
+                try db.execute(sql: "PRAGMA writable_schema = ON")
+                try db.execute(sql: "UPDATE sqlite_schema SET rootpage = ? WHERE name = 'zone_log_head'", arguments: [pages["record_parent"]])
+                try db.execute(sql: "UPDATE sqlite_schema SET rootpage = ? WHERE name = 'record_parent'", arguments: [pages["zone_log_head"]])
+                try db.execute(sql: "PRAGMA schema_version = \(version + 1)")
+                try db.execute(sql: "PRAGMA writable_schema = OFF")
+            }
+            let reader = try s.fresh(s.alice)
+            do {
+                let got = try await reader.privateDatabase.record(named: "i1", in: zone)
+                Issue.record("a record was shown through a swapped log index: \(got.values)")
+            } catch let error as StoreError {
+                // Here the garbage head reads as no log at all: less than the mark says.
+                #expect(error.code == .integrityFailure && error.message.contains("zone 'Headed'"), "\(error.code): \(error.message)")
+            }
+        }
+    }
+
     /// Indexes are not signed. Mallory swaps the b-trees of two field indexes (their root pages
     /// in `sqlite_schema`) under a running session: SQLite then answers a query on `kind` from
     /// the `title` index. Each record is still genuine, but not what the query asked for: it is

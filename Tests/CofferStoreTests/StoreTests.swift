@@ -199,6 +199,8 @@ struct StoreTests {
     @Test("a store whose schema was changed is refused at open", arguments: [
         "DROP INDEX record_parent",
         "DROP INDEX record_parent; CREATE INDEX record_parent ON record (zone_id, parent)",
+        "DROP INDEX zone_log_head",
+        "DROP INDEX zone_log_head; CREATE INDEX zone_log_head ON zone_log (zone_id, seq)",
         "CREATE INDEX record_field_0123456789abcdef ON record (zone_id, json_extract(plain, '$.title'), name) WHERE type = 'Note'",
         "CREATE TRIGGER edit AFTER INSERT ON record BEGIN UPDATE record SET values_blob = NULL WHERE rowid = NEW.rowid; END",
         "CREATE VIEW peek AS SELECT * FROM zone",
