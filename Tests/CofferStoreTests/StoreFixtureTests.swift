@@ -20,6 +20,8 @@ struct StoreFixtureTests {
     static let v5 = "store-v5.sqlite"
     /// The store of migration v6 (`v6-zone-log`): the same users and records, with a zone log.
     static let v6 = "store-v6.sqlite"
+    /// The store of migration v7 (`v7-log-head-index`): as v6, with the log head index.
+    static let v7 = "store-v7.sqlite"
     static let alicePassphrase = "throwaway fixture passphrase v1-min"
     static let bobPassphrase = "throwaway fixture passphrase v1-interactive"
 
@@ -132,9 +134,10 @@ struct StoreFixtureTests {
         }
     }
 
-    @Test("the v6 store opens: every entry kind of the zone log verifies, and each user reads what they could")
-    func v6Opens() async throws {
-        try await Self.withCopy(Self.v6) { f async throws in
+    @Test("the v6 and v7 stores open: every entry kind of the zone log verifies, and each user reads what they could",
+          arguments: [v6, v7])
+    func v6Opens(_ file: String) async throws {
+        try await Self.withCopy(file) { f async throws in
             let (alice, bob) = try await Self.readAll(f)
             let aliceID = f.alice.identity.userID, bobID = f.bob.identity.userID
             let notes = ZoneID(name: "Notes", ownerID: aliceID)
@@ -158,9 +161,10 @@ struct StoreFixtureTests {
     /// Writes a store fixture with the code of its format, once, on purpose:
     /// `COFFER_WRITE_FIXTURES=1 swift test --filter StoreFixtureTests/writeFixture`. Refuses to
     /// replace one that exists. Only the newest format's fixture can be written by this code:
-    /// `store-v5.sqlite` was written by the code of format v5, before the zone log.
+    /// `store-v5.sqlite` was written by the code of format v5, before the zone log, and
+    /// `store-v6.sqlite` by that of format v6, before the log head index.
     @Test(.enabled(if: ProcessInfo.processInfo.environment["COFFER_WRITE_FIXTURES"] == "1",
-                   "writes the store fixture in Keys/ only when COFFER_WRITE_FIXTURES=1"), arguments: [v6])
+                   "writes the store fixture in Keys/ only when COFFER_WRITE_FIXTURES=1"), arguments: [v7])
     func writeFixture(_ file: String) async throws {
         let target = Self.keysFolder.appendingPathComponent(file)
         guard !FileManager.default.fileExists(atPath: target.path) else {
@@ -207,7 +211,7 @@ struct StoreFixtureTests {
                 _ = try await alice.privateDatabase.save(note("p1", Self.privateRecords["p1"]!, in: priv))
                 let bobs = try await bob.privateDatabase.createZone(named: "Bobs")
                 _ = try await bob.privateDatabase.save(note("x1", Self.bobRecords["x1"]!, in: bobs))
-                if file == Self.v6 { _ = try await alice.rekey(zone: notes) } // a rewrite entry
+                if file != Self.v5 { _ = try await alice.rekey(zone: notes) } // a rewrite entry
                 // One file, no -wal: a clean copy.
                 try await store.dbPool.writeWithoutTransaction { db in
                     try db.execute(sql: "VACUUM INTO ?", arguments: [target.path])
