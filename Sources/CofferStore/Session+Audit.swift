@@ -153,8 +153,8 @@ extension Session {
         do { try checkZoneKey(db, zone: zone, state: state) } catch let error as StoreError {
             finding(.key, "key", error.message)
         }
-        // Each name's latest entry in the signed log.
-        let storedHashes = try Row.fetchAll(db, sql: "SELECT seq, hash FROM zone_log WHERE zone_id = ?", arguments: [zone.rowID])
+        // Each name's latest entry in the signed log (`kind IS NOT NULL`: from the head index).
+        let storedHashes = try Row.fetchAll(db, sql: "SELECT seq, hash FROM zone_log WHERE zone_id = ? AND kind IS NOT NULL", arguments: [zone.rowID])
             .reduce(into: [Int64: [UInt8]]()) { $0[try $1.required(0)] = Array(try $1.required(1) as Data) }
         for stored in try Self.logEntries(db, zoneRowID: zone.rowID, after: 0) {
             if let tail = log.refusedTail, stored.seq >= tail.seq { break } // reported above, with the entries after it

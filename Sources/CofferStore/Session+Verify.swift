@@ -89,7 +89,7 @@ extension Session {
                         into latest: inout [String: LatestVersion],
                         failed: (Int64, StoreError) throws -> Void = { throw $1 }) throws -> Int64 {
         let head = log.state.headSeq
-        let seqs = try Int64.fetchAll(db, sql: "SELECT seq FROM zone_log WHERE zone_id = ? AND seq > ? AND seq <= ? AND kind IN (?, ?, ?) ORDER BY seq",
+        let seqs = try Int64.fetchAll(db, sql: "SELECT seq FROM zone_log WHERE zone_id = ? AND seq > ? AND seq <= ? AND kind IS NOT NULL AND kind IN (?, ?, ?) ORDER BY seq",
                                       arguments: [zone.rowID, after, head, LogEntry.Kind.genesis.rawValue, LogEntry.Kind.commit.rawValue,
                                                   LogEntry.Kind.rewrite.rawValue])
         for seq in seqs {

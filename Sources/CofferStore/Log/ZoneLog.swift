@@ -294,8 +294,10 @@ extension Session {
 
     // MARK: - Storage
 
+    /// Through the `zone_log_head` index (`kind IS NOT NULL` lets SQLite use it): a seek in the
+    /// log's own rows reads their overflow pages.
     static func logHead(_ db: GRDB.Database, zoneRowID: Int64) throws -> (seq: Int64, hash: Digest32)? {
-        let statement = try RawStatement(db.cachedStatement(sql: "SELECT seq, hash FROM zone_log WHERE zone_id = ? ORDER BY seq DESC LIMIT 1"))
+        let statement = try RawStatement(db.cachedStatement(sql: "SELECT seq, hash FROM zone_log WHERE zone_id = ? AND kind IS NOT NULL ORDER BY seq DESC LIMIT 1"))
         defer { statement.reset() }
         statement.bind(1, zoneRowID)
         guard try statement.step() else { return nil }
