@@ -246,9 +246,9 @@ extension Session {
         for deletion in deletions { try Names.validateRecord(deletion.name) }
         let deleteSeqs = try deletions.map { try $0.changeTag.map(ChangeTag.parse) }
         var bytes = 0
-        for record in records {
-            let size = Self.payloadSize(record.values) + Self.payloadSize(record.encryptedValues)
-            try Self.checkSize(record, size)
+        for i in records.indices { // by index: `for record in records` copies each record
+            let size = Self.payloadSize(records[i].values) + Self.payloadSize(records[i].encryptedValues)
+            try Self.checkSize(records[i], size)
             bytes += size
         }
         guard bytes <= Limits.maxBatchBytes else {
