@@ -97,11 +97,10 @@ struct RawStatement {
 /// A record row copied out of SQLite: everything a reader needs to check it against its
 /// signed commit and open it, away from the database thread.
 ///
-/// A class: rows are handed between threads, and one reference moves more cheaply than a
-/// struct of strings and arrays. Its bytes (the plain values' JSON, then the sealed envelope, if
-/// any) are stored in the object's own allocation: one `malloc` a row, not two. Not `Sendable`
-/// (`ManagedBuffer` cannot be): rows cross to helper threads only inside ``RowWork``, and
-/// nothing in a row changes after ``make(_:plain:sealed:)``, so threads read it at once safely.
+/// A class: one reference moves more cheaply than a struct of strings and arrays. Its bytes
+/// (the plain values' JSON, then the sealed envelope, if any) are stored in the object's own
+/// allocation: one `malloc` a row, not two. Nothing in a row changes after
+/// ``make(_:plain:sealed:)``.
 final class StoredRow: ManagedBuffer<StoredRow.Fields, UInt8> {
     struct Fields {
         let name: String
@@ -219,57 +218,33 @@ final class RowContext: Sendable {
     }
 }
 
-/// A row to decode, and its context (or the error that finding it gave), held without a
-/// reference count: ``Session/decodeRows(_:zone:expected:read:deliver:)`` keeps every context alive, and
-/// helper threads then never touch a shared count (two cores bumping one count run slower than one).
-struct RowWork: @unchecked Sendable {
-    let row: StoredRow
-    let context: Unmanaged<RowContext>?
-}
-
-/// One thread's copies of what decoding reads: the zone's identity, and the
-/// schema and zone key of each (type, epoch) met, copied once from the shared context. Used by
-/// one thread at a time. A session keeps sets of workers between reads (``Session/withDecodeWorkers(zone:_:)``),
-/// so the copies (the key's in guarded memory, which costs system calls to make) are made once
-/// per zone, type and epoch, not once per read.
+/// What a read keeps from row to row while decoding: the zone, the last row's schema and zone
+/// key (rows come in runs of one type and epoch, so most rows find theirs without hashing the
+/// type or the epoch), the last row's plain field types by position (``FieldTypeCache``), and
+/// the buffer envelopes are opened in. A session keeps its workers between reads
+/// (``Session/withDecodeWorker(zone:_:)``), one for each read running at the same time; a
+/// worker is used by one read at a time.
 final class DecodeWorker: @unchecked Sendable {
     private(set) var zone: ZoneRow
-    private var schemas = [String: [String: FieldSpec]]()
-    private var keys = [Int64: SymmetricKey]()
-    /// The last row's type, schema, epoch and key: rows come in runs of one type and epoch, so
-    /// most rows find theirs without hashing the type or the epoch.
     private var last: (type: String, schema: [String: FieldSpec], count: Int)?
     private var lastKey: (epoch: Int64, key: SymmetricKey)?
-    /// The last row's plain field keys and types, by position (see ``FieldTypeCache``).
     private var fieldTypes = FieldTypeCache()
-    private var creator = ""
-    private var modifier = ""
-    private var author = ""
-    private var label: String?
     /// Where this worker's envelopes are opened (wiped after each record).
     private let scratch = UnsafeMutableRawBufferPointer.allocate(byteCount: 16 * 1024, alignment: 16)
 
     init(zone: ZoneRow) {
-        self.zone = Self.copy(zone)
+        self.zone = zone
     }
 
     deinit {
         scratch.deallocate() // holds no plaintext: `Envelope.withOpened` wipes what it used
     }
 
-    private static func copy(_ zone: ZoneRow) -> ZoneRow {
-        ZoneRow(rowID: zone.rowID, uid: zone.uid.withUnsafeBytes { Array($0) },
-                id: ZoneID(name: zone.id.name.copied, ownerID: zone.id.ownerID.copied), sequence: zone.sequence, created: zone.created,
-                logFormat: zone.logFormat)
-    }
-
-    /// Points the worker at `zone` before a read (on the reading thread, before any helper
-    /// starts): its copies are kept when it is the zone it last read, dropped otherwise.
+    /// Points the worker at `zone` before a read: what it kept is dropped unless it is the zone
+    /// it last read.
     func begin(zone: ZoneRow) {
         guard zone.uid != self.zone.uid || zone.rowID != self.zone.rowID || zone.id != self.zone.id else { return }
-        self.zone = Self.copy(zone)
-        schemas = [:]
-        keys = [:]
+        self.zone = zone
         last = nil
         lastKey = nil
         fieldTypes = FieldTypeCache()
@@ -277,63 +252,32 @@ final class DecodeWorker: @unchecked Sendable {
 
     func decode(_ row: StoredRow, _ shared: RowContext) -> DecodeOutcome {
         let schema: [String: FieldSpec]
-        // Schemas only grow (a field, once saved, keeps its type): a copy with as many fields
-        // as the shared one is the same schema.
+        // Schemas only grow (a field, once saved, keeps its type): one with as many fields as
+        // the context's is the same schema.
         if let last, last.type == row.type, last.count == shared.schemaCount {
             schema = last.schema
-        } else if let known = schemas[row.type], known.count == shared.schemaCount {
-            schema = known
-            last = (row.type.copied, known, known.count)
-            fieldTypes = FieldTypeCache()
         } else {
-            var copy = [String: FieldSpec](minimumCapacity: shared.schema.count)
-            for (field, spec) in shared.schema { copy[String(decoding: Array(field.utf8), as: UTF8.self)] = spec }
-            let type = row.type.copied
-            schemas[type] = copy
-            schema = copy
-            last = (type, copy, copy.count)
+            schema = shared.schema
+            last = (row.type, schema, shared.schemaCount)
             fieldTypes = FieldTypeCache()
         }
         var key: Result<SymmetricKey, any Error>?
         if row.hasSealed {
             if let lastKey, lastKey.epoch == row.epoch {
                 key = .success(lastKey.key)
-            } else if let known = keys[row.epoch] {
-                lastKey = (row.epoch, known)
-                key = .success(known)
             } else {
-                switch shared.key {
-                case .success(let sharedKey)?:
-                    do {
-                        let copy = try SymmetricKey(bytes: sharedKey.bytes.slice(0..<sharedKey.bytes.count))
-                        keys[row.epoch] = copy
-                        lastKey = (row.epoch, copy)
-                        key = .success(copy)
-                    } catch {
-                        key = .failure(error)
-                    }
-                case .failure(let error)?: key = .failure(error) // not kept: access may come later
-                case nil: key = nil
-                }
+                key = shared.key
+                if case .success(let found)? = shared.key { lastKey = (row.epoch, found) } // a failure is not kept: access may come later
             }
         }
-        // The strings every record of a run shares (its creator, its commit's author), as this
-        // thread's own copies: the records it makes then never touch a reference count the
-        // reading thread is touching for the next rows. The commit is read in place (a `let`
-        // of the shared context), not copied, for the same reason.
-        if row.creatorID != creator { creator = row.creatorID.copied }
-        if row.modifierID != modifier { modifier = row.modifierID == creator ? creator : row.modifierID.copied }
-        if shared.commit.authorID != author || shared.commit.label != label {
-            (author, label) = (shared.commit.authorID.copied, shared.commit.label?.copied)
-        }
         return withUnsafeMutablePointer(to: &fieldTypes) { fieldTypes in
-            Session.decode(row, commit: shared.commit, author: author, creatorID: creator, modifierID: modifier, label: label,
-                           schema: schema, key: key, zone: zone, scratch: scratch, fieldTypes: fieldTypes)
+            Session.decode(row, commit: shared.commit, author: shared.commit.authorID, creatorID: row.creatorID, modifierID: row.modifierID,
+                           label: shared.commit.label, schema: schema, key: key, zone: zone, scratch: scratch, fieldTypes: fieldTypes)
         }
     }
 }
 
-/// The plain field keys and types of the last row a thread decoded, by position. Rows of a
+/// The plain field keys and types of the last row a read decoded, by position. Rows of a
 /// type mostly have the same fields, stored in the same (sorted) order: a key equal to the
 /// one at its position last time has the same type in the same schema, found by comparing
 /// two strings (two words for a short key) instead of hashing one. A key that differs is looked
@@ -362,11 +306,6 @@ struct FieldTypeCache {
     }
 }
 
-extension String {
-    /// A copy with storage of its own (no reference count shared with the original).
-    var copied: String { String(decoding: Array(utf8), as: UTF8.self) }
-}
-
 enum DecodeOutcome: Sendable {
     case record(Record)
     case failed(any Error)
@@ -383,8 +322,8 @@ extension Session {
                label: context.commit.label, schema: context.schema, key: context.key, zone: zone, final: final)
     }
 
-    /// ``decode(_:context:zone:final:)`` with each part given on its own: helper threads run it
-    /// with their own copies of the schema, key, zone and shared strings (see ``DecodeWorker``).
+    /// ``decode(_:context:zone:final:)`` with each part given on its own (a ``DecodeWorker``
+    /// passes the schema and key it kept from the last row).
     /// The row's version hash must be one of its log entry's, checked before anything else is
     /// believed but its plain values, which are parsed first (with the schema's types: the hash
     /// signs each field's type); in a commit, the modifier and modification time must be the
@@ -575,42 +514,30 @@ extension Session {
         return made
     }
 
-    /// Decodes rows read on this (database) thread, spreading the checking and opening over
-    /// other cores as rows arrive. `read` calls its argument once per row, in order; `deliver`
-    /// then gets one result per row in that order; a row that fails its checks gives its error,
-    /// so callers decide whether to skip it (queries, feeds) or fail.
-    /// `expected` (the most rows `read` adds, when known) sizes the first pipeline.
+    /// Decodes rows read on this (database) thread. `read` calls its argument once per row, in
+    /// order; `deliver` then gets one result per row in that order; a row that fails its checks
+    /// gives its error, so callers decide whether to skip it (queries, feeds) or fail.
+    /// `expected` (the most rows `read` adds, when known) sizes the lists.
     func decodeRows(_ db: GRDB.Database, zone: ZoneRow, expected: Int? = nil,
                     read: (_ add: (StoredRow) -> Void) throws -> Void,
                     deliver: (StoredRow, consuming Result<Record, any Error>) throws -> Void) throws {
-        try withDecodeWorkers(zone: zone) { workers in
-            try decodeRows(db, zone: zone, workers: workers, expected: expected, read: read, deliver: deliver)
+        try withDecodeWorker(zone: zone) { worker in
+            try decodeRows(db, zone: zone, worker: worker, expected: expected, read: read, deliver: deliver)
         }
     }
 
-    /// Lends a set of decode workers (one per thread of a read), pointed at `zone`, for the
-    /// length of `body`; the helpers of every pipeline `body` ran must be done with them.
-    func withDecodeWorkers<R>(zone: ZoneRow, _ body: ([DecodeWorker]) throws -> R) rethrows -> R {
-        let workers = decodeWorkers.withLock { $0.popLast() } ?? (0...Parallel.helpers).map { _ in DecodeWorker(zone: zone) }
-        for worker in workers { worker.begin(zone: zone) }
-        defer { decodeWorkers.withLock { if $0.count < 8 { $0.append(workers) } } }
-        return try body(workers)
+    /// Lends a decode worker pointed at `zone` (its caches kept from the session's earlier
+    /// reads), for the length of `body`. Reads running at once each get their own.
+    func withDecodeWorker<R>(zone: ZoneRow, _ body: (DecodeWorker) throws -> R) rethrows -> R {
+        let worker = decodeWorkers.withLock { $0.popLast() } ?? DecodeWorker(zone: zone)
+        worker.begin(zone: zone)
+        defer { decodeWorkers.withLock { if $0.count < 8 { $0.append(worker) } } }
+        return try body(worker)
     }
 
-    private func decodeRows(_ db: GRDB.Database, zone: ZoneRow, workers: [DecodeWorker], expected: Int?,
+    private func decodeRows(_ db: GRDB.Database, zone: ZoneRow, worker: DecodeWorker, expected: Int?,
                             read: (_ add: (StoredRow) -> Void) throws -> Void,
                             deliver: (StoredRow, consuming Result<Record, any Error>) throws -> Void) throws {
-        let t0 = DispatchTime.now().uptimeNanoseconds
-        // Each worker decodes with its own copies of what it reads (see DecodeWorker).
-        let work: @Sendable (RowWork, Int) -> DecodeOutcome? = { work, worker in
-            guard let context = work.context else { return nil }
-            return context._withUnsafeGuaranteedRef { workers[worker].decode(work.row, $0) }
-        }
-        // Rows go through pipelines of a bounded size, one after another: the first sized for
-        // the rows expected (or small when unknown), the others larger. A full pipeline is
-        // closed and left to the helpers while the next one fills.
-        let segment = 512
-        var pipelines = [Pipeline<RowWork, DecodeOutcome?>(capacity: min(max(expected ?? 128, 1), segment), work: work)]
         var rows = [StoredRow]()
         rows.reserveCapacity(expected ?? 64) // growing from nothing showed in profiles of unlimited queries
         var contexts = [Result<RowContext, any Error>]()
@@ -620,63 +547,35 @@ extension Session {
         // the failed ones, which the session does not keep, so a refused commit is checked once.
         var known = [RowContextKey: Result<RowContext, any Error>](minimumCapacity: min(expected ?? 64, 128))
         var last: (key: RowContextKey, context: Result<RowContext, any Error>)?
-        do {
-            try read { row in
-                let key = RowContextKey(row)
-                let context: Result<RowContext, any Error>
-                if let last, last.key == key {
-                    context = last.context
-                } else if let found = known[key] {
-                    context = found
-                    last = (key, context)
-                } else {
-                    context = self.context(db, zone: zone, row: row, key: key)
-                    known[key] = context
-                    last = (key, context)
-                }
-                if pipelines[pipelines.count - 1].isFull {
-                    pipelines[pipelines.count - 1].close()
-                    pipelines.append(Pipeline(capacity: segment, work: work))
-                }
-                // `contexts` keeps each context alive while helpers hold it unretained.
-                pipelines[pipelines.count - 1].push(RowWork(row: row, context: (try? context.get()).map(Unmanaged.passUnretained)))
-                rows.append(row)
-                contexts.append(context)
+        try read { row in
+            let key = RowContextKey(row)
+            let context: Result<RowContext, any Error>
+            if let last, last.key == key {
+                context = last.context
+            } else if let found = known[key] {
+                context = found
+                last = (key, context)
+            } else {
+                context = self.context(db, zone: zone, row: row, key: key)
+                known[key] = context
+                last = (key, context)
             }
-        } catch {
-            // Helpers hold the contexts unretained: they must be out of their blocks before
-            // `contexts` goes.
-            for pipeline in pipelines { pipeline.cancelAndWait() }
-            throw error
+            rows.append(row)
+            contexts.append(context)
         }
-        let t1 = DispatchTime.now().uptimeNanoseconds
-        pipelines[pipelines.count - 1].close()
-        var i = 0
-        do {
-            for pipeline in pipelines {
-                for j in 0..<pipeline.count {
-                    let row = rows[i]
-                    switch pipeline.take(j) {
-                    case nil: // no context: its commit was refused, or could not be read
-                        guard case .failure(let error) = contexts[i] else { preconditionFailure("a row with a context is decoded") }
-                        try deliver(row, .failure(Self.rowError(error, row: row, zone: zone)))
-                    case .record(let record)?: try deliver(row, .success(record))
-                    case .failed(let error)?: try deliver(row, .failure(error))
-                    case .staleSchema?: try deliver(row, Result { try self.decodeOne(db, zone: zone, row: row) })
-                    }
-                    i += 1
+        for i in rows.indices {
+            let row = rows[i]
+            switch contexts[i] {
+            case .failure(let error): // its commit was refused, or could not be read
+                try deliver(row, .failure(Self.rowError(error, row: row, zone: zone)))
+            case .success(let context):
+                switch worker.decode(row, context) {
+                case .record(let record): try deliver(row, .success(record))
+                case .failed(let error): try deliver(row, .failure(error))
+                case .staleSchema: try deliver(row, Result { try self.decodeOne(db, zone: zone, row: row) })
                 }
             }
-        } catch {
-            for pipeline in pipelines { pipeline.cancelAndWait() }
-            throw error
         }
-        let t2 = DispatchTime.now().uptimeNanoseconds
-        withExtendedLifetime(contexts) {}
-        store.logger.trace("rows decoded", metadata: [
-            "rows": "\(rows.count)", "helperBlocks": "\(pipelines.reduce(0) { $0 + $1.helperBlocks.load(ordering: .relaxed) })",
-            "readMicroseconds": "\((t1 - t0) / 1000)", "finishMicroseconds": "\((t2 - t1) / 1000)",
-        ])
     }
 
     /// Runs a statement selecting ``recordColumns`` (arguments already bound) and adds each

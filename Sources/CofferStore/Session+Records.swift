@@ -15,7 +15,7 @@ struct PreparedRecord: Sendable {
 }
 
 /// What a batch's records are sealed and hashed with: fixed when its transaction starts. A
-/// class: every record of the batch reads it, on whichever thread seals it, without copying it.
+/// class: every record of the batch reads it without copying it.
 final class WriteContext: Sendable {
     let zone: ZoneRow
     let key: SymmetricKey
@@ -230,10 +230,8 @@ extension Session {
         }
     }
 
-    /// Saves and deletes records of one zone atomically: all or nothing.
-    ///
-    /// Records are encoded, sealed and hashed on helper threads (``Pipeline``) while this
-    /// thread writes the ones before them: the batch costs about what its SQLite work costs.
+    /// Saves and deletes records of one zone atomically: all or nothing. Each record is
+    /// encoded, sealed, hashed and written in turn, on the calling thread.
     func modify(zone zoneID: ZoneID, saving records: [Record], deleting deletions: [RecordDeletion],
                 policy: SavePolicy, authorLabel: String? = nil, declaring declarations: [FieldDeclaration] = []) throws -> ModifyResult {
         if let authorLabel, authorLabel.utf8.count > 255 || !Names.hasNoControls(authorLabel) {
@@ -260,17 +258,6 @@ extension Session {
         }
         let me = userID
         let now = Date().timeIntervalSince1970
-        // Helpers seal and hash the records as soon as the transaction has given the context;
-        // they are woken now, so they are running by then.
-        let late = LateValue<WriteContext>()
-        // The records to seal: `records`, or under `.changedKeys` each merged over its stored
-        // version. The pipeline carries indexes into them (read in place), not copies.
-        let batch = LateValue<[Record]>()
-        let work = Pipeline<Int, Result<SealedWrite, any Error>>(capacity: records.count) { i, _ in
-            Session.sealWrite(batch.value[i], late.value)
-        }
-        work.start()
-        defer { work.cancel() } // on an early throw, helpers stop (or never begin) sealing
         // A system call per 64 nonces instead of one per sealed record (no more drawn than the
         // batch can use: a single save draws one).
         let nonces = NonceReserve(chunk: min(64, records.count))
@@ -302,34 +289,19 @@ extension Session {
             let context = WriteContext(zone: zone, key: key, epoch: epoch, seq: seq, membershipSeq: membershipSeq,
                                        authorID: me, authorLabel: authorLabel, time: now, schemas: schemas, nonces: nonces,
                                        sized: policy != .changedKeys)
-            // A record that exists is merged over its stored version before sealing, so that it
-            // is sealed once, as it is written.
+            // The records to seal: `records`, or under `.changedKeys` each merged over its stored
+            // version before sealing, so that it is sealed once, as it is written.
+            var batch = records
             if policy == .changedKeys {
-                var merged = records
-                for i in merged.indices {
-                    if let over = try self.mergeChangedKeys(db, zone: zone, merged[i]) { merged[i] = over }
+                for i in batch.indices {
+                    if let over = try self.mergeChangedKeys(db, zone: zone, batch[i]) { batch[i] = over }
                 }
-                batch.set(merged)
-            } else {
-                batch.set(records)
             }
-            late.set(context)
-            for i in records.indices { work.push(i) }
-            work.close()
             // Parents as stored before the batch, of the records that name one (checked below).
             let priorParents = try Self.storedParents(db, zone: zone, names: records.compactMap { $0.parent == nil ? nil : $0.name })
 
             var failures = [String: StoreError]()
             var saved = [Record]()
-            // The sealed bytes were allocated on helper threads; they are released there too, in
-            // the allocator arena they came from (freeing another thread's memory on this one
-            // takes the allocator's locks).
-            var retired = [[UInt8]]()
-            retired.reserveCapacity(records.count * 2)
-            defer {
-                let bytes = retired
-                HelperThreads.shared.run { withExtendedLifetime(bytes) {} }
-            }
             saved.reserveCapacity(records.count)
             let insert = try RawStatement(db.cachedStatement(sql: """
                 INSERT INTO record (zone_id, name, type, parent, plain, sealed, epoch, seq, membership_seq, creator_id, modifier_id, created_at, modified_at)
@@ -347,8 +319,8 @@ extension Session {
                 // Consumed, not copied out of the result (a copy retains and releases every
                 // field of the record).
                 var write: SealedWrite
-                let taken = work.take(i)
-                switch consume taken {
+                let sealed = Self.sealWrite(batch[i], context)
+                switch consume sealed {
                 case .success(let sealed): write = sealed
                 case .failure(let error): throw error
                 }
@@ -417,8 +389,6 @@ extension Session {
                         try db.cachedStatement(sql: "DELETE FROM record_tombstone WHERE zone_id = ? AND name = ?")
                             .execute(arguments: [zone.rowID, write.result.name])
                     }
-                    retired.append(write.plain)
-                    if let sealed = write.sealed { retired.append(sealed) }
                     // Moved out of `write` (swapped with an empty record), not copied: a copy
                     // retains and then releases every field.
                     var result = Record(type: "", name: "", zone: ZoneID(name: "", ownerID: ""), parent: nil, values: [:], encryptedValues: [:])

@@ -31,8 +31,8 @@ public final class Session: Sendable {
     /// kept with the older schema: schemas only grow, so its rows then decode as `.staleSchema`,
     /// which reads the schema afresh and drops the kept contexts: slower once, never wrong.
     let rowContexts = Mutex<[Int64: [RowContextKey: RowContext]]>([:])
-    /// Sets of decode workers between reads (see ``DecodeWorker``).
-    let decodeWorkers = Mutex<[[DecodeWorker]]>([])
+    /// Decode workers kept between reads (see ``DecodeWorker``).
+    let decodeWorkers = Mutex<[DecodeWorker]>([])
     /// When ``advanceMark(_:)`` last wrote the marks file (seconds since 1970).
     let lastMarkSave = Mutex<Double>(Date().timeIntervalSince1970)
 

@@ -29,18 +29,6 @@ public final class Store: Sendable {
     /// ``verifiedContact(_:userID:)``).
     let verifiedCards = Mutex<[String: (digest: [UInt8], contact: Contact)]>([:])
 
-    /// How long the helper threads that seal, hash and decode records keep looking for more work
-    /// after a batch or read before they sleep. The threads are shared by every store in the
-    /// process, and so is this setting. A batch or read that comes within the window finds them
-    /// awake; waking a sleeping thread costs tens to hundreds of microseconds on a virtual
-    /// machine. The price is up to this much of one core spent looking after each burst of work.
-    /// Default 2 ms (or `COFFER_HELPER_SPIN_US` microseconds when set at launch); `.zero` lets
-    /// them sleep at once; at most 100 ms (longer values are taken as 100 ms, negative as zero).
-    public static var helperSpinWindow: Duration {
-        get { .nanoseconds(Int64(Parallel.spinNanoseconds)) }
-        set { Parallel.setSpin(newValue) }
-    }
-
     /// Opens the store at `path`, creating it when `create` is true and no file is there.
     ///
     /// Processes that open a new store at once agree on one file and one store id: the file is

@@ -56,8 +56,8 @@ struct MicroBench: ParsableCommand {
             _ = Session.digest(of: record, plain: plain, plainTypes: plainTypes, sealed: sealed, context: context, creatorID: context.authorID, created: 1.7e9)
         }
         time("  all of the above") { _ = Session.sealWrite(record, context) }
-        var batched = context
-        batched.nonces = NonceReserve()
+        let batched = WriteContext(zone: zone, key: key, epoch: 1, seq: 2, membershipSeq: 1, authorID: context.authorID,
+                                   authorLabel: nil, time: 1.7e9, schemas: ["Note": schema], nonces: NonceReserve())
         time("  all, nonces drawn per batch") { _ = Session.sealWrite(record, batched) }
 
         print("read, per record")
@@ -81,70 +81,27 @@ struct MicroBench: ParsableCommand {
         time("  check, open, decode") { _ = Session.decode(stored, context: rowContext, zone: zone) }
         let worker = DecodeWorker(zone: zone)
         time("  400 on this thread (each)", 50) { for _ in 0..<400 { _ = worker.decode(stored, rowContext) } }
-        let workers = (0...Parallel.helpers).map { _ in DecodeWorker(zone: zone) }
-        let rows = (0..<400).map { _ in
-            StoredRow.make(name: record.name, type: "Note", parent: nil, epoch: 1, seq: 2, membershipSeq: 1, creatorID: context.authorID,
-                           modifierID: context.authorID, created: 1.7e9, modified: 1.7e9, plain: plain, sealed: sealed)
-        }
-        time("  400 in a Pipeline (each)", 50) {
-            let pipeline = Pipeline<RowWork, DecodeOutcome>(capacity: 400) { work, w in
-                work.context!._withUnsafeGuaranteedRef { workers[w].decode(work.row, $0) }
-            }
-            for row in rows { pipeline.push(RowWork(row: row, context: Unmanaged.passUnretained(rowContext))) }
-            _ = pipeline.takeAll()
-        }
-        // Where the pipeline's time goes: the same rows (each with its own strings) decoded and
-        // dropped where they are made, on two threads with no hand-off, and kept and freed here.
-        let ownRows = (0..<400).map { _ in
-            StoredRow.make(name: record.name.copied, type: "Note", parent: nil, epoch: 1, seq: 2, membershipSeq: 1, creatorID: context.authorID.copied,
-                           modifierID: context.authorID.copied, created: 1.7e9, modified: 1.7e9, plain: plain, sealed: sealed)
-        }
-        time("  400 in a Pipeline, dropped", 50) {
-            let pipeline = Pipeline<RowWork, Int>(capacity: 400) { work, w in
-                _ = work.context!._withUnsafeGuaranteedRef { workers[w].decode(work.row, $0) }
-                return w
-            }
-            for row in ownRows { pipeline.push(RowWork(row: row, context: Unmanaged.passUnretained(rowContext))) }
-            _ = pipeline.takeAll()
-        }
-        let sharedContext = rowContext
-        nonisolated(unsafe) let halves = [Array(ownRows[0..<200]), Array(ownRows[200..<400])]
-        time("  400 on two threads, dropped", 50) {
-            DispatchQueue.concurrentPerform(iterations: 2) { t in
-                for row in halves[t] { _ = workers[t].decode(row, sharedContext) }
-            }
-        }
-        final class Kept: @unchecked Sendable { var outcomes = [[DecodeOutcome]](repeating: [], count: 2) }
-        time("  400 on two threads, kept", 50) {
-            let kept = Kept()
-            DispatchQueue.concurrentPerform(iterations: 2) { t in kept.outcomes[t] = halves[t].map { workers[t].decode($0, sharedContext) } }
-            kept.outcomes = [] // freed on this thread, half of it made on the other
-        }
         // Making 400 kept records, then freeing them, timed apart.
-        func makeThenFree(_ name: String, _ make: () -> [DecodeOutcome]) {
-            if let only { guard name.contains(only) else { return } }
-            let n = only == nil ? 50 : 2000
-            var making: UInt64 = 0, freeing: UInt64 = 0
-            let kept = Kept()
-            for _ in 0..<n {
-                let t0 = DispatchTime.now().uptimeNanoseconds
-                kept.outcomes[0] = make()
-                let t1 = DispatchTime.now().uptimeNanoseconds
-                kept.outcomes[0] = []
-                freeing += DispatchTime.now().uptimeNanoseconds - t1
-                making += t1 - t0
-            }
-            print(name.padding(toLength: 30, withPad: " ", startingAt: 0),
-                  String(format: "%9.2f µs, then %.2f µs to free", Double(making) / Double(n) / 1000, Double(freeing) / Double(n) / 1000))
+        let ownRows = (0..<400).map { _ in
+            StoredRow.make(name: String(decoding: Array(record.name.utf8), as: UTF8.self), type: "Note", parent: nil, epoch: 1, seq: 2,
+                           membershipSeq: 1, creatorID: context.authorID, modifierID: context.authorID, created: 1.7e9, modified: 1.7e9,
+                           plain: plain, sealed: sealed)
         }
         do {
-            makeThenFree("  400 kept, on this thread") { ownRows.map { workers[0].decode($0, sharedContext) } }
-            makeThenFree("  400 kept, in a Pipeline") {
-                let pipeline = Pipeline<RowWork, DecodeOutcome>(capacity: 400) { work, w in
-                    work.context!._withUnsafeGuaranteedRef { workers[w].decode(work.row, $0) }
-                }
-                for row in ownRows { pipeline.push(RowWork(row: row, context: Unmanaged.passUnretained(rowContext))) }
-                return pipeline.takeAll()
+            let n = only == nil ? 50 : 2000
+            var making: UInt64 = 0, freeing: UInt64 = 0
+            for _ in 0..<n {
+                let t0 = DispatchTime.now().uptimeNanoseconds
+                var kept = ownRows.map { worker.decode($0, rowContext) }
+                let t1 = DispatchTime.now().uptimeNanoseconds
+                kept = []
+                freeing += DispatchTime.now().uptimeNanoseconds - t1
+                making += t1 - t0
+                withExtendedLifetime(kept) {}
+            }
+            if only == nil || "  400 kept".contains(only!) {
+                print("  400 kept".padding(toLength: 30, withPad: " ", startingAt: 0),
+                      String(format: "%9.2f µs, then %.2f µs to free", Double(making) / Double(n) / 1000, Double(freeing) / Double(n) / 1000))
             }
         }
         withExtendedLifetime(rowContext) {}
@@ -171,7 +128,7 @@ struct MicroBench: ParsableCommand {
         single.values["count"] = .int(999)
         _ = try session.modify(zone: z, saving: [single], deleting: [], policy: .ifServerRecordUnchanged)
         let names = (0..<400).map { "n-\($0)" }
-        print("store operations (helpers: \(Parallel.helpers))")
+        print("store operations")
         try time("  query returning 1", 1000) { _ = try session.query(Query(recordType: "Note", predicates: [.init("count", .equal, .int(999))]), zone: z, cursor: nil) }
         try time("  query returning 100", 200) { _ = try session.query(Query(recordType: "Note", predicates: [.init("count", .equal, .int(3))]), zone: z, cursor: nil) }
         try time("  fetch 1 by name", 1000) { _ = try session.fetch(zone: z, names: ["n-5"]) }

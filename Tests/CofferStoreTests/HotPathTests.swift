@@ -5,9 +5,9 @@ import Testing
 @testable import CofferStore
 
 /// The fast paths of saving and reading records: the byte formats they must keep (stores
-/// written before them have to verify and open the same way), the helper-thread pipeline, and
-/// reads that span several pipelines.
-@Suite("Hot paths: formats, pipeline, large reads")
+/// written before them have to verify and open the same way), large reads and batches, and
+/// the decode workers a session keeps between reads.
+@Suite("Hot paths: formats, large reads, decode workers")
 struct HotPathTests {
     static let zone = ZoneRow(rowID: 1, uid: Array(1...16), id: ZoneID(name: "Notes", ownerID: "owner-1"), sequence: 9,
                               created: Date(timeIntervalSince1970: 0), logFormat: 1)
@@ -88,118 +88,7 @@ struct HotPathTests {
         #expect(!set.contains(Digest32.zero))
     }
 
-    @Test("a pipeline returns every output in input order", arguments: [1, 7, 8, 23, 24, 25, 100, 401])
-    func pipelineOrder(count: Int) {
-        let streamed = Pipeline<Int, String>(capacity: count) { value, worker in
-            precondition((0...Parallel.helpers).contains(worker), "worker index out of range")
-            return "item \(value * 3)"
-        }
-        for i in 0..<count { streamed.push(i) }
-        #expect(streamed.takeAll() == (0..<count).map { "item \($0 * 3)" })
-        let upFront = Pipeline(Array(0..<count)) { value, _ in value * value }
-        #expect((0..<count).map(upFront.take) == (0..<count).map { $0 * $0 })
-    }
-
-    @Test("a pipeline whose work is slow still returns everything, in order")
-    func pipelineSlowWork() {
-        let pipeline = Pipeline<Int, Int>(capacity: 64) { value, _ in
-            usleep(UInt32(50 + (value % 5) * 40))
-            return value + 1000
-        }
-        for i in 0..<64 { pipeline.push(i) }
-        #expect(pipeline.takeAll() == (0..<64).map { $0 + 1000 })
-    }
-
-    @Test("helper threads that parked after their spin window wake for the next pipeline and take part in it",
-          .enabled(if: Parallel.helpers > 0, "needs a second core"))
-    func parkedHelpersWake() {
-        for _ in 0..<3 {
-            usleep(UInt32(Parallel.spinNanoseconds / 1000) + 20_000) // longer than the spin window: helpers park
-            let pipeline = Pipeline<Int, Int>(capacity: 64) { value, _ in
-                usleep(500)
-                return -value
-            }
-            for i in 0..<64 { pipeline.push(i) }
-            #expect(pipeline.takeAll() == (0..<64).map { -$0 })
-            // 32 ms of work in blocks of 8: a helper that woke took some of it.
-            #expect(pipeline.helperBlocks.load(ordering: .relaxed) > 0)
-        }
-    }
-
-    @Test("Store.helperSpinWindow sets the helpers' spin window, clamped to 0...100 ms; pipelines still finish at zero")
-    func helperSpinWindowSetting() {
-        let before = Store.helperSpinWindow
-        defer { Store.helperSpinWindow = before }
-        Store.helperSpinWindow = .milliseconds(5)
-        #expect(Store.helperSpinWindow == .milliseconds(5))
-        #expect(Parallel.spinNanoseconds == 5_000_000)
-        Store.helperSpinWindow = .microseconds(250)
-        #expect(Parallel.spinNanoseconds == 250_000)
-        Store.helperSpinWindow = .seconds(3)
-        #expect(Store.helperSpinWindow == .milliseconds(100))
-        Store.helperSpinWindow = .milliseconds(-1)
-        #expect(Store.helperSpinWindow == .zero)
-        // Helpers that sleep at once still take part when woken, and every output comes back.
-        Store.helperSpinWindow = .zero
-        for _ in 0..<3 {
-            let pipeline = Pipeline<Int, Int>(capacity: 64) { value, _ in
-                usleep(200)
-                return value * 2
-            }
-            for i in 0..<64 { pipeline.push(i) }
-            #expect(pipeline.takeAll() == (0..<64).map { $0 * 2 })
-        }
-    }
-
-    @Test("work handed to the helper threads with run(_:) runs exactly once each")
-    func helperRunsOnce() {
-        let runs = Mutex(0)
-        let done = DispatchSemaphore(value: 0)
-        for _ in 0..<50 {
-            HelperThreads.shared.run {
-                runs.withLock { $0 += 1 }
-                done.signal()
-            }
-        }
-        for _ in 0..<50 { #expect(done.wait(timeout: .now() + 5) == .success) }
-        usleep(10_000) // no late second run of any of them
-        #expect(runs.withLock { $0 } == 50)
-    }
-
-    @Test("a pipeline started before its inputs exist waits for them, and one cancelled before any stops its helpers")
-    func pipelineStartedEarly() {
-        let late = LateValue<Int>()
-        let pipeline = Pipeline<Int, Int>(capacity: 40) { value, _ in value + late.value }
-        pipeline.start()
-        usleep(5_000)
-        late.set(100)
-        for i in 0..<40 { pipeline.push(i) }
-        #expect(pipeline.takeAll() == (0..<40).map { $0 + 100 })
-        let abandoned = Pipeline<Int, Int>(capacity: 40) { value, _ in value }
-        abandoned.start()
-        abandoned.cancelAndWait()
-    }
-
-    @Test("a cancelled pipeline stops its helpers and frees everything")
-    func pipelineCancel() {
-        let done = Mutex(0)
-        do {
-            let pipeline = Pipeline(Array(0..<400)) { value, _ in
-                usleep(100)
-                done.withLock { $0 += 1 }
-                return value
-            }
-            #expect(pipeline.take(0) == 0)
-            pipeline.cancelAndWait()
-            // No helper is inside a block any more: nothing is computed after this point.
-            let settled = done.withLock { $0 }
-            usleep(20_000)
-            #expect(done.withLock { $0 } == settled)
-            #expect(settled < 400)
-        }
-    }
-
-    @Test("a query and a page of records larger than one pipeline segment come back whole and in order")
+    @Test("a query and a page of 1,100 records come back whole and in order")
     func largeReads() async throws {
         try await withStore { f in
             let zone = try await f.db.createZone(named: "Big")
@@ -227,7 +116,7 @@ struct HotPathTests {
         }
     }
 
-    @Test("a batch sealed on helper threads reads back exactly as saved")
+    @Test("a batch of 400 records of every shape reads back exactly as saved")
     func savedRecordsReadBack() async throws {
         try await withStore { f in
             let zone = try await f.db.createZone(named: "Z")
@@ -276,7 +165,7 @@ struct HotPathTests {
             try await check(a, "a")
             try await check(b, "b")
             try await check(a, "a")
-            // New fields in zone A's schema, after this session's workers copied it.
+            // New fields in zone A's schema, after this session's workers kept it.
             _ = try await db.modify(saving: batch(a, "x", extra: true), in: a)
             try await check(a, "x", extra: true)
             try await check(a, "a")

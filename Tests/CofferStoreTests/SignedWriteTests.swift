@@ -155,12 +155,12 @@ struct SignedWriteTests {
         }
     }
 
-    @Test("a read of many rows (helper threads decoding) refuses every row of an edited commit and of the commits after it, each by its own name", arguments: [false, true])
+    @Test("a read of many rows refuses every row of an edited commit and of the commits after it, each by its own name", arguments: [false, true])
     func batchReadRefusesEveryRowOfAForgedCommit(query: Bool) async throws {
         try await SignedHarness.run { h in
             let db = h.ownerDB
             let zone = try await db.createZone(named: "Notes")
-            // Commit 1: 40 notes (enough for the helper threads); commit 2: 5 more.
+            // Commit 1: 40 notes; commit 2: 5 more.
             let first = (0..<40).map { String(format: "a%02d", $0) }, second = (0..<5).map { "b\($0)" }
             _ = try await db.modify(saving: first.map { signedNote($0, in: zone) }, in: zone)
             _ = try await db.modify(saving: second.map { signedNote($0, in: zone) }, in: zone)
