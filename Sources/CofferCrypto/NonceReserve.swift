@@ -7,11 +7,10 @@ import Synchronization
 /// once on the machine of `Docs/Performance.md`, about a tenth of sealing a 1 KB record.
 ///
 /// The nonces are the same 192 random bits each as single draws; only how many are fetched at
-/// a time changes. Each is handed out once (under a lock, so threads sealing parts of one batch
-/// never share one), and a spent chunk is replaced by a fresh draw, so no nonce repeats and
-/// callers still never choose one. The first chunk is drawn by the first seal, not when the
-/// reserve is made, so the thread that takes most nonces (a helper, for a batch) pays for most
-/// draws. A reserve lives for one operation and is never kept across operations or processes.
+/// a time changes. Each is handed out once (under a lock, so threads sealing at once never
+/// share one), and a spent chunk is replaced by a fresh draw, so no nonce repeats and callers
+/// still never choose one. The first chunk is drawn by the first seal, not when the reserve is
+/// made. A reserve lives for one operation and is never kept across operations or processes.
 package final class NonceReserve: Sendable {
     private struct State {
         var bytes: [UInt8]

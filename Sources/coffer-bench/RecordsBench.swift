@@ -254,8 +254,8 @@ struct Baseline {
 /// Wall and CPU time summed over the turns of one side.
 ///
 /// The baseline runs on the calling thread only: its CPU time is that thread's. The store's is
-/// the whole process's over the phase minus the baseline's, because its
-/// helper threads keep spinning a little after its turn ends, into the baseline's turn.
+/// the whole process's over the phase minus the baseline's: the store's work runs on GRDB's
+/// database threads, not the calling one.
 struct Tally {
     var wall = 0.0
     var cpu = 0.0
