@@ -5,7 +5,7 @@ SWIFT ?= swift
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_PACKAGES := libsodium-dev libsqlite3-dev pkg-config sqlite3
 
-.PHONY: deps build demo test bench clean
+.PHONY: deps build demo test test-tsan bench clean
 
 deps:
 	@if ! command -v pkg-config >/dev/null 2>&1 || ! pkg-config --exists libsodium || ! pkg-config --exists sqlite3 || ! command -v sqlite3 >/dev/null 2>&1; then \
@@ -23,9 +23,13 @@ test: deps
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build
 
+# The store's tests under ThreadSanitizer (a build of its own, in .build-tsan).
+test-tsan: deps
+	$(SWIFT) test --scratch-path .build-tsan --sanitize=thread --filter CofferStoreTests
+
 bench: deps
 	$(SWIFT) build -c release --product coffer-bench --scratch-path .build-release
 	.build-release/release/coffer-bench $(BENCH_ARGS)
 
 clean:
-	rm -rf .build .build-release
+	rm -rf .build .build-release .build-tsan

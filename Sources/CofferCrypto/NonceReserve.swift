@@ -1,5 +1,4 @@
 internal import CSodium
-import Synchronization
 
 /// Random nonces for the seals of one operation (a batch of records), drawn from libsodium's
 /// generator (`randombytes_buf`) a chunk at a time instead of one call per seal. On Linux each
@@ -20,12 +19,12 @@ package final class NonceReserve: Sendable {
     }
 
     private let chunk: Int
-    private let state: Mutex<State>
+    private let state: Locked<State>
 
     /// A reserve drawing `chunk` nonces at a time.
     package init(chunk: Int = 64) {
         self.chunk = max(chunk, 1)
-        state = Mutex(State(bytes: [UInt8](repeating: 0, count: self.chunk * XChaCha20Poly1305.nonceByteCount), next: self.chunk))
+        state = Locked(State(bytes: [UInt8](repeating: 0, count: self.chunk * XChaCha20Poly1305.nonceByteCount), next: self.chunk))
     }
 
     /// Nonces handed out so far.

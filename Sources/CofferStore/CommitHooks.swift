@@ -1,5 +1,5 @@
+import CofferCrypto
 import GRDB
-import Synchronization
 
 /// Work a session runs once the write transaction it was queued in commits (or drops when it
 /// rolls back), through one transaction observer per connection, registered the first time.
@@ -20,7 +20,7 @@ final class CommitHooks: TransactionObserver, Sendable {
         weak var db: GRDB.Database?
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     /// Runs `work` after the current write transaction of `db` commits; a rollback drops it.
     func afterCommit(_ db: GRDB.Database, _ work: @escaping @Sendable () -> Void) {

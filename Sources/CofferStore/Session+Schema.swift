@@ -1,7 +1,6 @@
 import CofferCrypto
 import Foundation
 import GRDB
-import Synchronization
 
 extension Session {
     /// The schema of a record type in a zone, from the cache or the database.
@@ -163,7 +162,7 @@ extension Session {
     }
 
     /// Index names already computed (each is a BLAKE2b hash, and every query looks them up).
-    private static let indexNames = Mutex<[SchemaFieldKey: String]>([:])
+    private static let indexNames = Locked<[SchemaFieldKey: String]>([:])
 
     /// Version 1 indexes were (zone_id, expression) and are replaced by version 2 when met.
     static func indexName(recordType: String, field: String, version: Int) -> String {

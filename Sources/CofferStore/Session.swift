@@ -2,7 +2,6 @@ import CofferCrypto
 import CofferVault
 import Foundation
 import GRDB
-import Synchronization
 
 /// One user acting on a store: their vault's keys, and caches of the zone keys and schemas
 /// they have opened. Zone keys are unwrapped once per session and kept in guarded memory.
@@ -15,34 +14,34 @@ public final class Session: Sendable {
     public let store: Store
     public let vault: Vault
     /// Zone row id → key epoch → zone key, each checked against its commitment in the log.
-    let zoneKeys = Mutex<[Int64: [Int64: SymmetricKey]]>([:])
+    let zoneKeys = Locked<[Int64: [Int64: SymmetricKey]]>([:])
     /// (zone row id, record type) → field → spec. Schema entries never change once written.
-    let schemas = Mutex<[SchemaKey: [String: FieldSpec]]>([:])
+    let schemas = Locked<[SchemaKey: [String: FieldSpec]]>([:])
     /// Zone row id → the zone's log as verified so far (see ``ZoneLog``).
-    let logs = Mutex<[Int64: ZoneLog]>([:])
+    let logs = Locked<[Int64: ZoneLog]>([:])
     /// What a write leaves for after its transaction commits (the log it extended, the mark).
     let commitHooks = CommitHooks()
     /// Zone row id → entry seq → a record entry of the log, checked against the verified chain.
-    let commits = Mutex<[Int64: [Int64: VerifiedCommit]]>([:])
+    let commits = Locked<[Int64: [Int64: VerifiedCommit]]>([:])
     /// Zone row id → the context of a row by its commit, type, epoch and whether it has sealed
     /// values (see ``Session/context(_:zone:row:)``), kept between reads. Each is made from the
     /// caches above, so a zone's are dropped whenever its schema or key caches change
     /// (``forgetRowContexts(zoneRowID:)``). One made while another thread changes them may be
     /// kept with the older schema: schemas only grow, so its rows then decode as `.staleSchema`,
     /// which reads the schema afresh and drops the kept contexts: slower once, never wrong.
-    let rowContexts = Mutex<[Int64: [RowContextKey: RowContext]]>([:])
+    let rowContexts = Locked<[Int64: [RowContextKey: RowContext]]>([:])
     /// Decode workers kept between reads (see ``DecodeWorker``).
-    let decodeWorkers = Mutex<[DecodeWorker]>([])
+    let decodeWorkers = Locked<[DecodeWorker]>([])
     /// When ``advanceMark(_:)`` last wrote the marks file (seconds since 1970).
-    let lastMarkSave = Mutex<Double>(Date().timeIntervalSince1970)
+    let lastMarkSave = Locked<Double>(Date().timeIntervalSince1970)
 
     /// Advances of zone logs and marks by the sessions of this process: a counter, and for each
     /// zone uid the counter's value at its last advance. A read notes the counter when it begins
     /// (``read(_:)``), so that a read which began before a zone advanced is known to possibly see
     /// an older head of that zone's log.
-    static let advances = Mutex<(counter: Int, zones: [[UInt8]: Int])>((0, [:]))
+    static let advances = Locked<(counter: Int, zones: [[UInt8]: Int])>((0, [:]))
     /// The counter each running read began at, by its connection.
-    static let readStarts = Mutex<[ObjectIdentifier: Int]>([:])
+    static let readStarts = Locked<[ObjectIdentifier: Int]>([:])
 
     /// Notes that these zones' logs or marks advanced.
     static func noteAdvance(_ zoneUIDs: some Sequence<[UInt8]>) {

@@ -3,7 +3,6 @@ import CofferVault
 import Foundation
 import GRDB
 import Logging
-import Synchronization
 
 /// A Coffer store: one SQLite database (WAL) that several users' sessions act on.
 ///
@@ -24,10 +23,10 @@ public final class Store: Sendable {
     let dbPool: DatabasePool
     let logger: Logger
     /// Names of the query indexes known to exist.
-    let knownIndexes = Mutex<Set<String>>([])
+    let knownIndexes = Locked<Set<String>>([])
     /// User id → the verified contact of a stored card, with the card's hash (see
     /// ``verifiedContact(_:userID:)``).
-    let verifiedCards = Mutex<[String: (digest: [UInt8], contact: Contact)]>([:])
+    let verifiedCards = Locked<[String: (digest: [UInt8], contact: Contact)]>([:])
 
     /// Opens the store at `path`, creating it when `create` is true and no file is there.
     ///

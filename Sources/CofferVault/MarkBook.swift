@@ -1,7 +1,6 @@
 import CofferCrypto
 import Foundation
 import Logging
-import Synchronization
 
 /// A user's high-water marks, one per zone they read or wrote: the newest entry of the zone's
 /// signed log they verified. Kept beside the vault in `<vault file>.marks`, sealed under a key
@@ -44,7 +43,7 @@ public final class MarkBook: Sendable {
     private let userID: String
     private let key: SymmetricKey
     private let logger: Logger
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     init(vaultURL: URL, userID: String, signingSeed: SecureBytes, logger: Logger) throws {
         url = URL(fileURLWithPath: vaultURL.path + ".marks")

@@ -1,7 +1,6 @@
 import CofferCrypto
 import Foundation
 import Logging
-import Synchronization
 
 /// How to unlock a vault.
 public enum VaultUnlock: Sendable {
@@ -53,7 +52,7 @@ public final class Vault: Sendable {
     /// beside the vault. Opening the vault does not read them: the book reads its file when
     /// first used.
     public let marks: MarkBook
-    private let state: Mutex<State>
+    private let state: Locked<State>
     private let logger: Logger
 
     private init(url: URL, state: State, logger: Logger) throws {
@@ -65,7 +64,7 @@ public final class Vault: Sendable {
         self.identity = UserIdentity(name: body.name, email: body.email,
                                      signingKey: signingKey.publicKey, boxKey: boxKey.publicKey)
         self.marks = try MarkBook(vaultURL: url, userID: identity.userID, signingSeed: body.signingSeed, logger: logger)
-        self.state = Mutex(state)
+        self.state = Locked(state)
     }
 
     /// When the identity was created.

@@ -1,7 +1,7 @@
+import CofferCrypto
 import CofferStore
 import CofferVault
 import Foundation
-import Synchronization
 
 /// The acting user's session on the store, and zone arguments resolved against it.
 struct SessionContext {
@@ -23,7 +23,7 @@ struct SessionContext {
     }
 
     /// The sessions this process opened: their marks are written when the command ends.
-    private static let opened = Mutex<[Session]>([])
+    private static let opened = Locked<[Session]>([])
 
     /// Writes the marks (the newest log entry verified, per zone) of every session the command
     /// opened, whether it succeeded or not: what it verified stays verified. A failure to write
