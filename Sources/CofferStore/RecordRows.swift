@@ -224,7 +224,7 @@ final class RowContext: Sendable {
 /// the buffer envelopes are opened in. A session keeps its workers between reads
 /// (``Session/withDecodeWorker(zone:_:)``), one for each read running at the same time; a
 /// worker is used by one read at a time.
-final class DecodeWorker: @unchecked Sendable {
+final class DecodeWorker {
     private(set) var zone: ZoneRow
     private var last: (type: String, schema: [String: FieldSpec], count: Int)?
     private var lastKey: (epoch: Int64, key: SymmetricKey)?
