@@ -141,7 +141,6 @@ extension RecordDatabase {
             let row = try session.zoneRow(db, zone)
             try session.checkCanRead(db, zone: row)
             return try session.schema(db, zoneRowID: row.rowID, recordType: recordType, fresh: true)
-                .mapValues { FieldSchema(type: $0.type, encrypted: $0.encrypted) }
         }
     }
 

@@ -202,7 +202,7 @@ extension StoredRow {
 /// thread (each from a session cache after its first use).
 final class RowContext: Sendable {
     let commit: VerifiedCommit
-    let schema: [String: FieldSpec]
+    let schema: [String: FieldSchema]
     /// The zone key of the row's epoch, when it has sealed values: or why there is none. The
     /// error is raised only once the row passed its commit check, so a tampered epoch column
     /// reads as the damage it is, not as a missing key.
@@ -210,7 +210,7 @@ final class RowContext: Sendable {
     /// `schema.count`, readable from other threads without touching the dictionary's reference count.
     let schemaCount: Int
 
-    init(commit: VerifiedCommit, schema: [String: FieldSpec], key: Result<SymmetricKey, any Error>?) {
+    init(commit: VerifiedCommit, schema: [String: FieldSchema], key: Result<SymmetricKey, any Error>?) {
         self.commit = commit
         self.schema = schema
         self.key = key
@@ -226,7 +226,7 @@ final class RowContext: Sendable {
 /// worker is used by one read at a time.
 final class DecodeWorker {
     private(set) var zone: ZoneRow
-    private var last: (type: String, schema: [String: FieldSpec], count: Int)?
+    private var last: (type: String, schema: [String: FieldSchema], count: Int)?
     private var lastKey: (epoch: Int64, key: SymmetricKey)?
     private var fieldTypes = FieldTypeCache()
     /// Where this worker's envelopes are opened (wiped after each record).
@@ -251,7 +251,7 @@ final class DecodeWorker {
     }
 
     func decode(_ row: StoredRow, _ shared: RowContext) -> DecodeOutcome {
-        let schema: [String: FieldSpec]
+        let schema: [String: FieldSchema]
         // Schemas only grow (a field, once saved, keeps its type): one with as many fields as
         // the context's is the same schema.
         if let last, last.type == row.type, last.count == shared.schemaCount {
@@ -291,7 +291,7 @@ struct FieldTypeCache {
     mutating func begin() { position = 0 }
 
     /// The type of the next field of the row, `key`.
-    mutating func type(of key: String, in schema: [String: FieldSpec]) -> FieldType? {
+    mutating func type(of key: String, in schema: [String: FieldSchema]) -> FieldType? {
         defer { position += 1 }
         if position < keys.count, keys[position] == key { return types[position] }
         guard let type = schema[key]?.type else { return nil }
@@ -329,7 +329,7 @@ extension Session {
     /// signs each field's type); in a commit, the modifier and modification time must be the
     /// commit's author and time (a rewrite by the owner keeps each record's own).
     static func decode(_ row: StoredRow, commit: VerifiedCommit, author: String, creatorID: String, modifierID: String, label: String?,
-                       schema: [String: FieldSpec], key: Result<SymmetricKey, any Error>?, zone: ZoneRow,
+                       schema: [String: FieldSchema], key: Result<SymmetricKey, any Error>?, zone: ZoneRow,
                        final: Bool = false, scratch: UnsafeMutableRawBufferPointer? = nil,
                        fieldTypes: UnsafeMutablePointer<FieldTypeCache>? = nil) -> DecodeOutcome {
         fieldTypes?.pointee.begin()
@@ -360,7 +360,7 @@ extension Session {
     /// once the row matched its entry: opens the sealed values and makes the record.
     @inline(__always)
     private static func opened(_ row: StoredRow, values: [String: RecordValue], sealed: UnsafeRawBufferPointer?, changeTag: String, creatorID: String,
-                               modifierID: String, label: String?, schema: [String: FieldSpec], key: Result<SymmetricKey, any Error>?,
+                               modifierID: String, label: String?, schema: [String: FieldSchema], key: Result<SymmetricKey, any Error>?,
                                zone: ZoneRow, final: Bool, scratch: UnsafeMutableRawBufferPointer?) -> DecodeOutcome {
         do {
             var record = Record(type: row.type, name: row.name, zone: zone.id, parent: row.parent, values: values, encryptedValues: [:])
@@ -465,7 +465,7 @@ extension Session {
     }
 
     /// The type codes of a stored row's plain values, parsed with the schema's types.
-    static func typeCodes(_ plain: UnsafeRawBufferPointer, schema: [String: FieldSpec]) throws -> [UInt8] {
+    static func typeCodes(_ plain: UnsafeRawBufferPointer, schema: [String: FieldSchema]) throws -> [UInt8] {
         try withUnsafeTemporaryAllocation(of: UInt8.self, capacity: Limits.maxFieldsPerRecord) { codes in
             let count = try PlainValuesCodec.decode(plain, typeOf: { schema[$0]?.type }, codes: codes).codes
             return Array(codes[0..<count])

@@ -33,7 +33,7 @@ extension Session {
                 }
             }
             var schema = try self.schema(db, zoneRowID: zone.rowID, recordType: query.recordType)
-            func plainSpec(_ field: String, for use: String) throws -> FieldSpec {
+            func plainSpec(_ field: String, for use: String) throws -> FieldSchema {
                 try Names.validateFieldKey(field)
                 if schema[field] == nil { // another process may have added it since this session cached the schema
                     schema = try self.schema(db, zoneRowID: zone.rowID, recordType: query.recordType, fresh: true)
@@ -142,7 +142,7 @@ extension Session {
         private var previousKeys: [SQLKey?]
         private var previousName: String?
 
-        init(_ query: Query, schema: [String: FieldSpec]) {
+        init(_ query: Query, schema: [String: FieldSchema]) {
             predicates = query.predicates.map { p in
                 (p.field, p.comparison, schema[p.field]?.type, schema[p.field].flatMap { SQLKey(p.value, type: $0.type) })
             }

@@ -26,7 +26,7 @@ final class WriteContext: Sendable {
     let authorLabel: String?
     let time: Double
     /// The schema of each record type of the batch, as cached when the transaction started.
-    let schemas: [String: [String: FieldSpec]]
+    let schemas: [String: [String: FieldSchema]]
     /// The batch's nonces, drawn from libsodium up to 64 at a time (nil: each seal draws its own).
     let nonces: NonceReserve?
     /// The records were weighed against ``Limits/maxRecordBytes`` as given, and are sealed as
@@ -36,7 +36,7 @@ final class WriteContext: Sendable {
     let changeTag: String
 
     init(zone: ZoneRow, key: SymmetricKey, epoch: Int64, seq: Int64, membershipSeq: Int64, authorID: String, authorLabel: String?,
-         time: Double, schemas: [String: [String: FieldSpec]], nonces: NonceReserve? = nil, sized: Bool = false) {
+         time: Double, schemas: [String: [String: FieldSchema]], nonces: NonceReserve? = nil, sized: Bool = false) {
         self.sized = sized
         changeTag = ChangeTag.make(seq)
         self.zone = zone
@@ -276,7 +276,7 @@ extension Session {
             // A saved name supersedes its tombstone, so each name is in the change feed once.
             let hasTombstones = try Bool.fetchOne(db.cachedStatement(sql: "SELECT EXISTS (SELECT 1 FROM record_tombstone WHERE zone_id = ?)"),
                                                   arguments: [zone.rowID]) ?? false
-            var schemas = [String: [String: FieldSpec]]()
+            var schemas = [String: [String: FieldSchema]]()
             // Each type once (a batch is usually of one type: hashed once, not once a record).
             var types = Set<String>(), previous: String?
             for i in records.indices where records[i].recordType != previous {

@@ -4,10 +4,10 @@ import GRDB
 
 extension Session {
     /// The schema of a record type in a zone, from the cache or the database.
-    func schema(_ db: GRDB.Database, zoneRowID: Int64, recordType: String, fresh: Bool = false) throws -> [String: FieldSpec] {
+    func schema(_ db: GRDB.Database, zoneRowID: Int64, recordType: String, fresh: Bool = false) throws -> [String: FieldSchema] {
         let key = SchemaKey(zoneRowID: zoneRowID, recordType: recordType)
         if !fresh, let cached = schemas.withLock({ $0[key] }) { return cached }
-        var fields = [String: FieldSpec]()
+        var fields = [String: FieldSchema]()
         for row in try Row.fetchAll(db, sql: "SELECT field, value_type, encrypted FROM field_schema WHERE zone_id = ? AND record_type = ?",
                                     arguments: [zoneRowID, recordType]) {
             let name: String = try row.required("value_type")
@@ -20,7 +20,7 @@ extension Session {
             guard Names.isIdentifier(field) else {
                 throw StoreError(.integrityFailure, "the schema of \(Names.printable(recordType)) names a field '\(Names.printable(field))' Coffer does not write: the store was changed")
             }
-            fields[field] = FieldSpec(type: type, encrypted: try row.required("encrypted"))
+            fields[field] = FieldSchema(type: type, encrypted: try row.required("encrypted"))
         }
         schemas.withLock { $0[key] = fields }
         forgetRowContexts(zoneRowID: zoneRowID)
@@ -36,7 +36,7 @@ extension Session {
             // Another process may have added fields since this session cached the schema.
             known = try schema(db, zoneRowID: zoneRowID, recordType: record.recordType, fresh: true)
         }
-        var added = [(String, FieldSpec)]()
+        var added = [(String, FieldSchema)]()
         for (fields, encrypted) in [(record.values, false), (record.encryptedValues, true)] {
             for (key, value) in fields {
                 if let spec = known[key] {
@@ -50,7 +50,7 @@ extension Session {
                     if case .list(let items) = value, items.isEmpty {
                         throw StoreError(.invalidArguments, "field '\(key)' of \(record.recordType) is new: its first save needs at least one list element, to fix its type")
                     }
-                    let spec = FieldSpec(type: value.fieldType, encrypted: encrypted)
+                    let spec = FieldSchema(type: value.fieldType, encrypted: encrypted)
                     known[key] = spec
                     added.append((key, spec))
                 }
@@ -83,7 +83,7 @@ extension Session {
     func declareFields(_ db: GRDB.Database, zoneRowID: Int64, _ declarations: [FieldDeclaration]) throws -> Set<String> {
         guard !declarations.isEmpty else { return [] }
         var changed = Set<String>()
-        var known = [String: [String: FieldSpec]]()
+        var known = [String: [String: FieldSchema]]()
         for declaration in declarations {
             let (recordType, field) = (declaration.recordType, declaration.field)
             try Names.validateRecordType(recordType)
@@ -97,7 +97,7 @@ extension Session {
             }
             try db.execute(sql: "INSERT INTO field_schema (zone_id, record_type, field, value_type, encrypted) VALUES (?, ?, ?, ?, ?)",
                            arguments: [zoneRowID, recordType, field, declaration.type.description, declaration.encrypted])
-            known[recordType]?[field] = FieldSpec(type: declaration.type, encrypted: declaration.encrypted)
+            known[recordType]?[field] = FieldSchema(type: declaration.type, encrypted: declaration.encrypted)
             changed.insert(recordType)
         }
         guard !changed.isEmpty else { return [] }
@@ -111,7 +111,7 @@ extension Session {
     }
 
     /// Whether a field saved with `value`, plain or encrypted, agrees with its fixed spec.
-    static func field(_ value: RecordValue, encrypted: Bool, matches spec: FieldSpec) -> Bool {
+    static func field(_ value: RecordValue, encrypted: Bool, matches spec: FieldSchema) -> Bool {
         spec.encrypted == encrypted && Self.value(value, matches: spec.type)
     }
 

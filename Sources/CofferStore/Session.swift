@@ -16,7 +16,7 @@ public final class Session: Sendable {
     /// Zone row id → key epoch → zone key, each checked against its commitment in the log.
     let zoneKeys = Locked<[Int64: [Int64: SymmetricKey]]>([:])
     /// (zone row id, record type) → field → spec. Schema entries never change once written.
-    let schemas = Locked<[SchemaKey: [String: FieldSpec]]>([:])
+    let schemas = Locked<[SchemaKey: [String: FieldSchema]]>([:])
     /// Zone row id → the zone's log as verified so far (see ``ZoneLog``).
     let logs = Locked<[Int64: ZoneLog]>([:])
     /// What a write leaves for after its transaction commits (the log it extended, the mark).
@@ -139,12 +139,6 @@ struct RowContextKey: Hashable {
 struct SchemaKey: Hashable {
     let zoneRowID: Int64
     let recordType: String
-}
-
-/// A field's fixed type and whether it is encrypted.
-struct FieldSpec: Hashable, Sendable {
-    let type: FieldType
-    let encrypted: Bool
 }
 
 /// What a session knows about a zone row while it works on it.

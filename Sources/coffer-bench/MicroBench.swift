@@ -29,9 +29,9 @@ struct MicroBench: ParsableCommand {
         note.values = ["title": .string(row.title), "count": .int(row.count), "date": .date(row.date)]
         note.encryptedValues = ["body": .string(row.body), "n": .int(row.n)]
         let record = note
-        let schema: [String: FieldSpec] = ["title": FieldSpec(type: .string, encrypted: false), "count": FieldSpec(type: .int, encrypted: false),
-                                           "date": FieldSpec(type: .date, encrypted: false), "body": FieldSpec(type: .string, encrypted: true),
-                                           "n": FieldSpec(type: .int, encrypted: true)]
+        let schema: [String: FieldSchema] = ["title": FieldSchema(type: .string, encrypted: false), "count": FieldSchema(type: .int, encrypted: false),
+                                           "date": FieldSchema(type: .date, encrypted: false), "body": FieldSchema(type: .string, encrypted: true),
+                                           "n": FieldSchema(type: .int, encrypted: true)]
         let key = SymmetricKey()
         let zone = ZoneRow(rowID: 1, uid: Array(repeating: 7, count: 16), id: zoneID, sequence: 1, created: Date(), logFormat: 1)
         let context = WriteContext(zone: zone, key: key, epoch: 1, seq: 2, membershipSeq: 1, authorID: String(repeating: "a", count: 32),

@@ -68,9 +68,9 @@ struct RowContextTests {
 
     @Test("a thread's field-type cache gives each key its schema's type, whatever fields and order the rows have")
     func fieldTypeCache() {
-        let schema: [String: FieldSpec] = ["a": FieldSpec(type: .string, encrypted: false), "b": FieldSpec(type: .int, encrypted: false),
-                                           "c": FieldSpec(type: .date, encrypted: false),
-                                           "a_field_name_longer_than_fifteen": FieldSpec(type: .double, encrypted: false)]
+        let schema: [String: FieldSchema] = ["a": FieldSchema(type: .string, encrypted: false), "b": FieldSchema(type: .int, encrypted: false),
+                                           "c": FieldSchema(type: .date, encrypted: false),
+                                           "a_field_name_longer_than_fifteen": FieldSchema(type: .double, encrypted: false)]
         var cache = FieldTypeCache()
         let rows: [[String]] = [["a", "b", "c"], ["a", "b", "c"], ["b", "c"], ["a", "x", "c"], ["c", "b", "a"],
                                 ["a_field_name_longer_than_fifteen", "b"], ["a_field_name_longer_than_fifteen", "b"], ["a", "b", "c", "d"]]

@@ -72,7 +72,7 @@ struct LegacyZone {
         }
         let rows = try Row.fetchAll(db, sql: "SELECT name, type, parent, plain, sealed, epoch, seq, membership_seq, creator_id, created_at, modified_at FROM record WHERE zone_id = ? ORDER BY name",
                                     arguments: [zone.rowID])
-        var schemas = [String: [String: FieldSpec]]()
+        var schemas = [String: [String: FieldSchema]]()
         for r in rows {
             let name: String = try r.required(0), type: String = try r.required(1), parent: String? = try r.optional(2)
             let plain: String = try r.required(3), sealed: Data? = try r.optional(4)
