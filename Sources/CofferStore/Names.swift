@@ -43,14 +43,9 @@ enum Names {
 
     private static func isLetter(_ b: UInt8) -> Bool { (b >= 0x41 && b <= 0x5a) || (b >= 0x61 && b <= 0x7a) }
 
-    /// Whether a free text (a transaction author, a share title) has no control character: C0,
-    /// DEL or C1 (a terminal reads some of them as escape sequences).
-    static func hasNoControls(_ s: String) -> Bool {
-        !s.unicodeScalars.contains { $0.value < 0x20 || (0x7f...0x9f).contains($0.value) }
-    }
-
-    /// The name with control characters escaped, for error messages.
+    /// The name with control characters (C0, DEL and C1: a terminal reads some of them as
+    /// escape sequences) replaced by `?`, for error messages.
     static func printable(_ s: String) -> String {
-        String(s.unicodeScalars.prefix(80).map { $0.value < 0x20 || $0.value == 0x7f ? "?" : Character($0) })
+        String(s.unicodeScalars.prefix(80).map { $0.properties.generalCategory == .control ? "?" : Character($0) })
     }
 }

@@ -1,4 +1,5 @@
 import CofferCrypto
+import CofferVault
 import Foundation
 import GRDB
 
@@ -234,7 +235,7 @@ extension Session {
     /// encoded, sealed, hashed and written in turn, on the calling thread.
     func modify(zone zoneID: ZoneID, saving records: [Record], deleting deletions: [RecordDeletion],
                 policy: SavePolicy, authorLabel: String? = nil, declaring declarations: [FieldDeclaration] = []) throws -> ModifyResult {
-        if let authorLabel, authorLabel.utf8.count > 255 || !Names.hasNoControls(authorLabel) {
+        if let authorLabel, authorLabel.utf8.count > 255 || authorLabel.containsControlCharacters {
             throw StoreError(.invalidArguments, "a transaction author is at most 255 bytes with no control characters")
         }
         let total = records.count + deletions.count

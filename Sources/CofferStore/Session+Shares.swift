@@ -480,7 +480,7 @@ extension Session {
     }
 
     static func validateTitle(_ title: String) throws {
-        guard title.utf8.count <= Limits.maxShareTitleBytes, Names.hasNoControls(title) else {
+        guard title.utf8.count <= Limits.maxShareTitleBytes, !title.containsControlCharacters else {
             throw StoreError(.invalidArguments, "a share title is at most \(Limits.maxShareTitleBytes) bytes with no control characters")
         }
     }

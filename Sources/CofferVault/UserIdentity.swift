@@ -67,5 +67,5 @@ enum IdentityRules {
 extension String {
     /// Whether it holds a control character (C0, DEL or C1: Unicode's `Cc`): names, labels and
     /// services that hold one would break a listing or reach a terminal.
-    var containsControlCharacters: Bool { unicodeScalars.contains { $0.properties.generalCategory == .control } }
+    package var containsControlCharacters: Bool { unicodeScalars.contains { $0.properties.generalCategory == .control } }
 }

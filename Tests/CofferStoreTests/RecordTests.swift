@@ -449,6 +449,17 @@ struct RecordTests {
             }
         }
     }
+
+    @Test("error messages show control characters (C0, DEL, C1) of a rejected name as '?'")
+    func printableNames() {
+        #expect(Names.printable("a\u{1B}[31mb\u{7F}c\u{9B}2Jd\u{85}e") == "a?[31mb?c?2Jd?e")
+        do {
+            try Names.validateRecordType("T\u{9B}x")
+            Issue.record("a record type with a C1 control was accepted")
+        } catch let error as StoreError {
+            #expect(!error.message.unicodeScalars.contains { $0.properties.generalCategory == .control }, "\(error.message)")
+        } catch { Issue.record("\(error)") }
+    }
 }
 
 extension RecordTests {

@@ -1,4 +1,5 @@
 import CofferCrypto
+import CofferVault
 import Foundation
 
 /// The share as its owner states it in a genesis or membership entry. Participants are those
@@ -83,7 +84,7 @@ struct StatePayload: Sendable, Equatable {
         }
         let uid = try r.bytes(16)
         let title = try r.long(max: Limits.maxShareTitleBytes)
-        guard Names.hasNoControls(title) else { throw r.fail("title") }
+        guard !title.containsControlCharacters else { throw r.fail("title") }
         guard let permission = SharePermission(rawValue: Int(try r.u8())) else { throw r.fail("permission") }
         let link = try r.optionalBytes(32)
         guard (link != nil) == (permission != .none) else { throw r.fail("link key") }
@@ -229,7 +230,7 @@ struct RecordsPayload: Sendable {
                     let n = Int(try r.u16())
                     guard n <= 255 else { return nil }
                     let text = try r.utf8(count: n)
-                    guard Names.hasNoControls(text) else { return nil }
+                    guard !text.containsControlCharacters else { return nil }
                     label = text
                 default: return nil
                 }
