@@ -375,7 +375,7 @@ extension Session {
                 guard let key = try key?.get() else { throw StoreError(.internalError, "no key was looked up for record '\(row.name)'") }
                 var sealedValues = [String: RecordValue]()
                 do {
-                    try withAssociatedData(zone: zone, name: row.name, type: row.type, epoch: row.epoch) { ad in
+                    try RecordSealer.withAssociatedData(zone: zone, name: row.name, type: row.type, epoch: row.epoch) { ad in
                         try Envelope.withOpened(sealed, using: key, authenticating: ad, scratch: scratch) { sealedValues = try SealedValuesCodec.decode($0) }
                     }
                 } catch let error as CryptoError {
@@ -415,7 +415,7 @@ extension Session {
     /// passes its own copies).
     static func matches(_ row: StoredRow, _ commit: VerifiedCommit, author: String, modifier: String, zone: ZoneRow,
                         plain: UnsafeRawBufferPointer, plainTypes: UnsafeRawBufferPointer, sealed: UnsafeRawBufferPointer?) -> Bool {
-        let hash = CommitBuilder.recordDigest(zoneUID: zone.uid, name: row.name, type: row.type, parent: row.parent, seq: row.seq,
+        let hash = RecordSealer.versionHash(zoneUID: zone.uid, name: row.name, type: row.type, parent: row.parent, seq: row.seq,
                                               epoch: row.epoch, membershipSeq: row.membershipSeq, creatorID: row.creatorID,
                                               modifierID: row.modifierID, created: row.created, modified: row.modified,
                                               plain: plain, plainTypes: plainTypes, sealed: sealed)
@@ -623,30 +623,5 @@ extension Session {
             n += 1
         }
         return probe ? try statement.step() : false
-    }
-
-    /// Associated data of a record's sealed values (see ``associatedData(zone:name:type:epoch:)``),
-    /// built on the stack: `"coffer.record.v2"`, then the zone uid, owner, name and type (each
-    /// after a two-byte length), then the epoch.
-    static func withAssociatedData<R>(zone: ZoneRow, name: String, type: String, epoch: Int64,
-                                      _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
-        let domain: StaticString = "coffer.record.v2"
-        let owner = zone.id.ownerID
-        let size = domain.utf8CodeUnitCount + 2 + zone.uid.count + 2 + owner.utf8.count + 2 + name.utf8.count + 2 + type.utf8.count + 8
-        return try withUnsafeTemporaryAllocation(byteCount: size, alignment: 8) { buffer in
-            var w = CommitBuilder.HeaderWriter(base: buffer.baseAddress!)
-            func framed(_ bytes: UnsafeRawBufferPointer) {
-                w.u8(UInt8(bytes.count >> 8 & 0xff)); w.u8(UInt8(bytes.count & 0xff)); w.bytes(bytes)
-            }
-            func framed(_ s: String) { var s = s; s.withUTF8 { framed(UnsafeRawBufferPointer($0)) } }
-            w.bytes(UnsafeRawBufferPointer(start: domain.utf8Start, count: domain.utf8CodeUnitCount))
-            zone.uid.withUnsafeBytes { framed($0) }
-            framed(owner)
-            framed(name)
-            framed(type)
-            w.u64(UInt64(bitPattern: epoch))
-            precondition(w.offset == size, "associated data length")
-            return try body(UnsafeRawBufferPointer(buffer))
-        }
     }
 }

@@ -110,12 +110,4 @@ extension Session {
         logs.withLock { _ = $0.removeValue(forKey: zoneRowID) }
         schemas.withLock { cache in cache = cache.filter { $0.key.zoneRowID != zoneRowID } }
     }
-
-    /// Associated data of a record's sealed values: zone uid, owner, record name, record type and
-    /// epoch, each length-prefixed. Moving a ciphertext to another record, zone or epoch makes it
-    /// fail to open. The zone uid is bound to its owner by the zone's first log entry, and no
-    /// store id is bound, so a zone moves between stores whole.
-    static func associatedData(zone: ZoneRow, name: String, type: String, epoch: Int64) -> [UInt8] {
-        withAssociatedData(zone: zone, name: name, type: type, epoch: epoch) { Array($0) }
-    }
 }

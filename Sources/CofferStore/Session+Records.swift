@@ -57,10 +57,8 @@ final class WriteContext: Sendable {
 /// time the writer's): the common case. An update fills in the stored creator and rehashes.
 struct SealedWrite: Sendable {
     var result: Record
-    let plain: [UInt8]
-    let plainTypes: [UInt8]
-    let sealed: [UInt8]?
-    let insertDigest: Digest32
+    /// Stamped as new: an update keeps the stored creator and creation time, and is hashed again.
+    let version: SealedVersion
     let expectedSeq: Int64?
     /// Every field is in the cached schema with its type and encryption: no schema work left.
     let schemaChecked: Bool
@@ -192,16 +190,11 @@ extension Session {
                     && record.encryptedValues.allSatisfy { key, value in schema[key].map { field(value, encrypted: true, matches: $0) } ?? false }
             } ?? false
             let prepared = try prepare(record, zone: context.zone.id, sized: context.sized, typeChecked: schema != nil, keysChecked: checked)
-            let sealed = prepared.sealedPlaintext.map { plaintext in
-                plaintext.withUnsafeBytes { p in
-                    withAssociatedData(zone: context.zone, name: record.name, type: record.recordType, epoch: context.epoch) { ad in
-                        Envelope.sealedBytes(p, using: context.key, keyID: UInt32(truncatingIfNeeded: context.epoch), authenticating: ad,
-                                             nonces: context.nonces)
-                    }
-                }
-            }
-            let digest = digest(of: record, plain: prepared.plain, plainTypes: prepared.plainTypes, sealed: sealed, context: context,
-                                creatorID: context.authorID, created: context.time)
+            let stamp = VersionStamp(name: record.name, type: record.recordType, parent: record.parent, seq: context.seq, epoch: context.epoch,
+                                     membershipSeq: context.membershipSeq, creatorID: context.authorID, modifierID: context.authorID,
+                                     created: context.time, modified: context.time)
+            let version = RecordSealer.seal(stamp, plain: prepared.plain, plainTypes: prepared.plainTypes, sealedPlaintext: prepared.sealedPlaintext,
+                                            key: context.key, zone: context.zone, nonces: context.nonces)
             var result = record
             result.changeTag = context.changeTag
             result.modifierID = context.authorID
@@ -212,22 +205,7 @@ extension Session {
             result.fetchedEncryptedValues = record.encryptedValues
             result.creatorID = context.authorID
             result.created = result.modified
-            return SealedWrite(result: result, plain: prepared.plain, plainTypes: prepared.plainTypes, sealed: sealed, insertDigest: digest,
-                               expectedSeq: prepared.expectedSeq, schemaChecked: checked)
-        }
-    }
-
-    static func digest(of record: Record, plain: [UInt8], plainTypes: [UInt8], sealed: [UInt8]?, context: WriteContext,
-                       creatorID: String, created: Double) -> Digest32 {
-        plain.withUnsafeBytes { p in
-            plainTypes.withUnsafeBytes { t in
-                withOptionalBytes(sealed) { s in
-                    CommitBuilder.recordDigest(zoneUID: context.zone.uid, name: record.name, type: record.recordType, parent: record.parent,
-                                               seq: context.seq, epoch: context.epoch, membershipSeq: context.membershipSeq, creatorID: creatorID,
-                                               modifierID: context.authorID, created: created, modified: context.time, plain: p,
-                                               plainTypes: t, sealed: s)
-                }
-            }
+            return SealedWrite(result: result, version: version, expectedSeq: prepared.expectedSeq, schemaChecked: checked)
         }
     }
 
@@ -275,8 +253,8 @@ extension Session {
             var commit = CommitBuilder(zoneUID: zone.uid, seq: seq, capacity: total)
             try Self.touch(db, zoneRowID: zone.rowID)
             // A saved name supersedes its tombstone, so each name is in the change feed once.
-            let hasTombstones = try Bool.fetchOne(db.cachedStatement(sql: "SELECT EXISTS (SELECT 1 FROM record_tombstone WHERE zone_id = ?)"),
-                                                  arguments: [zone.rowID]) ?? false
+            let table = RecordTable(db: db)
+            let hasTombstones = try table.hasTombstones(zoneRowID: zone.rowID)
             var schemas = [String: [String: FieldSchema]]()
             // Each type once (a batch is usually of one type: hashed once, not once a record).
             var types = Set<String>(), previous: String?
@@ -328,8 +306,8 @@ extension Session {
                 if !write.schemaChecked { try self.applySchema(db, zoneRowID: zone.rowID, record: write.result) }
                 var written = false
                 var stored: (creator: String, created: Double)?
-                try write.plain.withUnsafeBytes { plain in
-                    try Self.withOptionalBytes(write.sealed) { sealed in
+                try write.version.plain.withUnsafeBytes { plain in
+                    try Self.withOptionalBytes(write.version.sealed) { sealed in
                         if write.expectedSeq == nil || policy != .ifServerRecordUnchanged {
                             insert.bind(1, zone.rowID)
                             insert.bind(2, write.result.name)
@@ -379,17 +357,14 @@ extension Session {
                 }
                 if written {
                     if let stored {
-                        commit.addRecord(Self.digest(of: write.result, plain: write.plain, plainTypes: write.plainTypes, sealed: write.sealed, context: context,
-                                                     creatorID: stored.creator, created: stored.created), name: write.result.name)
+                        commit.addRecord(write.version.digest(zoneUID: zone.uid, creatorID: stored.creator, created: stored.created),
+                                         name: write.result.name)
                         write.result.creatorID = stored.creator
                         write.result.created = Date(timeIntervalSince1970: stored.created)
                     } else {
-                        commit.addRecord(write.insertDigest, name: write.result.name)
+                        commit.addRecord(write.version.digest, name: write.result.name)
                     }
-                    if hasTombstones {
-                        try db.cachedStatement(sql: "DELETE FROM record_tombstone WHERE zone_id = ? AND name = ?")
-                            .execute(arguments: [zone.rowID, write.result.name])
-                    }
+                    if hasTombstones { try table.removeTombstone(name: write.result.name, zoneRowID: zone.rowID) }
                     // Moved out of `write` (swapped with an empty record), not copied: a copy
                     // retains and then releases every field.
                     var result = Record(type: "", name: "", zone: ZoneID(name: "", ownerID: ""), parent: nil, values: [:], encryptedValues: [:])
@@ -402,17 +377,10 @@ extension Session {
 
             var deleted = [String]()
             for (deletion, expected) in zip(deletions, deleteSeqs) {
-                // Asked for only when there are deletions: a write's commit hook (a transaction
-                // observer) drops deleting statements from GRDB's cache, so asking for it on
-                // every save would compile it again on every save.
-                try db.cachedStatement(sql: "DELETE FROM record WHERE zone_id = ? AND name = ? AND (? IS NULL OR seq = ?)")
-                    .execute(arguments: [zone.rowID, deletion.name, expected, expected])
-                if db.changesCount == 1 {
+                if try table.delete(name: deletion.name, zoneRowID: zone.rowID, expectedSeq: expected) {
                     deleted.append(deletion.name)
                     commit.addDeletion(name: deletion.name)
-                    try db.cachedStatement(sql: """
-                        INSERT OR REPLACE INTO record_tombstone (zone_id, name, seq, author_id, author_label, deleted_at) VALUES (?, ?, ?, ?, ?, ?)
-                        """).execute(arguments: [zone.rowID, deletion.name, seq, me, authorLabel, now])
+                    try table.addTombstone(name: deletion.name, zoneRowID: zone.rowID, seq: seq, authorID: me, label: authorLabel, time: now)
                 } else if let server = try self.fetchRow(db, zone: zone, name: deletion.name) {
                     failures[deletion.name] = StoreError(.serverRecordChanged, "record '\(deletion.name)' changed since change tag \(deletion.changeTag ?? "?"); fetch it and retry", serverRecord: server)
                 } else {

@@ -98,27 +98,13 @@ extension Session {
     /// version hash to `commit`.
     func writeVersions(_ db: GRDB.Database, zone: ZoneRow, records: [RewrittenRecord], seq: Int64, epoch: Int64, ownerSeq: Int64,
                        key: SymmetricKey, into commit: inout CommitBuilder) throws {
+        let table = RecordTable(db: db)
         for r in records {
-            let sealed = r.sealedPlaintext.map {
-                Envelope.seal($0, using: key, keyID: UInt32(truncatingIfNeeded: epoch),
-                              authenticating: Self.associatedData(zone: zone, name: r.name, type: r.type, epoch: epoch)).bytes
-            }
-            try db.execute(sql: """
-                UPDATE record SET parent = ?, plain = ?, sealed = ?, epoch = ?, seq = ?, membership_seq = ?, creator_id = ?, modifier_id = ?,
-                    created_at = ?, modified_at = ? WHERE zone_id = ? AND name = ? AND type = ?
-                """, arguments: [r.parent, String(decoding: r.plain, as: UTF8.self), sealed.map { Data($0) }, epoch, seq, ownerSeq,
-                                 r.creatorID, r.modifierID, r.created, r.modified, zone.rowID, r.name, r.type])
-            guard db.changesCount == 1 else { throw StoreError(.internalError, "record '\(r.name)' could not be rewritten") }
-            let hash = r.plain.withUnsafeBytes { p in
-                r.plainTypes.withUnsafeBytes { t in
-                    Self.withOptionalBytes(sealed) { s in
-                        CommitBuilder.recordDigest(zoneUID: zone.uid, name: r.name, type: r.type, parent: r.parent, seq: seq, epoch: epoch,
-                                                   membershipSeq: ownerSeq, creatorID: r.creatorID, modifierID: r.modifierID,
-                                                   created: r.created, modified: r.modified, plain: p, plainTypes: t, sealed: s)
-                    }
-                }
-            }
-            commit.addRecord(hash, name: r.name)
+            let stamp = VersionStamp(name: r.name, type: r.type, parent: r.parent, seq: seq, epoch: epoch, membershipSeq: ownerSeq,
+                                     creatorID: r.creatorID, modifierID: r.modifierID, created: r.created, modified: r.modified)
+            let version = RecordSealer.seal(stamp, plain: r.plain, plainTypes: r.plainTypes, sealedPlaintext: r.sealedPlaintext, key: key, zone: zone)
+            try table.replace(version, zoneRowID: zone.rowID)
+            commit.addRecord(version.digest, name: r.name)
         }
     }
 
@@ -143,15 +129,14 @@ extension Session {
                 var targetLog = try self.requireOwner(db, zone: target, to: "receive records").log
                 guard source.rowID != target.rowID else { throw StoreError(.invalidArguments, "the records are already in zone '\(targetName)'") }
                 // The records and, transitively, their children.
+                let table = RecordTable(db: db)
                 var all = [String](), queue = names, seen = Set<String>()
                 while let name = queue.popLast() {
                     guard seen.insert(name).inserted else { continue }
                     all.append(name)
-                    queue += try String.fetchAll(db, sql: "SELECT name FROM record WHERE zone_id = ? AND parent = ?", arguments: [source.rowID, name])
+                    queue += try table.children(of: name, zoneRowID: source.rowID)
                 }
-                let taken = try all.filter { name in
-                    try Bool.fetchOne(db, sql: "SELECT 1 FROM record WHERE zone_id = ? AND name = ?", arguments: [target.rowID, name]) == true
-                }
+                let taken = try all.filter { try table.exists(name: $0, zoneRowID: target.rowID) }
                 guard taken.isEmpty else {
                     throw StoreError(.alreadyExists, "zone '\(targetName)' already has a record named \(taken.sorted().prefix(5).map { "'\($0)'" }.joined(separator: ", ")); nothing was moved")
                 }
@@ -174,32 +159,18 @@ extension Session {
                                         encryptedValues: old.encryptedValues)
                     let prepared = try Self.prepare(record, zone: targetID)
                     try self.applySchema(db, zoneRowID: target.rowID, record: record)
-                    let sealed = prepared.sealedPlaintext.map {
-                        Envelope.seal($0, using: key, keyID: UInt32(truncatingIfNeeded: epoch),
-                                      authenticating: Self.associatedData(zone: target, name: record.name, type: record.recordType, epoch: epoch)).bytes
-                    }
-                    let creator = old.creatorID ?? me, createdAt = old.created?.timeIntervalSince1970 ?? now
-                    try db.execute(sql: """
-                        INSERT INTO record (zone_id, name, type, parent, plain, sealed, epoch, seq, membership_seq, creator_id, modifier_id, created_at, modified_at)
-                        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                        """, arguments: [target.rowID, record.name, record.recordType, record.parent, prepared.plainJSON, sealed.map { Data($0) },
-                                         epoch, seq, state.ownerSeq, creator, me, createdAt, now])
-                    let hash = prepared.plain.withUnsafeBytes { p in
-                        prepared.plainTypes.withUnsafeBytes { t in
-                            Self.withOptionalBytes(sealed) { s in
-                                CommitBuilder.recordDigest(zoneUID: target.uid, name: record.name, type: record.recordType, parent: record.parent,
-                                                           seq: seq, epoch: epoch, membershipSeq: state.ownerSeq, creatorID: creator, modifierID: me,
-                                                           created: createdAt, modified: now, plain: p, plainTypes: t, sealed: s)
-                            }
-                        }
-                    }
-                    added.addRecord(hash, name: record.name)
-                    try db.execute(sql: "DELETE FROM record WHERE zone_id = ? AND name = ?", arguments: [source.rowID, record.name])
+                    // A new version in the target that keeps the record's creator and creation time.
+                    let stamp = VersionStamp(name: record.name, type: record.recordType, parent: record.parent, seq: seq, epoch: epoch,
+                                             membershipSeq: state.ownerSeq, creatorID: old.creatorID ?? me, modifierID: me,
+                                             created: old.created?.timeIntervalSince1970 ?? now, modified: now)
+                    let version = RecordSealer.seal(stamp, plain: prepared.plain, plainTypes: prepared.plainTypes,
+                                                    sealedPlaintext: prepared.sealedPlaintext, key: key, zone: target)
+                    try table.insert(version, zoneRowID: target.rowID)
+                    added.addRecord(version.digest, name: record.name)
+                    _ = try table.delete(name: record.name, zoneRowID: source.rowID)
                     removed.addDeletion(name: record.name)
-                    try db.execute(sql: "DELETE FROM record_tombstone WHERE zone_id = ? AND name = ?", arguments: [target.rowID, record.name])
-                    try db.execute(sql: """
-                        INSERT OR REPLACE INTO record_tombstone (zone_id, name, seq, author_id, author_label, deleted_at) VALUES (?, ?, ?, ?, ?, ?)
-                        """, arguments: [source.rowID, record.name, sourceSeq, me, "coffer.move", now])
+                    try table.removeTombstone(name: record.name, zoneRowID: target.rowID)
+                    try table.addTombstone(name: record.name, zoneRowID: source.rowID, seq: sourceSeq, authorID: me, label: "coffer.move", time: now)
                 }
                 try added.write(db, session: self, zone: target, log: &targetLog, kind: .commit, label: "coffer.move", time: now)
                 try removed.write(db, session: self, zone: source, log: &sourceLog, kind: .commit, label: "coffer.move", time: now)

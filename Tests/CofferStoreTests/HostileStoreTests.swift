@@ -70,7 +70,7 @@ struct HostileStoreTests {
                 for row in try Row.fetchAll(db, sql: "SELECT z.owner_id, z.name, r.name, r.type, r.epoch, r.sealed, z.uid, z.id FROM record r JOIN zone z ON z.id = r.zone_id WHERE r.sealed IS NOT NULL") {
                     let zone = ZoneRow(rowID: row[7], uid: Array(row[6] as Data), id: ZoneID(name: row[1], ownerID: row[0]), sequence: 0,
                                        created: Date(), logFormat: 1)
-                    let ad = Session.associatedData(zone: zone, name: row[2], type: row[3], epoch: row[4])
+                    let ad = RecordSealer.associatedData(zone: zone, name: row[2], type: row[3], epoch: row[4])
                     let opened = try? Envelope(bytes: Array(row[5] as Data)).open(using: key, authenticating: ad)
                     #expect(opened == nil, "record '\(row[2] as String)' is sealed under the attacker's key", sourceLocation: sourceLocation)
                 }

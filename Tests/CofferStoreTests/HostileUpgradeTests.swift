@@ -44,7 +44,7 @@ struct HostileUpgradeTests {
             for row in rows {
                 let zone = ZoneRow(rowID: row[0], uid: Array(row[1] as Data), id: ZoneID(name: row[3], ownerID: row[2]), sequence: 0,
                                    created: Date(), logFormat: 1)
-                let ad = Session.associatedData(zone: zone, name: row[4], type: row[5], epoch: row[6])
+                let ad = RecordSealer.associatedData(zone: zone, name: row[4], type: row[5], epoch: row[6])
                 let opened = try? Envelope(bytes: Array(row[7] as Data)).open(using: key, authenticating: ad)
                 #expect(opened == nil, "record '\(row[4] as String)' is sealed under the earlier key", sourceLocation: sourceLocation)
             }

@@ -11,7 +11,7 @@ import Testing
 struct ShareKeysTests {
     /// Opens a record's sealed blob with `key`, binding `epoch` into the associated data.
     func open(_ blob: [UInt8], key: SymmetricKey, f: ShareFixture, zone: ZoneID, name: String, epoch: Int64) throws -> [UInt8] {
-        let ad = Session.associatedData(zone: try f.zoneRow(zone), name: name, type: "Note", epoch: epoch)
+        let ad = RecordSealer.associatedData(zone: try f.zoneRow(zone), name: name, type: "Note", epoch: epoch)
         return try Envelope(bytes: blob).open(using: key, authenticating: ad)
     }
 

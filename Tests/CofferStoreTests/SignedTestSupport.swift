@@ -128,7 +128,7 @@ func forgeCommit(_ db: Database, zone: ZoneID, signer: Session, name: String, ti
     var sealed: [UInt8]?
     if let body {
         let key = try given ?? signer.zoneKey(db, zone: row, epoch: epoch, state: state.state)
-        let ad = Session.associatedData(zone: row, name: name, type: "Note", epoch: epoch)
+        let ad = RecordSealer.associatedData(zone: row, name: name, type: "Note", epoch: epoch)
         sealed = Envelope.seal(SealedValuesCodec.encode(["body": .string(body)]), using: key,
                                keyID: UInt32(epoch), authenticating: ad).bytes
     }
@@ -136,9 +136,9 @@ func forgeCommit(_ db: Database, zone: ZoneID, signer: Session, name: String, ti
     let hash = plain.withUnsafeBytes { p in
         types.withUnsafeBytes { t in
             Session.withOptionalBytes(sealed) { s in
-                CommitBuilder.recordHash(zoneUID: row.uid, name: name, type: "Note", parent: nil, seq: seq, epoch: epoch,
+                RecordSealer.versionHash(zoneUID: row.uid, name: name, type: "Note", parent: nil, seq: seq, epoch: epoch,
                                          membershipSeq: membership, creatorID: signer.userID, modifierID: signer.userID,
-                                         created: now, modified: now, plain: p, plainTypes: t, sealed: s)
+                                         created: now, modified: now, plain: p, plainTypes: t, sealed: s).bytes
             }
         }
     }
