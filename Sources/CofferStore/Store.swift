@@ -13,7 +13,7 @@ import Logging
 ///
 /// The file is created with mode 0600 if it does not exist. Connections run with foreign
 /// keys and `secure_delete` on; the schema is built by named migrations (see
-/// `Store+Migrations.swift`) that never change once released.
+/// `Storage/SQLite/Store+Migrations.swift`) that never change once released.
 public final class Store: Sendable {
     /// The database file.
     public let url: URL

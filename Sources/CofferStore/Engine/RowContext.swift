@@ -1,0 +1,41 @@
+import CofferCrypto
+
+/// What a row needs besides itself to be checked and opened, looked up on the database
+/// thread (each from a session cache after its first use).
+final class RowContext: Sendable {
+    let commit: VerifiedCommit
+    let schema: [String: FieldSchema]
+    /// The zone key of the row's epoch, when it has sealed values: or why there is none. The
+    /// error is raised only once the row passed its commit check, so a tampered epoch column
+    /// reads as the damage it is, not as a missing key.
+    let key: Result<SymmetricKey, any Error>?
+    /// `schema.count`, readable from other threads without touching the dictionary's reference count.
+    let schemaCount: Int
+
+    init(commit: VerifiedCommit, schema: [String: FieldSchema], key: Result<SymmetricKey, any Error>?) {
+        self.commit = commit
+        self.schema = schema
+        self.key = key
+        schemaCount = schema.count
+    }
+}
+
+/// What a row's context depends on: its commit, epoch, type and whether it has sealed values.
+struct RowContextKey: Hashable {
+    let seq: Int64
+    let epoch: Int64
+    let sealed: Bool
+    let type: String
+
+    init(_ row: StoredRow) {
+        seq = row.seq
+        epoch = row.epoch
+        sealed = row.hasSealed
+        type = row.type
+    }
+}
+
+struct SchemaKey: Hashable {
+    let zoneRowID: Int64
+    let recordType: String
+}
