@@ -36,19 +36,19 @@ public struct RecordDatabase: Sendable {
     @discardableResult
     public func createZone(named name: String) async throws -> ZoneID {
         try requirePrivate()
-        return try session.createZone(named: name).id
+        return await try session.createZone(named: name).id
     }
 
     /// The zones of this database: those you own (private), or those shared with you that you
     /// accepted (shared).
     public func zones() async throws -> [Zone] {
-        scope == .private ? try session.ownedZones() : try session.sharedZones()
+        scope == .private ? try await session.ownedZones() : try await session.sharedZones()
     }
 
     /// Deletes a zone with its records, keys and schema.
     /// - Throws: `.zoneNotFound`, `.permissionFailure`.
     public func deleteZone(_ zone: ZoneID) async throws {
-        try session.deleteZone(zone)
+        await try session.deleteZone(zone)
     }
 
     // MARK: Records
@@ -59,7 +59,7 @@ public struct RecordDatabase: Sendable {
     ///   mismatch; `.limitExceeded`; `.zoneNotFound`; `.permissionFailure`.
     /// - Parameter declarations: fields to fix before the save in its transaction (see ``FieldDeclaration``).
     public func save(_ record: Record, policy: SavePolicy = .ifServerRecordUnchanged, declaring declarations: [FieldDeclaration] = []) async throws -> Record {
-        try session.modify(zone: record.zoneID, saving: [record], deleting: [], policy: policy, authorLabel: transactionAuthor,
+        await try session.modify(zone: record.zoneID, saving: [record], deleting: [], policy: policy, authorLabel: transactionAuthor,
                            declaring: declarations).saved[0]
     }
 
@@ -68,14 +68,14 @@ public struct RecordDatabase: Sendable {
     /// - Parameter declarations: fields to fix in the batch's transaction (see ``FieldDeclaration``).
     public func modify(saving records: [Record], deleting deletions: [RecordDeletion] = [], in zone: ZoneID,
                        policy: SavePolicy = .ifServerRecordUnchanged, declaring declarations: [FieldDeclaration] = []) async throws -> ModifyResult {
-        try session.modify(zone: zone, saving: records, deleting: deletions, policy: policy, authorLabel: transactionAuthor,
+        await try session.modify(zone: zone, saving: records, deleting: deletions, policy: policy, authorLabel: transactionAuthor,
                            declaring: declarations)
     }
 
     /// The record named `name`.
     /// - Throws: `.unknownItem`, `.zoneNotFound`, `.integrityFailure` when its stored bytes fail authentication.
     public func record(named name: String, in zone: ZoneID) async throws -> Record {
-        guard let result = try session.fetch(zone: zone, names: [name])[name] else {
+        guard let result = await try session.fetch(zone: zone, names: [name])[name] else {
             throw StoreError(.unknownItem, "no record '\(name)' in zone '\(zone.name)'")
         }
         return try result.get()
@@ -83,18 +83,18 @@ public struct RecordDatabase: Sendable {
 
     /// Several records by name; each name maps to its record or its error.
     public func records(named names: [String], in zone: ZoneID) async throws -> [String: Result<Record, StoreError>] {
-        try session.fetch(zone: zone, names: names)
+        await try session.fetch(zone: zone, names: names)
     }
 
     /// Deletes one record, only if it is still at `changeTag` when one is given.
     public func delete(recordNamed name: String, in zone: ZoneID, ifMatch changeTag: String? = nil) async throws {
-        _ = try session.modify(zone: zone, saving: [], deleting: [RecordDeletion(name: name, ifMatch: changeTag)],
+        _ = await try session.modify(zone: zone, saving: [], deleting: [RecordDeletion(name: name, ifMatch: changeTag)],
                                policy: .ifServerRecordUnchanged, authorLabel: transactionAuthor)
     }
 
     /// One page of the records of a type that match a query on plain fields.
     public func query(_ query: Query, in zone: ZoneID, cursor: QueryCursor? = nil) async throws -> QueryResult {
-        try session.query(query, zone: zone, cursor: cursor)
+        await try session.query(query, zone: zone, cursor: cursor)
     }
 
     private func requirePrivate() throws {
@@ -137,7 +137,7 @@ extension RecordDatabase {
     public func schema(of recordType: String, in zone: ZoneID) async throws -> [String: FieldSchema] {
         try Names.validateRecordType(recordType)
         let session = self.session
-        return try session.read { db in
+        return await try session.read { db in
             let row = try session.zoneRow(db, zone)
             try session.checkCanRead(db, zone: row)
             return try session.schema(db, zoneRowID: row.rowID, recordType: recordType, fresh: true)
@@ -149,7 +149,7 @@ extension RecordDatabase {
     /// To fix a field only if a save succeeds, pass a ``FieldDeclaration`` to the save instead.
     public func defineField(_ field: String, of recordType: String, type: FieldType, encrypted: Bool, in zone: ZoneID) async throws {
         let session = self.session
-        try session.store.write { db in
+        await try session.store.write { db in
             let row = try session.zoneRow(db, zone)
             try session.checkCanWrite(db, zone: row)
             _ = try session.declareFields(db, zoneRowID: row.rowID, [FieldDeclaration(field, of: recordType, type: type, encrypted: encrypted)])
@@ -161,7 +161,7 @@ extension RecordDatabase {
     public func recordTypes(named names: [String], in zone: ZoneID) async throws -> [String: String] {
         for name in names { try Names.validateRecord(name) }
         let session = self.session
-        return try session.read { db in
+        return await try session.read { db in
             let row = try session.zoneRow(db, zone)
             try session.checkCanRead(db, zone: row)
             var types = [String: String]()
@@ -184,7 +184,7 @@ extension RecordDatabase {
     public func ensureIndex(recordType: String, fields: [String]) async throws {
         try Names.validateRecordType(recordType)
         for field in fields { try Names.validateFieldKey(field) }
-        try session.ensureIndexes(recordType: recordType, fields: fields)
+        await try session.ensureIndexes(recordType: recordType, fields: fields)
     }
 
     /// Every record of a zone, in pages ordered by name: pass the last name of a page as
@@ -192,7 +192,7 @@ extension RecordDatabase {
     public func records(in zone: ZoneID, after name: String? = nil, limit: Int = 400) async throws -> [Record] {
         precondition(limit > 0, "limit must be positive")
         let session = self.session
-        return try session.read { db in
+        return await try session.read { db in
             let row = try session.zoneRow(db, zone)
             try session.checkCanRead(db, zone: row)
             let statement = try RawStatement(db.cachedStatement(sql: "SELECT \(Session.recordColumns) FROM record WHERE zone_id = ? AND name > ? ORDER BY name LIMIT ?"),

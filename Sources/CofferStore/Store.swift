@@ -136,13 +136,26 @@ public final class Store: Sendable {
         }
     }
 
-    /// Runs a read, mapping database errors to ``StoreError``.
-    func read<T: Sendable>(_ body: @Sendable (Database) throws -> T) throws -> T {
+    /// Runs a read on one of GRDB's reader connections, suspending the caller until it is done
+    /// (the calling thread is not blocked), and maps database errors to ``StoreError``.
+    func read<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
+        do { return try await dbPool.read(body) } catch { throw Self.map(error) }
+    }
+
+    /// Runs a write transaction on GRDB's writer connection, suspending the caller while it
+    /// waits its turn and runs, and maps database errors to ``StoreError``.
+    func write<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
+        do { return try await dbPool.write(body) } catch { throw Self.map(error) }
+    }
+
+    /// ``read(_:)`` on the calling thread, for the synchronous entry points (opening a store or
+    /// a session, adding a contact), which block as their signatures say.
+    func readBlocking<T: Sendable>(_ body: (Database) throws -> T) throws -> T {
         do { return try dbPool.read(body) } catch { throw Self.map(error) }
     }
 
-    /// Runs a write transaction, mapping database errors to ``StoreError``.
-    func write<T: Sendable>(_ body: @Sendable (Database) throws -> T) throws -> T {
+    /// ``write(_:)`` on the calling thread, for the synchronous entry points.
+    func writeBlocking<T: Sendable>(_ body: (Database) throws -> T) throws -> T {
         do { return try dbPool.write(body) } catch { throw Self.map(error) }
     }
 

@@ -368,7 +368,7 @@ struct NullRowTests {
             #expect(!shown.url.contains("#"), "\(shown.url)")
             let row = try f.zoneRow(zone)
             let error = shareExpectErrorSync(.integrityFailure) {
-                try alice.read { db in
+                try alice.readBlocking { db in
                     _ = try alice.linkSecret(db, zone: row, state: try alice.zoneState(db, zone: row))
                     return true
                 }

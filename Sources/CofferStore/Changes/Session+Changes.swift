@@ -4,11 +4,11 @@ import GRDB
 extension Session {
     /// The zone's changes after `token` (from the beginning when nil), at most `limit` items
     /// (changed records plus deletions) per page, in commit order.
-    func zoneChanges(_ zoneID: ZoneID, since token: ChangeToken?, limit: Int) throws -> ZoneChanges {
+    func zoneChanges(_ zoneID: ZoneID, since token: ChangeToken?, limit: Int) async throws -> ZoneChanges {
         guard (1...Limits.maxQueryLimit).contains(limit) else {
             throw StoreError(.invalidArguments, "a change page holds 1 to \(Limits.maxQueryLimit) items")
         }
-        return try read { db in
+        return try await read { db in
             let zone = try self.zoneRow(db, zoneID)
             let access = try self.checkCanRead(db, zone: zone)
             let state = access.state
@@ -98,10 +98,10 @@ extension Session {
     }
 
     /// Zones changed or gone since `token` in the private (owned) or shared (accepted) database.
-    func databaseChanges(_ scope: RecordDatabase.Scope, since token: ChangeToken?) throws -> DatabaseChanges {
+    func databaseChanges(_ scope: RecordDatabase.Scope, since token: ChangeToken?) async throws -> DatabaseChanges {
         let me = userID
         let kind: ChangeToken.Kind = scope == .private ? .privateDatabase : .sharedDatabase
-        return try read { db in
+        return try await read { db in
             guard let counter = try Row.fetchOne(db, sql: "SELECT db_seq, compacted_db_seq FROM store_counter WHERE id = 1") else {
                 throw StoreError(.integrityFailure, "the store has no change counter (its row was deleted): the store was changed")
             }
@@ -145,8 +145,8 @@ extension Session {
 
     /// Forgets the zone's deletion history up to commit `horizon` (owner only). Afterwards,
     /// tokens older than the horizon fail with `.changeTokenExpired`. Returns the tombstones removed.
-    func compactHistory(zone zoneID: ZoneID, through horizon: Int64) throws -> Int {
-        try store.write { db in
+    func compactHistory(zone zoneID: ZoneID, through horizon: Int64) async throws -> Int {
+        try await store.write { db in
             let zone = try self.zoneRow(db, zoneID)
             let state = try self.requireOwner(db, zone: zone, to: "compact its history").state
             let h = min(horizon, state.headSeq)
@@ -174,18 +174,18 @@ extension RecordDatabase {
     ///   `.zoneNotFound` for a token of a deleted zone; `.changeTokenExpired` for one older than
     ///   the compacted history (fetch everything afresh then).
     public func changes(in zone: ZoneID, since token: ChangeToken?, limit: Int = 400) async throws -> ZoneChanges {
-        try session.zoneChanges(zone, since: token, limit: limit)
+        await try session.zoneChanges(zone, since: token, limit: limit)
     }
 
     /// Zones of this database that changed or went away since `token`.
     public func databaseChanges(since token: ChangeToken?) async throws -> DatabaseChanges {
-        try session.databaseChanges(scope, since: token)
+        await try session.databaseChanges(scope, since: token)
     }
 
     /// Drops deletion history up to commit `horizon` (owner only); older tokens then expire.
     @discardableResult
     public func compactHistory(of zone: ZoneID, through horizon: Int64) async throws -> Int {
-        try session.compactHistory(zone: zone, through: horizon)
+        await try session.compactHistory(zone: zone, through: horizon)
     }
 
     /// A live stream of a zone's changes after `token`: each element is a non-empty page of at

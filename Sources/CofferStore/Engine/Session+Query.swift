@@ -2,7 +2,7 @@ import Foundation
 import GRDB
 
 extension Session {
-    func query(_ query: Query, zone zoneID: ZoneID, cursor: QueryCursor?) throws -> QueryResult {
+    func query(_ query: Query, zone zoneID: ZoneID, cursor: QueryCursor?) async throws -> QueryResult {
         try Names.validateRecordType(query.recordType)
         if let limit = query.limit, !(1...Limits.maxQueryLimit).contains(limit) {
             throw StoreError(.invalidArguments, "a query limit is between 1 and \(Limits.maxQueryLimit)")
@@ -13,7 +13,7 @@ extension Session {
         let known = store.knownIndexes.withLock { $0 }
         let allIndexed = fields.allSatisfy { Names.isIdentifier($0) && known.contains(Self.indexName(recordType: query.recordType, field: $0)) }
         if !fields.isEmpty && !allIndexed {
-            let valid: Bool = try read { db in
+            let valid: Bool = try await read { db in
                 let zone = try self.zoneRow(db, zoneID)
                 try self.checkCanRead(db, zone: zone)
                 let schema = try self.schema(db, zoneRowID: zone.rowID, recordType: query.recordType, fresh: true)
@@ -22,9 +22,9 @@ extension Session {
                 }
             }
             // An invalid query is refused by the read below, with the reason; it never creates an index.
-            if valid { try ensureIndexes(recordType: query.recordType, fields: fields.sorted()) }
+            if valid { await try ensureIndexes(recordType: query.recordType, fields: fields.sorted()) }
         }
-        return try read { db in
+        return try await read { db in
             let zone = try self.zoneRow(db, zoneID)
             try self.checkCanRead(db, zone: zone)
             if let cursor {

@@ -121,7 +121,7 @@ extension Session {
     /// Saves and deletes records of one zone atomically: all or nothing. Each record is
     /// encoded, sealed, hashed and written in turn, on the calling thread.
     func modify(zone zoneID: ZoneID, saving records: [Record], deleting deletions: [RecordDeletion],
-                policy: SavePolicy, authorLabel: String? = nil, declaring declarations: [FieldDeclaration] = []) throws -> ModifyResult {
+                policy: SavePolicy, authorLabel: String? = nil, declaring declarations: [FieldDeclaration] = []) async throws -> ModifyResult {
         if let authorLabel, authorLabel.utf8.count > 255 || authorLabel.containsControlCharacters {
             throw StoreError(.invalidArguments, "a transaction author is at most 255 bytes with no control characters")
         }
@@ -150,7 +150,7 @@ extension Session {
         // batch can use: a single save draws one).
         let nonces = NonceReserve(chunk: min(64, records.count))
 
-        return try store.write { db in
+        return try await store.write { db in
             let zone = try self.zoneRow(db, zoneID)
             let access = try self.checkCanWrite(db, zone: zone)
             var log = access.log
@@ -449,8 +449,8 @@ extension Session {
         return try bytes.withUnsafeBytes { try body($0) }
     }
 
-    func fetch(zone zoneID: ZoneID, names: [String]) throws -> [String: Result<Record, StoreError>] {
-        try read { db in
+    func fetch(zone zoneID: ZoneID, names: [String]) async throws -> [String: Result<Record, StoreError>] {
+        try await read { db in
             let zone = try self.zoneRow(db, zoneID)
             try self.checkCanRead(db, zone: zone)
             let statement = try RawStatement(db.cachedStatement(sql: "SELECT \(Self.recordColumns) FROM record WHERE zone_id = ? AND name = ?"))

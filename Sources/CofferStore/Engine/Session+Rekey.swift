@@ -13,11 +13,11 @@ extension Session {
     /// it did not verify as current. The records are then
     /// re-sealed in rewrites of 400 (owner-signed log entries that keep each record's creator,
     /// modifier and times; each batch verifies its records again). Returns the number re-sealed.
-    func rekeyRecords(zone zoneID: ZoneID, progress: (_ done: Int, _ total: Int) -> Void) throws -> Int {
+    func rekeyRecords(zone zoneID: ZoneID, progress: (_ done: Int, _ total: Int) -> Void) async throws -> Int {
         let statement = "SELECT \(Self.recordColumns) FROM record WHERE zone_id = ? AND sealed IS NOT NULL AND epoch < ? ORDER BY name"
         // Each name's latest entry in the log: a row must be its name's latest version, not an
         // older signed one put back (which a re-key would otherwise sign again as current).
-        var (total, latest, through) = try read { db -> (Int, [String: LatestVersion], Int64) in
+        var (total, latest, through) = try await read { db -> (Int, [String: LatestVersion], Int64) in
             let zone = try self.zoneRow(db, zoneID)
             let access = try self.requireOwner(db, zone: zone, to: "re-key it")
             var latest = [String: LatestVersion]()
@@ -40,7 +40,7 @@ extension Session {
         while true {
             let known = (latest, through)
             let count: Int
-            (count, latest, through) = try store.write { db -> (Int, [String: LatestVersion], Int64) in
+            (count, latest, through) = try await store.write { db -> (Int, [String: LatestVersion], Int64) in
                 let zone = try self.zoneRow(db, zoneID)
                 var log = try self.requireOwner(db, zone: zone, to: "re-key it").log
                 let current = log.state.epoch
@@ -113,16 +113,16 @@ extension Session {
     /// does before sharing. Each record is read verified from the source, written to the target
     /// in a commit that keeps its creator and creation time, and deleted from the source in a
     /// commit. Returns the names moved.
-    func moveRecords(named names: [String], from sourceID: ZoneID, to targetName: String) throws -> (ZoneID, [String]) {
+    func moveRecords(named names: [String], from sourceID: ZoneID, to targetName: String) async throws -> (ZoneID, [String]) {
         for name in names { try Names.validateRecord(name) }
         let me = userID
         var created: Zone?
-        if try read({ db in try Bool.fetchOne(db, sql: "SELECT 1 FROM zone WHERE owner_id = ? AND name = ?", arguments: [me, targetName]) }) != true {
-            created = try createZone(named: targetName)
+        if try await read({ db in try Bool.fetchOne(db, sql: "SELECT 1 FROM zone WHERE owner_id = ? AND name = ?", arguments: [me, targetName]) }) != true {
+            created = await try createZone(named: targetName)
         }
         let targetID = ZoneID(name: targetName, ownerID: me)
         do {
-            let moved: [String] = try store.write { db in
+            let moved: [String] = try await store.write { db in
                 let source = try self.zoneRow(db, sourceID)
                 let target = try self.zoneRow(db, targetID)
                 var sourceLog = try self.requireOwner(db, zone: source, to: "move its records").log
@@ -180,19 +180,19 @@ extension Session {
             }
             return (targetID, moved)
         } catch {
-            if created != nil { try? deleteZone(targetID) } // nothing moved: do not leave an empty zone behind
+            if created != nil { await try? deleteZone(targetID) } // nothing moved: do not leave an empty zone behind
             throw error
         }
     }
 
     /// Zones shared with this user that they accepted and may read now.
-    func sharedZones() throws -> [Zone] { try sharedZoneAccess().zones }
+    func sharedZones() async throws -> [Zone] { try await sharedZoneAccess().zones }
 
     /// ``sharedZones()``, and the zones shared with this user that are refused because their log
     /// fails verification (`.integrityFailure`): left out of the list, reported by `audit`.
-    func sharedZoneAccess() throws -> (zones: [Zone], refused: [(ZoneID, StoreError)]) {
+    func sharedZoneAccess() async throws -> (zones: [Zone], refused: [(ZoneID, StoreError)]) {
         let me = userID
-        return try read { db in
+        return try await read { db in
             var refused = [(ZoneID, StoreError)]()
             let rows = try Row.fetchAll(db, sql: """
                 SELECT z.*, (SELECT count(*) FROM record r WHERE r.zone_id = z.id) AS record_count

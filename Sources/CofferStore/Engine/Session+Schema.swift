@@ -174,17 +174,17 @@ extension Session {
 extension Session {
     /// Makes sure the expression index of each plain field exists, creating the missing ones in
     /// a write transaction (a one-time cost that grows with the number of records of the type).
-    func ensureIndexes(recordType: String, fields: [String]) throws {
+    func ensureIndexes(recordType: String, fields: [String]) async throws {
         let names = fields.map { (field: $0, index: Self.indexName(recordType: recordType, field: $0)) }
         let known = store.knownIndexes.withLock { $0 }
         let missing = names.filter { !known.contains($0.index) }
         guard !missing.isEmpty else { return }
-        let existing = Set(try store.read { db in
+        let existing = Set(try await store.read { db in
             try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'index' AND name LIKE 'record_field_%'")
         })
         let toCreate = missing.filter { !existing.contains($0.index) }
         if !toCreate.isEmpty {
-            try store.write { db in
+            try await store.write { db in
                 for item in toCreate {
                     try db.execute(sql: Self.indexSQL(recordType: recordType, field: item.field))
                     try db.execute(sql: "DROP INDEX IF EXISTS \(Self.indexName(recordType: recordType, field: item.field, version: 1))")

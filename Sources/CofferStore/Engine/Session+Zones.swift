@@ -4,14 +4,14 @@ import Foundation
 import GRDB
 
 extension Session {
-    func createZone(named name: String) throws -> Zone {
+    func createZone(named name: String) async throws -> Zone {
         try Names.validateZone(name)
         let zoneKey = SymmetricKey()
         let uid = SecureRandom.bytes(count: 16)
         let wrapped = Self.wrapZoneKey(zoneKey, zoneUID: uid, epoch: 1, to: vault.boxKey.publicKey)
         let owner = userID
         let now = Date()
-        let rowID: Int64 = try store.write { db in
+        let rowID: Int64 = try await store.write { db in
             if try Bool.fetchOne(db, sql: "SELECT 1 FROM zone WHERE owner_id = ? AND name = ?", arguments: [owner, name]) == true {
                 throw StoreError(.alreadyExists, "zone '\(name)' already exists")
             }
@@ -57,13 +57,13 @@ extension Session {
     }
 
     /// The zones this user owns whose log verifies.
-    func ownedZones() throws -> [Zone] { try ownedZoneAccess().zones }
+    func ownedZones() async throws -> [Zone] { try await ownedZoneAccess().zones }
 
     /// ``ownedZones()``, and the owned zones refused because their log fails verification
     /// (`.integrityFailure`): left out of the list, reported by `audit`.
-    func ownedZoneAccess() throws -> (zones: [Zone], refused: [(ZoneID, StoreError)]) {
+    func ownedZoneAccess() async throws -> (zones: [Zone], refused: [(ZoneID, StoreError)]) {
         let owner = userID
-        return try read { db in
+        return try await read { db in
             var refused = [(ZoneID, StoreError)]()
             let zones = try Row.fetchAll(db, sql: """
                 SELECT z.*, (SELECT count(*) FROM record r WHERE r.zone_id = z.id) AS record_count
@@ -82,9 +82,9 @@ extension Session {
         }
     }
 
-    func deleteZone(_ zoneID: ZoneID) throws {
+    func deleteZone(_ zoneID: ZoneID) async throws {
         let me = userID
-        let (rowID, uid): (Int64, [UInt8]) = try store.write { db in
+        let (rowID, uid): (Int64, [UInt8]) = try await store.write { db in
             let zone = try self.zoneRow(db, zoneID)
             guard zone.id.ownerID == me else {
                 throw StoreError(.permissionFailure, "only the owner can delete zone '\(zoneID.name)'")

@@ -19,7 +19,7 @@ extension Session {
     /// upgraded.
     func upgradeLegacyZones() throws {
         let me = userID
-        let legacy = try read { db in
+        let legacy = try readBlocking { db in
             try Row.fetchAll(db, sql: "SELECT * FROM zone WHERE owner_id = ? AND log_format = 0 ORDER BY id", arguments: [me]).map(ZoneRow.init)
         }
         for zone in legacy {
@@ -34,7 +34,7 @@ extension Session {
     }
 
     private func upgrade(_ listed: ZoneRow) throws {
-        try store.write { db in
+        try store.writeBlocking { db in
             // Another process may have upgraded it since.
             guard let row = try Row.fetchOne(db, sql: "SELECT * FROM zone WHERE id = ?", arguments: [listed.rowID]) else { return }
             let zone = try ZoneRow(row: row)

@@ -230,9 +230,20 @@ extension Session {
     /// Runs a read transaction that may see an older head than this session verified, when
     /// another of its operations advanced a log after the read began (see ``zoneLog(_:zone:)``).
     /// Every read of the session goes through here; writes (which see the latest state) do not.
-    func read<T: Sendable>(_ body: @Sendable (GRDB.Database) throws -> T) throws -> T {
+    func read<T: Sendable>(_ body: @escaping @Sendable (GRDB.Database) throws -> T) async throws -> T {
         let generation = Session.advances.withLock { $0.counter }
-        return try store.read { db in
+        return try await store.read { db in
+            let id = ObjectIdentifier(db)
+            Session.readStarts.withLock { $0[id] = generation }
+            defer { Session.readStarts.withLock { _ = $0.removeValue(forKey: id) } }
+            return try body(db)
+        }
+    }
+
+    /// ``read(_:)`` on the calling thread, for the synchronous entry points (opening a session).
+    func readBlocking<T: Sendable>(_ body: (GRDB.Database) throws -> T) throws -> T {
+        let generation = Session.advances.withLock { $0.counter }
+        return try store.readBlocking { db in
             let id = ObjectIdentifier(db)
             Session.readStarts.withLock { $0[id] = generation }
             defer { Session.readStarts.withLock { _ = $0.removeValue(forKey: id) } }

@@ -6,9 +6,9 @@ import GRDB
 extension Session {
     // MARK: - Owner operations
 
-    func createShare(zone zoneID: ZoneID, title: String, publicPermission: SharePermission) throws -> Share {
+    func createShare(zone zoneID: ZoneID, title: String, publicPermission: SharePermission) async throws -> Share {
         try Self.validateTitle(title)
-        return try store.write { db in
+        return try await store.write { db in
             let zone = try self.zoneRow(db, zoneID)
             var log = try self.requireOwner(db, zone: zone, to: "share it").log
             guard log.state.share == nil else {
@@ -26,10 +26,10 @@ extension Session {
         }
     }
 
-    func addParticipant(_ who: String, permission: SharePermission, zone zoneID: ZoneID) throws -> Share {
+    func addParticipant(_ who: String, permission: SharePermission, zone zoneID: ZoneID) async throws -> Share {
         guard permission != .none else { throw StoreError(.invalidArguments, "a participant's permission is read-only or read-write") }
         let contact = try store.contact(matching: who)
-        return try store.write { db in
+        return try await store.write { db in
             let (zone, log0, loaded) = try self.ownedShare(db, zoneID, to: "add participants")
             var log = log0, share = loaded
             guard share.publicPermission == .none else {
@@ -55,10 +55,10 @@ extension Session {
         }
     }
 
-    func setPermission(_ who: String, permission: SharePermission, zone zoneID: ZoneID) throws -> Share {
+    func setPermission(_ who: String, permission: SharePermission, zone zoneID: ZoneID) async throws -> Share {
         guard permission != .none else { throw StoreError(.invalidArguments, "to take away access, remove the participant") }
         let contact = try store.contact(matching: who)
-        return try store.write { db in
+        return try await store.write { db in
             let (zone, log0, loaded) = try self.ownedShare(db, zoneID, to: "change permissions")
             var log = log0, share = loaded
             guard let p = share.participants[contact.userID], p.status != .removed, p.role == .privateUser else {
@@ -70,8 +70,8 @@ extension Session {
         }
     }
 
-    func setPublicPermission(_ permission: SharePermission, zone zoneID: ZoneID) throws -> Share {
-        try store.write { db in
+    func setPublicPermission(_ permission: SharePermission, zone zoneID: ZoneID) async throws -> Share {
+        try await store.write { db in
             let (zone, log0, loaded) = try self.ownedShare(db, zoneID, to: "change the public permission")
             var log = log0, share = loaded
             let old = share.publicPermission
@@ -118,9 +118,9 @@ extension Session {
         }
     }
 
-    func removeParticipant(_ who: String, zone zoneID: ZoneID) throws -> Share {
+    func removeParticipant(_ who: String, zone zoneID: ZoneID) async throws -> Share {
         let contact = try store.contact(matching: who)
-        return try store.write { db in
+        return try await store.write { db in
             let (zone, log0, loaded) = try self.ownedShare(db, zoneID, to: "remove participants")
             var log = log0, share = loaded
             guard share.publicPermission == .none else {
@@ -139,8 +139,8 @@ extension Session {
         }
     }
 
-    func stopShare(zone zoneID: ZoneID) throws {
-        try store.write { db in
+    func stopShare(zone zoneID: ZoneID) async throws {
+        try await store.write { db in
             let (zone, log0, _) = try self.ownedShare(db, zoneID, to: "stop sharing it")
             var log = log0
             try Self.zoneGone(db, zone: zone, for: log.state.readers.filter { $0 != zone.id.ownerID }, reason: "share stopped")
@@ -153,12 +153,12 @@ extension Session {
 
     // MARK: - Participant operations
 
-    func accept(url: ShareURL) throws -> Share {
+    func accept(url: ShareURL) async throws -> Share {
         guard url.storeID == store.storeID else {
             throw StoreError(.unknownItem, "this share URL belongs to another store (id \(Hex.encode(url.storeID)))")
         }
         let me = userID
-        return try store.write { db in
+        return try await store.write { db in
             // The URL names the share; the zone is the one whose verified log holds that share
             // (the `share_uid` column only finds it).
             var found: (ZoneRow, ZoneLog)?
@@ -215,9 +215,9 @@ extension Session {
         }
     }
 
-    func leave(zone zoneID: ZoneID) throws {
+    func leave(zone zoneID: ZoneID) async throws {
         let me = userID
-        try store.write { db in
+        try await store.write { db in
             let zone = try self.zoneRow(db, zoneID)
             guard zone.id.ownerID != me else {
                 throw StoreError(.invalidArguments, "you own zone '\(zoneID.name)'; stop the share instead ('coffer share stop')")
@@ -240,8 +240,8 @@ extension Session {
 
     // MARK: - Reading shares
 
-    func loadShare(zone zoneID: ZoneID) throws -> Share {
-        try read { db in
+    func loadShare(zone zoneID: ZoneID) async throws -> Share {
+        try await read { db in
             let zone = try self.zoneRow(db, zoneID)
             let state = try self.zoneState(db, zone: zone)
             guard state.share != nil else {
@@ -254,9 +254,9 @@ extension Session {
     }
 
     /// Shares this user owns, and shares they take part in or are invited to.
-    func shares() throws -> [Share] {
+    func shares() async throws -> [Share] {
         let me = userID
-        return try read { db in
+        return try await read { db in
             var result = [Share]()
             let rows = try Row.fetchAll(db, sql: """
                 SELECT z.* FROM zone z

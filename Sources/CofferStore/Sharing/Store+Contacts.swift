@@ -28,13 +28,13 @@ extension Store {
         // Read first: every session adds its own card, and a card already stored must not need
         // the write lock (reads go on while another process writes).
         let userID = identity.userID
-        if let stored = try read({ db in try self.verifiedContact(db, userID: userID) }) {
+        if let stored = try readBlocking({ db in try self.verifiedContact(db, userID: userID) }) {
             if stored.identity.boxKey != identity.boxKey {
                 throw StoreError(.invalidArguments, "the card of \(identity.name) (\(userID)) has other keys than the card this store holds for that user id; a user id keeps its keys, so this card is refused")
             }
             if stored.cardCreated >= card.created { return .unchanged }
         }
-        return try write { db in
+        return try writeBlocking { db in
             if let stored = try self.verifiedContact(db, userID: userID) {
                 guard stored.identity.boxKey == identity.boxKey else {
                     throw StoreError(.invalidArguments, "the card of \(identity.name) (\(userID)) has other keys than the card this store holds for that user id")
@@ -69,7 +69,7 @@ extension Store {
     /// Every contact whose stored card verifies, by name. A row whose card does not verify is
     /// left out (``verifiedContact(_:userID:)`` reports it).
     public func contacts() throws -> [Contact] {
-        try read { db in
+        try readBlocking { db in
             try String.fetchAll(db, sql: "SELECT user_id FROM contact").compactMap { try? self.verifiedContact(db, userID: $0) }
                 .sorted { ($0.name.lowercased(), $0.userID) < ($1.name.lowercased(), $1.userID) }
         }
@@ -80,7 +80,7 @@ extension Store {
     /// - Throws: ``StoreError`` `.unknownItem` when none matches, `.invalidArguments` when a
     ///   name or email matches several (use the user id then).
     public func contact(matching who: String) throws -> Contact {
-        try read { db in
+        try readBlocking { db in
             if let contact = try? self.verifiedContact(db, userID: who.lowercased()) { return contact }
             for field in ["email", "name"] {
                 let candidates = try String.fetchAll(db, sql: "SELECT user_id FROM contact WHERE \(field) = ? COLLATE NOCASE", arguments: [who])
@@ -125,7 +125,7 @@ extension Store {
 
     /// ``verifiedContact(_:userID:)`` in a read of its own.
     func verifiedContact(userID: String) throws -> Contact? {
-        try read { db in try self.verifiedContact(db, userID: userID) }
+        try readBlocking { db in try self.verifiedContact(db, userID: userID) }
     }
 
     /// The verified contact of a user id, or `.unknownItem`.
