@@ -36,7 +36,7 @@ public struct RecordDatabase: Sendable {
     @discardableResult
     public func createZone(named name: String) async throws -> ZoneID {
         try requirePrivate()
-        return await try session.createZone(named: name).id
+        return try await session.createZone(named: name).id
     }
 
     /// The zones of this database: those you own (private), or those shared with you that you
@@ -48,7 +48,8 @@ public struct RecordDatabase: Sendable {
     /// Deletes a zone with its records, keys and schema.
     /// - Throws: `.zoneNotFound`, `.permissionFailure`.
     public func deleteZone(_ zone: ZoneID) async throws {
-        await try session.deleteZone(zone)
+        try requireScope(zone)
+        return try await session.deleteZone(zone)
     }
 
     // MARK: Records
@@ -59,7 +60,8 @@ public struct RecordDatabase: Sendable {
     ///   mismatch; `.limitExceeded`; `.zoneNotFound`; `.permissionFailure`.
     /// - Parameter declarations: fields to fix before the save in its transaction (see ``FieldDeclaration``).
     public func save(_ record: Record, policy: SavePolicy = .ifServerRecordUnchanged, declaring declarations: [FieldDeclaration] = []) async throws -> Record {
-        await try session.modify(zone: record.zoneID, saving: [record], deleting: [], policy: policy, authorLabel: transactionAuthor,
+        try requireScope(record.zoneID)
+        return try await session.modify(zone: record.zoneID, saving: [record], deleting: [], policy: policy, authorLabel: transactionAuthor,
                            declaring: declarations).saved[0]
     }
 
@@ -68,14 +70,16 @@ public struct RecordDatabase: Sendable {
     /// - Parameter declarations: fields to fix in the batch's transaction (see ``FieldDeclaration``).
     public func modify(saving records: [Record], deleting deletions: [RecordDeletion] = [], in zone: ZoneID,
                        policy: SavePolicy = .ifServerRecordUnchanged, declaring declarations: [FieldDeclaration] = []) async throws -> ModifyResult {
-        await try session.modify(zone: zone, saving: records, deleting: deletions, policy: policy, authorLabel: transactionAuthor,
+        try requireScope(zone)
+        return try await session.modify(zone: zone, saving: records, deleting: deletions, policy: policy, authorLabel: transactionAuthor,
                            declaring: declarations)
     }
 
     /// The record named `name`.
     /// - Throws: `.unknownItem`, `.zoneNotFound`, `.integrityFailure` when its stored bytes fail authentication.
     public func record(named name: String, in zone: ZoneID) async throws -> Record {
-        guard let result = await try session.fetch(zone: zone, names: [name])[name] else {
+        try requireScope(zone)
+        guard let result = try await session.fetch(zone: zone, names: [name])[name] else {
             throw StoreError(.unknownItem, "no record '\(name)' in zone '\(zone.name)'")
         }
         return try result.get()
@@ -83,18 +87,35 @@ public struct RecordDatabase: Sendable {
 
     /// Several records by name; each name maps to its record or its error.
     public func records(named names: [String], in zone: ZoneID) async throws -> [String: Result<Record, StoreError>] {
-        await try session.fetch(zone: zone, names: names)
+        try requireScope(zone)
+        return try await session.fetch(zone: zone, names: names)
     }
 
     /// Deletes one record, only if it is still at `changeTag` when one is given.
     public func delete(recordNamed name: String, in zone: ZoneID, ifMatch changeTag: String? = nil) async throws {
-        _ = await try session.modify(zone: zone, saving: [], deleting: [RecordDeletion(name: name, ifMatch: changeTag)],
+        try requireScope(zone)
+        _ = try await session.modify(zone: zone, saving: [], deleting: [RecordDeletion(name: name, ifMatch: changeTag)],
                                policy: .ifServerRecordUnchanged, authorLabel: transactionAuthor)
     }
 
     /// One page of the records of a type that match a query on plain fields.
     public func query(_ query: Query, in zone: ZoneID, cursor: QueryCursor? = nil) async throws -> QueryResult {
-        await try session.query(query, zone: zone, cursor: cursor)
+        try requireScope(zone)
+        return try await session.query(query, zone: zone, cursor: cursor)
+    }
+
+    /// Refuses a zone outside this database: the private database holds the zones this user
+    /// owns, the shared database the zones others own (CloudKit keeps them apart the same way).
+    /// - Throws: `.zoneNotFound`, naming the database the zone is in.
+    func requireScope(_ zone: ZoneID) throws {
+        let mine = zone.ownerID == session.userID
+        switch scope {
+        case .private where !mine:
+            throw StoreError(.zoneNotFound, "zone '\(zone.name)' is not in your private database: it is owned by \(zone.ownerID); use the shared database")
+        case .shared where mine:
+            throw StoreError(.zoneNotFound, "zone '\(zone.name)' is not in your shared database: you own it; use the private database")
+        default: break
+        }
     }
 
     private func requirePrivate() throws {
@@ -135,9 +156,10 @@ public struct FieldDeclaration: Sendable, Hashable {
 extension RecordDatabase {
     /// The fields of a record type in a zone, as fixed by their first saves.
     public func schema(of recordType: String, in zone: ZoneID) async throws -> [String: FieldSchema] {
+        try requireScope(zone)
         try Names.validateRecordType(recordType)
         let session = self.session
-        return await try session.read { db in
+        return try await session.read { db in
             let row = try session.zoneRow(db, zone)
             try session.checkCanRead(db, zone: row)
             return try session.schema(db, zoneRowID: row.rowID, recordType: recordType, fresh: true)
@@ -148,8 +170,9 @@ extension RecordDatabase {
     /// CloudKit's schema does). A field already fixed must agree, or `.invalidArguments`.
     /// To fix a field only if a save succeeds, pass a ``FieldDeclaration`` to the save instead.
     public func defineField(_ field: String, of recordType: String, type: FieldType, encrypted: Bool, in zone: ZoneID) async throws {
+        try requireScope(zone)
         let session = self.session
-        await try session.store.write { db in
+        try await session.store.write { db in
             let row = try session.zoneRow(db, zone)
             try session.checkCanWrite(db, zone: row)
             _ = try session.declareFields(db, zoneRowID: row.rowID, [FieldDeclaration(field, of: recordType, type: type, encrypted: encrypted)])
@@ -159,9 +182,10 @@ extension RecordDatabase {
     /// The type of each named record that exists in the zone (names without a record are left
     /// out). Reads names and types only: nothing is decrypted.
     public func recordTypes(named names: [String], in zone: ZoneID) async throws -> [String: String] {
+        try requireScope(zone)
         for name in names { try Names.validateRecord(name) }
         let session = self.session
-        return await try session.read { db in
+        return try await session.read { db in
             let row = try session.zoneRow(db, zone)
             try session.checkCanRead(db, zone: row)
             var types = [String: String]()
@@ -184,15 +208,16 @@ extension RecordDatabase {
     public func ensureIndex(recordType: String, fields: [String]) async throws {
         try Names.validateRecordType(recordType)
         for field in fields { try Names.validateFieldKey(field) }
-        await try session.ensureIndexes(recordType: recordType, fields: fields)
+        try await session.ensureIndexes(recordType: recordType, fields: fields)
     }
 
     /// Every record of a zone, in pages ordered by name: pass the last name of a page as
     /// `after` to get the next. An empty page means the end.
     public func records(in zone: ZoneID, after name: String? = nil, limit: Int = 400) async throws -> [Record] {
+        try requireScope(zone)
         precondition(limit > 0, "limit must be positive")
         let session = self.session
-        return await try session.read { db in
+        return try await session.read { db in
             let row = try session.zoneRow(db, zone)
             try session.checkCanRead(db, zone: row)
             let statement = try RawStatement(db.cachedStatement(sql: "SELECT \(Session.recordColumns) FROM record WHERE zone_id = ? AND name > ? ORDER BY name LIMIT ?"),

@@ -65,6 +65,12 @@ public final class Session: Sendable {
     /// The zones others shared with this user and that they accepted.
     public var sharedDatabase: RecordDatabase { RecordDatabase(session: self, scope: .shared) }
 
+    /// The database that holds `zone`: ``privateDatabase`` for a zone this user owns,
+    /// ``sharedDatabase`` for one another user owns.
+    public func database(for zone: ZoneID) -> RecordDatabase {
+        zone.ownerID == userID ? privateDatabase : sharedDatabase
+    }
+
     /// Writes this user's high-water marks (the newest log entry verified, per zone) to the marks
     /// file beside the vault, when they advanced since the last write. Call it when a unit of
     /// work ends (the command line does, after every command); sessions also write them when

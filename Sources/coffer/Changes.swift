@@ -46,7 +46,7 @@ extension Coffer {
                 return
             }
             let zoneID = try context.zone(zone!)
-            let db = context.db
+            let db = context.db(zoneID)
             if follow {
                 var position = token
                 // Catch up first, then watch.

@@ -184,7 +184,9 @@ struct ZoneTests {
             await expectStoreError(.zoneNotFound) { try await bobDB.schema(of: "Note", in: zone) }
             await expectStoreError(.zoneNotFound) { try await bobDB.save(makeRecord("Note", "x", in: zone, plain: ["a": 1])) }
             await expectStoreError(.zoneNotFound) { try await bobDB.delete(recordNamed: "secret", in: zone) }
-            let error = await expectStoreError(.permissionFailure) { try await bobDB.deleteZone(zone) }
+            // Alice's zone is not in Bob's private database; in his shared one, only its deletion names the rule.
+            await expectStoreError(.zoneNotFound) { try await bobDB.deleteZone(zone) }
+            let error = await expectStoreError(.permissionFailure) { try await bob.sharedDatabase.deleteZone(zone) }
             #expect(error?.message.contains("for alice") == false)
             #expect(try await f.db.zones().map(\.recordCount) == [1])
             #expect(try await f.db.record(named: "secret", in: zone).encryptedValues["body"] == "for alice")

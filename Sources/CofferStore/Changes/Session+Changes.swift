@@ -174,18 +174,20 @@ extension RecordDatabase {
     ///   `.zoneNotFound` for a token of a deleted zone; `.changeTokenExpired` for one older than
     ///   the compacted history (fetch everything afresh then).
     public func changes(in zone: ZoneID, since token: ChangeToken?, limit: Int = 400) async throws -> ZoneChanges {
-        await try session.zoneChanges(zone, since: token, limit: limit)
+        try requireScope(zone)
+        return try await session.zoneChanges(zone, since: token, limit: limit)
     }
 
     /// Zones of this database that changed or went away since `token`.
     public func databaseChanges(since token: ChangeToken?) async throws -> DatabaseChanges {
-        await try session.databaseChanges(scope, since: token)
+        try await session.databaseChanges(scope, since: token)
     }
 
     /// Drops deletion history up to commit `horizon` (owner only); older tokens then expire.
     @discardableResult
     public func compactHistory(of zone: ZoneID, through horizon: Int64) async throws -> Int {
-        await try session.compactHistory(zone: zone, through: horizon)
+        try requireScope(zone)
+        return try await session.compactHistory(zone: zone, through: horizon)
     }
 
     /// A live stream of a zone's changes after `token`: each element is a non-empty page of at

@@ -40,14 +40,14 @@ extension Session {
     /// each text in UTF-8, UTF-16, base64 and hex, and reports where one appears.
     public func audit(plaintexts: [String] = [], progress: @Sendable (String) -> Void = { _ in }) async throws -> AuditReport {
         var report = AuditReport()
-        let owned = await try ownedZoneAccess()
-        let shared = await try sharedZoneAccess()
+        let owned = try await ownedZoneAccess()
+        let shared = try await sharedZoneAccess()
         // Zones refused by reads (a log that fails verification or does not extend what this
         // user saw) are audited too: `zone list` leaves them out, audit says why.
         await report.findings += try read { db in try self.auditContacts(db) }
         for zone in owned.zones.map(\.id) + owned.refused.map(\.0) + shared.zones.map(\.id) + shared.refused.map(\.0) {
             progress("zone \(zone.name)")
-            let part: AuditReport = await try read { db in try self.auditZone(db, zone) }
+            let part: AuditReport = try await read { db in try self.auditZone(db, zone) }
             report.findings += part.findings
             report.zones += part.zones
             report.shares += part.shares

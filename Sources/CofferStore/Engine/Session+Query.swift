@@ -22,7 +22,7 @@ extension Session {
                 }
             }
             // An invalid query is refused by the read below, with the reason; it never creates an index.
-            if valid { await try ensureIndexes(recordType: query.recordType, fields: fields.sorted()) }
+            if valid { try await ensureIndexes(recordType: query.recordType, fields: fields.sorted()) }
         }
         return try await read { db in
             let zone = try self.zoneRow(db, zoneID)

@@ -118,7 +118,7 @@ extension Session {
         let me = userID
         var created: Zone?
         if try await read({ db in try Bool.fetchOne(db, sql: "SELECT 1 FROM zone WHERE owner_id = ? AND name = ?", arguments: [me, targetName]) }) != true {
-            created = await try createZone(named: targetName)
+            created = try await createZone(named: targetName)
         }
         let targetID = ZoneID(name: targetName, ownerID: me)
         do {

@@ -15,69 +15,69 @@ extension Session {
     /// link secret and anyone holding it may join with that permission.
     /// - Throws: `.alreadyExists` when the zone is shared already; `.permissionFailure` when you do not own it.
     public func share(zone: ZoneID, title: String = "", publicPermission: SharePermission = .none) async throws -> Share {
-        await try createShare(zone: zone, title: title, publicPermission: publicPermission)
+        try await createShare(zone: zone, title: title, publicPermission: publicPermission)
     }
 
     /// Moves records and their children into a zone of their own (created if needed) and shares
     /// it, or adds them to the zone of an existing share. Returns the share.
     public func share(records names: [String], in zone: ZoneID, intoZoneNamed target: String, title: String = "",
                       publicPermission: SharePermission = .none) async throws -> Share {
-        let (targetID, _) = await try moveRecords(named: names, from: zone, to: target)
+        let (targetID, _) = try await moveRecords(named: names, from: zone, to: target)
         if let existing = await try? loadShare(zone: targetID) { return existing }
-        return await try createShare(zone: targetID, title: title, publicPermission: publicPermission)
+        return try await createShare(zone: targetID, title: title, publicPermission: publicPermission)
     }
 
     /// Invites a contact (by email, user id or name) with a permission: the zone key is wrapped to them.
     public func addParticipant(_ who: String, permission: SharePermission, to zone: ZoneID) async throws -> Share {
-        await try addParticipant(who, permission: permission, zone: zone)
+        try await addParticipant(who, permission: permission, zone: zone)
     }
 
     /// Changes a named participant's permission.
     public func setPermission(_ permission: SharePermission, for who: String, in zone: ZoneID) async throws -> Share {
-        await try setPermission(who, permission: permission, zone: zone)
+        try await setPermission(who, permission: permission, zone: zone)
     }
 
     /// Changes the public permission (CloudKit's rules: going public removes pending named
     /// participants; back to none removes everyone who joined by the link and rotates the key).
     public func setPublicPermission(_ permission: SharePermission, in zone: ZoneID) async throws -> Share {
-        await try setPublicPermission(permission, zone: zone)
+        try await setPublicPermission(permission, zone: zone)
     }
 
     /// Removes a participant and rotates the zone key: they can open nothing written afterwards.
     public func removeParticipant(_ who: String, from zone: ZoneID) async throws -> Share {
-        await try removeParticipant(who, zone: zone)
+        try await removeParticipant(who, zone: zone)
     }
 
     /// Ends the share: the records stay, unshared, under a new zone key.
     public func stopSharing(zone: ZoneID) async throws {
-        await try stopShare(zone: zone)
+        try await stopShare(zone: zone)
     }
 
     /// Accepts a share URL as the acting user: as an invited participant, or through the
     /// public link. Afterwards the zone is in ``sharedDatabase``.
     public func acceptShare(url: String) async throws -> Share {
-        await try accept(url: ShareURL(string: url))
+        try await accept(url: ShareURL(string: url))
     }
 
     /// Stops taking part in a share; the zone leaves ``sharedDatabase``.
     public func leaveShare(zone: ZoneID) async throws {
-        await try leave(zone: zone)
+        try await leave(zone: zone)
     }
 
     /// The share of a zone (owner, participant, or invitee).
     public func fetchShare(in zone: ZoneID) async throws -> Share {
-        await try loadShare(zone: zone)
+        try await loadShare(zone: zone)
     }
 
     /// Shares you own and shares you take part in or are invited to.
     public func fetchShares() async throws -> [Share] {
-        await try shares()
+        try await shares()
     }
 
     /// The shares of one database, as Core Data's `fetchShares(in:)` for a store: in the private
     /// database the shares you own, in the shared database those you take part in or are invited to.
     public func fetchShares(in database: RecordDatabase.Scope) async throws -> [Share] {
-        await try shares().filter { (database == .private) == ($0.zoneID.ownerID == userID) }
+        try await shares().filter { (database == .private) == ($0.zoneID.ownerID == userID) }
     }
 
     /// The shares of the given zones that exist and are visible to you.
@@ -91,7 +91,7 @@ extension Session {
 
     /// Re-seals every record under the current key epoch and deletes older keys (owner only).
     public func rekey(zone: ZoneID, progress: @Sendable (_ done: Int, _ total: Int) -> Void = { _, _ in }) async throws -> Int {
-        await try rekeyRecords(zone: zone, progress: progress)
+        try await rekeyRecords(zone: zone, progress: progress)
     }
 
     /// Whether you own the zone.
@@ -99,7 +99,7 @@ extension Session {
 
     /// Whether the zone has a share.
     public func isShared(_ zone: ZoneID) async throws -> Bool {
-        await try read { db in try self.zoneState(db, zone: try self.zoneRow(db, zone)).share != nil }
+        try await read { db in try self.zoneState(db, zone: try self.zoneRow(db, zone)).share != nil }
     }
 
     /// Whether you may create, change and delete records in the zone now.

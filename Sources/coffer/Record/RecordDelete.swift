@@ -14,7 +14,7 @@ extension Coffer.RecordCommand {
         func run() async throws {
             let context = try SessionContext(global, createStore: false)
             let zoneID = try context.zone(zone)
-            try await context.db.delete(recordNamed: name, in: zoneID, ifMatch: ifMatch)
+            try await context.db(zoneID).delete(recordNamed: name, in: zoneID, ifMatch: ifMatch)
             if global.json {
                 try Output.json(["deleted": name, "zone": zoneID.name])
             } else {

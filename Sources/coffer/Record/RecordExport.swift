@@ -18,12 +18,12 @@ extension Coffer.RecordCommand {
             var count = 0
             var schemas = [String: [String: FieldSchema]]()
             while true {
-                let page = try await context.db.records(in: zoneID, after: after, limit: 400)
+                let page = try await context.db(zoneID).records(in: zoneID, after: after, limit: 400)
                 guard let last = page.last else { break }
                 var out = Data()
                 for record in page {
                     if schemas[record.recordType] == nil {
-                        schemas[record.recordType] = try await context.db.schema(of: record.recordType, in: zoneID)
+                        schemas[record.recordType] = try await context.db(zoneID).schema(of: record.recordType, in: zoneID)
                     }
                     out += try RecordOutput.data(RecordOutput.jsonObject(record, context: context, schema: schemas[record.recordType]), pretty: false)
                     out.append(0x0a)

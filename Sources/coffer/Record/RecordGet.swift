@@ -13,8 +13,8 @@ extension Coffer.RecordCommand {
         func run() async throws {
             let context = try SessionContext(global, createStore: false)
             let zoneID = try context.zone(zone)
-            let record = try await context.db.record(named: name, in: zoneID)
-            let schema = try await context.db.schema(of: record.recordType, in: zoneID)
+            let record = try await context.db(zoneID).record(named: name, in: zoneID)
+            let schema = try await context.db(zoneID).schema(of: record.recordType, in: zoneID)
             if global.json {
                 try RecordOutput.printJSON(RecordOutput.jsonObject(record, context: context, schema: schema))
             } else {

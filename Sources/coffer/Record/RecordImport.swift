@@ -56,7 +56,7 @@ extension Coffer.RecordCommand {
                         throw CLIError(ExitStatus.dataError, "record '\(record.name)' appears twice")
                     }
                     if kinds[record.recordType] == nil {
-                        kinds[record.recordType] = (try? await context.db.schema(of: record.recordType, in: zoneID)) ?? [:]
+                        kinds[record.recordType] = (try? await context.db(zoneID).schema(of: record.recordType, in: zoneID)) ?? [:]
                     }
                     for (fields, encrypted) in [(record.values, false), (record.encryptedValues, true)] {
                         for (key, value) in fields {
@@ -96,7 +96,7 @@ extension Coffer.RecordCommand {
             // A record that exists keeps its type, and a parent is in the file or in the zone:
             // checked against the zone before any save.
             let outside = Set(records.compactMap(\.parent)).subtracting(names)
-            let existing = try await context.db.recordTypes(named: records.map(\.name) + outside.sorted(), in: zoneID)
+            let existing = try await context.db(zoneID).recordTypes(named: records.map(\.name) + outside.sorted(), in: zoneID)
             for (i, record) in records.enumerated() {
                 if let type = existing[record.name], type != record.recordType {
                     throw CLIError(ExitStatus.dataError, "line \(lineNumbers[i]): record '\(record.name)' exists as type \(type); its type cannot change to \(record.recordType) (delete it first); nothing was imported")
@@ -125,7 +125,7 @@ extension Coffer.RecordCommand {
                 }
                 do {
                     let declarations = newEmptyLists.filter { (start..<end).contains($0.record) }.map(\.declaration)
-                    _ = try await context.db.modify(saving: Array(records[start..<end]), in: zoneID, policy: .allKeys, declaring: declarations)
+                    _ = try await context.db(zoneID).modify(saving: Array(records[start..<end]), in: zoneID, policy: .allKeys, declaring: declarations)
                 } catch let e as StoreError {
                     if progress { Output.note("") }
                     let detail = e.partialErrors.isEmpty ? e.message : e.partialErrors.sorted { $0.key < $1.key }.prefix(3).map { "\($0.key): \($0.value.message)" }.joined(separator: "; ")
@@ -212,7 +212,7 @@ extension Coffer.RecordCommand {
                 }
             }
             if schemas[type] == nil {
-                schemas[type] = (try? await context.db.schema(of: type, in: zone)) ?? [:]
+                schemas[type] = (try? await context.db(zone).schema(of: type, in: zone)) ?? [:]
             }
             var record = Record(type: type, name: name, zone: zone)
             if let parent = object["parent"], !(parent is NSNull) {

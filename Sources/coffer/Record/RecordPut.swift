@@ -46,7 +46,7 @@ extension Coffer.RecordCommand {
             let secretFields = secretTyped.map { ($0.key, $0.value) }
             let context = try SessionContext(global, createStore: false)
             let zoneID = try context.zone(zone)
-            let db = context.db
+            let db = context.db(zoneID)
             var record: Record
             var policy = SavePolicy.allKeys
             if merge && ifMatch == nil {

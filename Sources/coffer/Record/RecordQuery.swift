@@ -36,7 +36,7 @@ extension Coffer.RecordCommand {
         func run() async throws {
             let context = try SessionContext(global, createStore: false)
             let zoneID = try context.zone(zone)
-            let schema = try await context.db.schema(of: type, in: zoneID)
+            let schema = try await context.db(zoneID).schema(of: type, in: zoneID)
             var query = CofferStore.Query(recordType: type, limit: limit)
             for condition in conditions {
                 query.predicates.append(try Self.predicate(condition, schema: schema, type: type))
@@ -48,7 +48,7 @@ extension Coffer.RecordCommand {
                 }
                 query.sort.append(.init(parts[0], ascending: parts.count == 1 || parts[1] == "asc"))
             }
-            let result = try await context.db.query(query, in: zoneID, cursor: try cursor.map(QueryCursor.init(token:)))
+            let result = try await context.db(zoneID).query(query, in: zoneID, cursor: try cursor.map(QueryCursor.init(token:)))
             if global.json {
                 try RecordOutput.printJSON([
                     "records": result.records.map { RecordOutput.jsonObject($0, context: context, schema: schema) },

@@ -36,7 +36,11 @@ struct SessionContext {
         }
     }
 
+    /// The private database: the zones this user owns.
     var db: RecordDatabase { session.privateDatabase }
+
+    /// The database that holds `zone`: private for a zone this user owns, shared otherwise.
+    func db(_ zone: ZoneID) -> RecordDatabase { session.database(for: zone) }
 
     /// `NAME` (a zone I own) or `NAME@OWNER`, where OWNER is a user id, email or contact name.
     /// Zone names cannot contain `@`, so the first `@` splits.

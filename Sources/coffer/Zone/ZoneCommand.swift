@@ -69,7 +69,7 @@ extension Coffer.ZoneCommand {
         func run() async throws {
             let context = try SessionContext(global, createStore: false)
             let id = try context.zone(zone)
-            try await context.db.deleteZone(id)
+            try await context.db(id).deleteZone(id)
             if global.json {
                 try Output.json(["deleted": id.name])
             } else {
