@@ -95,11 +95,13 @@ package struct JSONReader {
 
     private mutating func object() throws(Failure) -> JSONValue {
         try enter()
-        var members = [String: JSONValue](minimumCapacity: 8)
+        var members = [(key: String, value: JSONValue)]()
         if i < p.count, p[i] == UInt8(ascii: "}") {
             i += 1; depth -= 1
-            return .object(members)
+            return .object(JSONObject(members))
         }
+        // Keys seen, for objects too large to scan for a repeat.
+        var seen: Set<String>?
         while true {
             guard i < p.count, p[i] == UInt8(ascii: "\"") else { throw .invalid }
             let key = try string()
@@ -108,13 +110,18 @@ package struct JSONReader {
             i += 1
             skipSpace()
             let v = try value()
-            if members.updateValue(v, forKey: key) != nil, duplicate == nil { duplicate = key }
+            if duplicate == nil {
+                if members.count == 16 { seen = Set(members.map(\.key)) }
+                let repeated = seen != nil ? !seen!.insert(key).inserted : members.contains { $0.key == key }
+                if repeated { duplicate = key }
+            }
+            members.append((key, v))
             skipSpace()
             guard i < p.count else { throw .invalid }
             if p[i] == UInt8(ascii: ",") { i += 1; skipSpace(); continue }
             guard p[i] == UInt8(ascii: "}") else { throw .invalid }
             i += 1; depth -= 1
-            return .object(members)
+            return .object(JSONObject(members))
         }
     }
 

@@ -3,7 +3,7 @@
 ///
 /// ```swift
 /// let value = try JSONReader.parse(Array(#"{"n": 1, "d": 1.0}"#.utf8))
-/// // .object(["n": .integer(1), "d": .number(1.0)])
+/// // .object(JSONObject([("n", .integer(1)), ("d", .number(1.0))]))
 /// ```
 package enum JSONValue: Sendable, Equatable {
     case null
@@ -16,7 +16,8 @@ package enum JSONValue: Sendable, Equatable {
     /// A number written with a fraction or an exponent.
     case number(Double)
     case array([JSONValue])
-    case object([String: JSONValue])
+    /// An object's members in document order.
+    case object(JSONObject)
 
     /// The value of any number as a double (`nil` for other values).
     package var doubleValue: Double? {
@@ -25,5 +26,27 @@ package enum JSONValue: Sendable, Equatable {
         case .bigInteger(_, let d), .number(let d): return d
         default: return nil
         }
+    }
+}
+
+/// A JSON object's members in document order (a key the document repeats appears twice: the
+/// reader reports it, and a lookup finds the first). Records' objects are small: a lookup scans them,
+/// which beats hashing every key.
+package struct JSONObject: Sendable, Equatable {
+    package var members: [(key: String, value: JSONValue)]
+
+    package init(_ members: [(key: String, value: JSONValue)] = []) { self.members = members }
+
+    package subscript(key: String) -> JSONValue? {
+        for member in members where member.key == key { return member.value }
+        return nil
+    }
+
+    package var keys: [String] { members.map(\.key) }
+    package var count: Int { members.count }
+
+    /// Equal members, in any order.
+    package static func == (a: JSONObject, b: JSONObject) -> Bool {
+        a.count == b.count && a.members.allSatisfy { b[$0.key] == $0.value }
     }
 }

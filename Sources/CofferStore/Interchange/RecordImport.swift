@@ -51,40 +51,49 @@ public struct RecordImport: Sendable {
     ///   errors for a record that would not save, `.zoneNotFound`.
     public init(jsonLines: Data, into zone: ZoneID, of database: RecordDatabase) async throws {
         self.zone = zone
+        let lines: [(number: Int, range: Range<Int>)] = jsonLines.withUnsafeBytes { Self.lines($0) }
+        // Each line is read, typed and checked on its own, in parallel chunks; then, in file
+        // order, each line's outcome is taken with the checks that depend on earlier lines.
+        let chunk = max(2_000, (lines.count + ProcessInfo.processInfo.activeProcessorCount - 1) / max(1, ProcessInfo.processInfo.activeProcessorCount))
+        let starts = Array(stride(from: 0, to: lines.count, by: chunk))
+        var parsed = [[Parsed]](repeating: [], count: starts.count)
+        var schemas = [String: [String: FieldSchema]]()
+        try await withThrowingTaskGroup(of: (Int, [Parsed], [String: [String: FieldSchema]]).self) { group in
+            for (n, start) in starts.enumerated() {
+                let part = lines[start..<min(start + chunk, lines.count)]
+                group.addTask {
+                    let (result, fetched) = try await Self.parse(part, of: jsonLines, zone: zone, database: database)
+                    return (n, result, fetched)
+                }
+            }
+            for try await (n, result, fetched) in group {
+                parsed[n] = result
+                schemas.merge(fetched) { a, _ in a }
+            }
+        }
         var records = [Record]()
         var names = Set<String>()
-        // Field types as the zone's schema fixes them (`schemas`), and as the zone and the file
-        // so far fix them (`kinds`): a line that disagrees with either is refused before any save.
-        var schemas = [String: [String: FieldSchema]]()
-        var kinds = [String: [String: FieldSchema]]()
+        // Field types as the zone's schema and the file so far fix them: a line that disagrees
+        // is refused before any save.
+        var kinds = schemas
         var newEmptyLists = [(record: Int, declaration: FieldDeclaration)]()
         var lineNumbers = [Int]()
-        let lines: [(number: Int, range: Range<Int>)] = jsonLines.withUnsafeBytes { Self.lines($0) }
         records.reserveCapacity(lines.count)
         lineNumbers.reserveCapacity(lines.count)
         names.reserveCapacity(lines.count)
-        for (lineNumber, range) in lines {
+        for line in parsed.joined() {
             do {
-                let object = try jsonLines.withUnsafeBytes { raw in
-                    try Self.object(UnsafeBufferPointer(rebasing: raw.bindMemory(to: UInt8.self)[range]))
-                }
-                guard case .string(let type) = object["type"] else { throw Self.dataError("'name' and 'type' must be strings") }
-                if schemas[type] == nil {
-                    let schema = (try? await database.schema(of: type, in: zone)) ?? [:]
-                    schemas[type] = schema
-                    kinds[type] = schema
-                }
-                let (record, declared) = try Self.record(object, zone: zone, schema: schemas[type]!)
+                let (record, declared) = try line.outcome.get()
                 guard names.insert(record.name).inserted else {
                     throw Self.dataError("record '\(record.name)' appears twice")
                 }
-                try Self.agree(record, declared: declared, kinds: &kinds[type, default: [:]]) { declaration in
+                try Self.agree(record, declared: declared, kinds: &kinds[record.recordType, default: [:]]) { declaration in
                     newEmptyLists.append((records.count, declaration))
                 }
                 records.append(record)
-                lineNumbers.append(lineNumber)
+                lineNumbers.append(line.number)
             } catch let e as StoreError {
-                throw StoreError(e.code, "line \(lineNumber): \(e.message); nothing was imported")
+                throw StoreError(e.code, "line \(line.number): \(e.message); nothing was imported")
             }
         }
 
@@ -105,7 +114,7 @@ public struct RecordImport: Sendable {
         let order = try Self.parentsFirst(records, lineNumbers: lineNumbers)
         var position = [Int](repeating: 0, count: records.count)
         for (new, old) in order.enumerated() { position[old] = new }
-        self.records = order.map { records[$0] }
+        self.records = order.elementsEqual(records.indices) ? records : order.map { records[$0] }
         self.newEmptyLists = newEmptyLists.map { (position[$0.record], $0.declaration) }
     }
 
@@ -153,6 +162,36 @@ public struct RecordImport: Sendable {
 
     // MARK: Lines
 
+    /// One line's record and the types its `types` declares, or why it is refused.
+    struct Parsed: Sendable {
+        let number: Int
+        let outcome: Result<(Record, [String: FieldType]), StoreError>
+    }
+
+    /// Reads and checks `lines` of `data` each on its own (as JSON, as a record, against the
+    /// zone's schema of its type, fetched as needed and returned).
+    static func parse(_ lines: ArraySlice<(number: Int, range: Range<Int>)>, of data: Data, zone: ZoneID,
+                      database: RecordDatabase) async throws -> ([Parsed], [String: [String: FieldSchema]]) {
+        var schemas = [String: [String: FieldSchema]]()
+        var parsed = [Parsed]()
+        parsed.reserveCapacity(lines.count)
+        for (number, range) in lines {
+            do {
+                let object = try data.withUnsafeBytes { raw in
+                    try Self.object(UnsafeBufferPointer(rebasing: raw.bindMemory(to: UInt8.self)[range]))
+                }
+                guard case .string(let type) = object["type"] else { throw Self.dataError("'name' and 'type' must be strings") }
+                if schemas[type] == nil {
+                    schemas[type] = (try? await database.schema(of: type, in: zone)) ?? [:]
+                }
+                parsed.append(Parsed(number: number, outcome: .success(try Self.record(object, zone: zone, schema: schemas[type]!))))
+            } catch let e as StoreError {
+                parsed.append(Parsed(number: number, outcome: .failure(e)))
+            }
+        }
+        return (parsed, schemas)
+    }
+
     /// The non-blank lines of `data` (split at LF), with their 1-based numbers.
     static func lines(_ data: UnsafeRawBufferPointer) -> [(number: Int, range: Range<Int>)] {
         var lines = [(number: Int, range: Range<Int>)]()
@@ -173,7 +212,7 @@ public struct RecordImport: Sendable {
     static func dataError(_ message: String) -> StoreError { StoreError(.invalidArguments, message) }
 
     /// One line as a JSON object with only known keys.
-    static func object(_ line: UnsafeBufferPointer<UInt8>) throws -> [String: JSONValue] {
+    static func object(_ line: UnsafeBufferPointer<UInt8>) throws -> JSONObject {
         let parsed: JSONValue
         var duplicate: String?
         do {
@@ -190,7 +229,7 @@ public struct RecordImport: Sendable {
     }
 
     /// The record a line's object describes, and the types its `types` declares.
-    static func record(_ object: [String: JSONValue], zone: ZoneID, schema: [String: FieldSchema]) throws -> (Record, [String: FieldType]) {
+    static func record(_ object: JSONObject, zone: ZoneID, schema: [String: FieldSchema]) throws -> (Record, [String: FieldType]) {
         guard case .string(let name) = object["name"], case .string(let type) = object["type"] else {
             throw dataError("'name' and 'type' must be strings")
         }
@@ -200,22 +239,25 @@ public struct RecordImport: Sendable {
         var declared = [String: FieldType]()
         if let types = object["types"] {
             guard case .object(let types) = types else { throw dataError("'types' must map fields to type names") }
-            for (field, typeName) in types {
+            declared.reserveCapacity(types.count)
+            for (field, typeName) in types.members {
                 guard case .string(let typeName) = typeName else { throw dataError("'types' must map fields to type names") }
                 guard let t = FieldType(name: typeName) else { throw dataError("unknown type '\(typeName)' for '\(field)'") }
                 declared[field] = t
             }
         }
         var record = Record(type: type, name: name, zone: zone)
+        record.values.reserveCapacity(values.count)
+        record.encryptedValues.reserveCapacity(encrypted.count)
         switch object["parent"] {
         case nil, .null?: break
         case .string(let p)?: record.parent = p
         default: throw dataError("'parent' must be a string")
         }
-        for (key, raw) in values {
+        for (key, raw) in values.members {
             record.values[key] = try RecordValue(json: raw, key: key, type: declared[key] ?? schema[key]?.type)
         }
-        for (key, raw) in encrypted {
+        for (key, raw) in encrypted.members {
             record.encryptedValues[key] = try RecordValue(json: raw, key: key, type: declared[key] ?? schema[key]?.type, encrypted: true)
         }
         try record.validate()
@@ -260,6 +302,8 @@ public struct RecordImport: Sendable {
     /// Indexes of `records` with every record after its parent (when the parent is in the
     /// file too): by depth, then file order. A cycle of parents in the file is refused.
     static func parentsFirst(_ records: [Record], lineNumbers: [Int]) throws -> [Int] {
+        // No parents: the file's order.
+        guard records.contains(where: { $0.parent != nil }) else { return Array(records.indices) }
         var index = [String: Int](minimumCapacity: records.count)
         for (i, record) in records.enumerated() { index[record.name] = i }
         var depth = [Int?](repeating: nil, count: records.count)
