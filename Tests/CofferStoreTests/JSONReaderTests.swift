@@ -132,7 +132,7 @@ struct JSONReaderTests {
                 }
             } else if mine != nil {
                 Issue.record("only the reader accepted \(text)")
-            } else if foundation != nil, !text.contains(",]"), !text.contains(",}"), !text.contains(", ]") {
+            } else if foundation != nil, case let compact = text.filter({ !" \n".contains($0) }), !compact.contains(",]"), !compact.contains(",}") {
                 // Foundation accepts a trailing comma (RFC 8259 does not), and keeps the last of
                 // a repeated key, which the reader reports; otherwise both refuse.
                 do { _ = try parse(text); Issue.record("unreachable") } catch .duplicateKey { } catch {
