@@ -72,21 +72,35 @@ extension Coffer {
 
         func writeZone(_ page: ZoneChanges, context: SessionContext, streaming: Bool) throws {
             if global.json {
-                let object: [String: Any] = [
-                    "changed": page.changed.map { r -> [String: Any] in
-                        var o = RecordOutput.jsonObject(r, context: context)
-                        o["transactionAuthor"] = r.transactionAuthor ?? NSNull()
-                        return o
-                    },
-                    "deleted": page.deleted.map(\.name),
-                    "deletions": page.deleted.map { ["name": $0.name, "author": $0.authorID, "transactionAuthor": $0.transactionAuthor ?? NSNull(),
-                                                     "deleted": Output.iso($0.deleted)] as [String: Any] },
-                    "refused": page.refused.keys.sorted(),
-                    "token": page.token.string,
-                    "moreComing": page.moreComing,
-                ]
-                let data = try RecordOutput.data(object, pretty: !streaming)
-                FileHandle.standardOutput.write(data + Data("\n".utf8))
+                var w = JSONWriter(pretty: !streaming)
+                w.beginObject()
+                w.key("changed")
+                w.beginArray()
+                for r in page.changed { try RecordOutput.write(r, context: context, transactionAuthor: true, into: &w) }
+                w.endArray()
+                w.key("deleted")
+                w.beginArray()
+                for d in page.deleted { w.string(d.name) }
+                w.endArray()
+                w.key("deletions")
+                w.beginArray()
+                for d in page.deleted {
+                    w.beginObject()
+                    w.key("author"); w.string(d.authorID)
+                    w.key("deleted"); w.string(Output.iso(d.deleted))
+                    w.key("name"); w.string(d.name)
+                    w.key("transactionAuthor"); if let author = d.transactionAuthor { w.string(author) } else { w.null() }
+                    w.endObject()
+                }
+                w.endArray()
+                w.key("moreComing"); w.bool(page.moreComing)
+                w.key("refused")
+                w.beginArray()
+                for name in page.refused.keys.sorted() { w.string(name) }
+                w.endArray()
+                w.key("token"); w.string(page.token.string)
+                w.endObject()
+                RecordOutput.print(w)
                 return
             }
             // Names and labels come from the store: one line each, whatever they hold.

@@ -14,24 +14,7 @@ extension Coffer.RecordCommand {
         func run() async throws {
             let context = try SessionContext(global, createStore: false)
             let zoneID = try context.zone(zone)
-            var after: String?
-            var count = 0
-            var schemas = [String: [String: FieldSchema]]()
-            while true {
-                let page = try await context.db(zoneID).records(in: zoneID, after: after, limit: 400)
-                guard let last = page.last else { break }
-                var out = Data()
-                for record in page {
-                    if schemas[record.recordType] == nil {
-                        schemas[record.recordType] = try await context.db(zoneID).schema(of: record.recordType, in: zoneID)
-                    }
-                    out += try RecordOutput.data(RecordOutput.jsonObject(record, context: context, schema: schemas[record.recordType]), pretty: false)
-                    out.append(0x0a)
-                }
-                FileHandle.standardOutput.write(out)
-                count += page.count
-                after = last.name
-            }
+            let count = try await context.db(zoneID).exportRecords(in: zoneID) { FileHandle.standardOutput.write($0) }
             if isatty(STDERR_FILENO) != 0 { Output.note("Exported \(count) records from \(zoneID.name).") }
         }
     }

@@ -16,7 +16,7 @@ extension Coffer.RecordCommand {
             let record = try await context.db(zoneID).record(named: name, in: zoneID)
             let schema = try await context.db(zoneID).schema(of: record.recordType, in: zoneID)
             if global.json {
-                try RecordOutput.printJSON(RecordOutput.jsonObject(record, context: context, schema: schema))
+                try RecordOutput.printJSON(record, context: context, schema: schema)
             } else {
                 RecordOutput.printText(record, context: context, schema: schema)
             }

@@ -89,7 +89,7 @@ extension Coffer.RecordCommand {
             let schema = try await db.schema(of: saved.recordType, in: zoneID)
             // A write prints no secret: encrypted fields by name only.
             if global.json {
-                try RecordOutput.printJSON(RecordOutput.savedJSONObject(saved, context: context, schema: schema))
+                try RecordOutput.printJSON(saved, context: context, schema: schema, secrets: false)
             } else {
                 RecordOutput.printText(saved, context: context, schema: schema, secrets: false)
             }

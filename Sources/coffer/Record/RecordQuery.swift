@@ -50,12 +50,26 @@ extension Coffer.RecordCommand {
             }
             let result = try await context.db(zoneID).query(query, in: zoneID, cursor: try cursor.map(QueryCursor.init(token:)))
             if global.json {
-                try RecordOutput.printJSON([
-                    "records": result.records.map { RecordOutput.jsonObject($0, context: context, schema: schema) },
-                    "cursor": result.cursor?.token ?? NSNull(),
-                    "refused": result.refused.keys.sorted().map { ["name": $0, "message": result.refused[$0]!.message] },
-                    "moreComing": result.cursor != nil,
-                ] as [String: Any])
+                var w = JSONWriter(pretty: true, capacity: result.records.count * 2048 + 256)
+                w.beginObject()
+                w.key("cursor")
+                if let cursor = result.cursor { w.string(cursor.token) } else { w.null() }
+                w.key("moreComing"); w.bool(result.cursor != nil)
+                w.key("records")
+                w.beginArray()
+                for record in result.records { try RecordOutput.write(record, context: context, schema: schema, into: &w) }
+                w.endArray()
+                w.key("refused")
+                w.beginArray()
+                for name in result.refused.keys.sorted() {
+                    w.beginObject()
+                    w.key("message"); w.string(result.refused[name]!.message)
+                    w.key("name"); w.string(name)
+                    w.endObject()
+                }
+                w.endArray()
+                w.endObject()
+                RecordOutput.print(w)
                 try RefusedRecords.check(result.refused, allowed: allowRefused)
                 return
             }

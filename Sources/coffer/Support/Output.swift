@@ -1,3 +1,4 @@
+import CofferStore
 import CofferVault
 import Foundation
 
@@ -47,7 +48,7 @@ enum Output {
         }
     }
 
-    static func iso(_ date: Date) -> String { date.formatted(.iso8601) }
+    static func iso(_ date: Date) -> String { ISODate.formatSeconds(date) }
 }
 
 /// The `vault show` JSON shape.

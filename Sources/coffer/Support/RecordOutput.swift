@@ -1,73 +1,29 @@
 import CofferStore
 import Foundation
 
-/// The `record get` shape, for `--json`, export and import.
+/// Records for people (text) and scripts (`--json`, in the library's `record get` shape).
 enum RecordOutput {
-    static func jsonObject(_ record: Record, context: SessionContext, schema: [String: FieldSchema]? = nil) -> [String: Any] {
-        var types = [String: String]()
-        for (k, v) in record.values { types[k] = (schema?[k]?.type ?? v.fieldType).description }
-        for (k, v) in record.encryptedValues { types[k] = (schema?[k]?.type ?? v.fieldType).description }
-        return [
-            "zone": record.zoneID.ownerID == context.session.userID ? record.zoneID.name : "\(record.zoneID.name)@\(record.zoneID.ownerID)",
-            "name": record.name,
-            "type": record.recordType,
-            "parent": record.parent as Any? ?? NSNull(),
-            "changeTag": record.changeTag ?? NSNull(),
-            "values": record.values.mapValues(jsonValue),
-            "encryptedValues": record.encryptedValues.mapValues(jsonValue),
-            "types": types,
-            "creator": record.creatorID ?? NSNull(),
-            "modifier": record.modifierID ?? NSNull(),
-            "created": record.created.map(Output.iso) ?? NSNull(),
-            "modified": record.modified.map(Output.iso) ?? NSNull(),
-            "keyEpoch": record.keyEpoch ?? NSNull(),
-        ]
+    /// Writes the `record get` shape (see ``RecordJSON``); without `secrets`, the `record put`
+    /// shape: `encryptedFields`, the sorted names of the encrypted fields, in place of
+    /// `encryptedValues` (a write prints no secret).
+    static func write(_ record: Record, context: SessionContext, schema: [String: FieldSchema]? = nil, secrets: Bool = true,
+                      transactionAuthor: Bool = false, into writer: inout JSONWriter) throws {
+        try RecordJSON.write(record, schema: schema, userID: context.session.userID, secrets: secrets,
+                             transactionAuthor: transactionAuthor, into: &writer)
     }
 
-    /// The `record put` shape: that of `record get`, but with `encryptedFields`, the sorted names of
-    /// the encrypted fields, in place of `encryptedValues`: a write prints no secret.
-    static func savedJSONObject(_ record: Record, context: SessionContext, schema: [String: FieldSchema]? = nil) -> [String: Any] {
-        var object = jsonObject(record, context: context, schema: schema)
-        object["encryptedValues"] = nil
-        object["encryptedFields"] = record.encryptedValues.keys.sorted()
-        return object
+    /// One record's JSON, pretty, on stdout.
+    static func printJSON(_ record: Record, context: SessionContext, schema: [String: FieldSchema]?, secrets: Bool = true) throws {
+        var writer = JSONWriter(pretty: true)
+        try write(record, context: context, schema: schema, secrets: secrets, into: &writer)
+        print(writer)
     }
 
-    static func jsonValue(_ value: RecordValue) -> Any {
-        switch value {
-        case .string(let s), .reference(let s): return s
-        case .int(let v): return v
-        case .double(let v): return v
-        case .bool(let v): return v
-        case .date(let d): return isoFractional(d)
-        case .bytes(let b): return Data(b).base64EncodedString()
-        case .list(let items): return items.map(jsonValue)
-        }
-    }
-
-    /// A date value as ISO 8601 in UTC with the fewest fraction digits, 3 to 9, that
-    /// ``FieldAssignment/parseDate(_:)`` reads back as exactly this date: `record export` →
-    /// `record import` keeps every date to the bit (3 digits cut them to the millisecond, and
-    /// truncated: .002 came out as .001). The parser reads the text as its whole second plus the
-    /// fraction's value, so each candidate is checked by that same sum, without the calendar.
-    static func isoFractional(_ date: Date) -> String {
-        let t = date.timeIntervalSinceReferenceDate
-        let whole = t.rounded(.down)
-        var seconds = whole, fraction = "000"
-        for digits in 3...9 {
-            let scale = pow(10, Double(digits))
-            var second = whole, scaled = ((t - whole) * scale).rounded()
-            if scaled >= scale { (second, scaled) = (whole + 1, 0) }
-            let text = String(Int(scaled))
-            (seconds, fraction) = (second, String(repeating: "0", count: digits - text.count) + text)
-            if second + Double("0." + fraction)! == t { break }
-        }
-        let c = FieldAssignment.utcCalendar.dateComponents([.year, .month, .day, .hour, .minute, .second],
-                                                           from: Date(timeIntervalSinceReferenceDate: seconds))
-        guard let year = c.year, (1...9999).contains(year) else { return date.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true)) }
-        func two(_ v: Int?) -> String { v.map { $0 < 10 ? "0\($0)" : "\($0)" } ?? "00" }
-        return String(repeating: "0", count: 4 - String(year).count)
-            + "\(year)-\(two(c.month))-\(two(c.day))T\(two(c.hour)):\(two(c.minute)):\(two(c.second)).\(fraction)Z"
+    /// The writer's document and a newline on stdout.
+    static func print(_ writer: JSONWriter) {
+        var bytes = writer.bytes
+        bytes.append(0x0a)
+        FileHandle.standardOutput.write(Data(bytes))
     }
 
     static func data(_ object: Any, pretty: Bool) throws -> Data {
@@ -118,7 +74,7 @@ enum RecordOutput {
         case .string(let s), .reference(let s):
             guard quoted else { return Output.oneLine(s) }
             return "\"" + Output.oneLine(s.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")) + "\""
-        case .date(let d): return isoFractional(d)
+        case .date(let d): return ISODate.format(d)
         case .bytes(let b): return "\(b.count) bytes, base64 \(Data(b.prefix(48)).base64EncodedString())\(b.count > 48 ? "…" : "")"
         case .list(let items): return "[" + items.map { display($0, quoted: true) }.joined(separator: ", ") + "]"
         default: return value.description

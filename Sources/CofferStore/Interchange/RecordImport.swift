@@ -1,0 +1,343 @@
+import Foundation
+
+/// A file of JSON lines of the `record get` shape, checked whole against a zone and ready to be
+/// saved in atomic batches.
+///
+/// ```swift
+/// let data = try Data(contentsOf: URL(fileURLWithPath: "backup.jsonl"))
+/// let checked = try await RecordImport(jsonLines: data, into: zone, of: db)   // saves nothing
+/// let summary = try await checked.save(to: db)
+/// print("\(summary.records) records in \(summary.batches) batches")
+/// ```
+///
+/// Each line needs `name`, `type`, `values` and `encryptedValues`; `parent` and `types` are
+/// optional, the other keys of the shape (``RecordJSON/knownKeys``) are ignored, and any other
+/// key is refused. JSON numbers, strings, booleans and lists map to int or double, string, bool
+/// and list, unless `types` or the zone's schema gives the field's type (a date as an ISO 8601
+/// string or seconds since 1970, bytes as canonical base64, a ref as a name).
+///
+/// The whole file is checked before anything is saved: JSON (strict, no key twice in an
+/// object), each record (names, values, sizes), field types agreeing with the zone's schema and
+/// with earlier lines, a new empty list declared in `types`, a record that exists keeping its
+/// type, each parent in the file or the zone, no cycle of parents. Records are then ordered
+/// parents first and saved in atomic batches of at most 400 records, under the batch size limit.
+/// Records that exist are replaced.
+///
+/// Errors are ``StoreError``s whose message names the line (`line 3: …; nothing was imported`);
+/// an encrypted field's value is never quoted.
+public struct RecordImport: Sendable {
+    /// The zone the records go to.
+    public let zone: ZoneID
+    /// The checked records, each after its parent when the parent is in the file.
+    public let records: [Record]
+    /// Empty lists of fields the zone does not know yet, each fixed with the batch of the
+    /// first record (by index in ``records``) that has it, so a refused batch fixes nothing.
+    let newEmptyLists: [(record: Int, declaration: FieldDeclaration)]
+
+    /// The outcome of a save.
+    public struct Summary: Sendable, Hashable {
+        public let records: Int
+        public let batches: Int
+    }
+
+    /// Parses and checks every line of `jsonLines` (UTF-8, one JSON object per line; blank lines
+    /// are skipped) against the zone, without saving anything.
+    ///
+    /// ```swift
+    /// let checked = try await RecordImport(jsonLines: Data(line.utf8), into: zone, of: db)
+    /// ```
+    /// - Throws: `.invalidArguments` for a line that is not a valid record (the message names the
+    ///   line), `.unknownItem` for a parent neither in the file nor in the zone, the store's
+    ///   errors for a record that would not save, `.zoneNotFound`.
+    public init(jsonLines: Data, into zone: ZoneID, of database: RecordDatabase) async throws {
+        self.zone = zone
+        let lines: [(number: Int, range: Range<Int>)] = jsonLines.withUnsafeBytes { Self.lines($0) }
+        // Each line is read, typed and checked on its own, in parallel chunks; then, in file
+        // order, each line's outcome is taken with the checks that depend on earlier lines.
+        let chunk = max(2_000, (lines.count + ProcessInfo.processInfo.activeProcessorCount - 1) / max(1, ProcessInfo.processInfo.activeProcessorCount))
+        let starts = Array(stride(from: 0, to: lines.count, by: chunk))
+        var parsed = [[Parsed]](repeating: [], count: starts.count)
+        var schemas = [String: [String: FieldSchema]]()
+        try await withThrowingTaskGroup(of: (Int, [Parsed], [String: [String: FieldSchema]]).self) { group in
+            for (n, start) in starts.enumerated() {
+                let part = lines[start..<min(start + chunk, lines.count)]
+                group.addTask {
+                    let (result, fetched) = try await Self.parse(part, of: jsonLines, zone: zone, database: database)
+                    return (n, result, fetched)
+                }
+            }
+            for try await (n, result, fetched) in group {
+                parsed[n] = result
+                schemas.merge(fetched) { a, _ in a }
+            }
+        }
+        var records = [Record]()
+        var names = Set<String>()
+        // Field types as the zone's schema and the file so far fix them: a line that disagrees
+        // is refused before any save.
+        var kinds = schemas
+        var newEmptyLists = [(record: Int, declaration: FieldDeclaration)]()
+        var lineNumbers = [Int]()
+        records.reserveCapacity(lines.count)
+        lineNumbers.reserveCapacity(lines.count)
+        names.reserveCapacity(lines.count)
+        for line in parsed.joined() {
+            do {
+                let (record, declared) = try line.outcome.get()
+                guard names.insert(record.name).inserted else {
+                    throw Self.dataError("record '\(record.name)' appears twice")
+                }
+                try Self.agree(record, declared: declared, kinds: &kinds[record.recordType, default: [:]]) { declaration in
+                    newEmptyLists.append((records.count, declaration))
+                }
+                records.append(record)
+                lineNumbers.append(line.number)
+            } catch let e as StoreError {
+                throw StoreError(e.code, "line \(line.number): \(e.message); nothing was imported")
+            }
+        }
+
+        // A record that exists keeps its type, and a parent is in the file or in the zone:
+        // checked against the zone before any save.
+        let outside = Set(records.compactMap(\.parent)).subtracting(names)
+        let existing = try await database.recordTypes(named: records.map(\.name) + outside.sorted(), in: zone)
+        for (i, record) in records.enumerated() {
+            if let type = existing[record.name], type != record.recordType {
+                throw StoreError(.invalidArguments, "line \(lineNumbers[i]): record '\(record.name)' exists as type \(type); its type cannot change to \(record.recordType) (delete it first); nothing was imported")
+            }
+            if let parent = record.parent, !names.contains(parent), existing[parent] == nil {
+                throw StoreError(.unknownItem, "line \(lineNumbers[i]): parent '\(parent)' of record '\(record.name)' is neither in the file nor in zone \(zone.name); nothing was imported")
+            }
+        }
+        // Parents are saved before their children (a batch's parents must exist): records in
+        // order of their depth below the file's roots, the file's order otherwise kept.
+        let order = try Self.parentsFirst(records, lineNumbers: lineNumbers)
+        var position = [Int](repeating: 0, count: records.count)
+        for (new, old) in order.enumerated() { position[old] = new }
+        self.records = order.elementsEqual(records.indices) ? records : order.map { records[$0] }
+        self.newEmptyLists = newEmptyLists.map { (position[$0.record], $0.declaration) }
+    }
+
+    /// Saves the records in atomic batches: at most 400 records and well under the batch size
+    /// limit each, parents before children. `progress` is told the records saved so far and the
+    /// total after each batch.
+    ///
+    /// ```swift
+    /// let summary = try await checked.save(to: db) { done, total in print("\(done)/\(total)") }
+    /// ```
+    /// - Throws: the first failing batch's error (for a partial failure, the code of one of its
+    ///   records), with a message that says how many records earlier batches saved.
+    @discardableResult
+    public func save(to database: RecordDatabase, progress: ((_ saved: Int, _ total: Int) -> Void)? = nil) async throws -> Summary {
+        var imported = 0, batches = 0, start = 0
+        var declarationIndex = 0
+        while start < records.count {
+            var end = start, bytes = 0
+            while end < records.count, end - start < Limits.maxBatchRecords {
+                let size = Self.estimatedSize(records[end])
+                if end > start && bytes + size > Limits.maxBatchBytes * 3 / 4 { break }
+                bytes += size
+                end += 1
+            }
+            var declarations = [FieldDeclaration]()
+            while declarationIndex < newEmptyLists.count, newEmptyLists[declarationIndex].record < end {
+                declarations.append(newEmptyLists[declarationIndex].declaration)
+                declarationIndex += 1
+            }
+            do {
+                _ = try await database.modify(saving: Array(records[start..<end]), in: zone, policy: .allKeys, declaring: declarations)
+            } catch let e as StoreError {
+                let detail = e.partialErrors.isEmpty ? e.message : e.partialErrors.sorted { $0.key < $1.key }.prefix(3).map { "\($0.key): \($0.value.message)" }.joined(separator: "; ")
+                throw StoreError(e.code == .partialFailure ? (e.partialErrors.values.first?.code ?? e.code) : e.code,
+                                 "\(detail) (\(imported) records in \(batches) batches were imported before this batch; batches are atomic)",
+                                 underlying: e)
+            }
+            imported += end - start
+            batches += 1
+            start = end
+            progress?(imported, records.count)
+        }
+        return Summary(records: imported, batches: batches)
+    }
+
+    // MARK: Lines
+
+    /// One line's record and the types its `types` declares, or why it is refused.
+    struct Parsed: Sendable {
+        let number: Int
+        let outcome: Result<(Record, [String: FieldType]), StoreError>
+    }
+
+    /// Reads and checks `lines` of `data` each on its own (as JSON, as a record, against the
+    /// zone's schema of its type, fetched as needed and returned).
+    static func parse(_ lines: ArraySlice<(number: Int, range: Range<Int>)>, of data: Data, zone: ZoneID,
+                      database: RecordDatabase) async throws -> ([Parsed], [String: [String: FieldSchema]]) {
+        var schemas = [String: [String: FieldSchema]]()
+        var parsed = [Parsed]()
+        parsed.reserveCapacity(lines.count)
+        for (number, range) in lines {
+            do {
+                let object = try data.withUnsafeBytes { raw in
+                    try Self.object(UnsafeBufferPointer(rebasing: raw.bindMemory(to: UInt8.self)[range]))
+                }
+                guard case .string(let type) = object["type"] else { throw Self.dataError("'name' and 'type' must be strings") }
+                if schemas[type] == nil {
+                    schemas[type] = (try? await database.schema(of: type, in: zone)) ?? [:]
+                }
+                parsed.append(Parsed(number: number, outcome: .success(try Self.record(object, zone: zone, schema: schemas[type]!))))
+            } catch let e as StoreError {
+                parsed.append(Parsed(number: number, outcome: .failure(e)))
+            }
+        }
+        return (parsed, schemas)
+    }
+
+    /// The non-blank lines of `data` (split at LF), with their 1-based numbers.
+    static func lines(_ data: UnsafeRawBufferPointer) -> [(number: Int, range: Range<Int>)] {
+        var lines = [(number: Int, range: Range<Int>)]()
+        var start = 0, number = 1
+        let bytes = data.bindMemory(to: UInt8.self)
+        while start <= bytes.count {
+            var end = start
+            while end < bytes.count, bytes[end] != 0x0a { end += 1 }
+            var k = start
+            while k < end, bytes[k] == 0x20 || bytes[k] == 0x09 || bytes[k] == 0x0d { k += 1 }
+            if k < end { lines.append((number, start..<end)) }
+            start = end + 1
+            number += 1
+        }
+        return lines
+    }
+
+    static func dataError(_ message: String) -> StoreError { StoreError(.invalidArguments, message) }
+
+    /// One line as a JSON object with only known keys.
+    static func object(_ line: UnsafeBufferPointer<UInt8>) throws -> JSONObject {
+        let parsed: JSONValue
+        var duplicate: String?
+        do {
+            parsed = try JSONReader.parse(line, firstDuplicateKey: &duplicate)
+        } catch {
+            throw dataError("not valid JSON (or a number beyond a double's range)")
+        }
+        guard case .object(let object) = parsed else { throw dataError("not a JSON object") }
+        if let duplicate { throw dataError("the key '\(duplicate)' appears twice in one object") }
+        if let unknown = object.keys.filter({ !RecordJSON.knownKeys.contains($0) }).sorted().first {
+            throw dataError("unknown key '\(unknown)'")
+        }
+        return object
+    }
+
+    /// The record a line's object describes, and the types its `types` declares.
+    static func record(_ object: JSONObject, zone: ZoneID, schema: [String: FieldSchema]) throws -> (Record, [String: FieldType]) {
+        guard case .string(let name) = object["name"], case .string(let type) = object["type"] else {
+            throw dataError("'name' and 'type' must be strings")
+        }
+        guard case .object(let values) = object["values"], case .object(let encrypted) = object["encryptedValues"] else {
+            throw dataError("'values' and 'encryptedValues' must be objects")
+        }
+        var declared = [String: FieldType]()
+        if let types = object["types"] {
+            guard case .object(let types) = types else { throw dataError("'types' must map fields to type names") }
+            declared.reserveCapacity(types.count)
+            for (field, typeName) in types.members {
+                guard case .string(let typeName) = typeName else { throw dataError("'types' must map fields to type names") }
+                guard let t = FieldType(name: typeName) else { throw dataError("unknown type '\(typeName)' for '\(field)'") }
+                declared[field] = t
+            }
+        }
+        var record = Record(type: type, name: name, zone: zone)
+        record.values.reserveCapacity(values.count)
+        record.encryptedValues.reserveCapacity(encrypted.count)
+        switch object["parent"] {
+        case nil, .null?: break
+        case .string(let p)?: record.parent = p
+        default: throw dataError("'parent' must be a string")
+        }
+        for (key, raw) in values.members {
+            record.values[key] = try RecordValue(json: raw, key: key, type: declared[key] ?? schema[key]?.type)
+        }
+        for (key, raw) in encrypted.members {
+            record.encryptedValues[key] = try RecordValue(json: raw, key: key, type: declared[key] ?? schema[key]?.type, encrypted: true)
+        }
+        try record.validate()
+        return (record, declared)
+    }
+
+    /// Checks each field of `record` against `kinds` (its type's fields as the zone and earlier
+    /// lines fix them) and adds the fields it is the first to use; `newEmptyList` gets the
+    /// declaration of each new empty list.
+    static func agree(_ record: Record, declared: [String: FieldType], kinds: inout [String: FieldSchema],
+                      newEmptyList: (FieldDeclaration) -> Void) throws {
+        for (fields, encrypted) in [(record.values, false), (record.encryptedValues, true)] {
+            for (key, value) in fields {
+                let type: FieldType
+                var isEmptyList = false
+                if case .list(let items) = value, items.isEmpty {
+                    isEmptyList = true
+                    type = kinds[key]?.type ?? declared[key] ?? value.fieldType
+                } else {
+                    type = value.fieldType
+                }
+                if let known = kinds[key] {
+                    guard known.encrypted == encrypted else {
+                        throw dataError("field '\(key)' of \(record.recordType) is \(known.encrypted ? "encrypted" : "plain") (fixed by the zone or an earlier line), not \(encrypted ? "encrypted" : "plain")")
+                    }
+                    guard known.type == type else {
+                        throw dataError("field '\(key)' of \(record.recordType) has type \(known.type) (fixed by the zone or an earlier line), not \(type)")
+                    }
+                } else {
+                    if isEmptyList {
+                        guard declared[key] != nil else {
+                            throw dataError("field '\(key)' is a new empty list; give its type in 'types' (for example \"[int]\")")
+                        }
+                        newEmptyList(FieldDeclaration(key, of: record.recordType, type: type, encrypted: encrypted))
+                    }
+                    kinds[key] = FieldSchema(type: type, encrypted: encrypted)
+                }
+            }
+        }
+    }
+
+    /// Indexes of `records` with every record after its parent (when the parent is in the
+    /// file too): by depth, then file order. A cycle of parents in the file is refused.
+    static func parentsFirst(_ records: [Record], lineNumbers: [Int]) throws -> [Int] {
+        // No parents: the file's order.
+        guard records.contains(where: { $0.parent != nil }) else { return Array(records.indices) }
+        var index = [String: Int](minimumCapacity: records.count)
+        for (i, record) in records.enumerated() { index[record.name] = i }
+        var depth = [Int?](repeating: nil, count: records.count)
+        for start in records.indices where depth[start] == nil {
+            var chain = [start], onChain: Set<Int> = [start]
+            // Walk up to a record of known depth, or to one whose parent is not in the file.
+            while let parent = records[chain.last!].parent, let up = index[parent], depth[up] == nil {
+                guard onChain.insert(up).inserted else {
+                    throw StoreError(.invalidArguments, "line \(lineNumbers[up]): record '\(records[up].name)' is its own ancestor through its parents in the file; nothing was imported")
+                }
+                chain.append(up)
+            }
+            var d = records[chain.last!].parent.flatMap { index[$0] }.flatMap { depth[$0] }.map { $0 + 1 } ?? 0
+            for i in chain.reversed() {
+                depth[i] = d
+                d += 1
+            }
+        }
+        return records.indices.sorted { (depth[$0]!, $0) < (depth[$1]!, $1) }
+    }
+
+    /// A generous estimate of a record's share of a batch, to keep batches under the limit.
+    static func estimatedSize(_ record: Record) -> Int {
+        func size(_ v: RecordValue) -> Int {
+            switch v {
+            case .string(let s), .reference(let s): return s.utf8.count + 8
+            case .bytes(let b): return b.count * 4 / 3 + 8
+            case .list(let items): return items.reduce(8) { $0 + size($1) }
+            default: return 24
+            }
+        }
+        var total = 128
+        for v in record.values.values { total += size(v) }
+        for v in record.encryptedValues.values { total += size(v) }
+        return total
+    }
+}

@@ -1,0 +1,119 @@
+import Foundation
+
+/// The `record get` JSON shape of a record, written fast and read strictly: the form of the
+/// CLI's `--json` output and of JSON lines export and import.
+///
+/// ```swift
+/// let schema = try await db.schema(of: "Note", in: zone)
+/// let data = try RecordJSON.encode(note, schema: schema, userID: session.userID)
+/// // {"changeTag":"…","created":"…","creator":"…","encryptedValues":{"body":"eggs, milk"},…}
+/// ```
+///
+/// The object's keys: `zone` (the zone's name, or `name@owner` for another user's zone),
+/// `name`, `type`, `parent`, `changeTag`, `values`, `encryptedValues` (decrypted), `types`
+/// (each field's type name, from the schema when given), `creator`, `modifier`, `created`,
+/// `modified` (ISO 8601, whole seconds), `keyEpoch`; absent facts are `null`. Keys are sorted
+/// by their UTF-8 bytes. Values: strings and references as strings, ints as integers, doubles
+/// in their shortest round-trip form, bools, dates as ``ISODate/format(_:)`` writes them,
+/// bytes as base64, lists as arrays.
+public enum RecordJSON {
+    /// The keys an imported line may hold; others are refused.
+    public static let knownKeys: Set<String> = ["zone", "name", "type", "parent", "changeTag", "values", "encryptedValues", "types",
+                                                "creator", "modifier", "created", "modified", "keyEpoch"]
+
+    /// The record as one JSON object (no newline).
+    ///
+    /// ```swift
+    /// FileHandle.standardOutput.write(try RecordJSON.encode(record, pretty: true))
+    /// ```
+    /// - Parameters:
+    ///   - schema: the record type's fields in the zone; the `types` of an empty list come from it.
+    ///   - userID: the user whose zones are named without `@owner`.
+    ///   - pretty: Foundation's pretty layout instead of one line.
+    /// - Throws: `.invalidArguments` for a double that is not finite (the store keeps none).
+    public static func encode(_ record: Record, schema: [String: FieldSchema]? = nil, userID: String? = nil, pretty: Bool = false) throws -> Data {
+        var writer = JSONWriter(pretty: pretty)
+        try write(record, schema: schema, userID: userID, into: &writer)
+        return Data(writer.bytes)
+    }
+
+    /// Writes the record's object. Without `secrets`, `encryptedFields` (the sorted names of the
+    /// encrypted fields) stands in place of `encryptedValues`: the shape a write prints. With
+    /// `transactionAuthor`, that key is added (the change feed's shape).
+    package static func write(_ record: Record, schema: [String: FieldSchema]?, userID: String?, secrets: Bool = true,
+                              transactionAuthor: Bool = false, into w: inout JSONWriter) throws {
+        func optional(_ text: String?) { if let text { w.string(text) } else { w.null() } }
+        w.beginObject()
+        w.key("changeTag"); optional(record.changeTag)
+        w.key("created"); optional(record.created.map(ISODate.formatSeconds))
+        w.key("creator"); optional(record.creatorID)
+        if secrets {
+            w.key("encryptedValues"); try fields(record.encryptedValues, into: &w)
+        } else {
+            w.key("encryptedFields")
+            w.beginArray()
+            for key in sortedKeys(record.encryptedValues) { w.string(key) }
+            w.endArray()
+        }
+        w.key("keyEpoch"); if let epoch = record.keyEpoch { w.int(epoch) } else { w.null() }
+        w.key("modified"); optional(record.modified.map(ISODate.formatSeconds))
+        w.key("modifier"); optional(record.modifierID)
+        w.key("name"); w.string(record.name)
+        w.key("parent"); optional(record.parent)
+        if transactionAuthor { w.key("transactionAuthor"); optional(record.transactionAuthor) }
+        w.key("type"); w.string(record.recordType)
+        w.key("types")
+        w.beginObject()
+        // A field is plain or encrypted, never both: the two sets of keys merge without a clash.
+        var all = sortedKeys(record.values), sealed = sortedKeys(record.encryptedValues)
+        if !sealed.isEmpty {
+            all += sealed
+            all.sort(by: byBytes)
+        }
+        for key in all {
+            let value = record.values[key] ?? record.encryptedValues[key]!
+            w.key(key)
+            w.string((schema?[key]?.type ?? value.fieldType).description)
+        }
+        w.endObject()
+        w.key("values"); try fields(record.values, into: &w)
+        w.key("zone")
+        if let userID, record.zoneID.ownerID == userID { w.string(record.zoneID.name) } else { w.string("\(record.zoneID.name)@\(record.zoneID.ownerID)") }
+        w.endObject()
+    }
+
+    /// Sorts by UTF-8 bytes (field keys are ASCII, where this is also code point order).
+    package static func byBytes(_ a: String, _ b: String) -> Bool {
+        a.utf8.lexicographicallyPrecedes(b.utf8)
+    }
+
+    static func sortedKeys(_ fields: [String: RecordValue]) -> [String] {
+        fields.count < 2 ? Array(fields.keys) : fields.keys.sorted(by: byBytes)
+    }
+
+    private static func fields(_ fields: [String: RecordValue], into w: inout JSONWriter) throws {
+        w.beginObject()
+        for key in sortedKeys(fields) {
+            w.key(key)
+            try value(fields[key]!, into: &w)
+        }
+        w.endObject()
+    }
+
+    /// One value in its JSON form.
+    package static func value(_ value: RecordValue, into w: inout JSONWriter) throws {
+        switch value {
+        case .string(let s), .reference(let s): w.string(s)
+        case .int(let v): w.int(v)
+        case .double(let v):
+            do { try w.double(v) } catch { throw StoreError(.invalidArguments, "a double that is not finite has no JSON form") }
+        case .bool(let v): w.bool(v)
+        case .date(let d): w.string(ISODate.format(d))
+        case .bytes(let b): w.string(Data(b).base64EncodedString())
+        case .list(let items):
+            w.beginArray()
+            for item in items { try self.value(item, into: &w) }
+            w.endArray()
+        }
+    }
+}
