@@ -8,17 +8,17 @@ import CofferCrypto
 import CofferVault
 import Foundation
 
-struct MicroBench: ParsableCommand {
+struct MicroBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(commandName: "micro", abstract: "Per-step costs of saving and reading a record (development build only).")
 
     @Option(help: "Run only the steps whose name contains this, many times (for a profiler).") var only: String?
 
-    func run() throws {
-        func time(_ name: String, _ n: Int = 20000, _ body: () throws -> Void) rethrows {
+    func run() async throws {
+        func time(_ name: String, _ n: Int = 20000, _ body: () async throws -> Void) async rethrows {
             if let only { guard name.contains(only) else { return } }
             let n = only == nil ? n : n * 40
             let start = DispatchTime.now().uptimeNanoseconds
-            for _ in 0..<n { try body() }
+            for _ in 0..<n { try await body() }
             let micros = Double(DispatchTime.now().uptimeNanoseconds - start) / Double(n) / 1000
             print(name.padding(toLength: 30, withPad: " ", startingAt: 0), String(format: "%9.2f µs", micros))
         }
@@ -38,49 +38,51 @@ struct MicroBench: ParsableCommand {
                                    authorLabel: nil, time: 1.7e9, schemas: ["Note": schema])
         let (plain, plainTypes) = PlainValuesCodec.encodeWithTypes(record.values)
         let sealedPlain = SealedValuesCodec.encode(record.encryptedValues)
-        func seal() -> [UInt8] {
-            sealedPlain.withUnsafeBytes { p in
-                Session.withAssociatedData(zone: zone, name: record.name, type: "Note", epoch: 1) { ad in
-                    Envelope.sealedBytes(p, using: key, keyID: 1, authenticating: ad)
+        func seal() -> [UInt8] { RecordSealer.seal(sealedPlain, key: key, zone: zone, name: record.name, type: "Note", epoch: 1) }
+        let stamp = VersionStamp(name: record.name, type: "Note", parent: nil, seq: 2, epoch: 1, membershipSeq: 1, creatorID: context.authorID,
+                                 modifierID: context.authorID, created: 1.7e9, modified: 1.7e9)
+        func versionHash(_ sealed: [UInt8]) -> Digest32 {
+            plain.withUnsafeBytes { p in
+                plainTypes.withUnsafeBytes { t in
+                    sealed.withUnsafeBytes { s in RecordSealer.versionHash(zoneUID: zone.uid, stamp, plain: p, plainTypes: t, sealed: s) }
                 }
             }
         }
         let sealed = seal()
 
         print("write, per record")
-        try time("  validate and encode") { _ = try Session.prepare(record, zone: zoneID) }
-        time("  plain values to JSON") { _ = PlainValuesCodec.encodeBytes(record.values) }
-        time("  encrypted values to bytes") { _ = SealedValuesCodec.encode(record.encryptedValues) }
-        time("  seal (with nonce, AD)") { _ = seal() }
-        time("  record-version hash") {
-            _ = Session.digest(of: record, plain: plain, plainTypes: plainTypes, sealed: sealed, context: context, creatorID: context.authorID, created: 1.7e9)
+        try await time("  validate and encode") { _ = try Session.prepare(record, zone: zoneID) }
+        await time("  plain values to JSON") { _ = PlainValuesCodec.encodeBytes(record.values) }
+        await time("  encrypted values to bytes") { _ = SealedValuesCodec.encode(record.encryptedValues) }
+        await time("  seal (with nonce, AD)") { _ = seal() }
+        await time("  record-version hash") {
+            _ = versionHash(sealed)
         }
-        time("  all of the above") { _ = Session.sealWrite(record, context) }
+        await time("  all of the above") { _ = Session.sealWrite(record, context) }
         let batched = WriteContext(zone: zone, key: key, epoch: 1, seq: 2, membershipSeq: 1, authorID: context.authorID,
                                    authorLabel: nil, time: 1.7e9, schemas: ["Note": schema], nonces: NonceReserve())
-        time("  all, nonces drawn per batch") { _ = Session.sealWrite(record, batched) }
+        await time("  all, nonces drawn per batch") { _ = Session.sealWrite(record, batched) }
 
         print("read, per record")
-        try time("  plain values from JSON") { _ = try plain.withUnsafeBytes { try PlainValuesCodec.decode($0, typeOf: { schema[$0]?.type }) } }
-        try time("  open") {
+        try await time("  plain values from JSON") { _ = try plain.withUnsafeBytes { try PlainValuesCodec.decode($0, typeOf: { schema[$0]?.type }) } }
+        try await time("  open") {
             try sealed.withUnsafeBytes { s in
-                try Session.withAssociatedData(zone: zone, name: record.name, type: "Note", epoch: 1) { ad in
+                try RecordSealer.withAssociatedData(zone: zone, name: record.name, type: "Note", epoch: 1) { ad in
                     try Envelope.withOpened(s, using: key, authenticating: ad) { _ in }
                 }
             }
         }
-        try time("  encrypted values from bytes") { _ = try SealedValuesCodec.decode(sealedPlain) }
-        let digest = Session.digest(of: record, plain: plain, plainTypes: plainTypes, sealed: sealed, context: context,
-                                    creatorID: context.authorID, created: 1.7e9)
+        try await time("  encrypted values from bytes") { _ = try SealedValuesCodec.decode(sealedPlain) }
+        let digest = versionHash(sealed)
         let commit = VerifiedCommit(seq: 2, kind: .commit, authorID: context.authorID, label: nil, ownerSeq: 1, epoch: 1, time: 1.7e9,
                                     entries: digest.bytes.withUnsafeBytes { DigestSet(entries: $0) }, names: [])
         let stored = StoredRow.make(name: record.name, type: "Note", parent: nil, epoch: 1, seq: 2, membershipSeq: 1, creatorID: context.authorID,
                                     modifierID: context.authorID, created: 1.7e9, modified: 1.7e9, plain: plain, sealed: sealed)
         let rowContext = RowContext(commit: commit, schema: schema, key: .success(key))
         guard case .record = Session.decode(stored, context: rowContext, zone: zone) else { throw ValidationError("decode failed") }
-        time("  check, open, decode") { _ = Session.decode(stored, context: rowContext, zone: zone) }
+        await time("  check, open, decode") { _ = Session.decode(stored, context: rowContext, zone: zone) }
         let worker = DecodeWorker(zone: zone)
-        time("  400 on this thread (each)", 50) { for _ in 0..<400 { _ = worker.decode(stored, rowContext) } }
+        await time("  400 on this thread (each)", 50) { for _ in 0..<400 { _ = worker.decode(stored, rowContext) } }
         // Making 400 kept records, then freeing them, timed apart.
         let ownRows = (0..<400).map { _ in
             StoredRow.make(name: String(decoding: Array(record.name.utf8), as: UTF8.self), type: "Note", parent: nil, epoch: 1, seq: 2,
@@ -112,7 +114,7 @@ struct MicroBench: ParsableCommand {
         let vault = try Vault.create(at: folder.appendingPathComponent("v.coffer"), name: "M", passphrase: SecureBytes(copying: Array("m".utf8)), kdf: .min)
         let store = try Store(path: folder.appendingPathComponent("s.sqlite").path)
         let session = try store.session(vault: vault)
-        let z = try session.createZone(named: "Z").id
+        let z = try await session.createZone(named: "Z").id
         for b in 0..<5 {
             let batch = (0..<400).map { i -> CofferStore.Record in
                 var x = CofferStore.Record(type: "Note", name: "n-\(b * 400 + i)", zone: z)
@@ -121,20 +123,20 @@ struct MicroBench: ParsableCommand {
                 x.encryptedValues = record.encryptedValues
                 return x
             }
-            _ = try session.modify(zone: z, saving: batch, deleting: [], policy: .ifServerRecordUnchanged)
+            _ = try await session.modify(zone: z, saving: batch, deleting: [], policy: .ifServerRecordUnchanged)
         }
         var single = CofferStore.Record(type: "Note", name: "single", zone: z)
         single.values = record.values
         single.values["count"] = .int(999)
-        _ = try session.modify(zone: z, saving: [single], deleting: [], policy: .ifServerRecordUnchanged)
+        _ = try await session.modify(zone: z, saving: [single], deleting: [], policy: .ifServerRecordUnchanged)
         let names = (0..<400).map { "n-\($0)" }
         print("store operations")
-        try time("  query returning 1", 1000) { _ = try session.query(Query(recordType: "Note", predicates: [.init("count", .equal, .int(999))]), zone: z, cursor: nil) }
-        try time("  query returning 100", 200) { _ = try session.query(Query(recordType: "Note", predicates: [.init("count", .equal, .int(3))]), zone: z, cursor: nil) }
-        try time("  fetch 1 by name", 1000) { _ = try session.fetch(zone: z, names: ["n-5"]) }
-        try time("  fetch 400 by name", 100) { _ = try session.fetch(zone: z, names: names) }
-        try time("  400 lookups, rows copied", 100) {
-            try store.read { db in
+        try await time("  query returning 1", 1000) { _ = try await session.query(Query(recordType: "Note", predicates: [.init("count", .equal, .int(999))]), zone: z, cursor: nil) }
+        try await time("  query returning 100", 200) { _ = try await session.query(Query(recordType: "Note", predicates: [.init("count", .equal, .int(3))]), zone: z, cursor: nil) }
+        try await time("  fetch 1 by name", 1000) { _ = try await session.fetch(zone: z, names: ["n-5"]) }
+        try await time("  fetch 400 by name", 100) { _ = try await session.fetch(zone: z, names: names) }
+        try await time("  400 lookups, rows copied", 100) {
+            try store.readBlocking { db in
                 let zr = try ZoneRow.fetch(db, z)
                 let statement = try RawStatement(db.cachedStatement(sql: "SELECT \(Session.recordColumns) FROM record WHERE zone_id = ? AND name = ?"))
                 var rows = [StoredRow]()
@@ -145,7 +147,7 @@ struct MicroBench: ParsableCommand {
                 }
             }
         }
-        try time("  read transaction, zone, access", 1000) { _ = try store.read { db in try session.checkCanRead(db, zone: try ZoneRow.fetch(db, z)) } }
+        try await time("  read transaction, zone, access", 1000) { _ = try store.readBlocking { db in try session.checkCanRead(db, zone: try ZoneRow.fetch(db, z)) } }
     }
 }
 #endif
