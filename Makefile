@@ -1,5 +1,7 @@
 # Coffer: `make demo` runs the walkthrough, `make test` runs every test.
 # Both install what is missing first (libsodium-dev, libsqlite3-dev, pkg-config, sqlite3 via apt-get).
+# The tests run through .ci/with-postgres: a throwaway PostgreSQL (installed with apt-get when
+# missing) unless COFFER_TEST_POSTGRES names one (a postgres:// URL) or is `skip`.
 
 SWIFT ?= swift
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -21,11 +23,11 @@ demo: build
 
 test: deps
 	$(SWIFT) build --build-tests
-	$(SWIFT) test --skip-build
+	bash .ci/with-postgres $(SWIFT) test --skip-build
 
 # The store's tests under ThreadSanitizer (a build of its own, in .build-tsan).
 test-tsan: deps
-	$(SWIFT) test --scratch-path .build-tsan --sanitize=thread --filter CofferStoreTests
+	bash .ci/with-postgres $(SWIFT) test --scratch-path .build-tsan --sanitize=thread --filter CofferStoreTests
 
 bench: deps
 	$(SWIFT) build -c release --product coffer-bench --scratch-path .build-release

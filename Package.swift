@@ -15,6 +15,7 @@ let package = Package(
         .package(url: "https://github.com/groue/GRDB.swift", exact: "7.10.0"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
     ],
     targets: [
         // libsodium, the only cryptography. Imported by CofferCrypto alone.
@@ -36,6 +37,7 @@ let package = Package(
                 // SQLite's C API, for binding and reading record rows in place on the hot paths.
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
             ]
         ),
         .executableTarget(
@@ -61,7 +63,14 @@ let package = Package(
         ),
         .testTarget(name: "CofferCryptoTests", dependencies: ["CofferCrypto"]),
         .testTarget(name: "CofferVaultTests", dependencies: ["CofferVault", "CofferCrypto"]),
-        .testTarget(name: "CofferStoreTests", dependencies: ["CofferStore", "CofferVault", "CofferCrypto"]),
+        .testTarget(
+            name: "CofferStoreTests",
+            dependencies: [
+                "CofferStore", "CofferVault", "CofferCrypto",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+            ]
+        ),
         .testTarget(name: "CofferCLITests", dependencies: ["CofferCrypto"]),
     ],
     swiftLanguageModes: [.v6]

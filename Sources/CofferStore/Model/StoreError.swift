@@ -30,6 +30,9 @@ public struct StoreError: Error, Sendable, CustomStringConvertible {
         case busy
         /// The database or file system failed.
         case internalError
+        /// The store's server (PostgreSQL) cannot be reached or stopped answering
+        /// (CKError `.serviceUnavailable`): try again later.
+        case serviceUnavailable
     }
 
     public let code: Code

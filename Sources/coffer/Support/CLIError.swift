@@ -10,6 +10,7 @@ enum ExitStatus {
     static let usage: Int32 = 64
     static let dataError: Int32 = 65
     static let notFound: Int32 = 66
+    static let unavailable: Int32 = 69
     static let alreadyExists: Int32 = 73
     static let conflict: Int32 = 75
     static let denied: Int32 = 77
@@ -98,6 +99,7 @@ enum ErrorReporter {
         case .permissionFailure, .wrongPassphrase: return ExitStatus.denied
         case .changeTokenExpired: return ExitStatus.dataError
         case .partialFailure, .internalError: return ExitStatus.failure
+        case .serviceUnavailable: return ExitStatus.unavailable
         }
     }
 }

@@ -1,0 +1,63 @@
+import Foundation
+import PostgresNIO
+import Testing
+@testable import CofferStore
+
+/// The PostgreSQL server the PostgreSQL tests use, from `COFFER_TEST_POSTGRES`:
+/// - a `postgres://` URL: that server; each test gets a database of its own, made from the one
+///   the URL names and dropped afterwards, so tests run in parallel;
+/// - `skip`: the PostgreSQL tests are skipped, and each says so in the output;
+/// - unset: they fail, saying how to run them (`make test` starts a throwaway server through
+///   `.ci/with-postgres`).
+enum PostgresTestServer {
+    static let variable = ProcessInfo.processInfo.environment["COFFER_TEST_POSTGRES"]
+
+    static var isSkipped: Bool { variable == "skip" }
+
+    /// The server's URL, or an error that fails the test.
+    static func url() throws -> PostgresURL {
+        guard let variable, !variable.isEmpty else {
+            throw StoreError(.invalidArguments, "COFFER_TEST_POSTGRES is not set: run the tests with `make test` (it starts a "
+                + "throwaway PostgreSQL), or set COFFER_TEST_POSTGRES to a postgres:// URL, or to `skip` to leave them out")
+        }
+        return try PostgresURL(variable)
+    }
+
+    /// Runs `body` with a connector to a new, empty database, which is dropped afterwards.
+    static func withDatabase<Result>(
+        timeouts: PostgresConnector.Timeouts = PostgresConnector.Timeouts(connect: .seconds(10), query: .seconds(30)),
+        _ body: (PostgresConnector) async throws -> Result
+    ) async throws -> Result {
+        let server = try url()
+        let admin = PostgresConnector(url: server, password: PostgresPassword.lookup(for: server))
+        let name = "coffer_t_" + String(UInt64.random(in: .min ... .max), radix: 16)
+        do {
+            try await admin.query(PostgresQuery(unsafeSQL: "CREATE DATABASE \(name)"))
+        } catch {
+            await admin.close()
+            throw error
+        }
+        let url = PostgresURL(user: server.user, database: name, endpoint: server.endpoint)
+        let connector = PostgresConnector(url: url, password: PostgresPassword.lookup(for: url), timeouts: timeouts)
+        let result: Result
+        do {
+            result = try await body(connector)
+        } catch {
+            await connector.close()
+            _ = try? await admin.query(PostgresQuery(unsafeSQL: "DROP DATABASE \(name) WITH (FORCE)"))
+            await admin.close()
+            throw error
+        }
+        await connector.close()
+        try await admin.query(PostgresQuery(unsafeSQL: "DROP DATABASE \(name) WITH (FORCE)"))
+        await admin.close()
+        return result
+    }
+}
+
+extension Trait where Self == ConditionTrait {
+    /// Runs the test unless `COFFER_TEST_POSTGRES=skip`; unset, the test runs and fails.
+    static var postgres: Self {
+        .enabled(if: !PostgresTestServer.isSkipped, "COFFER_TEST_POSTGRES=skip: the PostgreSQL tests are left out")
+    }
+}
