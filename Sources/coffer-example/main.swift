@@ -54,5 +54,21 @@ struct NotesExample {
         } catch let error as StoreError where error.code == .serverRecordChanged {
             print("conflict: the store has \(error.serverRecord!.encryptedValues["body"]!)")
         }
+
+        // 7. Sharing: another user (here a second vault on the same store) gets the zone key
+        //    wrapped to their public key. The owner shares the zone and adds them; they accept
+        //    the share's URL and find the zone in their shared database.
+        let bobVaultURL = folder.appendingPathComponent("bob.coffer")
+        _ = try Vault.create(at: bobVaultURL, name: "Bob", email: "bob@example.com", passphrase: passphrase, kdf: .interactive)
+        let bob = try store.session(vault: try Vault.open(at: bobVaultURL, passphrase: passphrase)) // registers Bob's contact card
+        _ = try await session.share(zone: zone, title: "Team notes")
+        let share = try await session.addParticipant(bob.userID, permission: .readWrite, to: zone)
+        let accepted = try await bob.acceptShare(url: share.url)
+        var bobsCopy = try await bob.sharedDatabase.record(named: "groceries", in: accepted.zoneID)
+        print("bob reads: \(bobsCopy.encryptedValues["body"]!)")
+        bobsCopy.encryptedValues["body"] = "eggs, milk, bread, coffee"
+        _ = try await bob.sharedDatabase.save(bobsCopy)
+        let seen = try await db.record(named: "groceries", in: zone)
+        print("the owner sees \(seen.encryptedValues["body"]!), saved by \(seen.modifierID == bob.userID ? "Bob" : "someone else")")
     }
 }

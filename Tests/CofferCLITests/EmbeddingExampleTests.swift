@@ -43,6 +43,8 @@ struct EmbeddingExampleTests {
             body: eggs, milk
             query found 1 note(s)
             conflict: the store has eggs, milk, bread
+            bob reads: eggs, milk, bread
+            the owner sees eggs, milk, bread, coffee, saved by Bob
 
             """)
         // The guide quotes the same output.
