@@ -67,7 +67,7 @@ extension Store {
     }
 
     /// Every contact whose stored card verifies, by name. A row whose card does not verify is
-    /// left out (``verifiedContact(_:userID:)`` reports it).
+    /// left out (``Session/audit(plaintexts:progress:)`` reports it).
     public func contacts() throws -> [Contact] {
         try readBlocking { db in
             try String.fetchAll(db, sql: "SELECT user_id FROM contact").compactMap { try? self.verifiedContact(db, userID: $0) }
