@@ -61,17 +61,19 @@ let package = Package(
             name: "coffer-example",
             dependencies: ["CofferCrypto", "CofferVault", "CofferStore"]
         ),
-        .testTarget(name: "CofferCryptoTests", dependencies: ["CofferCrypto"]),
-        .testTarget(name: "CofferVaultTests", dependencies: ["CofferVault", "CofferCrypto"]),
+        // Helpers every test target shares (temporary folders, files, bytes, secrets).
+        .target(name: "CofferTestSupport", dependencies: ["CofferCrypto"], path: "Tests/CofferTestSupport"),
+        .testTarget(name: "CofferCryptoTests", dependencies: ["CofferCrypto", "CofferTestSupport"]),
+        .testTarget(name: "CofferVaultTests", dependencies: ["CofferVault", "CofferCrypto", "CofferTestSupport"]),
         .testTarget(
             name: "CofferStoreTests",
             dependencies: [
-                "CofferStore", "CofferVault", "CofferCrypto",
+                "CofferStore", "CofferVault", "CofferCrypto", "CofferTestSupport",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
             ]
         ),
-        .testTarget(name: "CofferCLITests", dependencies: ["CofferCrypto"]),
+        .testTarget(name: "CofferCLITests", dependencies: ["CofferCrypto", "CofferTestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -1,4 +1,5 @@
 import CofferCrypto
+import CofferTestSupport
 import CofferVault
 import Foundation
 import GRDB
@@ -73,7 +74,7 @@ struct EncryptionAtRestTests {
 
         /// The forms found in `haystack`.
         func found(in haystack: [UInt8]) -> [String] {
-            forms.filter { contains(haystack, $0.1) }.map(\.0)
+            forms.filter { containsSubsequence(haystack, $0.1) }.map(\.0)
         }
     }
 

@@ -1,5 +1,6 @@
 import CofferCrypto
 import CofferVault
+import CofferTestSupport
 import Foundation
 import GRDB
 import Testing
@@ -20,10 +21,7 @@ struct ShareFixture: Sendable {
     /// Runs `body` with a fresh store and Alice's session; removes the folder afterwards.
     @discardableResult
     static func run<R>(_ body: (ShareFixture) async throws -> R) async throws -> R {
-        let folder = FileManager.default.temporaryDirectory
-            .appendingPathComponent("coffer-share-tests-\(UUID().uuidString)", isDirectory: true)
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: false,
-                                                attributes: [.posixPermissions: 0o700])
+        let folder = try makeTemporaryFolder(prefix: "coffer-share-tests")
         defer { try? FileManager.default.removeItem(at: folder) }
         let store = try Store(path: folder.appendingPathComponent("store.sqlite").path)
         let aliceVault = try makeShareVault(in: folder, name: "Alice", email: "alice@example.com")

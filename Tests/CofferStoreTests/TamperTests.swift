@@ -1,4 +1,5 @@
 import CofferCrypto
+import CofferTestSupport
 import CofferVault
 import Foundation
 import GRDB

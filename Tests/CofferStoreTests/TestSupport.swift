@@ -1,4 +1,5 @@
 import CofferCrypto
+import CofferTestSupport
 import CofferVault
 import Foundation
 import Testing
@@ -8,25 +9,6 @@ import Testing
 // every test works in a fresh temporary folder that is removed afterwards.
 
 let testPassphrase = "store-tests-passphrase-K8v2"
-
-func secure(_ text: String) -> SecureBytes { SecureBytes(copying: Array(text.utf8)) }
-
-/// A fresh, private, empty folder.
-func makeTemporaryFolder() throws -> URL {
-    let folder = FileManager.default.temporaryDirectory
-        .appendingPathComponent("coffer-store-tests-\(UUID().uuidString)", isDirectory: true)
-    try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: false,
-                                            attributes: [.posixPermissions: 0o700])
-    return folder
-}
-
-/// Runs `body` with a fresh temporary folder and removes it afterwards.
-@discardableResult
-func withTemporaryFolder<R>(_ body: (URL) async throws -> R) async throws -> R {
-    let folder = try makeTemporaryFolder()
-    defer { try? FileManager.default.removeItem(at: folder) }
-    return try await body(folder)
-}
 
 /// Creates a vault (fast KDF) in `folder/vaults/`.
 func makeVault(in folder: URL, file: String = "alice.coffer", name: String = "Alice Liddell",
@@ -125,33 +107,6 @@ func makeRecord(_ type: String, _ name: String, in zone: ZoneID, parent: String?
     record.values = plain
     record.encryptedValues = encrypted
     return record
-}
-
-/// Random lowercase letters: distinctive values to search for.
-func randomLetters(_ count: Int) -> String {
-    let letters = Array("abcdefghijklmnopqrstuvwxyz")
-    return String((0..<count).map { _ in letters[Int.random(in: 0..<letters.count)] })
-}
-
-/// Whether `needle` occurs in `haystack`.
-func contains(_ haystack: [UInt8], _ needle: [UInt8]) -> Bool {
-    guard !needle.isEmpty, needle.count <= haystack.count else { return needle.isEmpty }
-    let first = needle[0]
-    var i = 0
-    let last = haystack.count - needle.count
-    return haystack.withUnsafeBufferPointer { h in
-        needle.withUnsafeBufferPointer { n in
-            while i <= last {
-                if h[i] == first {
-                    var j = 1
-                    while j < n.count && h[i + j] == n[j] { j += 1 }
-                    if j == n.count { return true }
-                }
-                i += 1
-            }
-            return false
-        }
-    }
 }
 
 /// The record's string values' UTF-8 bytes: Swift's `==` on strings is canonical

@@ -1,4 +1,5 @@
 import CofferCrypto
+import CofferTestSupport
 import Foundation
 import Testing
 @testable import CofferVault

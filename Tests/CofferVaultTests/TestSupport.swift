@@ -1,4 +1,5 @@
 import CofferCrypto
+import CofferTestSupport
 import Foundation
 import Synchronization
 import Testing
@@ -12,34 +13,6 @@ import Glibc
 /// A passphrase distinctive enough to search for in messages and files.
 let testPassphrase = "correct-horse-battery-staple-Q7x9"
 let otherPassphrase = "a-different-passphrase-Z2k4"
-
-/// The UTF-8 bytes of `text` in guarded memory.
-func secure(_ text: String) -> SecureBytes { SecureBytes(copying: Array(text.utf8)) }
-
-/// Runs `body` with a fresh, unique, empty folder under the system's temporary directory,
-/// and removes the folder (and everything in it) afterwards.
-@discardableResult
-func withTemporaryFolder<R>(_ body: (URL) throws -> R) throws -> R {
-    let folder = try makeTemporaryFolder()
-    defer { try? FileManager.default.removeItem(at: folder) }
-    return try body(folder)
-}
-
-/// The `async` form of ``withTemporaryFolder(_:)``.
-@discardableResult
-func withTemporaryFolder<R>(_ body: (URL) async throws -> R) async throws -> R {
-    let folder = try makeTemporaryFolder()
-    defer { try? FileManager.default.removeItem(at: folder) }
-    return try await body(folder)
-}
-
-private func makeTemporaryFolder() throws -> URL {
-    let folder = FileManager.default.temporaryDirectory
-        .appendingPathComponent("coffer-vault-tests-\(UUID().uuidString)", isDirectory: true)
-    try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: false,
-                                            attributes: [.posixPermissions: 0o700])
-    return folder
-}
 
 /// Creates a vault at `folder/file` with the fast `min` Argon2id preset.
 @discardableResult
@@ -75,50 +48,6 @@ func expectVaultError<T>(oneOf codes: [VaultError.Code], _ comment: Comment? = n
         Issue.record("expected a VaultError \(codes), got \(type(of: error)): \(error)\(context)", sourceLocation: sourceLocation)
         return nil
     }
-}
-
-// MARK: - Files
-
-func readBytes(_ url: URL) throws -> [UInt8] { Array(try Data(contentsOf: url)) }
-
-func writeBytes(_ bytes: [UInt8], to url: URL) throws { try Data(bytes).write(to: url) }
-
-/// Writes `bytes` to `url` and makes it mode 0600, as a key file must be.
-func writePrivateBytes(_ bytes: [UInt8], to url: URL) throws {
-    try writeBytes(bytes, to: url)
-    try setPermissions(0o600, of: url)
-}
-
-func setPermissions(_ mode: Int, of url: URL) throws {
-    try FileManager.default.setAttributes([.posixPermissions: mode], ofItemAtPath: url.path)
-}
-
-/// The permission bits of the file at `url`.
-func permissions(_ url: URL) throws -> Int {
-    let attributes = try FileManager.default.attributesOfItem(atPath: url.path)
-    return try #require(attributes[.posixPermissions] as? Int)
-}
-
-/// The names in `folder`, hidden ones included, sorted.
-func folderContents(_ folder: URL) throws -> [String] {
-    try FileManager.default.contentsOfDirectory(atPath: folder.path).sorted()
-}
-
-func copyFile(_ from: URL, to: URL) throws {
-    try writeBytes(try readBytes(from), to: to)
-}
-
-/// Whether `needle` occurs anywhere in `haystack`.
-func containsSubsequence(_ haystack: [UInt8], _ needle: [UInt8]) -> Bool {
-    guard !needle.isEmpty, needle.count <= haystack.count else { return needle.isEmpty }
-    let first = needle[0]
-    var i = 0
-    let last = haystack.count - needle.count
-    while i <= last {
-        if haystack[i] == first && haystack[i..<i + needle.count].elementsEqual(needle) { return true }
-        i += 1
-    }
-    return false
 }
 
 // MARK: - Format v1 surgery
