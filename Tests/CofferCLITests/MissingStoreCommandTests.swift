@@ -114,3 +114,38 @@ struct MissingStoreCommandTests {
         #expect(!sandbox.exists(sandbox.dataHome.appendingPathComponent("coffer").path))
     }
 }
+
+/// `--store postgres://…` and `COFFER_STORE=postgres://…`: a password in the URL is refused as a
+/// usage error without being echoed, and any other PostgreSQL URL is refused plainly (this version
+/// keeps stores in SQLite files), before any passphrase is read and without touching a file.
+@Suite("a PostgreSQL store URL")
+struct PostgresStoreURLCommandTests {
+    @Test("a password in the URL is refused (64), naming where passwords come from, never echoing it",
+          arguments: [["zone", "list"], ["zone", "create", "Notes"], ["record", "get", "Notes", "n1"]])
+    func passwordRefused(_ command: [String]) throws {
+        let sandbox = try Sandbox()
+        let vault = try sandbox.initVault("a.coffer")
+        let url = "postgres://alice:Hunter2Secret@db.example.com/coffer"
+        for r in [try sandbox.coffer(command + ["--vault", vault, "--store", url]),
+                  try sandbox.coffer(command + ["--vault", vault], env: ["COFFER_STORE": url])] {
+            expectError(r, 64, mentioning: "PGPASSWORD")
+            #expect(!r.err.contains("Hunter2Secret") && !r.out.contains("Hunter2Secret"), "\(r)")
+        }
+    }
+
+    @Test("a PostgreSQL URL is refused (64): this version keeps stores in SQLite files", arguments: [
+        "postgres://alice@db.example.com:5432/coffer", "postgresql://alice@/coffer?host=/run/postgresql",
+    ])
+    func postgresRefused(_ url: String) throws {
+        let sandbox = try Sandbox()
+        let vault = try sandbox.initVault("a.coffer")
+        // No passphrase given: the refusal comes before any attempt to read one.
+        let r = try sandbox.coffer(["zone", "list", "--vault", vault, "--store", url])
+        expectError(r, 64, mentioning: "SQLite files only")
+        let bad = try sandbox.coffer(["zone", "list", "--vault", vault, "--store", "postgres://alice@db.example.com/coffer?sslmode=require"])
+        expectError(bad, 64, mentioning: "--store")
+        // Commands that need no store are not stopped by a COFFER_STORE they do not use.
+        let show = try sandbox.coffer(["vault", "show", "--vault", vault], env: withPassphrase.merging(["COFFER_STORE": url]) { $1 })
+        #expect(show.status == 0, "\(show)")
+    }
+}

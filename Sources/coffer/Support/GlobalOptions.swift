@@ -30,6 +30,24 @@ struct GlobalOptions: ParsableArguments {
         where value?.isEmpty == true {
             throw CLIError.usage("\(flag) was given an empty path")
         }
+        // Only the flag: a COFFER_STORE of another kind does not stop commands that need no store.
+        if storePath != nil { try checkPostgresStore() }
+    }
+
+    /// A `postgres://` store (from `--store` or `COFFER_STORE`) is checked as a URL (a password in
+    /// it is refused: it would stand in argv and shell history), then refused: this version keeps
+    /// stores in SQLite files only. Checked before any passphrase prompt: for `--store` when the
+    /// command line is parsed, for both when a command opens its store.
+    func checkPostgresStore() throws {
+        let (source, value) = storePath.map { ("--store", $0) } ?? ("COFFER_STORE", environment["COFFER_STORE"] ?? "")
+        let lowered = value.lowercased()
+        guard lowered.hasPrefix("postgres://") || lowered.hasPrefix("postgresql://") else { return }
+        do {
+            _ = try PostgresURL(value)
+        } catch let error as StoreError {
+            throw CLIError.usage("\(source): \(error.message)")
+        }
+        throw CLIError.usage("\(source) names a PostgreSQL database, but this version of coffer keeps stores in SQLite files only; give a file path")
     }
 
     /// `$XDG_DATA_HOME/coffer` or `~/.local/share/coffer`.
@@ -86,6 +104,7 @@ struct GlobalOptions: ParsableArguments {
     /// `COFFER_STORE`: it fails with 66 rather than leaving an empty store behind. An empty file
     /// counts as missing (setting it up would write).
     func openStore(create: Bool) throws -> Store {
+        try checkPostgresStore()
         let url = storeURL
         if create {
             try ensureFolder(for: url)

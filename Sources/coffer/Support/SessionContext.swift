@@ -14,6 +14,7 @@ struct SessionContext {
     /// exists holds (a zone, a share), so it fails with 66 instead of leaving an empty store.
     init(_ global: GlobalOptions, createStore: Bool) throws {
         // A mistyped --store fails at once, before any passphrase prompt.
+        try global.checkPostgresStore()
         if !createStore { try global.requireStore() }
         // The vault before the store: a wrong passphrase leaves no new store behind.
         let vault = try global.openVault()
