@@ -24,6 +24,8 @@ struct RecordJSONTests {
         #expect(!text.contains("\n"))
         let object = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
         #expect(Set(object.keys) == RecordJSON.knownKeys)
+        #expect(RecordJSON.knownKeys.allSatisfy(RecordJSON.isKnownKey))
+        #expect(!["", "Name", "names", "encryptedFields", "transactionAuthor", "zone "].contains(where: RecordJSON.isKnownKey))
         #expect(object["zone"] as? String == "Notes")
         #expect(object["parent"] as? String == "top")
         #expect(object["changeTag"] is NSNull && object["created"] is NSNull && object["keyEpoch"] is NSNull)

@@ -149,6 +149,8 @@ package struct JSONReader {
         let start = i
         var ascii = true
         while i < p.count {
+            skipPlainWords(ascii: &ascii)
+            guard i < p.count else { break }
             let c = p[i]
             if c == UInt8(ascii: "\"") {
                 defer { i += 1 }
@@ -163,6 +165,23 @@ package struct JSONReader {
             i += 1
         }
         throw .invalid
+    }
+
+    /// Skips 8 bytes at a time while none of them ends the string or needs a look: a quote, a
+    /// backslash or a control character (SWAR: each test sets a byte's high bit exactly when the
+    /// byte matches, as a whole word). A word with non-ASCII bytes clears `ascii`.
+    @inline(__always)
+    private mutating func skipPlainWords(ascii: inout Bool) {
+        let ones: UInt64 = 0x0101_0101_0101_0101, highs: UInt64 = 0x8080_8080_8080_8080
+        let base = UnsafeRawPointer(p.baseAddress!)
+        while i + 8 <= p.count {
+            let w = base.loadUnaligned(fromByteOffset: i, as: UInt64.self)
+            let quote = w ^ (ones &* 0x22), backslash = w ^ (ones &* 0x5c)
+            let stop = (((quote &- ones) & ~quote) | ((backslash &- ones) & ~backslash) | ((w &- ones &* 0x20) & ~w)) & highs
+            if stop != 0 { return }
+            if w & highs != 0 { ascii = false }
+            i += 8
+        }
     }
 
     private mutating func escapedString(from start: Int) throws(Failure) -> String {

@@ -30,6 +30,9 @@ public struct RecordImport: Sendable {
     public let zone: ZoneID
     /// The checked records, each after its parent when the parent is in the file.
     public let records: [Record]
+    /// Each of ``records`` checked and encoded as its save needs it (done in the parallel check,
+    /// so the save, on one thread, does not do it again).
+    let prepared: [PreparedRecord]
     /// Empty lists of fields the zone does not know yet, each fixed with the batch of the
     /// first record (by index in ``records``) that has it, so a refused batch fixes nothing.
     let newEmptyLists: [(record: Int, declaration: FieldDeclaration)]
@@ -54,13 +57,13 @@ public struct RecordImport: Sendable {
         let lines: [(number: Int, range: Range<Int>)] = jsonLines.withUnsafeBytes { Self.lines($0) }
         // Each line is read, typed and checked on its own, in parallel chunks; then, in file
         // order, each line's outcome is taken with the checks that depend on earlier lines.
-        let chunk = max(2_000, (lines.count + ProcessInfo.processInfo.activeProcessorCount - 1) / max(1, ProcessInfo.processInfo.activeProcessorCount))
-        let starts = Array(stride(from: 0, to: lines.count, by: chunk))
-        var parsed = [[Parsed]](repeating: [], count: starts.count)
+        let chunkSize = max(2_000, (lines.count + ProcessInfo.processInfo.activeProcessorCount - 1) / max(1, ProcessInfo.processInfo.activeProcessorCount))
+        let starts = Array(stride(from: 0, to: lines.count, by: chunkSize))
+        var parsed = [Chunk?](repeating: nil, count: starts.count)
         var schemas = [String: [String: FieldSchema]]()
-        try await withThrowingTaskGroup(of: (Int, [Parsed], [String: [String: FieldSchema]]).self) { group in
+        try await withThrowingTaskGroup(of: (Int, Chunk, [String: [String: FieldSchema]]).self) { group in
             for (n, start) in starts.enumerated() {
-                let part = lines[start..<min(start + chunk, lines.count)]
+                let part = lines[start..<min(start + chunkSize, lines.count)]
                 group.addTask {
                     let (result, fetched) = try await Self.parse(part, of: jsonLines, zone: zone, database: database)
                     return (n, result, fetched)
@@ -72,6 +75,7 @@ public struct RecordImport: Sendable {
             }
         }
         var records = [Record]()
+        var prepared = [PreparedRecord]()
         var names = Set<String>()
         // Field types as the zone's schema and the file so far fix them: a line that disagrees
         // is refused before any save.
@@ -79,21 +83,30 @@ public struct RecordImport: Sendable {
         var newEmptyLists = [(record: Int, declaration: FieldDeclaration)]()
         var lineNumbers = [Int]()
         records.reserveCapacity(lines.count)
+        prepared.reserveCapacity(lines.count)
         lineNumbers.reserveCapacity(lines.count)
         names.reserveCapacity(lines.count)
-        for line in parsed.joined() {
-            do {
-                let (record, declared) = try line.outcome.get()
-                guard names.insert(record.name).inserted else {
-                    throw Self.dataError("record '\(record.name)' appears twice")
+        for n in parsed.indices {
+            // Taken out of `parsed`, so that its arrays are moved, not copied.
+            guard let chunk = parsed[n].take() else { continue }
+            for i in chunk.records.indices {
+                do {
+                    guard names.insert(chunk.records[i].name).inserted else {
+                        throw Self.dataError("record '\(chunk.records[i].name)' appears twice")
+                    }
+                    try Self.agree(chunk.records[i], declared: chunk.declared[i], kinds: &kinds[chunk.records[i].recordType, default: [:]]) { declaration in
+                        newEmptyLists.append((records.count + i, declaration))
+                    }
+                    lineNumbers.append(chunk.numbers[i])
+                } catch let e as StoreError {
+                    throw StoreError(e.code, "line \(chunk.numbers[i]): \(e.message); nothing was imported")
                 }
-                try Self.agree(record, declared: declared, kinds: &kinds[record.recordType, default: [:]]) { declaration in
-                    newEmptyLists.append((records.count, declaration))
-                }
-                records.append(record)
-                lineNumbers.append(line.number)
-            } catch let e as StoreError {
-                throw StoreError(e.code, "line \(line.number): \(e.message); nothing was imported")
+            }
+            records.append(contentsOf: chunk.records)
+            prepared.append(contentsOf: chunk.prepared)
+            // A chunk stops at its first refused line.
+            if let (number, e) = chunk.failure {
+                throw StoreError(e.code, "line \(number): \(e.message); nothing was imported")
             }
         }
 
@@ -114,7 +127,9 @@ public struct RecordImport: Sendable {
         let order = try Self.parentsFirst(records, lineNumbers: lineNumbers)
         var position = [Int](repeating: 0, count: records.count)
         for (new, old) in order.enumerated() { position[old] = new }
-        self.records = order.elementsEqual(records.indices) ? records : order.map { records[$0] }
+        let inOrder = order.elementsEqual(records.indices)
+        self.records = inOrder ? records : order.map { records[$0] }
+        self.prepared = inOrder ? prepared : order.map { prepared[$0] }
         self.newEmptyLists = newEmptyLists.map { (position[$0.record], $0.declaration) }
     }
 
@@ -145,7 +160,8 @@ public struct RecordImport: Sendable {
                 declarationIndex += 1
             }
             do {
-                _ = try await database.modify(saving: Array(records[start..<end]), in: zone, policy: .allKeys, declaring: declarations)
+                _ = try await database.modify(saving: Array(records[start..<end]), prepared: Array(prepared[start..<end]), in: zone,
+                                              policy: .allKeys, declaring: declarations)
             } catch let e as StoreError {
                 let detail = e.partialErrors.isEmpty ? e.message : e.partialErrors.sorted { $0.key < $1.key }.prefix(3).map { "\($0.key): \($0.value.message)" }.joined(separator: "; ")
                 throw StoreError(e.code == .partialFailure ? (e.partialErrors.values.first?.code ?? e.code) : e.code,
@@ -162,19 +178,26 @@ public struct RecordImport: Sendable {
 
     // MARK: Lines
 
-    /// One line's record and the types its `types` declares, or why it is refused.
-    struct Parsed: Sendable {
-        let number: Int
-        let outcome: Result<(Record, [String: FieldType]), StoreError>
+    /// Consecutive lines' records, each with its line number, the types its `types` declares
+    /// and its prepared form, up to the first line refused (and why).
+    struct Chunk: Sendable {
+        var records = [Record]()
+        var numbers = [Int]()
+        var declared = [[String: FieldType]]()
+        var prepared = [PreparedRecord]()
+        var failure: (number: Int, error: StoreError)?
     }
 
     /// Reads and checks `lines` of `data` each on its own (as JSON, as a record, against the
-    /// zone's schema of its type, fetched as needed and returned).
+    /// zone's schema of its type, fetched as needed and returned), up to the first refused.
     static func parse(_ lines: ArraySlice<(number: Int, range: Range<Int>)>, of data: Data, zone: ZoneID,
-                      database: RecordDatabase) async throws -> ([Parsed], [String: [String: FieldSchema]]) {
+                      database: RecordDatabase) async throws -> (Chunk, [String: [String: FieldSchema]]) {
         var schemas = [String: [String: FieldSchema]]()
-        var parsed = [Parsed]()
-        parsed.reserveCapacity(lines.count)
+        var chunk = Chunk()
+        chunk.records.reserveCapacity(lines.count)
+        chunk.numbers.reserveCapacity(lines.count)
+        chunk.declared.reserveCapacity(lines.count)
+        chunk.prepared.reserveCapacity(lines.count)
         for (number, range) in lines {
             do {
                 let object = try data.withUnsafeBytes { raw in
@@ -184,12 +207,17 @@ public struct RecordImport: Sendable {
                 if schemas[type] == nil {
                     schemas[type] = (try? await database.schema(of: type, in: zone)) ?? [:]
                 }
-                parsed.append(Parsed(number: number, outcome: .success(try Self.record(object, zone: zone, schema: schemas[type]!))))
+                let (record, declared, prepared) = try Self.record(object, zone: zone, schema: schemas[type]!)
+                chunk.records.append(record)
+                chunk.numbers.append(number)
+                chunk.declared.append(declared)
+                chunk.prepared.append(prepared)
             } catch let e as StoreError {
-                parsed.append(Parsed(number: number, outcome: .failure(e)))
+                chunk.failure = (number, e)
+                break
             }
         }
-        return (parsed, schemas)
+        return (chunk, schemas)
     }
 
     /// The non-blank lines of `data` (split at LF), with their 1-based numbers.
@@ -198,8 +226,9 @@ public struct RecordImport: Sendable {
         var start = 0, number = 1
         let bytes = data.bindMemory(to: UInt8.self)
         while start <= bytes.count {
-            var end = start
-            while end < bytes.count, bytes[end] != 0x0a { end += 1 }
+            // The next LF by `memchr`, which reads a word at a time.
+            let end = start == bytes.count ? start
+                : memchr(bytes.baseAddress! + start, 0x0a, bytes.count - start).map { bytes.baseAddress!.distance(to: $0.assumingMemoryBound(to: UInt8.self)) } ?? bytes.count
             var k = start
             while k < end, bytes[k] == 0x20 || bytes[k] == 0x09 || bytes[k] == 0x0d { k += 1 }
             if k < end { lines.append((number, start..<end)) }
@@ -222,14 +251,17 @@ public struct RecordImport: Sendable {
         }
         guard case .object(let object) = parsed else { throw dataError("not a JSON object") }
         if let duplicate { throw dataError("the key '\(duplicate)' appears twice in one object") }
-        if let unknown = object.keys.filter({ !RecordJSON.knownKeys.contains($0) }).sorted().first {
-            throw dataError("unknown key '\(unknown)'")
+        var unknown: String?
+        for member in object.members where !RecordJSON.isKnownKey(member.key) {
+            if unknown.map({ member.key < $0 }) ?? true { unknown = member.key }
         }
+        if let unknown { throw dataError("unknown key '\(unknown)'") }
         return object
     }
 
-    /// The record a line's object describes, and the types its `types` declares.
-    static func record(_ object: JSONObject, zone: ZoneID, schema: [String: FieldSchema]) throws -> (Record, [String: FieldType]) {
+    /// The record a line's object describes, the types its `types` declares, and the record
+    /// checked and encoded for its save (``Record/validate()`` and the encoding, in one pass).
+    static func record(_ object: JSONObject, zone: ZoneID, schema: [String: FieldSchema]) throws -> (Record, [String: FieldType], PreparedRecord) {
         guard case .string(let name) = object["name"], case .string(let type) = object["type"] else {
             throw dataError("'name' and 'type' must be strings")
         }
@@ -260,8 +292,8 @@ public struct RecordImport: Sendable {
         for (key, raw) in encrypted.members {
             record.encryptedValues[key] = try RecordValue(json: raw, key: key, type: declared[key] ?? schema[key]?.type, encrypted: true)
         }
-        try record.validate()
-        return (record, declared)
+        let prepared = try Session.prepare(record, zone: zone)
+        return (record, declared, prepared)
     }
 
     /// Checks each field of `record` against `kinds` (its type's fields as the zone and earlier
@@ -269,7 +301,7 @@ public struct RecordImport: Sendable {
     /// declaration of each new empty list.
     static func agree(_ record: Record, declared: [String: FieldType], kinds: inout [String: FieldSchema],
                       newEmptyList: (FieldDeclaration) -> Void) throws {
-        for (fields, encrypted) in [(record.values, false), (record.encryptedValues, true)] {
+        func agree(_ fields: [String: RecordValue], encrypted: Bool) throws {
             for (key, value) in fields {
                 let type: FieldType
                 var isEmptyList = false
@@ -297,6 +329,8 @@ public struct RecordImport: Sendable {
                 }
             }
         }
+        try agree(record.values, encrypted: false)
+        try agree(record.encryptedValues, encrypted: true)
     }
 
     /// Indexes of `records` with every record after its parent (when the parent is in the
