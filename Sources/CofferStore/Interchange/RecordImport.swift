@@ -29,10 +29,16 @@ public struct RecordImport: Sendable {
     /// The zone the records go to.
     public let zone: ZoneID
     /// The checked records, each after its parent when the parent is in the file.
-    public let records: [Record]
-    /// Each of ``records`` checked and encoded as its save needs it (done in the parallel check,
-    /// so the save, on one thread, does not do it again).
-    let prepared: [PreparedRecord]
+    public var records: [Record] { (0..<count).map { record(at: $0) } }
+    /// The number of checked records.
+    public let count: Int
+    /// The records in file order as the parallel check left them (each chunk of `chunkSize`
+    /// lines, with each record checked and encoded as its save needs it, so the save, on one
+    /// thread, does not do it again): kept in place, not copied into one array.
+    let chunks: [Chunk]
+    let chunkSize: Int
+    /// The save order, by index in file order: nil when it is the file's order.
+    let order: [Int]?
     /// Empty lists of fields the zone does not know yet, each fixed with the batch of the
     /// first record (by index in ``records``) that has it, so a refused batch fixes nothing.
     let newEmptyLists: [(record: Int, declaration: FieldDeclaration)]
@@ -74,16 +80,14 @@ public struct RecordImport: Sendable {
                 schemas.merge(fetched) { a, _ in a }
             }
         }
-        var records = [Record]()
-        var prepared = [PreparedRecord]()
+        var chunks = [Chunk]()
+        var count = 0
         var names = Set<String>()
         // Field types as the zone's schema and the file so far fix them: a line that disagrees
         // is refused before any save.
         var kinds = schemas
         var newEmptyLists = [(record: Int, declaration: FieldDeclaration)]()
         var lineNumbers = [Int]()
-        records.reserveCapacity(lines.count)
-        prepared.reserveCapacity(lines.count)
         lineNumbers.reserveCapacity(lines.count)
         names.reserveCapacity(lines.count)
         for n in parsed.indices {
@@ -95,15 +99,15 @@ public struct RecordImport: Sendable {
                         throw Self.dataError("record '\(chunk.records[i].name)' appears twice")
                     }
                     try Self.agree(chunk.records[i], declared: chunk.declared[i], kinds: &kinds[chunk.records[i].recordType, default: [:]]) { declaration in
-                        newEmptyLists.append((records.count + i, declaration))
+                        newEmptyLists.append((count + i, declaration))
                     }
                     lineNumbers.append(chunk.numbers[i])
                 } catch let e as StoreError {
                     throw StoreError(e.code, "line \(chunk.numbers[i]): \(e.message); nothing was imported")
                 }
             }
-            records.append(contentsOf: chunk.records)
-            prepared.append(contentsOf: chunk.prepared)
+            count += chunk.records.count
+            chunks.append(chunk)
             // A chunk stops at its first refused line.
             if let (number, e) = chunk.failure {
                 throw StoreError(e.code, "line \(number): \(e.message); nothing was imported")
@@ -112,9 +116,11 @@ public struct RecordImport: Sendable {
 
         // A record that exists keeps its type, and a parent is in the file or in the zone:
         // checked against the zone before any save.
-        let outside = Set(records.compactMap(\.parent)).subtracting(names)
-        let existing = try await database.recordTypes(named: records.map(\.name) + outside.sorted(), in: zone)
-        for (i, record) in records.enumerated() {
+        let all = chunks.lazy.flatMap(\.records)
+        let fileNames = Array(all.map(\.name)), parents = Array(all.map(\.parent))
+        let outside = Set(parents.compactMap { $0 }).subtracting(names)
+        let existing = try await database.recordTypes(named: fileNames + outside.sorted(), in: zone)
+        for (i, record) in all.enumerated() {
             if let type = existing[record.name], type != record.recordType {
                 throw StoreError(.invalidArguments, "line \(lineNumbers[i]): record '\(record.name)' exists as type \(type); its type cannot change to \(record.recordType) (delete it first); nothing was imported")
             }
@@ -124,13 +130,26 @@ public struct RecordImport: Sendable {
         }
         // Parents are saved before their children (a batch's parents must exist): records in
         // order of their depth below the file's roots, the file's order otherwise kept.
-        let order = try Self.parentsFirst(records, lineNumbers: lineNumbers)
-        var position = [Int](repeating: 0, count: records.count)
+        let order = try Self.parentsFirst(names: fileNames, parents: parents, lineNumbers: lineNumbers)
+        var position = [Int](repeating: 0, count: count)
         for (new, old) in order.enumerated() { position[old] = new }
-        let inOrder = order.elementsEqual(records.indices)
-        self.records = inOrder ? records : order.map { records[$0] }
-        self.prepared = inOrder ? prepared : order.map { prepared[$0] }
+        self.chunks = chunks
+        self.chunkSize = chunkSize
+        self.count = count
+        self.order = order.elementsEqual(0..<count) ? nil : order
         self.newEmptyLists = newEmptyLists.map { (position[$0.record], $0.declaration) }
+    }
+
+    /// The chunk and the place in it of the record saved `i`th.
+    func location(_ i: Int) -> (chunk: Int, index: Int) {
+        let inFile = order?[i] ?? i
+        return (inFile / chunkSize, inFile % chunkSize)
+    }
+
+    /// The record saved `i`th.
+    func record(at i: Int) -> Record {
+        let (c, k) = location(i)
+        return chunks[c].records[k]
     }
 
     /// Saves the records in atomic batches: at most 400 records and well under the batch size
@@ -146,10 +165,11 @@ public struct RecordImport: Sendable {
     public func save(to database: RecordDatabase, progress: ((_ saved: Int, _ total: Int) -> Void)? = nil) async throws -> Summary {
         var imported = 0, batches = 0, start = 0
         var declarationIndex = 0
-        while start < records.count {
+        while start < count {
             var end = start, bytes = 0
-            while end < records.count, end - start < Limits.maxBatchRecords {
-                let size = Self.estimatedSize(records[end])
+            while end < count, end - start < Limits.maxBatchRecords {
+                let (c, k) = location(end)
+                let size = Self.estimatedSize(chunks[c].records[k])
                 if end > start && bytes + size > Limits.maxBatchBytes * 3 / 4 { break }
                 bytes += size
                 end += 1
@@ -160,7 +180,9 @@ public struct RecordImport: Sendable {
                 declarationIndex += 1
             }
             do {
-                _ = try await database.modify(saving: Array(records[start..<end]), prepared: Array(prepared[start..<end]), in: zone,
+                let batch = (start..<end).map(location)
+                _ = try await database.modify(saving: batch.map { chunks[$0.chunk].records[$0.index] },
+                                              prepared: batch.map { chunks[$0.chunk].prepared[$0.index] }, in: zone,
                                               policy: .allKeys, declaring: declarations)
             } catch let e as StoreError {
                 let detail = e.partialErrors.isEmpty ? e.message : e.partialErrors.sorted { $0.key < $1.key }.prefix(3).map { "\($0.key): \($0.value.message)" }.joined(separator: "; ")
@@ -171,7 +193,7 @@ public struct RecordImport: Sendable {
             imported += end - start
             batches += 1
             start = end
-            progress?(imported, records.count)
+            progress?(imported, count)
         }
         return Summary(records: imported, batches: batches)
     }
@@ -335,28 +357,28 @@ public struct RecordImport: Sendable {
 
     /// Indexes of `records` with every record after its parent (when the parent is in the
     /// file too): by depth, then file order. A cycle of parents in the file is refused.
-    static func parentsFirst(_ records: [Record], lineNumbers: [Int]) throws -> [Int] {
+    static func parentsFirst(names: [String], parents: [String?], lineNumbers: [Int]) throws -> [Int] {
         // No parents: the file's order.
-        guard records.contains(where: { $0.parent != nil }) else { return Array(records.indices) }
-        var index = [String: Int](minimumCapacity: records.count)
-        for (i, record) in records.enumerated() { index[record.name] = i }
-        var depth = [Int?](repeating: nil, count: records.count)
-        for start in records.indices where depth[start] == nil {
+        guard parents.contains(where: { $0 != nil }) else { return Array(names.indices) }
+        var index = [String: Int](minimumCapacity: names.count)
+        for (i, name) in names.enumerated() { index[name] = i }
+        var depth = [Int?](repeating: nil, count: names.count)
+        for start in names.indices where depth[start] == nil {
             var chain = [start], onChain: Set<Int> = [start]
             // Walk up to a record of known depth, or to one whose parent is not in the file.
-            while let parent = records[chain.last!].parent, let up = index[parent], depth[up] == nil {
+            while let parent = parents[chain.last!], let up = index[parent], depth[up] == nil {
                 guard onChain.insert(up).inserted else {
-                    throw StoreError(.invalidArguments, "line \(lineNumbers[up]): record '\(records[up].name)' is its own ancestor through its parents in the file; nothing was imported")
+                    throw StoreError(.invalidArguments, "line \(lineNumbers[up]): record '\(names[up])' is its own ancestor through its parents in the file; nothing was imported")
                 }
                 chain.append(up)
             }
-            var d = records[chain.last!].parent.flatMap { index[$0] }.flatMap { depth[$0] }.map { $0 + 1 } ?? 0
+            var d = parents[chain.last!].flatMap { index[$0] }.flatMap { depth[$0] }.map { $0 + 1 } ?? 0
             for i in chain.reversed() {
                 depth[i] = d
                 d += 1
             }
         }
-        return records.indices.sorted { (depth[$0]!, $0) < (depth[$1]!, $1) }
+        return names.indices.sorted { (depth[$0]!, $0) < (depth[$1]!, $1) }
     }
 
     /// A generous estimate of a record's share of a batch, to keep batches under the limit.
