@@ -91,6 +91,22 @@ struct RecordJSONTests {
         #expect(text == #""\u0000\u0001\u0002\u0003\u0004\u0005\u0006\u0007\b\t\n\u000b\f\r\u000e\u000f\u0010\u0011\u0012\u0013\u0014\u0015\u0016\u0017\u0018\u0019\u001a\u001b\u001c\u001d\u001e\u001f"# + "\u{7f}\u{2028}😀\"")
     }
 
+    @Test("a character to escape is escaped at every offset of a long string, and the string reads back")
+    func escapingAtEveryOffset() throws {
+        // The writer skips plain text 8 bytes at a time: an escape must be found in any word.
+        for length in 1..<20 {
+            for k in 0..<length {
+                for special in ["\"", "\\", "\n", "\u{1}", "é", "😀"] {
+                    let text = String(repeating: "a", count: k) + special + String(repeating: "b", count: length - k)
+                    var w = JSONWriter()
+                    w.string(text)
+                    #expect(try JSONReader.parse(w.bytes) == .string(text))
+                    #expect(try JSONSerialization.jsonObject(with: Data(w.bytes), options: .fragmentsAllowed) as? String == text)
+                }
+            }
+        }
+    }
+
     @Test("ISODate.format reads back to the bit through ISODate.parse when 9 fraction digits can hold the date, else to the nanosecond")
     func datesRoundTrip() throws {
         var rng = SystemRandomNumberGenerator()

@@ -147,41 +147,24 @@ package struct JSONReader {
     private mutating func string() throws(Failure) -> String {
         i += 1
         let start = i
-        var ascii = true
+        var nonASCII = false
         while i < p.count {
-            skipPlainWords(ascii: &ascii)
+            i = JSONScan.plainWords(p, from: i, nonASCII: &nonASCII)
             guard i < p.count else { break }
             let c = p[i]
             if c == UInt8(ascii: "\"") {
                 defer { i += 1 }
                 let bytes = UnsafeBufferPointer(rebasing: p[start..<i])
-                if ascii { return String(decoding: bytes, as: UTF8.self) }
+                if !nonASCII { return String(decoding: bytes, as: UTF8.self) }
                 guard let s = String(validating: bytes, as: UTF8.self) else { throw .invalid }
                 return s
             }
             if c == UInt8(ascii: "\\") { return try escapedString(from: start) }
             if c < 0x20 { throw .invalid }
-            if c >= 0x80 { ascii = false }
+            if c >= 0x80 { nonASCII = true }
             i += 1
         }
         throw .invalid
-    }
-
-    /// Skips 8 bytes at a time while none of them ends the string or needs a look: a quote, a
-    /// backslash or a control character (SWAR: each test sets a byte's high bit exactly when the
-    /// byte matches, as a whole word). A word with non-ASCII bytes clears `ascii`.
-    @inline(__always)
-    private mutating func skipPlainWords(ascii: inout Bool) {
-        let ones: UInt64 = 0x0101_0101_0101_0101, highs: UInt64 = 0x8080_8080_8080_8080
-        let base = UnsafeRawPointer(p.baseAddress!)
-        while i + 8 <= p.count {
-            let w = base.loadUnaligned(fromByteOffset: i, as: UInt64.self)
-            let quote = w ^ (ones &* 0x22), backslash = w ^ (ones &* 0x5c)
-            let stop = (((quote &- ones) & ~quote) | ((backslash &- ones) & ~backslash) | ((w &- ones &* 0x20) & ~w)) & highs
-            if stop != 0 { return }
-            if w & highs != 0 { ascii = false }
-            i += 8
-        }
     }
 
     private mutating func escapedString(from start: Int) throws(Failure) -> String {
