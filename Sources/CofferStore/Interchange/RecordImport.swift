@@ -88,7 +88,13 @@ public struct RecordImport: Sendable {
         var kinds = schemas
         var newEmptyLists = [(record: Int, declaration: FieldDeclaration)]()
         var lineNumbers = [Int]()
+        // Each record's name, parent and type in file order (read in place: a record copied
+        // out of its chunk retains and releases every field).
+        var fileNames = [String](), parents = [String?](), types = [String]()
         lineNumbers.reserveCapacity(lines.count)
+        fileNames.reserveCapacity(lines.count)
+        parents.reserveCapacity(lines.count)
+        types.reserveCapacity(lines.count)
         names.reserveCapacity(lines.count)
         for n in parsed.indices {
             // Taken out of `parsed`, so that its arrays are moved, not copied.
@@ -102,6 +108,9 @@ public struct RecordImport: Sendable {
                         newEmptyLists.append((count + i, declaration))
                     }
                     lineNumbers.append(chunk.numbers[i])
+                    fileNames.append(chunk.records[i].name)
+                    parents.append(chunk.records[i].parent)
+                    types.append(chunk.records[i].recordType)
                 } catch let e as StoreError {
                     throw StoreError(e.code, "line \(chunk.numbers[i]): \(e.message); nothing was imported")
                 }
@@ -116,16 +125,14 @@ public struct RecordImport: Sendable {
 
         // A record that exists keeps its type, and a parent is in the file or in the zone:
         // checked against the zone before any save.
-        let all = chunks.lazy.flatMap(\.records)
-        let fileNames = Array(all.map(\.name)), parents = Array(all.map(\.parent))
         let outside = Set(parents.compactMap { $0 }).subtracting(names)
         let existing = try await database.recordTypes(named: fileNames + outside.sorted(), in: zone)
-        for (i, record) in all.enumerated() {
-            if let type = existing[record.name], type != record.recordType {
-                throw StoreError(.invalidArguments, "line \(lineNumbers[i]): record '\(record.name)' exists as type \(type); its type cannot change to \(record.recordType) (delete it first); nothing was imported")
+        for i in fileNames.indices {
+            if let type = existing[fileNames[i]], type != types[i] {
+                throw StoreError(.invalidArguments, "line \(lineNumbers[i]): record '\(fileNames[i])' exists as type \(type); its type cannot change to \(types[i]) (delete it first); nothing was imported")
             }
-            if let parent = record.parent, !names.contains(parent), existing[parent] == nil {
-                throw StoreError(.unknownItem, "line \(lineNumbers[i]): parent '\(parent)' of record '\(record.name)' is neither in the file nor in zone \(zone.name); nothing was imported")
+            if let parent = parents[i], !names.contains(parent), existing[parent] == nil {
+                throw StoreError(.unknownItem, "line \(lineNumbers[i]): parent '\(parent)' of record '\(fileNames[i])' is neither in the file nor in zone \(zone.name); nothing was imported")
             }
         }
         // Parents are saved before their children (a batch's parents must exist): records in
@@ -169,7 +176,7 @@ public struct RecordImport: Sendable {
             var end = start, bytes = 0
             while end < count, end - start < Limits.maxBatchRecords {
                 let (c, k) = location(end)
-                let size = Self.estimatedSize(chunks[c].records[k])
+                let size = chunks[c].sizes[k]
                 if end > start && bytes + size > Limits.maxBatchBytes * 3 / 4 { break }
                 bytes += size
                 end += 1
@@ -207,6 +214,8 @@ public struct RecordImport: Sendable {
         var numbers = [Int]()
         var declared = [[String: FieldType]]()
         var prepared = [PreparedRecord]()
+        /// ``RecordImport/estimatedSize(_:)`` of each record.
+        var sizes = [Int]()
         var failure: (number: Int, error: StoreError)?
     }
 
@@ -220,6 +229,7 @@ public struct RecordImport: Sendable {
         chunk.numbers.reserveCapacity(lines.count)
         chunk.declared.reserveCapacity(lines.count)
         chunk.prepared.reserveCapacity(lines.count)
+        chunk.sizes.reserveCapacity(lines.count)
         for (number, range) in lines {
             do {
                 let object = try data.withUnsafeBytes { raw in
@@ -234,6 +244,7 @@ public struct RecordImport: Sendable {
                 chunk.numbers.append(number)
                 chunk.declared.append(declared)
                 chunk.prepared.append(prepared)
+                chunk.sizes.append(estimatedSize(record))
             } catch let e as StoreError {
                 chunk.failure = (number, e)
                 break
