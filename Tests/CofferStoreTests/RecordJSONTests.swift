@@ -107,6 +107,30 @@ struct RecordJSONTests {
         }
     }
 
+    @Test("a query page streamed in pieces is the same document as written whole")
+    func queryPageFlushed() throws {
+        let records = (0..<5).map { i -> Record in
+            var r = Self.sample()
+            r.values["title"] = .string("note \(i) \"quoted\"")
+            return r
+        }
+        let page = QueryResult(records: records, refused: ["bad": StoreError(.integrityFailure, "tampered")], cursor: nil)
+        for pretty in [false, true] {
+            var whole = JSONWriter(pretty: pretty)
+            try RecordJSON.write(page, schema: nil, userID: "alice-id", into: &whole)
+            var pieces = [UInt8](), flushes = 0
+            var streamed = JSONWriter(pretty: pretty)
+            try RecordJSON.write(page, schema: nil, userID: "alice-id", into: &streamed, flushBytes: 1) { bytes in
+                pieces.append(contentsOf: bytes)
+                flushes += 1
+            }
+            pieces.append(contentsOf: streamed.bytes)
+            #expect(flushes == records.count)
+            #expect(pieces == whole.bytes)
+            #expect(try JSONSerialization.jsonObject(with: Data(pieces)) is [String: Any])
+        }
+    }
+
     @Test("ISODate.format reads back to the bit through ISODate.parse when 9 fraction digits can hold the date, else to the nanosecond")
     func datesRoundTrip() throws {
         var rng = SystemRandomNumberGenerator()

@@ -38,6 +38,14 @@ package struct JSONWriter {
         afterKey = false
     }
 
+    /// Hands the bytes written so far to `write` and empties the buffer, keeping its capacity
+    /// and the place in the document: what is written next continues it (for streaming a
+    /// large document in pieces).
+    package mutating func flush(to write: (UnsafeRawBufferPointer) throws -> Void) rethrows {
+        try bytes.withUnsafeBytes(write)
+        bytes.removeAll(keepingCapacity: true)
+    }
+
     private mutating func indent(_ depth: Int) {
         bytes.append(0x0a)
         for _ in 0..<depth { bytes.append(0x20); bytes.append(0x20) }

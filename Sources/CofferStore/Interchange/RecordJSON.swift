@@ -94,15 +94,20 @@ public enum RecordJSON {
 
     /// Writes a page of query results, as `coffer record query --json` prints it: `cursor` (its
     /// token, or null), `moreComing`, `records` (each in the `record get` shape) and `refused`
-    /// (each refused record's `message` and `name`, by name).
-    package static func write(_ result: QueryResult, schema: [String: FieldSchema]?, userID: String?, into w: inout JSONWriter) throws {
+    /// (each refused record's `message` and `name`, by name). With `flush`, the writer's bytes
+    /// go to it whenever they pass `flushBytes`, so that a large page is not held whole.
+    package static func write(_ result: QueryResult, schema: [String: FieldSchema]?, userID: String?, into w: inout JSONWriter,
+                              flushBytes: Int = 1 << 20, flush: ((UnsafeRawBufferPointer) throws -> Void)? = nil) throws {
         w.beginObject()
         w.key("cursor")
         if let cursor = result.cursor { w.string(cursor.token) } else { w.null() }
         w.key("moreComing"); w.bool(result.cursor != nil)
         w.key("records")
         w.beginArray()
-        for record in result.records { try write(record, schema: schema, userID: userID, into: &w) }
+        for record in result.records {
+            try write(record, schema: schema, userID: userID, into: &w)
+            if let flush, w.bytes.count >= flushBytes { try w.flush(to: flush) }
+        }
         w.endArray()
         w.key("refused")
         w.beginArray()
