@@ -75,6 +75,16 @@ public struct RecordDatabase: Sendable {
                            declaring: declarations)
     }
 
+    /// ``modify(saving:deleting:in:policy:declaring:)`` of records already checked and encoded
+    /// for this zone (`prepared`, one a record, by `Session.prepare`): an import checks its
+    /// whole file before the first save, and its save does not do that work again.
+    func modify(saving records: [Record], prepared: [PreparedRecord], in zone: ZoneID, policy: SavePolicy,
+                declaring declarations: [FieldDeclaration]) async throws -> ModifyResult {
+        try requireScope(zone)
+        return try await session.modify(zone: zone, saving: records, prepared: prepared, deleting: [], policy: policy,
+                                        authorLabel: transactionAuthor, declaring: declarations)
+    }
+
     /// The record named `name`.
     /// - Throws: `.unknownItem`, `.zoneNotFound`, `.integrityFailure` when its stored bytes fail authentication.
     public func record(named name: String, in zone: ZoneID) async throws -> Record {

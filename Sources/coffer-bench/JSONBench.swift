@@ -6,7 +6,9 @@ import Foundation
 
 /// The JSON interchange against the store's own save: records of the `records` benchmark's
 /// shape saved with `modify` in batches of 400 (the save rate), exported as JSON lines through
-/// `exportRecords`, and those lines imported into a fresh store through `RecordImport`.
+/// `exportRecords`, queried in pages of 10,000 written as `coffer record query --json` writes
+/// them (pretty) and as JSON lines, and the exported lines imported into a fresh store through
+/// `RecordImport` (the check of the whole file, then the save, each timed too).
 struct JSONBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "json",
@@ -61,18 +63,57 @@ struct JSONBench: AsyncParsableCommand {
         guard exported == records else { throw ValidationError("exported \(exported) of \(records) records") }
         log(String(format: "export  %.2f s, %d bytes", export.wall, bytes))
 
+        // Query pages as `coffer record query --json` reads and prints them: the query (reading
+        // and decoding), then each page written pretty (the CLI's layout) and as JSON lines.
+        let schema = try await saveDB.schema(of: "Note", in: saveZone)
+        var decode = (wall: 0.0, cpu: 0.0), pretty = (wall: 0.0, cpu: 0.0), jsonLines = (wall: 0.0, cpu: 0.0)
+        var queried = 0, prettyBytes = 0
+        var writer = JSONWriter(pretty: true, capacity: 1 << 20), lineWriter = JSONWriter(capacity: 1 << 20)
+        let sink = FileHandle(forWritingAtPath: "/dev/null")!
+        var cursor: QueryCursor?
+        sync()
+        repeat {
+            var page: QueryResult?
+            let q = try await Clock.measure {
+                page = try await saveDB.query(Query(recordType: "Note", limit: Limits.maxQueryLimit), in: saveZone, cursor: cursor)
+            }
+            let result = page!
+            let p = try await Clock.measure {
+                writer.reset()
+                try RecordJSON.write(result, schema: schema, userID: nil, into: &writer)
+                writer.bytes.append(0x0a)
+                sink.write(Data(writer.bytes))
+            }
+            let l = try await Clock.measure {
+                lineWriter.reset()
+                for record in result.records {
+                    try RecordJSON.write(record, schema: schema, userID: nil, into: &lineWriter)
+                    lineWriter.bytes.append(0x0a)
+                }
+                sink.write(Data(lineWriter.bytes))
+            }
+            decode = (decode.wall + q.wall, decode.cpu + q.cpu)
+            pretty = (pretty.wall + p.wall, pretty.cpu + p.cpu)
+            jsonLines = (jsonLines.wall + l.wall, jsonLines.cpu + l.cpu)
+            queried += result.records.count
+            prettyBytes += writer.bytes.count
+            cursor = result.cursor
+        } while cursor != nil
+        guard queried == records else { throw ValidationError("queried \(queried) of \(records) records") }
+        let queryJSON = (wall: decode.wall + pretty.wall, cpu: decode.cpu + pretty.cpu)
+        log(String(format: "query   %.2f s + pretty JSON %.2f s (%d bytes), JSON lines %.2f s", decode.wall, pretty.wall, prettyBytes, jsonLines.wall))
+
         let lines = try Data(contentsOf: URL(fileURLWithPath: path))
-        var check = 0.0
+        var check = (wall: 0.0, cpu: 0.0), saving = (wall: 0.0, cpu: 0.0)
         var summary: RecordImport.Summary?
         sync()
         let importing = try await Clock.measure {
-            let check0 = DispatchTime.now().uptimeNanoseconds
-            let checked = try await RecordImport(jsonLines: lines, into: importZone, of: importDB)
-            check = Double(DispatchTime.now().uptimeNanoseconds - check0) / 1e9
-            summary = try await checked.save(to: importDB)
+            var checked: RecordImport?
+            check = try await Clock.measure { checked = try await RecordImport(jsonLines: lines, into: importZone, of: importDB) }
+            saving = try await Clock.measure { summary = try await checked!.save(to: importDB) }
         }
         guard summary?.records == records else { throw ValidationError("imported \(summary?.records ?? 0) of \(records) records") }
-        log(String(format: "import  %.2f s (check %.2f s)", importing.wall, check))
+        log(String(format: "import  %.2f s (check %.2f s, save %.2f s)", importing.wall, check.wall, saving.wall))
 
         func entry(_ m: (wall: Double, cpu: Double)) -> [String: Any] {
             ["recordsPerSecond": (Double(records) / m.wall).rounded(), "seconds": m.wall, "cpuSeconds": m.cpu,
@@ -80,22 +121,26 @@ struct JSONBench: AsyncParsableCommand {
              "cpuMicrosecondsPerRecord": (m.cpu / Double(records) * 1e7).rounded() / 10]
         }
         var importEntry = entry(importing)
-        importEntry["checkSeconds"] = check
+        importEntry["checkSeconds"] = check.wall
         let result: [String: Any] = [
             "records": records, "batchSize": RecordsBench.batchSize, "exportBytes": bytes,
             "save": entry(save), "export": entry(export), "import": importEntry,
+            "importCheck": entry(check), "importSave": entry(saving),
+            "query": entry(decode), "queryPretty": entry(pretty), "queryJSONLines": entry(jsonLines), "queryJSON": entry(queryJSON),
             "importToSaveRatio": (save.wall / importing.wall * 1000).rounded() / 1000,
         ]
         if json {
             Clock.emitJSON(result)
         } else {
-            for phase in ["save", "export", "import"] {
+            for (phase, label) in [("save", "save"), ("export", "export"), ("query", "query (read, decode)"), ("queryPretty", "  pretty JSON"),
+                                   ("queryJSONLines", "  JSON lines"), ("queryJSON", "query + pretty"), ("import", "import"),
+                                   ("importCheck", "  check"), ("importSave", "  save")] {
                 let e = result[phase] as! [String: Any]
-                print(phase.padding(toLength: 7, withPad: " ", startingAt: 0)
+                print(label.padding(toLength: 21, withPad: " ", startingAt: 0)
                       + String(format: "%10.0f records/s  %6.1f µs/record wall  %6.1f µs/record CPU",
                                e["recordsPerSecond"] as! Double, e["microsecondsPerRecord"] as! Double, e["cpuMicrosecondsPerRecord"] as! Double))
             }
-            print(String(format: "import/save ratio %.3f (check of the whole file: %.2f s)", result["importToSaveRatio"] as! Double, check))
+            print(String(format: "import/save ratio %.3f (check of the whole file: %.2f s wall, %.2f s CPU)", result["importToSaveRatio"] as! Double, check.wall, check.cpu))
         }
     }
 

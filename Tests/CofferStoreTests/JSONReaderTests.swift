@@ -42,6 +42,30 @@ struct JSONReaderTests {
         }
     }
 
+    @Test("a quote, a backslash, a control character or a non-ASCII byte is found at every offset of a long string")
+    func specialByteAtEveryOffset() throws {
+        // The reader skips strings 8 bytes at a time: a byte that needs a look must stop it
+        // wherever it falls in a word, and a word after it must be read as well.
+        for length in 0..<20 {
+            for k in 0..<length {
+                var plain = Array(repeating: UInt8(ascii: "a"), count: length)
+                func document(_ bytes: [UInt8]) -> [UInt8] { [UInt8(ascii: "\"")] + bytes + [UInt8(ascii: "\"")] }
+                plain[k] = 0x1f
+                #expect(throws: JSONReader.Failure.invalid) { try JSONReader.parse(document(plain)) }
+                plain[k] = 0xff
+                #expect(throws: JSONReader.Failure.invalid) { try JSONReader.parse(document(plain)) }
+                plain[k] = UInt8(ascii: "\"")
+                #expect(throws: JSONReader.Failure.invalid) { try JSONReader.parse(document(plain)) }
+                let text = String(repeating: "a", count: k) + "é" + String(repeating: "b", count: length - k)
+                #expect(try JSONReader.parse(document(Array(text.utf8))) == .string(text))
+                let escaped = Array(String(repeating: "a", count: k).utf8) + Array(#"\"\\"#.utf8) + Array(String(repeating: "b", count: length - k).utf8)
+                #expect(try JSONReader.parse(document(escaped)) == .string(String(repeating: "a", count: k) + "\"\\" + String(repeating: "b", count: length - k)))
+            }
+            let plain = String(repeating: "x", count: length)
+            #expect(try JSONReader.parse(Array("[\"\(plain)\",\"\(plain)\"]".utf8)) == .array([.string(plain), .string(plain)]))
+        }
+    }
+
     @Test("a key twice in one object is reported, the first in document order, once the document parsed")
     func duplicates() throws {
         #expect(throws: JSONReader.Failure.duplicateKey("c")) { try parse(#"{"a":1,"b":{"c":1,"c":2},"a":2}"#) == .null }

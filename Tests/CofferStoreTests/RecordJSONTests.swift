@@ -24,6 +24,8 @@ struct RecordJSONTests {
         #expect(!text.contains("\n"))
         let object = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
         #expect(Set(object.keys) == RecordJSON.knownKeys)
+        #expect(RecordJSON.knownKeys.allSatisfy(RecordJSON.isKnownKey))
+        #expect(!["", "Name", "names", "encryptedFields", "transactionAuthor", "zone "].contains(where: RecordJSON.isKnownKey))
         #expect(object["zone"] as? String == "Notes")
         #expect(object["parent"] as? String == "top")
         #expect(object["changeTag"] is NSNull && object["created"] is NSNull && object["keyEpoch"] is NSNull)
@@ -87,6 +89,46 @@ struct RecordJSONTests {
         w.string((0..<0x20).map { String(UnicodeScalar(UInt8($0))) }.joined() + "\u{7f}\u{2028}😀")
         let text = String(decoding: w.bytes, as: UTF8.self)
         #expect(text == #""\u0000\u0001\u0002\u0003\u0004\u0005\u0006\u0007\b\t\n\u000b\f\r\u000e\u000f\u0010\u0011\u0012\u0013\u0014\u0015\u0016\u0017\u0018\u0019\u001a\u001b\u001c\u001d\u001e\u001f"# + "\u{7f}\u{2028}😀\"")
+    }
+
+    @Test("a character to escape is escaped at every offset of a long string, and the string reads back")
+    func escapingAtEveryOffset() throws {
+        // The writer skips plain text 8 bytes at a time: an escape must be found in any word.
+        for length in 1..<20 {
+            for k in 0..<length {
+                for special in ["\"", "\\", "\n", "\u{1}", "é", "😀"] {
+                    let text = String(repeating: "a", count: k) + special + String(repeating: "b", count: length - k)
+                    var w = JSONWriter()
+                    w.string(text)
+                    #expect(try JSONReader.parse(w.bytes) == .string(text))
+                    #expect(try JSONSerialization.jsonObject(with: Data(w.bytes), options: .fragmentsAllowed) as? String == text)
+                }
+            }
+        }
+    }
+
+    @Test("a query page streamed in pieces is the same document as written whole")
+    func queryPageFlushed() throws {
+        let records = (0..<5).map { i -> Record in
+            var r = Self.sample()
+            r.values["title"] = .string("note \(i) \"quoted\"")
+            return r
+        }
+        let page = QueryResult(records: records, refused: ["bad": StoreError(.integrityFailure, "tampered")], cursor: nil)
+        for pretty in [false, true] {
+            var whole = JSONWriter(pretty: pretty)
+            try RecordJSON.write(page, schema: nil, userID: "alice-id", into: &whole)
+            var pieces = [UInt8](), flushes = 0
+            var streamed = JSONWriter(pretty: pretty)
+            try RecordJSON.write(page, schema: nil, userID: "alice-id", into: &streamed, flushBytes: 1) { bytes in
+                pieces.append(contentsOf: bytes)
+                flushes += 1
+            }
+            pieces.append(contentsOf: streamed.bytes)
+            #expect(flushes == records.count)
+            #expect(pieces == whole.bytes)
+            #expect(try JSONSerialization.jsonObject(with: Data(pieces)) is [String: Any])
+        }
     }
 
     @Test("ISODate.format reads back to the bit through ISODate.parse when 9 fraction digits can hold the date, else to the nanosecond")

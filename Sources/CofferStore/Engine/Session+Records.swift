@@ -14,6 +14,16 @@ extension Session {
     /// checked.
     static func prepare(_ record: Record, zone: ZoneID, sized: Bool = false, typeChecked: Bool = false,
                         keysChecked: Bool = false) throws -> PreparedRecord {
+        let expectedSeq = try check(record, zone: zone, sized: sized, typeChecked: typeChecked, keysChecked: keysChecked)
+        let (plain, plainTypes) = PlainValuesCodec.encodeWithTypes(record.values)
+        let sealed = record.encryptedValues.isEmpty ? nil : SealedValuesCodec.encode(record.encryptedValues)
+        return PreparedRecord(plain: plain, plainTypes: plainTypes, sealedPlaintext: sealed, expectedSeq: expectedSeq)
+    }
+
+    /// The checks of ``prepare(_:zone:sized:typeChecked:keysChecked:)``, in its order, without
+    /// encoding anything: the change tag's sequence, if the record carries one.
+    static func check(_ record: Record, zone: ZoneID, sized: Bool = false, typeChecked: Bool = false,
+                      keysChecked: Bool = false) throws -> Int64? {
         guard record.zoneID == zone else {
             throw StoreError(.invalidArguments, "record '\(record.name)' belongs to zone '\(record.zoneID.name)', not '\(zone.name)'; a batch covers one zone")
         }
@@ -30,13 +40,10 @@ extension Session {
                 throw StoreError(.invalidArguments, "field '\(key)' of '\(record.name)' is both plain and encrypted")
             }
         }
-        let (plain, plainTypes) = PlainValuesCodec.encodeWithTypes(record.values)
-        let sealed = record.encryptedValues.isEmpty ? nil : SealedValuesCodec.encode(record.encryptedValues)
         // The limit counts what the fields hold (a string's UTF-8, bytes as bytes, 8 per number),
         // not how they are encoded, so a field weighs the same plain or encrypted.
         if !sized { try checkSize(record, Self.payloadSize(record.values) + Self.payloadSize(record.encryptedValues)) }
-        return PreparedRecord(plain: plain, plainTypes: plainTypes, sealedPlaintext: sealed,
-                              expectedSeq: try record.changeTag.map(ChangeTag.parse))
+        return try record.changeTag.map(ChangeTag.parse)
     }
 
     static func checkSize(_ record: Record, _ size: Int) throws {
@@ -89,7 +96,9 @@ extension Session {
     // MARK: - Modify
 
     /// Validates, encodes, seals and hashes one record for a batch. Pure: runs on any thread.
-    static func sealWrite(_ record: Record, _ context: WriteContext) -> Result<SealedWrite, any Error> {
+    /// `given`: the record as ``prepare(_:zone:sized:typeChecked:keysChecked:)`` already
+    /// prepared it for this zone (checked and encoded), so that only sealing and hashing remain.
+    static func sealWrite(_ record: Record, _ context: WriteContext, prepared given: PreparedRecord? = nil) -> Result<SealedWrite, any Error> {
         Result {
             // A type with a cached schema was validated when the batch started; a record whose
             // every field is in it as given needs no more schema work, and its keys no checks.
@@ -98,7 +107,7 @@ extension Session {
                 record.values.allSatisfy { key, value in schema[key].map { field(value, encrypted: false, matches: $0) } ?? false }
                     && record.encryptedValues.allSatisfy { key, value in schema[key].map { field(value, encrypted: true, matches: $0) } ?? false }
             } ?? false
-            let prepared = try prepare(record, zone: context.zone.id, sized: context.sized, typeChecked: schema != nil, keysChecked: checked)
+            let prepared = try given ?? prepare(record, zone: context.zone.id, sized: context.sized, typeChecked: schema != nil, keysChecked: checked)
             let stamp = VersionStamp(name: record.name, type: record.recordType, parent: record.parent, seq: context.seq, epoch: context.epoch,
                                      membershipSeq: context.membershipSeq, creatorID: context.authorID, modifierID: context.authorID,
                                      created: context.time, modified: context.time)
@@ -120,8 +129,14 @@ extension Session {
 
     /// Saves and deletes records of one zone atomically: all or nothing. Each record is
     /// encoded, sealed, hashed and written in turn, on the calling thread.
-    func modify(zone zoneID: ZoneID, saving records: [Record], deleting deletions: [RecordDeletion],
+    ///
+    /// `prepared`: each record of `records` as ``prepare(_:zone:sized:typeChecked:keysChecked:)``
+    /// gave it for this zone (a caller that checked the records before, as an import does), so
+    /// that they are not checked and encoded again. Not with `.changedKeys`, which merges each
+    /// record over its stored version.
+    func modify(zone zoneID: ZoneID, saving records: [Record], prepared: [PreparedRecord]? = nil, deleting deletions: [RecordDeletion],
                 policy: SavePolicy, authorLabel: String? = nil, declaring declarations: [FieldDeclaration] = []) async throws -> ModifyResult {
+        precondition(prepared == nil || (prepared!.count == records.count && policy != .changedKeys), "prepared records are one a record, not for .changedKeys")
         if let authorLabel, authorLabel.utf8.count > 255 || authorLabel.containsControlCharacters {
             throw StoreError(.invalidArguments, "a transaction author is at most 255 bytes with no control characters")
         }
@@ -207,7 +222,7 @@ extension Session {
                 // Consumed, not copied out of the result (a copy retains and releases every
                 // field of the record).
                 var write: SealedWrite
-                let sealed = Self.sealWrite(batch[i], context)
+                let sealed = Self.sealWrite(batch[i], context, prepared: prepared?[i])
                 switch consume sealed {
                 case .success(let sealed): write = sealed
                 case .failure(let error): throw error

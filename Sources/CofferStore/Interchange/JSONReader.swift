@@ -147,19 +147,21 @@ package struct JSONReader {
     private mutating func string() throws(Failure) -> String {
         i += 1
         let start = i
-        var ascii = true
+        var nonASCII = false
         while i < p.count {
+            i = JSONScan.plainWords(p, from: i, nonASCII: &nonASCII)
+            guard i < p.count else { break }
             let c = p[i]
             if c == UInt8(ascii: "\"") {
                 defer { i += 1 }
                 let bytes = UnsafeBufferPointer(rebasing: p[start..<i])
-                if ascii { return String(decoding: bytes, as: UTF8.self) }
+                if !nonASCII { return String(decoding: bytes, as: UTF8.self) }
                 guard let s = String(validating: bytes, as: UTF8.self) else { throw .invalid }
                 return s
             }
             if c == UInt8(ascii: "\\") { return try escapedString(from: start) }
             if c < 0x20 { throw .invalid }
-            if c >= 0x80 { ascii = false }
+            if c >= 0x80 { nonASCII = true }
             i += 1
         }
         throw .invalid

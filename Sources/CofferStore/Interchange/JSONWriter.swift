@@ -38,6 +38,14 @@ package struct JSONWriter {
         afterKey = false
     }
 
+    /// Hands the bytes written so far to `write` and empties the buffer, keeping its capacity
+    /// and the place in the document: what is written next continues it (for streaming a
+    /// large document in pieces).
+    package mutating func flush(to write: (UnsafeRawBufferPointer) throws -> Void) rethrows {
+        try bytes.withUnsafeBytes(write)
+        bytes.removeAll(keepingCapacity: true)
+    }
+
     private mutating func indent(_ depth: Int) {
         bytes.append(0x0a)
         for _ in 0..<depth { bytes.append(0x20); bytes.append(0x20) }
@@ -124,12 +132,15 @@ package struct JSONWriter {
         bytes.append(UInt8(ascii: "\""))
         var value = value
         value.withUTF8 { utf8 in
-            var start = 0
-            for i in 0..<utf8.count {
-                let c = utf8[i]
+            var start = 0, i = 0, nonASCII = false
+            while i < utf8.count {
+                i = JSONScan.plainWords(utf8, from: i, nonASCII: &nonASCII)
+                guard i < utf8.count else { break }
+                let at = i, c = utf8[i]
+                i += 1
                 guard c < 0x20 || c == UInt8(ascii: "\"") || c == UInt8(ascii: "\\") else { continue }
-                if start < i { bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[start..<i])) }
-                start = i + 1
+                if start < at { bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[start..<at])) }
+                start = at + 1
                 bytes.append(UInt8(ascii: "\\"))
                 switch c {
                 case UInt8(ascii: "\""): bytes.append(UInt8(ascii: "\""))

@@ -29,7 +29,16 @@ public struct RecordImport: Sendable {
     /// The zone the records go to.
     public let zone: ZoneID
     /// The checked records, each after its parent when the parent is in the file.
-    public let records: [Record]
+    public var records: [Record] { (0..<count).map { record(at: $0) } }
+    /// The number of checked records.
+    public let count: Int
+    /// The records in file order as the parallel check left them (each chunk of `chunkSize`
+    /// lines, with each record checked and encoded as its save needs it, so the save, on one
+    /// thread, does not do it again): kept in place, not copied into one array.
+    let chunks: [Chunk]
+    let chunkSize: Int
+    /// The save order, by index in file order: nil when it is the file's order.
+    let order: [Int]?
     /// Empty lists of fields the zone does not know yet, each fixed with the batch of the
     /// first record (by index in ``records``) that has it, so a refused batch fixes nothing.
     let newEmptyLists: [(record: Int, declaration: FieldDeclaration)]
@@ -54,13 +63,13 @@ public struct RecordImport: Sendable {
         let lines: [(number: Int, range: Range<Int>)] = jsonLines.withUnsafeBytes { Self.lines($0) }
         // Each line is read, typed and checked on its own, in parallel chunks; then, in file
         // order, each line's outcome is taken with the checks that depend on earlier lines.
-        let chunk = max(2_000, (lines.count + ProcessInfo.processInfo.activeProcessorCount - 1) / max(1, ProcessInfo.processInfo.activeProcessorCount))
-        let starts = Array(stride(from: 0, to: lines.count, by: chunk))
-        var parsed = [[Parsed]](repeating: [], count: starts.count)
+        let chunkSize = max(2_000, (lines.count + ProcessInfo.processInfo.activeProcessorCount - 1) / max(1, ProcessInfo.processInfo.activeProcessorCount))
+        let starts = Array(stride(from: 0, to: lines.count, by: chunkSize))
+        var parsed = [Chunk?](repeating: nil, count: starts.count)
         var schemas = [String: [String: FieldSchema]]()
-        try await withThrowingTaskGroup(of: (Int, [Parsed], [String: [String: FieldSchema]]).self) { group in
+        try await withThrowingTaskGroup(of: (Int, Chunk, [String: [String: FieldSchema]]).self) { group in
             for (n, start) in starts.enumerated() {
-                let part = lines[start..<min(start + chunk, lines.count)]
+                let part = lines[start..<min(start + chunkSize, lines.count)]
                 group.addTask {
                     let (result, fetched) = try await Self.parse(part, of: jsonLines, zone: zone, database: database)
                     return (n, result, fetched)
@@ -71,51 +80,83 @@ public struct RecordImport: Sendable {
                 schemas.merge(fetched) { a, _ in a }
             }
         }
-        var records = [Record]()
+        var chunks = [Chunk]()
+        var count = 0
         var names = Set<String>()
         // Field types as the zone's schema and the file so far fix them: a line that disagrees
         // is refused before any save.
         var kinds = schemas
         var newEmptyLists = [(record: Int, declaration: FieldDeclaration)]()
         var lineNumbers = [Int]()
-        records.reserveCapacity(lines.count)
+        // Each record's name, parent and type in file order (read in place: a record copied
+        // out of its chunk retains and releases every field).
+        var fileNames = [String](), parents = [String?](), types = [String]()
         lineNumbers.reserveCapacity(lines.count)
+        fileNames.reserveCapacity(lines.count)
+        parents.reserveCapacity(lines.count)
+        types.reserveCapacity(lines.count)
         names.reserveCapacity(lines.count)
-        for line in parsed.joined() {
-            do {
-                let (record, declared) = try line.outcome.get()
-                guard names.insert(record.name).inserted else {
-                    throw Self.dataError("record '\(record.name)' appears twice")
+        for n in parsed.indices {
+            // Taken out of `parsed`, so that its arrays are moved, not copied.
+            guard let chunk = parsed[n].take() else { continue }
+            for i in chunk.records.indices {
+                do {
+                    guard names.insert(chunk.records[i].name).inserted else {
+                        throw Self.dataError("record '\(chunk.records[i].name)' appears twice")
+                    }
+                    try Self.agree(chunk.records[i], declared: chunk.declared[i], kinds: &kinds[chunk.records[i].recordType, default: [:]]) { declaration in
+                        newEmptyLists.append((count + i, declaration))
+                    }
+                    lineNumbers.append(chunk.numbers[i])
+                    fileNames.append(chunk.records[i].name)
+                    parents.append(chunk.records[i].parent)
+                    types.append(chunk.records[i].recordType)
+                } catch let e as StoreError {
+                    throw StoreError(e.code, "line \(chunk.numbers[i]): \(e.message); nothing was imported")
                 }
-                try Self.agree(record, declared: declared, kinds: &kinds[record.recordType, default: [:]]) { declaration in
-                    newEmptyLists.append((records.count, declaration))
-                }
-                records.append(record)
-                lineNumbers.append(line.number)
-            } catch let e as StoreError {
-                throw StoreError(e.code, "line \(line.number): \(e.message); nothing was imported")
+            }
+            count += chunk.records.count
+            chunks.append(chunk)
+            // A chunk stops at its first refused line.
+            if let (number, e) = chunk.failure {
+                throw StoreError(e.code, "line \(number): \(e.message); nothing was imported")
             }
         }
 
         // A record that exists keeps its type, and a parent is in the file or in the zone:
         // checked against the zone before any save.
-        let outside = Set(records.compactMap(\.parent)).subtracting(names)
-        let existing = try await database.recordTypes(named: records.map(\.name) + outside.sorted(), in: zone)
-        for (i, record) in records.enumerated() {
-            if let type = existing[record.name], type != record.recordType {
-                throw StoreError(.invalidArguments, "line \(lineNumbers[i]): record '\(record.name)' exists as type \(type); its type cannot change to \(record.recordType) (delete it first); nothing was imported")
+        let outside = Set(parents.compactMap { $0 }).subtracting(names)
+        let existing = try await database.recordTypes(named: fileNames + outside.sorted(), in: zone)
+        for i in fileNames.indices {
+            if let type = existing[fileNames[i]], type != types[i] {
+                throw StoreError(.invalidArguments, "line \(lineNumbers[i]): record '\(fileNames[i])' exists as type \(type); its type cannot change to \(types[i]) (delete it first); nothing was imported")
             }
-            if let parent = record.parent, !names.contains(parent), existing[parent] == nil {
-                throw StoreError(.unknownItem, "line \(lineNumbers[i]): parent '\(parent)' of record '\(record.name)' is neither in the file nor in zone \(zone.name); nothing was imported")
+            if let parent = parents[i], !names.contains(parent), existing[parent] == nil {
+                throw StoreError(.unknownItem, "line \(lineNumbers[i]): parent '\(parent)' of record '\(fileNames[i])' is neither in the file nor in zone \(zone.name); nothing was imported")
             }
         }
         // Parents are saved before their children (a batch's parents must exist): records in
         // order of their depth below the file's roots, the file's order otherwise kept.
-        let order = try Self.parentsFirst(records, lineNumbers: lineNumbers)
-        var position = [Int](repeating: 0, count: records.count)
+        let order = try Self.parentsFirst(names: fileNames, parents: parents, lineNumbers: lineNumbers)
+        var position = [Int](repeating: 0, count: count)
         for (new, old) in order.enumerated() { position[old] = new }
-        self.records = order.elementsEqual(records.indices) ? records : order.map { records[$0] }
+        self.chunks = chunks
+        self.chunkSize = chunkSize
+        self.count = count
+        self.order = order.elementsEqual(0..<count) ? nil : order
         self.newEmptyLists = newEmptyLists.map { (position[$0.record], $0.declaration) }
+    }
+
+    /// The chunk and the place in it of the record saved `i`th.
+    func location(_ i: Int) -> (chunk: Int, index: Int) {
+        let inFile = order?[i] ?? i
+        return (inFile / chunkSize, inFile % chunkSize)
+    }
+
+    /// The record saved `i`th.
+    func record(at i: Int) -> Record {
+        let (c, k) = location(i)
+        return chunks[c].records[k]
     }
 
     /// Saves the records in atomic batches: at most 400 records and well under the batch size
@@ -131,10 +172,11 @@ public struct RecordImport: Sendable {
     public func save(to database: RecordDatabase, progress: ((_ saved: Int, _ total: Int) -> Void)? = nil) async throws -> Summary {
         var imported = 0, batches = 0, start = 0
         var declarationIndex = 0
-        while start < records.count {
+        while start < count {
             var end = start, bytes = 0
-            while end < records.count, end - start < Limits.maxBatchRecords {
-                let size = Self.estimatedSize(records[end])
+            while end < count, end - start < Limits.maxBatchRecords {
+                let (c, k) = location(end)
+                let size = chunks[c].sizes[k]
                 if end > start && bytes + size > Limits.maxBatchBytes * 3 / 4 { break }
                 bytes += size
                 end += 1
@@ -145,7 +187,10 @@ public struct RecordImport: Sendable {
                 declarationIndex += 1
             }
             do {
-                _ = try await database.modify(saving: Array(records[start..<end]), in: zone, policy: .allKeys, declaring: declarations)
+                let batch = (start..<end).map(location)
+                _ = try await database.modify(saving: batch.map { chunks[$0.chunk].records[$0.index] },
+                                              prepared: batch.map { chunks[$0.chunk].prepared[$0.index] }, in: zone,
+                                              policy: .allKeys, declaring: declarations)
             } catch let e as StoreError {
                 let detail = e.partialErrors.isEmpty ? e.message : e.partialErrors.sorted { $0.key < $1.key }.prefix(3).map { "\($0.key): \($0.value.message)" }.joined(separator: "; ")
                 throw StoreError(e.code == .partialFailure ? (e.partialErrors.values.first?.code ?? e.code) : e.code,
@@ -155,26 +200,36 @@ public struct RecordImport: Sendable {
             imported += end - start
             batches += 1
             start = end
-            progress?(imported, records.count)
+            progress?(imported, count)
         }
         return Summary(records: imported, batches: batches)
     }
 
     // MARK: Lines
 
-    /// One line's record and the types its `types` declares, or why it is refused.
-    struct Parsed: Sendable {
-        let number: Int
-        let outcome: Result<(Record, [String: FieldType]), StoreError>
+    /// Consecutive lines' records, each with its line number, the types its `types` declares
+    /// and its prepared form, up to the first line refused (and why).
+    struct Chunk: Sendable {
+        var records = [Record]()
+        var numbers = [Int]()
+        var declared = [[String: FieldType]]()
+        var prepared = [PreparedRecord]()
+        /// ``RecordImport/estimatedSize(_:)`` of each record.
+        var sizes = [Int]()
+        var failure: (number: Int, error: StoreError)?
     }
 
     /// Reads and checks `lines` of `data` each on its own (as JSON, as a record, against the
-    /// zone's schema of its type, fetched as needed and returned).
+    /// zone's schema of its type, fetched as needed and returned), up to the first refused.
     static func parse(_ lines: ArraySlice<(number: Int, range: Range<Int>)>, of data: Data, zone: ZoneID,
-                      database: RecordDatabase) async throws -> ([Parsed], [String: [String: FieldSchema]]) {
+                      database: RecordDatabase) async throws -> (Chunk, [String: [String: FieldSchema]]) {
         var schemas = [String: [String: FieldSchema]]()
-        var parsed = [Parsed]()
-        parsed.reserveCapacity(lines.count)
+        var chunk = Chunk()
+        chunk.records.reserveCapacity(lines.count)
+        chunk.numbers.reserveCapacity(lines.count)
+        chunk.declared.reserveCapacity(lines.count)
+        chunk.prepared.reserveCapacity(lines.count)
+        chunk.sizes.reserveCapacity(lines.count)
         for (number, range) in lines {
             do {
                 let object = try data.withUnsafeBytes { raw in
@@ -184,12 +239,18 @@ public struct RecordImport: Sendable {
                 if schemas[type] == nil {
                     schemas[type] = (try? await database.schema(of: type, in: zone)) ?? [:]
                 }
-                parsed.append(Parsed(number: number, outcome: .success(try Self.record(object, zone: zone, schema: schemas[type]!))))
+                let (record, declared, prepared) = try Self.record(object, zone: zone, schema: schemas[type]!)
+                chunk.records.append(record)
+                chunk.numbers.append(number)
+                chunk.declared.append(declared)
+                chunk.prepared.append(prepared)
+                chunk.sizes.append(estimatedSize(record))
             } catch let e as StoreError {
-                parsed.append(Parsed(number: number, outcome: .failure(e)))
+                chunk.failure = (number, e)
+                break
             }
         }
-        return (parsed, schemas)
+        return (chunk, schemas)
     }
 
     /// The non-blank lines of `data` (split at LF), with their 1-based numbers.
@@ -198,8 +259,9 @@ public struct RecordImport: Sendable {
         var start = 0, number = 1
         let bytes = data.bindMemory(to: UInt8.self)
         while start <= bytes.count {
-            var end = start
-            while end < bytes.count, bytes[end] != 0x0a { end += 1 }
+            // The next LF by `memchr`, which reads a word at a time.
+            let end = start == bytes.count ? start
+                : memchr(bytes.baseAddress! + start, 0x0a, bytes.count - start).map { bytes.baseAddress!.distance(to: $0.assumingMemoryBound(to: UInt8.self)) } ?? bytes.count
             var k = start
             while k < end, bytes[k] == 0x20 || bytes[k] == 0x09 || bytes[k] == 0x0d { k += 1 }
             if k < end { lines.append((number, start..<end)) }
@@ -222,14 +284,17 @@ public struct RecordImport: Sendable {
         }
         guard case .object(let object) = parsed else { throw dataError("not a JSON object") }
         if let duplicate { throw dataError("the key '\(duplicate)' appears twice in one object") }
-        if let unknown = object.keys.filter({ !RecordJSON.knownKeys.contains($0) }).sorted().first {
-            throw dataError("unknown key '\(unknown)'")
+        var unknown: String?
+        for member in object.members where !RecordJSON.isKnownKey(member.key) {
+            if unknown.map({ member.key < $0 }) ?? true { unknown = member.key }
         }
+        if let unknown { throw dataError("unknown key '\(unknown)'") }
         return object
     }
 
-    /// The record a line's object describes, and the types its `types` declares.
-    static func record(_ object: JSONObject, zone: ZoneID, schema: [String: FieldSchema]) throws -> (Record, [String: FieldType]) {
+    /// The record a line's object describes, the types its `types` declares, and the record
+    /// checked and encoded for its save (``Record/validate()`` and the encoding, in one pass).
+    static func record(_ object: JSONObject, zone: ZoneID, schema: [String: FieldSchema]) throws -> (Record, [String: FieldType], PreparedRecord) {
         guard case .string(let name) = object["name"], case .string(let type) = object["type"] else {
             throw dataError("'name' and 'type' must be strings")
         }
@@ -260,8 +325,8 @@ public struct RecordImport: Sendable {
         for (key, raw) in encrypted.members {
             record.encryptedValues[key] = try RecordValue(json: raw, key: key, type: declared[key] ?? schema[key]?.type, encrypted: true)
         }
-        try record.validate()
-        return (record, declared)
+        let prepared = try Session.prepare(record, zone: zone)
+        return (record, declared, prepared)
     }
 
     /// Checks each field of `record` against `kinds` (its type's fields as the zone and earlier
@@ -269,7 +334,7 @@ public struct RecordImport: Sendable {
     /// declaration of each new empty list.
     static func agree(_ record: Record, declared: [String: FieldType], kinds: inout [String: FieldSchema],
                       newEmptyList: (FieldDeclaration) -> Void) throws {
-        for (fields, encrypted) in [(record.values, false), (record.encryptedValues, true)] {
+        func agree(_ fields: [String: RecordValue], encrypted: Bool) throws {
             for (key, value) in fields {
                 let type: FieldType
                 var isEmptyList = false
@@ -297,32 +362,34 @@ public struct RecordImport: Sendable {
                 }
             }
         }
+        try agree(record.values, encrypted: false)
+        try agree(record.encryptedValues, encrypted: true)
     }
 
     /// Indexes of `records` with every record after its parent (when the parent is in the
     /// file too): by depth, then file order. A cycle of parents in the file is refused.
-    static func parentsFirst(_ records: [Record], lineNumbers: [Int]) throws -> [Int] {
+    static func parentsFirst(names: [String], parents: [String?], lineNumbers: [Int]) throws -> [Int] {
         // No parents: the file's order.
-        guard records.contains(where: { $0.parent != nil }) else { return Array(records.indices) }
-        var index = [String: Int](minimumCapacity: records.count)
-        for (i, record) in records.enumerated() { index[record.name] = i }
-        var depth = [Int?](repeating: nil, count: records.count)
-        for start in records.indices where depth[start] == nil {
+        guard parents.contains(where: { $0 != nil }) else { return Array(names.indices) }
+        var index = [String: Int](minimumCapacity: names.count)
+        for (i, name) in names.enumerated() { index[name] = i }
+        var depth = [Int?](repeating: nil, count: names.count)
+        for start in names.indices where depth[start] == nil {
             var chain = [start], onChain: Set<Int> = [start]
             // Walk up to a record of known depth, or to one whose parent is not in the file.
-            while let parent = records[chain.last!].parent, let up = index[parent], depth[up] == nil {
+            while let parent = parents[chain.last!], let up = index[parent], depth[up] == nil {
                 guard onChain.insert(up).inserted else {
-                    throw StoreError(.invalidArguments, "line \(lineNumbers[up]): record '\(records[up].name)' is its own ancestor through its parents in the file; nothing was imported")
+                    throw StoreError(.invalidArguments, "line \(lineNumbers[up]): record '\(names[up])' is its own ancestor through its parents in the file; nothing was imported")
                 }
                 chain.append(up)
             }
-            var d = records[chain.last!].parent.flatMap { index[$0] }.flatMap { depth[$0] }.map { $0 + 1 } ?? 0
+            var d = parents[chain.last!].flatMap { index[$0] }.flatMap { depth[$0] }.map { $0 + 1 } ?? 0
             for i in chain.reversed() {
                 depth[i] = d
                 d += 1
             }
         }
-        return records.indices.sorted { (depth[$0]!, $0) < (depth[$1]!, $1) }
+        return names.indices.sorted { (depth[$0]!, $0) < (depth[$1]!, $1) }
     }
 
     /// A generous estimate of a record's share of a batch, to keep batches under the limit.

@@ -21,6 +21,16 @@ public enum RecordJSON {
     public static let knownKeys: Set<String> = ["zone", "name", "type", "parent", "changeTag", "values", "encryptedValues", "types",
                                                 "creator", "modifier", "created", "modified", "keyEpoch"]
 
+    /// Whether `key` is one of ``knownKeys`` (compared, not hashed: an import asks for every key
+    /// of every line).
+    static func isKnownKey(_ key: String) -> Bool {
+        switch key {
+        case "zone", "name", "type", "parent", "changeTag", "values", "encryptedValues", "types",
+             "creator", "modifier", "created", "modified", "keyEpoch": true
+        default: false
+        }
+    }
+
     /// The record as one JSON object (no newline).
     ///
     /// ```swift
@@ -79,6 +89,35 @@ public enum RecordJSON {
         w.key("values"); try fields(record.values, into: &w)
         w.key("zone")
         if let userID, record.zoneID.ownerID == userID { w.string(record.zoneID.name) } else { w.string("\(record.zoneID.name)@\(record.zoneID.ownerID)") }
+        w.endObject()
+    }
+
+    /// Writes a page of query results, as `coffer record query --json` prints it: `cursor` (its
+    /// token, or null), `moreComing`, `records` (each in the `record get` shape) and `refused`
+    /// (each refused record's `message` and `name`, by name). With `flush`, the writer's bytes
+    /// go to it whenever they pass `flushBytes`, so that a large page is not held whole.
+    package static func write(_ result: QueryResult, schema: [String: FieldSchema]?, userID: String?, into w: inout JSONWriter,
+                              flushBytes: Int = 1 << 20, flush: ((UnsafeRawBufferPointer) throws -> Void)? = nil) throws {
+        w.beginObject()
+        w.key("cursor")
+        if let cursor = result.cursor { w.string(cursor.token) } else { w.null() }
+        w.key("moreComing"); w.bool(result.cursor != nil)
+        w.key("records")
+        w.beginArray()
+        for record in result.records {
+            try write(record, schema: schema, userID: userID, into: &w)
+            if let flush, w.bytes.count >= flushBytes { try w.flush(to: flush) }
+        }
+        w.endArray()
+        w.key("refused")
+        w.beginArray()
+        for name in result.refused.keys.sorted() {
+            w.beginObject()
+            w.key("message"); w.string(result.refused[name]!.message)
+            w.key("name"); w.string(name)
+            w.endObject()
+        }
+        w.endArray()
         w.endObject()
     }
 

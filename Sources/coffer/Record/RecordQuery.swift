@@ -50,25 +50,9 @@ extension Coffer.RecordCommand {
             }
             let result = try await context.db(zoneID).query(query, in: zoneID, cursor: try cursor.map(QueryCursor.init(token:)))
             if global.json {
-                var w = JSONWriter(pretty: true, capacity: result.records.count * 2048 + 256)
-                w.beginObject()
-                w.key("cursor")
-                if let cursor = result.cursor { w.string(cursor.token) } else { w.null() }
-                w.key("moreComing"); w.bool(result.cursor != nil)
-                w.key("records")
-                w.beginArray()
-                for record in result.records { try RecordOutput.write(record, context: context, schema: schema, into: &w) }
-                w.endArray()
-                w.key("refused")
-                w.beginArray()
-                for name in result.refused.keys.sorted() {
-                    w.beginObject()
-                    w.key("message"); w.string(result.refused[name]!.message)
-                    w.key("name"); w.string(name)
-                    w.endObject()
-                }
-                w.endArray()
-                w.endObject()
+                // Streamed in pieces of about 1 MiB: a page of 10,000 records is 16 MB of JSON.
+                var w = JSONWriter(pretty: true, capacity: (1 << 20) + 65_536)
+                try RecordJSON.write(result, schema: schema, userID: context.session.userID, into: &w, flush: RecordOutput.write)
                 RecordOutput.print(w)
                 try RefusedRecords.check(result.refused, allowed: allowRefused)
                 return

@@ -19,11 +19,16 @@ enum RecordOutput {
         print(writer)
     }
 
-    /// The writer's document and a newline on stdout.
+    /// The writer's document (or what is left of it) and a newline on stdout.
     static func print(_ writer: JSONWriter) {
-        var bytes = writer.bytes
-        bytes.append(0x0a)
-        FileHandle.standardOutput.write(Data(bytes))
+        writer.bytes.withUnsafeBytes(write)
+        [UInt8(0x0a)].withUnsafeBytes(write)
+    }
+
+    /// Bytes on stdout, as they are (not copied into a `Data` first).
+    static func write(_ bytes: UnsafeRawBufferPointer) {
+        guard let base = bytes.baseAddress, bytes.count > 0 else { return }
+        FileHandle.standardOutput.write(Data(bytesNoCopy: UnsafeMutableRawPointer(mutating: base), count: bytes.count, deallocator: .none))
     }
 
     static func data(_ object: Any, pretty: Bool) throws -> Data {
