@@ -136,10 +136,14 @@ public final class Store: Sendable {
         }
     }
 
-    /// Runs a read on one of GRDB's reader connections, suspending the caller until it is done
-    /// (the calling thread is not blocked), and maps database errors to ``StoreError``.
+    /// Runs a read on one of GRDB's reader connections, on the calling thread, and maps database
+    /// errors to ``StoreError``. A read never waits for a lock (WAL: readers go on while another
+    /// connection writes), so it holds its thread only for its own work; run there, the records
+    /// it makes are freed on the thread that made them. (Through GRDB's async `read`, which runs
+    /// the closure on a GRDB queue and suspends the caller, fetching cost about 12% more CPU per
+    /// record in `coffer-bench records`: see Docs/Performance.md.)
     func read<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
-        do { return try await dbPool.read(body) } catch { throw Self.map(error) }
+        try readBlocking(body)
     }
 
     /// Runs a write transaction on GRDB's writer connection, suspending the caller while it
