@@ -1,8 +1,6 @@
+import CofferTestSupport
 import Foundation
 import Testing
-#if canImport(Glibc)
-import Glibc
-#endif
 
 // Runs the built `coffer` executable as a separate process, the way a user or a script does.
 
@@ -56,8 +54,6 @@ enum CofferProcess {
     /// The one line `vault init --kdf min` prints on stderr.
     static let minKDFWarning = "warning: the min Argon2id preset is for tests only; use it for throwaway vaults"
 
-    private static let ignoreSIGPIPE: Void = { _ = signal(SIGPIPE, SIG_IGN) }()
-
     /// `coffer`, next to the test bundle: the folder of `/proc/self/exe`.
     static func executableURL() throws -> URL {
         let exe: String
@@ -77,86 +73,24 @@ enum CofferProcess {
     }
 
     /// Runs `coffer` (or `executable`) with `arguments`, exactly `environment`, `stdin`, in `directory`.
-    /// Kills it and records a failure after `timeout` seconds.
+    /// Kills it and records a failure after `timeout` seconds. (Started with `posix_spawn`, not
+    /// Foundation's `Process`: see `ChildProcess`.)
     static func run(_ arguments: [String], environment: [String: String], stdin: Stdin, directory: URL, executable: URL? = nil,
                     sourceLocation: SourceLocation = #_sourceLocation) throws -> CofferResult {
-        _ = ignoreSIGPIPE
-        let process = Process()
-        process.executableURL = try executable ?? executableURL()
-        process.arguments = arguments
-        process.environment = environment
-        process.currentDirectoryURL = directory
-
-        let outPipe = Pipe(), errPipe = Pipe()
-        process.standardOutput = outPipe
-        process.standardError = errPipe
-        var inPipe: Pipe?
-        var devNull: FileHandle?
-        switch stdin {
-        case .null:
-            guard let handle = FileHandle(forReadingAtPath: "/dev/null") else {
-                throw CofferProcessError(description: "cannot open /dev/null")
-            }
-            devNull = handle
-            process.standardInput = handle
-        case .data:
-            let pipe = Pipe()
-            inPipe = pipe
-            process.standardInput = pipe
+        let path = try (executable ?? executableURL()).path
+        let input: Data? = switch stdin {
+        case .null: nil
+        case .data(let data): data
         }
-
-        let finished = DispatchSemaphore(value: 0)
-        process.terminationHandler = { _ in finished.signal() }
-
-        let started = Date()
+        let run: ChildResult
         do {
-            try process.run()
+            run = try ChildProcess.run(path, arguments, environment: environment, stdin: input, directory: directory.path, timeout: timeout)
         } catch {
-            throw CofferProcessError(description: "cannot start \(process.executableURL?.path ?? "coffer"): \(error)")
+            throw CofferProcessError(description: "cannot start \(path): \(error)")
         }
-
-        let readers = DispatchGroup()
-        let outBox = DataBox(), errBox = DataBox()
-        for (handle, box) in [(outPipe.fileHandleForReading, outBox), (errPipe.fileHandleForReading, errBox)] {
-            readers.enter()
-            Thread {
-                box.set(handle.readDataToEndOfFile())
-                readers.leave()
-            }.start()
-        }
-        if case .data(let data) = stdin, let writer = inPipe?.fileHandleForWriting {
-            Thread {
-                try? writer.write(contentsOf: data)
-                try? writer.close()
-            }.start()
-        }
-
-        var timedOut = false
-        if finished.wait(timeout: .now() + timeout) == .timedOut {
-            timedOut = true
-            kill(process.processIdentifier, SIGKILL)
-            _ = finished.wait(timeout: .now() + 5)
-        }
-        let readersDone = readers.wait(timeout: .now() + 5) != .timedOut
-        if !readersDone {
-            Issue.record("the output pipes of 'coffer \(arguments.joined(separator: " "))' did not close", sourceLocation: sourceLocation)
-        }
-        try? devNull?.close()
-        // Close the pipes' ends here rather than leave them to deallocation: Foundation's
-        // Process keeps them alive, and each run leaked its pipes (3,342 open descriptors in one
-        // test run), which also sets off a crash in Foundation's `Process.run()` on Linux (it
-        // reads past glibc's buffer while listing /proc/self/fd once there are about 1,350;
-        // swift-corelibs-foundation pull request 5472).
-        // (Not while a reader may still use its end; the stdin writer closes its own end.)
-        if readersDone { Self.close(outPipe, errPipe) }
-        try? inPipe?.fileHandleForReading.close()
-        let seconds = Date().timeIntervalSince(started)
-
-        var status = process.isRunning ? -1 : process.terminationStatus
-        if !process.isRunning, process.terminationReason == .uncaughtSignal { status += 128 }
-        let result = CofferResult(arguments: arguments, status: status, stdout: outBox.data, stderr: errBox.data,
-                                  seconds: seconds, timedOut: timedOut)
-        if timedOut {
+        let result = CofferResult(arguments: arguments, status: run.status, stdout: run.stdout, stderr: run.stderr,
+                                  seconds: run.seconds, timedOut: run.timedOut)
+        if run.timedOut {
             Issue.record("'coffer \(arguments.joined(separator: " "))' did not finish within \(Int(timeout)) s and was killed\n\(result)",
                          sourceLocation: sourceLocation)
         }
@@ -166,24 +100,6 @@ enum CofferProcess {
         }
         return result
     }
-}
-
-extension CofferProcess {
-    /// Closes both ends of each pipe (an end already closed stays closed).
-    static func close(_ pipes: Pipe?...) {
-        for pipe in pipes.compactMap({ $0 }) {
-            try? pipe.fileHandleForReading.close()
-            try? pipe.fileHandleForWriting.close()
-        }
-    }
-}
-
-private final class DataBox: @unchecked Sendable {
-    private let lock = NSLock()
-    private var value = Data()
-
-    func set(_ data: Data) { lock.lock(); value = data; lock.unlock() }
-    var data: Data { lock.lock(); defer { lock.unlock() }; return value }
 }
 
 /// A temporary folder for one test: HOME, XDG_DATA_HOME and every file the test makes live in it.

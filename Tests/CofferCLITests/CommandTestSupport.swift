@@ -1,3 +1,4 @@
+import CofferTestSupport
 import Foundation
 import Testing
 
@@ -298,24 +299,10 @@ enum SQLiteShell {
         let candidates = ["/usr/bin/sqlite3", "/usr/local/bin/sqlite3", "/bin/sqlite3"]
         let executable = try #require(candidates.first { FileManager.default.isExecutableFile(atPath: $0) },
                                       "the sqlite3 shell is not installed", sourceLocation: sourceLocation)
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = ["-batch", database, sql]
-        let out = Pipe(), err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        let devNull = FileHandle(forReadingAtPath: "/dev/null")
-        process.standardInput = devNull
-        defer {
-            try? devNull?.close()
-            CofferProcess.close(out, err) // see CofferProcess.run: left open, the pipes leak
-        }
-        try process.run()
-        let output = out.fileHandleForReading.readDataToEndOfFile()
-        let errors = err.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0,
-                "sqlite3 \(sql) failed: \(String(decoding: errors, as: UTF8.self))", sourceLocation: sourceLocation)
+        let run = try ChildProcess.run(executable, ["-batch", database, sql], environment: ProcessInfo.processInfo.environment, timeout: 60)
+        #expect(run.status == 0 && !run.timedOut,
+                "sqlite3 \(sql) failed: \(String(decoding: run.stderr, as: UTF8.self))", sourceLocation: sourceLocation)
+        let output = run.stdout
         return String(decoding: output, as: UTF8.self)
     }
 }

@@ -1,3 +1,4 @@
+import CofferTestSupport
 import Foundation
 import Testing
 
@@ -23,21 +24,10 @@ struct EmbeddingExampleTests {
         let binary = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent()
             .appendingPathComponent("coffer-example")
         try #require(FileManager.default.isExecutableFile(atPath: binary.path), "coffer-example is not built next to the tests at \(binary.path)")
-        let process = Process()
-        process.executableURL = binary
-        let out = Pipe(), err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        process.standardInput = FileHandle.nullDevice
-        defer { CofferProcess.close(out, err) } // see CofferProcess.run: left open, the pipes leak
-        try process.run()
-        let deadline = Date().addingTimeInterval(60)
-        while process.isRunning && Date() < deadline { Thread.sleep(forTimeInterval: 0.05) }
-        if process.isRunning { process.terminate() }
-        process.waitUntilExit()
-        let stdout = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        let stderr = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        #expect(process.terminationStatus == 0, "coffer-example failed: \(stderr)")
+        let run = try ChildProcess.run(binary.path, [], environment: ProcessInfo.processInfo.environment, timeout: 60)
+        let stdout = String(decoding: run.stdout, as: UTF8.self)
+        let stderr = String(decoding: run.stderr, as: UTF8.self)
+        #expect(run.status == 0 && !run.timedOut, "coffer-example failed: \(stderr)")
         #expect(stdout == """
             saved groceries at change tag 2
             body: eggs, milk

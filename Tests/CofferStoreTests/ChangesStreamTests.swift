@@ -1,3 +1,4 @@
+import CofferTestSupport
 import CofferCrypto
 import CofferVault
 import Foundation
@@ -23,35 +24,9 @@ func signedCofferExecutable() -> URL? {
 /// Runs `coffer` with `arguments` and `environment`; kills it after `timeout` seconds.
 func signedRunCoffer(_ executable: URL, _ arguments: [String], environment: [String: String],
                      timeout: TimeInterval = 60) async throws -> (status: Int32, out: String, err: String) {
-    let process = Process()
-    process.executableURL = executable
-    process.arguments = arguments
-    process.environment = environment
-    process.standardInput = FileHandle.nullDevice
-    let out = Pipe(), err = Pipe()
-    process.standardOutput = out
-    process.standardError = err
-    // Both ends closed here rather than left to deallocation, which Foundation's Process delays
-    // (the CLI tests' CofferProcess.run says more).
-    defer {
-        for pipe in [out, err] {
-            try? pipe.fileHandleForReading.close()
-            try? pipe.fileHandleForWriting.close()
-        }
-    }
-    try process.run()
-    let deadline = Date().addingTimeInterval(timeout)
-    while process.isRunning {
-        if Date() > deadline {
-            process.terminate()
-            process.waitUntilExit()
-            throw SignedTimeout(seconds: Int(timeout))
-        }
-        try await Task.sleep(for: .milliseconds(20))
-    }
-    let stdout = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-    let stderr = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-    return (process.terminationStatus, stdout, stderr)
+    let run = try await ChildProcess.runSuspending(executable.path, arguments, environment: environment, timeout: timeout)
+    if run.timedOut { throw SignedTimeout(seconds: Int(timeout)) }
+    return (run.status, String(decoding: run.stdout, as: UTF8.self), String(decoding: run.stderr, as: UTF8.self))
 }
 
 /// The first element of `stream`, or nil when it finishes without one; fails after `seconds`.
