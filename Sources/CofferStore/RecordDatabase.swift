@@ -230,11 +230,11 @@ extension RecordDatabase {
         return try await session.read { db in
             let row = try session.zoneRow(db, zone)
             try session.checkCanRead(db, zone: row)
-            let statement = try RawStatement(db.cachedStatement(sql: "SELECT \(Session.recordColumns) FROM record WHERE zone_id = ? AND name > ? ORDER BY name LIMIT ?"),
-                                             arguments: [row.rowID, name ?? "", limit])
             var records = [Record]()
             records.reserveCapacity(limit)
-            try session.decodeRows(db, zone: row, expected: limit, read: { add in try Session.readRows(statement, into: add) },
+            try session.decodeRows(db, zone: row, expected: limit, read: { add in
+                try db.readRecordRows(zoneRowID: row.rowID, after: name ?? "", limit: limit, into: add)
+            },
                                    deliver: { _, result in records.append(try result.get()) })
             return records
         }

@@ -87,7 +87,7 @@ struct HostileStoreTests {
         /// The head of the zone's log in the file: its sequence and stored hash.
         func head(_ zone: ZoneID) throws -> (seq: Int64, hash: Digest32) {
             let id = try rowID(zone)
-            return try raw { db in try #require(try Session.logHead(db, zoneRowID: id)) }
+            return try raw { db in try #require(try db.logHead(zoneRowID: id)) }
         }
 
         /// Alice's zone with two notes, shared with Bob (read-only) and Carol (read-write), both accepted.
@@ -842,7 +842,7 @@ struct HostileStoreTests {
             try s.raw { db in
                 let row = try #require(try Row.fetchOne(db, sql: "SELECT body, signature FROM zone_log WHERE zone_id = ? AND kind = 4 AND author_id = ?",
                                                         arguments: [from, s.bob.userID]))
-                let head = try #require(try Session.logHead(db, zoneRowID: to))
+                let head = try #require(try db.logHead(zoneRowID: to))
                 let body = Array(row[0] as Data), signature = Array(row[1] as Data)
                 try db.execute(sql: "INSERT INTO zone_log (zone_id, seq, kind, author_id, body, signature, hash) VALUES (?, ?, 4, ?, ?, ?, ?)",
                                arguments: [to, head.seq + 1, s.bob.userID, Data(body), Data(signature),

@@ -123,7 +123,7 @@ struct ShareFixture: Sendable {
 
     /// What the zone's log says, as its owner verifies it now.
     func state(_ zone: ZoneID) throws -> ZoneState {
-        try raw { db in try alice.walkLog(db, zone: try ZoneRow.fetch(db, zone), signaturesAfter: 0).state }
+        try raw { db in try alice.walkLog(db, zone: try #require(try db.zoneRow(zone)), signaturesAfter: 0).state }
     }
 
     enum LogCount { case share, participants, acceptances }
@@ -147,7 +147,7 @@ struct ShareFixture: Sendable {
 
     /// The zone's uid (bound into record associated data).
     func zoneRow(_ zone: ZoneID) throws -> ZoneRow {
-        try raw { db in try ZoneRow.fetch(db, zone) }
+        try raw { db in try #require(try db.zoneRow(zone)) }
     }
 }
 

@@ -68,12 +68,12 @@ struct SignedHarness: Sendable {
 
     /// The zone's row as the library sees it (uid, name, owner, sequence).
     func zoneRow(_ zone: ZoneID) throws -> ZoneRow {
-        try sql { db in try ZoneRow.fetch(db, zone) }
+        try sql { db in try #require(try db.zoneRow(zone)) }
     }
 
     /// The zone's log as its owner verifies it now (all signatures checked).
     func state(_ zone: ZoneID) throws -> ZoneState {
-        try sql { db in try owner.walkLog(db, zone: try ZoneRow.fetch(db, zone), signaturesAfter: 0).state }
+        try sql { db in try owner.walkLog(db, zone: try #require(try db.zoneRow(zone)), signaturesAfter: 0).state }
     }
 
     /// Number of record entries (commits and rewrites) in a zone's log.
@@ -117,9 +117,9 @@ struct SignedHarness: Sendable {
 @discardableResult
 func forgeCommit(_ db: Database, zone: ZoneID, signer: Session, name: String, title: String, body: String?,
                  ownerSeq: Int64? = nil, epoch keyEpoch: Int64? = nil, label: String? = nil, key given: SymmetricKey? = nil) throws -> Int64 {
-    let row = try ZoneRow.fetch(db, zone)
+    let row = try #require(try db.zoneRow(zone))
     let state = try signer.walkLog(db, zone: row, signaturesAfter: Int64.max)
-    let head = try Session.logHead(db, zoneRowID: row.rowID)!
+    let head = try db.logHead(zoneRowID: row.rowID)!
     let seq = head.seq + 1
     let membership = ownerSeq ?? state.state.ownerSeq
     let epoch = keyEpoch ?? state.state.epoch
@@ -159,15 +159,15 @@ func forgeCommit(_ db: Database, zone: ZoneID, signer: Session, name: String, ti
 @discardableResult
 func forgeEntry(_ db: Database, zone: ZoneID, signer: Session, kind: LogEntry.Kind, payload: [UInt8], entries: [UInt8]? = nil,
                 names: [UInt8]? = nil, seq given: Int64? = nil, prev: Digest32? = nil, time: Double = Date().timeIntervalSince1970) throws -> Int64 {
-    let row = try ZoneRow.fetch(db, zone)
-    let head = try Session.logHead(db, zoneRowID: row.rowID)
+    let row = try #require(try db.zoneRow(zone))
+    let head = try db.logHead(zoneRowID: row.rowID)
     let seq = given ?? (head?.seq ?? 0) + 1
     let entry = LogEntry(zoneUID: row.uid, seq: seq, prev: prev ?? head?.hash ?? .zero, kind: kind, authorID: signer.userID, time: time,
                          payload: payload)
     let body = entry.body
     let signature = signer.vault.signingKey.signature(for: body)
     try db.execute(sql: "DELETE FROM zone_log WHERE zone_id = ? AND seq = ?", arguments: [row.rowID, seq])
-    try Session.insertEntry(db, zoneRowID: row.rowID, entry: entry, body: body, signature: signature,
+    try db.appendLogEntry(zoneRowID: row.rowID, entry: entry, body: body, signature: signature,
                             hash: LogEntry.hash(body: body, signature: signature), entries: entries, names: names)
     return seq
 }

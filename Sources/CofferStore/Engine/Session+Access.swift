@@ -18,17 +18,16 @@ struct ZoneAccess: Sendable {
 extension Session {
     /// The zone's row, found by name and owner; a missing zone's error names the acting user as
     /// "you".
-    func zoneRow(_ db: GRDB.Database, _ zoneID: ZoneID) throws -> ZoneRow {
-        do { return try ZoneRow.fetch(db, zoneID) } catch let error as StoreError where error.code == .zoneNotFound {
-            throw ZoneRow.notFound(zoneID, owner: describeUser(zoneID.ownerID))
-        }
+    func zoneRow(_ db: any StorageTransaction, _ zoneID: ZoneID) throws -> ZoneRow {
+        guard let zone = try db.zoneRow(zoneID) else { throw ZoneRow.notFound(zoneID, owner: describeUser(zoneID.ownerID)) }
+        return zone
     }
 
     /// The acting user's access to a zone, from its verified log: the owner; a named participant
     /// who accepted (and was not removed since); or a joiner of the current public link.
     /// Throws `.permissionFailure` (removed, left, not accepted, link turned off) or
     /// `.zoneNotFound` (never shared with this user).
-    func access(_ db: GRDB.Database, zone: ZoneRow) throws -> ZoneAccess {
+    func access(_ db: any StorageTransaction, zone: ZoneRow) throws -> ZoneAccess {
         let me = userID
         let log = try zoneLog(db, zone: zone)
         let state = log.state
@@ -61,11 +60,11 @@ extension Session {
         throw StoreError(.zoneNotFound, "\(describeZone(zone)) is not shared with you")
     }
 
-    func requireRead(_ db: GRDB.Database, zone: ZoneRow) throws -> ZoneAccess {
+    func requireRead(_ db: any StorageTransaction, zone: ZoneRow) throws -> ZoneAccess {
         try access(db, zone: zone)
     }
 
-    func requireWrite(_ db: GRDB.Database, zone: ZoneRow) throws -> ZoneAccess {
+    func requireWrite(_ db: any StorageTransaction, zone: ZoneRow) throws -> ZoneAccess {
         let access = try access(db, zone: zone)
         guard access.canWrite else {
             throw StoreError(.permissionFailure, "you have read-only access to zone '\(zone.id.name)'; ask its owner for read-write")
@@ -73,7 +72,7 @@ extension Session {
         return access
     }
 
-    func requireOwner(_ db: GRDB.Database, zone: ZoneRow, to action: String) throws -> ZoneAccess {
+    func requireOwner(_ db: any StorageTransaction, zone: ZoneRow, to action: String) throws -> ZoneAccess {
         guard zone.id.ownerID == userID else {
             // Not the owner by the row; the log would say the same (its genesis names the owner).
             _ = try access(db, zone: zone)
@@ -86,7 +85,7 @@ extension Session {
     /// so it names exactly one key.
     /// - Throws: `.unknownItem` when the store has no card for the user; `.integrityFailure`
     ///   when the stored card does not verify.
-    func signingKey(_ db: GRDB.Database, of userID: String) throws -> Ed25519.PublicKey {
+    func signingKey(_ db: any StorageTransaction, of userID: String) throws -> Ed25519.PublicKey {
         guard let contact = try store.verifiedContact(db, userID: userID) else {
             throw StoreError(.unknownItem, "no contact with user id \(userID)")
         }

@@ -156,7 +156,7 @@ extension Session {
         // Each name's latest entry in the signed log (`kind IS NOT NULL`: from the head index).
         let storedHashes = try Row.fetchAll(db, sql: "SELECT seq, hash FROM zone_log WHERE zone_id = ? AND kind IS NOT NULL", arguments: [zone.rowID])
             .reduce(into: [Int64: [UInt8]]()) { $0[try $1.required(0)] = Array(try $1.required(1) as Data) }
-        for stored in try Self.logEntries(db, zoneRowID: zone.rowID, after: 0) {
+        for stored in try db.logEntries(zoneRowID: zone.rowID, after: 0) {
             if let tail = log.refusedTail, stored.seq >= tail.seq { break } // reported above, with the entries after it
             if storedHashes[stored.seq] != stored.hash.bytes {
                 finding(.cache, "entry \(stored.seq)", "entry \(stored.seq) of zone '\(zoneID.name)' has a stored hash that is not its own")

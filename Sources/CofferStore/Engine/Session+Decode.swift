@@ -130,13 +130,8 @@ extension Session {
 
     /// Checks a stored row against its log entry without opening it (nothing when no row has
     /// the name): before an update carries its creator and creation time into a new version.
-    func verifyStoredRow(_ db: GRDB.Database, zone: ZoneRow, name: String) throws {
-        let statement = try RawStatement(db.cachedStatement(sql: "SELECT \(Self.recordColumns) FROM record WHERE zone_id = ? AND name = ?"))
-        statement.bind(1, zone.rowID)
-        statement.bind(2, name)
-        var found: StoredRow?
-        try Self.readRows(statement, limit: 1) { found = $0 }
-        guard let row = found else { return }
+    func verifyStoredRow(_ db: any StorageTransaction, zone: ZoneRow, name: String) throws {
+        guard let row = try db.recordRow(zoneRowID: zone.rowID, name: name) else { return }
         let context = try context(db, zone: zone, row: row).mapError { Self.rowError($0, row: row, zone: zone) }.get()
         var schema = context.schema
         for attempt in 0..<2 {
@@ -185,7 +180,7 @@ extension Session {
     /// whose commit, schema and key were all found is kept for later reads (``rowContexts``):
     /// a query's rows each meet a different commit, and making their contexts again on every
     /// read showed in profiles of the query path.
-    func context(_ db: GRDB.Database, zone: ZoneRow, row: StoredRow, key memoKey: RowContextKey? = nil,
+    func context(_ db: any StorageTransaction, zone: ZoneRow, row: StoredRow, key memoKey: RowContextKey? = nil,
                  log given: ZoneLog? = nil) -> Result<RowContext, any Error> {
         let memoKey = memoKey ?? RowContextKey(row)
         if given == nil, let kept = rowContexts.withLock({ $0[zone.rowID]?[memoKey] }) { return .success(kept) }
@@ -215,7 +210,7 @@ extension Session {
     /// order; `deliver` then gets one result per row in that order; a row that fails its checks
     /// gives its error, so callers decide whether to skip it (queries, feeds) or fail.
     /// `expected` (the most rows `read` adds, when known) sizes the lists.
-    func decodeRows(_ db: GRDB.Database, zone: ZoneRow, expected: Int? = nil,
+    func decodeRows(_ db: any StorageTransaction, zone: ZoneRow, expected: Int? = nil,
                     read: (_ add: (StoredRow) -> Void) throws -> Void,
                     deliver: (StoredRow, consuming Result<Record, any Error>) throws -> Void) throws {
         try withDecodeWorker(zone: zone) { worker in
@@ -232,7 +227,7 @@ extension Session {
         return try body(worker)
     }
 
-    private func decodeRows(_ db: GRDB.Database, zone: ZoneRow, worker: DecodeWorker, expected: Int?,
+    private func decodeRows(_ db: any StorageTransaction, zone: ZoneRow, worker: DecodeWorker, expected: Int?,
                             read: (_ add: (StoredRow) -> Void) throws -> Void,
                             deliver: (StoredRow, consuming Result<Record, any Error>) throws -> Void) throws {
         var rows = [StoredRow]()

@@ -11,15 +11,13 @@ extension Session {
     /// - Throws: `.permissionFailure` when no key is reachable; `.integrityFailure` when a
     ///   wrapped or chained key does not open or does not match its commitment.
     /// With `cached` false (a state of audit's own walk), the session's cache is neither read nor filled.
-    func zoneKey(_ db: GRDB.Database, zone: ZoneRow, epoch: Int64, state: ZoneState, cached useCache: Bool = true) throws -> SymmetricKey {
+    func zoneKey(_ db: any StorageTransaction, zone: ZoneRow, epoch: Int64, state: ZoneState, cached useCache: Bool = true) throws -> SymmetricKey {
         if useCache, let key = zoneKeys.withLock({ $0[zone.rowID]?[epoch] }) { return key }
         guard epoch >= 1, epoch <= state.epoch else {
             throw StoreError(.integrityFailure, "zone '\(zone.id.name)' has no key epoch \(epoch) in its log: the store was changed")
         }
         let key: SymmetricKey
-        // Rows, not `Data.fetchOne`: a NULL key (a row the store was changed to hold) is damage, not a missing key.
-        if let wrapped = try Row.fetchOne(db, sql: "SELECT wrapped_key FROM zone_key WHERE zone_id = ? AND epoch = ? AND member_id = ?",
-                                          arguments: [zone.rowID, epoch, userID]).map({ try $0.required(0) as Data }) {
+        if let wrapped = try db.wrappedKey(zoneRowID: zone.rowID, epoch: epoch, memberID: userID) {
             do {
                 key = try Self.unwrapZoneKey(Array(wrapped), zoneUID: zone.uid, epoch: epoch, with: vault.boxKey)
             } catch {
@@ -27,8 +25,7 @@ extension Session {
                                  underlying: error as? CryptoError)
             }
         } else if epoch < state.epoch,
-                  let sealed = try Row.fetchOne(db, sql: "SELECT sealed_key FROM zone_key_chain WHERE zone_id = ? AND epoch = ?",
-                                                arguments: [zone.rowID, epoch]).map({ try $0.required(0) as Data }) {
+                  let sealed = try db.chainedKey(zoneRowID: zone.rowID, epoch: epoch) {
             let newer = try zoneKey(db, zone: zone, epoch: epoch + 1, state: state, cached: useCache)
             do {
                 let envelope = try Envelope(bytes: Array(sealed))
@@ -48,7 +45,7 @@ extension Session {
 
     /// Checks, without the session's cache, that this user's key of the current epoch opens and
     /// matches the owner's commitment at `state` (for audit).
-    func checkZoneKey(_ db: GRDB.Database, zone: ZoneRow, state: ZoneState) throws {
+    func checkZoneKey(_ db: any StorageTransaction, zone: ZoneRow, state: ZoneState) throws {
         _ = try zoneKey(db, zone: zone, epoch: state.epoch, state: state, cached: false)
     }
 

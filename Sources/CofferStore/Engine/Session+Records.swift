@@ -175,10 +175,9 @@ extension Session {
             let seq = log.state.headSeq + 1
             let membershipSeq = log.state.ownerSeq
             var commit = CommitBuilder(zoneUID: zone.uid, seq: seq, capacity: total)
-            try Self.touch(db, zoneRowID: zone.rowID)
+            try db.touchZone(zoneRowID: zone.rowID)
             // A saved name supersedes its tombstone, so each name is in the change feed once.
-            let table = RecordTable(db: db)
-            let hasTombstones = try table.hasTombstones(zoneRowID: zone.rowID)
+            let hasTombstones = try db.hasTombstones(zoneRowID: zone.rowID)
             var schemas = [String: [String: FieldSchema]]()
             // Each type once (a batch is usually of one type: hashed once, not once a record).
             var types = Set<String>(), previous: String?
@@ -206,18 +205,8 @@ extension Session {
             var failures = [String: StoreError]()
             var saved = [Record]()
             saved.reserveCapacity(records.count)
-            let insert = try RawStatement(db.cachedStatement(sql: """
-                INSERT INTO record (zone_id, name, type, parent, plain, sealed, epoch, seq, membership_seq, creator_id, modifier_id, created_at, modified_at)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (zone_id, name) DO NOTHING
-                """))
-            // The author's id, bound in place for every row; the bindings are dropped once, on
-            // every way out, before the bytes go.
-            let authorCount = me.utf8.count
-            let author = UnsafeMutableRawBufferPointer.allocate(byteCount: max(authorCount, 1), alignment: 1)
-            defer { author.deallocate() }
-            _ = author.initializeMemory(as: UInt8.self, from: me.utf8)
-            let authorText = UnsafeRawBufferPointer(rebasing: author[0..<authorCount])
-            defer { insert.reset() }
+            let writer = try db.recordWriter(zoneRowID: zone.rowID, authorID: me)
+            defer { writer.finish() }
             for i in records.indices {
                 // Consumed, not copied out of the result (a copy retains and releases every
                 // field of the record).
@@ -230,54 +219,15 @@ extension Session {
                 if !write.schemaChecked { try self.applySchema(db, zoneRowID: zone.rowID, record: write.result) }
                 var written = false
                 var stored: (creator: String, created: Double)?
-                try write.version.plain.withUnsafeBytes { plain in
-                    try Self.withOptionalBytes(write.version.sealed) { sealed in
-                        if write.expectedSeq == nil || policy != .ifServerRecordUnchanged {
-                            insert.bind(1, zone.rowID)
-                            insert.bind(2, write.result.name)
-                            insert.bind(3, write.result.recordType)
-                            insert.bind(4, write.result.parent)
-                            insert.bindText(5, borrowing: plain)
-                            insert.bindBlob(6, borrowing: sealed)
-                            insert.bind(7, epoch)
-                            insert.bind(8, seq)
-                            insert.bind(9, membershipSeq)
-                            insert.bindText(10, borrowing: authorText)
-                            insert.bindText(11, borrowing: authorText)
-                            insert.bind(12, now)
-                            insert.bind(13, now)
-                            defer { insert.resetKeepingBindings() }
-                            _ = try insert.step()
-                            written = insert.changes == 1
-                        }
-                        if !written && (write.expectedSeq != nil || policy != .ifServerRecordUnchanged) {
-                            // The new version keeps the stored creator and creation time: they
-                            // must be ones a signed entry vouches for, not an edit of the file.
-                            try self.verifyStoredRow(db, zone: zone, name: write.result.name)
-                            let update = try RawStatement(db.cachedStatement(sql: """
-                                UPDATE record SET parent = ?, plain = ?, sealed = ?, epoch = ?, seq = ?, membership_seq = ?, modifier_id = ?, modified_at = ?
-                                WHERE zone_id = ? AND name = ? AND type = ? AND (?12 IS NULL OR seq = ?12)
-                                RETURNING creator_id, created_at
-                                """))
-                            defer { update.reset() }
-                            update.bind(1, write.result.parent)
-                            update.bindText(2, borrowing: plain)
-                            update.bindBlob(3, borrowing: sealed)
-                            update.bind(4, epoch)
-                            update.bind(5, seq)
-                            update.bind(6, membershipSeq)
-                            update.bind(7, me)
-                            update.bind(8, now)
-                            update.bind(9, zone.rowID)
-                            update.bind(10, write.result.name)
-                            update.bind(11, write.result.recordType)
-                            if policy == .ifServerRecordUnchanged, let expected = write.expectedSeq { update.bind(12, expected) }
-                            if try update.step() {
-                                written = true
-                                stored = (update.text(0), update.double(1))
-                            }
-                        }
-                    }
+                if write.expectedSeq == nil || policy != .ifServerRecordUnchanged {
+                    written = try writer.insertIfAbsent(write.version)
+                }
+                if !written && (write.expectedSeq != nil || policy != .ifServerRecordUnchanged) {
+                    // The new version keeps the stored creator and creation time: they must be
+                    // ones a signed entry vouches for, not an edit of the file.
+                    try self.verifyStoredRow(db, zone: zone, name: write.result.name)
+                    stored = try writer.update(write.version, expectedSeq: policy == .ifServerRecordUnchanged ? write.expectedSeq : nil)
+                    written = stored != nil
                 }
                 if written {
                     if let stored {
@@ -288,7 +238,7 @@ extension Session {
                     } else {
                         commit.addRecord(write.version.digest, name: write.result.name)
                     }
-                    if hasTombstones { try table.removeTombstone(name: write.result.name, zoneRowID: zone.rowID) }
+                    if hasTombstones { try db.removeTombstone(zoneRowID: zone.rowID, name: write.result.name) }
                     // Moved out of `write` (swapped with an empty record), not copied: a copy
                     // retains and then releases every field.
                     var result = Record(type: "", name: "", zone: ZoneID(name: "", ownerID: ""), parent: nil, values: [:], encryptedValues: [:])
@@ -301,10 +251,10 @@ extension Session {
 
             var deleted = [String]()
             for (deletion, expected) in zip(deletions, deleteSeqs) {
-                if try table.delete(name: deletion.name, zoneRowID: zone.rowID, expectedSeq: expected) {
+                if try db.deleteRecord(zoneRowID: zone.rowID, name: deletion.name, expectedSeq: expected) {
                     deleted.append(deletion.name)
                     commit.addDeletion(name: deletion.name)
-                    try table.addTombstone(name: deletion.name, zoneRowID: zone.rowID, seq: seq, authorID: me, label: authorLabel, time: now)
+                    try db.addTombstone(zoneRowID: zone.rowID, name: deletion.name, seq: seq, authorID: me, label: authorLabel, time: now)
                 } else if let server = try self.fetchRow(db, zone: zone, name: deletion.name) {
                     failures[deletion.name] = StoreError(.serverRecordChanged, "record '\(deletion.name)' changed since change tag \(deletion.changeTag ?? "?"); fetch it and retry", serverRecord: server)
                 } else {
@@ -338,11 +288,10 @@ extension Session {
     }
 
     /// The stored parent (nil: none) of each named record that exists.
-    private static func storedParents(_ db: GRDB.Database, zone: ZoneRow, names: [String]) throws -> [String: String?] {
+    private static func storedParents(_ db: any StorageTransaction, zone: ZoneRow, names: [String]) throws -> [String: String?] {
         var parents = [String: String?]()
-        let lookup = try db.cachedStatement(sql: "SELECT parent FROM record WHERE zone_id = ? AND name = ?")
         for name in names {
-            if let row = try Row.fetchOne(lookup, arguments: [zone.rowID, name]) { parents[name] = .some(try row.optional(0)) }
+            if let parent = try db.recordParent(zoneRowID: zone.rowID, name: name) { parents[name] = parent }
         }
         return parents
     }
@@ -354,18 +303,16 @@ extension Session {
     /// (at a root or a missing record) in the zone as the batch leaves it: `name` cannot be above
     /// such a record, or that chain would loop through `name`, so a walk stops at the first one.
     /// A batch that saves a chain therefore walks it once, not once per record.
-    private static func parentFailure(_ db: GRDB.Database, zone: ZoneRow, name: String, parent: String,
+    private static func parentFailure(_ db: any StorageTransaction, zone: ZoneRow, name: String, parent: String,
                                       acyclic: inout Set<String>) throws -> StoreError? {
         guard parent != name else { return StoreError(.invalidArguments, "record '\(name)' cannot be its own parent") }
-        let lookup = try db.cachedStatement(sql: "SELECT parent FROM record WHERE zone_id = ? AND name = ?")
-        guard let parentRow = try Row.fetchOne(lookup, arguments: [zone.rowID, parent]) else {
+        guard let grandparent = try db.recordParent(zoneRowID: zone.rowID, name: parent) else {
             return StoreError(.referenceViolation, "parent '\(parent)' of record '\(name)' is not a record of zone '\(zone.id.name)'; save the parent first, or in the same batch")
         }
         // A cycle through `name` needs a record whose parent is `name`: without one, the walk up
         // is not needed (a chain saved parent first, as import saves it, never walks).
-        let children = try db.cachedStatement(sql: "SELECT EXISTS (SELECT 1 FROM record WHERE zone_id = ? AND parent = ?)")
-        guard try Bool.fetchOne(children, arguments: [zone.rowID, name]) == true else { return nil }
-        var ancestor: String? = try parentRow.optional(0)
+        guard try db.hasChildren(zoneRowID: zone.rowID, parent: name) else { return nil }
+        var ancestor: String? = grandparent
         var walked: [String] = [name, parent], seen = Set(walked)
         while let current = ancestor, !acyclic.contains(current) {
             if current == name {
@@ -373,7 +320,7 @@ extension Session {
             }
             guard seen.insert(current).inserted else { return nil } // a cycle above, made before this check existed
             walked.append(current)
-            ancestor = try Row.fetchOne(lookup, arguments: [zone.rowID, current])?.optional(0) // a missing ancestor ends the walk: not this save's doing
+            ancestor = try db.recordParent(zoneRowID: zone.rowID, name: current) ?? nil // a missing ancestor ends the walk: not this save's doing
         }
         acyclic.formUnion(walked) // every chain walked here ends
         return nil
@@ -382,7 +329,7 @@ extension Session {
     /// Why a save wrote nothing: a stale tag, an existing record saved as new, or a type change.
     /// `expectedSeq` is the change tag the save carried (`record` already holds the tag it would
     /// have been given).
-    private func saveFailure(_ db: GRDB.Database, zone: ZoneRow, record: Record, expectedSeq: Int64?) throws -> StoreError {
+    private func saveFailure(_ db: any StorageTransaction, zone: ZoneRow, record: Record, expectedSeq: Int64?) throws -> StoreError {
         guard let server = try fetchRow(db, zone: zone, name: record.name) else {
             return StoreError(.unknownItem, "record '\(record.name)' no longer exists in zone '\(zone.id.name)'; save it as new (without a change tag)")
         }
@@ -396,7 +343,7 @@ extension Session {
 
     /// For `.changedKeys`: the stored record with only the keys this value changed applied
     /// (nil when nothing is stored under its name).
-    private func mergeChangedKeys(_ db: GRDB.Database, zone: ZoneRow, _ record: Record) throws -> Record? {
+    private func mergeChangedKeys(_ db: any StorageTransaction, zone: ZoneRow, _ record: Record) throws -> Record? {
         guard let server = try fetchRow(db, zone: zone, name: record.name) else { return nil }
         guard server.recordType == record.recordType else {
             throw StoreError(.invalidArguments, "record '\(record.name)' is of type \(server.recordType); its type cannot change to \(record.recordType)")
@@ -416,13 +363,8 @@ extension Session {
     // MARK: - Fetch
 
     /// The record named `name`, or nil.
-    func fetchRow(_ db: GRDB.Database, zone: ZoneRow, name: String) throws -> Record? {
-        let statement = try RawStatement(db.cachedStatement(sql: "SELECT \(Self.recordColumns) FROM record WHERE zone_id = ? AND name = ?"))
-        statement.bind(1, zone.rowID)
-        statement.bind(2, name)
-        var found: StoredRow?
-        try Self.readRows(statement, limit: 1) { found = $0 }
-        return try found.map { try decodeOne(db, zone: zone, row: $0) }
+    func fetchRow(_ db: any StorageTransaction, zone: ZoneRow, name: String) throws -> Record? {
+        try db.recordRow(zoneRowID: zone.rowID, name: name).map { try decodeOne(db, zone: zone, row: $0) }
     }
 
     static let recordColumns = "name, type, parent, plain, sealed, epoch, seq, creator_id, modifier_id, created_at, modified_at, membership_seq"
@@ -436,7 +378,7 @@ extension Session {
     /// Checks and opens one stored row on this thread.
     /// With `log`, the row is checked against that log (audit's own walk) instead of the
     /// session's.
-    func decodeOne(_ db: GRDB.Database, zone: ZoneRow, row: StoredRow, log: ZoneLog? = nil) throws -> Record {
+    func decodeOne(_ db: any StorageTransaction, zone: ZoneRow, row: StoredRow, log: ZoneLog? = nil) throws -> Record {
         func context() throws -> RowContext {
             try self.context(db, zone: zone, row: row, log: log).mapError { Self.rowError($0, row: row, zone: zone) }.get()
         }
@@ -468,16 +410,9 @@ extension Session {
         try await read { db in
             let zone = try self.zoneRow(db, zoneID)
             try self.checkCanRead(db, zone: zone)
-            let statement = try RawStatement(db.cachedStatement(sql: "SELECT \(Self.recordColumns) FROM record WHERE zone_id = ? AND name = ?"))
             var out = [String: Result<Record, StoreError>](minimumCapacity: names.count)
             try self.decodeRows(db, zone: zone, expected: names.count, read: { add in
-                var creators: CreatorCache?
-                defer { statement.reset() }
-                for name in names {
-                    statement.bind(1, zone.rowID)
-                    statement.bind(2, name)
-                    try Self.readRows(statement, limit: 1, keepingBindings: true, creators: &creators, into: add)
-                }
+                try db.readRecordRows(zoneRowID: zone.rowID, names: names, into: add)
             }, deliver: { row, result in
                 switch consume result {
                 case .success(let record): out[row.name] = .success(record)
@@ -500,7 +435,7 @@ extension Session {
     /// The owner and accepted participants read; the key of the current epoch must be reachable
     /// and match its commitment.
     @discardableResult
-    func checkCanRead(_ db: GRDB.Database, zone: ZoneRow) throws -> ZoneAccess {
+    func checkCanRead(_ db: any StorageTransaction, zone: ZoneRow) throws -> ZoneAccess {
         let access = try requireRead(db, zone: zone)
         _ = try zoneKey(db, zone: zone, epoch: access.state.epoch, state: access.state)
         return access
@@ -508,7 +443,7 @@ extension Session {
 
     /// The owner and read-write participants write.
     @discardableResult
-    func checkCanWrite(_ db: GRDB.Database, zone: ZoneRow) throws -> ZoneAccess {
+    func checkCanWrite(_ db: any StorageTransaction, zone: ZoneRow) throws -> ZoneAccess {
         let access = try requireWrite(db, zone: zone)
         _ = try zoneKey(db, zone: zone, epoch: access.state.epoch, state: access.state)
         return access

@@ -71,7 +71,7 @@ extension Session {
                     records.append(RewrittenRecord(verified: record, stored: stored))
                 }
                 try self.rewrite(db, zone: zone, log: &log, records: records, label: "coffer.rekey")
-                try Self.touch(db, zoneRowID: zone.rowID)
+                try db.touchZone(zoneRowID: zone.rowID)
                 return (rows.count, latest, through)
             }
             if count == 0 { break }
@@ -98,12 +98,11 @@ extension Session {
     /// version hash to `commit`.
     func writeVersions(_ db: GRDB.Database, zone: ZoneRow, records: [RewrittenRecord], seq: Int64, epoch: Int64, ownerSeq: Int64,
                        key: SymmetricKey, into commit: inout CommitBuilder) throws {
-        let table = RecordTable(db: db)
         for r in records {
             let stamp = VersionStamp(name: r.name, type: r.type, parent: r.parent, seq: seq, epoch: epoch, membershipSeq: ownerSeq,
                                      creatorID: r.creatorID, modifierID: r.modifierID, created: r.created, modified: r.modified)
             let version = RecordSealer.seal(stamp, plain: r.plain, plainTypes: r.plainTypes, sealedPlaintext: r.sealedPlaintext, key: key, zone: zone)
-            try table.replace(version, zoneRowID: zone.rowID)
+            try db.replaceRecord(version, zoneRowID: zone.rowID)
             commit.addRecord(version.digest, name: r.name)
         }
     }
@@ -129,14 +128,13 @@ extension Session {
                 var targetLog = try self.requireOwner(db, zone: target, to: "receive records").log
                 guard source.rowID != target.rowID else { throw StoreError(.invalidArguments, "the records are already in zone '\(targetName)'") }
                 // The records and, transitively, their children.
-                let table = RecordTable(db: db)
-                var all = [String](), queue = names, seen = Set<String>()
+                        var all = [String](), queue = names, seen = Set<String>()
                 while let name = queue.popLast() {
                     guard seen.insert(name).inserted else { continue }
                     all.append(name)
-                    queue += try table.children(of: name, zoneRowID: source.rowID)
+                    queue += try db.children(zoneRowID: source.rowID, of: name)
                 }
-                let taken = try all.filter { try table.exists(name: $0, zoneRowID: target.rowID) }
+                let taken = try all.filter { try db.recordExists(zoneRowID: target.rowID, name: $0) }
                 guard taken.isEmpty else {
                     throw StoreError(.alreadyExists, "zone '\(targetName)' already has a record named \(taken.sorted().prefix(5).map { "'\($0)'" }.joined(separator: ", ")); nothing was moved")
                 }
@@ -165,17 +163,17 @@ extension Session {
                                              created: old.created?.timeIntervalSince1970 ?? now, modified: now)
                     let version = RecordSealer.seal(stamp, plain: prepared.plain, plainTypes: prepared.plainTypes,
                                                     sealedPlaintext: prepared.sealedPlaintext, key: key, zone: target)
-                    try table.insert(version, zoneRowID: target.rowID)
+                    try db.insertRecord(version, zoneRowID: target.rowID)
                     added.addRecord(version.digest, name: record.name)
-                    _ = try table.delete(name: record.name, zoneRowID: source.rowID)
+                    _ = try db.deleteRecord(zoneRowID: source.rowID, name: record.name, expectedSeq: nil)
                     removed.addDeletion(name: record.name)
-                    try table.removeTombstone(name: record.name, zoneRowID: target.rowID)
-                    try table.addTombstone(name: record.name, zoneRowID: source.rowID, seq: sourceSeq, authorID: me, label: "coffer.move", time: now)
+                    try db.removeTombstone(zoneRowID: target.rowID, name: record.name)
+                    try db.addTombstone(zoneRowID: source.rowID, name: record.name, seq: sourceSeq, authorID: me, label: "coffer.move", time: now)
                 }
                 try added.write(db, session: self, zone: target, log: &targetLog, kind: .commit, label: "coffer.move", time: now)
                 try removed.write(db, session: self, zone: source, log: &sourceLog, kind: .commit, label: "coffer.move", time: now)
-                try Self.touch(db, zoneRowID: target.rowID)
-                try Self.touch(db, zoneRowID: source.rowID)
+                try db.touchZone(zoneRowID: target.rowID)
+                try db.touchZone(zoneRowID: source.rowID)
                 return all
             }
             return (targetID, moved)

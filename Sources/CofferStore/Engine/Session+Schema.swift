@@ -4,23 +4,22 @@ import GRDB
 
 extension Session {
     /// The schema of a record type in a zone, from the cache or the database.
-    func schema(_ db: GRDB.Database, zoneRowID: Int64, recordType: String, fresh: Bool = false) throws -> [String: FieldSchema] {
+    func schema(_ db: any StorageTransaction, zoneRowID: Int64, recordType: String, fresh: Bool = false) throws -> [String: FieldSchema] {
         let key = SchemaKey(zoneRowID: zoneRowID, recordType: recordType)
         if !fresh, let cached = schemas.withLock({ $0[key] }) { return cached }
         var fields = [String: FieldSchema]()
-        for row in try Row.fetchAll(db, sql: "SELECT field, value_type, encrypted FROM field_schema WHERE zone_id = ? AND record_type = ?",
-                                    arguments: [zoneRowID, recordType]) {
-            let name: String = try row.required("value_type")
+        for row in try db.fieldSchemaRows(zoneRowID: zoneRowID, recordType: recordType) {
+            let name = row.valueType
             guard let type = FieldType(name: name) else {
                 throw StoreError(.integrityFailure, "the schema of \(Names.printable(recordType)) names an unknown type '\(Names.printable(name))'")
             }
             // Writers skip the key checks of a record whose keys are all in its schema: so a
             // field name in the file must be one Coffer could have written.
-            let field: String = try row.required("field")
+            let field = row.field
             guard Names.isIdentifier(field) else {
                 throw StoreError(.integrityFailure, "the schema of \(Names.printable(recordType)) names a field '\(Names.printable(field))' Coffer does not write: the store was changed")
             }
-            fields[field] = FieldSchema(type: type, encrypted: try row.required("encrypted"))
+            fields[field] = FieldSchema(type: type, encrypted: row.encrypted)
         }
         schemas.withLock { $0[key] = fields }
         forgetRowContexts(zoneRowID: zoneRowID)
@@ -30,7 +29,7 @@ extension Session {
     /// Checks a record's fields against the schema and adds the fields it introduces
     /// (with an index for each new queryable plain field). Throws `.invalidArguments` when a
     /// field's type or encryption disagrees with its first save.
-    func applySchema(_ db: GRDB.Database, zoneRowID: Int64, record: Record) throws {
+    func applySchema(_ db: any StorageTransaction, zoneRowID: Int64, record: Record) throws {
         var known = try schema(db, zoneRowID: zoneRowID, recordType: record.recordType)
         if record.values.keys.contains(where: { known[$0] == nil }) || record.encryptedValues.keys.contains(where: { known[$0] == nil }) {
             // Another process may have added fields since this session cached the schema.
@@ -57,19 +56,14 @@ extension Session {
             }
         }
         guard !added.isEmpty else { return }
-        for (field, spec) in added {
-            // Indexes are made when a field is first queried or sorted on (see `ensureIndexes`),
-            // so saves pay only for the indexes that queries use.
-            try db.execute(sql: "INSERT INTO field_schema (zone_id, record_type, field, value_type, encrypted) VALUES (?, ?, ?, ?, ?)",
-                           arguments: [zoneRowID, record.recordType, field, spec.type.description, spec.encrypted])
-        }
+        for (field, spec) in added { try db.insertFieldSchema(zoneRowID: zoneRowID, recordType: record.recordType, field: field, schema: spec) }
         let key = SchemaKey(zoneRowID: zoneRowID, recordType: record.recordType)
         // Only cache after the transaction commits; until then, a rollback must not leave fields behind.
         let snapshot = known
-        db.afterNextTransaction(onCommit: { [self] _ in
+        db.afterTransaction(onCommit: { [self] in
             self.schemas.withLock { $0[key] = snapshot }
             self.forgetRowContexts(zoneRowID: zoneRowID)
-        }, onRollback: { [self] _ in
+        }, onRollback: { [self] in
             self.schemas.withLock { _ = $0.removeValue(forKey: key) }
             self.forgetRowContexts(zoneRowID: zoneRowID)
         })
@@ -80,7 +74,7 @@ extension Session {
     /// types whose schema it changed. The session's cached schemas of those types are dropped
     /// when the transaction ends, committed or rolled back, so a rolled-back save leaves no
     /// field behind, not even in memory.
-    func declareFields(_ db: GRDB.Database, zoneRowID: Int64, _ declarations: [FieldDeclaration]) throws -> Set<String> {
+    func declareFields(_ db: any StorageTransaction, zoneRowID: Int64, _ declarations: [FieldDeclaration]) throws -> Set<String> {
         guard !declarations.isEmpty else { return [] }
         var changed = Set<String>()
         var known = [String: [String: FieldSchema]]()
@@ -95,18 +89,18 @@ extension Session {
                 }
                 continue
             }
-            try db.execute(sql: "INSERT INTO field_schema (zone_id, record_type, field, value_type, encrypted) VALUES (?, ?, ?, ?, ?)",
-                           arguments: [zoneRowID, recordType, field, declaration.type.description, declaration.encrypted])
-            known[recordType]?[field] = FieldSchema(type: declaration.type, encrypted: declaration.encrypted)
+            let spec = FieldSchema(type: declaration.type, encrypted: declaration.encrypted)
+            try db.insertFieldSchema(zoneRowID: zoneRowID, recordType: recordType, field: field, schema: spec)
+            known[recordType]?[field] = spec
             changed.insert(recordType)
         }
         guard !changed.isEmpty else { return [] }
         let keys = changed.map { SchemaKey(zoneRowID: zoneRowID, recordType: $0) }
-        let forget: @Sendable (GRDB.Database) -> Void = { [self] _ in
+        let forget: @Sendable () -> Void = { [self] in
             self.schemas.withLock { for key in keys { _ = $0.removeValue(forKey: key) } }
             self.forgetRowContexts(zoneRowID: zoneRowID)
         }
-        db.afterNextTransaction(onCommit: forget, onRollback: forget)
+        db.afterTransaction(onCommit: forget, onRollback: forget)
         return changed
     }
 

@@ -38,7 +38,7 @@ extension Session {
             // Another process may have upgraded it since.
             guard let row = try Row.fetchOne(db, sql: "SELECT * FROM zone WHERE id = ?", arguments: [listed.rowID]) else { return }
             let zone = try ZoneRow(row: row)
-            guard zone.uid == listed.uid, zone.logFormat == 0, try Self.logHead(db, zoneRowID: zone.rowID) == nil else { return }
+            guard zone.uid == listed.uid, zone.logFormat == 0, try db.logHead(zoneRowID: zone.rowID) == nil else { return }
             // A zone this user already saw with a log cannot turn back into the earlier format:
             // someone put old rows back, and upgrading them again would sign a rollback.
             if try self.storedMark(zone) != nil {
@@ -80,7 +80,7 @@ extension Session {
             try db.execute(sql: "UPDATE zone SET compacted_seq = ? WHERE id = ?", arguments: [zone.sequence, zone.rowID])
             try Self.recordMembers(db, zone: zone, state: log.state)
             try db.execute(sql: "UPDATE zone SET share_uid = ? WHERE id = ?", arguments: [verified.share.map { Data($0.shareUID) }, zone.rowID])
-            try Self.touch(db, zoneRowID: zone.rowID)
+            try db.touchZone(zoneRowID: zone.rowID)
             let rowID = zone.rowID
             db.afterNextTransaction(onCommit: { [self] _ in
                 self.zoneKeys.withLock { $0[rowID] = [epoch: key] }

@@ -48,7 +48,7 @@ struct CommitBuilder {
 
     /// Signs the records as the zone's next log entry (a commit, or the owner's rewrite) at
     /// `log`'s head, which must be at `seq - 1`.
-    func write(_ db: GRDB.Database, session: Session, zone: ZoneRow, log: inout ZoneLog, kind: LogEntry.Kind, label: String?,
+    func write(_ db: any StorageTransaction, session: Session, zone: ZoneRow, log: inout ZoneLog, kind: LogEntry.Kind, label: String?,
                time: Double) throws {
         precondition(log.state.headSeq + 1 == seq, "a commit is written at the head it was built for")
         let payload = RecordsPayload(epoch: log.state.epoch, ownerSeq: log.state.ownerSeq, label: label, records: summary)

@@ -41,7 +41,7 @@ extension Session {
     /// checked when the chain was), and its stored version hashes and names must be the ones it
     /// signs. Cached per session.
     /// With `cached` false (a log of audit's own walk), the session's cache is neither read nor filled.
-    func verifiedCommit(_ db: GRDB.Database, zone: ZoneRow, seq: Int64, log: ZoneLog, cached useCache: Bool = true) throws -> VerifiedCommit {
+    func verifiedCommit(_ db: any StorageTransaction, zone: ZoneRow, seq: Int64, log: ZoneLog, cached useCache: Bool = true) throws -> VerifiedCommit {
         if useCache, let cached = commits.withLock({ $0[zone.rowID]?[seq] }) { return cached }
         func damaged(_ why: String) -> StoreError {
             StoreError(.integrityFailure, "entry \(seq) of the log of zone '\(zone.id.name)' \(why): the store was changed")
@@ -50,7 +50,7 @@ extension Session {
             if let tail = log.refusedTail, seq >= tail.seq { throw tail.error }
             throw damaged("is not in the zone's verified log")
         }
-        guard let stored = try Self.logEntry(db, zoneRowID: zone.rowID, seq: seq) else { throw damaged("is missing") }
+        guard let stored = try db.logEntry(zoneRowID: zone.rowID, seq: seq) else { throw damaged("is missing") }
         guard stored.hash == expected else { throw damaged("is not the entry the chain names") }
         guard let entry = LogEntry.decode(stored.body) else { throw damaged("is malformed") }
         let epoch: Int64, ownerSeq: Int64, label: String?, records: RecordsSummary

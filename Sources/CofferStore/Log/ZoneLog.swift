@@ -82,14 +82,15 @@ extension Session {
     ///   with the zone's row, or (to its owner) a zone of the earlier store format whose upgrade
     ///   was refused; `.permissionFailure` for a zone of the earlier store format whose owner
     ///   has not opened it since.
-    func zoneLog(_ db: GRDB.Database, zone: ZoneRow) throws -> ZoneLog {
-        guard let head = try Self.logHead(db, zoneRowID: zone.rowID) else {
+    func zoneLog(_ db: any StorageTransaction, zone: ZoneRow) throws -> ZoneLog {
+        guard let head = try db.logHead(zoneRowID: zone.rowID) else {
             // A zone this user verified before has a log: without one, its log was taken away,
             // whatever its row says of its format.
             if let mark = try storedMark(zone) { throw mark.isDeletion ? deletedBefore(zone) : rolledBack(zone, storeHead: 0, seen: mark.seq) }
-            if zone.logFormat == 0, zone.id.ownerID == userID {
-                // Its upgrade, when this session began, was refused: say why.
-                _ = try LegacyZone(db: db, zone: zone, storeID: store.storeID, session: self).verify()
+            if zone.logFormat == 0, zone.id.ownerID == userID, let sqlite = db as? GRDB.Database {
+                // Its upgrade, when this session began, was refused: say why. (Only SQLite
+                // stores hold zones of the earlier format.)
+                _ = try LegacyZone(db: sqlite, zone: zone, storeID: store.storeID, session: self).verify()
                 throw StoreError(.integrityFailure, "zone '\(zone.id.name)' is still in the store's earlier format: a new session upgrades it")
             }
             if zone.logFormat == 0 {
@@ -109,7 +110,7 @@ extension Session {
                 if isLaggingRead(db, zone: zone), known.hash(at: head.seq) == head.hash { return known }
                 throw rolledBack(zone, storeHead: head.seq, seen: known.state.headSeq)
             }
-            try extend(db, &known, zone: zone, entries: try Self.logEntries(db, zoneRowID: zone.rowID, after: known.state.headSeq),
+            try extend(db, &known, zone: zone, entries: try db.logEntries(zoneRowID: zone.rowID, after: known.state.headSeq),
                        signaturesAfter: 0)
             guard try extendsMark(db, known, zone: zone) else { return try loadLog(db, zone: zone) }
             remember(known, zoneRowID: zone.rowID)
@@ -119,12 +120,12 @@ extension Session {
     }
 
     /// The zone's verified state at the store's head.
-    func zoneState(_ db: GRDB.Database, zone: ZoneRow) throws -> ZoneState {
+    func zoneState(_ db: any StorageTransaction, zone: ZoneRow) throws -> ZoneState {
         try zoneLog(db, zone: zone).state
     }
 
     /// Reads a zone's whole log for the first time in this session.
-    private func loadLog(_ db: GRDB.Database, zone: ZoneRow) throws -> ZoneLog {
+    private func loadLog(_ db: any StorageTransaction, zone: ZoneRow) throws -> ZoneLog {
         let mark = try storedMark(zone)
         if let mark, mark.ownerID != zone.id.ownerID {
             throw StoreError(.integrityFailure, "zone '\(zone.id.name)' is owned by \(describeUser(zone.id.ownerID)) in this store, but you saw it owned by \(describeUser(mark.ownerID)): the store was changed")
@@ -137,8 +138,8 @@ extension Session {
 
     /// Reads and verifies a zone's whole log from its genesis: every chain link and every entry's
     /// rules, and the signatures of the entries after `signaturesAfter` (0: all of them).
-    func walkLog(_ db: GRDB.Database, zone: ZoneRow, signaturesAfter: Int64) throws -> ZoneLog {
-        let entries = try Self.logEntries(db, zoneRowID: zone.rowID, after: 0)
+    func walkLog(_ db: any StorageTransaction, zone: ZoneRow, signaturesAfter: Int64) throws -> ZoneLog {
+        let entries = try db.logEntries(zoneRowID: zone.rowID, after: 0)
         guard let first = entries.first else { throw StoreError(.integrityFailure, "zone '\(zone.id.name)' has no log: the store was changed") }
         guard let genesis = LogEntry.decode(first.body), genesis.seq == first.seq else {
             throw refused(zone, ZoneState.Refusal(seq: first.seq, reason: "the first entry is malformed"))
@@ -156,7 +157,7 @@ extension Session {
 
     /// Verifies and applies stored entries in order; the first that fails, and every one after
     /// it, is left out as the log's refused tail.
-    private func extend(_ db: GRDB.Database, _ log: inout ZoneLog, zone: ZoneRow, entries: some Sequence<StoredLogEntry>,
+    private func extend(_ db: any StorageTransaction, _ log: inout ZoneLog, zone: ZoneRow, entries: some Sequence<StoredLogEntry>,
                         signaturesAfter: Int64) throws {
         log.refusedTail = nil
         for stored in entries {
@@ -175,7 +176,7 @@ extension Session {
     /// advanced the mark past what the read sees (the caller then does not keep the log).
     /// - Throws: `.integrityFailure` when the log is behind the mark (rolled back, cut) or
     ///   disagrees with it (forked).
-    func extendsMark(_ db: GRDB.Database, _ log: ZoneLog, zone: ZoneRow, mark given: ZoneMark?? = nil) throws -> Bool {
+    func extendsMark(_ db: any StorageTransaction, _ log: ZoneLog, zone: ZoneRow, mark given: ZoneMark?? = nil) throws -> Bool {
         guard let mark = try given ?? storedMark(zone) else { return true }
         if mark.isDeletion { throw deletedBefore(zone) }
         if log.state.headSeq < mark.seq {
@@ -188,7 +189,7 @@ extension Session {
 
     /// Checks one stored entry (its chain link, its author's signature unless the mark covers
     /// it, what it may change) and applies it.
-    private func verify(_ db: GRDB.Database, _ stored: StoredLogEntry, zone: ZoneRow, into log: inout ZoneLog, checkSignature check: Bool) throws {
+    private func verify(_ db: any StorageTransaction, _ stored: StoredLogEntry, zone: ZoneRow, into log: inout ZoneLog, checkSignature check: Bool) throws {
         guard let entry = LogEntry.decode(stored.body), entry.seq == stored.seq else {
             throw refused(zone, ZoneState.Refusal(seq: stored.seq, reason: "the entry is malformed"))
         }
@@ -198,7 +199,7 @@ extension Session {
         }
     }
 
-    private func checkSignature(_ db: GRDB.Database, _ stored: StoredLogEntry, entry: LogEntry, zone: ZoneRow) throws {
+    private func checkSignature(_ db: any StorageTransaction, _ stored: StoredLogEntry, entry: LogEntry, zone: ZoneRow) throws {
         let key: Ed25519.PublicKey
         do { key = try signingKey(db, of: entry.authorID) } catch let error as StoreError where error.code == .unknownItem {
             throw refused(zone, ZoneState.Refusal(seq: entry.seq, reason: "it is signed by \(entry.authorID), who is not a contact of this store"))
@@ -222,7 +223,7 @@ extension Session {
     /// Whether `db` is a read that began before a session of this process last advanced this
     /// zone's log or mark (see ``read(_:)``): such a read may see an older head of a chain
     /// verified further since.
-    func isLaggingRead(_ db: GRDB.Database, zone: ZoneRow) -> Bool {
+    func isLaggingRead(_ db: any StorageTransaction, zone: ZoneRow) -> Bool {
         guard let started = Session.readStarts.withLock({ $0[ObjectIdentifier(db)] }) else { return false }
         return Session.advances.withLock { ($0.zones[zone.uid] ?? 0) > started }
     }
@@ -263,7 +264,7 @@ extension Session {
     /// Signs and stores the next entry of a zone (in the caller's write transaction), applies it
     /// to `log`, and keeps the result for the session once the transaction commits.
     @discardableResult
-    func appendEntry(_ db: GRDB.Database, zone: ZoneRow, log: inout ZoneLog, kind: LogEntry.Kind, payload: [UInt8],
+    func appendEntry(_ db: any StorageTransaction, zone: ZoneRow, log: inout ZoneLog, kind: LogEntry.Kind, payload: [UInt8],
                      time: Double, entries: [UInt8]? = nil, names: [UInt8]? = nil) throws -> LogEntry {
         if let tail = log.refusedTail {
             // Nothing is signed on top of entries this user cannot verify, and none is deleted:
@@ -279,62 +280,19 @@ extension Session {
         do { try log.append(entry, hash: hash) } catch let refusal as ZoneState.Refusal {
             throw StoreError(.permissionFailure, "zone '\(zone.id.name)': \(refusal.reason)")
         }
-        try Self.insertEntry(db, zoneRowID: zone.rowID, entry: entry, body: body, signature: signature, hash: hash, entries: entries, names: names)
+        try db.appendLogEntry(zoneRowID: zone.rowID, entry: entry, body: body, signature: signature, hash: hash, entries: entries, names: names)
         keepOnCommit(db, log, zoneRowID: zone.rowID)
         return entry
     }
 
     /// Keeps `log` for the session, and advances the user's mark to its head, once the caller's
     /// write transaction commits (a rolled-back write leaves both as they were).
-    func keepOnCommit(_ db: GRDB.Database, _ log: ZoneLog, zoneRowID: Int64) {
-        commitHooks.afterCommit(db) { [self] in
+    func keepOnCommit(_ db: any StorageTransaction, _ log: ZoneLog, zoneRowID: Int64) {
+        db.afterCommit(using: commitHooks) { [self] in
             self.logs.withLock { $0[zoneRowID] = log }
             Session.noteAdvance([log.state.zoneUID])
             self.advanceMark(log.mark)
         }
-    }
-
-    static func insertEntry(_ db: GRDB.Database, zoneRowID: Int64, entry: LogEntry, body: [UInt8], signature: [UInt8], hash: Digest32,
-                            entries: [UInt8]?, names: [UInt8]?) throws {
-        try db.cachedStatement(sql: """
-            INSERT INTO zone_log (zone_id, seq, kind, author_id, body, signature, hash, entries, names) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-            """).execute(arguments: [zoneRowID, entry.seq, Int(entry.kind.rawValue), entry.authorID, Data(body), Data(signature),
-                                     Data(hash.bytes), entries.map { Data($0) }, names.map { Data($0) }])
-        try db.cachedStatement(sql: "UPDATE zone SET sequence = ? WHERE id = ?").execute(arguments: [entry.seq, zoneRowID])
-    }
-
-    // MARK: - Storage
-
-    /// Through the `zone_log_head` index (`kind IS NOT NULL` lets SQLite use it): a seek in the
-    /// log's own rows reads their overflow pages.
-    static func logHead(_ db: GRDB.Database, zoneRowID: Int64) throws -> (seq: Int64, hash: Digest32)? {
-        let statement = try RawStatement(db.cachedStatement(sql: "SELECT seq, hash FROM zone_log WHERE zone_id = ? AND kind IS NOT NULL ORDER BY seq DESC LIMIT 1"))
-        defer { statement.reset() }
-        statement.bind(1, zoneRowID)
-        guard try statement.step() else { return nil }
-        let hash = statement.bytes(1)
-        return (statement.int64(0), hash.count == 32 ? Digest32(hash) : .zero)
-    }
-
-    static func logEntries(_ db: GRDB.Database, zoneRowID: Int64, after seq: Int64) throws -> [StoredLogEntry] {
-        let statement = try RawStatement(db.cachedStatement(sql: "SELECT seq, body, signature FROM zone_log WHERE zone_id = ? AND seq > ? ORDER BY seq"))
-        defer { statement.reset() }
-        statement.bind(1, zoneRowID)
-        statement.bind(2, seq)
-        var out = [StoredLogEntry]()
-        while try statement.step() {
-            out.append(StoredLogEntry(seq: statement.int64(0), body: Array(statement.bytes(1)), signature: Array(statement.bytes(2)),
-                                      entries: nil, names: nil))
-        }
-        return out
-    }
-
-    /// One entry with its record lists.
-    static func logEntry(_ db: GRDB.Database, zoneRowID: Int64, seq: Int64) throws -> StoredLogEntry? {
-        guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT body, signature, entries, names FROM zone_log WHERE zone_id = ? AND seq = ?"),
-                                         arguments: [zoneRowID, seq]) else { return nil }
-        return StoredLogEntry(seq: seq, body: Array(try row.required(0) as Data), signature: Array(try row.required(1) as Data),
-                              entries: (try row.optional(2) as Data?).map(Array.init), names: (try row.optional(3) as Data?).map(Array.init))
     }
 
     // MARK: - Errors

@@ -102,7 +102,7 @@ extension Session {
                 rotation = true
             }
             share.publicPermission = permission
-            if !gone.isEmpty { try Self.zoneGone(db, zone: zone, for: gone, reason: "removed") }
+            if !gone.isEmpty { try db.noteZoneGone(zone, for: Set(gone), reason: "removed") }
             if rotation {
                 // Link joiners keep the new key only while the link stays.
                 let joiners = permission == .none ? [] : state.linkJoiners.filter { $0.value == .accepted }.map(\.key)
@@ -131,7 +131,7 @@ extension Session {
             }
             share.participants[contact.userID] = .init(role: p.role, permission: p.permission, status: .removed)
             if log.state.readers.contains(contact.userID) {
-                try Self.zoneGone(db, zone: zone, for: [contact.userID], reason: "removed")
+                try db.noteZoneGone(zone, for: Set([contact.userID]), reason: "removed")
             }
             try self.rotate(db, zone: zone, log: &log, share: share, joiners: [])
             self.store.logger.info("participant removed, zone key rotated", metadata: ["zone": "\(zoneID.name)", "epoch": "\(log.state.epoch)"])
@@ -143,7 +143,7 @@ extension Session {
         try await store.write { db in
             let (zone, log0, _) = try self.ownedShare(db, zoneID, to: "stop sharing it")
             var log = log0
-            try Self.zoneGone(db, zone: zone, for: log.state.readers.filter { $0 != zone.id.ownerID }, reason: "share stopped")
+            try db.noteZoneGone(zone, for: Set(log.state.readers.filter { $0 != zone.id.ownerID }), reason: "share stopped")
             try db.execute(sql: "DELETE FROM share_link WHERE zone_id = ?", arguments: [zone.rowID])
             // From here on, the owner alone holds the key and may write: the log says so, signed.
             try self.rotate(db, zone: zone, log: &log, share: nil, joiners: [])
@@ -209,8 +209,8 @@ extension Session {
                                  ? "you are not invited to zone '\(zone.id.name)'; ask its owner to add you, or for a public link"
                                  : "the share of zone '\(zone.id.name)' has no public link any more; ask its owner to add you")
             }
-            try Self.zoneBack(db, zone: zone, for: me)
-            try Self.touch(db, zoneRowID: zone.rowID)
+            try db.noteZoneBack(zone, for: me)
+            try db.touchZone(zoneRowID: zone.rowID)
             return try self.describe(db, zone: zone, state: log.state)
         }
     }
@@ -225,8 +225,8 @@ extension Session {
             let access = try self.access(db, zone: zone)
             var log = access.log
             try self.writeAcceptance(db, zone: zone, log: &log, role: access.role, state: .left, proof: nil, time: Date().timeIntervalSince1970)
-            try Self.zoneGone(db, zone: zone, for: [me], reason: "left")
-            try Self.touch(db, zoneRowID: zone.rowID) // the owner's feed sees the share change
+            try db.noteZoneGone(zone, for: Set([me]), reason: "left")
+            try db.touchZone(zoneRowID: zone.rowID) // the owner's feed sees the share change
             if access.role == .publicUser {
                 try db.execute(sql: "DELETE FROM zone_key WHERE zone_id = ? AND member_id = ?", arguments: [zone.rowID, me])
             }
@@ -340,7 +340,7 @@ extension Session {
         try appendEntry(db, zone: zone, log: &log, kind: .membership, payload: w.bytes, time: Date().timeIntervalSince1970)
         try Self.recordMembers(db, zone: zone, state: log.state)
         try db.execute(sql: "UPDATE zone SET share_uid = ? WHERE id = ?", arguments: [share.map { Data($0.shareUID) }, zone.rowID])
-        try Self.touch(db, zoneRowID: zone.rowID)
+        try db.touchZone(zoneRowID: zone.rowID)
     }
 
     /// Keeps `zone_member`, the lookup of which zones name a user (as a participant or a link

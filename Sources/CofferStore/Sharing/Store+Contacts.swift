@@ -101,11 +101,9 @@ extension Store {
     /// the future) once per card and kept; every field comes from the card, never from the row's
     /// other columns. Nil when the store has no row for the id.
     /// - Throws: `.integrityFailure` when the stored card does not verify or is of another user.
-    func verifiedContact(_ db: GRDB.Database, userID: String) throws -> Contact? {
-        guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT card, added_at FROM contact WHERE user_id = ?"), arguments: [userID]) else {
-            return nil
-        }
-        let bytes: Data = try row.required(0)
+    func verifiedContact(_ db: any StorageTransaction, userID: String) throws -> Contact? {
+        guard let stored = try db.contactCard(userID: userID) else { return nil }
+        let bytes = Data(stored.card)
         let digest = BLAKE2b.hash(bytes)
         if let kept = verifiedCards.withLock({ $0[userID] }), kept.digest == digest { return kept.contact }
         let card: ContactCard
@@ -118,7 +116,7 @@ extension Store {
         do { try Self.checkNotFuture(card) } catch {
             throw StoreError(.integrityFailure, "the stored contact card of \(userID) is dated \(card.created), in the future: it is refused")
         }
-        let contact = Contact(identity: card.identity, cardCreated: card.created, added: Date(timeIntervalSince1970: try row.required(1)))
+        let contact = Contact(identity: card.identity, cardCreated: card.created, added: Date(timeIntervalSince1970: stored.added))
         verifiedCards.withLock { $0[userID] = (digest, contact) }
         return contact
     }
@@ -129,7 +127,7 @@ extension Store {
     }
 
     /// The verified contact of a user id, or `.unknownItem`.
-    func contactRow(_ db: GRDB.Database, userID: String) throws -> Contact {
+    func contactRow(_ db: any StorageTransaction, userID: String) throws -> Contact {
         guard let contact = try verifiedContact(db, userID: userID) else {
             throw StoreError(.unknownItem, "no contact with user id \(userID)")
         }

@@ -15,20 +15,6 @@ struct ZoneRow: Sendable {
 }
 
 extension ZoneRow {
-    /// The zone's row, read through SQLite's C API (every record operation starts here).
-    static func fetch(_ db: GRDB.Database, _ zoneID: ZoneID) throws -> ZoneRow {
-        let statement = try RawStatement(db.cachedStatement(
-            sql: "SELECT id, uid, sequence, created_at, log_format FROM zone WHERE owner_id = ? AND name = ?"))
-        defer { statement.reset() }
-        statement.bind(1, zoneID.ownerID)
-        statement.bind(2, zoneID.name)
-        guard try statement.step() else { throw notFound(zoneID) }
-        let uid = statement.bytes(1)
-        guard uid.count == 16 else { throw StoreError(.integrityFailure, "zone '\(zoneID.name)' has a damaged row: the store was changed") }
-        return ZoneRow(rowID: statement.int64(0), uid: Array(uid), id: zoneID, sequence: statement.int64(2),
-                       created: Date(timeIntervalSince1970: statement.double(3)), logFormat: statement.int64(4))
-    }
-
     /// The error for a zone that is not in the store (its owner named as "you" when it is the
     /// acting user: see ``Session/zoneRow(_:_:)``).
     static func notFound(_ zoneID: ZoneID, owner: String? = nil) -> StoreError {

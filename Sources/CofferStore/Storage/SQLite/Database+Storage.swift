@@ -1,0 +1,261 @@
+import Foundation
+import GRDB
+
+/// The SQLite backend of ``StorageTransaction``: GRDB's connection, inside a read or write of
+/// the store (``Store/read(_:)``, ``Store/write(_:)``). Statements are cached on the connection;
+/// the hot ones (a save's rows, a lookup) run through SQLite's C API (``RawStatement``).
+extension GRDB.Database: StorageTransaction {
+    // MARK: Zones
+
+    func zoneRow(_ zoneID: ZoneID) throws -> ZoneRow? {
+        let statement = try RawStatement(cachedStatement(
+            sql: "SELECT id, uid, sequence, created_at, log_format FROM zone WHERE owner_id = ? AND name = ?"))
+        defer { statement.reset() }
+        statement.bind(1, zoneID.ownerID)
+        statement.bind(2, zoneID.name)
+        guard try statement.step() else { return nil }
+        let uid = statement.bytes(1)
+        guard uid.count == 16 else { throw StoreError(.integrityFailure, "zone '\(zoneID.name)' has a damaged row: the store was changed") }
+        return ZoneRow(rowID: statement.int64(0), uid: Array(uid), id: zoneID, sequence: statement.int64(2),
+                       created: Date(timeIntervalSince1970: statement.double(3)), logFormat: statement.int64(4))
+    }
+
+    func zoneRows(ownedBy ownerID: String) throws -> [(zone: ZoneRow, recordCount: Int)] {
+        try Row.fetchAll(self, sql: """
+            SELECT z.*, (SELECT count(*) FROM record r WHERE r.zone_id = z.id) AS record_count
+            FROM zone z WHERE z.owner_id = ? ORDER BY z.name
+            """, arguments: [ownerID]).map { row in (try ZoneRow(row: row), try row.required("record_count")) }
+    }
+
+    func insertZone(uid: [UInt8], id: ZoneID, created: Double) throws -> Int64 {
+        if try Bool.fetchOne(self, sql: "SELECT 1 FROM zone WHERE owner_id = ? AND name = ?", arguments: [id.ownerID, id.name]) == true {
+            throw StoreError(.alreadyExists, "zone '\(id.name)' already exists")
+        }
+        try execute(sql: """
+            INSERT INTO zone (uid, owner_id, name, current_epoch, sequence, created_at, log_format) VALUES (?, ?, ?, 1, 0, ?, 1)
+            """, arguments: [Data(uid), id.ownerID, id.name, created])
+        return lastInsertedRowID
+    }
+
+    func markZoneLogged(zoneRowID: Int64) throws {
+        try execute(sql: "UPDATE zone SET log_format = 1 WHERE id = ?", arguments: [zoneRowID])
+    }
+
+    func deleteZone(zoneRowID: Int64) throws {
+        // Records, keys, log and schema go with it (ON DELETE CASCADE); secure_delete zeroes the freed pages.
+        try execute(sql: "DELETE FROM zone WHERE id = ?", arguments: [zoneRowID])
+    }
+
+    func touchZone(zoneRowID: Int64) throws {
+        try cachedStatement(sql: "UPDATE store_counter SET db_seq = db_seq + 1 WHERE id = 1").execute()
+        try cachedStatement(sql: "UPDATE zone SET db_seq = (SELECT db_seq FROM store_counter WHERE id = 1) WHERE id = ?")
+            .execute(arguments: [zoneRowID])
+    }
+
+    func noteZoneGone(_ zone: ZoneRow, for users: Set<String>, reason: String) throws {
+        try execute(sql: "UPDATE store_counter SET db_seq = db_seq + 1 WHERE id = 1")
+        for user in users {
+            try execute(sql: """
+                INSERT OR REPLACE INTO zone_tombstone (user_id, zone_uid, owner_id, name, db_seq, reason)
+                VALUES (?, ?, ?, ?, (SELECT db_seq FROM store_counter WHERE id = 1), ?)
+                """, arguments: [user, Data(zone.uid), zone.id.ownerID, zone.id.name, reason])
+        }
+    }
+
+    func noteZoneBack(_ zone: ZoneRow, for user: String) throws {
+        try execute(sql: "DELETE FROM zone_tombstone WHERE user_id = ? AND zone_uid = ?", arguments: [user, Data(zone.uid)])
+    }
+
+    // MARK: Zone logs
+
+    /// Through the `zone_log_head` index (`kind IS NOT NULL` lets SQLite use it): a seek in the
+    /// log's own rows reads their overflow pages.
+    func logHead(zoneRowID: Int64) throws -> (seq: Int64, hash: Digest32)? {
+        let statement = try RawStatement(cachedStatement(sql: "SELECT seq, hash FROM zone_log WHERE zone_id = ? AND kind IS NOT NULL ORDER BY seq DESC LIMIT 1"))
+        defer { statement.reset() }
+        statement.bind(1, zoneRowID)
+        guard try statement.step() else { return nil }
+        let hash = statement.bytes(1)
+        return (statement.int64(0), hash.count == 32 ? Digest32(hash) : .zero)
+    }
+
+    func logEntries(zoneRowID: Int64, after seq: Int64) throws -> [StoredLogEntry] {
+        let statement = try RawStatement(cachedStatement(sql: "SELECT seq, body, signature FROM zone_log WHERE zone_id = ? AND seq > ? ORDER BY seq"))
+        defer { statement.reset() }
+        statement.bind(1, zoneRowID)
+        statement.bind(2, seq)
+        var out = [StoredLogEntry]()
+        while try statement.step() {
+            out.append(StoredLogEntry(seq: statement.int64(0), body: Array(statement.bytes(1)), signature: Array(statement.bytes(2)),
+                                      entries: nil, names: nil))
+        }
+        return out
+    }
+
+    func logEntry(zoneRowID: Int64, seq: Int64) throws -> StoredLogEntry? {
+        guard let row = try Row.fetchOne(cachedStatement(sql: "SELECT body, signature, entries, names FROM zone_log WHERE zone_id = ? AND seq = ?"),
+                                         arguments: [zoneRowID, seq]) else { return nil }
+        return StoredLogEntry(seq: seq, body: Array(try row.required(0) as Data), signature: Array(try row.required(1) as Data),
+                              entries: (try row.optional(2) as Data?).map(Array.init), names: (try row.optional(3) as Data?).map(Array.init))
+    }
+
+    func appendLogEntry(zoneRowID: Int64, entry: LogEntry, body: [UInt8], signature: [UInt8], hash: Digest32,
+                        entries: [UInt8]?, names: [UInt8]?) throws {
+        try cachedStatement(sql: """
+            INSERT INTO zone_log (zone_id, seq, kind, author_id, body, signature, hash, entries, names) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+            """).execute(arguments: [zoneRowID, entry.seq, Int(entry.kind.rawValue), entry.authorID, Data(body), Data(signature),
+                                     Data(hash.bytes), entries.map { Data($0) }, names.map { Data($0) }])
+        try cachedStatement(sql: "UPDATE zone SET sequence = ? WHERE id = ?").execute(arguments: [entry.seq, zoneRowID])
+    }
+
+    // MARK: Zone keys
+
+    // Rows, not `Data.fetchOne`: a NULL key (a row the store was changed to hold) is damage, not a missing key.
+    func wrappedKey(zoneRowID: Int64, epoch: Int64, memberID: String) throws -> [UInt8]? {
+        try Row.fetchOne(self, sql: "SELECT wrapped_key FROM zone_key WHERE zone_id = ? AND epoch = ? AND member_id = ?",
+                         arguments: [zoneRowID, epoch, memberID]).map { Array(try $0.required(0) as Data) }
+    }
+
+    func chainedKey(zoneRowID: Int64, epoch: Int64) throws -> [UInt8]? {
+        try Row.fetchOne(self, sql: "SELECT sealed_key FROM zone_key_chain WHERE zone_id = ? AND epoch = ?",
+                         arguments: [zoneRowID, epoch]).map { Array(try $0.required(0) as Data) }
+    }
+
+    func insertWrappedKey(zoneRowID: Int64, epoch: Int64, memberID: String, wrapped: [UInt8]) throws {
+        try execute(sql: "INSERT INTO zone_key (zone_id, epoch, member_id, wrapped_key) VALUES (?, ?, ?, ?)",
+                    arguments: [zoneRowID, epoch, memberID, Data(wrapped)])
+    }
+
+    // MARK: Schema
+
+    func fieldSchemaRows(zoneRowID: Int64, recordType: String) throws -> [(field: String, valueType: String, encrypted: Bool)] {
+        try Row.fetchAll(self, sql: "SELECT field, value_type, encrypted FROM field_schema WHERE zone_id = ? AND record_type = ?",
+                         arguments: [zoneRowID, recordType]).map { row in
+            (try row.required("field"), try row.required("value_type"), try row.required("encrypted"))
+        }
+    }
+
+    func insertFieldSchema(zoneRowID: Int64, recordType: String, field: String, schema: FieldSchema) throws {
+        // Indexes are made when a field is first queried or sorted on (see `ensureIndexes`), so
+        // saves pay only for the indexes that queries use.
+        try execute(sql: "INSERT INTO field_schema (zone_id, record_type, field, value_type, encrypted) VALUES (?, ?, ?, ?, ?)",
+                    arguments: [zoneRowID, recordType, field, schema.type.description, schema.encrypted])
+    }
+
+    // MARK: Contacts
+
+    func contactCard(userID: String) throws -> (card: [UInt8], added: Double)? {
+        guard let row = try Row.fetchOne(cachedStatement(sql: "SELECT card, added_at FROM contact WHERE user_id = ?"), arguments: [userID]) else {
+            return nil
+        }
+        return (Array(try row.required(0) as Data), try row.required(1))
+    }
+
+    // MARK: Records
+
+    func recordRow(zoneRowID: Int64, name: String) throws -> StoredRow? {
+        let statement = try RawStatement(cachedStatement(sql: "SELECT \(Session.recordColumns) FROM record WHERE zone_id = ? AND name = ?"))
+        statement.bind(1, zoneRowID)
+        statement.bind(2, name)
+        var found: StoredRow?
+        try Session.readRows(statement, limit: 1) { found = $0 }
+        return found
+    }
+
+    func readRecordRows(zoneRowID: Int64, names: [String], into add: (StoredRow) -> Void) throws {
+        let statement = try RawStatement(cachedStatement(sql: "SELECT \(Session.recordColumns) FROM record WHERE zone_id = ? AND name = ?"))
+        var creators: Session.CreatorCache?
+        defer { statement.reset() }
+        for name in names {
+            statement.bind(1, zoneRowID)
+            statement.bind(2, name)
+            try Session.readRows(statement, limit: 1, keepingBindings: true, creators: &creators, into: add)
+        }
+    }
+
+    func readRecordRows(zoneRowID: Int64, after: String, limit: Int, into add: (StoredRow) -> Void) throws {
+        let statement = try RawStatement(cachedStatement(sql: "SELECT \(Session.recordColumns) FROM record WHERE zone_id = ? AND name > ? ORDER BY name LIMIT ?"),
+                                         arguments: [zoneRowID, after, limit])
+        try Session.readRows(statement, into: add)
+    }
+
+    func recordParent(zoneRowID: Int64, name: String) throws -> String?? {
+        let lookup = try cachedStatement(sql: "SELECT parent FROM record WHERE zone_id = ? AND name = ?")
+        guard let row = try Row.fetchOne(lookup, arguments: [zoneRowID, name]) else { return nil }
+        return .some(try row.optional(0))
+    }
+
+    func hasChildren(zoneRowID: Int64, parent: String) throws -> Bool {
+        try Bool.fetchOne(cachedStatement(sql: "SELECT EXISTS (SELECT 1 FROM record WHERE zone_id = ? AND parent = ?)"),
+                          arguments: [zoneRowID, parent]) == true
+    }
+
+    func children(zoneRowID: Int64, of parent: String) throws -> [String] {
+        try String.fetchAll(cachedStatement(sql: "SELECT name FROM record WHERE zone_id = ? AND parent = ?"), arguments: [zoneRowID, parent])
+    }
+
+    func recordExists(zoneRowID: Int64, name: String) throws -> Bool {
+        try Bool.fetchOne(cachedStatement(sql: "SELECT EXISTS (SELECT 1 FROM record WHERE zone_id = ? AND name = ?)"),
+                          arguments: [zoneRowID, name]) ?? false
+    }
+
+    func insertRecord(_ version: SealedVersion, zoneRowID: Int64) throws {
+        let v = version.stamp
+        try cachedStatement(sql: """
+            INSERT INTO record (zone_id, name, type, parent, plain, sealed, epoch, seq, membership_seq, creator_id, modifier_id, created_at, modified_at)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            """).execute(arguments: [zoneRowID, v.name, v.type, v.parent, String(decoding: version.plain, as: UTF8.self),
+                                     version.sealed.map { Data($0) }, v.epoch, v.seq, v.membershipSeq, v.creatorID, v.modifierID,
+                                     v.created, v.modified])
+    }
+
+    func replaceRecord(_ version: SealedVersion, zoneRowID: Int64) throws {
+        let v = version.stamp
+        try cachedStatement(sql: """
+            UPDATE record SET parent = ?, plain = ?, sealed = ?, epoch = ?, seq = ?, membership_seq = ?, creator_id = ?, modifier_id = ?,
+                created_at = ?, modified_at = ? WHERE zone_id = ? AND name = ? AND type = ?
+            """).execute(arguments: [v.parent, String(decoding: version.plain, as: UTF8.self), version.sealed.map { Data($0) }, v.epoch,
+                                     v.seq, v.membershipSeq, v.creatorID, v.modifierID, v.created, v.modified, zoneRowID, v.name, v.type])
+        guard changesCount == 1 else { throw StoreError(.internalError, "record '\(v.name)' could not be rewritten") }
+    }
+
+    func deleteRecord(zoneRowID: Int64, name: String, expectedSeq: Int64?) throws -> Bool {
+        // Asked for only when there is a deletion: a write's commit hook (a transaction
+        // observer) drops deleting statements from GRDB's cache, so asking for it on every save
+        // would compile it again on every save.
+        try cachedStatement(sql: "DELETE FROM record WHERE zone_id = ? AND name = ? AND (? IS NULL OR seq = ?)")
+            .execute(arguments: [zoneRowID, name, expectedSeq, expectedSeq])
+        return changesCount == 1
+    }
+
+    func recordWriter(zoneRowID: Int64, authorID: String) throws -> any RecordRowWriter {
+        try SQLiteRecordWriter(self, zoneRowID: zoneRowID, authorID: authorID)
+    }
+
+    // MARK: Tombstones
+
+    func addTombstone(zoneRowID: Int64, name: String, seq: Int64, authorID: String, label: String?, time: Double) throws {
+        try cachedStatement(sql: """
+            INSERT OR REPLACE INTO record_tombstone (zone_id, name, seq, author_id, author_label, deleted_at) VALUES (?, ?, ?, ?, ?, ?)
+            """).execute(arguments: [zoneRowID, name, seq, authorID, label, time])
+    }
+
+    func removeTombstone(zoneRowID: Int64, name: String) throws {
+        try cachedStatement(sql: "DELETE FROM record_tombstone WHERE zone_id = ? AND name = ?").execute(arguments: [zoneRowID, name])
+    }
+
+    func hasTombstones(zoneRowID: Int64) throws -> Bool {
+        try Bool.fetchOne(cachedStatement(sql: "SELECT EXISTS (SELECT 1 FROM record_tombstone WHERE zone_id = ?)"),
+                          arguments: [zoneRowID]) ?? false
+    }
+
+    // MARK: Transactions
+
+    func afterCommit(using hooks: CommitHooks, _ work: @escaping @Sendable () -> Void) {
+        hooks.afterCommit(self, work)
+    }
+
+    func afterTransaction(onCommit: @escaping @Sendable () -> Void, onRollback: @escaping @Sendable () -> Void) {
+        afterNextTransaction(onCommit: { _ in onCommit() }, onRollback: { _ in onRollback() })
+    }
+}

@@ -1,0 +1,137 @@
+import Foundation
+
+/// What the engine asks of a store's storage inside one transaction: typed reads and writes of
+/// the rows it keeps (zones, log entries, wrapped keys, schema, contact cards, sealed record
+/// rows), and no SQL. The engine seals, hashes, signs and verifies; a backend only stores and
+/// finds what it is given, and every value it returns is checked by the engine against signed
+/// data before it is believed.
+///
+/// The SQLite backend conforms GRDB's `Database` (`Storage/SQLite/Database+Storage.swift`): the
+/// engine's functions take a transaction of this protocol, and a read or write of the store
+/// hands them its connection. A read transaction takes only the reads; calling a write there
+/// fails as SQLite refuses it.
+///
+/// Every reader of a value stored by someone else must treat it as hostile: a row may hold any
+/// bytes. The methods throw `.integrityFailure` for a value of a shape no Coffer code writes (a
+/// NULL where a value is always written, a zone uid of the wrong length), and leave what the
+/// bytes mean to the engine.
+protocol StorageTransaction: AnyObject {
+    // MARK: Zones
+
+    /// The zone's row, found by owner and name; nil when there is none.
+    func zoneRow(_ zoneID: ZoneID) throws -> ZoneRow?
+    /// The zones `ownerID` owns, by name, each with its number of record rows.
+    func zoneRows(ownedBy ownerID: String) throws -> [(zone: ZoneRow, recordCount: Int)]
+    /// Adds a zone's row (whose log is written next, in the same transaction); returns its row id.
+    /// Throws `.alreadyExists` when the owner has a zone of that name.
+    func insertZone(uid: [UInt8], id: ZoneID, created: Double) throws -> Int64
+    /// Marks a zone as having a log (a zone of the store's earlier format gets one on upgrade).
+    func markZoneLogged(zoneRowID: Int64) throws
+    /// Deletes a zone's row and everything stored under it (records, log, keys, schema).
+    func deleteZone(zoneRowID: Int64) throws
+    /// Moves the zone to the head of the store's database change feed.
+    func touchZone(zoneRowID: Int64) throws
+    /// Records that a zone left each user's view (deleted, removed from its share, left), for
+    /// their database change feeds.
+    func noteZoneGone(_ zone: ZoneRow, for users: Set<String>, reason: String) throws
+    /// The zone came back into a user's view (re-accepted, re-invited).
+    func noteZoneBack(_ zone: ZoneRow, for user: String) throws
+
+    // MARK: Zone logs
+
+    /// The sequence and hash of the zone's newest log entry; nil when the zone has no log.
+    func logHead(zoneRowID: Int64) throws -> (seq: Int64, hash: Digest32)?
+    /// The zone's log entries after `seq`, in order, without their record lists.
+    func logEntries(zoneRowID: Int64, after seq: Int64) throws -> [StoredLogEntry]
+    /// One log entry with its record lists; nil when the zone has no entry `seq`.
+    func logEntry(zoneRowID: Int64, seq: Int64) throws -> StoredLogEntry?
+    /// Appends a signed entry to the zone's log and records it as the zone's head. Throws when
+    /// the zone already has an entry `entry.seq` (two writers raced for the head).
+    func appendLogEntry(zoneRowID: Int64, entry: LogEntry, body: [UInt8], signature: [UInt8], hash: Digest32,
+                        entries: [UInt8]?, names: [UInt8]?) throws
+
+    // MARK: Zone keys
+
+    /// The zone key of `epoch` wrapped to `memberID`, as stored.
+    func wrappedKey(zoneRowID: Int64, epoch: Int64, memberID: String) throws -> [UInt8]?
+    /// The zone key of `epoch` sealed under the key of `epoch + 1` (the key chain), as stored.
+    func chainedKey(zoneRowID: Int64, epoch: Int64) throws -> [UInt8]?
+    /// Stores the zone key of `epoch` wrapped to `memberID`.
+    func insertWrappedKey(zoneRowID: Int64, epoch: Int64, memberID: String, wrapped: [UInt8]) throws
+
+    // MARK: Schema
+
+    /// The fields of a record type in a zone as stored: name, value type name, encrypted.
+    func fieldSchemaRows(zoneRowID: Int64, recordType: String) throws -> [(field: String, valueType: String, encrypted: Bool)]
+    /// Fixes a field of a record type in a zone.
+    func insertFieldSchema(zoneRowID: Int64, recordType: String, field: String, schema: FieldSchema) throws
+
+    // MARK: Contacts
+
+    /// A user's contact card as stored, with when it was added; nil when there is none.
+    func contactCard(userID: String) throws -> (card: [UInt8], added: Double)?
+
+    // MARK: Records
+
+    /// The row of the named record, packed for decoding; nil when there is none.
+    func recordRow(zoneRowID: Int64, name: String) throws -> StoredRow?
+    /// Reads the rows of the named records that exist, in the order of `names`, handing each to
+    /// `add` (decoding is the engine's).
+    func readRecordRows(zoneRowID: Int64, names: [String], into add: (StoredRow) -> Void) throws
+    /// Reads up to `limit` rows of the zone whose names sort after `after` (bytewise), in name
+    /// order, handing each to `add`.
+    func readRecordRows(zoneRowID: Int64, after: String, limit: Int, into add: (StoredRow) -> Void) throws
+    /// The parent of the named record: nil when there is no such record, `.some(nil)` when it
+    /// has no parent.
+    func recordParent(zoneRowID: Int64, name: String) throws -> String??
+    /// Whether any record of the zone names `parent` as its parent.
+    func hasChildren(zoneRowID: Int64, parent: String) throws -> Bool
+    /// The names of the records whose parent is `parent`.
+    func children(zoneRowID: Int64, of parent: String) throws -> [String]
+    /// Whether the zone has a row of that name.
+    func recordExists(zoneRowID: Int64, name: String) throws -> Bool
+    /// Stores a version as a new row. Throws if the zone has a row of that name.
+    func insertRecord(_ version: SealedVersion, zoneRowID: Int64) throws
+    /// Replaces the row of the version's name and type with the version, whole (a re-key or an
+    /// upgrade writes each record again as it was, sealed anew).
+    func replaceRecord(_ version: SealedVersion, zoneRowID: Int64) throws
+    /// Deletes the named row, only if it is at `expectedSeq` when one is given. Returns whether
+    /// a row went.
+    func deleteRecord(zoneRowID: Int64, name: String, expectedSeq: Int64?) throws -> Bool
+    /// The writer of a batch's new versions, for one zone and author (see ``RecordRowWriter``).
+    func recordWriter(zoneRowID: Int64, authorID: String) throws -> any RecordRowWriter
+
+    // MARK: Tombstones
+
+    /// Records that entry `seq` deleted the named record (for change feeds), replacing an
+    /// earlier tombstone of the name.
+    func addTombstone(zoneRowID: Int64, name: String, seq: Int64, authorID: String, label: String?, time: Double) throws
+    /// Drops the named record's tombstone: a saved name supersedes it, so that each name is in
+    /// the change feed once.
+    func removeTombstone(zoneRowID: Int64, name: String) throws
+    /// Whether the zone has any tombstone (a batch without one skips ``removeTombstone(zoneRowID:name:)``).
+    func hasTombstones(zoneRowID: Int64) throws -> Bool
+
+    // MARK: Transactions
+
+    /// Runs `work` once the current write transaction commits; a rollback drops it. `hooks` is
+    /// the session's: one registration per connection, not one per call.
+    func afterCommit(using hooks: CommitHooks, _ work: @escaping @Sendable () -> Void)
+    /// Runs `onCommit` or `onRollback` when the current write transaction ends.
+    func afterTransaction(onCommit: @escaping @Sendable () -> Void, onRollback: @escaping @Sendable () -> Void)
+}
+
+/// Writes the new versions of one batch: each record is inserted when the zone has no row of
+/// its name, or else replaces the stored row of its name and type, keeping the stored creator
+/// and creation time. One writer serves one batch, on the thread of its transaction.
+protocol RecordRowWriter: AnyObject {
+    /// Inserts the version as a new row; false (and nothing written) when the zone has a row of
+    /// its name.
+    func insertIfAbsent(_ version: SealedVersion) throws -> Bool
+    /// Replaces the stored row of the version's name and type, only if it is at `expectedSeq`
+    /// when one is given; returns the stored creator and creation time the version keeps, or nil
+    /// when no row was replaced.
+    func update(_ version: SealedVersion, expectedSeq: Int64?) throws -> (creator: String, created: Double)?
+    /// Releases what the writer holds; called once, when the batch is written or fails.
+    func finish()
+}
