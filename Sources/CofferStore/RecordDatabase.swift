@@ -201,13 +201,9 @@ extension RecordDatabase {
             var types = [String: String]()
             var start = names.startIndex
             while start < names.endIndex {
-                let chunk = names[start..<min(start + 500, names.endIndex)]
-                let marks = Array(repeating: "?", count: chunk.count).joined(separator: ", ")
-                for found in try Row.fetchAll(db, sql: "SELECT name, type FROM record WHERE zone_id = ? AND name IN (\(marks))",
-                                              arguments: StatementArguments([row.rowID] + chunk.map { $0 as any DatabaseValueConvertible })) {
-                    types[try found.required(0)] = try found.required(1) as String
-                }
-                start = chunk.endIndex
+                let chunk = Array(names[start..<min(start + 500, names.endIndex)])
+                types.merge(try db.recordTypes(zoneRowID: row.rowID, names: chunk)) { _, new in new }
+                start += chunk.count
             }
             return types
         }

@@ -125,4 +125,24 @@ extension Store {
         try session.upgradeLegacyZones()
         return session
     }
+
+    /// ``session(vault:)`` through the async store calls: the way to open a session on a
+    /// PostgreSQL store (on SQLite, the two are the same).
+    ///
+    /// ```swift
+    /// let store = try await Store(postgres: url)
+    /// let alice = try await store.openSession(vault: aliceVault)
+    /// ```
+    public func openSession(vault: Vault) async throws -> Session {
+        guard case .postgres = backend else { return try session(vault: vault) }
+        let identity = vault.identity
+        if try await read({ db in try self.verifiedContact(db, userID: identity.userID) })?.identity != identity {
+            try await addContactSuspending(ContactCard(vault: vault))
+        }
+        do { _ = try vault.marks.all() } catch let error as VaultError {
+            throw StoreError(.integrityFailure, "your marks file cannot be read: \(error.message)", underlying: error)
+        }
+        // A PostgreSQL store never holds zones of the earlier SQLite format: nothing to upgrade.
+        return Session(store: self, vault: vault)
+    }
 }

@@ -4,23 +4,25 @@ import Foundation
 import GRDB
 import Logging
 
-/// A Coffer store: one SQLite database (WAL) that several users' sessions act on.
+/// A Coffer store that several users' sessions act on: one SQLite database (WAL), the
+/// default, or a PostgreSQL database that several processes share.
 ///
 /// ```swift
 /// let store = try Store(path: "notes.sqlite")
 /// try store.addContact(try ContactCard.verify(cardData))
 /// ```
 ///
-/// The file is created with mode 0600 if it does not exist. Connections run with foreign
+/// An SQLite file is created with mode 0600 if it does not exist. Connections run with foreign
 /// keys and `secure_delete` on; the schema is built by named migrations (see
-/// `Storage/SQLite/Store+Migrations.swift`) that never change once released.
+/// `Storage/SQLite/Store+Migrations.swift`) that never change once released. For PostgreSQL,
+/// see ``init(postgres:password:timeouts:logger:)``.
 public final class Store: Sendable {
-    /// The database file.
+    /// The database file; for a PostgreSQL store, its `postgres://` URL.
     public let url: URL
     /// 16 random bytes that name this store (in share URLs and change tokens). Ciphertexts do
     /// not bind it: a zone moves between stores whole.
     public let storeID: [UInt8]
-    let dbPool: DatabasePool
+    let backend: Backend
     let logger: Logger
     /// Names of the query indexes known to exist.
     let knownIndexes = Locked<Set<String>>([])
@@ -59,7 +61,7 @@ public final class Store: Sendable {
             // A new (empty) file is set up under the lock from the start: SQLite's first writes
             // to it (the WAL switch, the first migration) then happen in one process at a time.
             if setup.isEmpty { try setup.lock() }
-            dbPool = try DatabasePool(path: url.path, configuration: config)
+            let dbPool = try DatabasePool(path: url.path, configuration: config)
             if let id = try Self.readyStoreID(dbPool) {
                 storeID = id
             } else {
@@ -68,6 +70,7 @@ public final class Store: Sendable {
                 storeID = try Self.makeStoreID(dbPool)
             }
             try Self.checkTables(dbPool, path: url.path)
+            backend = .sqlite(dbPool)
         } catch let error as DatabaseError {
             switch error.resultCode {
             case .SQLITE_BUSY, .SQLITE_LOCKED:
@@ -80,6 +83,42 @@ public final class Store: Sendable {
             }
         }
         logger.debug("store opened", metadata: ["path": "\(url.path)"])
+    }
+
+    /// Opens the Coffer store in a PostgreSQL database, setting it up on first use (its own
+    /// named migrations, applied under an advisory lock, so that several processes may open a
+    /// new database at once).
+    ///
+    /// ```swift
+    /// let url = try PostgresURL("postgres://coffer@db.internal/coffer")
+    /// let store = try await Store(postgres: url, password: PostgresPassword.lookup(for: url))
+    /// ```
+    ///
+    /// Several processes (instances of a service) may use one database at once: commits to a
+    /// zone serialize on its row, and each checks that the rows it changes are as it read them.
+    /// Call ``close()`` when done with the store.
+    /// - Parameters:
+    ///   - password: the password, if the server asks for one (``PostgresPassword`` finds it
+    ///     in `PGPASSWORD` or `~/.pgpass`); never in the URL.
+    ///   - connectTimeout: how long to wait for a connection before giving up.
+    ///   - queryTimeout: how long one statement may run.
+    /// - Throws: `.serviceUnavailable` when the server cannot be reached or does not answer in
+    ///   time; `.internalError` when the database was set up by a newer Coffer.
+    public init(postgres: PostgresURL, password: String? = nil, connectTimeout: Duration = .seconds(10), queryTimeout: Duration = .seconds(30),
+                logger: Logger = Vault.disabledLogger) async throws {
+        let storage = try await PostgresStorage.open(url: postgres, password: password,
+                                                     timeouts: PostgresConnector.Timeouts(connect: connectTimeout, query: queryTimeout), logger: logger)
+        url = URL(string: postgres.description) ?? URL(fileURLWithPath: "/")
+        storeID = storage.storeID
+        backend = .postgres(storage)
+        self.logger = logger
+        logger.debug("store opened", metadata: ["postgres": "\(postgres)"])
+    }
+
+    /// Closes a PostgreSQL store's connections (an SQLite store closes its file when released).
+    /// Calls after it fail with `.serviceUnavailable`.
+    public func close() async {
+        if case .postgres(let storage) = backend { await storage.close() }
     }
 
     /// Every table, index, trigger and view the migrations make (`sqlite_schema`), from a fresh
@@ -136,31 +175,80 @@ public final class Store: Sendable {
         }
     }
 
-    /// Runs a read on one of GRDB's reader connections, on the calling thread, and maps database
-    /// errors to ``StoreError``. A read never waits for a lock (WAL: readers go on while another
-    /// connection writes), so it holds its thread only for its own work; run there, the records
-    /// it makes are freed on the thread that made them. (Through GRDB's async `read`, which runs
-    /// the closure on a GRDB queue and suspends the caller, fetching cost about 12% more CPU per
-    /// record in `coffer-bench records`: see Docs/Performance.md.)
-    func read<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
-        try readBlocking(body)
+    /// Runs a read of the store. On SQLite: on one of GRDB's reader connections, on the calling
+    /// thread. A read never waits for a lock (WAL: readers go on while another connection
+    /// writes), so it holds its thread only for its own work; run there, the records it makes
+    /// are freed on the thread that made them. (Through GRDB's async `read`, which runs the
+    /// closure on a GRDB queue and suspends the caller, fetching cost about 12% more CPU per
+    /// record in `coffer-bench records`: see Docs/Performance.md.) On PostgreSQL: through
+    /// ``PostgresStorage/run(writing:_:)``, suspending while rows are fetched.
+    func read<T: Sendable>(_ body: @escaping @Sendable (any StorageTransaction) throws -> T) async throws -> T {
+        switch backend {
+        case .sqlite(let pool): return try Self.readNow(pool, body)
+        case .postgres(let storage): return try await storage.run(writing: false, body)
+        }
     }
 
-    /// Runs a write transaction on GRDB's writer connection, suspending the caller while it
-    /// waits its turn and runs, and maps database errors to ``StoreError``.
-    func write<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
-        do { return try await dbPool.write(body) } catch { throw Self.map(error) }
+    /// Runs a write transaction, suspending the caller while it waits its turn and runs. On
+    /// SQLite: on GRDB's writer connection; on PostgreSQL: its writes applied at once, checked
+    /// against what it read (``PostgresStorage/run(writing:_:)``).
+    func write<T: Sendable>(_ body: @escaping @Sendable (any StorageTransaction) throws -> T) async throws -> T {
+        switch backend {
+        case .sqlite(let pool): do { return try await pool.write(body) } catch { throw Self.map(error) }
+        case .postgres(let storage): return try await storage.run(writing: true, body)
+        }
     }
 
-    /// ``read(_:)`` on the calling thread, for the synchronous entry points (opening a store or
-    /// a session, adding a contact), which block as their signatures say.
-    func readBlocking<T: Sendable>(_ body: (Database) throws -> T) throws -> T {
-        do { return try dbPool.read(body) } catch { throw Self.map(error) }
+    /// The SQLite connections, for what Coffer does only on SQLite stores so far: sharing, change
+    /// feeds, queries, re-keys and moves, audits, and stores of the earlier format.
+    /// - Throws: `.invalidArguments` naming `what` on a PostgreSQL store.
+    func sqlite(for what: @autoclosure () -> String) throws -> DatabasePool {
+        switch backend {
+        case .sqlite(let pool): return pool
+        case .postgres: throw StoreError(.invalidArguments, "\(what()) is not available on a PostgreSQL store in this version of Coffer; use an SQLite store")
+        }
     }
 
-    /// ``write(_:)`` on the calling thread, for the synchronous entry points.
-    func writeBlocking<T: Sendable>(_ body: (Database) throws -> T) throws -> T {
-        do { return try dbPool.write(body) } catch { throw Self.map(error) }
+    /// The SQLite connections (tests and tools that look into the file).
+    var dbPool: DatabasePool {
+        guard case .sqlite(let pool) = backend else { preconditionFailure("not an SQLite store") }
+        return pool
+    }
+
+    /// A read on GRDB's connection (see ``read(_:)``), for what runs only on SQLite so far.
+    func sqliteRead<T: Sendable>(_ what: @autoclosure () -> String, _ body: @escaping @Sendable (GRDB.Database) throws -> T) async throws -> T {
+        try Self.readNow(try sqlite(for: what()), body)
+    }
+
+    /// A write on GRDB's connection (see ``write(_:)``), for what runs only on SQLite so far.
+    func sqliteWrite<T: Sendable>(_ what: @autoclosure () -> String, _ body: @escaping @Sendable (GRDB.Database) throws -> T) async throws -> T {
+        let pool = try sqlite(for: what())
+        do { return try await pool.write(body) } catch { throw Self.map(error) }
+    }
+
+    /// A read on the calling thread, for the synchronous entry points (opening a store or a
+    /// session, adding a contact), which block as their signatures say. SQLite only: a
+    /// PostgreSQL store takes the async forms.
+    func readBlocking<T: Sendable>(_ body: (GRDB.Database) throws -> T) throws -> T {
+        let pool = try sqlite(for: "a blocking read")
+        do { return try pool.read(body) } catch { throw Self.map(error) }
+    }
+
+    /// A read on the calling thread (GRDB's blocking `read`, not its async one).
+    private static func readNow<T>(_ pool: DatabasePool, _ body: (GRDB.Database) throws -> T) throws -> T {
+        do { return try pool.read(body) } catch { throw map(error) }
+    }
+
+    /// ``readBlocking(_:)`` for a write.
+    func writeBlocking<T: Sendable>(_ body: (GRDB.Database) throws -> T) throws -> T {
+        let pool = try sqlite(for: "a blocking write")
+        do { return try pool.write(body) } catch { throw Self.map(error) }
+    }
+
+    /// Where a store keeps its rows.
+    enum Backend: Sendable {
+        case sqlite(DatabasePool)
+        case postgres(PostgresStorage)
     }
 
     static func map(_ error: any Error) -> any Error {

@@ -8,7 +8,7 @@ extension Session {
         guard (1...Limits.maxQueryLimit).contains(limit) else {
             throw StoreError(.invalidArguments, "a change page holds 1 to \(Limits.maxQueryLimit) items")
         }
-        return try await read { db in
+        return try await sqliteRead("a change feed") { db in
             let zone = try self.zoneRow(db, zoneID)
             let access = try self.checkCanRead(db, zone: zone)
             let state = access.state
@@ -101,7 +101,7 @@ extension Session {
     func databaseChanges(_ scope: RecordDatabase.Scope, since token: ChangeToken?) async throws -> DatabaseChanges {
         let me = userID
         let kind: ChangeToken.Kind = scope == .private ? .privateDatabase : .sharedDatabase
-        return try await read { db in
+        return try await sqliteRead("a change feed") { db in
             guard let counter = try Row.fetchOne(db, sql: "SELECT db_seq, compacted_db_seq FROM store_counter WHERE id = 1") else {
                 throw StoreError(.integrityFailure, "the store has no change counter (its row was deleted): the store was changed")
             }
@@ -146,7 +146,7 @@ extension Session {
     /// Forgets the zone's deletion history up to commit `horizon` (owner only). Afterwards,
     /// tokens older than the horizon fail with `.changeTokenExpired`. Returns the tombstones removed.
     func compactHistory(zone zoneID: ZoneID, through horizon: Int64) async throws -> Int {
-        try await store.write { db in
+        try await store.sqliteWrite("a change feed") { db in
             let zone = try self.zoneRow(db, zoneID)
             let state = try self.requireOwner(db, zone: zone, to: "compact its history").state
             let h = min(horizon, state.headSeq)

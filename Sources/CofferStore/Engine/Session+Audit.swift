@@ -44,10 +44,10 @@ extension Session {
         let shared = try await sharedZoneAccess()
         // Zones refused by reads (a log that fails verification or does not extend what this
         // user saw) are audited too: `zone list` leaves them out, audit says why.
-        await report.findings += try read { db in try self.auditContacts(db) }
+        await report.findings += try sqliteRead("an audit") { db in try self.auditContacts(db) }
         for zone in owned.zones.map(\.id) + owned.refused.map(\.0) + shared.zones.map(\.id) + shared.refused.map(\.0) {
             progress("zone \(zone.name)")
-            let part: AuditReport = try await read { db in try self.auditZone(db, zone) }
+            let part: AuditReport = try await sqliteRead("an audit") { db in try self.auditZone(db, zone) }
             report.findings += part.findings
             report.zones += part.zones
             report.shares += part.shares

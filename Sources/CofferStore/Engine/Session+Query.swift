@@ -13,7 +13,7 @@ extension Session {
         let known = store.knownIndexes.withLock { $0 }
         let allIndexed = fields.allSatisfy { Names.isIdentifier($0) && known.contains(Self.indexName(recordType: query.recordType, field: $0)) }
         if !fields.isEmpty && !allIndexed {
-            let valid: Bool = try await read { db in
+            let valid: Bool = try await sqliteRead("a query") { db in
                 let zone = try self.zoneRow(db, zoneID)
                 try self.checkCanRead(db, zone: zone)
                 let schema = try self.schema(db, zoneRowID: zone.rowID, recordType: query.recordType, fresh: true)
@@ -24,7 +24,7 @@ extension Session {
             // An invalid query is refused by the read below, with the reason; it never creates an index.
             if valid { try await ensureIndexes(recordType: query.recordType, fields: fields.sorted()) }
         }
-        return try await read { db in
+        return try await sqliteRead("a query") { db in
             let zone = try self.zoneRow(db, zoneID)
             try self.checkCanRead(db, zone: zone)
             if let cursor {

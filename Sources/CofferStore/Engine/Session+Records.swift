@@ -169,6 +169,7 @@ extension Session {
             let zone = try self.zoneRow(db, zoneID)
             let access = try self.checkCanWrite(db, zone: zone)
             var log = access.log
+            try db.prefetchRecords(zoneRowID: zone.rowID, saving: records, deleting: deletions)
             let declared = try self.declareFields(db, zoneRowID: zone.rowID, declarations)
             let epoch = log.state.epoch
             let key = try self.zoneKey(db, zone: zone, epoch: epoch, state: log.state)

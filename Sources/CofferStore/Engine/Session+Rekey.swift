@@ -17,7 +17,7 @@ extension Session {
         let statement = "SELECT \(Self.recordColumns) FROM record WHERE zone_id = ? AND sealed IS NOT NULL AND epoch < ? ORDER BY name"
         // Each name's latest entry in the log: a row must be its name's latest version, not an
         // older signed one put back (which a re-key would otherwise sign again as current).
-        var (total, latest, through) = try await read { db -> (Int, [String: LatestVersion], Int64) in
+        var (total, latest, through) = try await sqliteRead("re-keying or moving records") { db -> (Int, [String: LatestVersion], Int64) in
             let zone = try self.zoneRow(db, zoneID)
             let access = try self.requireOwner(db, zone: zone, to: "re-key it")
             var latest = [String: LatestVersion]()
@@ -40,7 +40,7 @@ extension Session {
         while true {
             let known = (latest, through)
             let count: Int
-            (count, latest, through) = try await store.write { db -> (Int, [String: LatestVersion], Int64) in
+            (count, latest, through) = try await store.sqliteWrite("re-keying or moving records") { db -> (Int, [String: LatestVersion], Int64) in
                 let zone = try self.zoneRow(db, zoneID)
                 var log = try self.requireOwner(db, zone: zone, to: "re-key it").log
                 let current = log.state.epoch
@@ -116,12 +116,12 @@ extension Session {
         for name in names { try Names.validateRecord(name) }
         let me = userID
         var created: Zone?
-        if try await read({ db in try Bool.fetchOne(db, sql: "SELECT 1 FROM zone WHERE owner_id = ? AND name = ?", arguments: [me, targetName]) }) != true {
+        if try await read({ db in try db.zoneRow(ZoneID(name: targetName, ownerID: me)) }) == nil {
             created = try await createZone(named: targetName)
         }
         let targetID = ZoneID(name: targetName, ownerID: me)
         do {
-            let moved: [String] = try await store.write { db in
+            let moved: [String] = try await store.sqliteWrite("re-keying or moving records") { db in
                 let source = try self.zoneRow(db, sourceID)
                 let target = try self.zoneRow(db, targetID)
                 var sourceLog = try self.requireOwner(db, zone: source, to: "move its records").log
@@ -190,7 +190,7 @@ extension Session {
     /// fails verification (`.integrityFailure`): left out of the list, reported by `audit`.
     func sharedZoneAccess() async throws -> (zones: [Zone], refused: [(ZoneID, StoreError)]) {
         let me = userID
-        return try await read { db in
+        return try await sqliteRead("re-keying or moving records") { db in
             var refused = [(ZoneID, StoreError)]()
             let rows = try Row.fetchAll(db, sql: """
                 SELECT z.*, (SELECT count(*) FROM record r WHERE r.zone_id = z.id) AS record_count

@@ -173,12 +173,12 @@ extension Session {
         let known = store.knownIndexes.withLock { $0 }
         let missing = names.filter { !known.contains($0.index) }
         guard !missing.isEmpty else { return }
-        let existing = Set(try await store.read { db in
+        let existing = Set(try await store.sqliteRead("a query index") { db in
             try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'index' AND name LIKE 'record_field_%'")
         })
         let toCreate = missing.filter { !existing.contains($0.index) }
         if !toCreate.isEmpty {
-            try await store.write { db in
+            try await store.sqliteWrite("a query index") { db in
                 for item in toCreate {
                     try db.execute(sql: Self.indexSQL(recordType: recordType, field: item.field))
                     try db.execute(sql: "DROP INDEX IF EXISTS \(Self.indexName(recordType: recordType, field: item.field, version: 1))")

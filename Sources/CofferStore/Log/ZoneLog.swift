@@ -231,25 +231,30 @@ extension Session {
     /// Runs a read transaction that may see an older head than this session verified, when
     /// another of its operations advanced a log after the read began (see ``zoneLog(_:zone:)``).
     /// Every read of the session goes through here; writes (which see the latest state) do not.
-    func read<T: Sendable>(_ body: @escaping @Sendable (GRDB.Database) throws -> T) async throws -> T {
+    func read<T: Sendable>(_ body: @escaping @Sendable (any StorageTransaction) throws -> T) async throws -> T {
         let generation = Session.advances.withLock { $0.counter }
-        return try await store.read { db in
-            let id = ObjectIdentifier(db)
-            Session.readStarts.withLock { $0[id] = generation }
-            defer { Session.readStarts.withLock { _ = $0.removeValue(forKey: id) } }
-            return try body(db)
-        }
+        return try await store.read { db in try Self.noting(db, generation, body) }
+    }
+
+    /// ``read(_:)`` on GRDB's connection, for what runs only on SQLite so far (`what` names it
+    /// in the error a PostgreSQL store gives).
+    func sqliteRead<T: Sendable>(_ what: @autoclosure () -> String, _ body: @escaping @Sendable (GRDB.Database) throws -> T) async throws -> T {
+        let generation = Session.advances.withLock { $0.counter }
+        return try await store.sqliteRead(what()) { db in try Self.noting(db, generation, body) }
+    }
+
+    /// Runs `body` noted as a read that began at `generation` (see ``isLaggingRead(_:zone:)``).
+    private static func noting<D: StorageTransaction, T>(_ db: D, _ generation: Int, _ body: (D) throws -> T) throws -> T {
+        let id = ObjectIdentifier(db)
+        Session.readStarts.withLock { $0[id] = generation }
+        defer { Session.readStarts.withLock { _ = $0.removeValue(forKey: id) } }
+        return try body(db)
     }
 
     /// ``read(_:)`` on the calling thread, for the synchronous entry points (opening a session).
     func readBlocking<T: Sendable>(_ body: (GRDB.Database) throws -> T) throws -> T {
         let generation = Session.advances.withLock { $0.counter }
-        return try store.readBlocking { db in
-            let id = ObjectIdentifier(db)
-            Session.readStarts.withLock { $0[id] = generation }
-            defer { Session.readStarts.withLock { _ = $0.removeValue(forKey: id) } }
-            return try body(db)
-        }
+        return try store.readBlocking { db in try Self.noting(db, generation, body) }
     }
 
     /// This user's high-water mark for a zone, from the marks file.

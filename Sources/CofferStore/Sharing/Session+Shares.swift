@@ -8,7 +8,7 @@ extension Session {
 
     func createShare(zone zoneID: ZoneID, title: String, publicPermission: SharePermission) async throws -> Share {
         try Self.validateTitle(title)
-        return try await store.write { db in
+        return try await store.sqliteWrite("sharing") { db in
             let zone = try self.zoneRow(db, zoneID)
             var log = try self.requireOwner(db, zone: zone, to: "share it").log
             guard log.state.share == nil else {
@@ -29,7 +29,7 @@ extension Session {
     func addParticipant(_ who: String, permission: SharePermission, zone zoneID: ZoneID) async throws -> Share {
         guard permission != .none else { throw StoreError(.invalidArguments, "a participant's permission is read-only or read-write") }
         let contact = try store.contact(matching: who)
-        return try await store.write { db in
+        return try await store.sqliteWrite("sharing") { db in
             let (zone, log0, loaded) = try self.ownedShare(db, zoneID, to: "add participants")
             var log = log0, share = loaded
             guard share.publicPermission == .none else {
@@ -58,7 +58,7 @@ extension Session {
     func setPermission(_ who: String, permission: SharePermission, zone zoneID: ZoneID) async throws -> Share {
         guard permission != .none else { throw StoreError(.invalidArguments, "to take away access, remove the participant") }
         let contact = try store.contact(matching: who)
-        return try await store.write { db in
+        return try await store.sqliteWrite("sharing") { db in
             let (zone, log0, loaded) = try self.ownedShare(db, zoneID, to: "change permissions")
             var log = log0, share = loaded
             guard let p = share.participants[contact.userID], p.status != .removed, p.role == .privateUser else {
@@ -71,7 +71,7 @@ extension Session {
     }
 
     func setPublicPermission(_ permission: SharePermission, zone zoneID: ZoneID) async throws -> Share {
-        try await store.write { db in
+        try await store.sqliteWrite("sharing") { db in
             let (zone, log0, loaded) = try self.ownedShare(db, zoneID, to: "change the public permission")
             var log = log0, share = loaded
             let old = share.publicPermission
@@ -120,7 +120,7 @@ extension Session {
 
     func removeParticipant(_ who: String, zone zoneID: ZoneID) async throws -> Share {
         let contact = try store.contact(matching: who)
-        return try await store.write { db in
+        return try await store.sqliteWrite("sharing") { db in
             let (zone, log0, loaded) = try self.ownedShare(db, zoneID, to: "remove participants")
             var log = log0, share = loaded
             guard share.publicPermission == .none else {
@@ -140,7 +140,7 @@ extension Session {
     }
 
     func stopShare(zone zoneID: ZoneID) async throws {
-        try await store.write { db in
+        try await store.sqliteWrite("sharing") { db in
             let (zone, log0, _) = try self.ownedShare(db, zoneID, to: "stop sharing it")
             var log = log0
             try db.noteZoneGone(zone, for: Set(log.state.readers.filter { $0 != zone.id.ownerID }), reason: "share stopped")
@@ -158,7 +158,7 @@ extension Session {
             throw StoreError(.unknownItem, "this share URL belongs to another store (id \(Hex.encode(url.storeID)))")
         }
         let me = userID
-        return try await store.write { db in
+        return try await store.sqliteWrite("sharing") { db in
             // The URL names the share; the zone is the one whose verified log holds that share
             // (the `share_uid` column only finds it).
             var found: (ZoneRow, ZoneLog)?
@@ -217,7 +217,7 @@ extension Session {
 
     func leave(zone zoneID: ZoneID) async throws {
         let me = userID
-        try await store.write { db in
+        try await store.sqliteWrite("sharing") { db in
             let zone = try self.zoneRow(db, zoneID)
             guard zone.id.ownerID != me else {
                 throw StoreError(.invalidArguments, "you own zone '\(zoneID.name)'; stop the share instead ('coffer share stop')")
@@ -241,7 +241,7 @@ extension Session {
     // MARK: - Reading shares
 
     func loadShare(zone zoneID: ZoneID) async throws -> Share {
-        try await read { db in
+        try await sqliteRead("sharing") { db in
             let zone = try self.zoneRow(db, zoneID)
             let state = try self.zoneState(db, zone: zone)
             guard state.share != nil else {
@@ -256,7 +256,7 @@ extension Session {
     /// Shares this user owns, and shares they take part in or are invited to.
     func shares() async throws -> [Share] {
         let me = userID
-        return try await read { db in
+        return try await sqliteRead("sharing") { db in
             var result = [Share]()
             let rows = try Row.fetchAll(db, sql: """
                 SELECT z.* FROM zone z

@@ -23,38 +23,40 @@ extension Store {
     @discardableResult
     public func addContact(_ card: ContactCard) throws -> ContactAddResult {
         try Self.checkNotFuture(card)
-        let identity = card.identity
-        let cardBytes = card.jsonData()
         // Read first: every session adds its own card, and a card already stored must not need
         // the write lock (reads go on while another process writes).
-        let userID = identity.userID
-        if let stored = try readBlocking({ db in try self.verifiedContact(db, userID: userID) }) {
-            if stored.identity.boxKey != identity.boxKey {
-                throw StoreError(.invalidArguments, "the card of \(identity.name) (\(userID)) has other keys than the card this store holds for that user id; a user id keeps its keys, so this card is refused")
-            }
-            if stored.cardCreated >= card.created { return .unchanged }
+        if try readBlocking({ db in try self.compare(db, card) }) == .unchanged { return .unchanged }
+        return try writeBlocking { db in try self.store(db, card) }
+    }
+
+    /// ``addContact(_:)`` through the async store calls, on any backend.
+    @discardableResult
+    func addContactSuspending(_ card: ContactCard) async throws -> ContactAddResult {
+        try Self.checkNotFuture(card)
+        if try await read({ db in try self.compare(db, card) }) == .unchanged { return .unchanged }
+        return try await write { db in try self.store(db, card) }
+    }
+
+    /// What storing `card` would do, against the stored card of its user id.
+    /// - Throws: `.invalidArguments` when the stored card has other keys.
+    private func compare(_ db: any StorageTransaction, _ card: ContactCard) throws -> ContactAddResult {
+        let identity = card.identity
+        guard let stored = try verifiedContact(db, userID: identity.userID) else { return .added }
+        guard stored.identity.boxKey == identity.boxKey else {
+            throw StoreError(.invalidArguments, "the card of \(identity.name) (\(identity.userID)) has other keys than the card this store holds for that user id; a user id keeps its keys, so this card is refused")
         }
-        return try writeBlocking { db in
-            if let stored = try self.verifiedContact(db, userID: userID) {
-                guard stored.identity.boxKey == identity.boxKey else {
-                    throw StoreError(.invalidArguments, "the card of \(identity.name) (\(userID)) has other keys than the card this store holds for that user id")
-                }
-                if stored.cardCreated >= card.created { return .unchanged }
-                try db.execute(sql: """
-                    UPDATE contact SET name = ?, email = ?, signing_key = ?, box_key = ?, card = ?, card_created = ?, added_at = ?
-                    WHERE user_id = ?
-                    """, arguments: [identity.name, identity.email, Data(identity.signingKey.rawRepresentation),
-                                     Data(identity.boxKey.rawRepresentation), cardBytes, card.created, Date().timeIntervalSince1970, userID])
-                return .updated
-            }
-            // A row whose card does not verify is replaced by the verified card.
-            try db.execute(sql: """
-                INSERT OR REPLACE INTO contact (user_id, name, email, signing_key, box_key, card, card_created, added_at)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-                """, arguments: [userID, identity.name, identity.email, Data(identity.signingKey.rawRepresentation),
-                                 Data(identity.boxKey.rawRepresentation), cardBytes, card.created, Date().timeIntervalSince1970])
-            return .added
-        }
+        return stored.cardCreated >= card.created ? .unchanged : .updated
+    }
+
+    /// Stores `card` (in a write transaction) unless the stored card is as new.
+    private func store(_ db: any StorageTransaction, _ card: ContactCard) throws -> ContactAddResult {
+        let result = try compare(db, card)
+        guard result != .unchanged else { return result }
+        let identity = card.identity
+        try db.storeContact(userID: identity.userID, name: identity.name, email: identity.email,
+                            signingKey: Array(identity.signingKey.rawRepresentation), boxKey: Array(identity.boxKey.rawRepresentation),
+                            card: Array(card.jsonData()), cardCreated: card.created, added: Date().timeIntervalSince1970)
+        return result
     }
 
     static func checkNotFuture(_ card: ContactCard) throws {

@@ -71,6 +71,10 @@ protocol StorageTransaction: AnyObject {
     /// A user's contact card as stored, with when it was added; nil when there is none.
     func contactCard(userID: String) throws -> (card: [UInt8], added: Double)?
 
+    /// Stores a user's verified card, replacing the stored one.
+    func storeContact(userID: String, name: String, email: String?, signingKey: [UInt8], boxKey: [UInt8], card: [UInt8],
+                      cardCreated: String, added: Double) throws
+
     // MARK: Records
 
     /// The row of the named record, packed for decoding; nil when there is none.
@@ -81,6 +85,8 @@ protocol StorageTransaction: AnyObject {
     /// Reads up to `limit` rows of the zone whose names sort after `after` (bytewise), in name
     /// order, handing each to `add`.
     func readRecordRows(zoneRowID: Int64, after: String, limit: Int, into add: (StoredRow) -> Void) throws
+    /// The type of each named record that exists (names without a row are left out).
+    func recordTypes(zoneRowID: Int64, names: [String]) throws -> [String: String]
     /// The parent of the named record: nil when there is no such record, `.some(nil)` when it
     /// has no parent.
     func recordParent(zoneRowID: Int64, name: String) throws -> String??
@@ -98,6 +104,10 @@ protocol StorageTransaction: AnyObject {
     /// Deletes the named row, only if it is at `expectedSeq` when one is given. Returns whether
     /// a row went.
     func deleteRecord(zoneRowID: Int64, name: String, expectedSeq: Int64?) throws -> Bool
+    /// Says which records a batch is about to save and delete, before it asks for them one by
+    /// one: a backend that reads across a network fetches them at once. SQLite reads each when
+    /// asked.
+    func prefetchRecords(zoneRowID: Int64, saving records: [Record], deleting deletions: [RecordDeletion]) throws
     /// The writer of a batch's new versions, for one zone and author (see ``RecordRowWriter``).
     func recordWriter(zoneRowID: Int64, authorID: String) throws -> any RecordRowWriter
 

@@ -151,6 +151,14 @@ extension GRDB.Database: StorageTransaction {
         return (Array(try row.required(0) as Data), try row.required(1))
     }
 
+    func storeContact(userID: String, name: String, email: String?, signingKey: [UInt8], boxKey: [UInt8], card: [UInt8],
+                      cardCreated: String, added: Double) throws {
+        try execute(sql: """
+            INSERT OR REPLACE INTO contact (user_id, name, email, signing_key, box_key, card, card_created, added_at)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+            """, arguments: [userID, name, email, Data(signingKey), Data(boxKey), Data(card), cardCreated, added])
+    }
+
     // MARK: Records
 
     func recordRow(zoneRowID: Int64, name: String) throws -> StoredRow? {
@@ -177,6 +185,16 @@ extension GRDB.Database: StorageTransaction {
         let statement = try RawStatement(cachedStatement(sql: "SELECT \(Session.recordColumns) FROM record WHERE zone_id = ? AND name > ? ORDER BY name LIMIT ?"),
                                          arguments: [zoneRowID, after, limit])
         try Session.readRows(statement, into: add)
+    }
+
+    func recordTypes(zoneRowID: Int64, names: [String]) throws -> [String: String] {
+        let marks = Array(repeating: "?", count: names.count).joined(separator: ", ")
+        var types = [String: String]()
+        for found in try Row.fetchAll(self, sql: "SELECT name, type FROM record WHERE zone_id = ? AND name IN (\(marks))",
+                                      arguments: StatementArguments([zoneRowID] + names.map { $0 as any DatabaseValueConvertible })) {
+            types[try found.required(0)] = try found.required(1) as String
+        }
+        return types
     }
 
     func recordParent(zoneRowID: Int64, name: String) throws -> String?? {
@@ -227,6 +245,8 @@ extension GRDB.Database: StorageTransaction {
             .execute(arguments: [zoneRowID, name, expectedSeq, expectedSeq])
         return changesCount == 1
     }
+
+    func prefetchRecords(zoneRowID: Int64, saving records: [Record], deleting deletions: [RecordDeletion]) throws {}
 
     func recordWriter(zoneRowID: Int64, authorID: String) throws -> any RecordRowWriter {
         try SQLiteRecordWriter(self, zoneRowID: zoneRowID, authorID: authorID)

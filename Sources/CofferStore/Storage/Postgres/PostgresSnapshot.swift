@@ -1,0 +1,417 @@
+import Foundation
+
+/// The PostgreSQL backend of ``StorageTransaction``: what one store operation has read from the
+/// database so far, and the writes it has asked for.
+///
+/// The engine's work runs synchronously on the caller's thread, and postgres-nio is async. So an
+/// operation runs against a snapshot (``PostgresStorage/run(writing:_:)``): a read the snapshot
+/// cannot answer yet notes what it needs and throws ``Miss``; the driver fetches everything
+/// noted, in one round trip, and runs the operation again with the snapshot grown. The engine's
+/// work is repeatable: it only fills caches of what it verified, and its writes go to the
+/// snapshot, not the database. Once an operation runs through without a miss, its writes are
+/// applied in one PostgreSQL transaction that first locks each zone it extends and checks that
+/// the zone's log head and every record row it changes are still as read. Otherwise another
+/// writer came first, and the operation runs again on fresh reads.
+///
+/// Reads see the operation's own writes (a record saved earlier in a batch is its parent's
+/// child, a new zone has its row).
+final class PostgresSnapshot: StorageTransaction {
+    /// A read the snapshot could not answer: the driver fetches what ``needs`` lists and runs
+    /// the operation again.
+    struct Miss: Error {}
+
+    /// What the driver fetches for a snapshot.
+    enum Need: Hashable, Sendable {
+        case zone(ZoneID)
+        case ownedZones(String)
+        case newZoneID(ZoneID)
+        case log(zoneRowID: Int64, after: Int64)
+        case logEntry(zoneRowID: Int64, seq: Int64)
+        case contact(String)
+        case records(zoneRowID: Int64, names: [String])
+        case page(zoneRowID: Int64, after: String, limit: Int)
+        case children(zoneRowID: Int64, parent: String)
+        case tombstones(zoneRowID: Int64)
+    }
+
+    /// A write to apply, with what it expects to find.
+    enum Write: Sendable {
+        case insertZone(rowID: Int64, uid: [UInt8], id: ZoneID, created: Double)
+        case deleteZone(rowID: Int64)
+        case touchZone(rowID: Int64)
+        case zoneGone(ZoneRow, users: Set<String>, reason: String)
+        case zoneBack(ZoneRow, user: String)
+        /// `head`: the zone's log head the entry extends (0 for a genesis).
+        case appendLog(zoneRowID: Int64, head: Int64, entry: LogEntry, body: [UInt8], signature: [UInt8], hash: Digest32,
+                       entries: [UInt8]?, names: [UInt8]?)
+        case wrappedKey(zoneRowID: Int64, epoch: Int64, memberID: String, wrapped: [UInt8])
+        case fieldSchema(zoneRowID: Int64, recordType: String, field: String, schema: FieldSchema)
+        /// Inserted where the zone had no row of the name.
+        case insertRecord(zoneRowID: Int64, SealedVersion)
+        /// Replaces the row of the name and type that was at `storedSeq`; `keep`: keep its
+        /// creator and creation time.
+        case replaceRecord(zoneRowID: Int64, SealedVersion, storedSeq: Int64, keep: Bool)
+        case deleteRecord(zoneRowID: Int64, name: String, storedSeq: Int64)
+        case addTombstone(zoneRowID: Int64, name: String, seq: Int64, authorID: String, label: String?, time: Double)
+        case removeTombstone(zoneRowID: Int64, name: String)
+        case contact(userID: String, name: String, email: String?, signingKey: [UInt8], boxKey: [UInt8], card: [UInt8],
+                     cardCreated: String, added: Double)
+    }
+
+    /// What was read, by kind; `Row` is how record rows are held (``StoredRow`` here, their
+    /// values while a fetch runs).
+    struct Tables<Row> {
+        var zones = [ZoneID: ZoneRow?]()
+        var ownedZones = [String: [(zone: ZoneRow, recordCount: Int)]]()
+        var newZoneIDs = [ZoneID: Int64]()
+        var heads = [Int64: (seq: Int64, hash: Digest32)?]()
+        var logs = [Int64: (after: Int64, entries: [StoredLogEntry])]()
+        var entries = [Int64: [Int64: StoredLogEntry?]]()
+        var wrappedKeys = [Int64: [Int64: [String: [UInt8]]]]()
+        var chainedKeys = [Int64: [Int64: [UInt8]]]()
+        var schemaRows = [Int64: [String: [(field: String, valueType: String, encrypted: Bool)]]]()
+        var contacts = [String: (card: [UInt8], added: Double)?]()
+        var records = [Int64: [String: Row?]]()
+        var pages = [Int64: [String: [String]]]()
+        var childNames = [Int64: [String: Set<String>]]()
+        var tombstoneFlags = [Int64: Bool]()
+        var zoneDetails = Set<Int64>()
+
+        /// Adds what `new` read (a newer read of the same thing wins), its rows made by `make`.
+        mutating func merge<Other>(_ new: Tables<Other>, rows make: (Other) -> Row) {
+            zones.merge(new.zones) { _, new in new }
+            ownedZones.merge(new.ownedZones) { _, new in new }
+            newZoneIDs.merge(new.newZoneIDs) { old, _ in old }
+            heads.merge(new.heads) { _, new in new }
+            logs.merge(new.logs) { _, new in new }
+            for (zone, list) in new.entries { entries[zone, default: [:]].merge(list) { _, new in new } }
+            wrappedKeys.merge(new.wrappedKeys) { _, new in new }
+            chainedKeys.merge(new.chainedKeys) { _, new in new }
+            schemaRows.merge(new.schemaRows) { _, new in new }
+            contacts.merge(new.contacts) { _, new in new }
+            for (zone, rows) in new.records { records[zone, default: [:]].merge(rows.mapValues { $0.map(make) }) { _, new in new } }
+            for (zone, list) in new.pages { pages[zone, default: [:]].merge(list) { _, new in new } }
+            for (zone, list) in new.childNames { childNames[zone, default: [:]].merge(list) { _, new in new } }
+            tombstoneFlags.merge(new.tombstoneFlags) { _, new in new }
+            zoneDetails.formUnion(new.zoneDetails)
+        }
+    }
+
+    /// What the fetches read.
+    var fetched = Tables<StoredRow>()
+    /// What this run sees: ``fetched`` and this run's own writes.
+    var t = Tables<StoredRow>()
+
+    private(set) var needs = [Need]()
+    private(set) var writes = [Write]()
+    private var commitWork = [@Sendable () -> Void]()
+    private var rollbackWork = [@Sendable () -> Void]()
+    let writable: Bool
+
+    init(writable: Bool) {
+        self.writable = writable
+    }
+
+    /// Starts a new run of the operation: what it asked for and wrote in the last run is
+    /// dropped (what was fetched stays).
+    func beginRun() {
+        t = fetched
+        needs = []
+        writes = []
+        commitWork = []
+        rollbackWork = []
+    }
+
+    /// Drops everything fetched, for a run after another writer came first (contact cards stay:
+    /// the engine verifies each one it uses).
+    func forgetRows() {
+        fetched = Tables(contacts: fetched.contacts)
+    }
+
+    var missed: Bool { !needs.isEmpty }
+
+    private func miss(_ need: Need) -> Miss {
+        if !needs.contains(need) { needs.append(need) }
+        return Miss()
+    }
+
+    private func write(_ write: Write) throws {
+        guard writable else { throw StoreError(.internalError, "a read of the store tried to write") }
+        writes.append(write)
+    }
+
+    func committed() { for work in commitWork { work() } }
+    func rolledBack() { for work in rollbackWork { work() } }
+
+    // MARK: Zones
+
+    func zoneRow(_ zoneID: ZoneID) throws -> ZoneRow? {
+        guard let known = t.zones[zoneID] else { throw miss(.zone(zoneID)) }
+        return known
+    }
+
+    func zoneRows(ownedBy ownerID: String) throws -> [(zone: ZoneRow, recordCount: Int)] {
+        guard let known = t.ownedZones[ownerID] else { throw miss(.ownedZones(ownerID)) }
+        return known
+    }
+
+    func insertZone(uid: [UInt8], id: ZoneID, created: Double) throws -> Int64 {
+        if try zoneRow(id) != nil { throw StoreError(.alreadyExists, "zone '\(id.name)' already exists") }
+        guard let rowID = t.newZoneIDs[id] else { throw miss(.newZoneID(id)) }
+        try write(.insertZone(rowID: rowID, uid: uid, id: id, created: created))
+        t.zones[id] = ZoneRow(rowID: rowID, uid: uid, id: id, sequence: 0, created: Date(timeIntervalSince1970: created), logFormat: 1)
+        t.heads[rowID] = .some(nil)
+        t.logs[rowID] = (0, [])
+        t.wrappedKeys[rowID] = [:]
+        t.chainedKeys[rowID] = [:]
+        t.schemaRows[rowID] = [:]
+        t.records[rowID] = [:]
+        t.tombstoneFlags[rowID] = false
+        t.zoneDetails.insert(rowID)
+        return rowID
+    }
+
+    func markZoneLogged(zoneRowID: Int64) throws {} // every zone on PostgreSQL has a log
+
+    func deleteZone(zoneRowID: Int64) throws {
+        try write(.deleteZone(rowID: zoneRowID))
+        for (id, row) in t.zones where row?.rowID == zoneRowID { t.zones[id] = .some(nil) }
+    }
+
+    func touchZone(zoneRowID: Int64) throws { try write(.touchZone(rowID: zoneRowID)) }
+
+    func noteZoneGone(_ zone: ZoneRow, for users: Set<String>, reason: String) throws {
+        try write(.zoneGone(zone, users: users, reason: reason))
+    }
+
+    func noteZoneBack(_ zone: ZoneRow, for user: String) throws { try write(.zoneBack(zone, user: user)) }
+
+    // MARK: Zone logs
+
+    func logHead(zoneRowID: Int64) throws -> (seq: Int64, hash: Digest32)? {
+        guard let head = t.heads[zoneRowID] else { throw miss(.log(zoneRowID: zoneRowID, after: Int64.max)) }
+        return head
+    }
+
+    func logEntries(zoneRowID: Int64, after seq: Int64) throws -> [StoredLogEntry] {
+        guard let known = t.logs[zoneRowID], known.after <= seq else { throw miss(.log(zoneRowID: zoneRowID, after: seq)) }
+        return known.entries.filter { $0.seq > seq }
+    }
+
+    func logEntry(zoneRowID: Int64, seq: Int64) throws -> StoredLogEntry? {
+        if let known = t.entries[zoneRowID]?[seq] { return known }
+        if let head = t.heads[zoneRowID], (head?.seq ?? 0) < seq { return nil }
+        throw miss(.logEntry(zoneRowID: zoneRowID, seq: seq))
+    }
+
+    func appendLogEntry(zoneRowID: Int64, entry: LogEntry, body: [UInt8], signature: [UInt8], hash: Digest32,
+                        entries list: [UInt8]?, names: [UInt8]?) throws {
+        let head = try logHead(zoneRowID: zoneRowID)?.seq ?? 0
+        guard entry.seq == head + 1 else { throw StoreError(.internalError, "a log entry was written past the zone's head") }
+        try write(.appendLog(zoneRowID: zoneRowID, head: head, entry: entry, body: body, signature: signature, hash: hash,
+                             entries: list, names: names))
+        let stored = StoredLogEntry(seq: entry.seq, body: body, signature: signature, entries: list, names: names)
+        t.heads[zoneRowID] = .some((entry.seq, hash))
+        if var known = t.logs[zoneRowID] {
+            known.entries.append(StoredLogEntry(seq: entry.seq, body: body, signature: signature, entries: nil, names: nil))
+            t.logs[zoneRowID] = known
+        }
+        t.entries[zoneRowID, default: [:]][entry.seq] = .some(stored)
+    }
+
+    // MARK: Zone keys
+
+    private func requireDetails(_ zoneRowID: Int64) throws {
+        guard t.zoneDetails.contains(zoneRowID) else {
+            // Keys and schema come with the zone's row: find the zone this row id is.
+            guard let id = t.zones.first(where: { $0.value?.rowID == zoneRowID })?.key else {
+                throw StoreError(.internalError, "a zone was used before its row was read")
+            }
+            throw miss(.zone(id))
+        }
+    }
+
+    func wrappedKey(zoneRowID: Int64, epoch: Int64, memberID: String) throws -> [UInt8]? {
+        try requireDetails(zoneRowID)
+        return t.wrappedKeys[zoneRowID]?[epoch]?[memberID]
+    }
+
+    func chainedKey(zoneRowID: Int64, epoch: Int64) throws -> [UInt8]? {
+        try requireDetails(zoneRowID)
+        return t.chainedKeys[zoneRowID]?[epoch]
+    }
+
+    func insertWrappedKey(zoneRowID: Int64, epoch: Int64, memberID: String, wrapped: [UInt8]) throws {
+        try write(.wrappedKey(zoneRowID: zoneRowID, epoch: epoch, memberID: memberID, wrapped: wrapped))
+        t.wrappedKeys[zoneRowID, default: [:]][epoch, default: [:]][memberID] = wrapped
+    }
+
+    // MARK: Schema
+
+    func fieldSchemaRows(zoneRowID: Int64, recordType: String) throws -> [(field: String, valueType: String, encrypted: Bool)] {
+        try requireDetails(zoneRowID)
+        return t.schemaRows[zoneRowID]?[recordType] ?? []
+    }
+
+    func insertFieldSchema(zoneRowID: Int64, recordType: String, field: String, schema: FieldSchema) throws {
+        try write(.fieldSchema(zoneRowID: zoneRowID, recordType: recordType, field: field, schema: schema))
+        t.schemaRows[zoneRowID, default: [:]][recordType, default: []].append((field, schema.type.description, schema.encrypted))
+    }
+
+    // MARK: Contacts
+
+    func contactCard(userID: String) throws -> (card: [UInt8], added: Double)? {
+        guard let known = t.contacts[userID] else { throw miss(.contact(userID)) }
+        return known
+    }
+
+    func storeContact(userID: String, name: String, email: String?, signingKey: [UInt8], boxKey: [UInt8], card: [UInt8],
+                      cardCreated: String, added: Double) throws {
+        try write(.contact(userID: userID, name: name, email: email, signingKey: signingKey, boxKey: boxKey, card: card,
+                           cardCreated: cardCreated, added: added))
+        t.contacts[userID] = .some((card, added))
+    }
+
+    // MARK: Records
+
+    /// The rows of `names` (nil: none of that name), fetching every unknown one in one go.
+    private func rows(_ zoneRowID: Int64, _ names: [String]) throws -> [StoredRow?] {
+        let known = t.records[zoneRowID] ?? [:]
+        let unknown = names.filter { known[$0] == nil }
+        guard unknown.isEmpty else { throw miss(.records(zoneRowID: zoneRowID, names: unknown)) }
+        return names.map { known[$0] ?? nil }
+    }
+
+    private func row(_ zoneRowID: Int64, _ name: String) throws -> StoredRow? { try rows(zoneRowID, [name])[0] }
+
+    func recordRow(zoneRowID: Int64, name: String) throws -> StoredRow? { try row(zoneRowID, name) }
+
+    func readRecordRows(zoneRowID: Int64, names: [String], into add: (StoredRow) -> Void) throws {
+        for case let row? in try rows(zoneRowID, names) { add(row) }
+    }
+
+    func readRecordRows(zoneRowID: Int64, after: String, limit: Int, into add: (StoredRow) -> Void) throws {
+        guard let names = t.pages[zoneRowID]?["\(limit):\(after)"] else { throw miss(.page(zoneRowID: zoneRowID, after: after, limit: limit)) }
+        for case let row? in try rows(zoneRowID, names) { add(row) }
+    }
+
+    func recordTypes(zoneRowID: Int64, names: [String]) throws -> [String: String] {
+        var types = [String: String]()
+        for case let row? in try rows(zoneRowID, names) { types[row.name] = row.type }
+        return types
+    }
+
+    func recordParent(zoneRowID: Int64, name: String) throws -> String?? {
+        guard let row = try row(zoneRowID, name) else { return nil }
+        return .some(row.parent)
+    }
+
+    func children(zoneRowID: Int64, of parent: String) throws -> [String] {
+        guard let fetched = t.childNames[zoneRowID]?[parent] else { throw miss(.children(zoneRowID: zoneRowID, parent: parent)) }
+        // As this operation's writes leave them: a fetched child may have moved or gone, and a
+        // row written here may name the parent.
+        let known = t.records[zoneRowID] ?? [:]
+        var names = Set(fetched.filter { name in known[name].map { $0?.parent == parent } ?? true })
+        for (name, row) in known where row?.parent == parent { names.insert(name) }
+        return names.sorted()
+    }
+
+    func hasChildren(zoneRowID: Int64, parent: String) throws -> Bool { try !children(zoneRowID: zoneRowID, of: parent).isEmpty }
+
+    func recordExists(zoneRowID: Int64, name: String) throws -> Bool { try row(zoneRowID, name) != nil }
+
+    func insertRecord(_ version: SealedVersion, zoneRowID: Int64) throws {
+        guard try row(zoneRowID, version.stamp.name) == nil else {
+            throw StoreError(.internalError, "record '\(version.stamp.name)' could not be written: the zone has a row of that name")
+        }
+        try write(.insertRecord(zoneRowID: zoneRowID, version))
+        t.records[zoneRowID, default: [:]][version.stamp.name] = .some(Self.row(version))
+    }
+
+    func replaceRecord(_ version: SealedVersion, zoneRowID: Int64) throws {
+        guard let stored = try row(zoneRowID, version.stamp.name), stored.type == version.stamp.type else {
+            throw StoreError(.internalError, "record '\(version.stamp.name)' could not be rewritten")
+        }
+        try write(.replaceRecord(zoneRowID: zoneRowID, version, storedSeq: stored.seq, keep: false))
+        t.records[zoneRowID, default: [:]][version.stamp.name] = .some(Self.row(version))
+    }
+
+    func deleteRecord(zoneRowID: Int64, name: String, expectedSeq: Int64?) throws -> Bool {
+        guard let stored = try row(zoneRowID, name), expectedSeq == nil || stored.seq == expectedSeq else { return false }
+        try write(.deleteRecord(zoneRowID: zoneRowID, name: name, storedSeq: stored.seq))
+        t.records[zoneRowID, default: [:]][name] = .some(nil)
+        return true
+    }
+
+    func recordWriter(zoneRowID: Int64, authorID: String) throws -> any RecordRowWriter {
+        PostgresRecordWriter(snapshot: self, zoneRowID: zoneRowID)
+    }
+
+    func prefetchRecords(zoneRowID: Int64, saving records: [Record], deleting deletions: [RecordDeletion]) throws {
+        _ = try rows(zoneRowID, records.map(\.name) + deletions.map(\.name))
+    }
+
+    final class PostgresRecordWriter: RecordRowWriter {
+        let snapshot: PostgresSnapshot
+        let zoneRowID: Int64
+
+        init(snapshot: PostgresSnapshot, zoneRowID: Int64) {
+            self.snapshot = snapshot
+            self.zoneRowID = zoneRowID
+        }
+
+        func insertIfAbsent(_ version: SealedVersion) throws -> Bool {
+            guard try snapshot.row(zoneRowID, version.stamp.name) == nil else { return false }
+            try snapshot.insertRecord(version, zoneRowID: zoneRowID)
+            return true
+        }
+
+        func update(_ version: SealedVersion, expectedSeq: Int64?) throws -> (creator: String, created: Double)? {
+            guard let stored = try snapshot.row(zoneRowID, version.stamp.name), stored.type == version.stamp.type,
+                  expectedSeq == nil || stored.seq == expectedSeq else { return nil }
+            try snapshot.write(.replaceRecord(zoneRowID: zoneRowID, version, storedSeq: stored.seq, keep: true))
+            var kept = version.stamp
+            kept.creatorID = stored.creatorID
+            kept.created = stored.created
+            snapshot.t.records[zoneRowID, default: [:]][kept.name] = .some(PostgresSnapshot.row(SealedVersion(
+                stamp: kept, plain: version.plain, plainTypes: version.plainTypes, sealed: version.sealed, digest: version.digest)))
+            return (stored.creatorID, stored.created)
+        }
+
+        func finish() {}
+    }
+
+    static func row(_ version: SealedVersion) -> StoredRow {
+        let v = version.stamp
+        return StoredRow.make(name: v.name, type: v.type, parent: v.parent, epoch: v.epoch, seq: v.seq, membershipSeq: v.membershipSeq,
+                              creatorID: v.creatorID, modifierID: v.modifierID, created: v.created, modified: v.modified,
+                              plain: version.plain, sealed: version.sealed)
+    }
+
+    // MARK: Tombstones
+
+    func addTombstone(zoneRowID: Int64, name: String, seq: Int64, authorID: String, label: String?, time: Double) throws {
+        try write(.addTombstone(zoneRowID: zoneRowID, name: name, seq: seq, authorID: authorID, label: label, time: time))
+        t.tombstoneFlags[zoneRowID] = true
+    }
+
+    func removeTombstone(zoneRowID: Int64, name: String) throws {
+        try write(.removeTombstone(zoneRowID: zoneRowID, name: name))
+    }
+
+    func hasTombstones(zoneRowID: Int64) throws -> Bool {
+        guard let known = t.tombstoneFlags[zoneRowID] else { throw miss(.tombstones(zoneRowID: zoneRowID)) }
+        return known
+    }
+
+    // MARK: Transactions
+
+    func afterCommit(using hooks: CommitHooks, _ work: @escaping @Sendable () -> Void) { commitWork.append(work) }
+
+    func afterTransaction(onCommit: @escaping @Sendable () -> Void, onRollback: @escaping @Sendable () -> Void) {
+        commitWork.append(onCommit)
+        rollbackWork.append(onRollback)
+    }
+}
+
+extension PostgresSnapshot.Tables: Sendable where Row: Sendable {}

@@ -1,0 +1,360 @@
+import Foundation
+import Logging
+import PostgresNIO
+
+/// A Coffer store in a PostgreSQL database: the schema of ``PostgresMigrations``, reached
+/// through a ``PostgresConnector`` (a pool with timeouts of its own), and the driver that runs
+/// the engine's operations against ``PostgresSnapshot``s.
+final class PostgresStorage: Sendable {
+    let connector: PostgresConnector
+    let storeID: [UInt8]
+
+    /// How often an operation may run again because it needed more rows (each run fetches what
+    /// the last one missed), and because another writer committed first.
+    static let maxFetches = 64
+    static let maxConflicts = 32
+
+    private init(connector: PostgresConnector, storeID: [UInt8]) {
+        self.connector = connector
+        self.storeID = storeID
+    }
+
+    /// Connects, applies the migrations the database lacks, and reads the store's id.
+    static func open(url: PostgresURL, password: String?, timeouts: PostgresConnector.Timeouts, logger: Logger) async throws -> PostgresStorage {
+        let connector = PostgresConnector(url: url, password: password, timeouts: timeouts, logger: logger)
+        do {
+            let id = try await PostgresMigrations.migrate(connector)
+            return PostgresStorage(connector: connector, storeID: id)
+        } catch {
+            await connector.close()
+            throw error
+        }
+    }
+
+    func close() async { await connector.close() }
+
+    /// A write that found the database changed since its reads: run the operation again.
+    struct Conflict: Error {}
+
+    /// Runs one store operation (see ``PostgresSnapshot``): fetches what it reads, runs it again
+    /// until it runs through, then applies its writes in one transaction, or runs it once more on
+    /// fresh reads when another writer came first.
+    func run<T>(writing: Bool, _ body: (any StorageTransaction) throws -> T) async throws -> T {
+        let snapshot = PostgresSnapshot(writable: writing)
+        var fetches = 0, conflicts = 0
+        while true {
+            snapshot.beginRun()
+            let result = Result { try body(snapshot) }
+            if snapshot.missed {
+                snapshot.rolledBack()
+                fetches += 1
+                guard fetches <= Self.maxFetches else {
+                    throw StoreError(.internalError, "an operation on PostgreSQL kept needing rows it had fetched")
+                }
+                connector.logger.trace("postgres fetch", metadata: ["needs": "\(snapshot.needs.count)", "run": "\(fetches)"])
+                try await fetch(snapshot.needs, into: snapshot)
+                continue
+            }
+            let value: T
+            do { value = try result.get() } catch {
+                snapshot.rolledBack()
+                throw error
+            }
+            guard !snapshot.writes.isEmpty else {
+                snapshot.committed()
+                return value
+            }
+            do {
+                try await apply(snapshot.writes)
+                snapshot.committed()
+                return value
+            } catch is Conflict {
+                snapshot.rolledBack()
+                conflicts += 1
+                guard conflicts <= Self.maxConflicts else {
+                    throw StoreError(.busy, "the store stayed busy (other writers kept changing the same rows); try again")
+                }
+                snapshot.forgetRows()
+            } catch {
+                snapshot.rolledBack()
+                throw error
+            }
+        }
+    }
+
+    // MARK: - Reads
+
+    private static let recordColumns = "name, type, parent, plain, sealed, epoch, seq, creator_id, modifier_id, created_at, modified_at, membership_seq"
+
+    /// Fetches what a run of `snapshot` missed, in one read-only transaction (one snapshot of
+    /// the database for all of it).
+    private func fetch(_ needs: [PostgresSnapshot.Need], into snapshot: PostgresSnapshot) async throws {
+        let knownContacts = Set(snapshot.fetched.contacts.keys)
+        let rows = try await connector.transaction { tx in
+            try await tx.query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            var fetched = Fetched()
+            for need in needs { try await Self.fetch(need, tx, into: &fetched) }
+            // The authors of entries read, whose cards check their signatures.
+            let authors = Set(fetched.logs.values.flatMap { $0.entries.compactMap { LogEntry.decode($0.body)?.authorID } })
+                .subtracting(knownContacts).subtracting(fetched.contacts.keys)
+            for author in authors.sorted() { try await Self.fetch(.contact(author), tx, into: &fetched) }
+            return fetched
+        }
+        snapshot.fetched.merge(rows) { $0.row }
+    }
+
+    /// What one fetch read, merged into the snapshot once the read transaction ends.
+    typealias Fetched = PostgresSnapshot.Tables<RowValues>
+
+    private static func fetch(_ need: PostgresSnapshot.Need, _ tx: PostgresTransaction, into f: inout Fetched) async throws {
+        switch need {
+        case .zone(let id):
+            guard let row = try await tx.query("SELECT id, uid, sequence, created_at FROM zone WHERE owner_id = \(id.ownerID) AND name = \(id.name)").first else {
+                f.zones[id] = .some(nil)
+                return
+            }
+            let (rowID, uid, sequence, created) = try row.decode((Int64, Data, Int64, Double).self)
+            guard uid.count == 16 else { throw StoreError(.integrityFailure, "zone '\(id.name)' has a damaged row: the store was changed") }
+            f.zones[id] = ZoneRow(rowID: rowID, uid: Array(uid), id: id, sequence: sequence, created: Date(timeIntervalSince1970: created), logFormat: 1)
+            try await fetchHead(rowID, tx, into: &f)
+            var keys = [Int64: [String: [UInt8]]]()
+            for row in try await tx.query("SELECT epoch, member_id, wrapped_key FROM zone_key WHERE zone_id = \(rowID)") {
+                let (epoch, member, wrapped) = try row.decode((Int64, String, Data).self)
+                keys[epoch, default: [:]][member] = Array(wrapped)
+            }
+            f.wrappedKeys[rowID] = keys
+            var chain = [Int64: [UInt8]]()
+            for row in try await tx.query("SELECT epoch, sealed_key FROM zone_key_chain WHERE zone_id = \(rowID)") {
+                let (epoch, sealed) = try row.decode((Int64, Data).self)
+                chain[epoch] = Array(sealed)
+            }
+            f.chainedKeys[rowID] = chain
+            var schema = [String: [(field: String, valueType: String, encrypted: Bool)]]()
+            for row in try await tx.query("SELECT record_type, field, value_type, encrypted FROM field_schema WHERE zone_id = \(rowID)") {
+                let (type, field, valueType, encrypted) = try row.decode((String, String, String, Bool).self)
+                schema[type, default: []].append((field, valueType, encrypted))
+            }
+            f.schemaRows[rowID] = schema
+            try await fetch(.tombstones(zoneRowID: rowID), tx, into: &f)
+            f.zoneDetails.insert(rowID)
+        case .ownedZones(let owner):
+            var list = [(zone: ZoneRow, recordCount: Int)]()
+            for row in try await tx.query("""
+                SELECT z.id, z.uid, z.name, z.sequence, z.created_at, (SELECT count(*) FROM record r WHERE r.zone_id = z.id)
+                FROM zone z WHERE z.owner_id = \(owner) ORDER BY z.name
+                """) {
+                let (rowID, uid, name, sequence, created, count) = try row.decode((Int64, Data, String, Int64, Double, Int64).self)
+                guard uid.count == 16 else { throw StoreError(.integrityFailure, "zone '\(Names.printable(name))' has a damaged row: the store was changed") }
+                let zone = ZoneRow(rowID: rowID, uid: Array(uid), id: ZoneID(name: name, ownerID: owner), sequence: sequence,
+                                   created: Date(timeIntervalSince1970: created), logFormat: 1)
+                list.append((zone, Int(count)))
+            }
+            f.ownedZones[owner] = list
+        case .newZoneID(let id):
+            guard let row = try await tx.query("SELECT nextval(pg_get_serial_sequence('zone', 'id'))").first else {
+                throw StoreError(.internalError, "PostgreSQL gave no zone id")
+            }
+            f.newZoneIDs[id] = try row.decode(Int64.self)
+        case .log(let zone, let after):
+            try await fetchHead(zone, tx, into: &f)
+            guard after != .max else { return }
+            var list = [StoredLogEntry]()
+            for row in try await tx.query("SELECT seq, body, signature FROM zone_log WHERE zone_id = \(zone) AND seq > \(after) ORDER BY seq") {
+                let (seq, body, signature) = try row.decode((Int64, Data, Data).self)
+                list.append(StoredLogEntry(seq: seq, body: Array(body), signature: Array(signature), entries: nil, names: nil))
+            }
+            f.logs[zone] = (after, list)
+        case .logEntry(let zone, let seq):
+            let row = try await tx.query("SELECT body, signature, entries, names FROM zone_log WHERE zone_id = \(zone) AND seq = \(seq)").first
+            let entry = try row.map { row in
+                let (body, signature, entries, names) = try row.decode((Data, Data, Data?, Data?).self)
+                return StoredLogEntry(seq: seq, body: Array(body), signature: Array(signature), entries: entries.map(Array.init), names: names.map(Array.init))
+            }
+            f.entries[zone, default: [:]][seq] = .some(entry)
+            if f.heads[zone] == nil { try await fetchHead(zone, tx, into: &f) }
+        case .contact(let user):
+            let row = try await tx.query("SELECT card, added_at FROM contact WHERE user_id = \(user)").first
+            // `.some(nil)`: the store has no card for the user (assigning nil would drop the key).
+            f.contacts[user] = .some(try row.map { row in
+                let (card, added) = try row.decode((Data, Double).self)
+                return (Array(card), added)
+            })
+        case .records(let zone, let names):
+            var found = [String: RowValues?]()
+            for name in names { found[name] = .some(nil) }
+            for row in try await tx.query(PostgresQuery(unsafeSQL: "SELECT \(recordColumns) FROM record WHERE zone_id = $1 AND name = ANY($2)",
+                                                        binds: try binds(zone, names))) {
+                let stored = try storedRow(row)
+                found[stored.name] = .some(stored)
+            }
+            f.records[zone, default: [:]].merge(found) { _, new in new }
+        case .page(let zone, let after, let limit):
+            var names = [String]()
+            for row in try await tx.query(PostgresQuery(unsafeSQL: "SELECT \(recordColumns) FROM record WHERE zone_id = $1 AND name > $2 ORDER BY name LIMIT $3",
+                                                        binds: try binds(zone, after, Int64(limit)))) {
+                let stored = try storedRow(row)
+                names.append(stored.name)
+                f.records[zone, default: [:]][stored.name] = .some(stored)
+            }
+            f.pages[zone, default: [:]]["\(limit):\(after)"] = names
+        case .children(let zone, let parent):
+            var names = Set<String>()
+            for row in try await tx.query("SELECT name FROM record WHERE zone_id = \(zone) AND parent = \(parent)") { names.insert(try row.decode(String.self)) }
+            f.childNames[zone, default: [:]][parent] = names
+        case .tombstones(let zone):
+            let row = try await tx.query("SELECT EXISTS (SELECT 1 FROM record_tombstone WHERE zone_id = \(zone))").first
+            f.tombstoneFlags[zone] = try row?.decode(Bool.self) ?? false
+        }
+    }
+
+    private static func fetchHead(_ zone: Int64, _ tx: PostgresTransaction, into f: inout Fetched) async throws {
+        if let row = try await tx.query("SELECT seq, hash FROM zone_log WHERE zone_id = \(zone) ORDER BY seq DESC LIMIT 1").first {
+            let (seq, hash) = try row.decode((Int64, Data).self)
+            f.heads[zone] = .some((seq, hash.count == 32 ? Digest32(Array(hash)) : .zero))
+        } else {
+            f.heads[zone] = .some(nil)
+        }
+    }
+
+    private static func binds(_ values: any PostgresEncodable...) throws -> PostgresBindings {
+        var bindings = PostgresBindings()
+        for value in values { try bindings.append(value) }
+        return bindings
+    }
+
+    /// A record row's values as read, made into a ``StoredRow`` once the read ends.
+    struct RowValues: Sendable {
+        let name: String, type: String, parent: String?, plain: String, sealed: Data?, epoch: Int64, seq: Int64
+        let creator: String, modifier: String, created: Double, modified: Double, membershipSeq: Int64
+
+        var row: StoredRow {
+            StoredRow.make(name: name, type: type, parent: parent, epoch: epoch, seq: seq, membershipSeq: membershipSeq, creatorID: creator,
+                           modifierID: modifier, created: created, modified: modified, plain: Array(plain.utf8), sealed: sealed.map(Array.init))
+        }
+    }
+
+    private static func storedRow(_ row: PostgresRow) throws -> RowValues {
+        let (name, type, parent, plain, sealed, epoch, seq, creator, modifier, created, modified, membership) =
+            try row.decode((String, String, String?, String, Data?, Int64, Int64, String, String, Double, Double, Int64).self)
+        return RowValues(name: name, type: type, parent: parent, plain: plain, sealed: sealed, epoch: epoch, seq: seq, creator: creator,
+                         modifier: modifier, created: created, modified: modified, membershipSeq: membership)
+    }
+
+    // MARK: - Writes
+
+    /// Applies an operation's writes in one transaction. Each zone whose log it extends is
+    /// locked first (in row id order), so commits to one zone serialize, and its head must be
+    /// the one the operation extended; each record row it changes must be as it was read.
+    private func apply(_ writes: [PostgresSnapshot.Write]) async throws {
+        var heads = [Int64: Int64]()
+        for case .appendLog(let zone, let head, _, _, _, _, _, _) in writes where heads[zone] == nil { heads[zone] = head }
+        let inserted = Set(writes.compactMap { if case .insertZone(let rowID, _, _, _) = $0 { rowID } else { nil } })
+        let locks = heads.sorted { $0.key < $1.key }.filter { !inserted.contains($0.key) }
+        do {
+            try await connector.transaction { tx in
+                for (zone, head) in locks {
+                    guard let row = try await tx.query("SELECT sequence FROM zone WHERE id = \(zone) FOR UPDATE").first,
+                          try row.decode(Int64.self) == head else { throw Conflict() }
+                }
+                for write in writes { try await Self.apply(write, tx) }
+            }
+        } catch let error as StoreError {
+            // A unique or foreign key violation, a serialization failure or a deadlock: another
+            // writer changed what this one read.
+            if let state = (error.underlying as? PSQLError)?.serverInfo?[.sqlState], ["23505", "23503", "40001", "40P01"].contains(state) {
+                throw Conflict()
+            }
+            throw error
+        }
+    }
+
+    private static func expectRow(_ rows: [PostgresRow]) throws {
+        guard !rows.isEmpty else { throw Conflict() }
+    }
+
+    private static func apply(_ write: PostgresSnapshot.Write, _ tx: PostgresTransaction) async throws {
+        switch write {
+        case .insertZone(let rowID, let uid, let id, let created):
+            try expectRow(try await tx.query("""
+                INSERT INTO zone (id, uid, owner_id, name, sequence, created_at) VALUES (\(rowID), \(Data(uid)), \(id.ownerID), \(id.name), 0, \(created))
+                ON CONFLICT DO NOTHING RETURNING id
+                """))
+        case .deleteZone(let rowID):
+            try await tx.query("DELETE FROM zone WHERE id = \(rowID)")
+        case .touchZone(let rowID):
+            try await tx.query("UPDATE zone SET db_seq = (SELECT db_seq FROM store_counter WHERE id = 1) + 1 WHERE id = \(rowID)")
+            try await tx.query("UPDATE store_counter SET db_seq = db_seq + 1 WHERE id = 1")
+        case .zoneGone(let zone, let users, let reason):
+            try await tx.query("UPDATE store_counter SET db_seq = db_seq + 1 WHERE id = 1")
+            for user in users.sorted() {
+                try await tx.query("""
+                    INSERT INTO zone_tombstone (user_id, zone_uid, owner_id, name, db_seq, reason)
+                    VALUES (\(user), \(Data(zone.uid)), \(zone.id.ownerID), \(zone.id.name), (SELECT db_seq FROM store_counter WHERE id = 1), \(reason))
+                    ON CONFLICT (user_id, zone_uid) DO UPDATE SET owner_id = EXCLUDED.owner_id, name = EXCLUDED.name, db_seq = EXCLUDED.db_seq, reason = EXCLUDED.reason
+                    """)
+            }
+        case .zoneBack(let zone, let user):
+            try await tx.query("DELETE FROM zone_tombstone WHERE user_id = \(user) AND zone_uid = \(Data(zone.uid))")
+        case .appendLog(let zone, _, let entry, let body, let signature, let hash, let entries, let names):
+            try expectRow(try await tx.query("""
+                INSERT INTO zone_log (zone_id, seq, kind, author_id, body, signature, hash, entries, names)
+                VALUES (\(zone), \(entry.seq), \(Int32(entry.kind.rawValue)), \(entry.authorID), \(Data(body)), \(Data(signature)), \(Data(hash.bytes)),
+                        \(entries.map { Data($0) }), \(names.map { Data($0) }))
+                ON CONFLICT DO NOTHING RETURNING seq
+                """))
+            try await tx.query("UPDATE zone SET sequence = \(entry.seq) WHERE id = \(zone)")
+        case .wrappedKey(let zone, let epoch, let member, let wrapped):
+            try expectRow(try await tx.query("""
+                INSERT INTO zone_key (zone_id, epoch, member_id, wrapped_key) VALUES (\(zone), \(epoch), \(member), \(Data(wrapped)))
+                ON CONFLICT DO NOTHING RETURNING epoch
+                """))
+        case .fieldSchema(let zone, let type, let field, let schema):
+            try expectRow(try await tx.query("""
+                INSERT INTO field_schema (zone_id, record_type, field, value_type, encrypted) VALUES (\(zone), \(type), \(field), \(schema.type.description), \(schema.encrypted))
+                ON CONFLICT DO NOTHING RETURNING field
+                """))
+        case .insertRecord(let zone, let version):
+            let v = version.stamp
+            try expectRow(try await tx.query("""
+                INSERT INTO record (zone_id, name, type, parent, plain, sealed, epoch, seq, membership_seq, creator_id, modifier_id, created_at, modified_at)
+                VALUES (\(zone), \(v.name), \(v.type), \(v.parent), \(String(decoding: version.plain, as: UTF8.self)), \(version.sealed.map { Data($0) }),
+                        \(v.epoch), \(v.seq), \(v.membershipSeq), \(v.creatorID), \(v.modifierID), \(v.created), \(v.modified))
+                ON CONFLICT (zone_id, name) DO NOTHING RETURNING id
+                """))
+        case .replaceRecord(let zone, let version, let storedSeq, let keep):
+            let v = version.stamp
+            let plain = String(decoding: version.plain, as: UTF8.self), sealed = version.sealed.map { Data($0) }
+            if keep {
+                try expectRow(try await tx.query("""
+                    UPDATE record SET parent = \(v.parent), plain = \(plain), sealed = \(sealed), epoch = \(v.epoch), seq = \(v.seq),
+                        membership_seq = \(v.membershipSeq), modifier_id = \(v.modifierID), modified_at = \(v.modified)
+                    WHERE zone_id = \(zone) AND name = \(v.name) AND type = \(v.type) AND seq = \(storedSeq) RETURNING id
+                    """))
+            } else {
+                try expectRow(try await tx.query("""
+                    UPDATE record SET parent = \(v.parent), plain = \(plain), sealed = \(sealed), epoch = \(v.epoch), seq = \(v.seq),
+                        membership_seq = \(v.membershipSeq), creator_id = \(v.creatorID), modifier_id = \(v.modifierID),
+                        created_at = \(v.created), modified_at = \(v.modified)
+                    WHERE zone_id = \(zone) AND name = \(v.name) AND type = \(v.type) AND seq = \(storedSeq) RETURNING id
+                    """))
+            }
+        case .deleteRecord(let zone, let name, let storedSeq):
+            try expectRow(try await tx.query("DELETE FROM record WHERE zone_id = \(zone) AND name = \(name) AND seq = \(storedSeq) RETURNING id"))
+        case .addTombstone(let zone, let name, let seq, let author, let label, let time):
+            try await tx.query("""
+                INSERT INTO record_tombstone (zone_id, name, seq, author_id, author_label, deleted_at) VALUES (\(zone), \(name), \(seq), \(author), \(label), \(time))
+                ON CONFLICT (zone_id, name) DO UPDATE SET seq = EXCLUDED.seq, author_id = EXCLUDED.author_id, author_label = EXCLUDED.author_label,
+                    deleted_at = EXCLUDED.deleted_at
+                """)
+        case .contact(let userID, let name, let email, let signingKey, let boxKey, let card, let cardCreated, let added):
+            try await tx.query("""
+                INSERT INTO contact (user_id, name, email, signing_key, box_key, card, card_created, added_at)
+                VALUES (\(userID), \(name), \(email), \(Data(signingKey)), \(Data(boxKey)), \(Data(card)), \(cardCreated), \(added))
+                ON CONFLICT (user_id) DO UPDATE SET name = EXCLUDED.name, email = EXCLUDED.email, signing_key = EXCLUDED.signing_key,
+                    box_key = EXCLUDED.box_key, card = EXCLUDED.card, card_created = EXCLUDED.card_created, added_at = EXCLUDED.added_at
+                """)
+        case .removeTombstone(let zone, let name):
+            try await tx.query("DELETE FROM record_tombstone WHERE zone_id = \(zone) AND name = \(name)")
+        }
+    }
+}

@@ -1,0 +1,71 @@
+import CofferTestSupport
+import CofferVault
+import Foundation
+import Testing
+@testable import CofferStore
+
+/// The storage backends a test runs on: SQLite always; PostgreSQL too unless
+/// `COFFER_TEST_POSTGRES=skip` (the PostgreSQL-only tests print the skip).
+enum TestBackend: String, Sendable, CustomTestStringConvertible {
+    case sqlite
+    case postgres
+
+    static var all: [TestBackend] { PostgresTestServer.isSkipped ? [.sqlite] : [.sqlite, .postgres] }
+
+    var testDescription: String { rawValue }
+}
+
+/// A store on one backend, with Alice acting in it.
+struct BackendFixture {
+    let backend: TestBackend
+    let folder: URL
+    let store: Store
+    let vault: Vault
+    let session: Session
+    var db: RecordDatabase { session.privateDatabase }
+    /// The database's URL, for a second store object on it (a second instance of a service).
+    let postgres: PostgresURL?
+
+    /// A new session of Alice's, with empty caches (everything read and verified again).
+    func freshSession() async throws -> Session { try await store.openSession(vault: vault) }
+
+    /// Another store object on the same database: another process's view.
+    func otherStore() async throws -> Store {
+        if let postgres { return try await Store(postgres: postgres, password: PostgresPassword.lookup(for: postgres)) }
+        return try Store(path: store.url.path)
+    }
+
+    /// Another user, in this store.
+    func otherSession(name: String = "Bob Builder", email: String = "bob@example.com") async throws -> Session {
+        let vault = try makeVault(in: folder, file: "\(UUID().uuidString).coffer", name: name, email: email)
+        return try await store.openSession(vault: vault)
+    }
+}
+
+/// Runs `body` with a fresh store on `backend` (a new PostgreSQL database, dropped afterwards).
+func withBackendStore<R>(_ backend: TestBackend, _ body: (BackendFixture) async throws -> R) async throws -> R {
+    try await withTemporaryFolder { folder async throws in
+        let vault = try makeVault(in: folder)
+        switch backend {
+        case .sqlite:
+            let store = try Store(path: storePath(in: folder))
+            let session = try await store.openSession(vault: vault)
+            return try await body(BackendFixture(backend: backend, folder: folder, store: store, vault: vault, session: session, postgres: nil))
+        case .postgres:
+            return try await PostgresTestServer.withDatabase { connector in
+                let url = connector.url
+                let store = try await Store(postgres: url, password: PostgresPassword.lookup(for: url))
+                do {
+                    let session = try await store.openSession(vault: vault)
+                    let result = try await body(BackendFixture(backend: backend, folder: folder, store: store, vault: vault, session: session,
+                                                               postgres: url))
+                    await store.close()
+                    return result
+                } catch {
+                    await store.close()
+                    throw error
+                }
+            }
+        }
+    }
+}
