@@ -195,7 +195,12 @@ public final class Store: Sendable {
     func write<T: Sendable>(_ body: @escaping @Sendable (any StorageTransaction) throws -> T) async throws -> T {
         switch backend {
         case .sqlite(let pool): do { return try await pool.write(body) } catch { throw Self.map(error) }
-        case .postgres(let storage): return try await storage.run(writing: true, body)
+        case .postgres(let storage):
+            // Its reads may be older than what another session of this process verified since
+            // (the write's checks then refuse its commit, and it runs again on fresh reads): a
+            // lagging read, as ``Session/read(_:)`` notes one.
+            let generation = Session.advances.withLock { $0.counter }
+            return try await storage.run(writing: true) { db in try Session.noting(db, generation, body) }
         }
     }
 

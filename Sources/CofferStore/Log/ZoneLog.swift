@@ -244,7 +244,7 @@ extension Session {
     }
 
     /// Runs `body` noted as a read that began at `generation` (see ``isLaggingRead(_:zone:)``).
-    private static func noting<D: StorageTransaction, T>(_ db: D, _ generation: Int, _ body: (D) throws -> T) throws -> T {
+    static func noting<D: StorageTransaction, T>(_ db: D, _ generation: Int, _ body: (D) throws -> T) throws -> T {
         let id = ObjectIdentifier(db)
         Session.readStarts.withLock { $0[id] = generation }
         defer { Session.readStarts.withLock { _ = $0.removeValue(forKey: id) } }

@@ -118,9 +118,20 @@ package final class PostgresConnector: Sendable {
     package func transaction<Result: Sendable>(
         _ body: @escaping @Sendable (PostgresTransaction) async throws -> Result
     ) async throws -> Result {
+        // A connection the server closed while it sat in the pool fails at `BEGIN`, before
+        // anything of the transaction was sent: run it on another (the pool drops closed ones).
+        for _ in 0..<3 {
+            do { return try await transactionOnce(body) } catch is NotBegun { continue }
+        }
+        do { return try await transactionOnce(body) } catch let notBegun as NotBegun { throw notBegun.error }
+    }
+
+    private func transactionOnce<Result: Sendable>(
+        _ body: @escaping @Sendable (PostgresTransaction) async throws -> Result
+    ) async throws -> Result {
         try await withConnection { connection in
             let transaction = PostgresTransaction(connection: connection, connector: self)
-            try await transaction.query("BEGIN")
+            do { try await transaction.query("BEGIN") } catch { throw NotBegun(error: error) }
             let result: Result
             do {
                 result = try await body(transaction)
@@ -177,6 +188,12 @@ package final class PostgresConnector: Sendable {
     }
 
     struct ConnectTimeout: Error {}
+
+    /// A transaction whose `BEGIN` failed (a pooled connection the server had closed, say):
+    /// nothing of it reached the database, so it may be run again on another connection.
+    package struct NotBegun: Error {
+        let error: any Error
+    }
 
     /// Set once a connection is leased: the connect timeout no longer applies.
     final class Flag: Sendable {

@@ -90,16 +90,26 @@ final class PostgresStorage: Sendable {
     /// the database for all of it).
     private func fetch(_ needs: [PostgresSnapshot.Need], into snapshot: PostgresSnapshot) async throws {
         let knownContacts = Set(snapshot.fetched.contacts.keys)
-        let rows = try await connector.transaction { tx in
+        let knownHeads = snapshot.fetched.heads.mapValues { $0?.seq }
+        let (rows, moved) = try await connector.transaction { tx in
             try await tx.query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            // Whether a zone read before moved on since: what was read of it then is stale.
+            var moved = false
+            for (zone, seq) in knownHeads {
+                let now = try await tx.query("SELECT max(seq) FROM zone_log WHERE zone_id = \(zone)").first?.decode(Int64?.self)
+                if now != seq { moved = true }
+            }
             var fetched = Fetched()
             for need in needs { try await Self.fetch(need, tx, into: &fetched) }
             // The authors of entries read, whose cards check their signatures.
             let authors = Set(fetched.logs.values.flatMap { $0.entries.compactMap { LogEntry.decode($0.body)?.authorID } })
                 .subtracting(knownContacts).subtracting(fetched.contacts.keys)
             for author in authors.sorted() { try await Self.fetch(.contact(author), tx, into: &fetched) }
-            return fetched
+            return (fetched, moved)
         }
+        // Every read of a run is of one state of the database: when a zone moved on, what was
+        // read before goes (contact cards stay: each is verified on use), and the run asks again.
+        if moved { snapshot.fetched = PostgresSnapshot.Tables(contacts: snapshot.fetched.contacts) }
         snapshot.fetched.merge(rows) { $0.row }
     }
 

@@ -1,0 +1,169 @@
+import CofferCrypto
+import CofferTestSupport
+import CofferVault
+import Foundation
+import PostgresNIO
+import Testing
+@testable import CofferStore
+
+/// What only PostgreSQL has: several processes (service instances) on one database, a
+/// connection that can die mid-batch, and rows written straight into its tables.
+@Suite("PostgreSQL store", .postgres)
+struct PostgresStoreTests {
+    /// The outcome of `body`, as a value.
+    static func outcome<T>(_ body: () async throws -> T) async -> Result<T, any Error> {
+        do { return .success(try await body()) } catch { return .failure(error) }
+    }
+
+    /// Runs raw SQL on the fixture's database, as someone with access to it would.
+    static func sql(_ f: BackendFixture, _ body: (PostgresConnector) async throws -> Void) async throws {
+        let url = try #require(f.postgres)
+        let admin = PostgresConnector(url: url, password: PostgresPassword.lookup(for: url))
+        do { try await body(admin) } catch {
+            await admin.close()
+            throw error
+        }
+        await admin.close()
+    }
+
+    @Test("two instances write one zone at once: every batch lands, the log stays one chain")
+    func twoInstances() async throws {
+        try await withBackendStore(.postgres) { f in
+            let zone = try await f.db.createZone(named: "Busy")
+            let other = try await f.otherStore()
+            let second = try await other.openSession(vault: f.vault)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for (label, session) in [("a", f.session), ("b", second)] {
+                    group.addTask {
+                        for batch in 0..<15 {
+                            let records = (0..<8).map { BackendSuiteTests.note(zone, "\(label)-\(batch)-\($0)", title: label, body: "\(batch)") }
+                            _ = try await session.privateDatabase.modify(saving: records, in: zone)
+                        }
+                    }
+                }
+                try await group.waitForAll()
+            }
+            await other.close()
+            let fresh = try await f.freshSession()
+            var all = [Record]()
+            var after: String?
+            while let page = Optional(try await fresh.privateDatabase.records(in: zone, after: after, limit: 100)), let last = page.last {
+                all += page
+                after = last.name
+            }
+            #expect(all.count == 2 * 15 * 8)
+            let head = try #require(try await fresh.privateDatabase.zones().first).sequence
+            #expect(head == Int64(1 + 2 * 15)) // the genesis and one commit a batch
+        }
+    }
+
+    @Test("two instances update one record with the same change tag: exactly one wins, the other gets the winner's record")
+    func exactConflicts() async throws {
+        try await withBackendStore(.postgres) { f in
+            let zone = try await f.db.createZone(named: "Contested")
+            let other = try await f.otherStore()
+            let second = try await other.openSession(vault: f.vault)
+            var current = try await f.db.save(BackendSuiteTests.note(zone, "r", title: "start", body: "0"))
+            for round in 0..<10 {
+                var mine = current, theirs = current
+                mine.values["title"] = .string("a\(round)")
+                theirs.values["title"] = .string("b\(round)")
+                async let a = Self.outcome { try await f.db.save(mine) }
+                async let b = Self.outcome { try await second.privateDatabase.save(theirs) }
+                let results = await [a, b]
+                let won = results.compactMap { try? $0.get() }
+                #expect(won.count == 1, "round \(round): \(results)")
+                for case .failure(let error as StoreError) in results {
+                    #expect(error.code == .serverRecordChanged)
+                    #expect(error.serverRecord?.values["title"] == won.first?.values["title"])
+                }
+                current = try #require(won.first)
+            }
+            await other.close()
+            #expect(try await f.freshSession().privateDatabase.record(named: "r", in: zone).changeTag == current.changeTag)
+        }
+    }
+
+    @Test("a connection killed mid-batch leaves nothing half-written, and the retry succeeds")
+    func killedConnection() async throws {
+        try await withBackendStore(.postgres) { f in
+            let zone = try await f.db.createZone(named: "Killed")
+            let url = try #require(f.postgres)
+            // Killed after a growing delay, until two batches were cut (a kill that came before
+            // or after a batch's transaction leaves it whole).
+            var cut = 0, saved = 0
+            for attempt in 0..<30 where cut < 2 {
+                let records = (0..<300).map { BackendSuiteTests.note(zone, "k\(attempt)-\($0)", title: "t", body: String(repeating: "x", count: 200)) }
+                let killer = Task {
+                    try await Task.sleep(for: .milliseconds(10 + 10 * attempt))
+                    let admin = PostgresConnector(url: url, password: PostgresPassword.lookup(for: url))
+                    try await admin.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = \(url.database) AND pid <> pg_backend_pid()")
+                    await admin.close()
+                }
+                let first = await Self.outcome { try await f.db.modify(saving: records, in: zone) }
+                try await killer.value
+                let found = try await f.db.records(named: records.map(\.name), in: zone).values.filter { (try? $0.get()) != nil }.count
+                switch first {
+                case .success: #expect(found == records.count)
+                case .failure(let error):
+                    #expect((error as? StoreError)?.code == .serviceUnavailable, "\(error)")
+                    // All or nothing (a kill during COMMIT may come after the commit).
+                    #expect(found == 0 || found == records.count, "a killed batch left \(found) of \(records.count) records")
+                    if found == 0 {
+                        cut += 1
+                        _ = try await f.db.modify(saving: records, in: zone)
+                    }
+                }
+                saved += 1
+            }
+            #expect(cut == 2, "no kill came while a batch was being written")
+            let fresh = try await f.freshSession()
+            #expect(try await fresh.privateDatabase.records(in: zone, limit: 10_000).count == saved * 300)
+        }
+    }
+
+    @Test("a record row edited in the database is refused, naming the record")
+    func editedRow() async throws {
+        try await withBackendStore(.postgres) { f in
+            let zone = try await f.db.createZone(named: "Edited")
+            _ = try await f.db.save(BackendSuiteTests.note(zone, "n1", title: "honest", body: "b"))
+            try await Self.sql(f) { try await $0.query(#"UPDATE record SET plain = '{"rank":2,"title":"forged"}' WHERE name = 'n1'"#) }
+            let error = await expectStoreError(.integrityFailure) { try await f.freshSession().privateDatabase.record(named: "n1", in: zone) }
+            #expect(error?.message.contains("n1") == true)
+        }
+    }
+
+    @Test("a log entry planted in the database, or the log cut back, is refused")
+    func plantedAndCutLog() async throws {
+        try await withBackendStore(.postgres) { f in
+            let zone = try await f.db.createZone(named: "Logged")
+            _ = try await f.db.save(BackendSuiteTests.note(zone, "n1", title: "t", body: "b"))
+            _ = try await f.db.save(BackendSuiteTests.note(zone, "n2", title: "t", body: "b"))
+            // Cut: the newest entry goes. Alice verified it before, so her marks refuse the store.
+            try await f.session.saveMarks()
+            try await Self.sql(f) { try await $0.query("DELETE FROM zone_log WHERE seq = (SELECT max(seq) FROM zone_log)") }
+            let cut = await expectStoreError(.integrityFailure) { try await f.freshSession().privateDatabase.record(named: "n1", in: zone) }
+            #expect(cut?.message.contains("rolled back") == true)
+            // Planted: an entry signed by nobody the store knows.
+            try await Self.sql(f) { admin in
+                try await admin.query("""
+                    INSERT INTO zone_log (zone_id, seq, kind, author_id, body, signature, hash)
+                    SELECT zone_id, max(seq) + 1, 3, 'deadbeefdeadbeefdeadbeefdeadbeef', '\\x00'::bytea, decode(repeat('00', 64), 'hex'), decode(repeat('11', 32), 'hex')
+                    FROM zone_log GROUP BY zone_id
+                    """)
+            }
+            await expectStoreError(.integrityFailure) { try await f.freshSession().privateDatabase.record(named: "n1", in: zone) }
+        }
+    }
+
+    @Test("what needs SQLite still says so on PostgreSQL, before anything is written")
+    func sqliteOnly() async throws {
+        try await withBackendStore(.postgres) { f in
+            let zone = try await f.db.createZone(named: "Notes")
+            let error = await expectStoreError(.invalidArguments) { try await f.session.share(zone: zone, title: "t") }
+            #expect(error?.message.contains("PostgreSQL") == true)
+            await expectStoreError(.invalidArguments) { try await f.db.query(Query(recordType: "Note"), in: zone) }
+            #expect(try await f.db.zones().map(\.id.name) == ["Notes"])
+        }
+    }
+}
