@@ -206,11 +206,11 @@ public final class Store: Sendable {
 
     /// The SQLite connections, for what Coffer does only on SQLite stores so far: sharing, change
     /// feeds, queries, re-keys and moves, audits, and stores of the earlier format.
-    /// - Throws: `.invalidArguments` naming `what` on a PostgreSQL store.
+    /// - Throws: `.notSupported` naming `what` on a PostgreSQL store.
     func sqlite(for what: @autoclosure () -> String) throws -> DatabasePool {
         switch backend {
         case .sqlite(let pool): return pool
-        case .postgres: throw StoreError(.invalidArguments, "\(what()) is not available on a PostgreSQL store in this version of Coffer; use an SQLite store")
+        case .postgres: throw StoreError(.notSupported, "\(what()) is not available on a PostgreSQL store in this version of Coffer; use an SQLite store")
         }
     }
 

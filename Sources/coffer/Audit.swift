@@ -55,7 +55,7 @@ extension Coffer {
 
         func run() async throws {
             let plaintexts = try plaintextArguments + plaintextFiles.flatMap(Self.texts(inFile:))
-            let context = try SessionContext(global, createStore: false)
+            let context = try await SessionContext(global, createStore: false)
             let progress = isatty(STDERR_FILENO) != 0 && !global.json
             let report = try await context.session.audit(plaintexts: plaintexts) { step in
                 if progress { FileHandle.standardError.write(Data("\rAuditing \(step)\u{1b}[K".utf8)) }

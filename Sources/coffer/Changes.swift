@@ -35,7 +35,7 @@ extension Coffer {
 
         func run() async throws {
             let token = try since.map { try ChangeToken(string: $0) }
-            let context = try SessionContext(global, createStore: false)
+            let context = try await SessionContext(global, createStore: false)
             if let database {
                 let db = database == .private ? context.session.privateDatabase : context.session.sharedDatabase
                 if follow {

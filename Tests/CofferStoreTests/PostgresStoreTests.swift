@@ -160,9 +160,9 @@ struct PostgresStoreTests {
     func sqliteOnly() async throws {
         try await withBackendStore(.postgres) { f in
             let zone = try await f.db.createZone(named: "Notes")
-            let error = await expectStoreError(.invalidArguments) { try await f.session.share(zone: zone, title: "t") }
+            let error = await expectStoreError(.notSupported) { try await f.session.share(zone: zone, title: "t") }
             #expect(error?.message.contains("PostgreSQL") == true)
-            await expectStoreError(.invalidArguments) { try await f.db.query(Query(recordType: "Note"), in: zone) }
+            await expectStoreError(.notSupported) { try await f.db.query(Query(recordType: "Note"), in: zone) }
             #expect(try await f.db.zones().map(\.id.name) == ["Notes"])
         }
     }

@@ -190,7 +190,9 @@ extension Session {
     /// fails verification (`.integrityFailure`): left out of the list, reported by `audit`.
     func sharedZoneAccess() async throws -> (zones: [Zone], refused: [(ZoneID, StoreError)]) {
         let me = userID
-        return try await sqliteRead("re-keying or moving records") { db in
+        // Sharing needs SQLite in this version: no zone of a PostgreSQL store is shared.
+        guard case .sqlite = store.backend else { return ([], []) }
+        return try await sqliteRead("sharing") { db in
             var refused = [(ZoneID, StoreError)]()
             let rows = try Row.fetchAll(db, sql: """
                 SELECT z.*, (SELECT count(*) FROM record r WHERE r.zone_id = z.id) AS record_count

@@ -33,6 +33,9 @@ public struct StoreError: Error, Sendable, CustomStringConvertible {
         /// The store's server (PostgreSQL) cannot be reached or stopped answering
         /// (CKError `.serviceUnavailable`): try again later.
         case serviceUnavailable
+        /// The store's backend cannot do this in this version (a PostgreSQL store: sharing,
+        /// queries, change feeds, re-keys and moves, audits): use an SQLite store for it.
+        case notSupported
     }
 
     public let code: Code

@@ -23,7 +23,7 @@ extension Coffer.ContactCommand {
                 data = read
             }
             let card = try ContactCard.verify(data)
-            let store = try global.openStore(create: true)
+            let store = try await global.openStore(create: true)
             let result = try store.addContact(card)
             let contact = try store.contact(matching: card.identity.userID)
             if global.json {

@@ -12,7 +12,7 @@ extension Coffer.RecordCommand {
         @OptionGroup var global: GlobalOptions
 
         func run() async throws {
-            let context = try SessionContext(global, createStore: false)
+            let context = try await SessionContext(global, createStore: false)
             let zoneID = try context.zone(zone)
             try await context.db(zoneID).delete(recordNamed: name, in: zoneID, ifMatch: ifMatch)
             if global.json {

@@ -12,7 +12,7 @@ extension Coffer.RecordCommand {
         @OptionGroup var global: GlobalOptions
 
         func run() async throws {
-            let context = try SessionContext(global, createStore: false)
+            let context = try await SessionContext(global, createStore: false)
             let zoneID = try context.zone(zone)
             let count = try await context.db(zoneID).exportRecords(in: zoneID) { FileHandle.standardOutput.write($0) }
             if isatty(STDERR_FILENO) != 0 { Output.note("Exported \(count) records from \(zoneID.name).") }

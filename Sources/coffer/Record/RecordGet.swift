@@ -11,7 +11,7 @@ extension Coffer.RecordCommand {
         @OptionGroup var global: GlobalOptions
 
         func run() async throws {
-            let context = try SessionContext(global, createStore: false)
+            let context = try await SessionContext(global, createStore: false)
             let zoneID = try context.zone(zone)
             let record = try await context.db(zoneID).record(named: name, in: zoneID)
             let schema = try await context.db(zoneID).schema(of: record.recordType, in: zoneID)

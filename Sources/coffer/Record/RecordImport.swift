@@ -29,7 +29,7 @@ extension Coffer.RecordCommand {
                 }
                 data = read
             }
-            let context = try SessionContext(global, createStore: false)
+            let context = try await SessionContext(global, createStore: false)
             let zoneID = try context.zone(zone)
             let progress = isatty(STDERR_FILENO) != 0
             let summary: RecordImport.Summary

@@ -44,7 +44,7 @@ extension Coffer.RecordCommand {
             let secretTyped = try secretArguments + files.map(FieldAssignment.read)
             let plainFields = plainTyped.map { ($0.key, $0.value) }
             let secretFields = secretTyped.map { ($0.key, $0.value) }
-            let context = try SessionContext(global, createStore: false)
+            let context = try await SessionContext(global, createStore: false)
             let zoneID = try context.zone(zone)
             let db = context.db(zoneID)
             var record: Record

@@ -26,7 +26,7 @@ extension Coffer.ShareCommand {
         }
 
         func run() async throws {
-            let context = try SessionContext(global, createStore: false)
+            let context = try await SessionContext(global, createStore: false)
             let zoneID = try context.zone(zone)
             let share: Share
             if let into {

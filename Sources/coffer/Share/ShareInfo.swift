@@ -10,7 +10,7 @@ extension Coffer.ShareCommand {
         @OptionGroup var global: GlobalOptions
 
         func run() async throws {
-            let context = try SessionContext(global, createStore: false)
+            let context = try await SessionContext(global, createStore: false)
             try ShareOutput.print(try await context.session.fetchShare(in: try context.zone(zone)), context: context, json: global.json)
         }
     }
@@ -22,7 +22,7 @@ extension Coffer.ShareCommand {
         @OptionGroup var global: GlobalOptions
 
         func run() async throws {
-            let context = try SessionContext(global, createStore: false)
+            let context = try await SessionContext(global, createStore: false)
             let share = try await context.session.fetchShare(in: try context.zone(zone))
             if global.json { try RecordOutput.printJSON(["url": share.url, "zone": share.zoneID.name] as [String: Any]) } else { Output.line(share.url) }
         }
@@ -34,7 +34,7 @@ extension Coffer.ShareCommand {
         @OptionGroup var global: GlobalOptions
 
         func run() async throws {
-            let context = try SessionContext(global, createStore: false)
+            let context = try await SessionContext(global, createStore: false)
             let shares = try await context.session.fetchShares()
             let me = context.session.userID
             func myStatus(_ s: Share) -> String {

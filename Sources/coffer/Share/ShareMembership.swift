@@ -37,7 +37,7 @@ extension Coffer.ShareCommand {
 
         func run() async throws {
             let url = try shareURL()
-            let context = try SessionContext(global, createStore: false)
+            let context = try await SessionContext(global, createStore: false)
             let share = try await context.session.acceptShare(url: url)
             let me = context.session.userID
             let mine = share.participants.first { $0.userID == me }
@@ -65,7 +65,7 @@ extension Coffer.ShareCommand {
         @OptionGroup var global: GlobalOptions
 
         func run() async throws {
-            let context = try SessionContext(global, createStore: false)
+            let context = try await SessionContext(global, createStore: false)
             let id = try context.zone(zone)
             try await context.session.leaveShare(zone: id)
             if global.json { try Output.json(["left": id.name, "owner": id.ownerID]); return }
@@ -80,7 +80,7 @@ extension Coffer.ShareCommand {
         @OptionGroup var global: GlobalOptions
 
         func run() async throws {
-            let context = try SessionContext(global, createStore: false)
+            let context = try await SessionContext(global, createStore: false)
             let id = try context.zone(zone)
             try await context.session.stopSharing(zone: id)
             if global.json { try Output.json(["stopped": id.name]); return }

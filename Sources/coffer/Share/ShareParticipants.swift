@@ -11,7 +11,7 @@ extension Coffer.ShareCommand {
         @OptionGroup var global: GlobalOptions
 
         func run() async throws {
-            let context = try SessionContext(global, createStore: false)
+            let context = try await SessionContext(global, createStore: false)
             let share = try await context.session.addParticipant(participant, permission: permission.value, to: try context.zone(zone))
             if global.json { try ShareOutput.print(share, context: context, json: true); return }
             // Say whom the name matched: anyone with a vault can put a card with any email in the store.
@@ -30,7 +30,7 @@ extension Coffer.ShareCommand {
         @OptionGroup var global: GlobalOptions
 
         func run() async throws {
-            let context = try SessionContext(global, createStore: false)
+            let context = try await SessionContext(global, createStore: false)
             let share = try await context.session.setPermission(permission.value, for: participant, in: try context.zone(zone))
             if global.json { try ShareOutput.print(share, context: context, json: true); return }
             Output.line("\(participant) now has \(permission.value) access.")
@@ -47,7 +47,7 @@ extension Coffer.ShareCommand {
         @OptionGroup var global: GlobalOptions
 
         func run() async throws {
-            let context = try SessionContext(global, createStore: false)
+            let context = try await SessionContext(global, createStore: false)
             let zoneID = try context.zone(zone)
             let pending = try await context.session.fetchShare(in: zoneID).participants.filter { $0.role == .privateUser && $0.status == .pending }
             let share = try await context.session.setPublicPermission(permission, in: zoneID)
@@ -69,7 +69,7 @@ extension Coffer.ShareCommand {
         @OptionGroup var global: GlobalOptions
 
         func run() async throws {
-            let context = try SessionContext(global, createStore: false)
+            let context = try await SessionContext(global, createStore: false)
             let share = try await context.session.removeParticipant(participant, from: try context.zone(zone))
             if global.json { try ShareOutput.print(share, context: context, json: true); return }
             Output.line("Removed \(participant). The zone key was rotated (epoch \(share.keyEpoch)); run 'coffer zone rekey \(zone)' to re-seal older records too.")

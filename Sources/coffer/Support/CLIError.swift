@@ -100,6 +100,7 @@ enum ErrorReporter {
         case .changeTokenExpired: return ExitStatus.dataError
         case .partialFailure, .internalError: return ExitStatus.failure
         case .serviceUnavailable: return ExitStatus.unavailable
+        case .notSupported: return ExitStatus.usage
         }
     }
 }

@@ -6,7 +6,7 @@ import Foundation
 
 /// The options every command accepts, among its own arguments.
 struct GlobalOptions: ParsableArguments {
-    @Option(name: .customLong("store"), help: ArgumentHelp("The store (SQLite file); only zone create and contact add create a missing one.", valueName: "path"))
+    @Option(name: .customLong("store"), help: ArgumentHelp("The store: an SQLite file (only zone create and contact add create a missing one), or a PostgreSQL database as postgres://USER@HOST[:PORT]/DB or postgres://USER@/DB?host=/socket/dir.", valueName: "path|url"))
     var storePath: String?
 
     @Option(name: .customLong("vault"), help: ArgumentHelp("The acting user's vault file.", valueName: "path"))
@@ -34,21 +34,22 @@ struct GlobalOptions: ParsableArguments {
         if storePath != nil { try checkPostgresStore() }
     }
 
-    /// A `postgres://` store (from `--store` or `COFFER_STORE`) is checked as a URL (a password in
-    /// it is refused: it would stand in argv and shell history), then refused: this version keeps
-    /// stores in SQLite files only. Checked before any passphrase prompt: for `--store` when the
-    /// command line is parsed, for both when a command opens its store.
-    func checkPostgresStore() throws {
+    /// The PostgreSQL database that `--store` or `COFFER_STORE` names, if it names one. Its URL is
+    /// checked (a password in it is refused: it would stand in argv and shell history) before any
+    /// passphrase prompt: for `--store` when the command line is parsed, for both when a command
+    /// opens its store.
+    func postgresStore() throws -> PostgresURL? {
         let (source, value) = storePath.map { ("--store", $0) } ?? ("COFFER_STORE", environment["COFFER_STORE"] ?? "")
-        let lowered = value.lowercased()
-        guard lowered.hasPrefix("postgres://") || lowered.hasPrefix("postgresql://") else { return }
+        guard PostgresURL.isPostgresURL(value.lowercased()) else { return nil }
         do {
-            _ = try PostgresURL(value)
+            return try PostgresURL(value)
         } catch let error as StoreError {
             throw CLIError.usage("\(source): \(error.message)")
         }
-        throw CLIError.usage("\(source) names a PostgreSQL database, but this version of coffer keeps stores in SQLite files only; give a file path")
     }
+
+    /// Checks a `postgres://` store's URL (see ``postgresStore()``).
+    func checkPostgresStore() throws { _ = try postgresStore() }
 
     /// `$XDG_DATA_HOME/coffer` or `~/.local/share/coffer`.
     static func defaultFolder(_ env: [String: String]) -> URL {
@@ -103,8 +104,11 @@ struct GlobalOptions: ParsableArguments {
     /// (and the default folder). For any other, a missing store is a mistyped `--store` or
     /// `COFFER_STORE`: it fails with 66 rather than leaving an empty store behind. An empty file
     /// counts as missing (setting it up would write).
-    func openStore(create: Bool) throws -> Store {
-        try checkPostgresStore()
+    func openStore(create: Bool) async throws -> Store {
+        if let postgres = try postgresStore() {
+            // The database must exist; Coffer sets up its tables on first use.
+            return try await Store(postgres: postgres, password: PostgresPassword.lookup(for: postgres))
+        }
         let url = storeURL
         if create {
             try ensureFolder(for: url)
@@ -120,6 +124,7 @@ struct GlobalOptions: ParsableArguments {
 
     /// Fails with 66 unless a store file with something in it is at ``storeURL``.
     func requireStore() throws {
+        if try postgresStore() != nil { return }
         let size = (try? FileManager.default.attributesOfItem(atPath: storeURL.path))?[.size] as? Int
         guard let size else { throw noStore("") }
         guard size > 0 else { throw noStore(" (the file is empty)") }

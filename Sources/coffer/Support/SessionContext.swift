@@ -12,14 +12,14 @@ struct SessionContext {
     /// that can succeed on a new store (`zone create`, and `contact add` through
     /// ``GlobalOptions/openStore(create:)``). Every other command needs what only a store that
     /// exists holds (a zone, a share), so it fails with 66 instead of leaving an empty store.
-    init(_ global: GlobalOptions, createStore: Bool) throws {
+    init(_ global: GlobalOptions, createStore: Bool) async throws {
         // A mistyped --store fails at once, before any passphrase prompt.
         try global.checkPostgresStore()
         if !createStore { try global.requireStore() }
         // The vault before the store: a wrong passphrase leaves no new store behind.
         let vault = try global.openVault()
-        store = try global.openStore(create: createStore)
-        session = try store.session(vault: vault)
+        store = try await global.openStore(create: createStore)
+        session = try await store.openSession(vault: vault)
         Self.opened.withLock { $0.append(session) }
     }
 

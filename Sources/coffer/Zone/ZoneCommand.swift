@@ -20,7 +20,7 @@ extension Coffer.ZoneCommand {
         @OptionGroup var global: GlobalOptions
 
         func run() async throws {
-            let context = try SessionContext(global, createStore: true)
+            let context = try await SessionContext(global, createStore: true)
             let zone = try await context.db.createZone(named: name)
             if global.json {
                 try Output.json(["zone": zone.name, "owner": zone.ownerID, "database": "private"])
@@ -36,7 +36,7 @@ extension Coffer.ZoneCommand {
         @OptionGroup var global: GlobalOptions
 
         func run() async throws {
-            let context = try SessionContext(global, createStore: false)
+            let context = try await SessionContext(global, createStore: false)
             let zones = try await context.db.zones() + context.session.sharedDatabase.zones()
             if global.json {
                 struct Entry: Encodable {
@@ -67,7 +67,7 @@ extension Coffer.ZoneCommand {
         @OptionGroup var global: GlobalOptions
 
         func run() async throws {
-            let context = try SessionContext(global, createStore: false)
+            let context = try await SessionContext(global, createStore: false)
             let id = try context.zone(zone)
             try await context.db(id).deleteZone(id)
             if global.json {
@@ -89,7 +89,7 @@ extension Coffer.ZoneCommand {
         @OptionGroup var global: GlobalOptions
 
         func run() async throws {
-            let context = try SessionContext(global, createStore: false)
+            let context = try await SessionContext(global, createStore: false)
             let id = try context.zone(zone)
             let progress = isatty(STDERR_FILENO) != 0
             let count = try await context.session.rekey(zone: id) { done, total in
