@@ -54,6 +54,8 @@ let package = Package(
                 "CofferCrypto", "CofferVault", "CofferStore",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             exclude: ["sqlite3-baseline.py"]
         ),

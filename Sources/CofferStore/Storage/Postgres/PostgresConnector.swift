@@ -41,7 +41,7 @@ package final class PostgresConnector: Sendable {
 
     package let url: PostgresURL
     package let timeouts: Timeouts
-    let client: PostgresClient
+    package let client: PostgresClient
     let logger: Logger
     private let running: Task<Void, Never>
     private let closed = Flag()

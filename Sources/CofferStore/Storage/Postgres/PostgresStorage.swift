@@ -266,7 +266,21 @@ final class PostgresStorage: Sendable {
                     guard let row = try await tx.query("SELECT sequence FROM zone WHERE id = \(zone) FOR UPDATE").first,
                           try row.decode(Int64.self) == head else { throw Conflict() }
                 }
-                for write in writes { try await Self.apply(write, tx) }
+                var i = 0
+                while i < writes.count {
+                    // A batch's new rows, one statement for all of them.
+                    guard case .insertRecord(let zone, _) = writes[i] else {
+                        try await Self.apply(writes[i], tx)
+                        i += 1
+                        continue
+                    }
+                    var versions = [SealedVersion]()
+                    while i < writes.count, case .insertRecord(let next, let version) = writes[i], next == zone {
+                        versions.append(version)
+                        i += 1
+                    }
+                    try await Self.insertRecords(versions, zoneRowID: zone, tx)
+                }
             }
         } catch let error as StoreError {
             // A unique or foreign key violation, a serialization failure or a deadlock: another
@@ -280,6 +294,28 @@ final class PostgresStorage: Sendable {
 
     private static func expectRow(_ rows: [PostgresRow]) throws {
         guard !rows.isEmpty else { throw Conflict() }
+    }
+
+    /// Inserts new rows in one statement (their columns as arrays, `unnest`ed); every one must
+    /// be new.
+    private static func insertRecords(_ versions: [SealedVersion], zoneRowID: Int64, _ tx: PostgresTransaction) async throws {
+        let stamps = versions.map(\.stamp)
+        let sql = """
+            INSERT INTO record (zone_id, name, type, parent, plain, sealed, epoch, seq, membership_seq, creator_id, modifier_id, created_at, modified_at)
+            SELECT $1, r.name, r.type, CASE WHEN r.has_parent THEN r.parent END, r.plain, CASE WHEN r.has_sealed THEN r.sealed END,
+                   r.epoch, r.seq, r.membership_seq, r.creator_id, r.modifier_id, r.created_at, r.modified_at
+            FROM unnest($2::text[], $3::text[], $4::text[], $5::bool[], $6::text[], $7::bytea[], $8::bool[], $9::int8[], $10::int8[],
+                        $11::int8[], $12::text[], $13::text[], $14::float8[], $15::float8[])
+                AS r(name, type, parent, has_parent, plain, sealed, has_sealed, epoch, seq, membership_seq, creator_id, modifier_id,
+                     created_at, modified_at)
+            ON CONFLICT (zone_id, name) DO NOTHING RETURNING name
+            """
+        let bindings = try binds(zoneRowID, stamps.map(\.name), stamps.map(\.type), stamps.map { $0.parent ?? "" }, stamps.map { $0.parent != nil },
+                                 versions.map { String(decoding: $0.plain, as: UTF8.self) }, versions.map { ByteBuffer(bytes: $0.sealed ?? []) },
+                                 versions.map { $0.sealed != nil }, stamps.map(\.epoch), stamps.map(\.seq), stamps.map(\.membershipSeq),
+                                 stamps.map(\.creatorID), stamps.map(\.modifierID), stamps.map(\.created), stamps.map(\.modified))
+        let inserted = try await tx.query(PostgresQuery(unsafeSQL: sql, binds: bindings))
+        guard inserted.count == versions.count else { throw Conflict() }
     }
 
     private static func apply(_ write: PostgresSnapshot.Write, _ tx: PostgresTransaction) async throws {

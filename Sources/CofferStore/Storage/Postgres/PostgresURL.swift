@@ -278,7 +278,7 @@ extension PostgresURL {
 extension PostgresURL {
     /// A URL from parts already checked (the parser's and the tests' way to name another
     /// database on the same server).
-    init(user: String, database: String, endpoint: Endpoint) {
+    package init(user: String, database: String, endpoint: Endpoint) {
         self.user = user
         self.database = database
         self.endpoint = endpoint

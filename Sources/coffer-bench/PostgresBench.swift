@@ -1,0 +1,145 @@
+import ArgumentParser
+import CofferCrypto
+import CofferStore
+import CofferVault
+import Foundation
+import Logging
+import PostgresNIO
+
+/// Save and fetch on PostgreSQL: the store against a plaintext table on the same server. The
+/// baseline talks to postgres-nio's `PostgresClient` directly, one statement a batch as the
+/// store's rows are written and read (`unnest` of column arrays, `name = ANY(names)`); the store
+/// goes through its connector, with timeouts of its own on every statement, and also writes and
+/// reads its log, keys and schema. Each run makes a database of its
+/// own next to the one the URL names, and drops it afterwards.
+struct PostgresBench: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "postgres",
+        abstract: "Records saved and fetched on PostgreSQL (batches of 400): the store against a plaintext table, both through postgres-nio.")
+
+    @Option(help: "A database to connect to first, postgres://USER@HOST[:PORT]/DB or postgres://USER@/DB?host=/socket/dir; the run makes and drops a database of its own beside it.")
+    var url: String
+    @Option(help: "Number of records.") var records = 20_000
+    @Flag(help: "One JSON object on stdout.") var json = false
+
+    func run() async throws {
+        let server = try PostgresURL(url)
+        let admin = PostgresConnector(url: server, password: PostgresPassword.lookup(for: server))
+        let name = "coffer_bench_" + String(UInt64.random(in: .min ... .max), radix: 16)
+        try await admin.query(PostgresQuery(unsafeSQL: "CREATE DATABASE \(name)"))
+        let database = PostgresURL(user: server.user, database: name, endpoint: server.endpoint)
+        do {
+            try await measure(database)
+        } catch {
+            _ = try? await admin.query(PostgresQuery(unsafeSQL: "DROP DATABASE \(name) WITH (FORCE)"))
+            await admin.close()
+            throw error
+        }
+        try await admin.query(PostgresQuery(unsafeSQL: "DROP DATABASE \(name) WITH (FORCE)"))
+        await admin.close()
+    }
+
+    func measure(_ database: PostgresURL) async throws {
+        let folder = try Clock.temporaryFolder("coffer-bench-postgres")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let rows = RecordsBench.makeRows(records)
+        let vault = try Vault.create(at: folder.appendingPathComponent("bench.coffer"), name: "Bench",
+                                     passphrase: SecureBytes(copying: Array("bench".utf8)), kdf: .min)
+        let store = try await Store(postgres: database, password: PostgresPassword.lookup(for: database))
+        let db = try await store.openSession(vault: vault).privateDatabase
+        let zone = try await db.createZone(named: "Bench")
+        let baseline = PostgresConnector(url: database, password: PostgresPassword.lookup(for: database))
+        try await baseline.query("""
+            CREATE TABLE note (id bigserial PRIMARY KEY, name text COLLATE "C" NOT NULL UNIQUE, title text NOT NULL, count bigint NOT NULL,
+                               date double precision NOT NULL, body text NOT NULL, n bigint NOT NULL)
+            """)
+        try await baseline.query("CREATE INDEX note_count ON note (count, name)")
+        log("\(records) records, batches of \(RecordsBench.batchSize), PostgreSQL at \(database.serverDescription)")
+
+        // The sides take turns batch by batch, as in `records`. CPU is this process's (the
+        // client's) over each turn; the server's work shows in wall time only.
+        var storeSave = Turns(), baseSave = Turns()
+        for start in stride(from: 0, to: rows.count, by: RecordsBench.batchSize) {
+            let slice = Array(rows[start..<min(start + RecordsBench.batchSize, rows.count)])
+            try await baseSave.add {
+                try await baseline.client.withTransaction(logger: quiet) { connection in
+                    try await connection.query("""
+                        INSERT INTO note (name, title, count, date, body, n)
+                        SELECT * FROM unnest(\(slice.map(\.name)), \(slice.map(\.title)), \(slice.map(\.count)),
+                                             \(slice.map { $0.date.timeIntervalSince1970 }), \(slice.map(\.body)), \(slice.map(\.n)))
+                        """, logger: quiet)
+                    return ()
+                }
+            }
+            let batch = slice.map { RecordsBench.record($0, zone: zone) }
+            try await storeSave.add { _ = try await db.modify(saving: batch, in: zone) }
+        }
+        log(String(format: "save   store %.2f s, baseline %.2f s", storeSave.wall, baseSave.wall))
+
+        var storeFetch = Turns(), baseFetch = Turns()
+        var checked = 0, baseFound = 0
+        for start in stride(from: 0, to: rows.count, by: RecordsBench.batchSize) {
+            let names = rows[start..<min(start + RecordsBench.batchSize, rows.count)].map(\.name)
+            try await baseFetch.add {
+                baseFound += try await baseline.client.withConnection { connection in
+                    var found = 0
+                    for try await row in try await connection.query("SELECT name, title, count, date, body, n FROM note WHERE name = ANY(\(names))", logger: quiet) {
+                        if try !row.decode((String, String, Int64, Double, String, Int64).self).4.isEmpty { found += 1 }
+                    }
+                    return found
+                }
+            }
+            try await storeFetch.add {
+                let found = try await db.records(named: names, in: zone)
+                for name in names where (try found[name]?.get())?.encryptedValues["body"] != nil { checked += 1 }
+            }
+        }
+        guard checked == rows.count, baseFound == rows.count else {
+            throw ValidationError("fetch returned \(checked) (store) and \(baseFound) (baseline) of \(rows.count) records")
+        }
+        log(String(format: "fetch  store %.2f s, baseline %.2f s", storeFetch.wall, baseFetch.wall))
+        await baseline.close()
+        await store.close()
+
+        func entry(_ store: Turns, _ base: Turns) -> [String: Any] {
+            let count = Double(records)
+            return ["recordsPerSecond": (count / store.wall).rounded(), "baselineRecordsPerSecond": (count / base.wall).rounded(),
+                    "ratio": (base.wall / store.wall * 1000).rounded() / 1000,
+                    "cpuMicrosecondsPerRecord": (store.cpu / count * 1e7).rounded() / 10,
+                    "baselineCpuMicrosecondsPerRecord": (base.cpu / count * 1e7).rounded() / 10,
+                    "cpuRatio": (base.cpu / store.cpu * 1000).rounded() / 1000]
+        }
+        let result: [String: Any] = ["records": records, "batchSize": RecordsBench.batchSize,
+                                     "save": entry(storeSave, baseSave), "fetch": entry(storeFetch, baseFetch)]
+        if json {
+            Clock.emitJSON(result)
+        } else {
+            for phase in ["save", "fetch"] {
+                let e = result[phase] as! [String: Any]
+                print(phase.padding(toLength: 6, withPad: " ", startingAt: 0)
+                      + String(format: "%8.0f records/s  baseline %8.0f records/s  ratio %.3f  (client CPU: %.1f µs vs %.1f µs a record, ratio %.3f)",
+                               e["recordsPerSecond"] as! Double, e["baselineRecordsPerSecond"] as! Double, e["ratio"] as! Double,
+                               e["cpuMicrosecondsPerRecord"] as! Double, e["baselineCpuMicrosecondsPerRecord"] as! Double, e["cpuRatio"] as! Double))
+            }
+        }
+    }
+
+    func log(_ text: String) {
+        if !json { FileHandle.standardError.write(Data((text + "\n").utf8)) }
+    }
+}
+
+/// A logger that drops everything (postgres-nio asks for one on each call).
+let quiet = Logger(label: "coffer-bench", factory: { _ in SwiftLogNoOpLogHandler() })
+
+/// Wall time and this process's CPU time, summed over one side's turns.
+struct Turns {
+    var wall = 0.0
+    var cpu = 0.0
+
+    mutating func add(_ body: () async throws -> Void) async throws {
+        let (wall, cpu) = try await Clock.measure(body)
+        self.wall += wall
+        self.cpu += cpu
+    }
+}
