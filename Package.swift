@@ -63,6 +63,10 @@ let package = Package(
             name: "coffer-example",
             dependencies: ["CofferCrypto", "CofferVault", "CofferStore"]
         ),
+        .executableTarget(
+            name: "coffer-example-postgres",
+            dependencies: ["CofferCrypto", "CofferVault", "CofferStore"]
+        ),
         // Helpers every test target shares (temporary folders, files, bytes, secrets).
         .target(name: "CofferTestSupport", dependencies: ["CofferCrypto"], path: "Tests/CofferTestSupport"),
         .testTarget(name: "CofferCryptoTests", dependencies: ["CofferCrypto", "CofferTestSupport"]),
