@@ -8,15 +8,22 @@ import Testing
 struct EmbeddingExampleTests {
     static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
+    /// Checks that Docs/Embedding.md shows `program` (a folder of Sources) verbatim: the Swift code
+    /// block that starts with the program's first line.
+    static func expectGuideShows(_ program: String, sourceLocation: SourceLocation = #_sourceLocation) throws {
+        let source = try String(contentsOf: root.appendingPathComponent("Sources/\(program)/main.swift"), encoding: .utf8)
+        let guide = try String(contentsOf: root.appendingPathComponent("Docs/Embedding.md"), encoding: .utf8)
+        let firstLine = String(source.prefix { $0 != "\n" })
+        let blocks = guide.components(separatedBy: "```swift\n").dropFirst().map { $0.components(separatedBy: "```").first ?? "" }
+        let shown = try #require(blocks.first { $0.hasPrefix(firstLine) }, "Docs/Embedding.md has no code block with \(program)",
+                                 sourceLocation: sourceLocation)
+        #expect(shown == source, "Docs/Embedding.md differs from Sources/\(program)/main.swift; copy the file into the guide",
+                sourceLocation: sourceLocation)
+    }
+
     @Test("the guide shows the example program verbatim")
     func guideMatchesSource() throws {
-        let source = try String(contentsOf: Self.root.appendingPathComponent("Sources/coffer-example/main.swift"), encoding: .utf8)
-        let guide = try String(contentsOf: Self.root.appendingPathComponent("Docs/Embedding.md"), encoding: .utf8)
-        // The program is the Swift code block that starts with the example's first line.
-        let blocks = guide.components(separatedBy: "```swift\n").dropFirst().map { $0.components(separatedBy: "```").first ?? "" }
-        let shown = try #require(blocks.first { $0.hasPrefix("// The example program of Docs/Embedding.md") },
-                                 "Docs/Embedding.md has no code block with the example program")
-        #expect(shown == source, "Docs/Embedding.md differs from Sources/coffer-example/main.swift; copy the file into the guide")
+        try Self.expectGuideShows("coffer-example")
     }
 
     @Test("the example program runs and prints the guide's output")
@@ -47,12 +54,8 @@ struct EmbeddingExampleTests {
     @Test("the guide shows the PostgreSQL example verbatim, and it runs as two instances on a test server and prints the guide's output",
           .enabled(if: postgresServer != "skip", "COFFER_TEST_POSTGRES=skip: the PostgreSQL tests are left out"))
     func postgresExampleRuns() throws {
-        let source = try String(contentsOf: Self.root.appendingPathComponent("Sources/coffer-example-postgres/main.swift"), encoding: .utf8)
+        try Self.expectGuideShows("coffer-example-postgres")
         let guide = try String(contentsOf: Self.root.appendingPathComponent("Docs/Embedding.md"), encoding: .utf8)
-        let blocks = guide.components(separatedBy: "```swift\n").dropFirst().map { $0.components(separatedBy: "```").first ?? "" }
-        let shown = try #require(blocks.first { $0.hasPrefix("// The PostgreSQL example program of Docs/Embedding.md") },
-                                 "Docs/Embedding.md has no code block with the PostgreSQL example program")
-        #expect(shown == source, "Docs/Embedding.md differs from Sources/coffer-example-postgres/main.swift; copy the file into the guide")
 
         let url = try #require(Self.postgresServer.flatMap { $0.isEmpty ? nil : $0 }, "COFFER_TEST_POSTGRES is not set: run the tests with `make test`")
         let binary = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent()
