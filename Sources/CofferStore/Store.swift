@@ -115,6 +115,18 @@ public final class Store: Sendable {
         logger.debug("store opened", metadata: ["postgres": "\(postgres)"])
     }
 
+    /// Waits until a commit may have changed a zone, or `interval` has passed: a live stream's
+    /// wait between polls. On PostgreSQL a commit by any process wakes it at once
+    /// (LISTEN/NOTIFY); on SQLite it waits the interval.
+    func waitForChange(upTo interval: Duration) async throws {
+        switch backend {
+        case .sqlite: try await Task.sleep(for: interval)
+        case .postgres(let storage):
+            await storage.changes.wait(upTo: interval)
+            try Task.checkCancellation()
+        }
+    }
+
     /// Closes a PostgreSQL store's connections (an SQLite store closes its file when released).
     /// Calls after it fail with `.serviceUnavailable`.
     public func close() async {

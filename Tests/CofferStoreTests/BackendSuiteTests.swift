@@ -164,4 +164,54 @@ struct BackendSuiteTests {
             #expect(try await bob.privateDatabase.zones().isEmpty)
         }
     }
+
+    @Test("a zone's change feed: pages in commit order with deletions, a token that resumes, compaction that expires old tokens", arguments: TestBackend.all)
+    func zoneChanges(_ backend: TestBackend) async throws {
+        try await withBackendStore(backend) { f in
+            let zone = try await f.db.createZone(named: "Feed")
+            _ = try await f.db.modify(saving: (0..<5).map { Self.note(zone, "r\($0)", title: "t", body: "b") }, in: zone)
+            let start = try await f.db.changes(in: zone, since: nil).token
+            try await f.db.delete(recordNamed: "r1", in: zone)
+            var r3 = try await f.db.record(named: "r3", in: zone)
+            r3.values["title"] = "edited"
+            _ = try await f.db.save(r3)
+            _ = try await f.db.save(Self.note(zone, "r9", title: "new", body: "b"))
+
+            var changed = [String](), deleted = [String](), token = start
+            while true {
+                let page = try await f.db.changes(in: zone, since: token, limit: 1)
+                changed += page.changed.map(\.name)
+                deleted += page.deleted.map(\.name)
+                #expect(page.refused.isEmpty)
+                token = page.token
+                if !page.moreComing { break }
+            }
+            #expect(changed == ["r3", "r9"])
+            #expect(deleted == ["r1"])
+            #expect(try await f.db.changes(in: zone, since: token).changed.isEmpty)
+
+            // A fresh session reads the feed from the start: every record, each verified.
+            let all = try await f.freshSession().privateDatabase.changes(in: zone, since: nil)
+            #expect(all.changed.map(\.name).sorted() == ["r0", "r2", "r3", "r4", "r9"])
+
+            #expect(try await f.db.compactHistory(of: zone, through: token.seq) == 1)
+            await expectStoreError(.changeTokenExpired) { try await f.db.changes(in: zone, since: start) }
+        }
+    }
+
+    @Test("the database change feed lists zones created, changed and deleted since a token", arguments: TestBackend.all)
+    func databaseChanges(_ backend: TestBackend) async throws {
+        try await withBackendStore(backend) { f in
+            let kept = try await f.db.createZone(named: "Kept")
+            let gone = try await f.db.createZone(named: "Gone")
+            let first = try await f.db.databaseChanges(since: nil)
+            #expect(Set(first.changed.map(\.name)) == ["Kept", "Gone"])
+            _ = try await f.db.save(Self.note(kept, "n1", title: "t", body: "b"))
+            try await f.db.deleteZone(gone)
+            let next = try await f.db.databaseChanges(since: first.token)
+            #expect(next.changed.map(\.name) == ["Kept"])
+            #expect(next.deleted.map(\.zoneID.name) == ["Gone"])
+            #expect(try await f.db.databaseChanges(since: next.token).changed.isEmpty)
+        }
+    }
 }

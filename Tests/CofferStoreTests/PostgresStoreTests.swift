@@ -166,4 +166,32 @@ struct PostgresStoreTests {
             #expect(try await f.db.zones().map(\.id.name) == ["Notes"])
         }
     }
+
+    @Test("a live stream wakes on a commit made by another process (the coffer CLI) long before its next poll",
+          .enabled(if: signedCofferExecutable() != nil, "the coffer executable is not built next to the test bundle"))
+    func streamSeesAnotherProcess() async throws {
+        try await withBackendStore(.postgres) { f in
+            let executable = try #require(signedCofferExecutable())
+            let url = try #require(f.postgres)
+            let zone = try await f.db.createZone(named: "Notes")
+            let caughtUp = try await f.db.changes(in: zone, since: nil).token
+            // Polled every 10 minutes: only a notification brings the page within the wait below.
+            let stream = f.db.changeStream(in: zone, since: caughtUp, pollInterval: .seconds(600))
+            let started = ContinuousClock.now
+            let environment = ["COFFER_PASSPHRASE": testPassphrase, "HOME": f.folder.path, "PATH": "/usr/bin:/bin", "COFFER_STORE": url.description]
+            let arguments = ["record", "put", "Notes", "from-process", "--type", "Note", "--set", "title=hello from a process",
+                             "--vault", f.vault.url.path]
+            let runner = Task {
+                // The stream is listening by the time this runs.
+                try await Task.sleep(for: .milliseconds(500))
+                return try await signedRunCoffer(executable, arguments, environment: environment)
+            }
+            let page = try #require(try await signedFirst(stream, seconds: 60))
+            let result = try await runner.value
+            #expect(result.status == 0, "stdout: \(result.out)\nstderr: \(result.err)")
+            #expect(page.changed.map(\.name) == ["from-process"])
+            #expect(page.changed.first?.values["title"] == .string("hello from a process"))
+            #expect(ContinuousClock.now - started < .seconds(60))
+        }
+    }
 }

@@ -8,18 +8,18 @@ extension Session {
         guard (1...Limits.maxQueryLimit).contains(limit) else {
             throw StoreError(.invalidArguments, "a change page holds 1 to \(Limits.maxQueryLimit) items")
         }
-        return try await sqliteRead("a change feed") { db in
+        return try await read { db in
             let zone = try self.zoneRow(db, zoneID)
             let access = try self.checkCanRead(db, zone: zone)
             let state = access.state
-            let compacted = try Int64.fetchOne(db, sql: "SELECT compacted_seq FROM zone WHERE id = ?", arguments: [zone.rowID]) ?? 0
+            let compacted = try db.compactedSeq(zoneRowID: zone.rowID)
             var seq: Int64 = 0, name: String? = nil
             if let token {
                 guard token.kind == .zone, token.storeID == self.store.storeID else {
                     throw StoreError(.invalidArguments, "this change token belongs to another store or is not a zone token")
                 }
                 guard token.scopeID == zone.uid else {
-                    if try Bool.fetchOne(db, sql: "SELECT 1 FROM zone WHERE uid = ?", arguments: [Data(token.scopeID)]) == true {
+                    if try db.zoneExists(uid: token.scopeID) {
                         throw StoreError(.invalidArguments, "this change token belongs to another zone")
                     }
                     throw StoreError(.zoneNotFound, "this change token belongs to a zone that no longer exists (deleted, or deleted and created again); fetch the zone afresh")
@@ -33,14 +33,9 @@ extension Session {
                 // A full fetch from the beginning cannot list deletions that were compacted; it still lists every record.
                 seq = 0
             }
-            let after = name ?? ""
-            let exclusive = name == nil // nil: all of `seq` was delivered
-            let recordSQL = "SELECT \(Self.recordColumns) FROM record WHERE zone_id = ? AND (seq > ? OR (seq = ? AND name > ? AND ?)) ORDER BY seq, name LIMIT ?"
-            let tombSQL = "SELECT name, seq, author_id, author_label, deleted_at FROM record_tombstone WHERE zone_id = ? AND (seq > ? OR (seq = ? AND name > ? AND ?)) ORDER BY seq, name LIMIT ?"
-            let args: StatementArguments = [zone.rowID, seq, seq, after, !exclusive, limit + 1]
             // `record_tombstone` only finds deletions: each is believed from the signed entry at
             // its sequence, which must delete that name, and its author and time come from there.
-            let tombstones = try Row.fetchAll(db, sql: tombSQL, arguments: args).map { (seq: try $0.required(1) as Int64, name: try $0.required(0) as String) }
+            let tombstones = try db.tombstones(zoneRowID: zone.rowID, afterSeq: seq, afterName: name, limit: limit + 1)
             var deletedBy = [Int64: Result<(VerifiedCommit, Set<String>), StoreError>]()
             func deletion(_ seq: Int64, _ name: String) -> Result<DeletedRecord, StoreError> {
                 let entry = deletedBy[seq] ?? Result {
@@ -61,20 +56,20 @@ extension Session {
             var last: (Int64, String)?
             var taken = 0
             var t = 0
-            let rows = try Row.fetchCursor(db.cachedStatement(sql: recordSQL), arguments: args)
-            var pending = try rows.next()
+            let rows = try db.changedRecordRows(zoneRowID: zone.rowID, afterSeq: seq, afterName: name, limit: limit + 1)
+            var r = 0
             while taken < limit {
-                let recordKey: (Int64, String)? = try pending.map { (try $0.required(6) as Int64, try $0.required(0) as String) }
+                let recordKey: (Int64, String)? = r < rows.count ? (rows[r].seq, rows[r].name) : nil
                 let tombKey: (Int64, String)? = t < tombstones.count ? (tombstones[t].seq, tombstones[t].name) : nil
                 guard recordKey != nil || tombKey != nil else { break }
                 let takeRecord: Bool
                 if let r = recordKey, let d = tombKey { takeRecord = r < d } else { takeRecord = recordKey != nil }
-                if takeRecord, let row = pending {
-                    do { changed.append(try self.decodeRecord(db, zone: zone, row: row)) } catch let e as StoreError where e.code == .integrityFailure {
-                        refused[try row.required(0)] = e
+                if takeRecord {
+                    do { changed.append(try self.decodeOne(db, zone: zone, row: rows[r].row.get())) } catch let e as StoreError where e.code == .integrityFailure {
+                        refused[rows[r].name] = e
                     }
                     last = recordKey
-                    pending = try rows.next()
+                    r += 1
                 } else {
                     switch deletion(tombstones[t].seq, tombstones[t].name) {
                     case .success(let d): deleted.append(d)
@@ -85,7 +80,7 @@ extension Session {
                 }
                 taken += 1
             }
-            let more = pending != nil || t < tombstones.count
+            let more = r < rows.count || t < tombstones.count
             // When caught up, the token says "all of the latest commit"; mid-commit, it names the last item.
             let next: ChangeToken
             if let last, more {
@@ -101,11 +96,8 @@ extension Session {
     func databaseChanges(_ scope: RecordDatabase.Scope, since token: ChangeToken?) async throws -> DatabaseChanges {
         let me = userID
         let kind: ChangeToken.Kind = scope == .private ? .privateDatabase : .sharedDatabase
-        return try await sqliteRead("a change feed") { db in
-            guard let counter = try Row.fetchOne(db, sql: "SELECT db_seq, compacted_db_seq FROM store_counter WHERE id = 1") else {
-                throw StoreError(.integrityFailure, "the store has no change counter (its row was deleted): the store was changed")
-            }
-            let current: Int64 = try counter.required(0), compacted: Int64 = try counter.required(1)
+        return try await read { db in
+            let (current, compacted) = try db.databaseCounter()
             var since: Int64 = 0
             if let token {
                 guard token.kind == kind, token.storeID == self.store.storeID, token.scopeID == ChangeToken.userScope(me) else {
@@ -117,27 +109,12 @@ extension Session {
                 since = token.seq
             }
             var changed = [ZoneID]()
-            let zoneRows: [Row]
-            if scope == .private {
-                zoneRows = try Row.fetchAll(db, sql: "SELECT * FROM zone WHERE owner_id = ? AND db_seq > ? ORDER BY db_seq", arguments: [me, since])
-            } else {
-                zoneRows = try Row.fetchAll(db, sql: """
-                    SELECT z.* FROM zone z WHERE z.owner_id != ? AND z.db_seq > ?
-                      AND EXISTS (SELECT 1 FROM zone_member m WHERE m.zone_id = z.id AND m.user_id = ?)
-                    ORDER BY z.db_seq
-                    """, arguments: [me, since, me])
-            }
-            for row in zoneRows {
-                let zone = try ZoneRow(row: row)
+            let zones = scope == .private ? try db.zoneRowsChanged(ownedBy: me, since: since) : try db.zoneRowsChanged(sharedWith: me, since: since)
+            for zone in zones {
                 if scope == .shared, (try? self.access(db, zone: zone)) == nil { continue }
                 changed.append(zone.id)
             }
-            let gone = try Row.fetchAll(db, sql: """
-                SELECT owner_id, name, reason FROM zone_tombstone
-                WHERE user_id = ? AND db_seq > ? AND (owner_id = ?) = ? ORDER BY db_seq
-                """, arguments: [me, since, me, scope == .private]).map {
-                DeletedZone(zoneID: ZoneID(name: try $0.required(1), ownerID: try $0.required(0)), reason: try $0.required(2))
-            }
+            let gone = try db.zoneTombstones(userID: me, since: since, owned: scope == .private)
             let next = ChangeToken(kind: kind, storeID: self.store.storeID, scopeID: ChangeToken.userScope(me), seq: current, name: nil)
             return DatabaseChanges(changed: changed, deleted: gone, token: next, moreComing: false)
         }
@@ -146,14 +123,10 @@ extension Session {
     /// Forgets the zone's deletion history up to commit `horizon` (owner only). Afterwards,
     /// tokens older than the horizon fail with `.changeTokenExpired`. Returns the tombstones removed.
     func compactHistory(zone zoneID: ZoneID, through horizon: Int64) async throws -> Int {
-        try await store.sqliteWrite("a change feed") { db in
+        try await store.write { db in
             let zone = try self.zoneRow(db, zoneID)
             let state = try self.requireOwner(db, zone: zone, to: "compact its history").state
-            let h = min(horizon, state.headSeq)
-            try db.execute(sql: "DELETE FROM record_tombstone WHERE zone_id = ? AND seq <= ?", arguments: [zone.rowID, h])
-            let removed = db.changesCount
-            try db.execute(sql: "UPDATE zone SET compacted_seq = max(compacted_seq, ?) WHERE id = ?", arguments: [h, zone.rowID])
-            return removed
+            return try db.compactTombstones(zoneRowID: zone.rowID, through: min(horizon, state.headSeq))
         }
     }
 }
@@ -192,11 +165,12 @@ extension RecordDatabase {
 
     /// A live stream of a zone's changes after `token`: each element is a non-empty page of at
     /// most `limit` changes. It polls the store (default every 100 ms), so it sees commits from
-    /// other processes too, and ends with an error if the zone goes away or access is lost.
+    /// other processes too, and ends with an error if the zone goes away or access is lost. On a
+    /// PostgreSQL store a commit by any process also wakes it at once (LISTEN/NOTIFY).
     public func changeStream(in zone: ZoneID, since token: ChangeToken?, limit: Int = 400,
                              pollInterval: Duration = .milliseconds(100)) -> AsyncThrowingStream<ZoneChanges, Error> {
         let db = self
-        return Self.pollingStream(since: token, every: pollInterval) { position in
+        return Self.pollingStream(since: token, every: pollInterval, store: session.store) { position in
             let page = try await db.changes(in: zone, since: position, limit: limit)
             return (page, page.token, !page.changed.isEmpty || !page.deleted.isEmpty || !page.refused.isEmpty, page.moreComing)
         }
@@ -205,17 +179,17 @@ extension RecordDatabase {
     /// A live stream of this database's zone changes after `token`.
     public func databaseChangeStream(since token: ChangeToken?, pollInterval: Duration = .milliseconds(100)) -> AsyncThrowingStream<DatabaseChanges, Error> {
         let db = self
-        return Self.pollingStream(since: token, every: pollInterval) { position in
+        return Self.pollingStream(since: token, every: pollInterval, store: session.store) { position in
             let page = try await db.databaseChanges(since: position)
             return (page, page.token, !page.changed.isEmpty || !page.deleted.isEmpty, page.moreComing)
         }
     }
 
     /// Polls `fetch` from `token` on: yields each page that has something, asks again at once
-    /// while more is coming and after `interval` otherwise, ends on cancellation or with the
-    /// first error.
+    /// while more is coming and otherwise after `interval` or when `store` says a commit may have
+    /// changed a zone (PostgreSQL), ends on cancellation or with the first error.
     private static func pollingStream<Page: Sendable>(
-        since token: ChangeToken?, every interval: Duration,
+        since token: ChangeToken?, every interval: Duration, store: Store,
         fetch: @escaping @Sendable (ChangeToken?) async throws -> (page: Page, next: ChangeToken, hasItems: Bool, moreComing: Bool)
     ) -> AsyncThrowingStream<Page, Error> {
         AsyncThrowingStream { continuation in
@@ -226,7 +200,7 @@ extension RecordDatabase {
                         let result = try await fetch(position)
                         position = result.next
                         if result.hasItems { continuation.yield(result.page) }
-                        if !result.moreComing { try await Task.sleep(for: interval) }
+                        if !result.moreComing { try await store.waitForChange(upTo: interval) }
                     }
                     continuation.finish()
                 } catch is CancellationError {

@@ -122,6 +122,32 @@ protocol StorageTransaction: AnyObject {
     /// Whether the zone has any tombstone (a batch without one skips ``removeTombstone(zoneRowID:name:)``).
     func hasTombstones(zoneRowID: Int64) throws -> Bool
 
+    // MARK: Change feeds
+
+    /// The zone's compacted sequence: deletions through it are forgotten (older tokens expire).
+    func compactedSeq(zoneRowID: Int64) throws -> Int64
+    /// Whether the store has a zone of this uid.
+    func zoneExists(uid: [UInt8]) throws -> Bool
+    /// Up to `limit` rows of the zone after a position in (seq, name) order: rows with a greater
+    /// seq, or (when `afterName` is given) the same seq and a greater name. A row whose other
+    /// columns hold what Coffer never writes (a NULL, a value of another type) comes back as
+    /// its `.integrityFailure`, naming the column, so that a feed refuses that record alone.
+    func changedRecordRows(zoneRowID: Int64, afterSeq: Int64, afterName: String?, limit: Int) throws
+        -> [(seq: Int64, name: String, row: Result<StoredRow, StoreError>)]
+    /// The zone's tombstones after the same position, in the same order.
+    func tombstones(zoneRowID: Int64, afterSeq: Int64, afterName: String?, limit: Int) throws -> [(seq: Int64, name: String)]
+    /// Forgets the zone's tombstones through `horizon` and moves its compacted sequence there;
+    /// returns how many went.
+    func compactTombstones(zoneRowID: Int64, through horizon: Int64) throws -> Int
+    /// The store's database change counter, and the counter value before which history is gone.
+    func databaseCounter() throws -> (current: Int64, compacted: Int64)
+    /// The zones `ownerID` owns that changed after `since` (database counter), in that order.
+    func zoneRowsChanged(ownedBy ownerID: String, since: Int64) throws -> [ZoneRow]
+    /// The zones others own that `memberID` is a member of and that changed after `since`.
+    func zoneRowsChanged(sharedWith memberID: String, since: Int64) throws -> [ZoneRow]
+    /// The zones that left `userID`'s view after `since`: theirs (`owned`) or others'.
+    func zoneTombstones(userID: String, since: Int64, owned: Bool) throws -> [DeletedZone]
+
     // MARK: Transactions
 
     /// Runs `work` once the current write transaction commits; a rollback drops it. `hooks` is

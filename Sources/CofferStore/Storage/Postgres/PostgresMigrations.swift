@@ -140,6 +140,10 @@ enum PostgresMigrations {
             """,
             "CREATE INDEX zone_tombstone_seq ON zone_tombstone (user_id, db_seq)",
         ]),
+        // A zone's change history can be compacted: tokens before this sequence expire.
+        ("v2-zone-compacted-seq", [
+            "ALTER TABLE zone ADD COLUMN compacted_seq bigint NOT NULL DEFAULT 0",
+        ]),
     ]
 
     /// A key for `pg_advisory_xact_lock`: processes that open one database at once set it up one

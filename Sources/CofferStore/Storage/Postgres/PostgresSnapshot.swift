@@ -32,6 +32,12 @@ final class PostgresSnapshot: StorageTransaction {
         case page(zoneRowID: Int64, after: String, limit: Int)
         case children(zoneRowID: Int64, parent: String)
         case tombstones(zoneRowID: Int64)
+        case changes(zoneRowID: Int64, afterSeq: Int64, afterName: String?, limit: Int)
+        case zoneUID([UInt8])
+        case counter
+        case changedZones(ownerID: String, since: Int64)
+        case zoneTombstones(userID: String, since: Int64, owned: Bool)
+        case tombstoneCount(zoneRowID: Int64, through: Int64)
     }
 
     /// A write to apply, with what it expects to find.
@@ -56,6 +62,7 @@ final class PostgresSnapshot: StorageTransaction {
         case removeTombstone(zoneRowID: Int64, name: String)
         case contact(userID: String, name: String, email: String?, signingKey: [UInt8], boxKey: [UInt8], card: [UInt8],
                      cardCreated: String, added: Double)
+        case compactTombstones(zoneRowID: Int64, through: Int64)
     }
 
     /// What was read, by kind; `Row` is how record rows are held (``StoredRow`` here, their
@@ -76,6 +83,15 @@ final class PostgresSnapshot: StorageTransaction {
         var childNames = [Int64: [String: Set<String>]]()
         var tombstoneFlags = [Int64: Bool]()
         var zoneDetails = Set<Int64>()
+        var compacted = [Int64: Int64]()
+        var uids = [[UInt8]: Bool]()
+        /// Per zone, by position and limit: the names of the changed rows read (the rows are in `records`).
+        var changePages = [Int64: [String: [String]]]()
+        var tombstonePages = [Int64: [String: [(seq: Int64, name: String)]]]()
+        var tombstoneCounts = [Int64: [Int64: Int]]()
+        var counter: (current: Int64, compacted: Int64)?
+        var changedZones = [String: [Int64: [ZoneRow]]]()
+        var zoneTombstones = [String: [DeletedZone]]()
 
         /// Adds what `new` read (a newer read of the same thing wins), its rows made by `make`.
         mutating func merge<Other>(_ new: Tables<Other>, rows make: (Other) -> Row) {
@@ -94,6 +110,14 @@ final class PostgresSnapshot: StorageTransaction {
             for (zone, list) in new.childNames { childNames[zone, default: [:]].merge(list) { _, new in new } }
             tombstoneFlags.merge(new.tombstoneFlags) { _, new in new }
             zoneDetails.formUnion(new.zoneDetails)
+            compacted.merge(new.compacted) { _, new in new }
+            uids.merge(new.uids) { _, new in new }
+            for (zone, list) in new.changePages { changePages[zone, default: [:]].merge(list) { _, new in new } }
+            for (zone, list) in new.tombstonePages { tombstonePages[zone, default: [:]].merge(list) { _, new in new } }
+            for (zone, list) in new.tombstoneCounts { tombstoneCounts[zone, default: [:]].merge(list) { _, new in new } }
+            if let counter = new.counter { self.counter = counter }
+            for (owner, list) in new.changedZones { changedZones[owner, default: [:]].merge(list) { _, new in new } }
+            zoneTombstones.merge(new.zoneTombstones) { _, new in new }
         }
     }
 
@@ -402,6 +426,60 @@ final class PostgresSnapshot: StorageTransaction {
     func hasTombstones(zoneRowID: Int64) throws -> Bool {
         guard let known = t.tombstoneFlags[zoneRowID] else { throw miss(.tombstones(zoneRowID: zoneRowID)) }
         return known
+    }
+
+    // MARK: Change feeds
+
+    /// The key of a page of a change feed in ``Tables``.
+    static func pageKey(_ seq: Int64, _ name: String?, _ limit: Int) -> String { "\(seq):\(limit):\(name.map { "+" + $0 } ?? "")" }
+
+    func compactedSeq(zoneRowID: Int64) throws -> Int64 {
+        try requireDetails(zoneRowID)
+        return t.compacted[zoneRowID] ?? 0
+    }
+
+    func zoneExists(uid: [UInt8]) throws -> Bool {
+        guard let known = t.uids[uid] else { throw miss(.zoneUID(uid)) }
+        return known
+    }
+
+    func changedRecordRows(zoneRowID: Int64, afterSeq: Int64, afterName: String?, limit: Int) throws
+        -> [(seq: Int64, name: String, row: Result<StoredRow, StoreError>)] {
+        guard let names = t.changePages[zoneRowID]?[Self.pageKey(afterSeq, afterName, limit)] else {
+            throw miss(.changes(zoneRowID: zoneRowID, afterSeq: afterSeq, afterName: afterName, limit: limit))
+        }
+        return try rows(zoneRowID, names).compactMap { $0.map { ($0.seq, $0.name, .success($0)) } }
+    }
+
+    func tombstones(zoneRowID: Int64, afterSeq: Int64, afterName: String?, limit: Int) throws -> [(seq: Int64, name: String)] {
+        guard let list = t.tombstonePages[zoneRowID]?[Self.pageKey(afterSeq, afterName, limit)] else {
+            throw miss(.changes(zoneRowID: zoneRowID, afterSeq: afterSeq, afterName: afterName, limit: limit))
+        }
+        return list
+    }
+
+    func compactTombstones(zoneRowID: Int64, through horizon: Int64) throws -> Int {
+        guard let count = t.tombstoneCounts[zoneRowID]?[horizon] else { throw miss(.tombstoneCount(zoneRowID: zoneRowID, through: horizon)) }
+        try write(.compactTombstones(zoneRowID: zoneRowID, through: horizon))
+        return count
+    }
+
+    func databaseCounter() throws -> (current: Int64, compacted: Int64) {
+        guard let counter = t.counter else { throw miss(.counter) }
+        return counter
+    }
+
+    func zoneRowsChanged(ownedBy ownerID: String, since: Int64) throws -> [ZoneRow] {
+        guard let rows = t.changedZones[ownerID]?[since] else { throw miss(.changedZones(ownerID: ownerID, since: since)) }
+        return rows
+    }
+
+    /// No zone of a PostgreSQL store is shared in this version (sharing needs SQLite).
+    func zoneRowsChanged(sharedWith memberID: String, since: Int64) throws -> [ZoneRow] { [] }
+
+    func zoneTombstones(userID: String, since: Int64, owned: Bool) throws -> [DeletedZone] {
+        guard let list = t.zoneTombstones["\(owned):\(since):\(userID)"] else { throw miss(.zoneTombstones(userID: userID, since: since, owned: owned)) }
+        return list
     }
 
     // MARK: Transactions

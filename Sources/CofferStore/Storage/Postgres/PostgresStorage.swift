@@ -8,6 +8,8 @@ import PostgresNIO
 final class PostgresStorage: Sendable {
     let connector: PostgresConnector
     let storeID: [UInt8]
+    /// Wakes live change streams when a commit touches a zone.
+    let changes: PostgresChangeListener
 
     /// How often an operation may run again because it needed more rows (each run fetches what
     /// the last one missed), and because another writer committed first.
@@ -17,6 +19,7 @@ final class PostgresStorage: Sendable {
     private init(connector: PostgresConnector, storeID: [UInt8]) {
         self.connector = connector
         self.storeID = storeID
+        changes = PostgresChangeListener(connector: connector)
     }
 
     /// Connects, applies the migrations the database lacks, and reads the store's id.
@@ -31,7 +34,10 @@ final class PostgresStorage: Sendable {
         }
     }
 
-    func close() async { await connector.close() }
+    func close() async {
+        await changes.stop()
+        await connector.close()
+    }
 
     /// A write that found the database changed since its reads: run the operation again.
     struct Conflict: Error {}
@@ -119,11 +125,12 @@ final class PostgresStorage: Sendable {
     private static func fetch(_ need: PostgresSnapshot.Need, _ tx: PostgresTransaction, into f: inout Fetched) async throws {
         switch need {
         case .zone(let id):
-            guard let row = try await tx.query("SELECT id, uid, sequence, created_at FROM zone WHERE owner_id = \(id.ownerID) AND name = \(id.name)").first else {
+            guard let row = try await tx.query("SELECT id, uid, sequence, created_at, compacted_seq FROM zone WHERE owner_id = \(id.ownerID) AND name = \(id.name)").first else {
                 f.zones[id] = .some(nil)
                 return
             }
-            let (rowID, uid, sequence, created) = try row.decode((Int64, Data, Int64, Double).self)
+            let (rowID, uid, sequence, created, compacted) = try row.decode((Int64, Data, Int64, Double, Int64).self)
+            f.compacted[rowID] = compacted
             guard uid.count == 16 else { throw StoreError(.integrityFailure, "zone '\(id.name)' has a damaged row: the store was changed") }
             f.zones[id] = ZoneRow(rowID: rowID, uid: Array(uid), id: id, sequence: sequence, created: Date(timeIntervalSince1970: created), logFormat: 1)
             try await fetchHead(rowID, tx, into: &f)
@@ -214,6 +221,54 @@ final class PostgresStorage: Sendable {
         case .tombstones(let zone):
             let row = try await tx.query("SELECT EXISTS (SELECT 1 FROM record_tombstone WHERE zone_id = \(zone))").first
             f.tombstoneFlags[zone] = try row?.decode(Bool.self) ?? false
+        case .changes(let zone, let seq, let name, let limit):
+            let key = PostgresSnapshot.pageKey(seq, name, limit)
+            var names = [String]()
+            for row in try await tx.query(PostgresQuery(unsafeSQL: """
+                SELECT \(recordColumns) FROM record WHERE zone_id = $1 AND (seq > $2 OR (seq = $2 AND name > $3 AND $4)) ORDER BY seq, name LIMIT $5
+                """, binds: try binds(zone, seq, name ?? "", name != nil, Int64(limit)))) {
+                let stored = try storedRow(row)
+                names.append(stored.name)
+                f.records[zone, default: [:]][stored.name] = .some(stored)
+            }
+            f.changePages[zone, default: [:]][key] = names
+            var tombstones = [(seq: Int64, name: String)]()
+            for row in try await tx.query("""
+                SELECT seq, name FROM record_tombstone WHERE zone_id = \(zone) AND (seq > \(seq) OR (seq = \(seq) AND name > \(name ?? "") AND \(name != nil)))
+                ORDER BY seq, name LIMIT \(Int64(limit))
+                """) {
+                tombstones.append(try row.decode((Int64, String).self))
+            }
+            f.tombstonePages[zone, default: [:]][key] = tombstones
+        case .zoneUID(let uid):
+            f.uids[uid] = try await tx.query("SELECT 1 FROM zone WHERE uid = \(Data(uid))").first != nil
+        case .counter:
+            guard let row = try await tx.query("SELECT db_seq, compacted_db_seq FROM store_counter WHERE id = 1").first else {
+                throw StoreError(.integrityFailure, "the store has no change counter (its row was deleted): the store was changed")
+            }
+            let (current, compacted) = try row.decode((Int64, Int64).self)
+            f.counter = (current, compacted)
+        case .changedZones(let owner, let since):
+            var rows = [ZoneRow]()
+            for row in try await tx.query("SELECT id, uid, name, sequence, created_at FROM zone WHERE owner_id = \(owner) AND db_seq > \(since) ORDER BY db_seq") {
+                let (rowID, uid, name, sequence, created) = try row.decode((Int64, Data, String, Int64, Double).self)
+                guard uid.count == 16 else { throw StoreError(.integrityFailure, "zone '\(Names.printable(name))' has a damaged row: the store was changed") }
+                rows.append(ZoneRow(rowID: rowID, uid: Array(uid), id: ZoneID(name: name, ownerID: owner), sequence: sequence,
+                                    created: Date(timeIntervalSince1970: created), logFormat: 1))
+            }
+            f.changedZones[owner, default: [:]][since] = rows
+        case .zoneTombstones(let user, let since, let owned):
+            var list = [DeletedZone]()
+            for row in try await tx.query("""
+                SELECT owner_id, name, reason FROM zone_tombstone WHERE user_id = \(user) AND db_seq > \(since) AND (owner_id = \(user)) = \(owned) ORDER BY db_seq
+                """) {
+                let (owner, name, reason) = try row.decode((String, String, String).self)
+                list.append(DeletedZone(zoneID: ZoneID(name: name, ownerID: owner), reason: reason))
+            }
+            f.zoneTombstones["\(owned):\(since):\(user)"] = list
+        case .tombstoneCount(let zone, let through):
+            let row = try await tx.query("SELECT count(*) FROM record_tombstone WHERE zone_id = \(zone) AND seq <= \(through)").first
+            f.tombstoneCounts[zone, default: [:]][through] = Int(try row?.decode(Int64.self) ?? 0)
         }
     }
 
@@ -260,6 +315,12 @@ final class PostgresStorage: Sendable {
         for case .appendLog(let zone, let head, _, _, _, _, _, _) in writes where heads[zone] == nil { heads[zone] = head }
         let inserted = Set(writes.compactMap { if case .insertZone(let rowID, _, _, _) = $0 { rowID } else { nil } })
         let locks = heads.sorted { $0.key < $1.key }.filter { !inserted.contains($0.key) }
+        let touched = Set(heads.keys).union(writes.compactMap { write -> Int64? in
+            switch write {
+            case .deleteZone(let zone), .touchZone(let zone): zone
+            default: nil
+            }
+        })
         do {
             try await connector.transaction { tx in
                 for (zone, head) in locks {
@@ -280,6 +341,10 @@ final class PostgresStorage: Sendable {
                         i += 1
                     }
                     try await Self.insertRecords(versions, zoneRowID: zone, tx)
+                }
+                // Delivered when the transaction commits, and only then.
+                for zone in touched.sorted() {
+                    try await tx.query("SELECT pg_notify(\(PostgresChangeListener.channel), \(String(zone)))")
                 }
             }
         } catch let error as StoreError {
@@ -399,6 +464,9 @@ final class PostgresStorage: Sendable {
                 ON CONFLICT (user_id) DO UPDATE SET name = EXCLUDED.name, email = EXCLUDED.email, signing_key = EXCLUDED.signing_key,
                     box_key = EXCLUDED.box_key, card = EXCLUDED.card, card_created = EXCLUDED.card_created, added_at = EXCLUDED.added_at
                 """)
+        case .compactTombstones(let zone, let through):
+            try await tx.query("DELETE FROM record_tombstone WHERE zone_id = \(zone) AND seq <= \(through)")
+            try await tx.query("UPDATE zone SET compacted_seq = greatest(compacted_seq, \(through)) WHERE id = \(zone)")
         case .removeTombstone(let zone, let name):
             try await tx.query("DELETE FROM record_tombstone WHERE zone_id = \(zone) AND name = \(name)")
         }

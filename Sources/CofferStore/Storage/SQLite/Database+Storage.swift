@@ -269,6 +269,68 @@ extension GRDB.Database: StorageTransaction {
                           arguments: [zoneRowID]) ?? false
     }
 
+    // MARK: Change feeds
+
+    func compactedSeq(zoneRowID: Int64) throws -> Int64 {
+        try Int64.fetchOne(self, sql: "SELECT compacted_seq FROM zone WHERE id = ?", arguments: [zoneRowID]) ?? 0
+    }
+
+    func zoneExists(uid: [UInt8]) throws -> Bool {
+        try Bool.fetchOne(self, sql: "SELECT 1 FROM zone WHERE uid = ?", arguments: [Data(uid)]) == true
+    }
+
+    /// Through GRDB rows, which check each value's type (not the hot path's raw reads).
+    func changedRecordRows(zoneRowID: Int64, afterSeq: Int64, afterName: String?, limit: Int) throws
+        -> [(seq: Int64, name: String, row: Result<StoredRow, StoreError>)] {
+        try Row.fetchAll(cachedStatement(sql: """
+            SELECT \(Session.recordColumns) FROM record WHERE zone_id = ? AND (seq > ? OR (seq = ? AND name > ? AND ?)) ORDER BY seq, name LIMIT ?
+            """), arguments: [zoneRowID, afterSeq, afterSeq, afterName ?? "", afterName != nil, limit]).map { row in
+            let stored = Result { try StoredRow.make(row: row) }.mapError { $0 as? StoreError ?? StoreError(.integrityFailure, "\($0)") }
+            return (try row.required(6), try row.required(0), stored)
+        }
+    }
+
+    func tombstones(zoneRowID: Int64, afterSeq: Int64, afterName: String?, limit: Int) throws -> [(seq: Int64, name: String)] {
+        try Row.fetchAll(self, sql: """
+            SELECT name, seq FROM record_tombstone WHERE zone_id = ? AND (seq > ? OR (seq = ? AND name > ? AND ?)) ORDER BY seq, name LIMIT ?
+            """, arguments: [zoneRowID, afterSeq, afterSeq, afterName ?? "", afterName != nil, limit]).map { (try $0.required(1), try $0.required(0)) }
+    }
+
+    func compactTombstones(zoneRowID: Int64, through horizon: Int64) throws -> Int {
+        try execute(sql: "DELETE FROM record_tombstone WHERE zone_id = ? AND seq <= ?", arguments: [zoneRowID, horizon])
+        let removed = changesCount
+        try execute(sql: "UPDATE zone SET compacted_seq = max(compacted_seq, ?) WHERE id = ?", arguments: [horizon, zoneRowID])
+        return removed
+    }
+
+    func databaseCounter() throws -> (current: Int64, compacted: Int64) {
+        guard let counter = try Row.fetchOne(self, sql: "SELECT db_seq, compacted_db_seq FROM store_counter WHERE id = 1") else {
+            throw StoreError(.integrityFailure, "the store has no change counter (its row was deleted): the store was changed")
+        }
+        return (try counter.required(0), try counter.required(1))
+    }
+
+    func zoneRowsChanged(ownedBy ownerID: String, since: Int64) throws -> [ZoneRow] {
+        try Row.fetchAll(self, sql: "SELECT * FROM zone WHERE owner_id = ? AND db_seq > ? ORDER BY db_seq", arguments: [ownerID, since]).map(ZoneRow.init)
+    }
+
+    func zoneRowsChanged(sharedWith memberID: String, since: Int64) throws -> [ZoneRow] {
+        try Row.fetchAll(self, sql: """
+            SELECT z.* FROM zone z WHERE z.owner_id != ? AND z.db_seq > ?
+              AND EXISTS (SELECT 1 FROM zone_member m WHERE m.zone_id = z.id AND m.user_id = ?)
+            ORDER BY z.db_seq
+            """, arguments: [memberID, since, memberID]).map(ZoneRow.init)
+    }
+
+    func zoneTombstones(userID: String, since: Int64, owned: Bool) throws -> [DeletedZone] {
+        try Row.fetchAll(self, sql: """
+            SELECT owner_id, name, reason FROM zone_tombstone
+            WHERE user_id = ? AND db_seq > ? AND (owner_id = ?) = ? ORDER BY db_seq
+            """, arguments: [userID, since, userID, owned]).map {
+            DeletedZone(zoneID: ZoneID(name: try $0.required(1), ownerID: try $0.required(0)), reason: try $0.required(2))
+        }
+    }
+
     // MARK: Transactions
 
     func afterCommit(using hooks: CommitHooks, _ work: @escaping @Sendable () -> Void) {
