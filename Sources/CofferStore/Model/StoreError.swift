@@ -34,7 +34,7 @@ public struct StoreError: Error, Sendable, CustomStringConvertible {
         /// (CKError `.serviceUnavailable`): try again later.
         case serviceUnavailable
         /// The store's backend cannot do this in this version (a PostgreSQL store: sharing,
-        /// queries, change feeds, re-keys and moves, audits): use an SQLite store for it.
+        /// queries, re-keys and moves, audits): use an SQLite store for it.
         case notSupported
     }
 
