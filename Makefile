@@ -21,9 +21,10 @@ build: deps
 demo: build
 	$(SWIFT) run coffer demo
 
+# Two test processes, one after the other (see .ci/test-parts), on one throwaway PostgreSQL.
 test: deps
 	$(SWIFT) build --build-tests
-	bash .ci/with-postgres $(SWIFT) test --skip-build
+	SWIFT=$(SWIFT) bash .ci/with-postgres bash .ci/test-parts
 
 # The store's tests under ThreadSanitizer (a build of its own, in .build-tsan), one at a time:
 # run in parallel on two cores, ThreadSanitizer slows them so much that PostgreSQL connections

@@ -31,8 +31,14 @@ struct BackendFixture {
 
     /// Another store object on the same database: another process's view.
     func otherStore() async throws -> Store {
-        if let postgres { return try await Store(postgres: postgres, password: PostgresPassword.lookup(for: postgres)) }
+        if let postgres { return try await Self.open(postgres) }
         return try Store(path: store.url.path)
+    }
+
+    /// A store on the database, with the tests' timeouts (``PostgresTestServer/timeouts``).
+    static func open(_ url: PostgresURL) async throws -> Store {
+        try await Store(postgres: url, password: PostgresPassword.lookup(for: url), connectTimeout: PostgresTestServer.timeouts.connect,
+                        queryTimeout: PostgresTestServer.timeouts.query)
     }
 
     /// Another user, in this store.
@@ -54,7 +60,7 @@ func withBackendStore<R>(_ backend: TestBackend, _ body: (BackendFixture) async 
         case .postgres:
             return try await PostgresTestServer.withDatabase { connector in
                 let url = connector.url
-                let store = try await Store(postgres: url, password: PostgresPassword.lookup(for: url))
+                let store = try await BackendFixture.open(url)
                 do {
                     let session = try await store.openSession(vault: vault)
                     let result = try await body(BackendFixture(backend: backend, folder: folder, store: store, vault: vault, session: session,

@@ -18,7 +18,7 @@ struct PostgresStoreTests {
     /// Runs raw SQL on the fixture's database, as someone with access to it would.
     static func sql(_ f: BackendFixture, _ body: (PostgresConnector) async throws -> Void) async throws {
         let url = try #require(f.postgres)
-        let admin = PostgresConnector(url: url, password: PostgresPassword.lookup(for: url))
+        let admin = PostgresConnector(url: url, password: PostgresPassword.lookup(for: url), timeouts: PostgresTestServer.timeouts)
         do { try await body(admin) } catch {
             await admin.close()
             throw error
@@ -96,7 +96,7 @@ struct PostgresStoreTests {
                 let records = (0..<300).map { BackendSuiteTests.note(zone, "k\(attempt)-\($0)", title: "t", body: String(repeating: "x", count: 200)) }
                 let killer = Task {
                     try await Task.sleep(for: .milliseconds(10 + 10 * attempt))
-                    let admin = PostgresConnector(url: url, password: PostgresPassword.lookup(for: url))
+                    let admin = PostgresConnector(url: url, password: PostgresPassword.lookup(for: url), timeouts: PostgresTestServer.timeouts)
                     try await admin.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = \(url.database) AND pid <> pg_backend_pid()")
                     await admin.close()
                 }

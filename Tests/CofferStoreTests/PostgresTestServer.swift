@@ -14,6 +14,10 @@ enum PostgresTestServer {
 
     static var isSkipped: Bool { variable == "skip" }
 
+    /// Timeouts for tests that do not test timeouts: generous, since a busy test process can
+    /// keep a connection waiting for a thread for longer than the library's defaults.
+    static let timeouts = PostgresConnector.Timeouts(connect: .seconds(60), query: .seconds(60))
+
     /// The server's URL, or an error that fails the test.
     static func url() throws -> PostgresURL {
         guard let variable, !variable.isEmpty else {
@@ -25,11 +29,11 @@ enum PostgresTestServer {
 
     /// Runs `body` with a connector to a new, empty database, which is dropped afterwards.
     static func withDatabase<Result>(
-        timeouts: PostgresConnector.Timeouts = PostgresConnector.Timeouts(connect: .seconds(10), query: .seconds(30)),
+        timeouts: PostgresConnector.Timeouts = PostgresTestServer.timeouts,
         _ body: (PostgresConnector) async throws -> Result
     ) async throws -> Result {
         let server = try url()
-        let admin = PostgresConnector(url: server, password: PostgresPassword.lookup(for: server))
+        let admin = PostgresConnector(url: server, password: PostgresPassword.lookup(for: server), timeouts: timeouts)
         let name = "coffer_t_" + String(UInt64.random(in: .min ... .max), radix: 16)
         do {
             try await admin.query(PostgresQuery(unsafeSQL: "CREATE DATABASE \(name)"))

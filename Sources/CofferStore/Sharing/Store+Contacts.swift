@@ -31,7 +31,7 @@ extension Store {
 
     /// ``addContact(_:)`` through the async store calls, on any backend.
     @discardableResult
-    func addContactSuspending(_ card: ContactCard) async throws -> ContactAddResult {
+    package func addContactSuspending(_ card: ContactCard) async throws -> ContactAddResult {
         try Self.checkNotFuture(card)
         if try await read({ db in try self.compare(db, card) }) == .unchanged { return .unchanged }
         return try await write { db in try self.store(db, card) }
@@ -71,10 +71,17 @@ extension Store {
     /// Every contact whose stored card verifies, by name. A row whose card does not verify is
     /// left out (``Session/audit(plaintexts:progress:)`` reports it).
     public func contacts() throws -> [Contact] {
-        try readBlocking { db in
-            try String.fetchAll(db, sql: "SELECT user_id FROM contact").compactMap { try? self.verifiedContact(db, userID: $0) }
-                .sorted { ($0.name.lowercased(), $0.userID) < ($1.name.lowercased(), $1.userID) }
-        }
+        try readBlocking { db in try self.contacts(db) }
+    }
+
+    /// ``contacts()`` through the async store calls, on any backend.
+    package func contactsSuspending() async throws -> [Contact] {
+        try await read { db in try self.contacts(db) }
+    }
+
+    private func contacts(_ db: any StorageTransaction) throws -> [Contact] {
+        try db.contactUserIDs(email: nil, name: nil).compactMap { try? self.verifiedContact(db, userID: $0) }
+            .sorted { ($0.name.lowercased(), $0.userID) < ($1.name.lowercased(), $1.userID) }
     }
 
     /// The contact that `who` names: a user id, an email (any case), or a contact name (any case),
@@ -82,21 +89,28 @@ extension Store {
     /// - Throws: ``StoreError`` `.unknownItem` when none matches, `.invalidArguments` when a
     ///   name or email matches several (use the user id then).
     public func contact(matching who: String) throws -> Contact {
-        try readBlocking { db in
-            if let contact = try? self.verifiedContact(db, userID: who.lowercased()) { return contact }
-            for field in ["email", "name"] {
-                let candidates = try String.fetchAll(db, sql: "SELECT user_id FROM contact WHERE \(field) = ? COLLATE NOCASE", arguments: [who])
-                let matches = candidates.compactMap { try? self.verifiedContact(db, userID: $0) }.filter { contact in
-                    let value = field == "email" ? contact.email : contact.name
-                    return value?.lowercased() == who.lowercased()
-                }
-                if matches.count == 1 { return matches[0] }
-                if matches.count > 1 {
-                    throw StoreError(.invalidArguments, "'\(who)' matches \(matches.count) contacts by \(field); name one by its user id")
-                }
+        try readBlocking { db in try self.contact(db, matching: who) }
+    }
+
+    /// ``contact(matching:)`` through the async store calls, on any backend.
+    package func contactSuspending(matching who: String) async throws -> Contact {
+        try await read { db in try self.contact(db, matching: who) }
+    }
+
+    private func contact(_ db: any StorageTransaction, matching who: String) throws -> Contact {
+        if let contact = try? verifiedContact(db, userID: who.lowercased()) { return contact }
+        for field in ["email", "name"] {
+            let candidates = try db.contactUserIDs(email: field == "email" ? who : nil, name: field == "name" ? who : nil)
+            let matches = candidates.compactMap { try? verifiedContact(db, userID: $0) }.filter { contact in
+                let value = field == "email" ? contact.email : contact.name
+                return value?.lowercased() == who.lowercased()
             }
-            throw StoreError(.unknownItem, "no contact matches '\(who)' (by user id, email or name); add their card with 'coffer contact add'")
+            if matches.count == 1 { return matches[0] }
+            if matches.count > 1 {
+                throw StoreError(.invalidArguments, "'\(who)' matches \(matches.count) contacts by \(field); name one by its user id")
+            }
         }
+        throw StoreError(.unknownItem, "no contact matches '\(who)' (by user id, email or name); add their card with 'coffer contact add'")
     }
 
     /// The contact of a user id from its stored card, verified (signature, user id, not dated in

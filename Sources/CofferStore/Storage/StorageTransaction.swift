@@ -71,6 +71,10 @@ protocol StorageTransaction: AnyObject {
     /// A user's contact card as stored, with when it was added; nil when there is none.
     func contactCard(userID: String) throws -> (card: [UInt8], added: Double)?
 
+    /// The user ids of the stored cards; with `email` or `name`, of those whose row has that
+    /// email or name, compared without case (the rows' columns only narrow a search: each card
+    /// is verified before anything of it is believed).
+    func contactUserIDs(email: String?, name: String?) throws -> [String]
     /// Stores a user's verified card, replacing the stored one.
     func storeContact(userID: String, name: String, email: String?, signingKey: [UInt8], boxKey: [UInt8], card: [UInt8],
                       cardCreated: String, added: Double) throws

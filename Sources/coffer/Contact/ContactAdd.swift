@@ -24,8 +24,8 @@ extension Coffer.ContactCommand {
             }
             let card = try ContactCard.verify(data)
             let store = try await global.openStore(create: true)
-            let result = try store.addContact(card)
-            let contact = try store.contact(matching: card.identity.userID)
+            let result = try await store.addContactSuspending(card)
+            let contact = try await store.contactSuspending(matching: card.identity.userID)
             if global.json {
                 struct Added: Encodable { let result: String; let contact: ContactJSON }
                 try Output.json(Added(result: "\(result)", contact: ContactJSON(contact)))

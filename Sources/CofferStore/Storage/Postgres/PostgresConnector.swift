@@ -24,18 +24,21 @@ import Synchronization
 /// Timeouts: connecting (leasing a connection from the pool, which opens one when none is idle)
 /// gives up after ``Timeouts/connect``. A statement gets ``Timeouts/query``: the server cancels it
 /// then (`statement_timeout`, set for every connection), and should the server not answer at all,
-/// the connector closes the connection two seconds later; the pool opens a new one for the next
-/// query.
+/// the connector closes the connection ``Timeouts/unanswered`` later (2 s by default); the pool
+/// opens a new one for the next query.
 package final class PostgresConnector: Sendable {
     package struct Timeouts: Sendable {
         /// How long to wait for a connection.
         package var connect: Duration
         /// How long one statement may run.
         package var query: Duration
+        /// How long after `query` a statement the server has not answered at all is given up.
+        package var unanswered: Duration
 
-        package init(connect: Duration = .seconds(10), query: Duration = .seconds(30)) {
+        package init(connect: Duration = .seconds(10), query: Duration = .seconds(30), unanswered: Duration = .seconds(2)) {
             self.connect = connect
             self.query = query
+            self.unanswered = unanswered
         }
     }
 

@@ -28,6 +28,7 @@ final class PostgresSnapshot: StorageTransaction {
         case log(zoneRowID: Int64, after: Int64)
         case logEntry(zoneRowID: Int64, seq: Int64)
         case contact(String)
+        case contactIDs(email: String?, name: String?)
         case records(zoneRowID: Int64, names: [String])
         case page(zoneRowID: Int64, after: String, limit: Int)
         case children(zoneRowID: Int64, parent: String)
@@ -78,6 +79,7 @@ final class PostgresSnapshot: StorageTransaction {
         var chainedKeys = [Int64: [Int64: [UInt8]]]()
         var schemaRows = [Int64: [String: [(field: String, valueType: String, encrypted: Bool)]]]()
         var contacts = [String: (card: [UInt8], added: Double)?]()
+        var contactSearches = [String: [String]]()
         var records = [Int64: [String: Row?]]()
         var pages = [Int64: [String: [String]]]()
         var childNames = [Int64: [String: Set<String>]]()
@@ -105,6 +107,7 @@ final class PostgresSnapshot: StorageTransaction {
             chainedKeys.merge(new.chainedKeys) { _, new in new }
             schemaRows.merge(new.schemaRows) { _, new in new }
             contacts.merge(new.contacts) { _, new in new }
+            contactSearches.merge(new.contactSearches) { _, new in new }
             for (zone, rows) in new.records { records[zone, default: [:]].merge(rows.mapValues { $0.map(make) }) { _, new in new } }
             for (zone, list) in new.pages { pages[zone, default: [:]].merge(list) { _, new in new } }
             for (zone, list) in new.childNames { childNames[zone, default: [:]].merge(list) { _, new in new } }
@@ -287,6 +290,13 @@ final class PostgresSnapshot: StorageTransaction {
     func contactCard(userID: String) throws -> (card: [UInt8], added: Double)? {
         guard let known = t.contacts[userID] else { throw miss(.contact(userID)) }
         return known
+    }
+
+    static func searchKey(email: String?, name: String?) -> String { "\(email.map { "e:" + $0 } ?? "")\u{0}\(name.map { "n:" + $0 } ?? "")" }
+
+    func contactUserIDs(email: String?, name: String?) throws -> [String] {
+        guard let ids = t.contactSearches[Self.searchKey(email: email, name: name)] else { throw miss(.contactIDs(email: email, name: name)) }
+        return ids
     }
 
     func storeContact(userID: String, name: String, email: String?, signingKey: [UInt8], boxKey: [UInt8], card: [UInt8],

@@ -196,6 +196,16 @@ final class PostgresStorage: Sendable {
                 let (card, added) = try row.decode((Data, Double).self)
                 return (Array(card), added)
             })
+        case .contactIDs(let email, let name):
+            let rows: [PostgresRow]
+            if let email {
+                rows = try await tx.query("SELECT user_id FROM contact WHERE lower(email) = lower(\(email))")
+            } else if let name {
+                rows = try await tx.query("SELECT user_id FROM contact WHERE lower(name) = lower(\(name))")
+            } else {
+                rows = try await tx.query("SELECT user_id FROM contact")
+            }
+            f.contactSearches[PostgresSnapshot.searchKey(email: email, name: name)] = try rows.map { try $0.decode(String.self) }
         case .records(let zone, let names):
             var found = [String: RowValues?]()
             for name in names { found[name] = .some(nil) }

@@ -15,14 +15,11 @@ package struct PostgresTransaction: Sendable {
 }
 
 extension PostgresConnector {
-    /// How long after the server's own `statement_timeout` the connector stops waiting for it.
-    static let unansweredGrace: Duration = .seconds(2)
-
     /// Runs `query` on `connection`. When the server has not answered by the query timeout plus
-    /// ``unansweredGrace``, the connection is closed (which ends the wait; the pool replaces it).
+    /// ``Timeouts/unanswered``, the connection is closed (which ends the wait; the pool replaces it).
     func run(_ query: PostgresQuery, on connection: PostgresConnection) async throws -> [PostgresRow] {
         struct Unanswered: Error {}
-        let limit = timeouts.query + Self.unansweredGrace
+        let limit = timeouts.query + timeouts.unanswered
         // A statement written to a closed connection would wait for an answer that never comes.
         guard !connection.isClosed else {
             throw StoreError(.serviceUnavailable, "the connection to PostgreSQL at \(url.serverDescription) is closed; "

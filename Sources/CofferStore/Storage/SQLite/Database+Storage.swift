@@ -151,6 +151,12 @@ extension GRDB.Database: StorageTransaction {
         return (Array(try row.required(0) as Data), try row.required(1))
     }
 
+    func contactUserIDs(email: String?, name: String?) throws -> [String] {
+        if let email { return try String.fetchAll(self, sql: "SELECT user_id FROM contact WHERE email = ? COLLATE NOCASE", arguments: [email]) }
+        if let name { return try String.fetchAll(self, sql: "SELECT user_id FROM contact WHERE name = ? COLLATE NOCASE", arguments: [name]) }
+        return try String.fetchAll(self, sql: "SELECT user_id FROM contact")
+    }
+
     func storeContact(userID: String, name: String, email: String?, signingKey: [UInt8], boxKey: [UInt8], card: [UInt8],
                       cardCreated: String, added: Double) throws {
         try execute(sql: """
