@@ -55,7 +55,9 @@ final class PostgresStorage: Sendable {
                 snapshot.rolledBack()
                 fetches += 1
                 guard fetches <= Self.maxFetches else {
-                    throw StoreError(.internalError, "an operation on PostgreSQL kept needing rows it had fetched")
+                    // Each fetch that finds a zone moved on starts the reads over: other writers
+                    // kept changing what this operation reads.
+                    throw StoreError(.busy, "the store stayed busy (other writers kept changing what this operation reads); try again")
                 }
                 connector.logger.trace("postgres fetch", metadata: ["needs": "\(snapshot.needs.count)", "run": "\(fetches)"])
                 try await fetch(snapshot.needs, into: snapshot)
@@ -165,6 +167,7 @@ final class PostgresStorage: Sendable {
                 let zone = ZoneRow(rowID: rowID, uid: Array(uid), id: ZoneID(name: name, ownerID: owner), sequence: sequence,
                                    created: Date(timeIntervalSince1970: created), logFormat: 1)
                 list.append((zone, Int(count)))
+                f.zones[zone.id] = zone // its keys and schema are fetched by name when asked for
             }
             f.ownedZones[owner] = list
         case .newZoneID(let id):
@@ -263,8 +266,10 @@ final class PostgresStorage: Sendable {
             for row in try await tx.query("SELECT id, uid, name, sequence, created_at FROM zone WHERE owner_id = \(owner) AND db_seq > \(since) ORDER BY db_seq") {
                 let (rowID, uid, name, sequence, created) = try row.decode((Int64, Data, String, Int64, Double).self)
                 guard uid.count == 16 else { throw StoreError(.integrityFailure, "zone '\(Names.printable(name))' has a damaged row: the store was changed") }
-                rows.append(ZoneRow(rowID: rowID, uid: Array(uid), id: ZoneID(name: name, ownerID: owner), sequence: sequence,
-                                    created: Date(timeIntervalSince1970: created), logFormat: 1))
+                let zone = ZoneRow(rowID: rowID, uid: Array(uid), id: ZoneID(name: name, ownerID: owner), sequence: sequence,
+                                   created: Date(timeIntervalSince1970: created), logFormat: 1)
+                rows.append(zone)
+                f.zones[zone.id] = zone
             }
             f.changedZones[owner, default: [:]][since] = rows
         case .zoneTombstones(let user, let since, let owned):
