@@ -56,8 +56,9 @@ struct RecordTests {
 
     /// Saves every value both plain and encrypted, one record per value, and fetches each back
     /// in a fresh session (so nothing comes from a cache).
-    func roundTrip(_ values: [RecordValue], type: String, sourceLocation: SourceLocation = #_sourceLocation) async throws {
-        try await withStore { f async throws in
+    func roundTrip(_ values: [RecordValue], type: String, on backend: TestBackend,
+                   sourceLocation: SourceLocation = #_sourceLocation) async throws {
+        try await withBackendStore(backend) { f async throws in
             let zone = try await f.db.createZone(named: "Values")
             var saved: [Record] = []
             for (i, value) in values.enumerated() {
@@ -67,7 +68,7 @@ struct RecordTests {
                 #expect(result.encryptedValues == record.encryptedValues, sourceLocation: sourceLocation)
                 saved.append(record)
             }
-            let fresh = try f.freshSession()
+            let fresh = try await f.freshSession()
             for (i, value) in values.enumerated() {
                 let fetched = try await fresh.privateDatabase.record(named: "r\(i)", in: zone)
                 #expect(fetched.values["p"] == value, "plain #\(i): \(value)", sourceLocation: sourceLocation)
@@ -96,51 +97,51 @@ struct RecordTests {
         }
     }
 
-    @Test("strings: empty, unicode, JSON escapes, control characters, long")
-    func stringsRoundTrip() async throws {
-        try await roundTrip(Self.strings.map(RecordValue.string), type: "S")
+    @Test("strings: empty, unicode, JSON escapes, control characters, long", arguments: TestBackend.all)
+    func stringsRoundTrip(_ backend: TestBackend) async throws {
+        try await roundTrip(Self.strings.map(RecordValue.string), type: "S", on: backend)
     }
 
-    @Test("ints: zero, negatives, Int64 extremes, beyond 2^53")
-    func intsRoundTrip() async throws {
-        try await roundTrip(Self.ints.map(RecordValue.int), type: "I")
+    @Test("ints: zero, negatives, Int64 extremes, beyond 2^53", arguments: TestBackend.all)
+    func intsRoundTrip(_ backend: TestBackend) async throws {
+        try await roundTrip(Self.ints.map(RecordValue.int), type: "I", on: backend)
     }
 
-    @Test("doubles: negative, fractional, -0.0, extremes, subnormal, integral")
-    func doublesRoundTrip() async throws {
-        try await roundTrip(Self.doubles.map(RecordValue.double), type: "D")
+    @Test("doubles: negative, fractional, -0.0, extremes, subnormal, integral", arguments: TestBackend.all)
+    func doublesRoundTrip(_ backend: TestBackend) async throws {
+        try await roundTrip(Self.doubles.map(RecordValue.double), type: "D", on: backend)
     }
 
-    @Test("bools")
-    func boolsRoundTrip() async throws {
-        try await roundTrip([.bool(true), .bool(false)], type: "B")
+    @Test("bools", arguments: TestBackend.all)
+    func boolsRoundTrip(_ backend: TestBackend) async throws {
+        try await roundTrip([.bool(true), .bool(false)], type: "B", on: backend)
     }
 
-    @Test("dates with fractions of a second, before 1970, far ahead")
-    func datesRoundTrip() async throws {
-        try await roundTrip(Self.dates.map(RecordValue.date), type: "T")
+    @Test("dates with fractions of a second, before 1970, far ahead", arguments: TestBackend.all)
+    func datesRoundTrip(_ backend: TestBackend) async throws {
+        try await roundTrip(Self.dates.map(RecordValue.date), type: "T", on: backend)
     }
 
-    @Test("dates made as Date() makes them (seconds since 2001, with fractions) come back equal")
-    func referenceDatesRoundTrip() async throws {
+    @Test("dates made as Date() makes them (seconds since 2001, with fractions) come back equal", arguments: TestBackend.all)
+    func referenceDatesRoundTrip(_ backend: TestBackend) async throws {
         let now = Date()
-        try await roundTrip((Self.referenceDates + [now, now.addingTimeInterval(0.000_000_1)]).map(RecordValue.date), type: "Now")
+        try await roundTrip((Self.referenceDates + [now, now.addingTimeInterval(0.000_000_1)]).map(RecordValue.date), type: "Now", on: backend)
     }
 
-    @Test("bytes: empty, zero, all 256 values, random")
-    func bytesRoundTrip() async throws {
-        try await roundTrip(Self.byteValues.map(RecordValue.bytes), type: "Y")
+    @Test("bytes: empty, zero, all 256 values, random", arguments: TestBackend.all)
+    func bytesRoundTrip(_ backend: TestBackend) async throws {
+        try await roundTrip(Self.byteValues.map(RecordValue.bytes), type: "Y", on: backend)
     }
 
-    @Test("references")
-    func referencesRoundTrip() async throws {
+    @Test("references", arguments: TestBackend.all)
+    func referencesRoundTrip(_ backend: TestBackend) async throws {
         try await roundTrip([.reference("parent-1"), .reference("x"), .reference(String(repeating: "r", count: 255)),
-                             .reference("with space@and.dots")], type: "R")
+                             .reference("with space@and.dots")], type: "R", on: backend)
     }
 
-    @Test("lists of every type, including empty lists and unicode items")
-    func listsRoundTrip() async throws {
-        try await withStore { f async throws in
+    @Test("lists of every type, including empty lists and unicode items", arguments: TestBackend.all)
+    func listsRoundTrip(_ backend: TestBackend) async throws {
+        try await withBackendStore(backend) { f async throws in
             let zone = try await f.db.createZone(named: "Lists")
             let lists: [String: RecordValue] = [
                 "s": .list(Self.strings.map(RecordValue.string)),
@@ -160,7 +161,7 @@ struct RecordTests {
             for k in lists.keys { empties[k] = .list([]); encryptedEmpties["e" + k] = .list([]) }
             _ = try await f.db.save(makeRecord("L", "empty", in: zone, plain: empties, encrypted: encryptedEmpties))
 
-            let fresh = try f.freshSession().privateDatabase
+            let fresh = try await f.freshSession().privateDatabase
             let full = try await fresh.record(named: "full", in: zone)
             #expect(full.values == lists)
             #expect(full.encryptedValues == encrypted)
