@@ -6,9 +6,9 @@ import Testing
 
 @Suite("Batches and limits")
 struct BatchTests {
-    @Test("a batch saves and deletes in one commit, in the order given, with one change tag")
-    func batchCommits() async throws {
-        try await withStore { f async throws in
+    @Test("a batch saves and deletes in one commit, in the order given, with one change tag", arguments: TestBackend.all)
+    func batchCommits(_ backend: TestBackend) async throws {
+        try await withBackendStore(backend) { f async throws in
             let zone = try await f.db.createZone(named: "Z")
             _ = try await f.db.modify(saving: [makeRecord("Note", "old1", in: zone), makeRecord("Note", "old2", in: zone)], in: zone)
             let saving = ["c", "a", "b"].map { makeRecord("Note", $0, in: zone, plain: ["n": .string($0)], encrypted: ["s": .string($0 + "!")]) }
@@ -24,9 +24,9 @@ struct BatchTests {
         }
     }
 
-    @Test("one conflict fails the whole batch with .partialFailure naming it; nothing is saved or deleted")
-    func atomicOnConflict() async throws {
-        try await withStore { f async throws in
+    @Test("one conflict fails the whole batch with .partialFailure naming it; nothing is saved or deleted", arguments: TestBackend.all)
+    func atomicOnConflict(_ backend: TestBackend) async throws {
+        try await withBackendStore(backend) { f async throws in
             let zone = try await f.db.createZone(named: "Z")
             let existing = try await f.db.save(makeRecord("Note", "existing", in: zone, plain: ["v": 1]))
             _ = try await f.db.save(makeRecord("Note", "victim", in: zone, plain: ["v": 1]))
@@ -53,9 +53,9 @@ struct BatchTests {
         }
     }
 
-    @Test("several failures are all reported: a conflict, a new record that exists, a missing deletion, a stale deletion")
-    func severalFailures() async throws {
-        try await withStore { f async throws in
+    @Test("several failures are all reported: a conflict, a new record that exists, a missing deletion, a stale deletion", arguments: TestBackend.all)
+    func severalFailures(_ backend: TestBackend) async throws {
+        try await withBackendStore(backend) { f async throws in
             let zone = try await f.db.createZone(named: "Z")
             let a = try await f.db.save(makeRecord("Note", "a", in: zone, plain: ["v": 1]))
             _ = try await f.db.save(makeRecord("Note", "b", in: zone, plain: ["v": 1]))
@@ -86,9 +86,9 @@ struct BatchTests {
         }
     }
 
-    @Test("a batch of one that fails reports its own error, not .partialFailure")
-    func loneFailure() async throws {
-        try await withStore { f async throws in
+    @Test("a batch of one that fails reports its own error, not .partialFailure", arguments: TestBackend.all)
+    func loneFailure(_ backend: TestBackend) async throws {
+        try await withBackendStore(backend) { f async throws in
             let zone = try await f.db.createZone(named: "Z")
             _ = try await f.db.save(makeRecord("Note", "a", in: zone))
             let error = await expectStoreError(.serverRecordChanged) { try await f.db.modify(saving: [makeRecord("Note", "a", in: zone)], in: zone) }
@@ -97,9 +97,9 @@ struct BatchTests {
         }
     }
 
-    @Test("a name twice in one batch, or a record of another zone, is .invalidArguments")
-    func badBatches() async throws {
-        try await withStore { f async throws in
+    @Test("a name twice in one batch, or a record of another zone, is .invalidArguments", arguments: TestBackend.all)
+    func badBatches(_ backend: TestBackend) async throws {
+        try await withBackendStore(backend) { f async throws in
             let zone = try await f.db.createZone(named: "Z")
             let other = try await f.db.createZone(named: "Other")
             await expectStoreError(.invalidArguments) {
@@ -121,9 +121,9 @@ struct BatchTests {
 
     // MARK: - Limits
 
-    @Test("400 records in a batch are fine; 401 (saves and deletes together) are .limitExceeded")
-    func recordCountLimit() async throws {
-        try await withStore { f async throws in
+    @Test("400 records in a batch are fine; 401 (saves and deletes together) are .limitExceeded", arguments: TestBackend.all)
+    func recordCountLimit(_ backend: TestBackend) async throws {
+        try await withBackendStore(backend) { f async throws in
             let zone = try await f.db.createZone(named: "Z")
             #expect(Limits.maxBatchRecords == 400)
             let four100 = (0..<400).map { makeRecord("Note", "r\($0)", in: zone, plain: ["i": .int(Int64($0))], encrypted: ["s": "x"]) }
@@ -147,9 +147,9 @@ struct BatchTests {
         }
     }
 
-    @Test("a record's plain fields up to 1 MiB are fine, one byte more is .limitExceeded")
-    func plainRecordSizeLimit() async throws {
-        try await withStore { f async throws in
+    @Test("a record's plain fields up to 1 MiB are fine, one byte more is .limitExceeded", arguments: TestBackend.all)
+    func plainRecordSizeLimit(_ backend: TestBackend) async throws {
+        try await withBackendStore(backend) { f async throws in
             let zone = try await f.db.createZone(named: "Z")
             #expect(Limits.maxRecordBytes == 1 << 20)
             // The limit counts what the fields hold: the key "s" (1 byte) and the string's UTF-8.
@@ -167,9 +167,9 @@ struct BatchTests {
         }
     }
 
-    @Test(".changedKeys: a change under the limit that makes the merged record too big is .limitExceeded, and nothing is saved")
-    func changedKeysMergedSizeLimit() async throws {
-        try await withStore { f async throws in
+    @Test(".changedKeys: a change under the limit that makes the merged record too big is .limitExceeded, and nothing is saved", arguments: TestBackend.all)
+    func changedKeysMergedSizeLimit(_ backend: TestBackend) async throws {
+        try await withBackendStore(backend) { f async throws in
             let zone = try await f.db.createZone(named: "Z")
             let half = String(repeating: "a", count: 600_000)
             let original = try await f.db.save(makeRecord("Note", "doc", in: zone, plain: ["n": .int(1)]))
@@ -186,9 +186,9 @@ struct BatchTests {
         }
     }
 
-    @Test("encrypted fields count toward the 1 MiB limit, together with plain fields")
-    func encryptedRecordSizeLimit() async throws {
-        try await withStore { f async throws in
+    @Test("encrypted fields count toward the 1 MiB limit, together with plain fields", arguments: TestBackend.all)
+    func encryptedRecordSizeLimit(_ backend: TestBackend) async throws {
+        try await withBackendStore(backend) { f async throws in
             let zone = try await f.db.createZone(named: "Z")
             let big = makeRecord("Note", "big", in: zone, encrypted: ["b": .bytes(Array(repeating: 7, count: 1_000_000))])
             let saved = try await f.db.save(big)
@@ -203,9 +203,9 @@ struct BatchTests {
         }
     }
 
-    @Test("a batch of up to 2 MiB of fields is fine; over 2 MiB is .limitExceeded and saves nothing")
-    func batchSizeLimit() async throws {
-        try await withStore { f async throws in
+    @Test("a batch of up to 2 MiB of fields is fine; over 2 MiB is .limitExceeded and saves nothing", arguments: TestBackend.all)
+    func batchSizeLimit(_ backend: TestBackend) async throws {
+        try await withBackendStore(backend) { f async throws in
             let zone = try await f.db.createZone(named: "Z")
             #expect(Limits.maxBatchBytes == 2 << 20)
             let nearMiB = String(repeating: "x", count: 1_000_000)

@@ -7,15 +7,15 @@ import Testing
 @Suite("Change tags, conflicts and save policies")
 struct ConflictTests {
     /// Saves `Note/doc` with a=1, b=1, secret="s1", and returns it.
-    func seed(_ f: Fixture) async throws -> (ZoneID, Record) {
+    func seed(_ f: BackendFixture) async throws -> (ZoneID, Record) {
         let zone = try await f.db.createZone(named: "Z")
         let saved = try await f.db.save(makeRecord("Note", "doc", in: zone, plain: ["a": 1, "b": 1], encrypted: ["secret": "s1"]))
         return (zone, saved)
     }
 
-    @Test("each save gives a new change tag; a save with the current tag succeeds")
-    func tagsAdvance() async throws {
-        try await withStore { f async throws in
+    @Test("each save gives a new change tag; a save with the current tag succeeds", arguments: TestBackend.all)
+    func tagsAdvance(_ backend: TestBackend) async throws {
+        try await withBackendStore(backend) { f async throws in
             let (zone, first) = try await seed(f)
             var record = first
             var tags = [try #require(first.changeTag)]
@@ -32,9 +32,9 @@ struct ConflictTests {
         }
     }
 
-    @Test("a save with a stale tag is .serverRecordChanged carrying the stored record, and changes nothing")
-    func staleTag() async throws {
-        try await withStore { f async throws in
+    @Test("a save with a stale tag is .serverRecordChanged carrying the stored record, and changes nothing", arguments: TestBackend.all)
+    func staleTag(_ backend: TestBackend) async throws {
+        try await withBackendStore(backend) { f async throws in
             let (zone, original) = try await seed(f)
             var mine = original
             var theirs = original
@@ -66,9 +66,9 @@ struct ConflictTests {
         }
     }
 
-    @Test("saving a new record over an existing name is .serverRecordChanged with the stored record")
-    func newOverExisting() async throws {
-        try await withStore { f async throws in
+    @Test("saving a new record over an existing name is .serverRecordChanged with the stored record", arguments: TestBackend.all)
+    func newOverExisting(_ backend: TestBackend) async throws {
+        try await withBackendStore(backend) { f async throws in
             let (zone, original) = try await seed(f)
             let error = await expectStoreError(.serverRecordChanged) {
                 try await f.db.save(makeRecord("Note", "doc", in: zone, plain: ["a": 7]))
@@ -79,9 +79,9 @@ struct ConflictTests {
         }
     }
 
-    @Test("saving with a tag after the record was deleted is .unknownItem")
-    func tagOfDeletedRecord() async throws {
-        try await withStore { f async throws in
+    @Test("saving with a tag after the record was deleted is .unknownItem", arguments: TestBackend.all)
+    func tagOfDeletedRecord(_ backend: TestBackend) async throws {
+        try await withBackendStore(backend) { f async throws in
             let (zone, original) = try await seed(f)
             try await f.db.delete(recordNamed: "doc", in: zone)
             await expectStoreError(.unknownItem) { try await f.db.save(original) }
@@ -89,9 +89,9 @@ struct ConflictTests {
         }
     }
 
-    @Test(".changedKeys writes only the keys this value changed, over the stored record")
-    func changedKeys() async throws {
-        try await withStore { f async throws in
+    @Test(".changedKeys writes only the keys this value changed, over the stored record", arguments: TestBackend.all)
+    func changedKeys(_ backend: TestBackend) async throws {
+        try await withBackendStore(backend) { f async throws in
             let (zone, original) = try await seed(f)
             var theirs = original
             theirs.values["a"] = 2
@@ -115,9 +115,9 @@ struct ConflictTests {
         }
     }
 
-    @Test(".changedKeys removes the keys this value removed, and leaves the others")
-    func changedKeysRemoval() async throws {
-        try await withStore { f async throws in
+    @Test(".changedKeys removes the keys this value removed, and leaves the others", arguments: TestBackend.all)
+    func changedKeysRemoval(_ backend: TestBackend) async throws {
+        try await withBackendStore(backend) { f async throws in
             let (zone, original) = try await seed(f)
             var theirs = original
             theirs.values["a"] = 5
@@ -133,9 +133,9 @@ struct ConflictTests {
         }
     }
 
-    @Test(".changedKeys on a record that does not exist yet saves it whole")
-    func changedKeysNew() async throws {
-        try await withStore { f async throws in
+    @Test(".changedKeys on a record that does not exist yet saves it whole", arguments: TestBackend.all)
+    func changedKeysNew(_ backend: TestBackend) async throws {
+        try await withBackendStore(backend) { f async throws in
             let zone = try await f.db.createZone(named: "Z")
             let saved = try await f.db.save(makeRecord("Note", "n", in: zone, plain: ["a": 1], encrypted: ["s": "x"]), policy: .changedKeys)
             #expect(saved.changeTag == "2")
@@ -143,9 +143,9 @@ struct ConflictTests {
         }
     }
 
-    @Test(".allKeys overwrites the stored record with this value, whatever its tag")
-    func allKeys() async throws {
-        try await withStore { f async throws in
+    @Test(".allKeys overwrites the stored record with this value, whatever its tag", arguments: TestBackend.all)
+    func allKeys(_ backend: TestBackend) async throws {
+        try await withBackendStore(backend) { f async throws in
             let (zone, original) = try await seed(f)
             var theirs = original
             theirs.values["a"] = 2
@@ -169,9 +169,9 @@ struct ConflictTests {
         }
     }
 
-    @Test("a deletion with a stale tag is .serverRecordChanged with the stored record; with the current tag it deletes")
-    func conditionalDelete() async throws {
-        try await withStore { f async throws in
+    @Test("a deletion with a stale tag is .serverRecordChanged with the stored record; with the current tag it deletes", arguments: TestBackend.all)
+    func conditionalDelete(_ backend: TestBackend) async throws {
+        try await withBackendStore(backend) { f async throws in
             let (zone, original) = try await seed(f)
             var theirs = original
             theirs.values["a"] = 2
@@ -194,9 +194,9 @@ struct ConflictTests {
         #expect(record.changeTag == nil)
     }
 
-    @Test("setChangeTag makes a new value replace a version (If-Match); stale fails, current succeeds")
-    func setChangeTag() async throws {
-        try await withStore { f async throws in
+    @Test("setChangeTag makes a new value replace a version (If-Match); stale fails, current succeeds", arguments: TestBackend.all)
+    func setChangeTag(_ backend: TestBackend) async throws {
+        try await withBackendStore(backend) { f async throws in
             let (zone, original) = try await seed(f)
             var replacement = makeRecord("Note", "doc", in: zone, plain: ["a": 42])
             try replacement.setChangeTag("2")
@@ -215,11 +215,11 @@ struct ConflictTests {
         }
     }
 
-    @Test("two sessions of one user race: the second writer gets the conflict")
-    func twoSessions() async throws {
-        try await withStore { f async throws in
+    @Test("two sessions of one user race: the second writer gets the conflict", arguments: TestBackend.all)
+    func twoSessions(_ backend: TestBackend) async throws {
+        try await withBackendStore(backend) { f async throws in
             let (zone, _) = try await seed(f)
-            let other = try f.freshSession().privateDatabase
+            let other = try await f.freshSession().privateDatabase
             var viaA = try await f.db.record(named: "doc", in: zone)
             var viaB = try await other.record(named: "doc", in: zone)
             viaA.encryptedValues["secret"] = "from A"
@@ -231,9 +231,9 @@ struct ConflictTests {
         }
     }
 
-    @Test("concurrent saves of one fetched record: exactly one wins")
-    func concurrentSaves() async throws {
-        try await withStore { f async throws in
+    @Test("concurrent saves of one fetched record: exactly one wins", arguments: TestBackend.all)
+    func concurrentSaves(_ backend: TestBackend) async throws {
+        try await withBackendStore(backend) { f async throws in
             let (zone, original) = try await seed(f)
             let db = f.db
             let outcomes = await withTaskGroup(of: StoreError.Code?.self) { group in
