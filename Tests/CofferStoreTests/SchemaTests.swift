@@ -51,7 +51,7 @@ struct SchemaTests {
     func plainTypeChange(_ value: RecordValue) async throws {
         try await withStore { f async throws in
             let zone = f.db.zoneID(named: "Z")
-            try await expectRefusedIn(f, first: makeRecord("Note", "a", in: zone, plain: ["f": 1]),
+            try await expectRefusedIn(f.db, fresh: { try f.freshSession() }, first: makeRecord("Note", "a", in: zone, plain: ["f": 1]),
                                       second: makeRecord("Note", "b", in: zone, plain: ["f": value]))
         }
     }
@@ -62,45 +62,45 @@ struct SchemaTests {
     func encryptedTypeChange(_ value: RecordValue) async throws {
         try await withStore { f async throws in
             let zone = f.db.zoneID(named: "Z")
-            try await expectRefusedIn(f, first: makeRecord("Note", "a", in: zone, encrypted: ["f": "text"]),
+            try await expectRefusedIn(f.db, fresh: { try f.freshSession() }, first: makeRecord("Note", "a", in: zone, encrypted: ["f": "text"]),
                                       second: makeRecord("Note", "b", in: zone, encrypted: ["f": value]))
         }
     }
 
-    @Test("a plain field cannot be saved encrypted, nor an encrypted field plain")
-    func encryptionIsFixed() async throws {
-        try await withStore { f async throws in
+    @Test("a plain field cannot be saved encrypted, nor an encrypted field plain", arguments: TestBackend.all)
+    func encryptionIsFixed(_ backend: TestBackend) async throws {
+        try await withBackendStore(backend) { f async throws in
             let zone = f.db.zoneID(named: "Z")
-            try await expectRefusedIn(f, first: makeRecord("Note", "a", in: zone, plain: ["f": "x"]),
+            try await expectRefusedIn(f.db, fresh: { try await f.freshSession() }, first: makeRecord("Note", "a", in: zone, plain: ["f": "x"]),
                                       second: makeRecord("Note", "b", in: zone, encrypted: ["f": "x"]))
         }
-        try await withStore { f async throws in
+        try await withBackendStore(backend) { f async throws in
             let zone = f.db.zoneID(named: "Z")
-            try await expectRefusedIn(f, first: makeRecord("Note", "a", in: zone, encrypted: ["f": "x"]),
+            try await expectRefusedIn(f.db, fresh: { try await f.freshSession() }, first: makeRecord("Note", "a", in: zone, encrypted: ["f": "x"]),
                                       second: makeRecord("Note", "b", in: zone, plain: ["f": "x"]))
         }
     }
 
     /// `expectRefused` on an existing fixture (the zone must be called "Z").
-    func expectRefusedIn(_ f: Fixture, first: CofferStore.Record, second: CofferStore.Record, sourceLocation: SourceLocation = #_sourceLocation) async throws {
-        let zone = try await f.db.createZone(named: "Z")
-        let saved = try await f.db.save(first)
-        let schemaBefore = try await f.db.schema(of: first.recordType, in: zone)
+    func expectRefusedIn(_ db: RecordDatabase, fresh freshSession: () async throws -> Session, first: CofferStore.Record, second: CofferStore.Record, sourceLocation: SourceLocation = #_sourceLocation) async throws {
+        let zone = try await db.createZone(named: "Z")
+        let saved = try await db.save(first)
+        let schemaBefore = try await db.schema(of: first.recordType, in: zone)
         var update = saved
         update.values = second.values
         update.encryptedValues = second.encryptedValues
         for attempt in [second, update] {
-            await expectStoreError(.invalidArguments, sourceLocation: sourceLocation) { try await f.db.save(attempt) }
+            await expectStoreError(.invalidArguments, sourceLocation: sourceLocation) { try await db.save(attempt) }
             for policy in [SavePolicy.allKeys, .changedKeys] {
-                await expectStoreError(.invalidArguments, sourceLocation: sourceLocation) { try await f.db.save(attempt, policy: policy) }
+                await expectStoreError(.invalidArguments, sourceLocation: sourceLocation) { try await db.save(attempt, policy: policy) }
             }
         }
-        #expect(try await f.db.schema(of: first.recordType, in: zone) == schemaBefore, sourceLocation: sourceLocation)
-        let fresh = try f.freshSession().privateDatabase
+        #expect(try await db.schema(of: first.recordType, in: zone) == schemaBefore, sourceLocation: sourceLocation)
+        let fresh = try await freshSession().privateDatabase
         #expect(try await fresh.schema(of: first.recordType, in: zone) == schemaBefore, sourceLocation: sourceLocation)
         #expect(try await fresh.record(named: saved.name, in: zone) == saved, sourceLocation: sourceLocation)
         await expectStoreError(.unknownItem, sourceLocation: sourceLocation) { try await fresh.record(named: second.name, in: zone) }
-        #expect(try await f.db.zones().first?.sequence == 2, sourceLocation: sourceLocation)
+        #expect(try await db.zones().first?.sequence == 2, sourceLocation: sourceLocation)
     }
 
     @Test("a refused save that also introduced new fields leaves no trace of them")
@@ -125,9 +125,9 @@ struct SchemaTests {
         }
     }
 
-    @Test("a batch that fails for a conflict rolls its new fields back, in the cache too")
-    func failedBatchRollsBackSchema() async throws {
-        try await withStore { f async throws in
+    @Test("a batch that fails for a conflict rolls its new fields back, in the cache too", arguments: TestBackend.all)
+    func failedBatchRollsBackSchema(_ backend: TestBackend) async throws {
+        try await withBackendStore(backend) { f async throws in
             let zone = try await f.db.createZone(named: "Z")
             _ = try await f.db.save(makeRecord("Note", "exists", in: zone, plain: ["n": 1]))
             let batch = [makeRecord("Note", "new", in: zone, plain: ["added": 1], encrypted: ["sealedAdded": 1]),
@@ -142,9 +142,9 @@ struct SchemaTests {
         }
     }
 
-    @Test("two records of one batch that disagree on a new field: refused, nothing saved")
-    func disagreementInsideBatch() async throws {
-        try await withStore { f async throws in
+    @Test("two records of one batch that disagree on a new field: refused, nothing saved", arguments: TestBackend.all)
+    func disagreementInsideBatch(_ backend: TestBackend) async throws {
+        try await withBackendStore(backend) { f async throws in
             let zone = try await f.db.createZone(named: "Z")
             let batch = [makeRecord("Note", "a", in: zone, plain: ["f": 1]),
                          makeRecord("Note", "b", in: zone, plain: ["f": "one"])]
@@ -155,9 +155,9 @@ struct SchemaTests {
         }
     }
 
-    @Test("schemas are per record type and per zone")
-    func perTypeAndZone() async throws {
-        try await withStore { f async throws in
+    @Test("schemas are per record type and per zone", arguments: TestBackend.all)
+    func perTypeAndZone(_ backend: TestBackend) async throws {
+        try await withBackendStore(backend) { f async throws in
             let z1 = try await f.db.createZone(named: "One")
             let z2 = try await f.db.createZone(named: "Two")
             _ = try await f.db.save(makeRecord("Note", "a", in: z1, plain: ["f": 1]))
@@ -170,9 +170,9 @@ struct SchemaTests {
         }
     }
 
-    @Test("an empty list fits any list field; a list field refuses a scalar and vice versa")
-    func listsAndEmptyLists() async throws {
-        try await withStore { f async throws in
+    @Test("an empty list fits any list field; a list field refuses a scalar and vice versa", arguments: TestBackend.all)
+    func listsAndEmptyLists(_ backend: TestBackend) async throws {
+        try await withBackendStore(backend) { f async throws in
             let zone = try await f.db.createZone(named: "Z")
             _ = try await f.db.save(makeRecord("Note", "a", in: zone, plain: ["ints": .list([1, 2])], encrypted: ["dates": .list([.date(Date(timeIntervalSince1970: 5))])]))
             _ = try await f.db.save(makeRecord("Note", "b", in: zone, plain: ["ints": .list([])], encrypted: ["dates": .list([])]))
@@ -185,9 +185,9 @@ struct SchemaTests {
         }
     }
 
-    @Test("a save's field declarations are fixed in its transaction: a refused save fixes none, in the file or in memory")
-    func declarationsGoWithTheSave() async throws {
-        try await withStore { f async throws in
+    @Test("a save's field declarations are fixed in its transaction: a refused save fixes none, in the file or in memory", arguments: TestBackend.all)
+    func declarationsGoWithTheSave(_ backend: TestBackend) async throws {
+        try await withBackendStore(backend) { f async throws in
             let zone = try await f.db.createZone(named: "Z")
             let first = try await f.db.save(makeRecord("Note", "a", in: zone, plain: ["title": "x"]))
             _ = try await f.db.save(makeRecord("Note", "a", in: zone, plain: ["title": "y"]), policy: .allKeys)
@@ -217,9 +217,9 @@ struct SchemaTests {
         }
     }
 
-    @Test("recordTypes(named:in:) gives the type of each named record that exists, over many names")
-    func recordTypesByName() async throws {
-        try await withStore { f async throws in
+    @Test("recordTypes(named:in:) gives the type of each named record that exists, over many names", arguments: TestBackend.all)
+    func recordTypesByName(_ backend: TestBackend) async throws {
+        try await withBackendStore(backend) { f async throws in
             let zone = try await f.db.createZone(named: "Z")
             _ = try await f.db.save(makeRecord("Note", "a", in: zone, plain: ["x": 1]))
             _ = try await f.db.save(makeRecord("Task", "n1100", in: zone, encrypted: ["x": 1]))
@@ -231,9 +231,9 @@ struct SchemaTests {
         }
     }
 
-    @Test("a record's type cannot change: saving another type under its name is .invalidArguments")
-    func recordTypeIsFixed() async throws {
-        try await withStore { f async throws in
+    @Test("a record's type cannot change: saving another type under its name is .invalidArguments", arguments: TestBackend.all)
+    func recordTypeIsFixed(_ backend: TestBackend) async throws {
+        try await withBackendStore(backend) { f async throws in
             let zone = try await f.db.createZone(named: "Z")
             let saved = try await f.db.save(makeRecord("Note", "a", in: zone, plain: ["x": 1]))
             var other = makeRecord("Task", "a", in: zone, plain: ["x": 1])

@@ -7,9 +7,9 @@ import Testing
 
 @Suite("Zones")
 struct ZoneTests {
-    @Test("create, list by name with their facts, and the id names the owner")
-    func createAndList() async throws {
-        try await withStore { f async throws in
+    @Test("create, list by name with their facts, and the id names the owner", arguments: TestBackend.all)
+    func createAndList(_ backend: TestBackend) async throws {
+        try await withBackendStore(backend) { f async throws in
             let before = Date()
             let notes = try await f.db.createZone(named: "Notes")
             let archive = try await f.db.createZone(named: "Archive")
@@ -32,14 +32,14 @@ struct ZoneTests {
         }
     }
 
-    @Test("a zone name that exists already is .alreadyExists; the same name for another user is fine")
-    func duplicate() async throws {
-        try await withStore { f async throws in
+    @Test("a zone name that exists already is .alreadyExists; the same name for another user is fine", arguments: TestBackend.all)
+    func duplicate(_ backend: TestBackend) async throws {
+        try await withBackendStore(backend) { f async throws in
             try await f.db.createZone(named: "Notes")
             await expectStoreError(.alreadyExists) { try await f.db.createZone(named: "Notes") }
             // Names are case-sensitive.
             try await f.db.createZone(named: "notes")
-            let bob = try f.otherSession()
+            let bob = try await f.otherSession()
             let bobNotes = try await bob.privateDatabase.createZone(named: "Notes")
             #expect(bobNotes.ownerID == bob.userID)
             #expect(try await f.db.zones().map(\.id.name) == ["Notes", "notes"])
@@ -193,9 +193,9 @@ struct ZoneTests {
         }
     }
 
-    @Test("a zone's sequence counts its commits; a failed commit does not count")
-    func sequence() async throws {
-        try await withStore { f async throws in
+    @Test("a zone's sequence counts its commits; a failed commit does not count", arguments: TestBackend.all)
+    func sequence(_ backend: TestBackend) async throws {
+        try await withBackendStore(backend) { f async throws in
             let zone = try await f.db.createZone(named: "Notes")
             let a = try await f.db.save(makeRecord("Note", "a", in: zone, plain: ["n": 1]))
             _ = try await f.db.modify(saving: [makeRecord("Note", "b", in: zone), makeRecord("Note", "c", in: zone)], in: zone)
@@ -206,16 +206,16 @@ struct ZoneTests {
         }
     }
 
-    @Test("a session's zones are its own: the cache does not leak a deleted zone's key to a new zone")
-    func cacheAfterDelete() async throws {
-        try await withStore { f async throws in
+    @Test("a session's zones are its own: the cache does not leak a deleted zone's key to a new zone", arguments: TestBackend.all)
+    func cacheAfterDelete(_ backend: TestBackend) async throws {
+        try await withBackendStore(backend) { f async throws in
             let zone = try await f.db.createZone(named: "Notes")
             _ = try await f.db.save(makeRecord("Note", "a", in: zone, encrypted: ["body": "one"]))
             try await f.db.deleteZone(zone)
             let again = try await f.db.createZone(named: "Notes")
             _ = try await f.db.save(makeRecord("Note", "a", in: again, encrypted: ["body": "two"]))
             // A fresh session unwraps the new zone's key from the store and reads the record.
-            let fresh = try f.freshSession()
+            let fresh = try await f.freshSession()
             #expect(try await fresh.privateDatabase.record(named: "a", in: again).encryptedValues["body"] == "two")
         }
     }
