@@ -15,7 +15,7 @@ import Logging
 /// An SQLite file is created with mode 0600 if it does not exist. Connections run with foreign
 /// keys and `secure_delete` on; the schema is built by named migrations (see
 /// `Storage/SQLite/Store+Migrations.swift`) that never change once released. For PostgreSQL,
-/// see ``init(postgres:password:timeouts:logger:)``.
+/// see ``init(postgres:password:connectTimeout:queryTimeout:logger:)``.
 public final class Store: Sendable {
     /// The database file; for a PostgreSQL store, its `postgres://` URL.
     public let url: URL
@@ -98,10 +98,12 @@ public final class Store: Sendable {
     /// zone serialize on its row, and each checks that the rows it changes are as it read them.
     /// Call ``close()`` when done with the store.
     /// - Parameters:
+    ///   - postgres: the database; it must exist (Coffer makes its tables in it).
     ///   - password: the password, if the server asks for one (``PostgresPassword`` finds it
     ///     in `PGPASSWORD` or `~/.pgpass`); never in the URL.
     ///   - connectTimeout: how long to wait for a connection before giving up.
     ///   - queryTimeout: how long one statement may run.
+    ///   - logger: where the store and its connections log (nothing by default).
     /// - Throws: `.serviceUnavailable` when the server cannot be reached or does not answer in
     ///   time; `.internalError` when the database was set up by a newer Coffer.
     public init(postgres: PostgresURL, password: String? = nil, connectTimeout: Duration = .seconds(10), queryTimeout: Duration = .seconds(30),
@@ -247,7 +249,7 @@ public final class Store: Sendable {
     /// session, adding a contact), which block as their signatures say. SQLite only: a
     /// PostgreSQL store takes the async forms.
     func readBlocking<T: Sendable>(_ body: (GRDB.Database) throws -> T) throws -> T {
-        let pool = try sqlite(for: "a blocking read")
+        let pool = try sqlite(for: "this synchronous call (use the async one: openSession(vault:) for session(vault:))")
         do { return try pool.read(body) } catch { throw Self.map(error) }
     }
 
@@ -258,7 +260,7 @@ public final class Store: Sendable {
 
     /// ``readBlocking(_:)`` for a write.
     func writeBlocking<T: Sendable>(_ body: (GRDB.Database) throws -> T) throws -> T {
-        let pool = try sqlite(for: "a blocking write")
+        let pool = try sqlite(for: "this synchronous call (use the async one: openSession(vault:) for session(vault:))")
         do { return try pool.write(body) } catch { throw Self.map(error) }
     }
 
