@@ -116,9 +116,9 @@ struct HotPathTests {
         }
     }
 
-    @Test("a batch of 400 records of every shape reads back exactly as saved")
-    func savedRecordsReadBack() async throws {
-        try await withStore { f in
+    @Test("a batch of 400 records of every shape reads back exactly as saved", arguments: TestBackend.all)
+    func savedRecordsReadBack(_ backend: TestBackend) async throws {
+        try await withBackendStore(backend) { f in
             let zone = try await f.db.createZone(named: "Z")
             let batch = (0..<400).map { i in
                 makeRecord("Note", "r\(i)", in: zone, parent: i % 3 == 0 && i > 0 ? "r0" : nil,

@@ -30,9 +30,9 @@ struct RecordImportTests {
 
     static let good = #"{"name":"g1","type":"Row","values":{"n":1},"encryptedValues":{}}"#
 
-    @Test("JSON kinds map to int, double, string, bool and lists; 'types' gives date, bytes and ref")
-    func types() async throws {
-        try await withStore { f in
+    @Test("JSON kinds map to int, double, string, bool and lists; 'types' gives date, bytes and ref", arguments: TestBackend.all)
+    func types(_ backend: TestBackend) async throws {
+        try await withBackendStore(backend) { f in
             let zone = try await f.db.createZone(named: "Z")
             let summary = try await f.db.importRecords(jsonLines: Self.lines([
                 #"{"name":"a","type":"Row","values":{"i":7,"d":2.5,"w":3.0,"s":"x","b":true,"l":[1,2],"m":[1,2.5],"big":1e300},"encryptedValues":{"e":"s"}}"#,
@@ -87,9 +87,9 @@ struct RecordImportTests {
                           mentioning: ["its own ancestor"])
     }
 
-    @Test("parents are saved before their children across batches; 400 records make one batch, 401 two")
-    func parentsAndBatches() async throws {
-        try await withStore { f in
+    @Test("parents are saved before their children across batches; 400 records make one batch, 401 two", arguments: TestBackend.all)
+    func parentsAndBatches(_ backend: TestBackend) async throws {
+        try await withBackendStore(backend) { f in
             let zone = try await f.db.createZone(named: "Z")
             var text = (0..<500).map { #"{"name":"c\#($0)","type":"Row","parent":"top","values":{"i":\#($0)},"encryptedValues":{}}"# }
             text.append(#"{"name":"top","type":"Row","parent":"mid","values":{},"encryptedValues":{}}"#)
@@ -108,9 +108,9 @@ struct RecordImportTests {
         }
     }
 
-    @Test("export → import into another zone gives the same records, dates and doubles to the bit")
-    func roundTrip() async throws {
-        try await withStore { f in
+    @Test("export → import into another zone gives the same records, dates and doubles to the bit", arguments: TestBackend.all)
+    func roundTrip(_ backend: TestBackend) async throws {
+        try await withBackendStore(backend) { f in
             let source = try await f.db.createZone(named: "Src"), target = try await f.db.createZone(named: "Dst")
             var rng = SystemRandomNumberGenerator()
             var saved = [Record]()
@@ -132,7 +132,8 @@ struct RecordImportTests {
             try await f.db.importRecords(jsonLines: out, into: target)
             for r in saved {
                 let copy = try await f.db.record(named: r.name, in: target)
-                #expect(copy.values == r.values && copy.encryptedValues == r.encryptedValues && copy.parent == r.parent, "\(r.name)")
+                #expect(copy.values == r.values && copy.encryptedValues == r.encryptedValues && copy.parent == r.parent,
+                        "\(r.name): \(copy.values.filter { r.values[$0.key] != $0.value }) != \(r.values.filter { copy.values[$0.key] != $0.value }); \(copy.encryptedValues.filter { r.encryptedValues[$0.key] != $0.value })")
             }
         }
     }

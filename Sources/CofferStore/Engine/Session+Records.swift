@@ -268,6 +268,12 @@ extension Session {
             // ancestor. A parent already stored is not checked again: it may since have been
             // deleted, or stayed behind when its child moved to a shared zone.
             var acyclic = Set<String>()
+            // What the checks below read, said at once (a backend that reads across a network
+            // fetches it together).
+            let checked = saved.indices.compactMap { i in saved[i].parent.flatMap { priorParents[saved[i].name] != .some($0) ? (saved[i].name, $0) : nil } }
+            if !checked.isEmpty {
+                try db.prefetchParentChecks(zoneRowID: zone.rowID, children: checked.map(\.0), parents: checked.map(\.1))
+            }
             for i in saved.indices { // by index: a `for record in saved` copies each record
                 guard let parent = saved[i].parent, priorParents[saved[i].name] != .some(parent) else { continue }
                 let name = saved[i].name

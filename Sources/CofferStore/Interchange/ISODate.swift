@@ -11,6 +11,9 @@ import Foundation
 /// Years 0001-9999 of the Gregorian calendar, Julian before 1582-10-15 (as Foundation's
 /// Gregorian calendar counts them).
 public enum ISODate {
+    /// The most fraction digits ``format(_:)`` writes and ``parse(_:)`` reads.
+    public static let maxFractionDigits = 40
+
     /// What ``parse(_:)`` accepts, in words, for error messages.
     public static let forms = "an ISO 8601 date (2026-11-22, midnight UTC) or date and time with a time zone (2026-11-22T10:30:00Z, 2026-11-22T10:30:00.250+02:00)"
 
@@ -21,9 +24,12 @@ public enum ISODate {
         return calendar
     }()
 
-    /// `date` as ISO 8601 in UTC with the fewest fraction digits, 3 to 9, that ``parse(_:)``
-    /// reads back as exactly this date (`2026-11-22T10:30:00.002Z`, `…00.000123Z`). Outside the
-    /// years 0001-9999, Foundation's ISO 8601 form.
+    /// `date` as ISO 8601 in UTC with the fewest fraction digits, 3 to ``maxFractionDigits``, that
+    /// ``parse(_:)`` reads back as exactly this date (`2026-11-22T10:30:00.002Z`, `…00.000123Z`).
+    /// Most dates need at most 9; a date within days of 2001-01-01, where a `Date` is finer than a
+    /// nanosecond, needs more (`2000-12-23T00:03:12.1246185302734375Z`); only one within 1e-23 s of
+    /// it would need more than the maximum, and is then the nearest at that many digits. Outside
+    /// the years 0001-9999, Foundation's ISO 8601 form.
     ///
     /// The parser reads the text as its whole second plus the fraction's value, so each
     /// candidate is checked by that same sum.
@@ -31,7 +37,7 @@ public enum ISODate {
         let t = date.timeIntervalSinceReferenceDate
         let whole = t.rounded(.down)
         var seconds = whole, fraction = "000"
-        for digits in 3...9 {
+        for digits in 3...maxFractionDigits {
             let scale = pow(10, Double(digits))
             var second = whole, scaled = ((t - whole) * scale).rounded()
             if scaled >= scale { (second, scaled) = (whole + 1, 0) }
@@ -91,7 +97,7 @@ public enum ISODate {
     /// A whole, valid ISO 8601 date, or nil. Two forms:
     /// - `YYYY-MM-DD`: that day at midnight UTC;
     /// - `YYYY-MM-DDThh:mm:ss[.f…]` then `Z` or `±hh:mm`: a date and time with its time zone
-    ///   (1 to 9 fraction digits).
+    ///   (1 to ``maxFractionDigits`` fraction digits).
     ///
     /// Every field must be in range (a day that the month has, hour < 24, minute < 60,
     /// second < 60), and nothing may follow.
@@ -126,7 +132,7 @@ public enum ISODate {
             if skip(".") {
                 let start = i
                 while i < b.count, isDigit(b[i]) { i += 1 }
-                guard (1...9).contains(i - start),
+                guard (1...maxFractionDigits).contains(i - start),
                       let f = Double("0." + String(decoding: UnsafeBufferPointer(rebasing: b[start..<i]), as: UTF8.self)) else { return nil }
                 fraction = f
             }

@@ -112,6 +112,9 @@ protocol StorageTransaction: AnyObject {
     /// one: a backend that reads across a network fetches them at once. SQLite reads each when
     /// asked.
     func prefetchRecords(zoneRowID: Int64, saving records: [Record], deleting deletions: [RecordDeletion]) throws
+    /// Says which records' new parents a batch is about to check (each parent's row, and
+    /// whether any record names each child as its parent), before it asks one by one.
+    func prefetchParentChecks(zoneRowID: Int64, children: [String], parents: [String]) throws
     /// The writer of a batch's new versions, for one zone and author (see ``RecordRowWriter``).
     func recordWriter(zoneRowID: Int64, authorID: String) throws -> any RecordRowWriter
 

@@ -32,6 +32,8 @@ final class PostgresSnapshot: StorageTransaction {
         case records(zoneRowID: Int64, names: [String])
         case page(zoneRowID: Int64, after: String, limit: Int)
         case children(zoneRowID: Int64, parent: String)
+        /// The children of each of these names, in one read.
+        case childrenOfAny(zoneRowID: Int64, parents: [String])
         case tombstones(zoneRowID: Int64)
         case changes(zoneRowID: Int64, afterSeq: Int64, afterName: String?, limit: Int)
         case zoneUID([UInt8])
@@ -383,6 +385,15 @@ final class PostgresSnapshot: StorageTransaction {
 
     func prefetchRecords(zoneRowID: Int64, saving records: [Record], deleting deletions: [RecordDeletion]) throws {
         _ = try rows(zoneRowID, records.map(\.name) + deletions.map(\.name))
+    }
+
+    func prefetchParentChecks(zoneRowID: Int64, children: [String], parents: [String]) throws {
+        let known = t.records[zoneRowID] ?? [:]
+        let rowsNeeded = Array(Set(parents).filter { known[$0] == nil })
+        let childrenNeeded = Array(Set(children).filter { t.childNames[zoneRowID]?[$0] == nil })
+        if !rowsNeeded.isEmpty { _ = miss(.records(zoneRowID: zoneRowID, names: rowsNeeded.sorted())) }
+        if !childrenNeeded.isEmpty { _ = miss(.childrenOfAny(zoneRowID: zoneRowID, parents: childrenNeeded.sorted())) }
+        if missed { throw Miss() }
     }
 
     final class PostgresRecordWriter: RecordRowWriter {

@@ -231,6 +231,15 @@ final class PostgresStorage: Sendable {
             var names = Set<String>()
             for row in try await tx.query("SELECT name FROM record WHERE zone_id = \(zone) AND parent = \(parent)") { names.insert(try row.decode(String.self)) }
             f.childNames[zone, default: [:]][parent] = names
+        case .childrenOfAny(let zone, let parents):
+            var children = [String: Set<String>]()
+            for parent in parents { children[parent] = [] }
+            for row in try await tx.query(PostgresQuery(unsafeSQL: "SELECT name, parent FROM record WHERE zone_id = $1 AND parent = ANY($2)",
+                                                        binds: try binds(zone, parents))) {
+                let (name, parent) = try row.decode((String, String).self)
+                children[parent, default: []].insert(name)
+            }
+            f.childNames[zone, default: [:]].merge(children) { _, new in new }
         case .tombstones(let zone):
             let row = try await tx.query("SELECT EXISTS (SELECT 1 FROM record_tombstone WHERE zone_id = \(zone))").first
             f.tombstoneFlags[zone] = try row?.decode(Bool.self) ?? false

@@ -254,6 +254,8 @@ extension GRDB.Database: StorageTransaction {
 
     func prefetchRecords(zoneRowID: Int64, saving records: [Record], deleting deletions: [RecordDeletion]) throws {}
 
+    func prefetchParentChecks(zoneRowID: Int64, children: [String], parents: [String]) throws {}
+
     func recordWriter(zoneRowID: Int64, authorID: String) throws -> any RecordRowWriter {
         try SQLiteRecordWriter(self, zoneRowID: zoneRowID, authorID: authorID)
     }
