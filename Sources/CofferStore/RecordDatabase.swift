@@ -210,11 +210,13 @@ extension RecordDatabase {
     }
 
     /// Creates the query index of plain fields of a record type now, instead of at their first
-    /// query (which otherwise pays the one-time cost of building it).
+    /// query (which otherwise pays the one-time cost of building it). On PostgreSQL, where a
+    /// field's index depends on its type, the fields are indexed as the zones' schemas type
+    /// them; a field no schema has yet gets its index at its first query.
     public func ensureIndex(recordType: String, fields: [String]) async throws {
         try Names.validateRecordType(recordType)
         for field in fields { try Names.validateFieldKey(field) }
-        try await session.ensureIndexes(recordType: recordType, fields: fields)
+        try await session.ensureIndexes(recordType: recordType, fieldNames: fields)
     }
 
     /// Every record of a zone, in pages ordered by name: pass the last name of a page as

@@ -228,6 +228,12 @@ public final class Store: Sendable {
         }
     }
 
+    /// Whether the store is in PostgreSQL.
+    var isPostgres: Bool {
+        if case .postgres = backend { return true }
+        return false
+    }
+
     /// The SQLite connections (tests and tools that look into the file).
     var dbPool: DatabasePool {
         guard case .sqlite(let pool) = backend else { preconditionFailure("not an SQLite store") }
@@ -254,7 +260,7 @@ public final class Store: Sendable {
     }
 
     /// A read on the calling thread (GRDB's blocking `read`, not its async one).
-    private static func readNow<T>(_ pool: DatabasePool, _ body: (GRDB.Database) throws -> T) throws -> T {
+    static func readNow<T>(_ pool: DatabasePool, _ body: (GRDB.Database) throws -> T) throws -> T {
         do { return try pool.read(body) } catch { throw map(error) }
     }
 

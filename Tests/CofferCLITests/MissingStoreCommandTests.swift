@@ -166,6 +166,13 @@ struct PostgresStoreURLCommandTests {
         let list = try sandbox.coffer(["zone", "list", "--vault", vault], env: env)
         expectSuccess(list)
         #expect(list.out.contains("Notes"), "\(list)")
+        // A query, with --json: the same output as on a file.
+        expectSuccess(try sandbox.coffer(["record", "put", "Notes", "n2", "--type", "Note", "--set", "title=Books",
+                                          "--vault", vault], env: env))
+        let query = try sandbox.coffer(["record", "query", "Notes", "--type", "Note", "--where", "title^=Sh", "--json",
+                                        "--vault", vault], env: env)
+        expectSuccess(query)
+        #expect(query.out.contains("n1") && !query.out.contains("n2") && query.out.contains("eggs, milk"), "\(query)")
         // Export, then import into a new zone: the same records.
         let export = try sandbox.coffer(["record", "export", "Notes", "--vault", vault], env: env)
         expectSuccess(export)

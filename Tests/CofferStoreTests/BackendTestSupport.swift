@@ -16,7 +16,7 @@ enum TestBackend: String, Sendable, CustomTestStringConvertible {
 }
 
 /// A store on one backend, with Alice acting in it.
-struct BackendFixture {
+struct BackendFixture: StoreFixture {
     let backend: TestBackend
     let folder: URL
     let store: Store

@@ -156,13 +156,72 @@ struct PostgresStoreTests {
         }
     }
 
+    @Test("a query reads the field's index; a field typed differently in two zones is read as each zone types it")
+    func queryIndexes() async throws {
+        try await withBackendStore(.postgres) { f in
+            let words = try await f.db.createZone(named: "Words"), numbers = try await f.db.createZone(named: "Numbers")
+            _ = try await f.db.modify(saving: (0..<40).map { i in
+                makeRecord("Item", "w\(i)", in: words, plain: ["k": .string(String(format: "%02d", 39 - i))])
+            }, in: words)
+            _ = try await f.db.modify(saving: (0..<40).map { i in makeRecord("Item", "n\(i)", in: numbers, plain: ["k": .int(Int64(39 - i))]) },
+                                      in: numbers)
+            // As text, "10" sorts before "9"; as numbers, after.
+            let text = try await f.db.query(Query(recordType: "Item", predicates: [.init("k", .lessThan, "10")], sort: [.init("k")]), in: words)
+            #expect(recordNames(text.records) == (30...39).reversed().map { "w\($0)" })
+            let numeric = try await f.db.query(Query(recordType: "Item", predicates: [.init("k", .lessThan, 10)], sort: [.init("k")]), in: numbers)
+            #expect(recordNames(numeric.records) == (30...39).reversed().map { "n\($0)" })
+            // One index per kind, each on the expression the query reads, so the planner can use it.
+            let plan = QueryPlan(recordType: "Item", predicates: [.init(field: "k", type: .int, comparison: .equal, value: .int(3))],
+                                 sorts: [], after: nil, limit: 10)
+            try await Self.sql(f) { admin in
+                let names = try await admin.query("SELECT indexname FROM pg_indexes WHERE tablename = 'record' AND indexname LIKE 'record_field_%'")
+                    .map { try $0.decode(String.self) }
+                #expect(Set(names) == [PostgresQueries.indexName(recordType: "Item", field: "k", type: .string),
+                                       PostgresQueries.indexName(recordType: "Item", field: "k", type: .int)])
+                try await admin.transaction { tx in
+                    try await tx.query("SET LOCAL enable_seqscan = off")
+                    let select = PostgresQueries.select(plan, zoneRowID: 2, columns: "name")
+                    let explained = try await tx.query(PostgresQuery(unsafeSQL: "EXPLAIN " + select.sql, binds: select.binds))
+                        .map { try $0.decode(String.self) }.joined(separator: "\n")
+                    #expect(explained.contains(PostgresQueries.indexName(recordType: "Item", field: "k", type: .int)), "\(explained)")
+                }
+            }
+        }
+    }
+
+    @Test("a query refuses rows edited in the database to match it, and plain values that are not JSON")
+    func queryOverEditedRows() async throws {
+        try await withBackendStore(.postgres) { f in
+            let zone = try await f.db.createZone(named: "Edited")
+            _ = try await f.db.modify(saving: (1...5).map { BackendSuiteTests.note(zone, String(repeating: "n", count: $0), title: "t\($0)", body: "b") },
+                                      in: zone)
+            let query = Query(recordType: "Note", predicates: [.init("title", .equal, "t2")])
+            #expect(recordNames(try await f.db.query(query, in: zone).records) == ["nn"])
+            // Someone with the database's password makes another row match.
+            try await Self.sql(f) { try await $0.query(#"UPDATE record SET plain = '{"rank":4,"title":"t2"}' WHERE name = 'nnnn'"#) }
+            let edited = try await f.freshSession().privateDatabase.query(query, in: zone)
+            #expect(recordNames(edited.records) == ["nn"])
+            #expect(edited.refused["nnnn"]?.code == .integrityFailure)
+            // Plain values that are not JSON: the field's index refuses them, so it goes first.
+            let index = PostgresQueries.indexName(recordType: "Note", field: "title", type: .string)
+            await #expect(throws: (any Error).self) {
+                try await Self.sql(f) { try await $0.query("UPDATE record SET plain = 'not json' WHERE name = 'nnn'") }
+            }
+            try await Self.sql(f) { admin in
+                try await admin.query(PostgresQuery(unsafeSQL: "DROP INDEX \(index)"))
+                try await admin.query("UPDATE record SET plain = 'not json' WHERE name = 'nnn'")
+            }
+            let error = await expectStoreError(.integrityFailure) { try await f.freshSession().privateDatabase.query(query, in: zone) }
+            #expect(error?.message.contains("not JSON") == true)
+        }
+    }
+
     @Test("what needs SQLite still says so on PostgreSQL, before anything is written")
     func sqliteOnly() async throws {
         try await withBackendStore(.postgres) { f in
             let zone = try await f.db.createZone(named: "Notes")
             let error = await expectStoreError(.notSupported) { try await f.session.share(zone: zone, title: "t") }
             #expect(error?.message.contains("PostgreSQL") == true)
-            await expectStoreError(.notSupported) { try await f.db.query(Query(recordType: "Note"), in: zone) }
             #expect(try await f.db.zones().map(\.id.name) == ["Notes"])
         }
     }

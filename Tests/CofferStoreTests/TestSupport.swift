@@ -23,7 +23,13 @@ func makeVault(in folder: URL, file: String = "alice.coffer", name: String = "Al
 func storePath(in folder: URL) -> String { folder.appendingPathComponent("store.sqlite").path }
 
 /// A store with one user (Alice) acting in it.
-struct Fixture {
+/// A test's store and acting user, on any backend: what helpers shared by SQLite-only and
+/// both-backend tests take.
+protocol StoreFixture {
+    var db: RecordDatabase { get }
+}
+
+struct Fixture: StoreFixture {
     let folder: URL
     let store: Store
     let vault: Vault

@@ -7,24 +7,37 @@ extension Session {
         if let limit = query.limit, !(1...Limits.maxQueryLimit).contains(limit) {
             throw StoreError(.invalidArguments, "a query limit is between 1 and \(Limits.maxQueryLimit)")
         }
-        // Fields used in the query get their index first, once the query is known to be valid
-        // and allowed (a refused query never writes).
+        // On SQLite, the fields used in the query get their index first, once the query is known
+        // to be valid and allowed (a refused query never writes). On PostgreSQL, where an index
+        // depends on the field's type, once the query has run (see below).
         let fields = Set(query.predicates.map(\.field) + query.sort.map(\.field))
         let known = store.knownIndexes.withLock { $0 }
         let allIndexed = fields.allSatisfy { Names.isIdentifier($0) && known.contains(Self.indexName(recordType: query.recordType, field: $0)) }
-        if !fields.isEmpty && !allIndexed {
-            let valid: Bool = try await sqliteRead("a query") { db in
+        if !store.isPostgres && !fields.isEmpty && !allIndexed {
+            let valid: [(field: String, type: FieldType)]? = try await read { db in
                 let zone = try self.zoneRow(db, zoneID)
                 try self.checkCanRead(db, zone: zone)
                 let schema = try self.schema(db, zoneRowID: zone.rowID, recordType: query.recordType, fresh: true)
-                return fields.allSatisfy { field in
-                    Names.isIdentifier(field) && (schema[field].map { !$0.encrypted && $0.type.isQueryable } ?? false)
+                var typed = [(field: String, type: FieldType)]()
+                for field in fields.sorted() {
+                    guard Names.isIdentifier(field), let spec = schema[field], !spec.encrypted, spec.type.isQueryable else { return nil }
+                    typed.append((field, spec.type))
                 }
+                return typed
             }
             // An invalid query is refused by the read below, with the reason; it never creates an index.
-            if valid { try await ensureIndexes(recordType: query.recordType, fields: fields.sorted()) }
+            if let valid { try await ensureIndexes(recordType: query.recordType, fields: valid) }
         }
-        return try await sqliteRead("a query") { db in
+        let (result, plan) = try await run(query, zone: zoneID, cursor: cursor)
+        if store.isPostgres, !plan.predicates.isEmpty || !plan.sorts.isEmpty {
+            try await ensureIndexes(recordType: query.recordType, fields: plan.fields)
+        }
+        return result
+    }
+
+    /// Runs a query whose fields have their indexes; returns its result and its plan.
+    private func run(_ query: Query, zone zoneID: ZoneID, cursor: QueryCursor?) async throws -> (QueryResult, QueryPlan) {
+        return try await read { db in
             let zone = try self.zoneRow(db, zoneID)
             try self.checkCanRead(db, zone: zone)
             if let cursor {
@@ -50,50 +63,31 @@ extension Session {
                 return spec
             }
 
-            var sql = "SELECT \(Self.recordColumns) FROM record WHERE zone_id = ? AND type = '\(query.recordType)'"
-            var arguments: [any DatabaseValueConvertible] = [zone.rowID]
+            var predicates = [QueryPlan.Predicate]()
             for predicate in query.predicates {
                 let spec = try plainSpec(predicate.field, for: "queried")
-                let expr = Self.fieldExpression(predicate.field)
-                let value = try Self.sqlValue(predicate.value, for: spec.type, field: predicate.field)
+                let value = try Self.comparedValue(predicate.value, for: spec.type, field: predicate.field)
                 if predicate.comparison == .beginsWith {
-                    guard spec.type == .string || spec.type == .reference, case .string(let prefix) = value.storage else {
+                    guard spec.type == .string || spec.type == .reference, case .text = value else {
                         throw StoreError(.invalidArguments, "begins-with (^=) applies to string fields; '\(predicate.field)' is \(spec.type)")
                     }
-                    sql += " AND \(expr) >= ?"
-                    arguments.append(prefix)
-                    if let upper = Self.prefixUpperBound(prefix) {
-                        sql += " AND \(expr) < ?"
-                        arguments.append(upper)
-                    }
-                } else {
-                    sql += " AND \(expr) \(predicate.comparison.rawValue) ?"
-                    arguments.append(value)
                 }
+                predicates.append(QueryPlan.Predicate(field: predicate.field, type: spec.type, comparison: predicate.comparison, value: value))
             }
-            var order = [String]()
-            var sortTypes = [FieldType]()
+            var sorts = [QueryPlan.Sort]()
             for sort in query.sort {
-                sortTypes.append(try plainSpec(sort.field, for: "sorted on").type)
-                order.append("\(Self.fieldExpression(sort.field)) \(sort.ascending ? "ASC" : "DESC")")
+                sorts.append(QueryPlan.Sort(field: sort.field, type: try plainSpec(sort.field, for: "sorted on").type, ascending: sort.ascending))
             }
+            var after: QueryPlan.Position?
             if let cursor {
                 guard cursor.sortValues.count == query.sort.count,
-                      zip(cursor.sortValues, sortTypes).allSatisfy({ $0.fits($1) }) else {
+                      zip(cursor.sortValues, sorts).allSatisfy({ $0.fits($1.type) }) else {
                     throw StoreError(.invalidArguments, "this cursor does not fit the query's sort keys")
                 }
-                let after = Self.keysetCondition(query.sort, after: cursor)
-                sql += " AND (\(after.sql))"
-                arguments += after.arguments
+                after = QueryPlan.Position(values: cursor.sortValues, name: cursor.name)
             }
-            order.append(Self.tieOrder(query))
-            sql += " ORDER BY " + order.joined(separator: ", ")
+            let plan = QueryPlan(recordType: query.recordType, predicates: predicates, sorts: sorts, after: after, limit: query.limit)
             var more = false
-            if let limit = query.limit {
-                sql += " LIMIT ?"
-                arguments.append(limit + 1)
-            }
-            let statement = try RawStatement(db.cachedStatement(sql: sql), arguments: StatementArguments(arguments))
             var records = [Record]()
             records.reserveCapacity(query.limit ?? 0)
             var refused = [String: StoreError]()
@@ -103,7 +97,7 @@ extension Session {
             // record must match the query by its verified values, and come in the query's order.
             var check = QueryCheck(query, schema: schema)
             try self.decodeRows(db, zone: zone, expected: query.limit, read: { add in
-                more = try Self.readRows(statement, limit: query.limit ?? .max, probe: paged, into: add)
+                more = try db.queryRecordRows(zoneRowID: zone.rowID, plan: plan, into: add)
             }, deliver: { row, result in
                 if paged { last = row }
                 switch consume result { // the record moved into `records`, not copied
@@ -125,9 +119,9 @@ extension Session {
             var next: QueryCursor?
             if more, let last {
                 next = QueryCursor(zoneUID: zone.uid, queryFingerprint: query.fingerprint,
-                                   sortValues: try Self.sortValues(db, query.sort, zone: zone, name: last.name), name: last.name)
+                                   sortValues: try db.querySortValues(zoneRowID: zone.rowID, plan: plan, name: last.name), name: last.name)
             }
-            return QueryResult(records: records, refused: refused, cursor: next)
+            return (QueryResult(records: records, refused: refused, cursor: next), plan)
         }
     }
 
@@ -231,89 +225,30 @@ extension Session {
         }
     }
 
-    /// The values a page's last row was sorted on, as SQLite compared them (in the page's read
-    /// transaction, so they are the ones the page was ordered by).
-    static func sortValues(_ db: GRDB.Database, _ sort: [Query.Sort], zone: ZoneRow, name: String) throws -> [QueryCursor.SortValue] {
-        guard !sort.isEmpty else { return [] }
-        let columns = sort.map { fieldExpression($0.field) }.joined(separator: ", ")
-        guard let row = try Row.fetchOne(db, sql: "SELECT \(columns) FROM record WHERE zone_id = ? AND name = ?", arguments: [zone.rowID, name]) else {
-            throw StoreError(.internalError, "record '\(name)' left the zone during its own read")
-        }
-        return try (0..<sort.count).map { i in
-            switch (row[i] as DatabaseValue).storage {
-            case .null: return .null
-            case .int64(let v): return .int(v)
-            case .double(let v): return .double(v)
-            case .string(let v): return .text(v)
-            case .blob: throw StoreError(.internalError, "a sort value of record '\(name)' is a blob")
-            }
-        }
-    }
-
-    /// The rows after a cursor's position in the order `ORDER BY sort…, name` gives: after it on
-    /// the first key, or equal on it and after it on the next, and so on, down to the name.
-    /// SQLite orders NULL first, so NULL comes before every value ascending, after every value
-    /// descending. When every key ascends and no value is NULL this is a row-value comparison,
-    /// which SQLite answers with a seek in the field's index.
-    static func keysetCondition(_ sort: [Query.Sort], after cursor: QueryCursor) -> (sql: String, arguments: [DatabaseValue]) {
-        let expressions = sort.map { fieldExpression($0.field) }
-        let values = cursor.sortValues
-        if sort.allSatisfy(\.ascending), !values.contains(.null) {
-            guard !sort.isEmpty else { return ("name > ?", [cursor.name.databaseValue]) }
-            let placeholders = Array(repeating: "?", count: sort.count + 1).joined(separator: ", ")
-            return ("(\(expressions.joined(separator: ", ")), name) > (\(placeholders))", values.map(\.databaseValue) + [cursor.name.databaseValue])
-        }
-        var terms = [String](), arguments = [DatabaseValue]()
-        var equal = [String](), equalArguments = [DatabaseValue]() // equal on every key so far
-        for (i, value) in values.enumerated() {
-            let e = expressions[i]
-            let after: (sql: String, arguments: [DatabaseValue])?
-            switch (sort[i].ascending, value) {
-            case (true, .null): after = ("\(e) IS NOT NULL", [])
-            case (true, _): after = ("\(e) > ?", [value.databaseValue])
-            case (false, .null): after = nil // NULL is last descending: nothing comes after it on this key
-            case (false, _): after = ("(\(e) < ? OR \(e) IS NULL)", [value.databaseValue])
-            }
-            if let after {
-                terms.append((equal + [after.sql]).joined(separator: " AND "))
-                arguments += equalArguments + after.arguments
-            }
-            if value == .null {
-                equal.append("\(e) IS NULL")
-            } else {
-                equal.append("\(e) = ?")
-                equalArguments.append(value.databaseValue)
-            }
-        }
-        terms.append((equal + ["name > ?"]).joined(separator: " AND "))
-        arguments += equalArguments + [cursor.name.databaseValue]
-        return (terms.map { "(\($0))" }.joined(separator: " OR "), arguments)
-    }
-
-    /// The last ORDER BY term of a query: ties (and the default order) by name. With filters or
-    /// sort keys, `+name` keeps the planner from walking the (zone, name) index instead of the
-    /// field's expression index; but where that index gives name order itself (equality on one
-    /// field, or an ascending sort on the one field used), plain `name` lets SQLite stream rows
-    /// from it instead of reading and sorting them all before returning the first.
+    /// The last ORDER BY term of a query on SQLite (see ``QueryPlan/sqliteTieOrder``).
     static func tieOrder(_ query: Query) -> String {
-        let fields = Set(query.predicates.map(\.field) + query.sort.map(\.field))
-        let streams = fields.count == 1 && (query.sort.isEmpty ? query.predicates.allSatisfy { $0.comparison == .equal }
-                                                               : query.sort.count == 1 && query.sort[0].ascending)
-        return fields.isEmpty || streams ? "name" : "+name"
+        QueryPlan.sqliteTieOrder(fields: Set(query.predicates.map(\.field) + query.sort.map(\.field)),
+                                 comparisons: query.predicates.map(\.comparison), ascending: query.sort.map(\.ascending))
     }
 
-    /// The SQL value a plain field of `type` is compared as (the same as `json_extract` yields).
-    static func sqlValue(_ value: RecordValue, for type: FieldType, field: String) throws -> DatabaseValue {
+    /// The value a plain field of `type` is compared as (the same as SQLite's `json_extract`
+    /// yields): text, an integer (bools as 0 and 1) or a double (dates as seconds since 2001).
+    static func comparedValue(_ value: RecordValue, for type: FieldType, field: String) throws -> QueryCursor.SortValue {
         switch (type, value) {
-        case (.string, .string(let s)), (.reference, .reference(let s)), (.reference, .string(let s)): return s.databaseValue
-        case (.int, .int(let v)): return v.databaseValue
-        case (.double, .double(let v)): return v.databaseValue
-        case (.double, .int(let v)): return Double(v).databaseValue
-        case (.bool, .bool(let v)): return (v ? 1 : 0).databaseValue
-        case (.date, .date(let d)): return d.timeIntervalSinceReferenceDate.databaseValue
+        case (.string, .string(let s)), (.reference, .reference(let s)), (.reference, .string(let s)): return .text(s)
+        case (.int, .int(let v)): return .int(v)
+        case (.double, .double(let v)): return .double(v)
+        case (.double, .int(let v)): return .double(Double(v))
+        case (.bool, .bool(let v)): return .int(v ? 1 : 0)
+        case (.date, .date(let d)): return .double(d.timeIntervalSinceReferenceDate)
         default:
             throw StoreError(.invalidArguments, "field '\(field)' has type \(type); cannot compare it with a \(value.fieldType)")
         }
+    }
+
+    /// ``comparedValue(_:for:field:)`` as SQLite binds it.
+    static func sqlValue(_ value: RecordValue, for type: FieldType, field: String) throws -> DatabaseValue {
+        try comparedValue(value, for: type, field: field).databaseValue
     }
 
     /// The smallest string above every string that starts with `prefix` (byte order of UTF-8

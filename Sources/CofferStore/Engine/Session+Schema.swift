@@ -166,25 +166,46 @@ extension Session {
 }
 
 extension Session {
-    /// Makes sure the expression index of each plain field exists, creating the missing ones in
-    /// a write transaction (a one-time cost that grows with the number of records of the type).
-    func ensureIndexes(recordType: String, fields: [String]) async throws {
-        let names = fields.map { (field: $0, index: Self.indexName(recordType: recordType, field: $0)) }
+    /// Makes sure the expression index of each plain field exists, creating the missing ones
+    /// (a one-time cost that grows with the number of records of the type). On SQLite, in a
+    /// write transaction; on PostgreSQL, one `CREATE INDEX IF NOT EXISTS` each (see
+    /// ``PostgresStorage/ensureQueryIndexes(recordType:fields:)``). The store remembers the
+    /// (type, field) pairs it has seen indexed, by their SQLite index name.
+    func ensureIndexes(recordType: String, fieldNames: [String]) async throws {
+        switch store.backend {
+        case .sqlite: try await ensureIndexes(recordType: recordType, fields: fieldNames.map { ($0, .string) }) // one index serves every type
+        case .postgres(let storage):
+            try await storage.ensureQueryIndexes(recordType: recordType, fields: try await storage.fieldTypes(recordType: recordType, fields: fieldNames))
+        }
+    }
+
+    func ensureIndexes(recordType: String, fields: [(field: String, type: FieldType)]) async throws {
+        // On PostgreSQL a field's index depends on its type (``PostgresQueries``): the store
+        // remembers those it has seen by their PostgreSQL names.
+        let names = fields.map { item in
+            (field: item.field, type: item.type, index: store.isPostgres ? PostgresQueries.indexName(recordType: recordType, field: item.field, type: item.type)
+                                                                         : Self.indexName(recordType: recordType, field: item.field))
+        }
         let known = store.knownIndexes.withLock { $0 }
         let missing = names.filter { !known.contains($0.index) }
         guard !missing.isEmpty else { return }
-        let existing = Set(try await store.sqliteRead("a query index") { db in
-            try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'index' AND name LIKE 'record_field_%'")
-        })
-        let toCreate = missing.filter { !existing.contains($0.index) }
-        if !toCreate.isEmpty {
-            try await store.sqliteWrite("a query index") { db in
-                for item in toCreate {
-                    try db.execute(sql: Self.indexSQL(recordType: recordType, field: item.field))
-                    try db.execute(sql: "DROP INDEX IF EXISTS \(Self.indexName(recordType: recordType, field: item.field, version: 1))")
+        switch store.backend {
+        case .postgres(let storage):
+            try await storage.ensureQueryIndexes(recordType: recordType, fields: missing.map { ($0.field, $0.type) })
+        case .sqlite(let pool):
+            let existing = Set(try Store.readNow(pool) { db in
+                try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'index' AND name LIKE 'record_field_%'")
+            })
+            let toCreate = missing.filter { !existing.contains($0.index) }
+            if !toCreate.isEmpty {
+                try await store.sqliteWrite("a query index") { db in
+                    for item in toCreate {
+                        try db.execute(sql: Self.indexSQL(recordType: recordType, field: item.field))
+                        try db.execute(sql: "DROP INDEX IF EXISTS \(Self.indexName(recordType: recordType, field: item.field, version: 1))")
+                    }
                 }
+                store.logger.info("query index created", metadata: ["type": "\(recordType)", "fields": "\(toCreate.map { $0.field })"])
             }
-            store.logger.info("query index created", metadata: ["type": "\(recordType)", "fields": "\(toCreate.map { $0.field })"])
         }
         store.knownIndexes.withLock { set in for item in missing { set.insert(item.index) } }
     }

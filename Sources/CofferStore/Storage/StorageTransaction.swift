@@ -118,6 +118,15 @@ protocol StorageTransaction: AnyObject {
     /// The writer of a batch's new versions, for one zone and author (see ``RecordRowWriter``).
     func recordWriter(zoneRowID: Int64, authorID: String) throws -> any RecordRowWriter
 
+    // MARK: Queries
+
+    /// Reads the rows `plan` selects, in its order, handing each to `add`; with a limit, whether
+    /// more rows follow the last one handed over.
+    func queryRecordRows(zoneRowID: Int64, plan: QueryPlan, into add: (StoredRow) -> Void) throws -> Bool
+    /// The values of the plan's sort keys in the named row, as the backend compared them when
+    /// it ordered the rows (a cursor resumes after them).
+    func querySortValues(zoneRowID: Int64, plan: QueryPlan, name: String) throws -> [QueryCursor.SortValue]
+
     // MARK: Tombstones
 
     /// Records that entry `seq` deleted the named record (for change feeds), replacing an

@@ -41,6 +41,15 @@ final class PostgresSnapshot: StorageTransaction {
         case changedZones(ownerID: String, since: Int64)
         case zoneTombstones(userID: String, since: Int64, owned: Bool)
         case tombstoneCount(zoneRowID: Int64, through: Int64)
+        case query(zoneRowID: Int64, plan: QueryPlan)
+    }
+
+    /// The rows a query selected (the rows are in ``Tables/records``), whether more follow,
+    /// and the last row's sort values.
+    struct QueryPage: Sendable {
+        let names: [String]
+        let more: Bool
+        let lastSortValues: [QueryCursor.SortValue]?
     }
 
     /// A write to apply, with what it expects to find.
@@ -96,6 +105,7 @@ final class PostgresSnapshot: StorageTransaction {
         var counter: (current: Int64, compacted: Int64)?
         var changedZones = [String: [Int64: [ZoneRow]]]()
         var zoneTombstones = [String: [DeletedZone]]()
+        var queries = [Int64: [QueryPlan: QueryPage]]()
 
         /// Adds what `new` read (a newer read of the same thing wins), its rows made by `make`.
         mutating func merge<Other>(_ new: Tables<Other>, rows make: (Other) -> Row) {
@@ -123,6 +133,7 @@ final class PostgresSnapshot: StorageTransaction {
             if let counter = new.counter { self.counter = counter }
             for (owner, list) in new.changedZones { changedZones[owner, default: [:]].merge(list) { _, new in new } }
             zoneTombstones.merge(new.zoneTombstones) { _, new in new }
+            for (zone, list) in new.queries { queries[zone, default: [:]].merge(list) { _, new in new } }
         }
     }
 
@@ -431,6 +442,22 @@ final class PostgresSnapshot: StorageTransaction {
         return StoredRow.make(name: v.name, type: v.type, parent: v.parent, epoch: v.epoch, seq: v.seq, membershipSeq: v.membershipSeq,
                               creatorID: v.creatorID, modifierID: v.modifierID, created: v.created, modified: v.modified,
                               plain: version.plain, sealed: version.sealed)
+    }
+
+    // MARK: Queries
+
+    func queryRecordRows(zoneRowID: Int64, plan: QueryPlan, into add: (StoredRow) -> Void) throws -> Bool {
+        guard let page = t.queries[zoneRowID]?[plan] else { throw miss(.query(zoneRowID: zoneRowID, plan: plan)) }
+        for case let row? in try rows(zoneRowID, page.names) { add(row) }
+        return page.more
+    }
+
+    func querySortValues(zoneRowID: Int64, plan: QueryPlan, name: String) throws -> [QueryCursor.SortValue] {
+        guard let page = t.queries[zoneRowID]?[plan] else { throw miss(.query(zoneRowID: zoneRowID, plan: plan)) }
+        guard page.names.last == name, let values = page.lastSortValues else {
+            throw StoreError(.internalError, "the sort values of record '\(name)' were not read with its page")
+        }
+        return values
     }
 
     // MARK: Tombstones

@@ -290,9 +290,63 @@ final class PostgresStorage: Sendable {
                 list.append(DeletedZone(zoneID: ZoneID(name: name, ownerID: owner), reason: reason))
             }
             f.zoneTombstones["\(owned):\(since):\(user)"] = list
+        case .query(let zone, let plan):
+            var names = [String]()
+            let rows: [PostgresRow]
+            do {
+                rows = try await tx.query(PostgresQueries.select(plan, zoneRowID: zone, columns: recordColumns))
+            } catch let error as StoreError where (error.underlying as? PSQLError)?.serverInfo?[.sqlState] == "22P02" {
+                // `plain::jsonb` failed: a row holds what Coffer never writes there.
+                throw StoreError(.integrityFailure, "a record of type \(plan.recordType) holds plain values that are not JSON: the store was changed")
+            }
+            for row in rows.prefix(plan.limit ?? .max) {
+                let stored = try storedRow(row)
+                names.append(stored.name)
+                f.records[zone, default: [:]][stored.name] = .some(stored)
+            }
+            let more = plan.limit.map { rows.count > $0 } ?? false
+            var last: [QueryCursor.SortValue]?
+            if more, let name = names.last {
+                guard let row = try await tx.query(PostgresQueries.selectSortValues(plan, zoneRowID: zone, name: name)).first else {
+                    throw StoreError(.internalError, "record '\(name)' left the zone during its own read")
+                }
+                let cells = row.makeRandomAccess()
+                last = try plan.sorts.indices.map { PostgresQueries.sortValue(try cells[$0].decode(String?.self), plan.sorts[$0].type) }
+            }
+            f.queries[zone, default: [:]][plan] = PostgresSnapshot.QueryPage(names: names, more: more, lastSortValues: last)
         case .tombstoneCount(let zone, let through):
             let row = try await tx.query("SELECT count(*) FROM record_tombstone WHERE zone_id = \(zone) AND seq <= \(through)").first
             f.tombstoneCounts[zone, default: [:]][through] = Int(try row?.decode(Int64.self) ?? 0)
+        }
+    }
+
+    /// Makes sure each field's query index exists (``PostgresQueries/indexSQL(recordType:field:type:)``),
+    /// creating the missing ones one at a time under the store's advisory lock, so that
+    /// processes that meet a new field at once do not race to create its index.
+    func ensureQueryIndexes(recordType: String, fields: [(field: String, type: FieldType)]) async throws {
+        let wanted = fields.map { (sql: PostgresQueries.indexSQL(recordType: recordType, field: $0.field, type: $0.type),
+                                   name: PostgresQueries.indexName(recordType: recordType, field: $0.field, type: $0.type)) }
+        let names = wanted.map(\.name)
+        let existing = Set(try await connector.query(PostgresQuery(unsafeSQL: "SELECT indexname FROM pg_indexes WHERE tablename = 'record' AND indexname = ANY($1)",
+                                                                   binds: try Self.binds(names))).map { try $0.decode(String.self) })
+        let missing = wanted.filter { !existing.contains($0.name) }
+        guard !missing.isEmpty else { return }
+        try await connector.transaction { tx in
+            try await tx.query("SELECT pg_advisory_xact_lock(\(PostgresMigrations.lockKey))")
+            for index in missing { try await tx.query(PostgresQuery(unsafeSQL: index.sql)) }
+        }
+        connector.logger.info("query index created", metadata: ["type": "\(recordType)", "indexes": "\(missing.map(\.name))"])
+    }
+
+    /// The types the zones' schemas give these fields of a record type (plain queryable ones,
+    /// each type once).
+    func fieldTypes(recordType: String, fields: [String]) async throws -> [(field: String, type: FieldType)] {
+        try await connector.query(PostgresQuery(unsafeSQL: """
+            SELECT DISTINCT field, value_type FROM field_schema WHERE record_type = $1 AND field = ANY($2) AND NOT encrypted ORDER BY field, value_type
+            """, binds: try Self.binds(recordType, fields))).compactMap { row in
+            let (field, name) = try row.decode((String, String).self)
+            guard let type = FieldType(name: name), type.isQueryable else { return nil }
+            return (field, type)
         }
     }
 
