@@ -218,8 +218,8 @@ public final class Store: Sendable {
         }
     }
 
-    /// The SQLite connections, for what Coffer does only on SQLite stores so far: sharing, change
-    /// feeds, queries, re-keys and moves, audits, and stores of the earlier format.
+    /// The SQLite connections, for what only an SQLite store has: the upgrade of stores of the
+    /// earlier format, and the field indexes' bookkeeping.
     /// - Throws: `.notSupported` naming `what` on a PostgreSQL store.
     func sqlite(for what: @autoclosure () -> String) throws -> DatabasePool {
         switch backend {

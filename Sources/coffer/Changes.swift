@@ -45,7 +45,7 @@ extension Coffer {
                 try printDatabase(try await db.databaseChanges(since: token), context: context, streaming: false)
                 return
             }
-            let zoneID = try context.zone(zone!)
+            let zoneID = try await context.zone(zone!)
             let db = context.db(zoneID)
             if follow {
                 var position = token

@@ -150,7 +150,7 @@ struct PostgresStoreURLCommandTests {
 
     static let server = ProcessInfo.processInfo.environment["COFFER_TEST_POSTGRES"]
 
-    @Test("zones and records on PostgreSQL, as on a file; sharing says it needs SQLite (64)",
+    @Test("zones, records, queries, contacts, sharing and audit on PostgreSQL, as on a file; a plaintext scan needs files (64)",
           .enabled(if: server != "skip", "COFFER_TEST_POSTGRES=skip: the PostgreSQL tests are left out"))
     func onPostgres() throws {
         let url = try #require(Self.server.flatMap { $0.isEmpty ? nil : $0 }, "COFFER_TEST_POSTGRES is not set: run the tests with `make test`")
@@ -190,8 +190,22 @@ struct PostgresStoreURLCommandTests {
         let contacts = try sandbox.coffer(["contact", "list"], env: env)
         expectSuccess(contacts)
         #expect(contacts.out.contains("bob@example.com"), "\(contacts)")
-        let share = try sandbox.coffer(["share", "create", "Notes", "--vault", vault], env: env)
-        expectError(share, 64, mentioning: "PostgreSQL")
+        // Sharing: Alice invites Bob, Bob accepts and reads with his own vault.
+        let share = try sandbox.coffer(["share", "create", "Notes", "--json", "--vault", vault], env: env)
+        expectSuccess(share)
+        let bobEnv = env.merging(["COFFER_VAULT": bob]) { $1 }
+        expectSuccess(try sandbox.coffer(["share", "add", "Notes", "--participant", "bob@example.com", "--permission", "read-only",
+                                          "--vault", vault], env: env))
+        let shown = try sandbox.coffer(["share", "url", "Notes", "--vault", vault], env: env)
+        expectSuccess(shown)
+        let shareURL = String(shown.out.split(whereSeparator: \.isNewline).first ?? "")
+        expectSuccess(try sandbox.coffer(["share", "accept", shareURL], env: bobEnv))
+        let read = try sandbox.coffer(["record", "get", "Notes@Alice", "n1"], env: bobEnv)
+        expectSuccess(read)
+        #expect(read.out.contains("eggs, milk"), "\(read)")
+        // Audit verifies everything; scanning for plaintext needs the store's files.
+        expectSuccess(try sandbox.coffer(["audit", "--vault", vault], env: env))
+        expectError(try sandbox.coffer(["audit", "--plaintext", "eggs", "--vault", vault], env: env), 64, mentioning: "PostgreSQL")
         expectSuccess(try sandbox.coffer(["record", "delete", "Notes", "n1", "--vault", vault], env: env))
         expectError(try sandbox.coffer(["record", "get", "Notes", "n1", "--vault", vault], env: env), 66)
     }

@@ -249,7 +249,7 @@ struct ConflictTests {
                 return all
             }
             #expect(outcomes.filter { $0 == nil }.count == 1)
-            #expect(outcomes.filter { $0 == .serverRecordChanged }.count == 7)
+            #expect(outcomes.filter { $0 == .serverRecordChanged }.count == 7, "\(outcomes)")
             let final = try await f.db.record(named: "doc", in: zone)
             #expect(final.changeTag == "3")
         }

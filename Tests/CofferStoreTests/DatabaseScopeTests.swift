@@ -9,7 +9,7 @@ struct DatabaseScopeTests {
     @Test("a private database does not touch shared zones, nor a shared database the user's own")
     func scopes() async throws {
         try await ShareFixture.run { f in
-            let bob = try f.user("Bob", "bob@example.com")
+            let bob = try await f.user("Bob", "bob@example.com")
             let (zone, _) = try await f.sharedWith(bob, .readWrite)
             let mine = try await bob.privateDatabase.createZone(named: "Mine")
             let note = shareNote("n3", in: zone, title: "from bob")

@@ -24,8 +24,8 @@ struct HostileStoreTests {
 
         static func run(_ body: (Scene) async throws -> Void) async throws {
             try await ShareFixture.run { f in
-                let scene = Scene(f: f, bob: try f.user("Bob", "bob@example.com"), carol: try f.user("Carol", "carol@example.com"),
-                                  mallory: try f.user("Mallory", "mallory@example.com"))
+                let scene = Scene(f: f, bob: try await f.user("Bob", "bob@example.com"), carol: try await f.user("Carol", "carol@example.com"),
+                                  mallory: try await f.user("Mallory", "mallory@example.com"))
                 try await body(scene)
             }
         }
@@ -36,7 +36,7 @@ struct HostileStoreTests {
         func rowID(_ zone: ZoneID) throws -> Int64 { try f.zoneRowID(zone) }
 
         /// A new session of the same user, who remembers what they verified (the same vault).
-        func fresh(_ s: Session) throws -> Session { try f.fresh(s) }
+        func fresh(_ s: Session) async throws -> Session { try await f.fresh(s) }
 
         /// The same user on a machine that never saw the zone: the vault opened again, without
         /// its marks.
@@ -121,7 +121,7 @@ struct HostileStoreTests {
         try await Scene.run { s in
             let zone = shared ? try await s.sharedZone() : try await s.unsharedZone()
             let injected = SymmetricKey()
-            let row = try s.f.zoneRow(zone)
+            let row = try await s.f.zoneRow(zone)
             try s.raw { db in
                 for (user, epoch) in [(s.alice, Int64(2))] + (shared ? [(s.carol, Int64(2))] : []) {
                     let wrapped = Session.wrapZoneKey(injected, zoneUID: row.uid, epoch: epoch, to: user.vault.identity.boxKey)
@@ -136,7 +136,7 @@ struct HostileStoreTests {
                 _ = try await s.fresh(s.carol).sharedDatabase.save(shareNote("carols", in: zone, body: "carol's secret"))
             }
             try s.expectNothingSealedUnder(injected)
-            #expect(try s.f.recordEpochs(zone)["after"] == 1)
+            #expect(try await s.f.recordEpochs(zone)["after"] == 1)
             try await s.expectAuditFinding(zone, as: s.fresh(s.alice), [.cache])
         }
     }
@@ -149,14 +149,14 @@ struct HostileStoreTests {
             let zone = shared ? try await s.sharedZone() : try await s.unsharedZone()
             let victim = shared ? s.carol : s.alice
             let injected = SymmetricKey()
-            let row = try s.f.zoneRow(zone)
+            let row = try await s.f.zoneRow(zone)
             try s.raw { db in
                 let wrapped = Session.wrapZoneKey(injected, zoneUID: row.uid, epoch: 1, to: victim.vault.identity.boxKey)
                 try db.execute(sql: "UPDATE zone_key SET wrapped_key = ? WHERE zone_id = ? AND member_id = ?",
                                arguments: [Data(wrapped), row.rowID, victim.userID])
                 #expect(db.changesCount == 1)
             }
-            let db = shared ? try s.fresh(victim).sharedDatabase : try s.fresh(victim).privateDatabase
+            let db = shared ? try await s.fresh(victim).sharedDatabase : try await s.fresh(victim).privateDatabase
             let error = await shareExpectError(.integrityFailure) { try await db.save(shareNote("after", in: zone, body: "never sealed")) }
             #expect(error?.message.contains("not the one its owner committed to") == true, "\(error?.message ?? "")")
             await shareExpectError(.integrityFailure) { try await db.record(named: "n1", in: zone) }
@@ -189,7 +189,7 @@ struct HostileStoreTests {
         try await Scene.run { s in
             let zone = try await s.sharedZone()
             _ = try await s.alice.removeParticipant(s.bob.userID, from: zone) // epoch 2; n1, n2 sealed under epoch 1
-            let row = try s.f.zoneRow(zone)
+            let row = try await s.f.zoneRow(zone)
             let current = try s.raw { db in try s.carol.zoneKey(db, zone: row, epoch: 2, state: try s.carol.zoneState(db, zone: row)) }
             let substitute = SymmetricKey()
             try s.raw { db in
@@ -216,7 +216,7 @@ struct HostileStoreTests {
                                arguments: [Data(s.mallory.vault.identity.boxKey.rawRepresentation), s.bob.userID])
                 #expect(db.changesCount == 1)
             }
-            let alice = try s.fresh(s.alice)
+            let alice = try await s.fresh(s.alice)
             if shared {
                 _ = try await alice.removeParticipant(s.carol.userID, from: zone) // rotation: wrapped to Bob again
             } else {
@@ -225,9 +225,9 @@ struct HostileStoreTests {
                 _ = try await s.bob.acceptShare(url: try await alice.fetchShare(in: zone).url)
             }
             // Every key wrapped to Bob opens with Bob's key; none with Mallory's.
-            let row = try s.f.zoneRow(zone)
-            for key in try s.f.zoneKeyRows(zone) where key.member == s.bob.userID {
-                let wrapped = try #require(try s.f.wrappedKey(zone, member: s.bob.userID, epoch: key.epoch))
+            let row = try await s.f.zoneRow(zone)
+            for key in try await s.f.zoneKeyRows(zone) where key.member == s.bob.userID {
+                let wrapped = try #require(try await s.f.wrappedKey(zone, member: s.bob.userID, epoch: key.epoch))
                 #expect(throws: CryptoError.self) { _ = try SealedBoxWrap.open(wrapped, with: s.mallory.vault.boxKey) }
                 _ = try Session.unwrapZoneKey(wrapped, zoneUID: row.uid, epoch: key.epoch, with: s.bob.vault.boxKey)
             }
@@ -258,7 +258,7 @@ struct HostileStoreTests {
             #expect(result.refused.keys.contains("m1"))
             #expect(result.refused["m1"]?.message.contains("dated") == true || result.refused["m1"]?.message.contains("not a contact") == true,
                     "\(result.refused["m1"]?.message ?? "")")
-            await s.expectNoAttackerValue(zone, as: try s.fresh(s.alice))
+            await s.expectNoAttackerValue(zone, as: try await s.fresh(s.alice))
             let report = try await s.fresh(s.alice).audit()
             #expect(report.findings.contains { (f: AuditFinding) in f.kind == .contact && f.subject == s.mallory.userID }, "\(report.findings)")
         }
@@ -301,10 +301,10 @@ struct HostileStoreTests {
                 try forgeCommit(db, zone: zone, signer: s.carol, name: "by-carol", title: "mallory-style edit", body: "carol rewrote history")
             }
             for reader in [s.alice, s.bob] {
-                let db = reader === s.alice ? try s.fresh(reader).privateDatabase : try s.fresh(reader).sharedDatabase
+                let db = reader === s.alice ? try await s.fresh(reader).privateDatabase : try await s.fresh(reader).sharedDatabase
                 let error = await shareExpectError(.integrityFailure) { try await db.record(named: "by-carol", in: zone) }
                 #expect(error?.message.contains("zone 'Family'") == true, "\(error?.message ?? "")")
-                await s.expectNoAttackerValue(zone, as: try s.fresh(reader))
+                await s.expectNoAttackerValue(zone, as: try await s.fresh(reader))
             }
             try await s.expectAuditFinding(zone, as: s.fresh(s.alice), [.log])
         }
@@ -382,7 +382,7 @@ struct HostileStoreTests {
             let headAfter = try s.head(zone)
             #expect(headAfter.seq == headBefore.seq && headAfter.hash == headBefore.hash)
             #expect(try s.raw { db in try Row.fetchAll(db, sql: "SELECT * FROM record WHERE zone_id = ? ORDER BY name", arguments: [id]) } == rowsBefore)
-            await s.expectNoAttackerValue(zone, as: try s.fresh(s.alice))
+            await s.expectNoAttackerValue(zone, as: try await s.fresh(s.alice))
             try await s.expectAuditFinding(zone, as: s.fresh(s.alice), [.record])
         }
     }
@@ -445,7 +445,7 @@ struct HostileStoreTests {
                 try db.execute(sql: "INSERT INTO record_tombstone (zone_id, name, seq, author_id, author_label, deleted_at) VALUES (?, 'n1', ?, ?, NULL, 0)",
                                arguments: [rid, deletedAt + 1, s.alice.userID])
             }
-            let reader = try s.fresh(s.bob).sharedDatabase
+            let reader = try await s.fresh(s.bob).sharedDatabase
             let all = try await reader.changes(in: zone, since: nil)
             let n2 = try #require(all.deleted.first { $0.name == "n2" })
             #expect(n2.authorID == s.alice.userID && n2.transactionAuthor == "cleanup" && n2.deleted.timeIntervalSince1970 > 0)
@@ -521,7 +521,7 @@ struct HostileStoreTests {
                                arguments: [newType, rid, field])
                 #expect(db.changesCount == 1)
             }
-            let reader = try s.fresh(s.alice)
+            let reader = try await s.fresh(s.alice)
             let error = await shareExpectError(.integrityFailure) { try await reader.privateDatabase.record(named: "i1", in: zone) }
             #expect(error?.message.contains("record 'i1'") == true, "\(error?.message ?? "")")
             let result = try await reader.privateDatabase.query(Query(recordType: "Item"), in: zone)
@@ -547,7 +547,7 @@ struct HostileStoreTests {
                 try db.execute(sql: "INSERT INTO field_schema (zone_id, record_type, field, value_type, encrypted) VALUES (?, 'Item', ?, 'string', 0)",
                                arguments: [rid, planted])
             }
-            let writer = try s.fresh(s.alice)
+            let writer = try await s.fresh(s.alice)
             var second = CofferStore.Record(type: "Item", name: "i2", zone: zone)
             second.values[planted] = .string("v")
             let error = await shareExpectError(.integrityFailure) { try await writer.privateDatabase.save(second) }
@@ -582,7 +582,7 @@ struct HostileStoreTests {
                 try db.execute(sql: "PRAGMA schema_version = \(version + 1)")
                 try db.execute(sql: "PRAGMA writable_schema = OFF")
             }
-            let reader = try s.fresh(s.alice)
+            let reader = try await s.fresh(s.alice)
             do {
                 let got = try await reader.privateDatabase.record(named: "i1", in: zone)
                 Issue.record("a record was shown through a swapped log index: \(got.values)")
@@ -687,7 +687,7 @@ struct HostileStoreTests {
             }
             _ = path
             for reader in [s.alice] + (shared ? [s.bob] : []) {
-                let db = reader === s.alice ? try s.fresh(reader).privateDatabase : try s.fresh(reader).sharedDatabase
+                let db = reader === s.alice ? try await s.fresh(reader).privateDatabase : try await s.fresh(reader).sharedDatabase
                 let error = await shareExpectError(.integrityFailure) { try await db.record(named: "n1", in: zone) }
                 #expect(error?.message.contains("zone 'Family'") == true || error?.message.contains("zone 'Private'") == true, "\(error?.message ?? "")")
                 #expect(error?.message.contains("rolled back") == true, "\(error?.message ?? "")")
@@ -723,7 +723,7 @@ struct HostileStoreTests {
                     try db.execute(sql: "INSERT INTO main.\(table) SELECT * FROM old.\(table) WHERE \(table == "zone" ? "name" : "zone_id IN (SELECT id FROM old.zone WHERE name") = 'Private'\(table == "zone" ? "" : ")")")
                 }
             }
-            let alice = try s.fresh(s.alice)
+            let alice = try await s.fresh(s.alice)
             let error = await shareExpectError(.integrityFailure) { try await alice.privateDatabase.record(named: "n1", in: zone) }
             #expect(error?.message.contains("you deleted it") == true, "\(error?.message ?? "")")
             #expect(try await alice.privateDatabase.zones().isEmpty)
@@ -744,7 +744,7 @@ struct HostileStoreTests {
                 try db.execute(sql: "DELETE FROM zone_log WHERE zone_id = ? AND seq > ?", arguments: [rid, head - Int64(entries)])
             }
             for reader in [s.alice, s.bob] {
-                let db = reader === s.alice ? try s.fresh(reader).privateDatabase : try s.fresh(reader).sharedDatabase
+                let db = reader === s.alice ? try await s.fresh(reader).privateDatabase : try await s.fresh(reader).sharedDatabase
                 let error = await shareExpectError(.integrityFailure) { try await db.query(Query(recordType: "Note"), in: zone) }
                 #expect(error?.message.contains("ends at entry \(head - Int64(entries)), but you verified it up to entry \(head)") == true,
                         "\(error?.message ?? "")")
@@ -766,7 +766,7 @@ struct HostileStoreTests {
                 if legacyFormat { try db.execute(sql: "UPDATE zone SET log_format = 0 WHERE id = ?", arguments: [rid]) }
             }
             for reader in [s.alice, s.bob, s.carol] {
-                let db = reader === s.alice ? try s.fresh(reader).privateDatabase : try s.fresh(reader).sharedDatabase
+                let db = reader === s.alice ? try await s.fresh(reader).privateDatabase : try await s.fresh(reader).sharedDatabase
                 let error = await shareExpectError(.integrityFailure) { try await db.record(named: "n1", in: zone) }
                 #expect(error?.message.contains("its log ends at entry 0") == true, "\(error?.message ?? "")")
             }
@@ -886,7 +886,7 @@ struct HostileStoreTests {
             let share = try await s.alice.share(zone: zone, title: "open", publicPermission: .readWrite)
             _ = try await s.carol.acceptShare(url: share.url) // Carol holds the link
             _ = try await s.carol.sharedDatabase.save(shareNote("by-carol", in: zone))
-            let state = try s.f.state(zone)
+            let state = try await s.f.state(zone)
             try s.raw { db in
                 if variant != "a commit with no acceptance" {
                     let proof: [UInt8]? = variant == "no proof" ? nil
@@ -903,12 +903,12 @@ struct HostileStoreTests {
             #expect(result.records.map(\.name).sorted() == ["by-carol", "n1", "n2"])
             #expect(result.refused.keys.contains("by-mallory"))
             await s.expectNoAttackerValue(zone, as: reader)
-            try await s.expectAuditFinding(zone, as: try s.fresh(reader), [.log])
+            try await s.expectAuditFinding(zone, as: try await s.fresh(reader), [.log])
             // Nothing more is written after the refused entries: the owner's next write is refused
             // too, so the forged tail stays for audit to report, and no key is wrapped to her.
             let error = await shareExpectError(.integrityFailure) { try await reader.setPublicPermission(.none, in: zone) }
             #expect(error?.message.contains("do not verify") == true, "\(error?.message ?? "")")
-            #expect(try s.f.zoneKeyRows(zone).allSatisfy { $0.member != s.mallory.userID })
+            #expect(try await s.f.zoneKeyRows(zone).allSatisfy { $0.member != s.mallory.userID })
             #expect(try await s.fresh(reader).audit().findings.contains { $0.zone == zone && $0.subject == "by-mallory" })
         }
     }
@@ -997,7 +997,7 @@ struct HostileStoreTests {
                 try db.execute(sql: "UPDATE zone SET uid = ? WHERE name = 'Lure'", arguments: [a])
             }
             await shareExpectError(.integrityFailure) { try await s.fresh(s.bob).sharedDatabase.record(named: "n1", in: zone) }
-            await s.expectNoAttackerValue(zone, as: try s.fresh(s.bob))
+            await s.expectNoAttackerValue(zone, as: try await s.fresh(s.bob))
             try await s.expectAuditFinding(zone, as: s.fresh(s.bob), [.log])
         }
     }

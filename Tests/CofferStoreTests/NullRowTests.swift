@@ -331,7 +331,7 @@ struct NullRowTests {
     @Test("contact.card NULL: the contact is refused (left out of the list, reported by audit), naming the column")
     func contactCardNull() async throws {
         try await ShareFixture.run { f in
-            let bob = try f.user("Bob", "bob@example.com")
+            let bob = try await f.user("Bob", "bob@example.com")
             try Self.forge(f, "contact", set: "card", to: .null, where: "user_id = ?", [bob.userID])
             let alice = try Self.reopened(f, f.alice)
             Self.expectColumn(shareExpectErrorSync(.integrityFailure) { try alice.store.verifiedContact(userID: bob.userID) }, "card")
@@ -345,7 +345,7 @@ struct NullRowTests {
     @Test("contact.name NULL: reads take the name from the card; audit, which compares the column, refuses the store")
     func contactNameNull() async throws {
         try await ShareFixture.run { f in
-            let bob = try f.user("Bob", "bob@example.com")
+            let bob = try await f.user("Bob", "bob@example.com")
             try Self.forge(f, "contact", set: "name", to: .null, where: "user_id = ?", [bob.userID])
             let alice = try Self.reopened(f, f.alice)
             #expect(try alice.store.contact(matching: bob.userID).name == "Bob")
@@ -366,17 +366,17 @@ struct NullRowTests {
             let alice = try Self.reopened(f, f.alice)
             let shown = try await alice.fetchShare(in: zone)
             #expect(!shown.url.contains("#"), "\(shown.url)")
-            let row = try f.zoneRow(zone)
+            let row = try await f.zoneRow(zone)
             let error = shareExpectErrorSync(.integrityFailure) {
                 try alice.readBlocking { db in
                     _ = try alice.linkSecret(db, zone: row, state: try alice.zoneState(db, zone: row))
                     return true
                 }
             }
-            #expect(error?.message.contains("public link") == true, "\(error?.message ?? "")")
+            #expect(error?.message.contains("sealed_secret") == true, "\(error?.message ?? "")")
 
             try Self.forge(f, "share_link", set: "sealed_key", to: .null, where: "zone_id = ?", [rowID])
-            let bob = try f.user("Bob", "bob@example.com")
+            let bob = try await f.user("Bob", "bob@example.com")
             await shareExpectError(.integrityFailure) { try await bob.acceptShare(url: share.url) }
             await Self.sweep(alice, zone)
         }

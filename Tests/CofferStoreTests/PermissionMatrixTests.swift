@@ -60,8 +60,8 @@ struct PermissionMatrixTests {
 
     /// Alice's "Family" (n1, n2), shared; Bob in `role` (or Alice herself for `.owner`).
     static func scene(_ role: Role, _ f: ShareFixture) async throws -> Scene {
-        let bob = try f.user("Bob", "bob@example.com")
-        let carol = try f.user("Carol", "carol@example.com")
+        let bob = try await f.user("Bob", "bob@example.com")
+        let carol = try await f.user("Carol", "carol@example.com")
         let alice = f.alice
         let zone = try await f.aliceZone()
         func invite(_ permission: SharePermission, accept: Bool) async throws {
@@ -98,7 +98,7 @@ struct PermissionMatrixTests {
     func operation(_ role: Role, _ op: Operation) async throws {
         try await ShareFixture.run { f in
             let s = try await Self.scene(role, f)
-            let owner = try f.fresh(f.alice)
+            let owner = try await f.fresh(f.alice)
             let publicBefore = try await owner.fetchShare(in: s.zone).publicPermission
             let newPublic: SharePermission = publicBefore == .readWrite ? .readOnly : .readWrite
             let outcome: ShareOutcome
@@ -135,7 +135,7 @@ struct PermissionMatrixTests {
 
             // The effect, as the owner sees it in a new session: done exactly when allowed.
             let allowed = outcome == .allowed
-            let check = try f.fresh(f.alice)
+            let check = try await f.fresh(f.alice)
             switch op {
             case .fetchRecord, .query:
                 break

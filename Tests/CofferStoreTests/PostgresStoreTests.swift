@@ -216,13 +216,16 @@ struct PostgresStoreTests {
         }
     }
 
-    @Test("what needs SQLite still says so on PostgreSQL, before anything is written")
-    func sqliteOnly() async throws {
+    @Test("scanning for plaintext needs the store's files: on PostgreSQL it is .notSupported, and the rest of an audit runs")
+    func plaintextScan() async throws {
         try await withBackendStore(.postgres) { f in
             let zone = try await f.db.createZone(named: "Notes")
-            let error = await expectStoreError(.notSupported) { try await f.session.share(zone: zone, title: "t") }
+            _ = try await f.db.save(BackendSuiteTests.note(zone, "n1", title: "t", body: "secret words"))
+            let error = await expectStoreError(.notSupported) { try await f.session.audit(plaintexts: ["secret words"]) }
             #expect(error?.message.contains("PostgreSQL") == true)
-            #expect(try await f.db.zones().map(\.id.name) == ["Notes"])
+            let report = try await f.session.audit()
+            #expect(report.findings.isEmpty, "\(report.findings)")
+            #expect(report.zones == 1 && report.records == 1)
         }
     }
 

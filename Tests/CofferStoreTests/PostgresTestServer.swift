@@ -28,12 +28,14 @@ enum PostgresTestServer {
     }
 
     /// Runs `body` with a connector to a new, empty database, which is dropped afterwards.
+    /// `timeouts` are the connector's; creating and dropping the database keep the generous
+    /// ``timeouts`` (on a busy machine, `CREATE DATABASE` alone can take seconds).
     static func withDatabase<Result>(
         timeouts: PostgresConnector.Timeouts = PostgresTestServer.timeouts,
         _ body: (PostgresConnector) async throws -> Result
     ) async throws -> Result {
         let server = try url()
-        let admin = PostgresConnector(url: server, password: PostgresPassword.lookup(for: server), timeouts: timeouts)
+        let admin = PostgresConnector(url: server, password: PostgresPassword.lookup(for: server), timeouts: Self.timeouts)
         let name = "coffer_t_" + String(UInt64.random(in: .min ... .max), radix: 16)
         do {
             try await admin.query(PostgresQuery(unsafeSQL: "CREATE DATABASE \(name)"))

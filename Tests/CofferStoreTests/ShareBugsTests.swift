@@ -8,17 +8,17 @@ import Testing
 /// The bugs of Apple's sharing that Coffer must not have: one test each, named after the bug.
 @Suite("Share bugs Coffer must not have")
 struct ShareBugsTests {
-    @Test func bugOwnerCannotShowOrChangeTheShareAfterRemovingAParticipant() async throws {
-        try await ShareFixture.run { f in
-            let bob = try f.user("Bob", "bob@example.com")
-            let carol = try f.user("Carol", "carol@example.com")
-            let dave = try f.user("Dave", "dave@example.com")
+    @Test(arguments: TestBackend.all) func bugOwnerCannotShowOrChangeTheShareAfterRemovingAParticipant(_ backend: TestBackend) async throws {
+        try await ShareFixture.run(backend) { f in
+            let bob = try await f.user("Bob", "bob@example.com")
+            let carol = try await f.user("Carol", "carol@example.com")
+            let dave = try await f.user("Dave", "dave@example.com")
             let (zone, share) = try await f.sharedWith(bob, .readWrite)
             _ = try await carol.acceptShare(url: try await f.alice.addParticipant(carol.userID, permission: .readOnly, to: zone).url)
             _ = try await f.alice.removeParticipant(bob.userID, from: zone)
 
             // Show, in this session and in a new one.
-            for alice in [f.alice, try f.fresh(f.alice)] {
+            for alice in [f.alice, try await f.fresh(f.alice)] {
                 let shown = try await alice.fetchShare(in: zone)
                 #expect(shown.title == "Family notes")
                 #expect(shown.url == share.url)
@@ -29,7 +29,7 @@ struct ShareBugsTests {
                 #expect(try await alice.isShared(zone) == true)
             }
             // Change, in a new session.
-            let alice = try f.fresh(f.alice)
+            let alice = try await f.fresh(f.alice)
             _ = try await alice.addParticipant(dave.userID, permission: .readOnly, to: zone)
             _ = try await alice.setPermission(.readWrite, for: carol.userID, in: zone)
             _ = try await alice.addParticipant(bob.userID, permission: .readOnly, to: zone)
@@ -47,13 +47,13 @@ struct ShareBugsTests {
         }
     }
 
-    @Test func bugStaleShareRemainsAfterStoppingAndTheZoneCannotBeSharedAgain() async throws {
-        try await ShareFixture.run { f in
-            let bob = try f.user("Bob", "bob@example.com")
+    @Test(arguments: TestBackend.all) func bugStaleShareRemainsAfterStoppingAndTheZoneCannotBeSharedAgain(_ backend: TestBackend) async throws {
+        try await ShareFixture.run(backend) { f in
+            let bob = try await f.user("Bob", "bob@example.com")
             let (zone, share) = try await f.sharedWith(bob, .readWrite)
             try await f.alice.stopSharing(zone: zone)
 
-            for user in [f.alice, bob, try f.fresh(f.alice), try f.fresh(bob)] {
+            for user in [f.alice, bob, try await f.fresh(f.alice), try await f.fresh(bob)] {
                 #expect(try await user.fetchShares().isEmpty)
                 #expect(try await user.fetchShares(matching: [zone]).isEmpty)
                 #expect(try await user.isShared(zone) == false)
@@ -62,9 +62,9 @@ struct ShareBugsTests {
             await shareExpectError(.zoneNotFound, "Bob: not shared with him") { try await bob.fetchShare(in: zone) }
             #expect(try await bob.sharedDatabase.zones().isEmpty)
             await shareExpectError(.zoneNotFound) { try await bob.sharedDatabase.record(named: "n1", in: zone) }
-            #expect(try f.logCount(.share, zone) == 0)
-            #expect(try f.logCount(.participants, zone) == 0)
-            #expect(try f.logCount(.acceptances, zone) == 0)
+            #expect(try await f.logCount(.share, zone) == 0)
+            #expect(try await f.logCount(.participants, zone) == 0)
+            #expect(try await f.logCount(.acceptances, zone) == 0)
             await shareExpectError(.unknownItem, "the old URL") { try await bob.acceptShare(url: share.url) }
             // The records stay, the owner's.
             #expect(try await f.alice.privateDatabase.records(in: zone).map { shareBody($0) } == ["body of n1", "body of n2"])
@@ -83,14 +83,14 @@ struct ShareBugsTests {
         }
     }
 
-    @Test func bugStaleShareRemainsAfterStoppingAndTheRecordsCannotBeSharedAgain() async throws {
-        try await ShareFixture.run { f in
+    @Test(arguments: TestBackend.all) func bugStaleShareRemainsAfterStoppingAndTheRecordsCannotBeSharedAgain(_ backend: TestBackend) async throws {
+        try await ShareFixture.run(backend) { f in
             let inbox = try await f.aliceZone("Inbox", notes: ["trip"])
             _ = try await f.alice.privateDatabase.save(shareNote("day1", in: inbox, parent: "trip"))
             let first = try await f.alice.share(records: ["trip"], in: inbox, intoZoneNamed: "Trip", title: "Trip")
             try await f.alice.stopSharing(zone: first.zoneID)
             #expect(try await f.alice.fetchShares().isEmpty)
-            #expect(try f.logCount(.share, first.zoneID) == 0)
+            #expect(try await f.logCount(.share, first.zoneID) == 0)
             // The same records, shared again: into their own zone again, or back into a new one.
             let again = try await f.alice.share(zone: first.zoneID, title: "Trip again")
             #expect(again.zoneID == first.zoneID)
@@ -105,7 +105,7 @@ struct ShareBugsTests {
     @Test(arguments: ["removed", "left"])
     func bugRemovedOrLeftParticipantStillSeesOrCrashesOnTheZone(_ how: String) async throws {
         try await ShareFixture.run { f in
-            let bob = try f.user("Bob", "bob@example.com")
+            let bob = try await f.user("Bob", "bob@example.com")
             let (zone, _) = try await f.sharedWith(bob, .readWrite)
             // Bob's session has read, so it holds the zone key in its cache.
             let seen = try await bob.sharedDatabase.record(named: "n1", in: zone)
@@ -114,7 +114,7 @@ struct ShareBugsTests {
             } else {
                 try await bob.leaveShare(zone: zone)
             }
-            for session in [bob, try f.fresh(bob)] {
+            for session in [bob, try await f.fresh(bob)] {
                 let db = session.sharedDatabase
                 #expect(try await db.zones().isEmpty)
                 await shareExpectError(.permissionFailure, "record") { try await db.record(named: "n1", in: zone) }
@@ -140,15 +140,15 @@ struct ShareBugsTests {
 
     @Test func bugASecondParticipantAcceptingDisturbsTheZone() async throws {
         try await ShareFixture.run { f in
-            let bob = try f.user("Bob", "bob@example.com")
-            let carol = try f.user("Carol", "carol@example.com")
+            let bob = try await f.user("Bob", "bob@example.com")
+            let carol = try await f.user("Carol", "carol@example.com")
             let (zone, _) = try await f.sharedWith(bob, .readWrite)
             _ = try await bob.sharedDatabase.save(shareNote("by-bob", in: zone, body: "Bob was here"))
             let invited = try await f.alice.addParticipant(carol.userID, permission: .readWrite, to: zone)
             let recordsBefore = try await f.alice.privateDatabase.records(in: zone)
             let zoneBefore = try await f.alice.privateDatabase.zones().map { [$0.id.name, "\($0.keyEpoch)", "\($0.recordCount)"] }
             let rawBefore = try f.raw { db in try Row.fetchAll(db, sql: "SELECT * FROM record ORDER BY id") }
-            let keysBefore = try f.zoneKeyRows(zone)
+            let keysBefore = try await f.zoneKeyRows(zone)
 
             _ = try await carol.acceptShare(url: invited.url)
 
@@ -156,14 +156,14 @@ struct ShareBugsTests {
             #expect(try await f.alice.privateDatabase.records(in: zone) == recordsBefore)
             // (The zone's log grew by Carol's acceptance entry; its key, records and count did not change.)
             #expect(try await f.alice.privateDatabase.zones().map { [$0.id.name, "\($0.keyEpoch)", "\($0.recordCount)"] } == zoneBefore)
-            #expect(try f.zoneKeyRows(zone) == keysBefore)
+            #expect(try await f.zoneKeyRows(zone) == keysBefore)
             let after = try await f.alice.fetchShare(in: zone)
             #expect(after.version == invited.version)
             #expect(after.keyEpoch == 1)
             #expect(after.testParticipant(bob.userID)?.status == .accepted)
             #expect(after.testParticipant(carol.userID)?.status == .accepted)
             // Bob's access is unchanged, in his session and in a new one.
-            for session in [bob, try f.fresh(bob)] {
+            for session in [bob, try await f.fresh(bob)] {
                 #expect(try await session.sharedDatabase.zones().map(\.id) == [zone])
                 #expect(try await session.sharedDatabase.records(in: zone).map { shareBody($0) } == ["Bob was here", "body of n1", "body of n2"])
                 #expect(await session.canModify(zone: zone) == true)
@@ -173,9 +173,9 @@ struct ShareBugsTests {
         }
     }
 
-    @Test func bugAddingRecordsToAnExistingShareFails() async throws {
-        try await ShareFixture.run { f in
-            let bob = try f.user("Bob", "bob@example.com")
+    @Test(arguments: TestBackend.all) func bugAddingRecordsToAnExistingShareFails(_ backend: TestBackend) async throws {
+        try await ShareFixture.run(backend) { f in
+            let bob = try await f.user("Bob", "bob@example.com")
             let (zone, share) = try await f.sharedWith(bob, .readWrite)
             // New records saved into the shared zone, by the owner and by a participant.
             _ = try await f.alice.privateDatabase.save(shareNote("n3", in: zone, body: "added by Alice"))
@@ -200,9 +200,9 @@ struct ShareBugsTests {
         }
     }
 
-    @Test func bugParticipantEditsAreSilentlyOverwritten() async throws {
-        try await ShareFixture.run { f in
-            let bob = try f.user("Bob", "bob@example.com")
+    @Test(arguments: TestBackend.all) func bugParticipantEditsAreSilentlyOverwritten(_ backend: TestBackend) async throws {
+        try await ShareFixture.run(backend) { f in
+            let bob = try await f.user("Bob", "bob@example.com")
             let (zone, _) = try await f.sharedWith(bob, .readWrite)
             let alicesCopy = try await f.alice.privateDatabase.record(named: "n1", in: zone)
             var bobsCopy = try await bob.sharedDatabase.record(named: "n1", in: zone)
@@ -242,7 +242,7 @@ struct ShareBugsTests {
     @Test(arguments: ["removed", "link-off", "link-left"])
     func bugStaleShareRemainsListedForAParticipantWhoNoLongerTakesPart(_ how: String) async throws {
         try await ShareFixture.run { f in
-            let bob = try f.user("Bob", "bob@example.com")
+            let bob = try await f.user("Bob", "bob@example.com")
             let zone = try await f.aliceZone()
             switch how {
             case "removed":
@@ -268,9 +268,9 @@ struct ShareBugsTests {
 
     /// After the owner turns the link off (removing its joiners) and on again, a former joiner
     /// holding the new URL is told they joined, and must then be able to read.
-    @Test func bugFormerLinkJoinerAcceptsTheNewLinkButCannotRead() async throws {
-        try await ShareFixture.run { f in
-            let carol = try f.user("Carol", "carol@example.com")
+    @Test(arguments: TestBackend.all) func bugFormerLinkJoinerAcceptsTheNewLinkButCannotRead(_ backend: TestBackend) async throws {
+        try await ShareFixture.run(backend) { f in
+            let carol = try await f.user("Carol", "carol@example.com")
             let zone = try await f.aliceZone()
             let first = try await f.alice.share(zone: zone, title: "t", publicPermission: .readOnly)
             _ = try await carol.acceptShare(url: first.url)

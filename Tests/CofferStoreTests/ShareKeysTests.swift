@@ -11,7 +11,7 @@ import Testing
 struct ShareKeysTests {
     /// Opens a record's sealed blob with `key`, binding `epoch` into the associated data.
     func open(_ blob: [UInt8], key: SymmetricKey, f: ShareFixture, zone: ZoneID, name: String, epoch: Int64) throws -> [UInt8] {
-        let ad = RecordSealer.associatedData(zone: try f.zoneRow(zone), name: name, type: "Note", epoch: epoch)
+        let ad = RecordSealer.associatedData(zone: try f.sqliteZoneRow(zone), name: name, type: "Note", epoch: epoch)
         return try Envelope(bytes: blob).open(using: key, authenticating: ad)
     }
 
@@ -25,16 +25,16 @@ struct ShareKeysTests {
 
     @Test func namedParticipantsGetTheZoneKeyWrappedToTheirX25519Key() async throws {
         try await ShareFixture.run { f in
-            let bob = try f.user("Bob", "bob@example.com")
-            let carol = try f.user("Carol", "carol@example.com")
+            let bob = try await f.user("Bob", "bob@example.com")
+            let carol = try await f.user("Carol", "carol@example.com")
             let zone = try await f.aliceZone()
             _ = try await f.alice.share(zone: zone, title: "t")
-            #expect(try f.zoneKeyRows(zone) == [ShareKeyRow(epoch: 1, member: f.alice.userID)])
+            #expect(try await f.zoneKeyRows(zone) == [ShareKeyRow(epoch: 1, member: f.alice.userID)])
             _ = try await f.alice.addParticipant(bob.userID, permission: .readOnly, to: zone)
-            #expect(Set(try f.zoneKeyRows(zone)) == [ShareKeyRow(epoch: 1, member: f.alice.userID), ShareKeyRow(epoch: 1, member: bob.userID)])
+            #expect(Set(try await f.zoneKeyRows(zone)) == [ShareKeyRow(epoch: 1, member: f.alice.userID), ShareKeyRow(epoch: 1, member: bob.userID)])
 
-            let aliceKey = try unwrap(try f.wrappedKey(zone, member: f.alice.userID, epoch: 1), for: f.alice)
-            let bobWrapped = try #require(try f.wrappedKey(zone, member: bob.userID, epoch: 1))
+            let aliceKey = try unwrap(try await f.wrappedKey(zone, member: f.alice.userID, epoch: 1), for: f.alice)
+            let bobWrapped = try #require(try await f.wrappedKey(zone, member: bob.userID, epoch: 1))
             let bobKey = try unwrap(bobWrapped, for: bob)
             #expect(bobKey == aliceKey)
             #expect(bobWrapped.count == 60 + SealedBoxWrap.overhead)
@@ -42,21 +42,21 @@ struct ShareKeysTests {
                 _ = try SealedBoxWrap.open(bobWrapped, with: carol.vault.boxKey)
             }
             // The key matches the owner-signed commitment in the log, and opens the records.
-            let commitment = try #require(try f.state(zone).commitments[1])
-            let uid = try f.zoneRow(zone).uid
+            let commitment = try #require(try await f.state(zone).commitments[1])
+            let uid = try f.sqliteZoneRow(zone).uid
             #expect(Session.commitment(to: bobKey, zoneUID: uid, epoch: 1) == commitment)
-            let plaintext = try open(try f.sealedBlob(zone, "n1"), key: bobKey, f: f, zone: zone, name: "n1", epoch: 1)
+            let plaintext = try open(try await f.sealedBlob(zone, "n1"), key: bobKey, f: f, zone: zone, name: "n1", epoch: 1)
             #expect(try SealedValuesCodec.decode(plaintext)["body"] == .string("body of n1"))
         }
     }
 
     @Test func aPublicPermissionPutsTheLinkSecretInTheURLFragment() async throws {
         try await ShareFixture.run { f in
-            let bob = try f.user("Bob", "bob@example.com")
+            let bob = try await f.user("Bob", "bob@example.com")
             let (zone, closed) = try await f.sharedWith(bob, .readOnly)
             #expect(!closed.url.contains("#"))
             #expect(try f.raw { db in try Row.fetchOne(db, sql: "SELECT * FROM share_link") } == nil)
-            #expect(try f.state(zone).share?.linkPublicKey == nil)
+            #expect(try await f.state(zone).share?.linkPublicKey == nil)
 
             let open = try await f.alice.setPublicPermission(.readOnly, in: zone)
             let url = try ShareURL(string: open.url)
@@ -65,10 +65,10 @@ struct ShareKeysTests {
             // The fragment's secret opens the link-sealed key, which is the zone key.
             let sealed = try f.raw { db in Array(try #require(try Data.fetchOne(db, sql: "SELECT sealed_key FROM share_link"))) }
             let key = try SymmetricKey(bytes: Envelope(bytes: sealed).openSecret(using: Session.linkSealKey(secret),
-                                                                                 authenticating: Session.linkAD(zoneUID: try f.zoneRow(zone).uid, shareUID: url.shareUID)))
+                                                                                 authenticating: Session.linkAD(zoneUID: try f.sqliteZoneRow(zone).uid, shareUID: url.shareUID)))
             // The log publishes the link's public key: the one the secret derives.
-            #expect(try f.state(zone).share?.linkPublicKey == (try Session.linkSigningKey(secret).publicKey.rawRepresentation))
-            #expect(key == (try unwrap(try f.wrappedKey(zone, member: f.alice.userID, epoch: 1), for: f.alice)))
+            #expect(try await f.state(zone).share?.linkPublicKey == (try Session.linkSigningKey(secret).publicKey.rawRepresentation))
+            #expect(key == (try unwrap(try await f.wrappedKey(zone, member: f.alice.userID, epoch: 1), for: f.alice)))
             // Members print the same URL, secret included.
             #expect(try await bob.fetchShare(in: zone).url == open.url)
             #expect(try await f.fresh(f.alice).fetchShare(in: zone).url == open.url)
@@ -88,8 +88,8 @@ struct ShareKeysTests {
     /// history readable to the rest, and the removed participant opens nothing written after.
     @Test func removingAParticipantStartsANewKeyEpoch() async throws {
         try await ShareFixture.run { f in
-            let bob = try f.user("Bob", "bob@example.com")
-            let carol = try f.user("Carol", "carol@example.com")
+            let bob = try await f.user("Bob", "bob@example.com")
+            let carol = try await f.user("Carol", "carol@example.com")
             let notes = (1...30).map { "old\($0)" }
             let zone = try await f.aliceZone(notes: notes)
             _ = try await f.alice.share(zone: zone, title: "t")
@@ -99,7 +99,7 @@ struct ShareKeysTests {
             _ = try await carol.acceptShare(url: share.url)
             #expect(shareBody(try await carol.sharedDatabase.record(named: "old1", in: zone)) == "body of old1")
             // What Carol could keep: her wrapped key of epoch 1, and so the key itself.
-            let carolsOldKey = try unwrap(try f.wrappedKey(zone, member: carol.userID, epoch: 1), for: carol)
+            let carolsOldKey = try unwrap(try await f.wrappedKey(zone, member: carol.userID, epoch: 1), for: carol)
             let before = try f.raw { db in try Row.fetchAll(db, sql: "SELECT name, seq, epoch, sealed FROM record ORDER BY name") }
             #expect(before.count == 30)
 
@@ -109,14 +109,14 @@ struct ShareKeysTests {
             #expect(removed.testParticipant(carol.userID)?.status == .removed)
             #expect(try await f.alice.privateDatabase.zones().first?.keyEpoch == 2)
             // O(members): the remaining members' wrapped keys and one chain link; records untouched.
-            #expect(Set(try f.zoneKeyRows(zone)) == [ShareKeyRow(epoch: 2, member: f.alice.userID), ShareKeyRow(epoch: 2, member: bob.userID)])
-            #expect(try f.chainEpochs(zone) == [1])
+            #expect(Set(try await f.zoneKeyRows(zone)) == [ShareKeyRow(epoch: 2, member: f.alice.userID), ShareKeyRow(epoch: 2, member: bob.userID)])
+            #expect(try await f.chainEpochs(zone) == [1])
             let after = try f.raw { db in try Row.fetchAll(db, sql: "SELECT name, seq, epoch, sealed FROM record ORDER BY name") }
             #expect(after == before)
             #expect(try f.raw { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM zone_key WHERE member_id = ?", arguments: [carol.userID]) } == 0)
 
             // History stays readable to the remaining members, through the chain.
-            let bobFresh = try f.fresh(bob)
+            let bobFresh = try await f.fresh(bob)
             let old = try await bobFresh.sharedDatabase.record(named: "old7", in: zone)
             #expect(shareBody(old) == "body of old7")
             #expect(old.keyEpoch == 1)
@@ -130,18 +130,18 @@ struct ShareKeysTests {
             var rewritten = old
             rewritten.encryptedValues["body"] = "rewritten"
             #expect(try await bobFresh.sharedDatabase.save(rewritten).keyEpoch == 2)
-            #expect(try f.recordEpochs(zone)["old7"] == 2)
-            #expect(try f.recordEpochs(zone)["old8"] == 1)
+            #expect(try await f.recordEpochs(zone)["old7"] == 2)
+            #expect(try await f.recordEpochs(zone)["old8"] == 1)
 
             // Carol, by the API: a clean refusal.
             await shareExpectError(.permissionFailure) { try await carol.sharedDatabase.record(named: "new-alice", in: zone) }
             await shareExpectError(.permissionFailure) { try await f.fresh(carol).sharedDatabase.record(named: "new-bob", in: zone) }
             // Carol, with the file and her old key: what was sealed before opens (the control),
             // what was written after does not.
-            let oldBlob = try f.sealedBlob(zone, "old8")
+            let oldBlob = try await f.sealedBlob(zone, "old8")
             #expect(try SealedValuesCodec.decode(try open(oldBlob, key: carolsOldKey, f: f, zone: zone, name: "old8", epoch: 1))["body"] == .string("body of old8"))
             for name in ["new-alice", "new-bob", "old7"] {
-                let blob = try f.sealedBlob(zone, name)
+                let blob = try await f.sealedBlob(zone, name)
                 #expect(try Envelope(bytes: blob).keyID == 2)
                 #expect(throws: CryptoError.self, "\(name) under the epoch-2 AD") { _ = try open(blob, key: carolsOldKey, f: f, zone: zone, name: name, epoch: 2) }
                 #expect(throws: CryptoError.self, "\(name) under the epoch-1 AD") { _ = try open(blob, key: carolsOldKey, f: f, zone: zone, name: name, epoch: 1) }
@@ -149,25 +149,26 @@ struct ShareKeysTests {
             // Nor does her old key open the new key's chain link (the chain goes the other way).
             let link = try f.raw { db in Array(try #require(try Data.fetchOne(db, sql: "SELECT sealed_key FROM zone_key_chain"))) }
             #expect(throws: CryptoError.self) {
-                _ = try Envelope(bytes: link).openSecret(using: carolsOldKey, authenticating: Session.chainAD(zoneUID: try f.zoneRow(zone).uid, epoch: 1))
+                _ = try Envelope(bytes: link).openSecret(using: carolsOldKey, authenticating: Session.chainAD(zoneUID: try f.sqliteZoneRow(zone).uid, epoch: 1))
             }
         }
     }
 
     @Test func stoppingAShareRotatesToAKeyOfTheOwnerAlone() async throws {
         try await ShareFixture.run { f in
-            let bob = try f.user("Bob", "bob@example.com")
+            let bob = try await f.user("Bob", "bob@example.com")
             let (zone, share) = try await f.sharedWith(bob, .readWrite)
-            let bobsOldKey = try unwrap(try f.wrappedKey(zone, member: bob.userID, epoch: 1), for: bob)
+            let bobsOldKey = try unwrap(try await f.wrappedKey(zone, member: bob.userID, epoch: 1), for: bob)
             #expect(share.keyEpoch == 1)
             try await f.alice.stopSharing(zone: zone)
-            #expect(try f.zoneKeyRows(zone) == [ShareKeyRow(epoch: 2, member: f.alice.userID)])
-            #expect(try f.chainEpochs(zone) == [1])
+            #expect(try await f.zoneKeyRows(zone) == [ShareKeyRow(epoch: 2, member: f.alice.userID)])
+            #expect(try await f.chainEpochs(zone) == [1])
             #expect(try await f.alice.privateDatabase.zones().first?.keyEpoch == 2)
             let saved = try await f.alice.privateDatabase.save(shareNote("after-stop", in: zone))
             #expect(saved.keyEpoch == 2)
+            let blob = try await f.sealedBlob(zone, "after-stop")
             #expect(throws: CryptoError.self) {
-                _ = try open(try f.sealedBlob(zone, "after-stop"), key: bobsOldKey, f: f, zone: zone, name: "after-stop", epoch: 2)
+                _ = try open(blob, key: bobsOldKey, f: f, zone: zone, name: "after-stop", epoch: 2)
             }
             #expect(shareBody(try await f.fresh(f.alice).privateDatabase.record(named: "n1", in: zone)) == "body of n1")
         }
@@ -175,9 +176,9 @@ struct ShareKeysTests {
 
     @Test func rekeyReSealsEveryRecordAndDeletesTheOlderKeys() async throws {
         try await ShareFixture.run { f in
-            let bob = try f.user("Bob", "bob@example.com")
-            let carol = try f.user("Carol", "carol@example.com")
-            let dave = try f.user("Dave", "dave@example.com")
+            let bob = try await f.user("Bob", "bob@example.com")
+            let carol = try await f.user("Carol", "carol@example.com")
+            let dave = try await f.user("Dave", "dave@example.com")
             let zone = try await f.aliceZone(notes: [])
             _ = try await f.alice.share(zone: zone, title: "t")
             for who in [bob, carol, dave] {
@@ -188,17 +189,17 @@ struct ShareKeysTests {
             let batch1 = (0..<400).map { shareNote(String(format: "e1-%03d", $0), in: zone) }
             _ = try await f.alice.privateDatabase.modify(saving: batch1, in: zone)
             _ = try await bob.sharedDatabase.save(shareNote("e1-400", in: zone))
-            let carolsKey = try unwrap(try f.wrappedKey(zone, member: carol.userID, epoch: 1), for: carol)
+            let carolsKey = try unwrap(try await f.wrappedKey(zone, member: carol.userID, epoch: 1), for: carol)
             _ = try await f.alice.removeParticipant(carol.userID, from: zone)
             _ = try await bob.sharedDatabase.modify(saving: [shareNote("e2-a", in: zone), shareNote("e2-b", in: zone)], in: zone)
             _ = try await f.alice.removeParticipant(dave.userID, from: zone)
             _ = try await f.alice.privateDatabase.save(shareNote("e3-a", in: zone))
-            let epochs = try f.recordEpochs(zone)
+            let epochs = try await f.recordEpochs(zone)
             #expect(epochs.count == 404)
             #expect(epochs.values.filter { $0 == 1 }.count == 401)
             #expect(epochs.values.filter { $0 == 2 }.count == 2)
             #expect(epochs.values.filter { $0 == 3 }.count == 1)
-            #expect(try f.chainEpochs(zone) == [1, 2])
+            #expect(try await f.chainEpochs(zone) == [1, 2])
 
             await shareExpectError(.permissionFailure, "a participant cannot re-key") { try await bob.rekey(zone: zone) }
 
@@ -206,10 +207,10 @@ struct ShareKeysTests {
             let count = try await f.alice.rekey(zone: zone) { done, total in log.append(done, total) }
             #expect(count == 403)
             #expect(log.calls == [[0, 403], [400, 403], [403, 403]])
-            #expect(Set(try f.recordEpochs(zone).values) == [3])
-            #expect(try f.chainEpochs(zone) == [])
-            #expect(try f.zoneKeyRows(zone).allSatisfy { $0.epoch == 3 })
-            #expect(Set(try f.zoneKeyRows(zone).map(\.member)) == [f.alice.userID, bob.userID])
+            #expect(Set(try await f.recordEpochs(zone).values) == [3])
+            #expect(try await f.chainEpochs(zone) == [])
+            #expect(try await f.zoneKeyRows(zone).allSatisfy { $0.epoch == 3 })
+            #expect(Set(try await f.zoneKeyRows(zone).map(\.member)) == [f.alice.userID, bob.userID])
 
             // Everything still reads, for the owner and the remaining participant, in new sessions.
             let aliceAll = try await f.fresh(f.alice).privateDatabase.records(in: zone, limit: 500)
@@ -219,11 +220,12 @@ struct ShareKeysTests {
             #expect(bobAll.map(\.name) == aliceAll.map(\.name))
             #expect(bobAll.allSatisfy { shareBody($0) == "body of \($0.name)" })
             // Carol's old key now opens nothing in the file.
+            let blob = try await f.sealedBlob(zone, "e1-000")
             #expect(throws: CryptoError.self) {
-                _ = try open(try f.sealedBlob(zone, "e1-000"), key: carolsKey, f: f, zone: zone, name: "e1-000", epoch: 3)
+                _ = try open(blob, key: carolsKey, f: f, zone: zone, name: "e1-000", epoch: 3)
             }
             #expect(throws: CryptoError.self) {
-                _ = try open(try f.sealedBlob(zone, "e1-000"), key: carolsKey, f: f, zone: zone, name: "e1-000", epoch: 1)
+                _ = try open(blob, key: carolsKey, f: f, zone: zone, name: "e1-000", epoch: 1)
             }
 
             // A second re-key has nothing to do.
@@ -235,14 +237,14 @@ struct ShareKeysTests {
 
     @Test func keysAreUnwrappedOncePerSession() async throws {
         try await ShareFixture.run { f in
-            let bob = try f.user("Bob", "bob@example.com")
+            let bob = try await f.user("Bob", "bob@example.com")
             let (zone, _) = try await f.sharedWith(bob, .readOnly)
             let rowID = try f.zoneRowID(zone)
-            let session = try f.fresh(bob)
+            let session = try await f.fresh(bob)
             #expect(session.zoneKeys.withLock { $0[rowID]?.keys.sorted() } == nil)
             _ = try await session.sharedDatabase.records(in: zone)
             #expect(session.zoneKeys.withLock { $0[rowID]?.keys.sorted() } == [1])
-            #expect(session.zoneKeys.withLock { $0[rowID]?[1] } == (try unwrap(try f.wrappedKey(zone, member: bob.userID, epoch: 1), for: bob)))
+            #expect(session.zoneKeys.withLock { $0[rowID]?[1] } == (try unwrap(try await f.wrappedKey(zone, member: bob.userID, epoch: 1), for: bob)))
         }
     }
 }

@@ -8,10 +8,10 @@ import Testing
 /// CloudKit's rules of shares, and who may change a share.
 @Suite("Share rules")
 struct ShareRulesTests {
-    @Test func namedParticipantsAreAddedAndRemovedOnlyWhileThePublicPermissionIsNone() async throws {
-        try await ShareFixture.run { f in
-            let bob = try f.user("Bob", "bob@example.com")
-            let carol = try f.user("Carol", "carol@example.com")
+    @Test(arguments: TestBackend.all) func namedParticipantsAreAddedAndRemovedOnlyWhileThePublicPermissionIsNone(_ backend: TestBackend) async throws {
+        try await ShareFixture.run(backend) { f in
+            let bob = try await f.user("Bob", "bob@example.com")
+            let carol = try await f.user("Carol", "carol@example.com")
             let (zone, _) = try await f.sharedWith(bob, .readWrite)
             for permission in [SharePermission.readOnly, .readWrite] {
                 let open = try await f.alice.setPublicPermission(permission, in: zone)
@@ -35,10 +35,10 @@ struct ShareRulesTests {
         }
     }
 
-    @Test func goingPublicRemovesPendingNamedParticipantsAndKeepsAcceptedOnes() async throws {
-        try await ShareFixture.run { f in
-            let bob = try f.user("Bob", "bob@example.com")
-            let dave = try f.user("Dave", "dave@example.com")
+    @Test(arguments: TestBackend.all) func goingPublicRemovesPendingNamedParticipantsAndKeepsAcceptedOnes(_ backend: TestBackend) async throws {
+        try await ShareFixture.run(backend) { f in
+            let bob = try await f.user("Bob", "bob@example.com")
+            let dave = try await f.user("Dave", "dave@example.com")
             let (zone, _) = try await f.sharedWith(bob, .readWrite)
             let invited = try await f.alice.addParticipant(dave.userID, permission: .readWrite, to: zone)
             #expect(invited.keyEpoch == 1)
@@ -49,7 +49,7 @@ struct ShareRulesTests {
             #expect(open.testParticipant(bob.userID)?.permission == .readWrite)
             #expect(open.testParticipant(dave.userID) == nil, "a pending invitee leaves the share, as CloudKit drops them")
             #expect(open.keyEpoch == 2, "a pending invitee held the key: it rotates")
-            #expect(Set(try f.zoneKeyRows(zone).map(\.member)) == [f.alice.userID, bob.userID])
+            #expect(Set(try await f.zoneKeyRows(zone).map(\.member)) == [f.alice.userID, bob.userID])
 
             // Dave's invitation is gone: its URL (no link secret) gets him nothing.
             await shareExpectError(.permissionFailure) { try await dave.acceptShare(url: invited.url) }
@@ -66,9 +66,9 @@ struct ShareRulesTests {
         }
     }
 
-    @Test func aParticipantRemovedBeforeALinkWasMadeMayJoinWithIt() async throws {
-        try await ShareFixture.run { f in
-            let bob = try f.user("Bob", "bob@example.com")
+    @Test(arguments: TestBackend.all) func aParticipantRemovedBeforeALinkWasMadeMayJoinWithIt(_ backend: TestBackend) async throws {
+        try await ShareFixture.run(backend) { f in
+            let bob = try await f.user("Bob", "bob@example.com")
             let (zone, _) = try await f.sharedWith(bob, .readWrite)
             let removed = try await f.alice.removeParticipant(bob.userID, from: zone)
             #expect(removed.testParticipant(bob.userID)?.status == .removed)
@@ -84,14 +84,14 @@ struct ShareRulesTests {
         }
     }
 
-    @Test func goingPublicWithoutPendingInviteesKeepsTheKey() async throws {
-        try await ShareFixture.run { f in
-            let bob = try f.user("Bob", "bob@example.com")
+    @Test(arguments: TestBackend.all) func goingPublicWithoutPendingInviteesKeepsTheKey(_ backend: TestBackend) async throws {
+        try await ShareFixture.run(backend) { f in
+            let bob = try await f.user("Bob", "bob@example.com")
             let (zone, share) = try await f.sharedWith(bob, .readOnly)
             let open = try await f.alice.setPublicPermission(.readWrite, in: zone)
             #expect(open.keyEpoch == 1)
             #expect(open.version > share.version)
-            #expect(try f.chainEpochs(zone) == [])
+            #expect(try await f.chainEpochs(zone) == [])
             // Changing between public permissions keeps the link.
             let other = try await f.alice.setPublicPermission(.readOnly, in: zone)
             #expect(other.url == open.url)
@@ -102,17 +102,17 @@ struct ShareRulesTests {
         }
     }
 
-    @Test func goingBackToNoneRemovesLinkJoinersAndRotatesTheKey() async throws {
-        try await ShareFixture.run { f in
-            let bob = try f.user("Bob", "bob@example.com")
-            let carol = try f.user("Carol", "carol@example.com")
-            let erin = try f.user("Erin", "erin@example.com")
+    @Test(arguments: TestBackend.all) func goingBackToNoneRemovesLinkJoinersAndRotatesTheKey(_ backend: TestBackend) async throws {
+        try await ShareFixture.run(backend) { f in
+            let bob = try await f.user("Bob", "bob@example.com")
+            let carol = try await f.user("Carol", "carol@example.com")
+            let erin = try await f.user("Erin", "erin@example.com")
             let (zone, _) = try await f.sharedWith(bob, .readOnly)
             let open = try await f.alice.setPublicPermission(.readWrite, in: zone)
             _ = try await carol.acceptShare(url: open.url)
             _ = try await erin.acceptShare(url: open.url)
             _ = try await carol.sharedDatabase.save(shareNote("by-carol", in: zone, body: "link write"))
-            #expect(Set(try f.zoneKeyRows(zone).map(\.member)) == [f.alice.userID, bob.userID, carol.userID, erin.userID])
+            #expect(Set(try await f.zoneKeyRows(zone).map(\.member)) == [f.alice.userID, bob.userID, carol.userID, erin.userID])
 
             let closed = try await f.alice.setPublicPermission(.none, in: zone)
             #expect(closed.publicPermission == .none)
@@ -124,8 +124,8 @@ struct ShareRulesTests {
                 #expect(p.status == .removed)
             }
             #expect(closed.testParticipant(bob.userID)?.status == .accepted)
-            #expect(try f.zoneKeyRows(zone) == [ShareKeyRow(epoch: 2, member: f.alice.userID), ShareKeyRow(epoch: 2, member: bob.userID)].sorted { $0.member < $1.member })
-            #expect(try f.logCount(.acceptances, zone) == 1, "only Bob's")
+            #expect(try await f.zoneKeyRows(zone) == [ShareKeyRow(epoch: 2, member: f.alice.userID), ShareKeyRow(epoch: 2, member: bob.userID)].sorted { $0.member < $1.member })
+            #expect(try await f.logCount(.acceptances, zone) == 1, "only Bob's")
 
             for joiner in [carol, erin] {
                 #expect(try await joiner.sharedDatabase.zones().isEmpty)
@@ -139,9 +139,9 @@ struct ShareRulesTests {
         }
     }
 
-    @Test func theOwnerChangesAParticipantsPermission() async throws {
-        try await ShareFixture.run { f in
-            let bob = try f.user("Bob", "bob@example.com")
+    @Test(arguments: TestBackend.all) func theOwnerChangesAParticipantsPermission(_ backend: TestBackend) async throws {
+        try await ShareFixture.run(backend) { f in
+            let bob = try await f.user("Bob", "bob@example.com")
             let (zone, _) = try await f.sharedWith(bob, .readOnly)
             await shareExpectError(.permissionFailure) { try await bob.sharedDatabase.save(shareNote("x", in: zone)) }
             #expect(await bob.canModify(zone: zone) == false)
@@ -154,7 +154,7 @@ struct ShareRulesTests {
             await shareExpectError(.permissionFailure) { try await bob.sharedDatabase.save(shareNote("y", in: zone)) }
             await shareExpectError(.permissionFailure) { try await bob.sharedDatabase.delete(recordNamed: "x", in: zone) }
             await shareExpectError(.invalidArguments) { try await f.alice.setPermission(.none, for: bob.userID, in: zone) }
-            let mallory = try f.user("Mallory", "mallory@example.com")
+            let mallory = try await f.user("Mallory", "mallory@example.com")
             await shareExpectError(.unknownItem) { try await f.alice.setPermission(.readWrite, for: mallory.userID, in: zone) }
             await shareExpectError(.unknownItem) { try await f.alice.removeParticipant(mallory.userID, from: zone) }
             await shareExpectError(.unknownItem) { try await f.alice.addParticipant("nobody@example.com", permission: .readOnly, to: zone) }
@@ -167,8 +167,8 @@ struct ShareRulesTests {
     @Test(arguments: [SharePermission.readWrite, .readOnly])
     func onlyTheOwnerChangesTheShare(_ permission: SharePermission) async throws {
         try await ShareFixture.run { f in
-            let bob = try f.user("Bob", "bob@example.com")
-            let carol = try f.user("Carol", "carol@example.com")
+            let bob = try await f.user("Bob", "bob@example.com")
+            let carol = try await f.user("Carol", "carol@example.com")
             let (zone, _) = try await f.sharedWith(bob, permission)
             _ = try await f.alice.addParticipant(carol.userID, permission: .readOnly, to: zone)
             let before = try await f.alice.fetchShare(in: zone)
@@ -192,9 +192,9 @@ struct ShareRulesTests {
         }
     }
 
-    @Test func thePublicPermissionOfLinkJoinersFollowsTheShare() async throws {
-        try await ShareFixture.run { f in
-            let carol = try f.user("Carol", "carol@example.com")
+    @Test(arguments: TestBackend.all) func thePublicPermissionOfLinkJoinersFollowsTheShare(_ backend: TestBackend) async throws {
+        try await ShareFixture.run(backend) { f in
+            let carol = try await f.user("Carol", "carol@example.com")
             let zone = try await f.aliceZone()
             let share = try await f.alice.share(zone: zone, title: "t", publicPermission: .readOnly)
             _ = try await carol.acceptShare(url: share.url)

@@ -3,6 +3,7 @@ import CofferVault
 import CofferTestSupport
 import Foundation
 import GRDB
+import PostgresNIO
 import Testing
 @testable import CofferStore
 
@@ -12,30 +13,64 @@ import Testing
 
 let sharePassphrase = "share-tests-passphrase-Q7m4"
 
-/// A store in a fresh folder with Alice, the owner of the zones under test, acting in it.
+/// A store in a fresh folder (SQLite) or database (PostgreSQL) with Alice, the owner of the
+/// zones under test, acting in it.
 struct ShareFixture: Sendable {
     let folder: URL
     let store: Store
     let alice: Session
+    /// The database, on PostgreSQL.
+    let postgres: PostgresURL?
 
-    /// Runs `body` with a fresh store and Alice's session; removes the folder afterwards.
+    /// Runs `body` with a fresh store and Alice's session; removes the folder (and database) afterwards.
     @discardableResult
-    static func run<R>(_ body: (ShareFixture) async throws -> R) async throws -> R {
+    static func run<R>(_ backend: TestBackend = .sqlite, _ body: (ShareFixture) async throws -> R) async throws -> R {
         let folder = try makeTemporaryFolder(prefix: "coffer-share-tests")
         defer { try? FileManager.default.removeItem(at: folder) }
-        let store = try Store(path: folder.appendingPathComponent("store.sqlite").path)
         let aliceVault = try makeShareVault(in: folder, name: "Alice", email: "alice@example.com")
-        let fixture = ShareFixture(folder: folder, store: store, alice: try store.session(vault: aliceVault))
-        return try await body(fixture)
+        switch backend {
+        case .sqlite:
+            let store = try Store(path: folder.appendingPathComponent("store.sqlite").path)
+            let fixture = ShareFixture(folder: folder, store: store, alice: try store.session(vault: aliceVault), postgres: nil)
+            return try await body(fixture)
+        case .postgres:
+            return try await PostgresTestServer.withDatabase { connector in
+                let store = try await BackendFixture.open(connector.url)
+                do {
+                    let fixture = ShareFixture(folder: folder, store: store, alice: try await store.openSession(vault: aliceVault),
+                                               postgres: connector.url)
+                    let result = try await body(fixture)
+                    await store.close()
+                    return result
+                } catch {
+                    await store.close()
+                    throw error
+                }
+            }
+        }
     }
 
     /// A new user with a vault of their own and a session on the store (their card is registered).
-    func user(_ name: String, _ email: String) throws -> Session {
-        try store.session(vault: try makeShareVault(in: folder, name: name, email: email))
+    func user(_ name: String, _ email: String) async throws -> Session {
+        try await store.openSession(vault: try makeShareVault(in: folder, name: name, email: email))
     }
 
     /// A new session of the same user: empty key and verified-share caches.
-    func fresh(_ session: Session) throws -> Session { try store.session(vault: session.vault) }
+    func fresh(_ session: Session) async throws -> Session { try await store.openSession(vault: session.vault) }
+
+    /// Runs SQL on the PostgreSQL database, as someone with access to it would.
+    func sql<T>(_ body: (PostgresConnector) async throws -> T) async throws -> T {
+        let url = try #require(postgres)
+        let admin = PostgresConnector(url: url, password: PostgresPassword.lookup(for: url), timeouts: PostgresTestServer.timeouts)
+        do {
+            let result = try await body(admin)
+            await admin.close()
+            return result
+        } catch {
+            await admin.close()
+            throw error
+        }
+    }
 
     /// A second SQLite connection on the store's file, outside the store: what anyone with
     /// write access to the file can do.
@@ -75,7 +110,18 @@ struct ShareFixture: Sendable {
     // MARK: Raw facts
 
     /// (epoch, member) of every `zone_key` row of the zone, sorted.
-    func zoneKeyRows(_ zone: ZoneID) throws -> [ShareKeyRow] {
+    func zoneKeyRows(_ zone: ZoneID) async throws -> [ShareKeyRow] {
+        if postgres != nil {
+            return try await sql { admin in
+                try await admin.query("""
+                    SELECT k.epoch, k.member_id FROM zone_key k JOIN zone z ON z.id = k.zone_id
+                    WHERE z.owner_id = \(zone.ownerID) AND z.name = \(zone.name) ORDER BY k.epoch, k.member_id
+                    """).map { row in
+                    let (epoch, member) = try row.decode((Int64, String).self)
+                    return ShareKeyRow(epoch: epoch, member: member)
+                }
+            }
+        }
         let rowID = try zoneRowID(zone)
         return try raw { db in
             try Row.fetchAll(db, sql: "SELECT epoch, member_id FROM zone_key WHERE zone_id = ? ORDER BY epoch, member_id",
@@ -84,7 +130,15 @@ struct ShareFixture: Sendable {
     }
 
     /// The wrapped key of `member` at `epoch`, if any.
-    func wrappedKey(_ zone: ZoneID, member: String, epoch: Int64) throws -> [UInt8]? {
+    func wrappedKey(_ zone: ZoneID, member: String, epoch: Int64) async throws -> [UInt8]? {
+        if postgres != nil {
+            return try await sql { admin in
+                try await admin.query("""
+                    SELECT k.wrapped_key FROM zone_key k JOIN zone z ON z.id = k.zone_id
+                    WHERE z.owner_id = \(zone.ownerID) AND z.name = \(zone.name) AND k.epoch = \(epoch) AND k.member_id = \(member)
+                    """).first.map { Array(try $0.decode(Data.self)) }
+            }
+        }
         let rowID = try zoneRowID(zone)
         return try raw { db in
             try Data.fetchOne(db, sql: "SELECT wrapped_key FROM zone_key WHERE zone_id = ? AND epoch = ? AND member_id = ?",
@@ -93,7 +147,15 @@ struct ShareFixture: Sendable {
     }
 
     /// The epochs of `zone_key_chain` rows of the zone.
-    func chainEpochs(_ zone: ZoneID) throws -> [Int64] {
+    func chainEpochs(_ zone: ZoneID) async throws -> [Int64] {
+        if postgres != nil {
+            return try await sql { admin in
+                try await admin.query("""
+                    SELECT c.epoch FROM zone_key_chain c JOIN zone z ON z.id = c.zone_id
+                    WHERE z.owner_id = \(zone.ownerID) AND z.name = \(zone.name) ORDER BY c.epoch
+                    """).map { try $0.decode(Int64.self) }
+            }
+        }
         let rowID = try zoneRowID(zone)
         return try raw { db in
             try Int64.fetchAll(db, sql: "SELECT epoch FROM zone_key_chain WHERE zone_id = ? ORDER BY epoch", arguments: [rowID])
@@ -101,7 +163,19 @@ struct ShareFixture: Sendable {
     }
 
     /// Record name → epoch column, from the file.
-    func recordEpochs(_ zone: ZoneID) throws -> [String: Int64] {
+    func recordEpochs(_ zone: ZoneID) async throws -> [String: Int64] {
+        if postgres != nil {
+            return try await sql { admin in
+                var out = [String: Int64]()
+                for row in try await admin.query("""
+                    SELECT r.name, r.epoch FROM record r JOIN zone z ON z.id = r.zone_id WHERE z.owner_id = \(zone.ownerID) AND z.name = \(zone.name)
+                    """) {
+                    let (name, epoch) = try row.decode((String, Int64).self)
+                    out[name] = epoch
+                }
+                return out
+            }
+        }
         let rowID = try zoneRowID(zone)
         return try raw { db in
             var out = [String: Int64]()
@@ -113,7 +187,15 @@ struct ShareFixture: Sendable {
     }
 
     /// The raw `sealed` column of a record.
-    func sealedBlob(_ zone: ZoneID, _ name: String) throws -> [UInt8] {
+    func sealedBlob(_ zone: ZoneID, _ name: String) async throws -> [UInt8] {
+        if postgres != nil {
+            return try await sql { admin in
+                Array(try #require(try await admin.query("""
+                    SELECT r.sealed FROM record r JOIN zone z ON z.id = r.zone_id
+                    WHERE z.owner_id = \(zone.ownerID) AND z.name = \(zone.name) AND r.name = \(name)
+                    """).first).decode(Data.self))
+            }
+        }
         let rowID = try zoneRowID(zone)
         return try raw { db in
             Array(try #require(try Data.fetchOne(db, sql: "SELECT sealed FROM record WHERE zone_id = ? AND name = ?",
@@ -122,16 +204,20 @@ struct ShareFixture: Sendable {
     }
 
     /// What the zone's log says, as its owner verifies it now.
-    func state(_ zone: ZoneID) throws -> ZoneState {
-        try raw { db in try alice.walkLog(db, zone: try #require(try db.zoneRow(zone)), signaturesAfter: 0).state }
+    func state(_ zone: ZoneID) async throws -> ZoneState {
+        let alice = self.alice
+        return try await store.read { db in
+            guard let row = try db.zoneRow(zone) else { throw StoreError(.zoneNotFound, "no zone \(zone.name)") }
+            return try alice.walkLog(db, zone: row, signaturesAfter: 0).state
+        }
     }
 
     enum LogCount { case share, participants, acceptances }
 
     /// From the zone's verified log: 1 when it is shared (else 0), its named participants (removed
     /// ones included), or the acceptances in force (named participants and link joiners).
-    func logCount(_ what: LogCount, _ zone: ZoneID) throws -> Int {
-        let state = try state(zone)
+    func logCount(_ what: LogCount, _ zone: ZoneID) async throws -> Int {
+        let state = try await state(zone)
         switch what {
         case .share: return state.share == nil ? 0 : 1
         case .participants: return state.share?.participants.count ?? 0
@@ -141,13 +227,18 @@ struct ShareFixture: Sendable {
     }
 
     /// The share uid of the zone's share, from its log.
-    func shareUID(_ zone: ZoneID) throws -> [UInt8] {
-        try #require(try state(zone).share?.shareUID)
+    func shareUID(_ zone: ZoneID) async throws -> [UInt8] {
+        try #require(try await state(zone).share?.shareUID)
+    }
+
+    /// The zone's row, read from the SQLite file (for synchronous checks).
+    func sqliteZoneRow(_ zone: ZoneID) throws -> ZoneRow {
+        try raw { db in try #require(try db.zoneRow(zone)) }
     }
 
     /// The zone's uid (bound into record associated data).
-    func zoneRow(_ zone: ZoneID) throws -> ZoneRow {
-        try raw { db in try #require(try db.zoneRow(zone)) }
+    func zoneRow(_ zone: ZoneID) async throws -> ZoneRow {
+        try #require(try await store.read { db in try db.zoneRow(zone) })
     }
 }
 

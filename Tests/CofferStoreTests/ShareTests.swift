@@ -11,8 +11,8 @@ import Testing
 struct ShareTests {
     // MARK: - What a share covers
 
-    @Test func sharingAZoneSharesAllOfItAndNothingElse() async throws {
-        try await ShareFixture.run { f in
+    @Test(arguments: TestBackend.all) func sharingAZoneSharesAllOfItAndNothingElse(_ backend: TestBackend) async throws {
+        try await ShareFixture.run(backend) { f in
             let zone = try await f.aliceZone("Family", notes: ["n1", "n2", "n3"])
             let other = try await f.aliceZone("Private", notes: ["secret"])
             let share = try await f.alice.share(zone: zone, title: "Family notes")
@@ -20,7 +20,7 @@ struct ShareTests {
             #expect(try await f.alice.isShared(zone) == true)
             #expect(try await f.alice.isShared(other) == false)
 
-            let bob = try f.user("Bob", "bob@example.com")
+            let bob = try await f.user("Bob", "bob@example.com")
             _ = try await f.alice.addParticipant("bob@example.com", permission: .readOnly, to: zone)
             let accepted = try await bob.acceptShare(url: share.url)
             #expect(accepted.zoneID == zone)
@@ -33,8 +33,8 @@ struct ShareTests {
         }
     }
 
-    @Test func sharingRecordsMovesThemAndTheirChildrenIntoAZoneOfTheirOwn() async throws {
-        try await ShareFixture.run { f in
+    @Test(arguments: TestBackend.all) func sharingRecordsMovesThemAndTheirChildrenIntoAZoneOfTheirOwn(_ backend: TestBackend) async throws {
+        try await ShareFixture.run(backend) { f in
             let inbox = try await f.alice.privateDatabase.createZone(named: "Inbox")
             let db = f.alice.privateDatabase
             _ = try await db.save(shareNote("trip", in: inbox, body: "Lisbon in May"))
@@ -57,7 +57,7 @@ struct ShareTests {
             #expect(try await f.alice.isShared(inbox) == false)
 
             // A participant sees the moved records, and nothing of the source zone.
-            let bob = try f.user("Bob", "bob@example.com")
+            let bob = try await f.user("Bob", "bob@example.com")
             _ = try await f.alice.addParticipant(bob.userID, permission: .readOnly, to: trip)
             _ = try await bob.acceptShare(url: share.url)
             #expect(try await bob.sharedDatabase.records(in: trip).map(\.name) == ["day1", "day1-photo", "day2", "trip"])
@@ -65,12 +65,12 @@ struct ShareTests {
         }
     }
 
-    @Test func sharingRecordsIntoAnExistingSharesZoneAddsThemToThatShare() async throws {
-        try await ShareFixture.run { f in
+    @Test(arguments: TestBackend.all) func sharingRecordsIntoAnExistingSharesZoneAddsThemToThatShare(_ backend: TestBackend) async throws {
+        try await ShareFixture.run(backend) { f in
             let inbox = try await f.aliceZone("Inbox", notes: ["a", "b"])
             _ = try await f.alice.privateDatabase.save(shareNote("b-child", in: inbox, parent: "b"))
             let first = try await f.alice.share(records: ["a"], in: inbox, intoZoneNamed: "Shared", title: "First")
-            let bob = try f.user("Bob", "bob@example.com")
+            let bob = try await f.user("Bob", "bob@example.com")
             _ = try await f.alice.addParticipant(bob.userID, permission: .readWrite, to: first.zoneID)
             _ = try await bob.acceptShare(url: first.url)
             let before = try await f.alice.fetchShare(in: first.zoneID)
@@ -88,8 +88,8 @@ struct ShareTests {
 
     /// Moving a record into a share's zone that already has a record of that name is a clean
     /// refusal (not a raw database error), and moves nothing.
-    @Test func sharingRecordsOntoATakenNameMovesNothingAndFailsCleanly() async throws {
-        try await ShareFixture.run { f in
+    @Test(arguments: TestBackend.all) func sharingRecordsOntoATakenNameMovesNothingAndFailsCleanly(_ backend: TestBackend) async throws {
+        try await ShareFixture.run(backend) { f in
             let family = try await f.aliceZone("Family", notes: ["n1"])
             _ = try await f.alice.share(zone: family, title: "Family notes")
             let inbox = try await f.alice.privateDatabase.createZone(named: "Inbox")
@@ -106,8 +106,8 @@ struct ShareTests {
         }
     }
 
-    @Test func aZoneHasAtMostOneShare() async throws {
-        try await ShareFixture.run { f in
+    @Test(arguments: TestBackend.all) func aZoneHasAtMostOneShare(_ backend: TestBackend) async throws {
+        try await ShareFixture.run(backend) { f in
             let zone = try await f.aliceZone()
             let share = try await f.alice.share(zone: zone, title: "One")
             await shareExpectError(.alreadyExists) { try await f.alice.share(zone: zone, title: "Two") }
@@ -116,13 +116,13 @@ struct ShareTests {
             #expect(shares.count == 1)
             #expect(shares.first?.title == "One")
             #expect(shares.first?.url == share.url)
-            #expect(try f.logCount(.share, zone) == 1)
+            #expect(try await f.logCount(.share, zone) == 1)
         }
     }
 
-    @Test func onlyTheOwnerSharesAZone() async throws {
-        try await ShareFixture.run { f in
-            let bob = try f.user("Bob", "bob@example.com")
+    @Test(arguments: TestBackend.all) func onlyTheOwnerSharesAZone(_ backend: TestBackend) async throws {
+        try await ShareFixture.run(backend) { f in
+            let bob = try await f.user("Bob", "bob@example.com")
             let (zone, _) = try await f.sharedWith(bob, .readWrite)
             await shareExpectError(.permissionFailure) { try await bob.share(zone: zone, title: "mine now") }
             await shareExpectError(.permissionFailure) { try await bob.rekey(zone: zone) }
@@ -132,8 +132,8 @@ struct ShareTests {
 
     // MARK: - The model
 
-    @Test func aShareHasTitleOwnerPublicPermissionParticipantsAndURL() async throws {
-        try await ShareFixture.run { f in
+    @Test(arguments: TestBackend.all) func aShareHasTitleOwnerPublicPermissionParticipantsAndURL(_ backend: TestBackend) async throws {
+        try await ShareFixture.run(backend) { f in
             let zone = try await f.aliceZone()
             let before = Date()
             let created = try await f.alice.share(zone: zone, title: "Family notes")
@@ -156,8 +156,8 @@ struct ShareTests {
             #expect(created.url.count == prefix.count + 32)
             #expect(!created.url.contains("#"))
 
-            let bob = try f.user("Bob", "bob@example.com")
-            let carol = try f.user("Carol", "carol@example.com")
+            let bob = try await f.user("Bob", "bob@example.com")
+            let carol = try await f.user("Carol", "carol@example.com")
             _ = try await f.alice.addParticipant("bob@example.com", permission: .readWrite, to: zone)
             let two = try await f.alice.addParticipant("Carol", permission: .readOnly, to: zone)
             #expect(two.version == 6)
@@ -190,8 +190,8 @@ struct ShareTests {
         }
     }
 
-    @Test func aShareTitleIsShortAndPrintable() async throws {
-        try await ShareFixture.run { f in
+    @Test(arguments: TestBackend.all) func aShareTitleIsShortAndPrintable(_ backend: TestBackend) async throws {
+        try await ShareFixture.run(backend) { f in
             let zone = try await f.aliceZone()
             await shareExpectError(.invalidArguments) { try await f.alice.share(zone: zone, title: "two\nlines") }
             await shareExpectError(.invalidArguments) { try await f.alice.share(zone: zone, title: String(repeating: "x", count: 1025)) }
@@ -201,14 +201,14 @@ struct ShareTests {
         }
     }
 
-    @Test func aShareHasAtMostOneHundredParticipants() async throws {
-        try await ShareFixture.run { f in
+    @Test(arguments: TestBackend.all) func aShareHasAtMostOneHundredParticipants(_ backend: TestBackend) async throws {
+        try await ShareFixture.run(backend) { f in
             let zone = try await f.aliceZone(notes: [])
             _ = try await f.alice.share(zone: zone, title: "Crowd")
             var ids = [String]()
             for i in 0..<101 {
                 let vault = try makeShareVault(in: f.folder, name: "Guest \(i)", email: "guest\(i)@example.com")
-                try f.store.addContact(ContactCard(vault: vault))
+                try await f.store.addContactSuspending(ContactCard(vault: vault))
                 ids.append(vault.identity.userID)
             }
             var share: Share?
@@ -219,7 +219,7 @@ struct ShareTests {
                 try await f.alice.addParticipant(ids[100], permission: .readOnly, to: zone)
             }
             #expect(try await f.alice.fetchShare(in: zone).participants.count == 101)
-            #expect(try f.logCount(.participants, zone) == 100)
+            #expect(try await f.logCount(.participants, zone) == 100)
             // Removed participants do not count.
             _ = try await f.alice.removeParticipant(ids[0], from: zone)
             let after = try await f.alice.addParticipant(ids[100], permission: .readOnly, to: zone)
@@ -230,9 +230,9 @@ struct ShareTests {
 
     // MARK: - Accepting
 
-    @Test func anInvitedParticipantAcceptsTheURLAndReadsWithTheirOwnVault() async throws {
-        try await ShareFixture.run { f in
-            let bob = try f.user("Bob", "bob@example.com")
+    @Test(arguments: TestBackend.all) func anInvitedParticipantAcceptsTheURLAndReadsWithTheirOwnVault(_ backend: TestBackend) async throws {
+        try await ShareFixture.run(backend) { f in
+            let bob = try await f.user("Bob", "bob@example.com")
             let zone = try await f.aliceZone()
             let share = try await f.alice.share(zone: zone, title: "Family notes")
             _ = try await f.alice.addParticipant("bob@example.com", permission: .readOnly, to: zone)
@@ -251,7 +251,7 @@ struct ShareTests {
             #expect(try await f.alice.sharedDatabase.zones().isEmpty)
 
             // A new session of Bob's, from his vault alone, reads it.
-            let bobAgain = try f.store.session(vault: try Vault.open(at: bob.vault.url,
+            let bobAgain = try await f.store.openSession(vault: try Vault.open(at: bob.vault.url,
                                                                      passphrase: SecureBytes(copying: Array(sharePassphrase.utf8))))
             let note = try await bobAgain.sharedDatabase.record(named: "n1", in: zone)
             #expect(shareBody(note) == "body of n1")
@@ -265,25 +265,25 @@ struct ShareTests {
         }
     }
 
-    @Test func aStrangerCannotAcceptAURLWithoutALinkSecret() async throws {
-        try await ShareFixture.run { f in
-            let bob = try f.user("Bob", "bob@example.com")
-            let mallory = try f.user("Mallory", "mallory@example.com")
+    @Test(arguments: TestBackend.all) func aStrangerCannotAcceptAURLWithoutALinkSecret(_ backend: TestBackend) async throws {
+        try await ShareFixture.run(backend) { f in
+            let bob = try await f.user("Bob", "bob@example.com")
+            let mallory = try await f.user("Mallory", "mallory@example.com")
             let (zone, share) = try await f.sharedWith(bob, .readOnly)
             #expect(!share.url.contains("#"))
             await shareExpectError(.permissionFailure) { try await mallory.acceptShare(url: share.url) }
             #expect(try await mallory.sharedDatabase.zones().isEmpty)
             await shareExpectError(.zoneNotFound) { try await mallory.sharedDatabase.record(named: "n1", in: zone) }
             #expect(try await mallory.fetchShares().isEmpty)
-            #expect(try f.logCount(.acceptances, zone) == 1, "only Bob's acceptance")
-            #expect(try f.wrappedKey(zone, member: mallory.userID, epoch: 1) == nil)
+            #expect(try await f.logCount(.acceptances, zone) == 1, "only Bob's acceptance")
+            #expect(try await f.wrappedKey(zone, member: mallory.userID, epoch: 1) == nil)
         }
     }
 
-    @Test func anyoneMayJoinAPublicShareWithItsPermission() async throws {
-        try await ShareFixture.run { f in
-            let carol = try f.user("Carol", "carol@example.com")
-            let dave = try f.user("Dave", "dave@example.com")
+    @Test(arguments: TestBackend.all) func anyoneMayJoinAPublicShareWithItsPermission(_ backend: TestBackend) async throws {
+        try await ShareFixture.run(backend) { f in
+            let carol = try await f.user("Carol", "carol@example.com")
+            let dave = try await f.user("Dave", "dave@example.com")
             let zone = try await f.aliceZone()
             let share = try await f.alice.share(zone: zone, title: "Open", publicPermission: .readOnly)
             #expect(share.publicPermission == .readOnly)
@@ -300,7 +300,7 @@ struct ShareTests {
             #expect(c.role == .publicUser)
             #expect(c.permission == .readOnly)
             #expect(c.status == .accepted)
-            #expect(try f.wrappedKey(zone, member: carol.userID, epoch: 1) != nil, "a link joiner wraps the key to themselves")
+            #expect(try await f.wrappedKey(zone, member: carol.userID, epoch: 1) != nil, "a link joiner wraps the key to themselves")
 
             // The same link without its fragment admits no one.
             let bare = String(share.url.split(separator: "#")[0])
@@ -332,7 +332,7 @@ struct ShareTests {
             let error = await shareExpectError(.unknownItem) { try await bobThere.acceptShare(url: share.url) }
             #expect(error?.message.contains(Hex.encode(f.store.storeID)) == true)
 
-            let bob = try f.user("Bob", "bob@example.com")
+            let bob = try await f.user("Bob", "bob@example.com")
             _ = try await f.alice.addParticipant(bob.userID, permission: .readOnly, to: zone)
             try await f.alice.stopSharing(zone: zone)
             await shareExpectError(.unknownItem, "a stopped share") { try await bob.acceptShare(url: share.url) }
@@ -341,9 +341,9 @@ struct ShareTests {
 
     // MARK: - Leaving
 
-    @Test func leavingRemovesTheZoneFromTheParticipantsViewAndTouchesNothingElse() async throws {
-        try await ShareFixture.run { f in
-            let bob = try f.user("Bob", "bob@example.com")
+    @Test(arguments: TestBackend.all) func leavingRemovesTheZoneFromTheParticipantsViewAndTouchesNothingElse(_ backend: TestBackend) async throws {
+        try await ShareFixture.run(backend) { f in
+            let bob = try await f.user("Bob", "bob@example.com")
             let (zone, share) = try await f.sharedWith(bob, .readWrite)
             _ = try await bob.sharedDatabase.save(shareNote("by-bob", in: zone, body: "Bob's"))
             let before = try await f.alice.privateDatabase.records(in: zone)
@@ -371,15 +371,15 @@ struct ShareTests {
         }
     }
 
-    @Test func aLinkJoinerWhoLeavesLosesTheirKeyAndMayJoinAgain() async throws {
-        try await ShareFixture.run { f in
-            let carol = try f.user("Carol", "carol@example.com")
+    @Test(arguments: TestBackend.all) func aLinkJoinerWhoLeavesLosesTheirKeyAndMayJoinAgain(_ backend: TestBackend) async throws {
+        try await ShareFixture.run(backend) { f in
+            let carol = try await f.user("Carol", "carol@example.com")
             let zone = try await f.aliceZone()
             let share = try await f.alice.share(zone: zone, title: "Open", publicPermission: .readOnly)
             _ = try await carol.acceptShare(url: share.url)
-            #expect(try f.wrappedKey(zone, member: carol.userID, epoch: 1) != nil)
+            #expect(try await f.wrappedKey(zone, member: carol.userID, epoch: 1) != nil)
             try await carol.leaveShare(zone: zone)
-            #expect(try f.wrappedKey(zone, member: carol.userID, epoch: 1) == nil)
+            #expect(try await f.wrappedKey(zone, member: carol.userID, epoch: 1) == nil)
             #expect(try await carol.sharedDatabase.zones().isEmpty)
             await shareExpectError(.permissionFailure) { try await f.fresh(carol).sharedDatabase.record(named: "n1", in: zone) }
             _ = try await carol.acceptShare(url: share.url)
@@ -387,9 +387,9 @@ struct ShareTests {
         }
     }
 
-    @Test func theOwnerAndPendingInviteesCannotLeave() async throws {
-        try await ShareFixture.run { f in
-            let bob = try f.user("Bob", "bob@example.com")
+    @Test(arguments: TestBackend.all) func theOwnerAndPendingInviteesCannotLeave(_ backend: TestBackend) async throws {
+        try await ShareFixture.run(backend) { f in
+            let bob = try await f.user("Bob", "bob@example.com")
             let (zone, _) = try await f.sharedWith(bob, .readOnly, accept: false)
             await shareExpectError(.invalidArguments) { try await f.alice.leaveShare(zone: zone) }
             await shareExpectError(.permissionFailure) { try await bob.leaveShare(zone: zone) }
@@ -399,7 +399,7 @@ struct ShareTests {
 
     @Test func deletingASharedZoneDeletesItsShare() async throws {
         try await ShareFixture.run { f in
-            let bob = try f.user("Bob", "bob@example.com")
+            let bob = try await f.user("Bob", "bob@example.com")
             let (zone, _) = try await f.sharedWith(bob, .readWrite)
             await shareExpectError(.permissionFailure) { try await bob.sharedDatabase.deleteZone(zone) }
             try await f.alice.privateDatabase.deleteZone(zone)
@@ -419,10 +419,10 @@ struct ShareTests {
 
 @Suite("Shares by database")
 struct SharesByDatabaseTests {
-    @Test("fetchShares(in:) splits owned shares (private) from shares taken part in (shared)")
-    func sharesByDatabase() async throws {
-        try await ShareFixture.run { f in
-            let bob = try f.user("Bob", "bob@example.com")
+    @Test("fetchShares(in:) splits owned shares (private) from shares taken part in (shared)", arguments: TestBackend.all)
+    func sharesByDatabase(_ backend: TestBackend) async throws {
+        try await ShareFixture.run(backend) { f in
+            let bob = try await f.user("Bob", "bob@example.com")
             let aliceZone = try await f.alice.privateDatabase.createZone(named: "AliceZone")
             let bobZone = try await bob.privateDatabase.createZone(named: "BobZone")
             let aliceShare = try await f.alice.share(zone: aliceZone, title: "from Alice")

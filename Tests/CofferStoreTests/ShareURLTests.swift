@@ -40,7 +40,7 @@ struct ShareURLTests {
             let parsed = try ShareURL(string: closed.url)
             #expect(parsed.string == closed.url)
             #expect(parsed.storeID == f.store.storeID)
-            #expect(parsed.shareUID == (try f.shareUID(zone)))
+            #expect(parsed.shareUID == (try await f.shareUID(zone)))
             #expect(parsed.linkSecret == nil)
 
             let open = try await f.alice.setPublicPermission(.readWrite, in: zone)
@@ -111,7 +111,7 @@ struct ShareURLTests {
         try await ShareFixture.run { f in
             let zone = try await f.aliceZone()
             let share = try await f.alice.share(zone: zone, title: "t")
-            let bob = try f.user("Bob", "bob@example.com")
+            let bob = try await f.user("Bob", "bob@example.com")
             await shareExpectError(.invalidArguments) { try await bob.acceptShare(url: share.url.replacingOccurrences(of: "/v1/", with: "/v2/")) }
             await shareExpectError(.invalidArguments) { try await bob.acceptShare(url: share.url.uppercased()) }
         }

@@ -1,6 +1,5 @@
 import CofferCrypto
 import Foundation
-import GRDB
 
 /// What `audit` found.
 public struct AuditFinding: Sendable, Hashable {
@@ -44,10 +43,13 @@ extension Session {
         let shared = try await sharedZoneAccess()
         // Zones refused by reads (a log that fails verification or does not extend what this
         // user saw) are audited too: `zone list` leaves them out, audit says why.
-        await report.findings += try sqliteRead("an audit") { db in try self.auditContacts(db) }
+        if !plaintexts.isEmpty, store.isPostgres {
+            throw StoreError(.notSupported, "scanning for plaintext reads the store's own files, and a PostgreSQL store has none on this machine")
+        }
+        await report.findings += try read { db in try self.auditContacts(db) }
         for zone in owned.zones.map(\.id) + owned.refused.map(\.0) + shared.zones.map(\.id) + shared.refused.map(\.0) {
             progress("zone \(zone.name)")
-            let part: AuditReport = try await sqliteRead("an audit") { db in try self.auditZone(db, zone) }
+            let part: AuditReport = try await read { db in try self.auditZone(db, zone) }
             report.findings += part.findings
             report.zones += part.zones
             report.shares += part.shares
@@ -77,10 +79,12 @@ extension Session {
 
     /// Contacts whose stored card does not verify (or is dated in the future), or whose row's
     /// other columns say something else than the card (reads use only the card).
-    private func auditContacts(_ db: GRDB.Database) throws -> [AuditFinding] {
+    private func auditContacts(_ db: any StorageTransaction) throws -> [AuditFinding] {
         var findings = [AuditFinding]()
-        for row in try Row.fetchAll(db, sql: "SELECT user_id, name, email, signing_key, box_key, card_created FROM contact ORDER BY user_id") {
-            let id: String = try row.required(0)
+        let rows = try db.contactColumns()
+        try db.prefetchContacts(userIDs: rows.map(\.userID))
+        for row in rows {
+            let id = row.userID
             func finding(_ message: String) { findings.append(AuditFinding(kind: .contact, zone: nil, subject: id, message: message)) }
             let contact: Contact
             do {
@@ -91,10 +95,8 @@ extension Session {
                 continue
             }
             let identity = contact.identity
-            let name: String = try row.required(1), email: String? = try row.optional(2), cardCreated: String = try row.required(5)
-            let signingKey: Data = try row.required(3), boxKey: Data = try row.required(4)
-            if name != identity.name || email != identity.email || cardCreated != contact.cardCreated
-                || Array(signingKey) != identity.signingKey.rawRepresentation || Array(boxKey) != identity.boxKey.rawRepresentation {
+            if row.name != identity.name || row.email != identity.email || row.cardCreated != contact.cardCreated
+                || row.signingKey != identity.signingKey.rawRepresentation || row.boxKey != identity.boxKey.rawRepresentation {
                 finding("the stored contact \(id) has columns that disagree with its signed card (the card is what counts): the store was changed")
             }
         }
@@ -102,27 +104,26 @@ extension Session {
     }
 
     /// The zone row's columns and the member lookup against the verified log.
-    private func auditCaches(_ db: GRDB.Database, zone: ZoneRow, state: ZoneState, finding: (AuditFinding.Kind, String, String) -> Void) throws {
+    private func auditCaches(_ db: any StorageTransaction, zone: ZoneRow, state: ZoneState, finding: (AuditFinding.Kind, String, String) -> Void) throws {
         let zoneID = zone.id
-        let cached = try Row.fetchOne(db, sql: "SELECT sequence, current_epoch, share_uid FROM zone WHERE id = ?", arguments: [zone.rowID])!
-        let sequence: Int64 = try cached.required(0), epoch: Int64 = try cached.required(1), shareUID: Data? = try cached.optional(2)
-        if sequence != state.headSeq {
-            finding(.cache, "zone", "zone '\(zoneID.name)' says its log ends at entry \(sequence), but the log ends at \(state.headSeq)")
+        let cached = try db.zoneCaches(zoneRowID: zone.rowID)
+        if cached.sequence != state.headSeq {
+            finding(.cache, "zone", "zone '\(zoneID.name)' says its log ends at entry \(cached.sequence), but the log ends at \(state.headSeq)")
         }
-        if epoch != state.epoch {
+        if let epoch = cached.epoch, epoch != state.epoch {
             finding(.cache, "zone", "zone '\(zoneID.name)' says its key epoch is \(epoch), but its log says \(state.epoch)")
         }
-        if shareUID.map(Array.init) != state.share?.shareUID {
+        if cached.shareUID != state.share?.shareUID {
             finding(.cache, "zone", "zone '\(zoneID.name)' names another share than its log")
         }
-        let listed = Set(try String.fetchAll(db, sql: "SELECT user_id FROM zone_member WHERE zone_id = ?", arguments: [zone.rowID]))
+        let listed = try db.zoneMemberIDs(zoneRowID: zone.rowID)
         let members = Set(state.share?.participants.keys.map { $0 } ?? []).union(state.linkJoiners.keys)
         if listed != members {
             finding(.cache, "members", "zone '\(zoneID.name)' lists other members (\(listed.subtracting(members).union(members.subtracting(listed)).sorted().joined(separator: ", "))) than its log")
         }
     }
 
-    private func auditZone(_ db: GRDB.Database, _ zoneID: ZoneID) throws -> AuditReport {
+    private func auditZone(_ db: any StorageTransaction, _ zoneID: ZoneID) throws -> AuditReport {
         var report = AuditReport()
         let zone = try zoneRow(db, zoneID)
         report.zones += 1
@@ -153,9 +154,8 @@ extension Session {
         do { try checkZoneKey(db, zone: zone, state: state) } catch let error as StoreError {
             finding(.key, "key", error.message)
         }
-        // Each name's latest entry in the signed log (`kind IS NOT NULL`: from the head index).
-        let storedHashes = try Row.fetchAll(db, sql: "SELECT seq, hash FROM zone_log WHERE zone_id = ? AND kind IS NOT NULL", arguments: [zone.rowID])
-            .reduce(into: [Int64: [UInt8]]()) { $0[try $1.required(0)] = Array(try $1.required(1) as Data) }
+        // Each name's latest entry in the signed log.
+        let storedHashes = try db.storedLogHashes(zoneRowID: zone.rowID)
         for stored in try db.logEntries(zoneRowID: zone.rowID, after: 0) {
             if let tail = log.refusedTail, stored.seq >= tail.seq { break } // reported above, with the entries after it
             if storedHashes[stored.seq] != stored.hash.bytes {
@@ -172,13 +172,17 @@ extension Session {
         try latestVersions(db, zone: zone, log: log, after: 0, cached: false, into: &latest) { seq, error in
             finding(.commit, "entry \(seq)", error.message)
         }
-        let statement = try db.makeStatement(sql: "SELECT \(Self.recordColumns) FROM record WHERE zone_id = ? ORDER BY name")
-        let rows = try Row.fetchCursor(statement, arguments: [zone.rowID])
         var live = [String: Int64]()
-        while let record = try rows.next() {
+        try db.readAllRecordRows(zoneRowID: zone.rowID) { name, seq, row in
             report.records += 1
-            live[try record.required(0)] = try record.required(6) as Int64 // its entry
-            do { _ = try decodeRecord(db, zone: zone, row: record, log: log) } catch { finding(.record, try record.required(0), "\(error)") }
+            guard let seq else {
+                finding(.record, name, "record '\(Names.printable(name))' has no entry in its row: the store was changed")
+                return
+            }
+            live[name] = seq // its entry
+            do { _ = try decodeOne(db, zone: zone, row: try row.get(), log: log) } catch {
+                finding(.record, name, "\(error)")
+            }
         }
         // Each row must be its name's latest version in the log, and each name the log last saved
         // must have its row: a row put back, rolled back to an older signed version, or deleted
@@ -194,9 +198,8 @@ extension Session {
         // The change feed finds deletions through `record_tombstone`: each name the log last
         // deleted (after the compacted history) must have one at that entry, and each one must
         // be its name's latest deletion, or a reader's feed misses or misdates a deletion.
-        let compacted = try Int64.fetchOne(db, sql: "SELECT compacted_seq FROM zone WHERE id = ?", arguments: [zone.rowID]) ?? 0
-        let tombstones = try Row.fetchAll(db, sql: "SELECT name, seq FROM record_tombstone WHERE zone_id = ?", arguments: [zone.rowID])
-            .reduce(into: [String: Int64]()) { $0[try $1.required(0)] = try $1.required(1) as Int64 }
+        let compacted = try db.compactedSeq(zoneRowID: zone.rowID)
+        let tombstones = try db.tombstoneSeqs(zoneRowID: zone.rowID)
         for (name, last) in latest.sorted(by: { $0.key < $1.key }) where last.deleted && last.seq > compacted && tombstones[name] != last.seq {
             finding(.cache, name, "record '\(Names.printable(name))' was deleted by entry \(last.seq), but the change feed's list of deletions "
                     + (tombstones[name].map { "dates it at entry \($0)" } ?? "does not have it"))

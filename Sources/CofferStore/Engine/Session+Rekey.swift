@@ -1,6 +1,5 @@
 import CofferCrypto
 import Foundation
-import GRDB
 
 extension Session {
     /// Re-seals every record still under an older key epoch with the current zone key, then
@@ -14,53 +13,59 @@ extension Session {
     /// re-sealed in rewrites of 400 (owner-signed log entries that keep each record's creator,
     /// modifier and times; each batch verifies its records again). Returns the number re-sealed.
     func rekeyRecords(zone zoneID: ZoneID, progress: (_ done: Int, _ total: Int) -> Void) async throws -> Int {
-        let statement = "SELECT \(Self.recordColumns) FROM record WHERE zone_id = ? AND sealed IS NOT NULL AND epoch < ? ORDER BY name"
         // Each name's latest entry in the log: a row must be its name's latest version, not an
-        // older signed one put back (which a re-key would otherwise sign again as current).
-        var (total, latest, through) = try await sqliteRead("re-keying or moving records") { db -> (Int, [String: LatestVersion], Int64) in
-            let zone = try self.zoneRow(db, zoneID)
-            let access = try self.requireOwner(db, zone: zone, to: "re-key it")
-            var latest = [String: LatestVersion]()
-            let through = try self.latestVersions(db, zone: zone, log: access.log, after: 0, into: &latest)
-            var count = 0
-            let rows = try Row.fetchCursor(db, sql: statement, arguments: [zone.rowID, access.state.epoch]) // one row in memory at a time
-            while let row = try rows.next() {
-                do {
-                    _ = try self.decodeRecord(db, zone: zone, row: row)
-                    try Self.checkLatest(name: try row.required(0), seq: try row.required(6), zone: zone, latest: latest)
-                } catch let error as StoreError where error.code == .integrityFailure {
-                    throw StoreError(.integrityFailure, "re-key stopped before writing anything: \(error.message)", underlying: error)
+        // older signed one put back (which a re-key would otherwise sign again as current). The
+        // rows are verified a page at a time, each page in a read of its own.
+        var latest = [String: LatestVersion](), through: Int64 = 0, total = 0, after = ""
+        while true {
+            let known = (latest, through), start = after
+            let page: (count: Int, last: String?, latest: [String: LatestVersion], through: Int64) = try await read { db in
+                let zone = try self.zoneRow(db, zoneID)
+                let access = try self.requireOwner(db, zone: zone, to: "re-key it")
+                var latest = known.0
+                let through = try self.latestVersions(db, zone: zone, log: access.log, after: known.1, into: &latest)
+                var rows = [StoredRow]()
+                try db.readRecordRows(zoneRowID: zone.rowID, sealedBefore: access.state.epoch, after: start, limit: 400) { rows.append($0) }
+                for row in rows {
+                    do {
+                        _ = try self.decodeOne(db, zone: zone, row: row)
+                        try Self.checkLatest(name: row.name, seq: row.seq, zone: zone, latest: latest)
+                    } catch let error as StoreError where error.code == .integrityFailure {
+                        throw StoreError(.integrityFailure, "re-key stopped before writing anything: \(error.message)", underlying: error)
+                    }
                 }
-                count += 1
+                return (rows.count, rows.last?.name, latest, through)
             }
-            return (count, latest, through)
+            (latest, through) = (page.latest, page.through)
+            total += page.count
+            guard let last = page.last, page.count == 400 else { break }
+            after = last
         }
         var done = 0
         progress(0, total)
         while true {
             let known = (latest, through)
             let count: Int
-            (count, latest, through) = try await store.sqliteWrite("re-keying or moving records") { db -> (Int, [String: LatestVersion], Int64) in
+            (count, latest, through) = try await store.write { db -> (Int, [String: LatestVersion], Int64) in
                 let zone = try self.zoneRow(db, zoneID)
                 var log = try self.requireOwner(db, zone: zone, to: "re-key it").log
                 let current = log.state.epoch
                 var latest = known.0
                 let through = try self.latestVersions(db, zone: zone, log: log, after: known.1, into: &latest)
-                let rows = try Row.fetchAll(db, sql: statement + " LIMIT 400", arguments: [zone.rowID, current])
+                var rows = [StoredRow]()
+                try db.readRecordRows(zoneRowID: zone.rowID, sealedBefore: current, after: "", limit: 400) { rows.append($0) }
                 if rows.isEmpty {
                     // Every record is at the current epoch: the chain of older keys can go.
-                    try db.execute(sql: "DELETE FROM zone_key_chain WHERE zone_id = ?", arguments: [zone.rowID])
-                    try db.execute(sql: "DELETE FROM zone_key WHERE zone_id = ? AND epoch < ?", arguments: [zone.rowID, current])
+                    try db.deleteOlderKeys(zoneRowID: zone.rowID, before: current)
                     let rowID = zone.rowID
-                    db.afterNextTransaction(onCommit: { [self] _ in
+                    db.afterTransaction(onCommit: { [self] in
                         self.zoneKeys.withLock { cache in cache[rowID] = cache[rowID]?.filter { $0.key == current } }
                         self.forgetRowContexts(zoneRowID: rowID) // they hold the dropped keys too
-                    })
+                    }, onRollback: {})
                     return (0, latest, through)
                 }
                 var records = [RewrittenRecord]()
-                for row in rows {
-                    let stored = try StoredRow.make(row: row)
+                for stored in rows {
                     let record: Record
                     do {
                         record = try self.decodeOne(db, zone: zone, row: stored)
@@ -85,7 +90,7 @@ extension Session {
     /// Writes verified records again, sealed under the zone's current key, as one owner-signed
     /// rewrite entry at the head of `log` (each row updated in place, keeping its creator,
     /// modifier and times).
-    func rewrite(_ db: GRDB.Database, zone: ZoneRow, log: inout ZoneLog, records: [RewrittenRecord], label: String) throws {
+    func rewrite(_ db: any StorageTransaction, zone: ZoneRow, log: inout ZoneLog, records: [RewrittenRecord], label: String) throws {
         let state = log.state
         let seq = state.headSeq + 1
         var commit = CommitBuilder(zoneUID: zone.uid, seq: seq)
@@ -96,7 +101,7 @@ extension Session {
 
     /// Seals and stores each record as the version of entry `seq` (updating its row), adding its
     /// version hash to `commit`.
-    func writeVersions(_ db: GRDB.Database, zone: ZoneRow, records: [RewrittenRecord], seq: Int64, epoch: Int64, ownerSeq: Int64,
+    func writeVersions(_ db: any StorageTransaction, zone: ZoneRow, records: [RewrittenRecord], seq: Int64, epoch: Int64, ownerSeq: Int64,
                        key: SymmetricKey, into commit: inout CommitBuilder) throws {
         for r in records {
             let stamp = VersionStamp(name: r.name, type: r.type, parent: r.parent, seq: seq, epoch: epoch, membershipSeq: ownerSeq,
@@ -121,7 +126,7 @@ extension Session {
         }
         let targetID = ZoneID(name: targetName, ownerID: me)
         do {
-            let moved: [String] = try await store.sqliteWrite("re-keying or moving records") { db in
+            let moved: [String] = try await store.write { db in
                 let source = try self.zoneRow(db, sourceID)
                 let target = try self.zoneRow(db, targetID)
                 var sourceLog = try self.requireOwner(db, zone: source, to: "move its records").log
@@ -190,17 +195,9 @@ extension Session {
     /// fails verification (`.integrityFailure`): left out of the list, reported by `audit`.
     func sharedZoneAccess() async throws -> (zones: [Zone], refused: [(ZoneID, StoreError)]) {
         let me = userID
-        // Sharing needs SQLite in this version: no zone of a PostgreSQL store is shared.
-        guard case .sqlite = store.backend else { return ([], []) }
-        return try await sqliteRead("sharing") { db in
+        return try await read { db in
             var refused = [(ZoneID, StoreError)]()
-            let rows = try Row.fetchAll(db, sql: """
-                SELECT z.*, (SELECT count(*) FROM record r WHERE r.zone_id = z.id) AS record_count
-                FROM zone z WHERE z.owner_id != ? AND EXISTS (SELECT 1 FROM zone_member m WHERE m.zone_id = z.id AND m.user_id = ?)
-                ORDER BY z.owner_id, z.name
-                """, arguments: [me, me])
-            let zones = try rows.compactMap { row -> Zone? in
-                let zone = try ZoneRow(row: row)
+            let zones = try db.zoneRows(sharedWith: me).compactMap { zone, recordCount -> Zone? in
                 let access: ZoneAccess
                 do { access = try self.access(db, zone: zone) } catch let error as StoreError where error.code == .integrityFailure {
                     refused.append((zone.id, error))
@@ -209,7 +206,7 @@ extension Session {
                     return nil // invited but not accepted, removed, left, link turned off: not this user's to read
                 }
                 return Zone(id: zone.id, created: Date(timeIntervalSince1970: access.state.created), keyEpoch: access.state.epoch, sequence: access.state.headSeq,
-                            recordCount: try row.required("record_count"))
+                            recordCount: recordCount)
             }
             return (zones, refused)
         }

@@ -85,13 +85,18 @@ extension Session {
     /// last sequence read. An entry whose lists do not verify goes to `failed`, which rethrows
     /// by default.
     @discardableResult
-    func latestVersions(_ db: GRDB.Database, zone: ZoneRow, log: ZoneLog, after: Int64, cached: Bool = true,
+    func latestVersions(_ db: any StorageTransaction, zone: ZoneRow, log: ZoneLog, after: Int64, cached: Bool = true,
                         into latest: inout [String: LatestVersion],
                         failed: (Int64, StoreError) throws -> Void = { throw $1 }) throws -> Int64 {
         let head = log.state.headSeq
-        let seqs = try Int64.fetchAll(db, sql: "SELECT seq FROM zone_log WHERE zone_id = ? AND seq > ? AND seq <= ? AND kind IS NOT NULL AND kind IN (?, ?, ?) ORDER BY seq",
-                                      arguments: [zone.rowID, after, head, LogEntry.Kind.genesis.rawValue, LogEntry.Kind.commit.rawValue,
-                                                  LogEntry.Kind.rewrite.rawValue])
+        guard head > after else { return head }
+        // The record entries, by the kind each entry's signed body says (an entry the chain
+        // holds and does not decode goes to `verifiedCommit`, which names the damage).
+        let seqs = try db.logEntries(zoneRowID: zone.rowID, after: after).filter { stored in
+            guard stored.seq <= head else { return false }
+            guard let kind = LogEntry.decode(stored.body)?.kind else { return true }
+            return kind == .genesis || kind == .commit || kind == .rewrite
+        }.map(\.seq)
         for seq in seqs {
             do {
                 let commit = try verifiedCommit(db, zone: zone, seq: seq, log: log, cached: cached)

@@ -236,13 +236,6 @@ extension Session {
         return try await store.read { db in try Self.noting(db, generation, body) }
     }
 
-    /// ``read(_:)`` on GRDB's connection, for what runs only on SQLite so far (`what` names it
-    /// in the error a PostgreSQL store gives).
-    func sqliteRead<T: Sendable>(_ what: @autoclosure () -> String, _ body: @escaping @Sendable (GRDB.Database) throws -> T) async throws -> T {
-        let generation = Session.advances.withLock { $0.counter }
-        return try await store.sqliteRead(what()) { db in try Self.noting(db, generation, body) }
-    }
-
     /// Runs `body` noted as a read that began at `generation` (see ``isLaggingRead(_:zone:)``).
     static func noting<D: StorageTransaction, T>(_ db: D, _ generation: Int, _ body: (D) throws -> T) throws -> T {
         let id = ObjectIdentifier(db)

@@ -33,8 +33,8 @@ public struct StoreError: Error, Sendable, CustomStringConvertible {
         /// The store's server (PostgreSQL) cannot be reached or stopped answering
         /// (CKError `.serviceUnavailable`): try again later.
         case serviceUnavailable
-        /// The store's backend cannot do this in this version (a PostgreSQL store: sharing,
-        /// queries, re-keys and moves, audits): use an SQLite store for it.
+        /// The store's backend cannot do this (a PostgreSQL store: an audit's scan for plaintext
+        /// in the store's files, which it has none of here).
         case notSupported
     }
 

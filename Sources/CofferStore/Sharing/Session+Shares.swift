@@ -1,14 +1,13 @@
 import CofferCrypto
 import CofferVault
 import Foundation
-import GRDB
 
 extension Session {
     // MARK: - Owner operations
 
     func createShare(zone zoneID: ZoneID, title: String, publicPermission: SharePermission) async throws -> Share {
         try Self.validateTitle(title)
-        return try await store.sqliteWrite("sharing") { db in
+        return try await store.write { db in
             let zone = try self.zoneRow(db, zoneID)
             var log = try self.requireOwner(db, zone: zone, to: "share it").log
             guard log.state.share == nil else {
@@ -28,8 +27,8 @@ extension Session {
 
     func addParticipant(_ who: String, permission: SharePermission, zone zoneID: ZoneID) async throws -> Share {
         guard permission != .none else { throw StoreError(.invalidArguments, "a participant's permission is read-only or read-write") }
-        let contact = try store.contact(matching: who)
-        return try await store.sqliteWrite("sharing") { db in
+        let contact = try await store.contactSuspending(matching: who)
+        return try await store.write { db in
             let (zone, log0, loaded) = try self.ownedShare(db, zoneID, to: "add participants")
             var log = log0, share = loaded
             guard share.publicPermission == .none else {
@@ -46,8 +45,7 @@ extension Session {
             let key = try self.zoneKey(db, zone: zone, epoch: epoch, state: log.state)
             // Wrapped to the box key of their verified card.
             let wrapped = Self.wrapZoneKey(key, zoneUID: zone.uid, epoch: epoch, to: contact.identity.boxKey)
-            try db.execute(sql: "INSERT OR REPLACE INTO zone_key (zone_id, epoch, member_id, wrapped_key) VALUES (?, ?, ?, ?)",
-                           arguments: [zone.rowID, epoch, contact.userID, Data(wrapped)])
+            try db.storeWrappedKey(zoneRowID: zone.rowID, epoch: epoch, memberID: contact.userID, wrapped: wrapped)
             // A former participant coming back starts over: the log drops their earlier answer.
             share.participants[contact.userID] = .init(role: .privateUser, permission: permission, status: .pending)
             try self.writeMembership(db, zone: zone, log: &log, share: share)
@@ -57,8 +55,8 @@ extension Session {
 
     func setPermission(_ who: String, permission: SharePermission, zone zoneID: ZoneID) async throws -> Share {
         guard permission != .none else { throw StoreError(.invalidArguments, "to take away access, remove the participant") }
-        let contact = try store.contact(matching: who)
-        return try await store.sqliteWrite("sharing") { db in
+        let contact = try await store.contactSuspending(matching: who)
+        return try await store.write { db in
             let (zone, log0, loaded) = try self.ownedShare(db, zoneID, to: "change permissions")
             var log = log0, share = loaded
             guard let p = share.participants[contact.userID], p.status != .removed, p.role == .privateUser else {
@@ -71,7 +69,7 @@ extension Session {
     }
 
     func setPublicPermission(_ permission: SharePermission, zone zoneID: ZoneID) async throws -> Share {
-        try await store.sqliteWrite("sharing") { db in
+        try await store.write { db in
             let (zone, log0, loaded) = try self.ownedShare(db, zoneID, to: "change the public permission")
             var log = log0, share = loaded
             let old = share.publicPermission
@@ -98,7 +96,7 @@ extension Session {
                     share.participants[id] = .init(role: .publicUser, permission: old, status: .removed)
                 }
                 share.linkPublicKey = nil
-                try db.execute(sql: "DELETE FROM share_link WHERE zone_id = ?", arguments: [zone.rowID])
+                try db.deleteShareLink(zoneRowID: zone.rowID)
                 rotation = true
             }
             share.publicPermission = permission
@@ -119,8 +117,8 @@ extension Session {
     }
 
     func removeParticipant(_ who: String, zone zoneID: ZoneID) async throws -> Share {
-        let contact = try store.contact(matching: who)
-        return try await store.sqliteWrite("sharing") { db in
+        let contact = try await store.contactSuspending(matching: who)
+        return try await store.write { db in
             let (zone, log0, loaded) = try self.ownedShare(db, zoneID, to: "remove participants")
             var log = log0, share = loaded
             guard share.publicPermission == .none else {
@@ -140,11 +138,11 @@ extension Session {
     }
 
     func stopShare(zone zoneID: ZoneID) async throws {
-        try await store.sqliteWrite("sharing") { db in
+        try await store.write { db in
             let (zone, log0, _) = try self.ownedShare(db, zoneID, to: "stop sharing it")
             var log = log0
             try db.noteZoneGone(zone, for: Set(log.state.readers.filter { $0 != zone.id.ownerID }), reason: "share stopped")
-            try db.execute(sql: "DELETE FROM share_link WHERE zone_id = ?", arguments: [zone.rowID])
+            try db.deleteShareLink(zoneRowID: zone.rowID)
             // From here on, the owner alone holds the key and may write: the log says so, signed.
             try self.rotate(db, zone: zone, log: &log, share: nil, joiners: [])
         }
@@ -158,12 +156,11 @@ extension Session {
             throw StoreError(.unknownItem, "this share URL belongs to another store (id \(Hex.encode(url.storeID)))")
         }
         let me = userID
-        return try await store.sqliteWrite("sharing") { db in
+        return try await store.write { db in
             // The URL names the share; the zone is the one whose verified log holds that share
             // (the `share_uid` column only finds it).
             var found: (ZoneRow, ZoneLog)?
-            for row in try Row.fetchAll(db, sql: "SELECT * FROM zone WHERE share_uid = ? ORDER BY id", arguments: [Data(url.shareUID)]) {
-                let zone = try ZoneRow(row: row)
+            for zone in try db.zoneRows(shareUID: url.shareUID) {
                 let log = try self.zoneLog(db, zone: zone)
                 guard log.state.share?.shareUID == url.shareUID else { continue }
                 found = (zone, log)
@@ -195,13 +192,12 @@ extension Session {
                 }
                 let key = try self.openLinkKey(db, zone: zone, state: state, secret: secret)
                 let wrapped = Self.wrapZoneKey(key, zoneUID: zone.uid, epoch: state.epoch, to: self.vault.boxKey.publicKey)
-                try db.execute(sql: "INSERT OR REPLACE INTO zone_key (zone_id, epoch, member_id, wrapped_key) VALUES (?, ?, ?, ?)",
-                               arguments: [zone.rowID, state.epoch, me, Data(wrapped)])
+                try db.storeWrappedKey(zoneRowID: zone.rowID, epoch: state.epoch, memberID: me, wrapped: wrapped)
                 if state.linkJoiners[me] != .accepted {
                     let proof = signer.signature(for: AcceptancePayload.proofMessage(zoneUID: zone.uid, shareUID: share.shareUID, userID: me))
                     try self.writeAcceptance(db, zone: zone, log: &log, role: .publicUser, state: .accepted, proof: proof, time: now)
                 }
-                try db.execute(sql: "INSERT OR IGNORE INTO zone_member (zone_id, user_id) VALUES (?, ?)", arguments: [zone.rowID, me])
+                try db.addZoneMember(zoneRowID: zone.rowID, userID: me)
             } else if share.participants[me]?.status == .removed {
                 throw StoreError(.permissionFailure, "you were removed from the share of zone '\(zone.id.name)'")
             } else {
@@ -217,7 +213,7 @@ extension Session {
 
     func leave(zone zoneID: ZoneID) async throws {
         let me = userID
-        try await store.sqliteWrite("sharing") { db in
+        try await store.write { db in
             let zone = try self.zoneRow(db, zoneID)
             guard zone.id.ownerID != me else {
                 throw StoreError(.invalidArguments, "you own zone '\(zoneID.name)'; stop the share instead ('coffer share stop')")
@@ -228,20 +224,20 @@ extension Session {
             try db.noteZoneGone(zone, for: Set([me]), reason: "left")
             try db.touchZone(zoneRowID: zone.rowID) // the owner's feed sees the share change
             if access.role == .publicUser {
-                try db.execute(sql: "DELETE FROM zone_key WHERE zone_id = ? AND member_id = ?", arguments: [zone.rowID, me])
+                try db.deleteWrappedKeys(zoneRowID: zone.rowID, memberID: me)
             }
             let rowID = zone.rowID
-            db.afterNextTransaction(onCommit: { [self] _ in
+            db.afterTransaction(onCommit: { [self] in
                 self.zoneKeys.withLock { _ = $0.removeValue(forKey: rowID) }
                 self.forgetRowContexts(zoneRowID: rowID)
-            })
+            }, onRollback: {})
         }
     }
 
     // MARK: - Reading shares
 
     func loadShare(zone zoneID: ZoneID) async throws -> Share {
-        try await sqliteRead("sharing") { db in
+        try await read { db in
             let zone = try self.zoneRow(db, zoneID)
             let state = try self.zoneState(db, zone: zone)
             guard state.share != nil else {
@@ -256,15 +252,9 @@ extension Session {
     /// Shares this user owns, and shares they take part in or are invited to.
     func shares() async throws -> [Share] {
         let me = userID
-        return try await sqliteRead("sharing") { db in
+        return try await read { db in
             var result = [Share]()
-            let rows = try Row.fetchAll(db, sql: """
-                SELECT z.* FROM zone z
-                WHERE z.owner_id = ? OR EXISTS (SELECT 1 FROM zone_member m WHERE m.zone_id = z.id AND m.user_id = ?)
-                ORDER BY z.owner_id = ? DESC, z.name
-                """, arguments: [me, me, me])
-            for row in rows {
-                let zone = try ZoneRow(row: row)
+            for zone in try db.zoneRows(ownedByOrListing: me) {
                 guard zone.logFormat == 1, let state = try? self.zoneState(db, zone: zone), state.share != nil else { continue }
                 // Owners, invitees (a named participant who left is still invited: they may accept
                 // again), and participants who may read now; not those removed, nor link joiners
@@ -283,8 +273,9 @@ extension Session {
     }
 
     /// The public form of a zone's share at `state`, statuses from the participants' own entries.
-    func describe(_ db: GRDB.Database, zone: ZoneRow, state: ZoneState) throws -> Share {
+    func describe(_ db: any StorageTransaction, zone: ZoneRow, state: ZoneState) throws -> Share {
         guard let share = state.share else { throw StoreError(.unknownItem, "zone '\(zone.id.name)' is not shared") }
+        try db.prefetchContacts(userIDs: [state.ownerID] + share.participants.keys + state.linkJoiners.keys)
         func contact(_ id: String) -> (String?, String?) {
             guard let c = try? store.verifiedContact(db, userID: id) else { return (nil, nil) }
             return (c.name, c.email)
@@ -319,7 +310,7 @@ extension Session {
 
     // MARK: - Internals
 
-    func ownedShare(_ db: GRDB.Database, _ zoneID: ZoneID, to action: String) throws -> (ZoneRow, ZoneLog, ShareState) {
+    func ownedShare(_ db: any StorageTransaction, _ zoneID: ZoneID, to action: String) throws -> (ZoneRow, ZoneLog, ShareState) {
         let zone = try zoneRow(db, zoneID)
         let log = try requireOwner(db, zone: zone, to: action).log
         guard let share = log.state.share else {
@@ -331,7 +322,7 @@ extension Session {
     /// Appends the owner's membership entry for `share` (nil: not shared), at the current key
     /// epoch or, with `newEpoch`, starting that epoch with its commitment; keeps the lookup of
     /// the zone's members current and marks the zone changed.
-    func writeMembership(_ db: GRDB.Database, zone: ZoneRow, log: inout ZoneLog, share: ShareState?,
+    func writeMembership(_ db: any StorageTransaction, zone: ZoneRow, log: inout ZoneLog, share: ShareState?,
                          newEpoch: (epoch: Int64, commitment: [UInt8])? = nil) throws {
         let payload = StatePayload(epoch: newEpoch?.epoch ?? log.state.epoch,
                                    newCommitments: newEpoch.map { [$0.epoch: $0.commitment] } ?? [:], share: share)
@@ -339,23 +330,18 @@ extension Session {
         payload.encode(into: &w)
         try appendEntry(db, zone: zone, log: &log, kind: .membership, payload: w.bytes, time: Date().timeIntervalSince1970)
         try Self.recordMembers(db, zone: zone, state: log.state)
-        try db.execute(sql: "UPDATE zone SET share_uid = ? WHERE id = ?", arguments: [share.map { Data($0.shareUID) }, zone.rowID])
         try db.touchZone(zoneRowID: zone.rowID)
     }
 
-    /// Keeps `zone_member`, the lookup of which zones name a user (as a participant or a link
-    /// joiner), and `zone.share_uid`, the lookup of a share URL's zone: they only narrow
-    /// searches, and every use checks the verified log.
-    static func recordMembers(_ db: GRDB.Database, zone: ZoneRow, state: ZoneState) throws {
-        try db.execute(sql: "DELETE FROM zone_member WHERE zone_id = ?", arguments: [zone.rowID])
+    /// Keeps the lookups of which zones name a user (as a participant or a link joiner) and of
+    /// a share URL's zone: they only narrow searches, and every use checks the verified log.
+    static func recordMembers(_ db: any StorageTransaction, zone: ZoneRow, state: ZoneState) throws {
         let ids = Set((state.share?.participants.keys).map(Array.init) ?? []).union(state.linkJoiners.keys)
-        for id in ids {
-            try db.execute(sql: "INSERT INTO zone_member (zone_id, user_id) VALUES (?, ?)", arguments: [zone.rowID, id])
-        }
+        try db.setZoneMembers(zoneRowID: zone.rowID, members: ids, shareUID: state.share?.shareUID)
     }
 
     /// Appends this participant's acceptance entry (accepted or left) at the share's version.
-    func writeAcceptance(_ db: GRDB.Database, zone: ZoneRow, log: inout ZoneLog, role: Share.Participant.Role,
+    func writeAcceptance(_ db: any StorageTransaction, zone: ZoneRow, log: inout ZoneLog, role: Share.Participant.Role,
                          state: AcceptancePayload.State, proof: [UInt8]?, time: Double) throws {
         guard let share = log.state.share else { throw StoreError(.zoneNotFound, "zone '\(zone.id.name)' is not shared with you") }
         let payload = AcceptancePayload(shareUID: share.shareUID, ownerID: log.state.ownerID, version: log.state.ownerSeq, role: role,
@@ -368,26 +354,25 @@ extension Session {
     /// stays readable to them), every older wrapped key deleted; then the owner's membership
     /// entry for `share` with the new epoch's commitment. O(members), whatever the number of
     /// records. A share that is public gets a new link secret under the new key.
-    func rotate(_ db: GRDB.Database, zone: ZoneRow, log: inout ZoneLog, share: ShareState?, joiners: [String]) throws {
+    func rotate(_ db: any StorageTransaction, zone: ZoneRow, log: inout ZoneLog, share: ShareState?, joiners: [String]) throws {
         let state = log.state
         let oldEpoch = state.epoch, newEpoch = oldEpoch + 1
         let oldKey = try zoneKey(db, zone: zone, epoch: oldEpoch, state: state)
         let newKey = SymmetricKey()
         let link = Envelope.seal(oldKey.bytes, using: newKey, keyID: UInt32(truncatingIfNeeded: newEpoch),
                                  authenticating: Self.chainAD(zoneUID: zone.uid, epoch: oldEpoch))
-        try db.execute(sql: "INSERT OR REPLACE INTO zone_key_chain (zone_id, epoch, sealed_key) VALUES (?, ?, ?)",
-                       arguments: [zone.rowID, oldEpoch, Data(link.bytes)])
+        try db.storeChainedKey(zoneRowID: zone.rowID, epoch: oldEpoch, sealed: link.bytes)
         var members = Set([zone.id.ownerID] + joiners)
         if let share { members.formUnion(share.activeNamed) }
-        try db.execute(sql: "DELETE FROM zone_key WHERE zone_id = ?", arguments: [zone.rowID])
+        try db.prefetchContacts(userIDs: Array(members))
+        try db.deleteWrappedKeys(zoneRowID: zone.rowID, memberID: nil)
         for member in members.sorted() {
             // To the box key of each member's verified card.
             let contact = try store.contactRow(db, userID: member)
             let wrapped = Self.wrapZoneKey(newKey, zoneUID: zone.uid, epoch: newEpoch, to: contact.identity.boxKey)
-            try db.execute(sql: "INSERT INTO zone_key (zone_id, epoch, member_id, wrapped_key) VALUES (?, ?, ?, ?)",
-                           arguments: [zone.rowID, newEpoch, member, Data(wrapped)])
+            try db.storeWrappedKey(zoneRowID: zone.rowID, epoch: newEpoch, memberID: member, wrapped: wrapped)
         }
-        try db.execute(sql: "UPDATE zone SET current_epoch = ? WHERE id = ?", arguments: [newEpoch, zone.rowID])
+        try db.noteZoneEpoch(zoneRowID: zone.rowID, epoch: newEpoch)
         var next = share
         if var s = next, s.publicPermission != .none {
             s.linkPublicKey = try setLink(db, zone: zone, share: s, epoch: newEpoch, key: newKey, secret: .random(count: 32))
@@ -396,10 +381,10 @@ extension Session {
         try writeMembership(db, zone: zone, log: &log, share: next,
                             newEpoch: (newEpoch, Self.commitment(to: newKey, zoneUID: zone.uid, epoch: newEpoch)))
         let rowID = zone.rowID
-        db.afterNextTransaction(onCommit: { [self] _ in
+        db.afterTransaction(onCommit: { [self] in
             self.zoneKeys.withLock { $0[rowID, default: [:]][newEpoch] = newKey }
             self.forgetRowContexts(zoneRowID: rowID)
-        })
+        }, onRollback: {})
     }
 
     // MARK: - The public link
@@ -407,29 +392,27 @@ extension Session {
     /// Stores the link material of a share for `epoch`: the zone key sealed under a key derived
     /// from the link secret (what a joiner opens), and the secret sealed under the zone key
     /// (so members can show the URL). Returns the link's public key, for the owner's entry.
-    func setLink(_ db: GRDB.Database, zone: ZoneRow, share: ShareState, epoch: Int64, key: SymmetricKey, secret: SecureBytes) throws -> [UInt8] {
+    func setLink(_ db: any StorageTransaction, zone: ZoneRow, share: ShareState, epoch: Int64, key: SymmetricKey, secret: SecureBytes) throws -> [UInt8] {
         let keyID = UInt32(truncatingIfNeeded: epoch)
         let sealedKey = Envelope.seal(key.bytes, using: Self.linkSealKey(secret), keyID: keyID,
                                       authenticating: Self.linkAD(zoneUID: zone.uid, shareUID: share.shareUID))
         let sealedSecret = Envelope.seal(secret, using: key, keyID: keyID,
                                          authenticating: Self.linkSecretAD(zoneUID: zone.uid, shareUID: share.shareUID))
-        try db.execute(sql: "INSERT OR REPLACE INTO share_link (zone_id, epoch, sealed_key, sealed_secret) VALUES (?, ?, ?, ?)",
-                       arguments: [zone.rowID, epoch, Data(sealedKey.bytes), Data(sealedSecret.bytes)])
+        try db.storeShareLink(zoneRowID: zone.rowID, epoch: epoch, sealedKey: sealedKey.bytes, sealedSecret: sealedSecret.bytes)
         return try Self.linkSigningKey(secret).publicKey.rawRepresentation
     }
 
     /// The link secret of the share at `state`, opened with the zone key and checked against the
     /// link's public key in the log; nil when the share has no link.
-    func linkSecret(_ db: GRDB.Database, zone: ZoneRow, state: ZoneState) throws -> SecureBytes? {
+    func linkSecret(_ db: any StorageTransaction, zone: ZoneRow, state: ZoneState) throws -> SecureBytes? {
         guard let share = state.share, let published = share.linkPublicKey else { return nil }
-        guard let row = try Row.fetchOne(db, sql: "SELECT epoch, sealed_secret FROM share_link WHERE zone_id = ?", arguments: [zone.rowID]),
-              (try row.required(0) as Int64) == state.epoch else {
+        guard let link = try db.shareLink(zoneRowID: zone.rowID), link.epoch == state.epoch else {
             throw StoreError(.integrityFailure, "the public link of zone '\(zone.id.name)' is missing: the store was changed")
         }
         let key = try zoneKey(db, zone: zone, epoch: state.epoch, state: state)
         let secret: SecureBytes
         do {
-            secret = try Envelope(bytes: Array(try row.required(1) as Data)).openSecret(using: key,
+            secret = try Envelope(bytes: link.sealedSecret).openSecret(using: key,
                                                                           authenticating: Self.linkSecretAD(zoneUID: zone.uid, shareUID: share.shareUID))
         } catch {
             throw StoreError(.integrityFailure, "the public link of zone '\(zone.id.name)' does not open: the store was changed")
@@ -441,15 +424,14 @@ extension Session {
     }
 
     /// The zone key a link secret opens, checked against the owner's commitment.
-    func openLinkKey(_ db: GRDB.Database, zone: ZoneRow, state: ZoneState, secret: SecureBytes) throws -> SymmetricKey {
+    func openLinkKey(_ db: any StorageTransaction, zone: ZoneRow, state: ZoneState, secret: SecureBytes) throws -> SymmetricKey {
         guard let share = state.share,
-              let row = try Row.fetchOne(db, sql: "SELECT epoch, sealed_key FROM share_link WHERE zone_id = ?", arguments: [zone.rowID]),
-              (try row.required(0) as Int64) == state.epoch else {
+              let link = try db.shareLink(zoneRowID: zone.rowID), link.epoch == state.epoch else {
             throw StoreError(.integrityFailure, "the public link of zone '\(zone.id.name)' is missing: the store was changed")
         }
         let key: SymmetricKey
         do {
-            let envelope = try Envelope(bytes: Array(try row.required(1) as Data))
+            let envelope = try Envelope(bytes: link.sealedKey)
             guard Int64(envelope.keyID) == state.epoch else { throw CryptoError.authenticationFailure }
             key = try SymmetricKey(bytes: envelope.openSecret(using: Self.linkSealKey(secret),
                                                               authenticating: Self.linkAD(zoneUID: zone.uid, shareUID: share.shareUID)))

@@ -59,6 +59,39 @@ protocol StorageTransaction: AnyObject {
     /// Stores the zone key of `epoch` wrapped to `memberID`.
     func insertWrappedKey(zoneRowID: Int64, epoch: Int64, memberID: String, wrapped: [UInt8]) throws
 
+    // MARK: Shares
+
+    /// Stores the zone key of `epoch` wrapped to `memberID`, replacing a stored one.
+    func storeWrappedKey(zoneRowID: Int64, epoch: Int64, memberID: String, wrapped: [UInt8]) throws
+    /// Deletes the zone's wrapped keys: `memberID`'s, or with nil every member's.
+    func deleteWrappedKeys(zoneRowID: Int64, memberID: String?) throws
+    /// Stores the zone key of `epoch` sealed under the key of `epoch + 1`, replacing a stored one.
+    func storeChainedKey(zoneRowID: Int64, epoch: Int64, sealed: [UInt8]) throws
+    /// Deletes the key chain and every wrapped key of an epoch before `epoch` (once every record
+    /// is sealed under `epoch`'s key, older keys must open nothing).
+    func deleteOlderKeys(zoneRowID: Int64, before epoch: Int64) throws
+    /// Notes the zone's current key epoch where the backend keeps it (a cache of the log's).
+    func noteZoneEpoch(zoneRowID: Int64, epoch: Int64) throws
+    /// The zone's public link as stored: the epoch it is for, the zone key sealed under the
+    /// link's key, and the link secret sealed under the zone key. Nil when there is none.
+    func shareLink(zoneRowID: Int64) throws -> (epoch: Int64, sealedKey: [UInt8], sealedSecret: [UInt8])?
+    /// Stores the zone's public link, replacing a stored one.
+    func storeShareLink(zoneRowID: Int64, epoch: Int64, sealedKey: [UInt8], sealedSecret: [UInt8]) throws
+    func deleteShareLink(zoneRowID: Int64) throws
+    /// Replaces the lookups of a shared zone: the users its share names (participants and
+    /// link joiners), and its share's uid (nil: not shared). They only narrow searches: every
+    /// use checks the verified log.
+    func setZoneMembers(zoneRowID: Int64, members: Set<String>, shareUID: [UInt8]?) throws
+    /// Adds a user to the zone's member lookup.
+    func addZoneMember(zoneRowID: Int64, userID: String) throws
+    /// The zones whose share uid is `shareUID`, by row id.
+    func zoneRows(shareUID: [UInt8]) throws -> [ZoneRow]
+    /// The zones `userID` owns or is listed as a member of: theirs first, then by name.
+    func zoneRows(ownedByOrListing userID: String) throws -> [ZoneRow]
+    /// The zones others own that list `memberID`, by owner and name, each with its number of
+    /// record rows.
+    func zoneRows(sharedWith memberID: String) throws -> [(zone: ZoneRow, recordCount: Int)]
+
     // MARK: Schema
 
     /// The fields of a record type in a zone as stored: name, value type name, encrypted.
@@ -70,6 +103,10 @@ protocol StorageTransaction: AnyObject {
 
     /// A user's contact card as stored, with when it was added; nil when there is none.
     func contactCard(userID: String) throws -> (card: [UInt8], added: Double)?
+
+    /// Says which users' cards an operation is about to read one by one: a backend that reads
+    /// across a network fetches them at once. SQLite reads each when asked.
+    func prefetchContacts(userIDs: [String]) throws
 
     /// The user ids of the stored cards; with `email` or `name`, of those whose row has that
     /// email or name, compared without case (the rows' columns only narrow a search: each card
@@ -89,6 +126,9 @@ protocol StorageTransaction: AnyObject {
     /// Reads up to `limit` rows of the zone whose names sort after `after` (bytewise), in name
     /// order, handing each to `add`.
     func readRecordRows(zoneRowID: Int64, after: String, limit: Int, into add: (StoredRow) -> Void) throws
+    /// Reads up to `limit` rows of the zone with sealed values under a key epoch before `epoch`
+    /// whose names sort after `after`, in name order (the rows a re-key seals again).
+    func readRecordRows(zoneRowID: Int64, sealedBefore epoch: Int64, after: String, limit: Int, into add: (StoredRow) -> Void) throws
     /// The type of each named record that exists (names without a row are left out).
     func recordTypes(zoneRowID: Int64, names: [String]) throws -> [String: String]
     /// The parent of the named record: nil when there is no such record, `.some(nil)` when it
@@ -163,6 +203,23 @@ protocol StorageTransaction: AnyObject {
     func zoneRowsChanged(sharedWith memberID: String, since: Int64) throws -> [ZoneRow]
     /// The zones that left `userID`'s view after `since`: theirs (`owned`) or others'.
     func zoneTombstones(userID: String, since: Int64, owned: Bool) throws -> [DeletedZone]
+
+    // MARK: Audit
+
+    /// Every stored contact's columns (reads use only the signed card; audit compares them).
+    func contactColumns() throws -> [(userID: String, name: String, email: String?, signingKey: [UInt8], boxKey: [UInt8], cardCreated: String)]
+    /// The zone row's cached columns: its log's last sequence, its key epoch (nil where the
+    /// backend keeps none) and its share's uid.
+    func zoneCaches(zoneRowID: Int64) throws -> (sequence: Int64, epoch: Int64?, shareUID: [UInt8]?)
+    /// The users the zone's member lookup lists.
+    func zoneMemberIDs(zoneRowID: Int64) throws -> Set<String>
+    /// The hash column of each of the zone's log entries, by sequence.
+    func storedLogHashes(zoneRowID: Int64) throws -> [Int64: [UInt8]]
+    /// Every row of the zone, in name order, handed to `add` one at a time with its name and
+    /// sequence as stored; a row holding what Coffer never writes comes as its `.integrityFailure`.
+    func readAllRecordRows(zoneRowID: Int64, into add: (_ name: String, _ seq: Int64?, Result<StoredRow, StoreError>) throws -> Void) throws
+    /// Every tombstone of the zone: name → the sequence of the entry that deleted it.
+    func tombstoneSeqs(zoneRowID: Int64) throws -> [String: Int64]
 
     // MARK: Transactions
 

@@ -13,7 +13,7 @@ extension Coffer.RecordCommand {
 
         func run() async throws {
             let context = try await SessionContext(global, createStore: false)
-            let zoneID = try context.zone(zone)
+            let zoneID = try await context.zone(zone)
             try await context.db(zoneID).delete(recordNamed: name, in: zoneID, ifMatch: ifMatch)
             if global.json {
                 try Output.json(["deleted": name, "zone": zoneID.name])

@@ -13,7 +13,7 @@ extension Coffer.RecordCommand {
 
         func run() async throws {
             let context = try await SessionContext(global, createStore: false)
-            let zoneID = try context.zone(zone)
+            let zoneID = try await context.zone(zone)
             let count = try await context.db(zoneID).exportRecords(in: zoneID) { FileHandle.standardOutput.write($0) }
             if isatty(STDERR_FILENO) != 0 { Output.note("Exported \(count) records from \(zoneID.name).") }
         }

@@ -30,7 +30,7 @@ extension Coffer.RecordCommand {
                 data = read
             }
             let context = try await SessionContext(global, createStore: false)
-            let zoneID = try context.zone(zone)
+            let zoneID = try await context.zone(zone)
             let progress = isatty(STDERR_FILENO) != 0
             let summary: RecordImport.Summary
             do {

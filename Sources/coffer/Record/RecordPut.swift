@@ -45,7 +45,7 @@ extension Coffer.RecordCommand {
             let plainFields = plainTyped.map { ($0.key, $0.value) }
             let secretFields = secretTyped.map { ($0.key, $0.value) }
             let context = try await SessionContext(global, createStore: false)
-            let zoneID = try context.zone(zone)
+            let zoneID = try await context.zone(zone)
             let db = context.db(zoneID)
             var record: Record
             var policy = SavePolicy.allKeys

@@ -27,7 +27,7 @@ extension Coffer.ShareCommand {
 
         func run() async throws {
             let context = try await SessionContext(global, createStore: false)
-            let zoneID = try context.zone(zone)
+            let zoneID = try await context.zone(zone)
             let share: Share
             if let into {
                 share = try await context.session.share(records: records, in: zoneID, intoZoneNamed: into, title: title,

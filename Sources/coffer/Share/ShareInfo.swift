@@ -11,7 +11,7 @@ extension Coffer.ShareCommand {
 
         func run() async throws {
             let context = try await SessionContext(global, createStore: false)
-            try ShareOutput.print(try await context.session.fetchShare(in: try context.zone(zone)), context: context, json: global.json)
+            try ShareOutput.print(try await context.session.fetchShare(in: try await context.zone(zone)), context: context, json: global.json)
         }
     }
 
@@ -23,7 +23,7 @@ extension Coffer.ShareCommand {
 
         func run() async throws {
             let context = try await SessionContext(global, createStore: false)
-            let share = try await context.session.fetchShare(in: try context.zone(zone))
+            let share = try await context.session.fetchShare(in: try await context.zone(zone))
             if global.json { try RecordOutput.printJSON(["url": share.url, "zone": share.zoneID.name] as [String: Any]) } else { Output.line(share.url) }
         }
     }

@@ -45,7 +45,7 @@ extension Coffer.ShareCommand {
             let ownerRef = owner.email ?? owner.userID
             // The zone's owner, as its signed first log entry names them: compare the fingerprint
             // with theirs. From now on this user's marks pin that owner for the zone.
-            let fingerprint = (try? context.store.contact(matching: owner.userID).fingerprint) ?? "unknown"
+            let fingerprint = (try? await context.contact(matching: owner.userID).fingerprint) ?? "unknown"
             if global.json {
                 try RecordOutput.printJSON(["zone": "\(share.zoneID.name)@\(ownerRef)", "owner": share.zoneID.ownerID,
                                             "ownerName": owner.name ?? "", "ownerEmail": owner.email ?? "", "ownerFingerprint": fingerprint,
@@ -66,7 +66,7 @@ extension Coffer.ShareCommand {
 
         func run() async throws {
             let context = try await SessionContext(global, createStore: false)
-            let id = try context.zone(zone)
+            let id = try await context.zone(zone)
             try await context.session.leaveShare(zone: id)
             if global.json { try Output.json(["left": id.name, "owner": id.ownerID]); return }
             Output.line("You left the share of \(id.name).")
@@ -81,7 +81,7 @@ extension Coffer.ShareCommand {
 
         func run() async throws {
             let context = try await SessionContext(global, createStore: false)
-            let id = try context.zone(zone)
+            let id = try await context.zone(zone)
             try await context.session.stopSharing(zone: id)
             if global.json { try Output.json(["stopped": id.name]); return }
             Output.line("Stopped sharing \(id.name). Its records stay, under a new zone key.")

@@ -12,10 +12,10 @@ extension Coffer.ShareCommand {
 
         func run() async throws {
             let context = try await SessionContext(global, createStore: false)
-            let share = try await context.session.addParticipant(participant, permission: permission.value, to: try context.zone(zone))
+            let share = try await context.session.addParticipant(participant, permission: permission.value, to: try await context.zone(zone))
             if global.json { try ShareOutput.print(share, context: context, json: true); return }
             // Say whom the name matched: anyone with a vault can put a card with any email in the store.
-            let invited = try context.store.contact(matching: participant)
+            let invited = try await context.contact(matching: participant)
             Output.line("Invited \(invited.name)\(invited.email.map { " <\($0)>" } ?? "") (\(permission.value)): user id \(invited.userID), fingerprint \(invited.fingerprint).")
             Output.line("Compare the fingerprint with them (aloud, or by another channel), then send them the URL: \(share.url)")
         }
@@ -31,7 +31,7 @@ extension Coffer.ShareCommand {
 
         func run() async throws {
             let context = try await SessionContext(global, createStore: false)
-            let share = try await context.session.setPermission(permission.value, for: participant, in: try context.zone(zone))
+            let share = try await context.session.setPermission(permission.value, for: participant, in: try await context.zone(zone))
             if global.json { try ShareOutput.print(share, context: context, json: true); return }
             Output.line("\(participant) now has \(permission.value) access.")
         }
@@ -48,7 +48,7 @@ extension Coffer.ShareCommand {
 
         func run() async throws {
             let context = try await SessionContext(global, createStore: false)
-            let zoneID = try context.zone(zone)
+            let zoneID = try await context.zone(zone)
             let pending = try await context.session.fetchShare(in: zoneID).participants.filter { $0.role == .privateUser && $0.status == .pending }
             let share = try await context.session.setPublicPermission(permission, in: zoneID)
             if global.json { try ShareOutput.print(share, context: context, json: true); return }
@@ -70,7 +70,7 @@ extension Coffer.ShareCommand {
 
         func run() async throws {
             let context = try await SessionContext(global, createStore: false)
-            let share = try await context.session.removeParticipant(participant, from: try context.zone(zone))
+            let share = try await context.session.removeParticipant(participant, from: try await context.zone(zone))
             if global.json { try ShareOutput.print(share, context: context, json: true); return }
             Output.line("Removed \(participant). The zone key was rotated (epoch \(share.keyEpoch)); run 'coffer zone rekey \(zone)' to re-seal older records too.")
         }

@@ -7,6 +7,9 @@ import Foundation
 struct SessionContext {
     let session: Session
     let store: Store
+    /// On a PostgreSQL store, whose calls all suspend: the verified contacts, read once, for the
+    /// names output shows. (On SQLite, each is read when asked.)
+    private let contacts: [String: Contact]?
 
     /// Opens the vault and the store. Each command states whether it may `createStore`: only one
     /// that can succeed on a new store (`zone create`, and `contact add` through
@@ -20,6 +23,7 @@ struct SessionContext {
         let vault = try global.openVault()
         store = try await global.openStore(create: createStore)
         session = try await store.openSession(vault: vault)
+        contacts = try global.postgresStore() != nil ? Dictionary(try await store.contactsSuspending().map { ($0.userID, $0) }) { a, _ in a } : nil
         Self.opened.withLock { $0.append(session) }
     }
 
@@ -45,20 +49,26 @@ struct SessionContext {
 
     /// `NAME` (a zone I own) or `NAME@OWNER`, where OWNER is a user id, email or contact name.
     /// Zone names cannot contain `@`, so the first `@` splits.
-    func zone(_ argument: String) throws -> ZoneID {
+    func zone(_ argument: String) async throws -> ZoneID {
         guard let at = argument.firstIndex(of: "@") else {
             return ZoneID(name: argument, ownerID: session.userID)
         }
         let name = String(argument[..<at]), owner = String(argument[argument.index(after: at)...])
         guard !name.isEmpty, !owner.isEmpty else { throw CLIError(ExitStatus.dataError, "'\(argument)' is not ZONE or ZONE@OWNER") }
-        let ownerID = try store.contact(matching: owner).userID
+        let ownerID = try await contact(matching: owner).userID
         return ZoneID(name: name, ownerID: ownerID)
+    }
+
+    /// The contact `who` names (a user id, an email or a name), as ``Store/contact(matching:)`` finds it.
+    func contact(matching who: String) async throws -> Contact {
+        try await store.contactSuspending(matching: who)
     }
 
     /// A user's display name for output: the contact's name, or the id itself.
     func displayName(_ userID: String?) -> String {
         guard let userID else { return "-" }
         if userID == session.userID { return "\(session.vault.identity.name) (you)" }
+        if let contacts { return contacts[userID]?.name ?? userID }
         return (try? store.contact(matching: userID).name) ?? userID
     }
 }

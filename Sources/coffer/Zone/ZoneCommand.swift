@@ -68,7 +68,7 @@ extension Coffer.ZoneCommand {
 
         func run() async throws {
             let context = try await SessionContext(global, createStore: false)
-            let id = try context.zone(zone)
+            let id = try await context.zone(zone)
             try await context.db(id).deleteZone(id)
             if global.json {
                 try Output.json(["deleted": id.name])
@@ -90,7 +90,7 @@ extension Coffer.ZoneCommand {
 
         func run() async throws {
             let context = try await SessionContext(global, createStore: false)
-            let id = try context.zone(zone)
+            let id = try await context.zone(zone)
             let progress = isatty(STDERR_FILENO) != 0
             let count = try await context.session.rekey(zone: id) { done, total in
                 if progress { FileHandle.standardError.write(Data("\rRe-sealed \(done) of \(total) records".utf8)) }

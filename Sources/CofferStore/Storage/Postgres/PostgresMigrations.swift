@@ -144,6 +144,28 @@ enum PostgresMigrations {
         ("v2-zone-compacted-seq", [
             "ALTER TABLE zone ADD COLUMN compacted_seq bigint NOT NULL DEFAULT 0",
         ]),
+        // Sharing: a share's public link, and the lookups of a user's shared zones and of a
+        // share URL's zone (they only narrow searches: every use checks the verified log).
+        ("v3-sharing", [
+            """
+            CREATE TABLE share_link (
+                zone_id bigint PRIMARY KEY REFERENCES zone (id) ON DELETE CASCADE,
+                epoch bigint NOT NULL,
+                sealed_key bytea NOT NULL,
+                sealed_secret bytea NOT NULL
+            )
+            """,
+            """
+            CREATE TABLE zone_member (
+                zone_id bigint NOT NULL REFERENCES zone (id) ON DELETE CASCADE,
+                user_id text COLLATE "C" NOT NULL,
+                PRIMARY KEY (zone_id, user_id)
+            )
+            """,
+            "CREATE INDEX zone_member_user ON zone_member (user_id)",
+            "ALTER TABLE zone ADD COLUMN share_uid bytea",
+            "CREATE INDEX zone_share_uid ON zone (share_uid) WHERE share_uid IS NOT NULL",
+        ]),
     ]
 
     /// A key for `pg_advisory_xact_lock`: processes that open one database at once set it up one

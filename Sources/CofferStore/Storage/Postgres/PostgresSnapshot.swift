@@ -42,6 +42,15 @@ final class PostgresSnapshot: StorageTransaction {
         case zoneTombstones(userID: String, since: Int64, owned: Bool)
         case tombstoneCount(zoneRowID: Int64, through: Int64)
         case query(zoneRowID: Int64, plan: QueryPlan)
+        case sealedPage(zoneRowID: Int64, before: Int64, after: String, limit: Int)
+        case contactColumns
+        case logHashes(zoneRowID: Int64)
+        case allRows(zoneRowID: Int64)
+        case tombstoneList(zoneRowID: Int64)
+        case shareZones(shareUID: [UInt8])
+        case listingZones(userID: String)
+        case sharedZones(memberID: String)
+        case changedSharedZones(memberID: String, since: Int64)
     }
 
     /// The rows a query selected (the rows are in ``Tables/records``), whether more follow,
@@ -75,6 +84,14 @@ final class PostgresSnapshot: StorageTransaction {
         case contact(userID: String, name: String, email: String?, signingKey: [UInt8], boxKey: [UInt8], card: [UInt8],
                      cardCreated: String, added: Double)
         case compactTombstones(zoneRowID: Int64, through: Int64)
+        case storeWrappedKey(zoneRowID: Int64, epoch: Int64, memberID: String, wrapped: [UInt8])
+        case deleteWrappedKeys(zoneRowID: Int64, memberID: String?)
+        case storeChainedKey(zoneRowID: Int64, epoch: Int64, sealed: [UInt8])
+        case storeShareLink(zoneRowID: Int64, epoch: Int64, sealedKey: [UInt8], sealedSecret: [UInt8])
+        case deleteShareLink(zoneRowID: Int64)
+        case deleteOlderKeys(zoneRowID: Int64, before: Int64)
+        case setZoneMembers(zoneRowID: Int64, members: Set<String>, shareUID: [UInt8]?)
+        case addZoneMember(zoneRowID: Int64, userID: String)
     }
 
     /// What was read, by kind; `Row` is how record rows are held (``StoredRow`` here, their
@@ -106,6 +123,18 @@ final class PostgresSnapshot: StorageTransaction {
         var changedZones = [String: [Int64: [ZoneRow]]]()
         var zoneTombstones = [String: [DeletedZone]]()
         var queries = [Int64: [QueryPlan: QueryPage]]()
+        /// Per zone (fetched with its keys): its public link, `.some(nil)` when it has none.
+        var shareLinks = [Int64: (epoch: Int64, sealedKey: [UInt8], sealedSecret: [UInt8])?]()
+        var shareZones = [[UInt8]: [ZoneRow]]()
+        /// Per zone (fetched with its keys): its share uid and member lookup.
+        var zoneShareUIDs = [Int64: [UInt8]?]()
+        var zoneMembers = [Int64: Set<String>]()
+        var contactColumns: [(userID: String, name: String, email: String?, signingKey: [UInt8], boxKey: [UInt8], cardCreated: String)]?
+        var logHashes = [Int64: [Int64: [UInt8]]]()
+        var tombstoneLists = [Int64: [String: Int64]]()
+        var listingZones = [String: [ZoneRow]]()
+        var sharedZones = [String: [(zone: ZoneRow, recordCount: Int)]]()
+        var changedSharedZones = [String: [Int64: [ZoneRow]]]()
 
         /// Adds what `new` read (a newer read of the same thing wins), its rows made by `make`.
         mutating func merge<Other>(_ new: Tables<Other>, rows make: (Other) -> Row) {
@@ -134,6 +163,16 @@ final class PostgresSnapshot: StorageTransaction {
             for (owner, list) in new.changedZones { changedZones[owner, default: [:]].merge(list) { _, new in new } }
             zoneTombstones.merge(new.zoneTombstones) { _, new in new }
             for (zone, list) in new.queries { queries[zone, default: [:]].merge(list) { _, new in new } }
+            shareLinks.merge(new.shareLinks) { _, new in new }
+            shareZones.merge(new.shareZones) { _, new in new }
+            zoneShareUIDs.merge(new.zoneShareUIDs) { _, new in new }
+            zoneMembers.merge(new.zoneMembers) { _, new in new }
+            if let columns = new.contactColumns { contactColumns = columns }
+            logHashes.merge(new.logHashes) { _, new in new }
+            tombstoneLists.merge(new.tombstoneLists) { _, new in new }
+            listingZones.merge(new.listingZones) { _, new in new }
+            sharedZones.merge(new.sharedZones) { _, new in new }
+            for (member, list) in new.changedSharedZones { changedSharedZones[member, default: [:]].merge(list) { _, new in new } }
         }
     }
 
@@ -286,6 +325,73 @@ final class PostgresSnapshot: StorageTransaction {
         t.wrappedKeys[zoneRowID, default: [:]][epoch, default: [:]][memberID] = wrapped
     }
 
+    // MARK: Shares
+
+    func storeWrappedKey(zoneRowID: Int64, epoch: Int64, memberID: String, wrapped: [UInt8]) throws {
+        try write(.storeWrappedKey(zoneRowID: zoneRowID, epoch: epoch, memberID: memberID, wrapped: wrapped))
+        t.wrappedKeys[zoneRowID, default: [:]][epoch, default: [:]][memberID] = wrapped
+    }
+
+    func deleteWrappedKeys(zoneRowID: Int64, memberID: String?) throws {
+        try write(.deleteWrappedKeys(zoneRowID: zoneRowID, memberID: memberID))
+        if let memberID {
+            for epoch in (t.wrappedKeys[zoneRowID] ?? [:]).keys { t.wrappedKeys[zoneRowID]?[epoch]?[memberID] = nil }
+        } else {
+            t.wrappedKeys[zoneRowID] = [:]
+        }
+    }
+
+    func storeChainedKey(zoneRowID: Int64, epoch: Int64, sealed: [UInt8]) throws {
+        try write(.storeChainedKey(zoneRowID: zoneRowID, epoch: epoch, sealed: sealed))
+        t.chainedKeys[zoneRowID, default: [:]][epoch] = sealed
+    }
+
+    func deleteOlderKeys(zoneRowID: Int64, before epoch: Int64) throws {
+        try write(.deleteOlderKeys(zoneRowID: zoneRowID, before: epoch))
+        t.chainedKeys[zoneRowID] = [:]
+        t.wrappedKeys[zoneRowID] = t.wrappedKeys[zoneRowID]?.filter { $0.key >= epoch }
+    }
+
+    func noteZoneEpoch(zoneRowID: Int64, epoch: Int64) throws {} // PostgreSQL keeps no copy of the log's epoch
+
+    func shareLink(zoneRowID: Int64) throws -> (epoch: Int64, sealedKey: [UInt8], sealedSecret: [UInt8])? {
+        try requireDetails(zoneRowID)
+        return t.shareLinks[zoneRowID] ?? nil
+    }
+
+    func storeShareLink(zoneRowID: Int64, epoch: Int64, sealedKey: [UInt8], sealedSecret: [UInt8]) throws {
+        try write(.storeShareLink(zoneRowID: zoneRowID, epoch: epoch, sealedKey: sealedKey, sealedSecret: sealedSecret))
+        t.shareLinks[zoneRowID] = .some((epoch, sealedKey, sealedSecret))
+    }
+
+    func deleteShareLink(zoneRowID: Int64) throws {
+        try write(.deleteShareLink(zoneRowID: zoneRowID))
+        t.shareLinks[zoneRowID] = .some(nil)
+    }
+
+    func setZoneMembers(zoneRowID: Int64, members: Set<String>, shareUID: [UInt8]?) throws {
+        try write(.setZoneMembers(zoneRowID: zoneRowID, members: members, shareUID: shareUID))
+    }
+
+    func addZoneMember(zoneRowID: Int64, userID: String) throws {
+        try write(.addZoneMember(zoneRowID: zoneRowID, userID: userID))
+    }
+
+    func zoneRows(shareUID: [UInt8]) throws -> [ZoneRow] {
+        guard let known = t.shareZones[shareUID] else { throw miss(.shareZones(shareUID: shareUID)) }
+        return known
+    }
+
+    func zoneRows(ownedByOrListing userID: String) throws -> [ZoneRow] {
+        guard let known = t.listingZones[userID] else { throw miss(.listingZones(userID: userID)) }
+        return known
+    }
+
+    func zoneRows(sharedWith memberID: String) throws -> [(zone: ZoneRow, recordCount: Int)] {
+        guard let known = t.sharedZones[memberID] else { throw miss(.sharedZones(memberID: memberID)) }
+        return known
+    }
+
     // MARK: Schema
 
     func fieldSchemaRows(zoneRowID: Int64, recordType: String) throws -> [(field: String, valueType: String, encrypted: Bool)] {
@@ -303,6 +409,13 @@ final class PostgresSnapshot: StorageTransaction {
     func contactCard(userID: String) throws -> (card: [UInt8], added: Double)? {
         guard let known = t.contacts[userID] else { throw miss(.contact(userID)) }
         return known
+    }
+
+    func prefetchContacts(userIDs: [String]) throws {
+        let unknown = Set(userIDs).filter { t.contacts[$0] == nil }
+        guard !unknown.isEmpty else { return }
+        for id in unknown.sorted() { _ = miss(.contact(id)) }
+        throw Miss()
     }
 
     static func searchKey(email: String?, name: String?) -> String { "\(email.map { "e:" + $0 } ?? "")\u{0}\(name.map { "n:" + $0 } ?? "")" }
@@ -339,6 +452,12 @@ final class PostgresSnapshot: StorageTransaction {
 
     func readRecordRows(zoneRowID: Int64, after: String, limit: Int, into add: (StoredRow) -> Void) throws {
         guard let names = t.pages[zoneRowID]?["\(limit):\(after)"] else { throw miss(.page(zoneRowID: zoneRowID, after: after, limit: limit)) }
+        for case let row? in try rows(zoneRowID, names) { add(row) }
+    }
+
+    func readRecordRows(zoneRowID: Int64, sealedBefore epoch: Int64, after: String, limit: Int, into add: (StoredRow) -> Void) throws {
+        let key = "sealed<\(epoch):\(limit):\(after)"
+        guard let names = t.pages[zoneRowID]?[key] else { throw miss(.sealedPage(zoneRowID: zoneRowID, before: epoch, after: after, limit: limit)) }
         for case let row? in try rows(zoneRowID, names) { add(row) }
     }
 
@@ -522,12 +641,49 @@ final class PostgresSnapshot: StorageTransaction {
         return rows
     }
 
-    /// No zone of a PostgreSQL store is shared in this version (sharing needs SQLite).
-    func zoneRowsChanged(sharedWith memberID: String, since: Int64) throws -> [ZoneRow] { [] }
+    func zoneRowsChanged(sharedWith memberID: String, since: Int64) throws -> [ZoneRow] {
+        guard let rows = t.changedSharedZones[memberID]?[since] else { throw miss(.changedSharedZones(memberID: memberID, since: since)) }
+        return rows
+    }
 
     func zoneTombstones(userID: String, since: Int64, owned: Bool) throws -> [DeletedZone] {
         guard let list = t.zoneTombstones["\(owned):\(since):\(userID)"] else { throw miss(.zoneTombstones(userID: userID, since: since, owned: owned)) }
         return list
+    }
+
+    // MARK: Audit
+
+    func contactColumns() throws -> [(userID: String, name: String, email: String?, signingKey: [UInt8], boxKey: [UInt8], cardCreated: String)] {
+        guard let known = t.contactColumns else { throw miss(.contactColumns) }
+        return known
+    }
+
+    func zoneCaches(zoneRowID: Int64) throws -> (sequence: Int64, epoch: Int64?, shareUID: [UInt8]?) {
+        try requireDetails(zoneRowID)
+        guard let zone = t.zones.values.first(where: { $0?.rowID == zoneRowID }) ?? nil else {
+            throw StoreError(.zoneNotFound, "the zone was deleted")
+        }
+        return (zone.sequence, nil, t.zoneShareUIDs[zoneRowID] ?? nil)
+    }
+
+    func zoneMemberIDs(zoneRowID: Int64) throws -> Set<String> {
+        try requireDetails(zoneRowID)
+        return t.zoneMembers[zoneRowID] ?? []
+    }
+
+    func storedLogHashes(zoneRowID: Int64) throws -> [Int64: [UInt8]] {
+        guard let known = t.logHashes[zoneRowID] else { throw miss(.logHashes(zoneRowID: zoneRowID)) }
+        return known
+    }
+
+    func readAllRecordRows(zoneRowID: Int64, into add: (_ name: String, _ seq: Int64?, Result<StoredRow, StoreError>) throws -> Void) throws {
+        guard let names = t.pages[zoneRowID]?["all"] else { throw miss(.allRows(zoneRowID: zoneRowID)) }
+        for case let row? in try rows(zoneRowID, names) { try add(row.name, row.seq, .success(row)) }
+    }
+
+    func tombstoneSeqs(zoneRowID: Int64) throws -> [String: Int64] {
+        guard let known = t.tombstoneLists[zoneRowID] else { throw miss(.tombstoneList(zoneRowID: zoneRowID)) }
+        return known
     }
 
     // MARK: Transactions

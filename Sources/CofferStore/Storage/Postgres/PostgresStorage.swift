@@ -108,11 +108,14 @@ final class PostgresStorage: Sendable {
                 if now != seq { moved = true }
             }
             var fetched = Fetched()
-            for need in needs { try await Self.fetch(need, tx, into: &fetched) }
+            var cards = [String]()
+            for need in needs {
+                if case .contact(let user) = need { cards.append(user) } else { try await Self.fetch(need, tx, into: &fetched) }
+            }
             // The authors of entries read, whose cards check their signatures.
             let authors = Set(fetched.logs.values.flatMap { $0.entries.compactMap { LogEntry.decode($0.body)?.authorID } })
                 .subtracting(knownContacts).subtracting(fetched.contacts.keys)
-            for author in authors.sorted() { try await Self.fetch(.contact(author), tx, into: &fetched) }
+            try await Self.fetchContacts(Array(Set(cards).union(authors)).sorted(), tx, into: &fetched)
             return (fetched, moved)
         }
         // Every read of a run is of one state of the database: when a zone moved on, what was
@@ -154,6 +157,13 @@ final class PostgresStorage: Sendable {
                 schema[type, default: []].append((field, valueType, encrypted))
             }
             f.schemaRows[rowID] = schema
+            f.zoneShareUIDs[rowID] = try await tx.query("SELECT share_uid FROM zone WHERE id = \(rowID)").first?.decode(Data?.self).map(Array.init)
+            f.zoneMembers[rowID] = Set(try await tx.query("SELECT user_id FROM zone_member WHERE zone_id = \(rowID)").map { try $0.decode(String.self) })
+            let link = try await tx.query("SELECT epoch, sealed_key, sealed_secret FROM share_link WHERE zone_id = \(rowID)").first
+            f.shareLinks[rowID] = .some(try link.map { row in
+                let (epoch, key, secret) = try row.decode((Int64, Data, Data).self)
+                return (epoch, Array(key), Array(secret))
+            })
             try await fetch(.tombstones(zoneRowID: rowID), tx, into: &f)
             f.zoneDetails.insert(rowID)
         case .ownedZones(let owner):
@@ -227,6 +237,16 @@ final class PostgresStorage: Sendable {
                 f.records[zone, default: [:]][stored.name] = .some(stored)
             }
             f.pages[zone, default: [:]]["\(limit):\(after)"] = names
+        case .sealedPage(let zone, let epoch, let after, let limit):
+            var names = [String]()
+            for row in try await tx.query(PostgresQuery(unsafeSQL: """
+                SELECT \(recordColumns) FROM record WHERE zone_id = $1 AND sealed IS NOT NULL AND epoch < $2 AND name > $3 ORDER BY name LIMIT $4
+                """, binds: try binds(zone, epoch, after, Int64(limit)))) {
+                let stored = try storedRow(row)
+                names.append(stored.name)
+                f.records[zone, default: [:]][stored.name] = .some(stored)
+            }
+            f.pages[zone, default: [:]]["sealed<\(epoch):\(limit):\(after)"] = names
         case .children(let zone, let parent):
             var names = Set<String>()
             for row in try await tx.query("SELECT name FROM record WHERE zone_id = \(zone) AND parent = \(parent)") { names.insert(try row.decode(String.self)) }
@@ -314,6 +334,54 @@ final class PostgresStorage: Sendable {
                 last = try plan.sorts.indices.map { PostgresQueries.sortValue(try cells[$0].decode(String?.self), plan.sorts[$0].type) }
             }
             f.queries[zone, default: [:]][plan] = PostgresSnapshot.QueryPage(names: names, more: more, lastSortValues: last)
+        case .contactColumns:
+            f.contactColumns = try await tx.query("SELECT user_id, name, email, signing_key, box_key, card_created FROM contact ORDER BY user_id").map { row in
+                let (id, name, email, signing, box, created) = try row.decode((String, String, String?, Data, Data, String).self)
+                return (id, name, email, Array(signing), Array(box), created)
+            }
+        case .logHashes(let zone):
+            var hashes = [Int64: [UInt8]]()
+            for row in try await tx.query("SELECT seq, hash FROM zone_log WHERE zone_id = \(zone)") {
+                let (seq, hash) = try row.decode((Int64, Data).self)
+                hashes[seq] = Array(hash)
+            }
+            f.logHashes[zone] = hashes
+        case .allRows(let zone):
+            var names = [String]()
+            for row in try await tx.query(PostgresQuery(unsafeSQL: "SELECT \(recordColumns) FROM record WHERE zone_id = $1 ORDER BY name", binds: try binds(zone))) {
+                let stored = try storedRow(row)
+                names.append(stored.name)
+                f.records[zone, default: [:]][stored.name] = .some(stored)
+            }
+            f.pages[zone, default: [:]]["all"] = names
+        case .tombstoneList(let zone):
+            var list = [String: Int64]()
+            for row in try await tx.query("SELECT name, seq FROM record_tombstone WHERE zone_id = \(zone)") {
+                let (name, seq) = try row.decode((String, Int64).self)
+                list[name] = seq
+            }
+            f.tombstoneLists[zone] = list
+        case .shareZones(let uid):
+            f.shareZones[uid] = try await zoneRows(tx.query("\(unescaped: zoneColumns) FROM zone z WHERE z.share_uid = \(Data(uid)) ORDER BY z.id"),
+                                                   into: &f).map(\.zone)
+        case .listingZones(let user):
+            f.listingZones[user] = try await zoneRows(tx.query("""
+                \(unescaped: zoneColumns) FROM zone z
+                WHERE z.owner_id = \(user) OR EXISTS (SELECT 1 FROM zone_member m WHERE m.zone_id = z.id AND m.user_id = \(user))
+                ORDER BY z.owner_id = \(user) DESC, z.name
+                """), into: &f).map(\.zone)
+        case .sharedZones(let member):
+            f.sharedZones[member] = try await zoneRows(tx.query("""
+                \(unescaped: zoneColumns), (SELECT count(*) FROM record r WHERE r.zone_id = z.id) FROM zone z
+                WHERE z.owner_id <> \(member) AND EXISTS (SELECT 1 FROM zone_member m WHERE m.zone_id = z.id AND m.user_id = \(member))
+                ORDER BY z.owner_id, z.name
+                """), counted: true, into: &f)
+        case .changedSharedZones(let member, let since):
+            f.changedSharedZones[member, default: [:]][since] = try await zoneRows(tx.query("""
+                \(unescaped: zoneColumns) FROM zone z WHERE z.owner_id <> \(member) AND z.db_seq > \(since)
+                  AND EXISTS (SELECT 1 FROM zone_member m WHERE m.zone_id = z.id AND m.user_id = \(member))
+                ORDER BY z.db_seq
+                """), into: &f).map(\.zone)
         case .tombstoneCount(let zone, let through):
             let row = try await tx.query("SELECT count(*) FROM record_tombstone WHERE zone_id = \(zone) AND seq <= \(through)").first
             f.tombstoneCounts[zone, default: [:]][through] = Int(try row?.decode(Int64.self) ?? 0)
@@ -347,6 +415,40 @@ final class PostgresStorage: Sendable {
             let (field, name) = try row.decode((String, String).self)
             guard let type = FieldType(name: name), type.isQueryable else { return nil }
             return (field, type)
+        }
+    }
+
+    /// The columns ``zoneRows(_:counted:into:)`` reads, from `zone z`.
+    private static let zoneColumns = "SELECT z.id, z.uid, z.owner_id, z.name, z.sequence, z.created_at"
+
+    /// Zone rows selected with ``zoneColumns`` (and, `counted`, a record count after them),
+    /// each also noted as the zone's row (its keys and schema are fetched by name when asked for).
+    private static func zoneRows(_ rows: [PostgresRow], counted: Bool = false, into f: inout Fetched) throws -> [(zone: ZoneRow, recordCount: Int)] {
+        try rows.map { row in
+            let zone: ZoneRow, count: Int64
+            let (rowID, uid, owner, name, sequence, created): (Int64, Data, String, String, Int64, Double)
+            if counted {
+                (rowID, uid, owner, name, sequence, created, count) = try row.decode((Int64, Data, String, String, Int64, Double, Int64).self)
+            } else {
+                (rowID, uid, owner, name, sequence, created) = try row.decode((Int64, Data, String, String, Int64, Double).self)
+                count = 0
+            }
+            guard uid.count == 16 else { throw StoreError(.integrityFailure, "zone '\(Names.printable(name))' has a damaged row: the store was changed") }
+            zone = ZoneRow(rowID: rowID, uid: Array(uid), id: ZoneID(name: name, ownerID: owner), sequence: sequence,
+                           created: Date(timeIntervalSince1970: created), logFormat: 1)
+            f.zones[zone.id] = zone
+            return (zone, Int(count))
+        }
+    }
+
+    /// The cards of `users`, in one statement (`.some(nil)` for a user the store has no card of).
+    private static func fetchContacts(_ users: [String], _ tx: PostgresTransaction, into f: inout Fetched) async throws {
+        guard !users.isEmpty else { return }
+        for user in users { f.contacts[user] = .some(nil) }
+        for row in try await tx.query(PostgresQuery(unsafeSQL: "SELECT user_id, card, added_at FROM contact WHERE user_id = ANY($1)",
+                                                    binds: try binds(users))) {
+            let (user, card, added) = try row.decode((String, Data, Double).self)
+            f.contacts[user] = .some((Array(card), added))
         }
     }
 
@@ -545,6 +647,38 @@ final class PostgresStorage: Sendable {
         case .compactTombstones(let zone, let through):
             try await tx.query("DELETE FROM record_tombstone WHERE zone_id = \(zone) AND seq <= \(through)")
             try await tx.query("UPDATE zone SET compacted_seq = greatest(compacted_seq, \(through)) WHERE id = \(zone)")
+        case .storeWrappedKey(let zone, let epoch, let member, let wrapped):
+            try await tx.query("""
+                INSERT INTO zone_key (zone_id, epoch, member_id, wrapped_key) VALUES (\(zone), \(epoch), \(member), \(Data(wrapped)))
+                ON CONFLICT (zone_id, epoch, member_id) DO UPDATE SET wrapped_key = EXCLUDED.wrapped_key
+                """)
+        case .deleteWrappedKeys(let zone, let member?):
+            try await tx.query("DELETE FROM zone_key WHERE zone_id = \(zone) AND member_id = \(member)")
+        case .deleteWrappedKeys(let zone, nil):
+            try await tx.query("DELETE FROM zone_key WHERE zone_id = \(zone)")
+        case .storeChainedKey(let zone, let epoch, let sealed):
+            try await tx.query("""
+                INSERT INTO zone_key_chain (zone_id, epoch, sealed_key) VALUES (\(zone), \(epoch), \(Data(sealed)))
+                ON CONFLICT (zone_id, epoch) DO UPDATE SET sealed_key = EXCLUDED.sealed_key
+                """)
+        case .storeShareLink(let zone, let epoch, let key, let secret):
+            try await tx.query("""
+                INSERT INTO share_link (zone_id, epoch, sealed_key, sealed_secret) VALUES (\(zone), \(epoch), \(Data(key)), \(Data(secret)))
+                ON CONFLICT (zone_id) DO UPDATE SET epoch = EXCLUDED.epoch, sealed_key = EXCLUDED.sealed_key, sealed_secret = EXCLUDED.sealed_secret
+                """)
+        case .deleteOlderKeys(let zone, let epoch):
+            try await tx.query("DELETE FROM zone_key_chain WHERE zone_id = \(zone)")
+            try await tx.query("DELETE FROM zone_key WHERE zone_id = \(zone) AND epoch < \(epoch)")
+        case .deleteShareLink(let zone):
+            try await tx.query("DELETE FROM share_link WHERE zone_id = \(zone)")
+        case .setZoneMembers(let zone, let members, let shareUID):
+            try await tx.query("DELETE FROM zone_member WHERE zone_id = \(zone)")
+            if !members.isEmpty {
+                try await tx.query("INSERT INTO zone_member (zone_id, user_id) SELECT \(zone), unnest(\(members.sorted())::text[])")
+            }
+            try await tx.query("UPDATE zone SET share_uid = \(shareUID.map { Data($0) }) WHERE id = \(zone)")
+        case .addZoneMember(let zone, let user):
+            try await tx.query("INSERT INTO zone_member (zone_id, user_id) VALUES (\(zone), \(user)) ON CONFLICT DO NOTHING")
         case .removeTombstone(let zone, let name):
             try await tx.query("DELETE FROM record_tombstone WHERE zone_id = \(zone) AND name = \(name)")
         }

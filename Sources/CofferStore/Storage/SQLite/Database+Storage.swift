@@ -126,6 +126,82 @@ extension GRDB.Database: StorageTransaction {
                     arguments: [zoneRowID, epoch, memberID, Data(wrapped)])
     }
 
+    // MARK: Shares
+
+    func storeWrappedKey(zoneRowID: Int64, epoch: Int64, memberID: String, wrapped: [UInt8]) throws {
+        try execute(sql: "INSERT OR REPLACE INTO zone_key (zone_id, epoch, member_id, wrapped_key) VALUES (?, ?, ?, ?)",
+                    arguments: [zoneRowID, epoch, memberID, Data(wrapped)])
+    }
+
+    func deleteWrappedKeys(zoneRowID: Int64, memberID: String?) throws {
+        if let memberID {
+            try execute(sql: "DELETE FROM zone_key WHERE zone_id = ? AND member_id = ?", arguments: [zoneRowID, memberID])
+        } else {
+            try execute(sql: "DELETE FROM zone_key WHERE zone_id = ?", arguments: [zoneRowID])
+        }
+    }
+
+    func storeChainedKey(zoneRowID: Int64, epoch: Int64, sealed: [UInt8]) throws {
+        try execute(sql: "INSERT OR REPLACE INTO zone_key_chain (zone_id, epoch, sealed_key) VALUES (?, ?, ?)",
+                    arguments: [zoneRowID, epoch, Data(sealed)])
+    }
+
+    func deleteOlderKeys(zoneRowID: Int64, before epoch: Int64) throws {
+        try execute(sql: "DELETE FROM zone_key_chain WHERE zone_id = ?", arguments: [zoneRowID])
+        try execute(sql: "DELETE FROM zone_key WHERE zone_id = ? AND epoch < ?", arguments: [zoneRowID, epoch])
+    }
+
+    func noteZoneEpoch(zoneRowID: Int64, epoch: Int64) throws {
+        try execute(sql: "UPDATE zone SET current_epoch = ? WHERE id = ?", arguments: [epoch, zoneRowID])
+    }
+
+    func shareLink(zoneRowID: Int64) throws -> (epoch: Int64, sealedKey: [UInt8], sealedSecret: [UInt8])? {
+        try Row.fetchOne(self, sql: "SELECT epoch, sealed_key, sealed_secret FROM share_link WHERE zone_id = ?", arguments: [zoneRowID]).map { row in
+            (try row.required(0), Array(try row.required(1) as Data), Array(try row.required(2) as Data))
+        }
+    }
+
+    func storeShareLink(zoneRowID: Int64, epoch: Int64, sealedKey: [UInt8], sealedSecret: [UInt8]) throws {
+        try execute(sql: "INSERT OR REPLACE INTO share_link (zone_id, epoch, sealed_key, sealed_secret) VALUES (?, ?, ?, ?)",
+                    arguments: [zoneRowID, epoch, Data(sealedKey), Data(sealedSecret)])
+    }
+
+    func deleteShareLink(zoneRowID: Int64) throws {
+        try execute(sql: "DELETE FROM share_link WHERE zone_id = ?", arguments: [zoneRowID])
+    }
+
+    func setZoneMembers(zoneRowID: Int64, members: Set<String>, shareUID: [UInt8]?) throws {
+        try execute(sql: "DELETE FROM zone_member WHERE zone_id = ?", arguments: [zoneRowID])
+        for id in members.sorted() {
+            try execute(sql: "INSERT INTO zone_member (zone_id, user_id) VALUES (?, ?)", arguments: [zoneRowID, id])
+        }
+        try execute(sql: "UPDATE zone SET share_uid = ? WHERE id = ?", arguments: [shareUID.map { Data($0) }, zoneRowID])
+    }
+
+    func addZoneMember(zoneRowID: Int64, userID: String) throws {
+        try execute(sql: "INSERT OR IGNORE INTO zone_member (zone_id, user_id) VALUES (?, ?)", arguments: [zoneRowID, userID])
+    }
+
+    func zoneRows(shareUID: [UInt8]) throws -> [ZoneRow] {
+        try Row.fetchAll(self, sql: "SELECT * FROM zone WHERE share_uid = ? ORDER BY id", arguments: [Data(shareUID)]).map(ZoneRow.init)
+    }
+
+    func zoneRows(ownedByOrListing userID: String) throws -> [ZoneRow] {
+        try Row.fetchAll(self, sql: """
+            SELECT z.* FROM zone z
+            WHERE z.owner_id = ? OR EXISTS (SELECT 1 FROM zone_member m WHERE m.zone_id = z.id AND m.user_id = ?)
+            ORDER BY z.owner_id = ? DESC, z.name
+            """, arguments: [userID, userID, userID]).map(ZoneRow.init)
+    }
+
+    func zoneRows(sharedWith memberID: String) throws -> [(zone: ZoneRow, recordCount: Int)] {
+        try Row.fetchAll(self, sql: """
+            SELECT z.*, (SELECT count(*) FROM record r WHERE r.zone_id = z.id) AS record_count
+            FROM zone z WHERE z.owner_id != ? AND EXISTS (SELECT 1 FROM zone_member m WHERE m.zone_id = z.id AND m.user_id = ?)
+            ORDER BY z.owner_id, z.name
+            """, arguments: [memberID, memberID]).map { row in (try ZoneRow(row: row), try row.required("record_count")) }
+    }
+
     // MARK: Schema
 
     func fieldSchemaRows(zoneRowID: Int64, recordType: String) throws -> [(field: String, valueType: String, encrypted: Bool)] {
@@ -150,6 +226,8 @@ extension GRDB.Database: StorageTransaction {
         }
         return (Array(try row.required(0) as Data), try row.required(1))
     }
+
+    func prefetchContacts(userIDs: [String]) throws {}
 
     func contactUserIDs(email: String?, name: String?) throws -> [String] {
         if let email { return try String.fetchAll(self, sql: "SELECT user_id FROM contact WHERE email = ? COLLATE NOCASE", arguments: [email]) }
@@ -190,6 +268,13 @@ extension GRDB.Database: StorageTransaction {
     func readRecordRows(zoneRowID: Int64, after: String, limit: Int, into add: (StoredRow) -> Void) throws {
         let statement = try RawStatement(cachedStatement(sql: "SELECT \(Session.recordColumns) FROM record WHERE zone_id = ? AND name > ? ORDER BY name LIMIT ?"),
                                          arguments: [zoneRowID, after, limit])
+        try Session.readRows(statement, into: add)
+    }
+
+    func readRecordRows(zoneRowID: Int64, sealedBefore epoch: Int64, after: String, limit: Int, into add: (StoredRow) -> Void) throws {
+        let statement = try RawStatement(cachedStatement(sql: """
+            SELECT \(Session.recordColumns) FROM record WHERE zone_id = ? AND sealed IS NOT NULL AND epoch < ? AND name > ? ORDER BY name LIMIT ?
+            """), arguments: [zoneRowID, epoch, after, limit])
         try Session.readRows(statement, into: add)
     }
 
@@ -337,6 +422,46 @@ extension GRDB.Database: StorageTransaction {
             """, arguments: [userID, since, userID, owned]).map {
             DeletedZone(zoneID: ZoneID(name: try $0.required(1), ownerID: try $0.required(0)), reason: try $0.required(2))
         }
+    }
+
+    // MARK: Audit
+
+    func contactColumns() throws -> [(userID: String, name: String, email: String?, signingKey: [UInt8], boxKey: [UInt8], cardCreated: String)] {
+        try Row.fetchAll(self, sql: "SELECT user_id, name, email, signing_key, box_key, card_created FROM contact ORDER BY user_id").map { row in
+            (try row.required(0), try row.required(1), try row.optional(2), Array(try row.required(3) as Data), Array(try row.required(4) as Data),
+             try row.required(5))
+        }
+    }
+
+    func zoneCaches(zoneRowID: Int64) throws -> (sequence: Int64, epoch: Int64?, shareUID: [UInt8]?) {
+        guard let row = try Row.fetchOne(self, sql: "SELECT sequence, current_epoch, share_uid FROM zone WHERE id = ?", arguments: [zoneRowID]) else {
+            throw StoreError(.zoneNotFound, "the zone was deleted")
+        }
+        return (try row.required(0), try row.required(1) as Int64, (try row.optional(2) as Data?).map(Array.init))
+    }
+
+    func zoneMemberIDs(zoneRowID: Int64) throws -> Set<String> {
+        Set(try String.fetchAll(self, sql: "SELECT user_id FROM zone_member WHERE zone_id = ?", arguments: [zoneRowID]))
+    }
+
+    func storedLogHashes(zoneRowID: Int64) throws -> [Int64: [UInt8]] {
+        // `kind IS NOT NULL`: answered from the head index.
+        try Row.fetchAll(self, sql: "SELECT seq, hash FROM zone_log WHERE zone_id = ? AND kind IS NOT NULL", arguments: [zoneRowID])
+            .reduce(into: [Int64: [UInt8]]()) { $0[try $1.required(0)] = Array(try $1.required(1) as Data) }
+    }
+
+    func readAllRecordRows(zoneRowID: Int64, into add: (_ name: String, _ seq: Int64?, Result<StoredRow, StoreError>) throws -> Void) throws {
+        let rows = try Row.fetchCursor(self, sql: "SELECT \(Session.recordColumns) FROM record WHERE zone_id = ? ORDER BY name", arguments: [zoneRowID])
+        while let row = try rows.next() { // one row in memory at a time
+            let result: Result<StoredRow, StoreError>
+            do { result = .success(try StoredRow.make(row: row)) } catch let error as StoreError { result = .failure(error) }
+            try add(try row.required(0), try? row.required(6) as Int64, result)
+        }
+    }
+
+    func tombstoneSeqs(zoneRowID: Int64) throws -> [String: Int64] {
+        try Row.fetchAll(self, sql: "SELECT name, seq FROM record_tombstone WHERE zone_id = ?", arguments: [zoneRowID])
+            .reduce(into: [String: Int64]()) { $0[try $1.required(0)] = try $1.required(1) as Int64 }
     }
 
     // MARK: Transactions

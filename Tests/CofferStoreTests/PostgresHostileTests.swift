@@ -1,0 +1,203 @@
+import CofferCrypto
+import CofferTestSupport
+import CofferVault
+import Foundation
+import PostgresNIO
+import Testing
+@testable import CofferStore
+
+/// The attacks of the hostile-store suite, made by someone who can write the PostgreSQL
+/// database (its password, or the server): rows written straight into its tables. Every one
+/// must be refused by the clients, who check what they read against signed data, or reported by
+/// `audit`; none may make a client believe, or write, what the attacker chose.
+@Suite("Hostile PostgreSQL store", .postgres)
+struct PostgresHostileTests {
+    /// Alice's zone "Family" with notes n1 and n2, shared with Bob (read-only) and Carol
+    /// (read-write), both accepted; Mallory has a vault and a card in the store.
+    struct Scene {
+        let f: ShareFixture
+        let zone: ZoneID
+        let bob: Session, carol: Session, mallory: Session
+
+        /// The zone's row id in the database.
+        func rowID() async throws -> Int64 {
+            let zone = self.zone
+            return try await f.sql { admin in
+                try #require(try await admin.query("SELECT id FROM zone WHERE owner_id = \(zone.ownerID) AND name = \(zone.name)").first)
+                    .decode(Int64.self)
+            }
+        }
+
+        /// Runs one statement as the attacker; returns the rows it changed (or returned).
+        @discardableResult
+        func attack(_ query: PostgresQuery) async throws -> Int {
+            try await f.sql { admin in try await admin.query(query).count }
+        }
+
+        /// Every record `s` can read in the zone, by name, or the error that refused them.
+        func readable(as s: Session) async throws -> [String: CofferStore.Record] {
+            let db = s.userID == zone.ownerID ? s.privateDatabase : s.sharedDatabase
+            return Dictionary(try await db.records(in: zone, limit: 1000).map { ($0.name, $0) }) { a, _ in a }
+        }
+
+        /// Whatever `s` can read, nothing holds a value the attacker chose ("mallory").
+        func expectNoAttackerValue(as s: Session, sourceLocation: SourceLocation = #_sourceLocation) async {
+            guard let records = try? await readable(as: s) else { return } // refused outright: nothing returned
+            for record in records.values {
+                let values = record.values.values.map { "\($0)" } + record.encryptedValues.values.map { "\($0)" }
+                #expect(!values.contains { $0.lowercased().contains("mallory") }, "\(record.name) has a value the attacker chose",
+                        sourceLocation: sourceLocation)
+            }
+        }
+
+        func expectAuditFinding(as s: Session, _ kinds: Set<AuditFinding.Kind>, sourceLocation: SourceLocation = #_sourceLocation) async throws {
+            let report = try await s.audit()
+            let found = report.findings.filter { $0.zone == zone && kinds.contains($0.kind) }
+            #expect(!found.isEmpty, "audit reports nothing of \(kinds) about zone '\(zone.name)': \(report.findings)", sourceLocation: sourceLocation)
+        }
+    }
+
+    /// Expects `body` to be refused with one of `codes`.
+    static func expectRefused<T>(_ codes: Set<StoreError.Code>, sourceLocation: SourceLocation = #_sourceLocation,
+                                 _ body: () async throws -> T) async {
+        do {
+            _ = try await body()
+            Issue.record("expected a refusal (\(codes)), but it succeeded", sourceLocation: sourceLocation)
+        } catch let error as StoreError {
+            #expect(codes.contains(error.code), "\(error.code): \(error.message)", sourceLocation: sourceLocation)
+        } catch {
+            Issue.record("expected a StoreError, got \(error)", sourceLocation: sourceLocation)
+        }
+    }
+
+    static func scene(_ body: (Scene) async throws -> Void) async throws {
+        try await ShareFixture.run(.postgres) { f in
+            let bob = try await f.user("Bob", "bob@example.com")
+            let carol = try await f.user("Carol", "carol@example.com")
+            let mallory = try await f.user("Mallory", "mallory@example.com")
+            let zone = try await f.aliceZone()
+            _ = try await f.alice.share(zone: zone, title: "Family")
+            _ = try await f.alice.addParticipant(bob.userID, permission: .readOnly, to: zone)
+            let share = try await f.alice.addParticipant(carol.userID, permission: .readWrite, to: zone)
+            _ = try await bob.acceptShare(url: share.url)
+            _ = try await carol.acceptShare(url: share.url)
+            try await body(Scene(f: f, zone: zone, bob: bob, carol: carol, mallory: mallory))
+        }
+    }
+
+    @Test("a zone key planted for a participant (wrapped to them, chosen by the attacker) is refused: it matches no commitment")
+    func plantedKey() async throws {
+        try await Self.scene { s in
+            let id = try await s.rowID()
+            let row = try await s.f.zoneRow(s.zone)
+            let planted = Session.wrapZoneKey(SymmetricKey(), zoneUID: row.uid, epoch: 1, to: s.bob.vault.identity.boxKey)
+            #expect(try await s.attack("UPDATE zone_key SET wrapped_key = \(Data(planted)) WHERE zone_id = \(id) AND member_id = \(s.bob.userID) RETURNING epoch") == 1)
+            await shareExpectError(.integrityFailure) { try await s.f.fresh(s.bob).sharedDatabase.record(named: "n1", in: s.zone) }
+            // And a key planted for a stranger gives them nothing: the log does not make them a member.
+            let stranger = Session.wrapZoneKey(SymmetricKey(), zoneUID: row.uid, epoch: 1, to: s.mallory.vault.identity.boxKey)
+            try await s.attack("INSERT INTO zone_key (zone_id, epoch, member_id, wrapped_key) VALUES (\(id), 1, \(s.mallory.userID), \(Data(stranger)))")
+            try await s.attack("INSERT INTO zone_member (zone_id, user_id) VALUES (\(id), \(s.mallory.userID))")
+            #expect(try await s.f.fresh(s.mallory).sharedZones().isEmpty)
+            await Self.expectRefused([.zoneNotFound, .permissionFailure]) { try await s.f.fresh(s.mallory).sharedDatabase.record(named: "n1", in: s.zone) }
+            try await s.expectAuditFinding(as: s.f.fresh(s.f.alice), [.cache])
+        }
+    }
+
+    @Test("a membership rolled back in the database (the removal of a participant cut from the log) is refused by those who saw it")
+    func rolledBackMembership() async throws {
+        try await Self.scene { s in
+            let id = try await s.rowID()
+            let before = try await s.f.state(s.zone).headSeq
+            _ = try await s.f.alice.removeParticipant(s.carol.userID, from: s.zone)
+            try s.f.alice.saveMarks()
+            // The attacker cuts the removal and its new key from the log, and puts Carol's old key back.
+            try await s.attack("DELETE FROM zone_log WHERE zone_id = \(id) AND seq > \(before)")
+            try await s.attack("UPDATE zone SET sequence = \(before) WHERE id = \(id)")
+            let error = await shareExpectError(.integrityFailure) { try await s.f.fresh(s.f.alice).privateDatabase.record(named: "n1", in: s.zone) }
+            #expect(error?.message.contains("rolled back") == true, "\(error?.message ?? "")")
+            try await s.expectAuditFinding(as: s.f.fresh(s.f.alice), [.log])
+        }
+    }
+
+    @Test("a row edited in the database is not laundered by a re-key: it stops before writing anything, naming the record")
+    func launderedThroughRekey() async throws {
+        try await Self.scene { s in
+            let id = try await s.rowID()
+            _ = try await s.f.alice.removeParticipant(s.bob.userID, from: s.zone) // epoch 2: n1 and n2 need re-sealing
+            #expect(try await s.attack(#"UPDATE record SET plain = '{"title":"mallory"}' WHERE zone_id = \#(id) AND name = 'n1' RETURNING id"#) == 1)
+            let rows = try await s.f.recordEpochs(s.zone)
+            let error = await shareExpectError(.integrityFailure) { try await s.f.fresh(s.f.alice).rekey(zone: s.zone) }
+            #expect(error?.message.contains("record 'n1'") == true && error?.message.contains("before writing anything") == true,
+                    "\(error?.message ?? "")")
+            #expect(try await s.f.recordEpochs(s.zone) == rows)
+            #expect(try await s.f.state(s.zone).epoch == 2)
+            await s.expectNoAttackerValue(as: try await s.f.fresh(s.f.alice))
+            try await s.expectAuditFinding(as: s.f.fresh(s.f.alice), [.record])
+        }
+    }
+
+    @Test("an older signed version of a row put back in the database is refused by a re-key and reported by audit")
+    func rolledBackRow() async throws {
+        try await Self.scene { s in
+            let id = try await s.rowID()
+            let columns = "name, type, parent, plain, sealed, epoch, seq, membership_seq, creator_id, modifier_id, created_at, modified_at"
+            try await s.attack(PostgresQuery(unsafeSQL: "CREATE TABLE kept AS SELECT \(columns) FROM record WHERE zone_id = \(id) AND name = 'n1'"))
+            _ = try await s.f.alice.privateDatabase.save(shareNote("n1", in: s.zone, title: "second", body: "the current version"), policy: .allKeys)
+            try await s.attack(PostgresQuery(unsafeSQL: """
+                UPDATE record r SET (\(columns)) = (SELECT \(columns) FROM kept) WHERE r.zone_id = \(id) AND r.name = 'n1'
+                """))
+            _ = try await s.f.alice.removeParticipant(s.bob.userID, from: s.zone)
+            let error = await shareExpectError(.integrityFailure) { try await s.f.fresh(s.f.alice).rekey(zone: s.zone) }
+            #expect(error?.message.contains("rolled back") == true, "\(error?.message ?? "")")
+            try await s.expectAuditFinding(as: s.f.fresh(s.f.alice), [.record])
+        }
+    }
+
+    @Test("a row deleted in the database, and a deletion forged in the change feed's list, are reported by audit")
+    func deletedRowAndForgedTombstone() async throws {
+        try await Self.scene { s in
+            let id = try await s.rowID()
+            #expect(try await s.attack("DELETE FROM record WHERE zone_id = \(id) AND name = 'n2' RETURNING id") == 1)
+            try await s.attack("INSERT INTO record_tombstone (zone_id, name, seq, author_id, author_label, deleted_at) VALUES (\(id), 'n1', 1, \(s.mallory.userID), 'mallory', 0)")
+            let report = try await s.f.fresh(s.f.alice).audit()
+            let subjects = Set(report.findings.filter { $0.zone == s.zone }.map(\.subject))
+            #expect(subjects.contains("n2") && subjects.contains("n1"), "\(report.findings)")
+        }
+    }
+
+    @Test("a contact row whose box key the attacker swapped for their own: keys still go to the signed card's key; audit reports the row")
+    func swappedContactKey() async throws {
+        try await Self.scene { s in
+            #expect(try await s.attack("""
+                UPDATE contact SET box_key = \(Data(s.mallory.vault.identity.boxKey.rawRepresentation)) WHERE user_id = \(s.bob.userID) RETURNING user_id
+                """) == 1)
+            // A rotation wraps the new key to each member: Bob's must open with Bob's vault, not Mallory's.
+            _ = try await s.f.alice.removeParticipant(s.carol.userID, from: s.zone)
+            #expect(shareBody(try await s.f.fresh(s.bob).sharedDatabase.record(named: "n1", in: s.zone)) == "body of n1")
+            let wrapped = try #require(try await s.f.wrappedKey(s.zone, member: s.bob.userID, epoch: 2))
+            let uid = try await s.f.zoneRow(s.zone).uid
+            #expect(throws: (any Error).self) { _ = try Session.unwrapZoneKey(wrapped, zoneUID: uid, epoch: 2, with: s.mallory.vault.boxKey) }
+            let report = try await s.f.fresh(s.f.alice).audit()
+            #expect(report.findings.contains { $0.kind == .contact && $0.subject == s.bob.userID }, "\(report.findings)")
+        }
+    }
+
+    @Test("a read-only participant's key copied to a stranger's row, and the stranger listed as a member, open nothing for the stranger")
+    func copiedKey() async throws {
+        try await Self.scene { s in
+            let id = try await s.rowID()
+            try await s.attack("""
+                INSERT INTO zone_key (zone_id, epoch, member_id, wrapped_key)
+                SELECT zone_id, epoch, \(s.mallory.userID), wrapped_key FROM zone_key WHERE zone_id = \(id) AND member_id = \(s.bob.userID)
+                """)
+            try await s.attack("INSERT INTO zone_member (zone_id, user_id) VALUES (\(id), \(s.mallory.userID))")
+            let mallory = try await s.f.fresh(s.mallory)
+            await Self.expectRefused([.zoneNotFound, .permissionFailure, .integrityFailure]) { try await mallory.sharedDatabase.record(named: "n1", in: s.zone) }
+            #expect(try await mallory.sharedZones().isEmpty)
+            await Self.expectRefused([.zoneNotFound, .permissionFailure, .integrityFailure]) {
+                try await mallory.sharedDatabase.save(shareNote("m1", in: s.zone, title: "mallory"))
+            }
+            await s.expectNoAttackerValue(as: try await s.f.fresh(s.f.alice))
+        }
+    }
+}
