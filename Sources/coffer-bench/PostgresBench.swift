@@ -6,21 +6,28 @@ import Foundation
 import Logging
 import PostgresNIO
 
-/// Save and fetch on PostgreSQL: the store against a plaintext table on the same server. The
-/// baseline talks to postgres-nio's `PostgresClient` directly, one statement a batch as the
-/// store's rows are written and read (`unnest` of column arrays, `name = ANY(names)`); the store
+/// Save, fetch and query on PostgreSQL: the store against a plaintext table on the same server.
+/// The baseline talks to postgres-nio's `PostgresClient` directly, one statement a batch as the
+/// store's rows are written and read (`unnest` of column arrays, `name = ANY(names)`, and
+/// `count = $1` on an index of (count, name) for the queries of 100 records each); the store
 /// goes through its connector, with timeouts of its own on every statement, and also writes and
 /// reads its log, keys and schema. Each run makes a database of its
 /// own next to the one the URL names, and drops it afterwards.
 struct PostgresBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "postgres",
-        abstract: "Records saved and fetched on PostgreSQL (batches of 400): the store against a plaintext table, both through postgres-nio.")
+        abstract: "Records saved, fetched and queried on PostgreSQL (batches of 400, queries of 100): the store against a plaintext table, both through postgres-nio.")
 
     @Option(help: "A database to connect to first, postgres://USER@HOST[:PORT]/DB or postgres://USER@/DB?host=/socket/dir; the run makes and drops a database of its own beside it.")
     var url: String
     @Option(help: "Number of records.") var records = 20_000
+    @Option(help: "Number of queries (each matches 100 records).") var queries = 100
     @Flag(help: "One JSON object on stdout.") var json = false
+
+    func validate() throws {
+        guard records >= RecordsBench.perQuery * 2 else { throw ValidationError("--records must be at least \(RecordsBench.perQuery * 2)") }
+        guard queries >= 1 else { throw ValidationError("--queries must be at least 1") }
+    }
 
     func run() async throws {
         let server = try PostgresURL(url)
@@ -48,6 +55,8 @@ struct PostgresBench: AsyncParsableCommand {
         let store = try await Store(postgres: database, password: PostgresPassword.lookup(for: database))
         let db = try await store.openSession(vault: vault).privateDatabase
         let zone = try await db.createZone(named: "Bench")
+        // The field the queries use is indexed before saving, as the baseline's is.
+        try await db.ensureIndex(recordType: "Note", fields: ["count"])
         let baseline = PostgresConnector(url: database, password: PostgresPassword.lookup(for: database))
         try await baseline.query("""
             CREATE TABLE note (id bigserial PRIMARY KEY, name text COLLATE "C" NOT NULL UNIQUE, title text NOT NULL, count bigint NOT NULL,
@@ -98,10 +107,33 @@ struct PostgresBench: AsyncParsableCommand {
             throw ValidationError("fetch returned \(checked) (store) and \(baseFound) (baseline) of \(rows.count) records")
         }
         log(String(format: "fetch  store %.2f s, baseline %.2f s", storeFetch.wall, baseFetch.wall))
+
+        var storeQuery = Turns(), baseQuery = Turns()
+        var queried = 0, baseQueried = 0
+        let distinctCounts = Int64(records / RecordsBench.perQuery)
+        for value in (0..<queries).map({ Int64($0) % distinctCounts }) {
+            try await baseQuery.add {
+                baseQueried += try await baseline.client.withConnection { connection in
+                    var found = 0
+                    for try await row in try await connection.query("SELECT name, title, count, date, body, n FROM note WHERE count = \(value) ORDER BY name", logger: quiet) {
+                        if try !row.decode((String, String, Int64, Double, String, Int64).self).4.isEmpty { found += 1 }
+                    }
+                    return found
+                }
+            }
+            try await storeQuery.add {
+                let result = try await db.query(Query(recordType: "Note", predicates: [.init("count", .equal, .int(value))]), in: zone)
+                queried += result.records.filter { $0.encryptedValues["body"] != nil }.count
+            }
+        }
+        guard queried == queries * RecordsBench.perQuery, baseQueried == queries * RecordsBench.perQuery else {
+            throw ValidationError("queries returned \(queried) (store) and \(baseQueried) (baseline) records, expected \(queries * RecordsBench.perQuery)")
+        }
+        log(String(format: "query  store %.2f s, baseline %.2f s", storeQuery.wall, baseQuery.wall))
         await baseline.close()
         await store.close()
 
-        func entry(_ store: Turns, _ base: Turns) -> [String: Any] {
+        func entry(_ store: Turns, _ base: Turns, count records: Int) -> [String: Any] {
             let count = Double(records)
             return ["recordsPerSecond": (count / store.wall).rounded(), "baselineRecordsPerSecond": (count / base.wall).rounded(),
                     "ratio": (base.wall / store.wall * 1000).rounded() / 1000,
@@ -109,12 +141,14 @@ struct PostgresBench: AsyncParsableCommand {
                     "baselineCpuMicrosecondsPerRecord": (base.cpu / count * 1e7).rounded() / 10,
                     "cpuRatio": (base.cpu / store.cpu * 1000).rounded() / 1000]
         }
-        let result: [String: Any] = ["records": records, "batchSize": RecordsBench.batchSize,
-                                     "save": entry(storeSave, baseSave), "fetch": entry(storeFetch, baseFetch)]
+        let result: [String: Any] = ["records": records, "batchSize": RecordsBench.batchSize, "queries": queries,
+                                     "recordsPerQuery": RecordsBench.perQuery,
+                                     "save": entry(storeSave, baseSave, count: records), "fetch": entry(storeFetch, baseFetch, count: records),
+                                     "query": entry(storeQuery, baseQuery, count: queries * RecordsBench.perQuery)]
         if json {
             Clock.emitJSON(result)
         } else {
-            for phase in ["save", "fetch"] {
+            for phase in ["save", "fetch", "query"] {
                 let e = result[phase] as! [String: Any]
                 print(phase.padding(toLength: 6, withPad: " ", startingAt: 0)
                       + String(format: "%8.0f records/s  baseline %8.0f records/s  ratio %.3f  (client CPU: %.1f µs vs %.1f µs a record, ratio %.3f)",

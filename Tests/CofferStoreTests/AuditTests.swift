@@ -33,7 +33,7 @@ struct AuditTests {
             _ = try await h.ownerDB.modify(saving: ["b1", "b2", "b3"].map { signedNote($0, in: a) }, in: a)
             let b = try await h.ownerZone("B", notes: ["x", "y"])
             try await h.ownerDB.delete(recordNamed: "x", in: b)
-            let bob = try h.newUser("Bob Writer", "bob@example.com")
+            let bob = try await h.newUser("Bob Writer", "bob@example.com")
             try await h.share(a, with: [(bob, .readWrite)])
             _ = try await bob.sharedDatabase.save(signedNote("bobnote", in: a))
 
@@ -70,9 +70,9 @@ struct AuditTests {
         }
     }
 
-    @Test("an empty store: an empty report")
-    func emptyStore() async throws {
-        try await SignedHarness.run { h in
+    @Test("an empty store: an empty report", arguments: TestBackend.all)
+    func emptyStore(_ backend: TestBackend) async throws {
+        try await SignedHarness.run(backend) { h in
             let report = try await h.owner.audit()
             #expect(report.findings.isEmpty)
             #expect(report.zones == 0 && report.commits == 0 && report.records == 0 && report.shares == 0 && report.memberships == 0)
@@ -121,14 +121,14 @@ struct AuditTests {
                 }
                 expected = [SignedFinding(.cache, "entry 3")]
             case .forgedByReader:
-                let bob = try h.newUser("Bob Reader", "bob@example.com")
+                let bob = try await h.newUser("Bob Reader", "bob@example.com")
                 try await h.share(zone, with: [(bob, .readOnly)])
                 let seq = try h.forge(in: zone, signer: bob, name: "forged", title: "bob's")
                 #expect(seq == 8)
                 expected = [SignedFinding(.log, "log"), SignedFinding(.record, "forged")]
                 reader = bob
             case .membershipEdited:
-                let carol = try h.newUser("Carol Writer", "carol@example.com")
+                let carol = try await h.newUser("Carol Writer", "carol@example.com")
                 try await h.share(zone, with: [(carol, .readWrite)])
                 _ = try await carol.sharedDatabase.save(signedNote("c1", in: zone))
                 try h.sql { db in
@@ -138,7 +138,7 @@ struct AuditTests {
                 expected = [SignedFinding(.log, "log"), SignedFinding(.record, "c1")]
                 reader = carol
             case .shareEdited:
-                let bob = try h.newUser("Bob Reader", "bob@example.com")
+                let bob = try await h.newUser("Bob Reader", "bob@example.com")
                 try await h.share(zone, with: [(bob, .readOnly)])
                 try h.sql { db in
                     try signedEditEntry(db, zoneRowID: rowID, seq: 5) { e in
@@ -197,15 +197,15 @@ struct AuditTests {
         }
     }
 
-    @Test("no finding after saves, updates, deletes, a re-created name, records moved into a share, a removal and a re-key")
-    func everydayHistoryIsClean() async throws {
-        try await SignedHarness.run { h in
+    @Test("no finding after saves, updates, deletes, a re-created name, records moved into a share, a removal and a re-key", arguments: TestBackend.all)
+    func everydayHistoryIsClean(_ backend: TestBackend) async throws {
+        try await SignedHarness.run(backend) { h in
             let zone = try await h.ownerZone("Notes", notes: ["a", "b", "c", "d"])
             _ = try await h.ownerDB.save(signedNote("a", in: zone, title: "again"), policy: .allKeys)
             try await h.ownerDB.delete(recordNamed: "b", in: zone)
             _ = try await h.ownerDB.save(signedNote("b", in: zone, title: "born again"))
             _ = try await h.ownerDB.modify(saving: [signedNote("e", in: zone)], deleting: [RecordDeletion(name: "c")], in: zone)
-            let bob = try h.newUser("Bob Writer", "bob@example.com")
+            let bob = try await h.newUser("Bob Writer", "bob@example.com")
             _ = try await h.owner.share(records: ["d"], in: zone, intoZoneNamed: "Shared", title: "moved")
             let shared = h.owner.privateDatabase.zoneID(named: "Shared")
             _ = try await h.owner.addParticipant(bob.userID, permission: .readWrite, to: shared)

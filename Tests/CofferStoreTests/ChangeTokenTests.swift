@@ -178,7 +178,7 @@ struct ChangeTokenTests {
             await signedExpectError(.invalidArguments) { try await h.owner.sharedDatabase.databaseChanges(since: privateToken) }
             await signedExpectError(.invalidArguments) { try await h.ownerDB.databaseChanges(since: sharedToken) }
             // Another user's database token.
-            let bob = try h.newUser("Bob", "bob@example.com")
+            let bob = try await h.newUser("Bob", "bob@example.com")
             await signedExpectError(.invalidArguments) { try await bob.privateDatabase.databaseChanges(since: privateToken) }
             await signedExpectError(.invalidArguments) { try await bob.sharedDatabase.databaseChanges(since: sharedToken) }
 
@@ -298,7 +298,7 @@ struct ChangeTokenTests {
     func compactionOwnerOnly() async throws {
         try await SignedHarness.run { h in
             let zone = try await h.ownerZone(notes: ["n1"])
-            let bob = try h.newUser("Bob", "bob@example.com")
+            let bob = try await h.newUser("Bob", "bob@example.com")
             try await h.share(zone, with: [(bob, .readWrite)])
             try await bob.sharedDatabase.delete(recordNamed: "n1", in: zone)
             await signedExpectError(.permissionFailure) { try await bob.sharedDatabase.compactHistory(of: zone, through: 2) }

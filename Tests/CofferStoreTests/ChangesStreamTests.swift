@@ -67,9 +67,9 @@ struct ChangesStreamTests {
         }
     }
 
-    @Test("a zone stream's pages hold at most its limit")
-    func streamLimit() async throws {
-        try await SignedHarness.run { h in
+    @Test("a zone stream's pages hold at most its limit", arguments: TestBackend.all)
+    func streamLimit(_ backend: TestBackend) async throws {
+        try await SignedHarness.run(backend) { h in
             let zone = try await h.ownerZone(notes: [])
             _ = try await h.ownerDB.modify(saving: (0..<7).map { signedNote("n\($0)", in: zone) }, in: zone)
             var sizes = [Int](), names = [String]()
@@ -135,9 +135,9 @@ struct ChangesStreamTests {
         }
     }
 
-    @Test("cancelling the task that iterates ends the stream")
-    func cancellingEndsStream() async throws {
-        try await SignedHarness.run { h in
+    @Test("cancelling the task that iterates ends the stream", arguments: TestBackend.all)
+    func cancellingEndsStream(_ backend: TestBackend) async throws {
+        try await SignedHarness.run(backend) { h in
             let zone = try await h.ownerZone(notes: ["n1"])
             let caughtUp = try await h.ownerDB.changes(in: zone, since: nil).token
             let stream = h.ownerDB.changeStream(in: zone, since: caughtUp, pollInterval: .milliseconds(20))
@@ -153,9 +153,9 @@ struct ChangesStreamTests {
         }
     }
 
-    @Test("cancelling ends a database stream too")
-    func cancellingEndsDatabaseStream() async throws {
-        try await SignedHarness.run { h in
+    @Test("cancelling ends a database stream too", arguments: TestBackend.all)
+    func cancellingEndsDatabaseStream(_ backend: TestBackend) async throws {
+        try await SignedHarness.run(backend) { h in
             let token = try await h.ownerDB.databaseChanges(since: nil).token
             let stream = h.ownerDB.databaseChangeStream(since: token, pollInterval: .milliseconds(20))
             let consumer = Task { () -> Int in
@@ -192,11 +192,11 @@ struct ChangesStreamTests {
         }
     }
 
-    @Test("a participant removed while streaming: the stream ends with .permissionFailure")
-    func removedParticipantStreamEnds() async throws {
-        try await SignedHarness.run { h in
+    @Test("a participant removed while streaming: the stream ends with .permissionFailure", arguments: TestBackend.all)
+    func removedParticipantStreamEnds(_ backend: TestBackend) async throws {
+        try await SignedHarness.run(backend) { h in
             let zone = try await h.ownerZone(notes: ["n1"])
-            let bob = try h.newUser("Bob", "bob@example.com")
+            let bob = try await h.newUser("Bob", "bob@example.com")
             try await h.share(zone, with: [(bob, .readOnly)])
             let caughtUp = try await bob.sharedDatabase.changes(in: zone, since: nil).token
             let stream = bob.sharedDatabase.changeStream(in: zone, since: caughtUp, pollInterval: .milliseconds(50))

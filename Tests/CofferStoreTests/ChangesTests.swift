@@ -11,9 +11,9 @@ import Testing
 struct ChangesTests {
     // MARK: - Zone changes
 
-    @Test("incremental feeds after saves, updates and deletes")
-    func incrementalFeeds() async throws {
-        try await SignedHarness.run { h in
+    @Test("incremental feeds after saves, updates and deletes", arguments: TestBackend.all)
+    func incrementalFeeds(_ backend: TestBackend) async throws {
+        try await SignedHarness.run(backend) { h in
             let db = h.ownerDB
             let zone = try await db.createZone(named: "Notes")
             let empty = try await db.changes(in: zone, since: nil)
@@ -148,9 +148,9 @@ struct ChangesTests {
         return (items, pages)
     }
 
-    @Test("25 changes with limit 4: following the tokens yields each change once, in (seq, name) order")
-    func pagingLimitFour() async throws {
-        try await SignedHarness.run { h in
+    @Test("25 changes with limit 4: following the tokens yields each change once, in (seq, name) order", arguments: TestBackend.all)
+    func pagingLimitFour(_ backend: TestBackend) async throws {
+        try await SignedHarness.run(backend) { h in
             let zone = try await h.ownerDB.createZone(named: "Notes")
             let (expected, deletedSeqs) = try await Self.makeTwentyFiveChanges(h, zone)
             #expect(expected.count == 25)
@@ -169,9 +169,9 @@ struct ChangesTests {
         }
     }
 
-    @Test("the same 25 changes with every page size from 1 to 26 give the same feed")
-    func pagingEveryLimit() async throws {
-        try await SignedHarness.run { h in
+    @Test("the same 25 changes with every page size from 1 to 26 give the same feed", arguments: TestBackend.all)
+    func pagingEveryLimit(_ backend: TestBackend) async throws {
+        try await SignedHarness.run(backend) { h in
             let zone = try await h.ownerDB.createZone(named: "Notes")
             let (expected, deletedSeqs) = try await Self.makeTwentyFiveChanges(h, zone)
             for limit in 1...26 {
@@ -182,9 +182,9 @@ struct ChangesTests {
         }
     }
 
-    @Test("a page boundary inside one batch: a batch of 10 saves with limit 3")
-    func pageBoundaryInsideBatch() async throws {
-        try await SignedHarness.run { h in
+    @Test("a page boundary inside one batch: a batch of 10 saves with limit 3", arguments: TestBackend.all)
+    func pageBoundaryInsideBatch(_ backend: TestBackend) async throws {
+        try await SignedHarness.run(backend) { h in
             let db = h.ownerDB
             let zone = try await db.createZone(named: "Notes")
             _ = try await db.save(signedNote("a0", in: zone))
@@ -209,9 +209,9 @@ struct ChangesTests {
         }
     }
 
-    @Test("changes made between pages: each name still comes once, at its latest position")
-    func changesBetweenPages() async throws {
-        try await SignedHarness.run { h in
+    @Test("changes made between pages: each name still comes once, at its latest position", arguments: TestBackend.all)
+    func changesBetweenPages(_ backend: TestBackend) async throws {
+        try await SignedHarness.run(backend) { h in
             let db = h.ownerDB
             let zone = try await db.createZone(named: "Notes")
             for i in 1...6 { _ = try await db.save(signedNote("r\(i)", in: zone)) }
@@ -230,21 +230,21 @@ struct ChangesTests {
         }
     }
 
-    @Test("a page limit outside 1…10000 is .invalidArguments", arguments: [0, -1, 10_001])
-    func badLimit(_ limit: Int) async throws {
-        try await SignedHarness.run { h in
+    @Test("a page limit outside 1…10000 is .invalidArguments", arguments: TestBackend.all, [0, -1, 10_001])
+    func badLimit(_ backend: TestBackend, _ limit: Int) async throws {
+        try await SignedHarness.run(backend) { h in
             let zone = try await h.ownerDB.createZone(named: "Notes")
             await signedExpectError(.invalidArguments) { try await h.ownerDB.changes(in: zone, since: nil, limit: limit) }
         }
     }
 
-    @Test("a zone change feed needs read access: a stranger gets an error, not records")
-    func strangerCannotReadChanges() async throws {
-        try await SignedHarness.run { h in
+    @Test("a zone change feed needs read access: a stranger gets an error, not records", arguments: TestBackend.all)
+    func strangerCannotReadChanges(_ backend: TestBackend) async throws {
+        try await SignedHarness.run(backend) { h in
             let zone = try await h.ownerZone(notes: ["n1"])
-            let mallory = try h.newUser("Mallory", "mallory@example.com")
+            let mallory = try await h.newUser("Mallory", "mallory@example.com")
             await signedExpectError(.zoneNotFound) { try await mallory.sharedDatabase.changes(in: zone, since: nil) }
-            let bob = try h.newUser("Bob", "bob@example.com")
+            let bob = try await h.newUser("Bob", "bob@example.com")
             _ = try await h.owner.share(zone: zone)
             _ = try await h.owner.addParticipant(bob.userID, permission: .readOnly, to: zone)
             await signedExpectError(.permissionFailure) { try await bob.sharedDatabase.changes(in: zone, since: nil) } // not accepted
@@ -253,11 +253,11 @@ struct ChangesTests {
 
     // MARK: - Authors
 
-    @Test("authors from two users: modifierID and transactionAuthor of each change; a reader skips its own")
-    func authorsFromTwoUsers() async throws {
-        try await SignedHarness.run { h in
+    @Test("authors from two users: modifierID and transactionAuthor of each change; a reader skips its own", arguments: TestBackend.all)
+    func authorsFromTwoUsers(_ backend: TestBackend) async throws {
+        try await SignedHarness.run(backend) { h in
             let zone = try await h.ownerDB.createZone(named: "Notes")
-            let bob = try h.newUser("Bob Writer", "bob@example.com")
+            let bob = try await h.newUser("Bob Writer", "bob@example.com")
             try await h.share(zone, with: [(bob, .readWrite)])
             var aliceDB = h.ownerDB
             aliceDB.transactionAuthor = "alice-app"
@@ -283,7 +283,7 @@ struct ChangesTests {
             try await bobDB.delete(recordNamed: "n1", in: zone)                             // 6
             _ = try await aliceDB.save(signedNote("a2", in: zone))                          // 7
 
-            for reader in try [h.fresh(h.owner).privateDatabase, h.fresh(bob).sharedDatabase] {
+            for reader in [try await h.fresh(h.owner).privateDatabase, try await h.fresh(bob).sharedDatabase] {
                 let page = try await reader.changes(in: zone, since: first.token)
                 #expect(page.changed.map(\.name) == ["a1", "a2"])
                 #expect(page.changed.map(\.modifierID) == [bob.userID, h.owner.userID])
@@ -328,9 +328,9 @@ struct ChangesTests {
 
     // MARK: - Database changes
 
-    @Test("private database: created and changed zones, deleted zones")
-    func privateDatabaseChanges() async throws {
-        try await SignedHarness.run { h in
+    @Test("private database: created and changed zones, deleted zones", arguments: TestBackend.all)
+    func privateDatabaseChanges(_ backend: TestBackend) async throws {
+        try await SignedHarness.run(backend) { h in
             let db = h.ownerDB
             let start = try await db.databaseChanges(since: nil)
             #expect(start.changed.isEmpty && start.deleted.isEmpty && !start.moreComing)
@@ -358,7 +358,7 @@ struct ChangesTests {
             #expect(p3.deleted == [DeletedZone(zoneID: c, reason: "deleted")])
 
             // Another user's zones and feeds are separate.
-            let bob = try h.newUser("Bob", "bob@example.com")
+            let bob = try await h.newUser("Bob", "bob@example.com")
             let bobZone = try await bob.privateDatabase.createZone(named: "BobsZone")
             #expect(try await db.databaseChanges(since: p3.token).changed.isEmpty)
             let bobFeed = try await bob.privateDatabase.databaseChanges(since: nil)
@@ -372,13 +372,13 @@ struct ChangesTests {
         }
     }
 
-    @Test("shared database: listed after accepting; deleted as removed, left, share stopped; back after accepting again")
-    func sharedDatabaseChanges() async throws {
-        try await SignedHarness.run { h in
+    @Test("shared database: listed after accepting; deleted as removed, left, share stopped; back after accepting again", arguments: TestBackend.all)
+    func sharedDatabaseChanges(_ backend: TestBackend) async throws {
+        try await SignedHarness.run(backend) { h in
             let zone = try await h.ownerZone("Family", notes: ["n1"])
-            let bob = try h.newUser("Bob", "bob@example.com")
-            let carol = try h.newUser("Carol", "carol@example.com")
-            let dave = try h.newUser("Dave", "dave@example.com")
+            let bob = try await h.newUser("Bob", "bob@example.com")
+            let carol = try await h.newUser("Carol", "carol@example.com")
+            let dave = try await h.newUser("Dave", "dave@example.com")
             _ = try await h.owner.share(zone: zone, title: "Family")
             var urls = [String: String]()
             for user in [bob, carol, dave] {
@@ -442,11 +442,11 @@ struct ChangesTests {
         }
     }
 
-    @Test("shared database: a zone its owner deletes is deleted for its participants")
-    func sharedZoneDeletedByOwner() async throws {
-        try await SignedHarness.run { h in
+    @Test("shared database: a zone its owner deletes is deleted for its participants", arguments: TestBackend.all)
+    func sharedZoneDeletedByOwner(_ backend: TestBackend) async throws {
+        try await SignedHarness.run(backend) { h in
             let zone = try await h.ownerZone("Family", notes: ["n1"])
-            let bob = try h.newUser("Bob", "bob@example.com")
+            let bob = try await h.newUser("Bob", "bob@example.com")
             try await h.share(zone, with: [(bob, .readOnly)])
             let token = try await bob.sharedDatabase.databaseChanges(since: nil).token
             try await h.ownerDB.deleteZone(zone)
@@ -503,7 +503,7 @@ struct ChangesTests {
             var plainOnly = CofferStore.Record(type: "Note", name: "plain-only", zone: zone)
             plainOnly.values["title"] = "no secrets"
             _ = try await db.save(plainOnly)
-            let bob = try h.newUser("Bob", "bob@example.com")
+            let bob = try await h.newUser("Bob", "bob@example.com")
             try await h.share(zone, with: [(bob, .readOnly)])
             _ = try await h.owner.removeParticipant(bob.userID, from: zone) // rotates to epoch 2
             var token = try await db.changes(in: zone, since: nil).token
@@ -541,11 +541,11 @@ struct ChangesTests {
 
     // MARK: - Database feeds: who is told what
 
-    @Test("the owner's private feed lists a zone whose participant left (a share change), as it does when one accepts")
-    func ownerFeedSeesParticipantLeave() async throws {
-        try await SignedHarness.run { h in
+    @Test("the owner's private feed lists a zone whose participant left (a share change), as it does when one accepts", arguments: TestBackend.all)
+    func ownerFeedSeesParticipantLeave(_ backend: TestBackend) async throws {
+        try await SignedHarness.run(backend) { h in
             let zone = try await h.ownerZone("Family", notes: ["n1"])
-            let bob = try h.newUser("Bob", "bob@example.com")
+            let bob = try await h.newUser("Bob", "bob@example.com")
             _ = try await h.owner.share(zone: zone)
             let url = try await h.owner.addParticipant(bob.userID, permission: .readOnly, to: zone).url
             let beforeAccept = try await h.ownerDB.databaseChanges(since: nil).token
@@ -559,11 +559,11 @@ struct ChangesTests {
         }
     }
 
-    @Test("an invitee who never accepted is not told that a zone they never saw went away", arguments: ["stop", "remove", "delete"])
-    func pendingInviteeGetsNoDeletion(_ action: String) async throws {
-        try await SignedHarness.run { h in
+    @Test("an invitee who never accepted is not told that a zone they never saw went away", arguments: TestBackend.all, ["stop", "remove", "delete"])
+    func pendingInviteeGetsNoDeletion(_ backend: TestBackend, _ action: String) async throws {
+        try await SignedHarness.run(backend) { h in
             let zone = try await h.ownerZone("Family", notes: ["n1"])
-            let bob = try h.newUser("Bob", "bob@example.com")
+            let bob = try await h.newUser("Bob", "bob@example.com")
             _ = try await h.owner.share(zone: zone)
             _ = try await h.owner.addParticipant(bob.userID, permission: .readOnly, to: zone)
             let start = try await bob.sharedDatabase.databaseChanges(since: nil)
@@ -579,11 +579,11 @@ struct ChangesTests {
         }
     }
 
-    @Test("a participant who left is not told a second time that the zone went away", arguments: ["stop", "delete"])
-    func leftParticipantNotToldAgain(_ action: String) async throws {
-        try await SignedHarness.run { h in
+    @Test("a participant who left is not told a second time that the zone went away", arguments: TestBackend.all, ["stop", "delete"])
+    func leftParticipantNotToldAgain(_ backend: TestBackend, _ action: String) async throws {
+        try await SignedHarness.run(backend) { h in
             let zone = try await h.ownerZone("Family", notes: ["n1"])
-            let carol = try h.newUser("Carol", "carol@example.com")
+            let carol = try await h.newUser("Carol", "carol@example.com")
             try await h.share(zone, with: [(carol, .readOnly)])
             try await carol.leaveShare(zone: zone)
             let left = try await carol.sharedDatabase.databaseChanges(since: nil)

@@ -6,9 +6,9 @@ import Testing
 struct DatabaseScopeTests {
     /// The private database holds the zones a user owns, the shared database those others own
     /// and shared: neither reads or writes a zone of the other, even one the user may write.
-    @Test("a private database does not touch shared zones, nor a shared database the user's own")
-    func scopes() async throws {
-        try await ShareFixture.run { f in
+    @Test("a private database does not touch shared zones, nor a shared database the user's own", arguments: TestBackend.all)
+    func scopes(_ backend: TestBackend) async throws {
+        try await ShareFixture.run(backend) { f in
             let bob = try await f.user("Bob", "bob@example.com")
             let (zone, _) = try await f.sharedWith(bob, .readWrite)
             let mine = try await bob.privateDatabase.createZone(named: "Mine")

@@ -170,7 +170,7 @@ struct HotPathTests {
             try await check(a, "x", extra: true)
             try await check(a, "a")
             // A new key epoch (a member removed), and every record of A sealed again under it.
-            let bob = try h.newUser("Bob", "bob@example.com")
+            let bob = try await h.newUser("Bob", "bob@example.com")
             try await h.share(a, with: [(bob, .readOnly)])
             _ = try await h.owner.removeParticipant(bob.userID, from: a)
             #expect(try await h.owner.rekey(zone: a) == 120)

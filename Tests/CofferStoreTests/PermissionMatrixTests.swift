@@ -163,9 +163,9 @@ struct PermissionMatrixTests {
         }
     }
 
-    @Test(arguments: Role.allCases)
-    func predicatesAgreeWithTheMatrix(_ role: Role) async throws {
-        try await ShareFixture.run { f in
+    @Test(arguments: TestBackend.all, Role.allCases)
+    func predicatesAgreeWithTheMatrix(_ backend: TestBackend, _ role: Role) async throws {
+        try await ShareFixture.run(backend) { f in
             let s = try await Self.scene(role, f)
             let me = s.actor
             let record = try await f.alice.privateDatabase.record(named: "n1", in: s.zone)

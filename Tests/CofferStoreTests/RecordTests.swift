@@ -207,9 +207,9 @@ struct RecordTests {
 
     // MARK: - System fields
 
-    @Test("type, name, zone, parent, change tag, creator, modifier and dates are set and kept")
-    func systemFields() async throws {
-        try await withStore { f async throws in
+    @Test("type, name, zone, parent, change tag, creator, modifier and dates are set and kept", arguments: TestBackend.all)
+    func systemFields(_ backend: TestBackend) async throws {
+        try await withBackendStore(backend) { f async throws in
             let zone = try await f.db.createZone(named: "Notes")
             _ = try await f.db.save(makeRecord("Folder", "folder", in: zone)) // commit 1: change tags below start at 2
             let t0 = Date()
@@ -292,9 +292,9 @@ struct RecordTests {
 
     // MARK: - Fetch, delete, list
 
-    @Test("fetch one, fetch many by name, delete, and unknown names")
-    func fetchAndDelete() async throws {
-        try await withStore { f async throws in
+    @Test("fetch one, fetch many by name, delete, and unknown names", arguments: TestBackend.all)
+    func fetchAndDelete(_ backend: TestBackend) async throws {
+        try await withBackendStore(backend) { f async throws in
             let zone = try await f.db.createZone(named: "Notes")
             for name in ["a", "b", "c"] {
                 _ = try await f.db.save(makeRecord("Note", name, in: zone, plain: ["title": .string(name.uppercased())],
@@ -321,9 +321,9 @@ struct RecordTests {
         }
     }
 
-    @Test("records(in:after:limit:) pages through every record by name")
-    func listAll() async throws {
-        try await withStore { f async throws in
+    @Test("records(in:after:limit:) pages through every record by name", arguments: TestBackend.all)
+    func listAll(_ backend: TestBackend) async throws {
+        try await withBackendStore(backend) { f async throws in
             let zone = try await f.db.createZone(named: "Notes")
             let all = (0..<23).map { String(format: "rec-%02d", $0) }.shuffled()
             _ = try await f.db.modify(saving: all.map { makeRecord("Note", $0, in: zone, encrypted: ["n": .string($0)]) }, in: zone)
@@ -401,9 +401,9 @@ struct RecordTests {
         }
     }
 
-    @Test("malformed values are .invalidArguments and nothing is saved")
-    func badValues() async throws {
-        try await withStore { f async throws in
+    @Test("malformed values are .invalidArguments and nothing is saved", arguments: TestBackend.all)
+    func badValues(_ backend: TestBackend) async throws {
+        try await withBackendStore(backend) { f async throws in
             let zone = try await f.db.createZone(named: "Z")
             let bad: [(String, RecordValue)] = [
                 ("nan", .double(.nan)),
@@ -464,9 +464,9 @@ struct RecordTests {
 }
 
 extension RecordTests {
-    @Test("a new or changed parent must be a record of the zone, not the record itself nor one of its descendants")
-    func parentRules() async throws {
-        try await withStore { f async throws in
+    @Test("a new or changed parent must be a record of the zone, not the record itself nor one of its descendants", arguments: TestBackend.all)
+    func parentRules(_ backend: TestBackend) async throws {
+        try await withBackendStore(backend) { f async throws in
             let zone = try await f.db.createZone(named: "Z")
             await expectStoreError(.referenceViolation) { try await f.db.save(makeRecord("Note", "c", in: zone, parent: "nosuch")) }
             await expectStoreError(.unknownItem) { try await f.db.record(named: "c", in: zone) }
@@ -501,9 +501,9 @@ extension RecordTests {
         }
     }
 
-    @Test("a long chain in one batch is checked, and a batch or a later save that closes it into a loop is refused")
-    func longChains() async throws {
-        try await withStore { f async throws in
+    @Test("a long chain in one batch is checked, and a batch or a later save that closes it into a loop is refused", arguments: TestBackend.all)
+    func longChains(_ backend: TestBackend) async throws {
+        try await withBackendStore(backend) { f async throws in
             let zone = try await f.db.createZone(named: "Z")
             let names = (0..<400).map { String(format: "c%03d", $0) }
             // c000 → c399 → c398 → … → c001 → c000: one loop of 400, in one batch.

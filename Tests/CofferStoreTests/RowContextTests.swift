@@ -51,7 +51,7 @@ struct RowContextTests {
             #expect(try await db.records(named: (0..<5).map { "r\($0)" }, in: zone).count == 5)
             #expect(Self.kept(h.owner).map(\.key.epoch) == [1])
 
-            let bob = try h.newUser("Bob", "bob@example.com")
+            let bob = try await h.newUser("Bob", "bob@example.com")
             try await h.share(zone, with: [(bob, .readOnly)])
             _ = try await h.owner.removeParticipant(bob.userID, from: zone) // rotates to epoch 2
             #expect(Self.kept(h.owner).isEmpty)

@@ -247,12 +247,12 @@ struct SchemaTests {
         }
     }
 
-    @Test("a field another session added since this one cached the schema is seen")
-    func schemaAddedElsewhere() async throws {
-        try await withStore { f async throws in
+    @Test("a field another session added since this one cached the schema is seen", arguments: TestBackend.all)
+    func schemaAddedElsewhere(_ backend: TestBackend) async throws {
+        try await withBackendStore(backend) { f async throws in
             let zone = try await f.db.createZone(named: "Z")
             _ = try await f.db.save(makeRecord("Note", "a", in: zone, plain: ["x": 1]))
-            let other = try f.freshSession().privateDatabase
+            let other = try await f.freshSession().privateDatabase
             _ = try await other.save(makeRecord("Note", "b", in: zone, plain: ["y": "new"], encrypted: ["z": 2]))
             // The first session decodes, queries and type-checks the new fields.
             #expect(try await f.db.record(named: "b", in: zone).values == ["y": "new"])
@@ -264,13 +264,13 @@ struct SchemaTests {
         }
     }
 
-    @Test("an encrypted field another session added since this one cached the schema is read")
-    func encryptedFieldAddedElsewhere() async throws {
-        try await withStore { f async throws in
+    @Test("an encrypted field another session added since this one cached the schema is read", arguments: TestBackend.all)
+    func encryptedFieldAddedElsewhere(_ backend: TestBackend) async throws {
+        try await withBackendStore(backend) { f async throws in
             let zone = try await f.db.createZone(named: "Z")
             _ = try await f.db.save(makeRecord("Note", "a", in: zone, plain: ["x": 1]))
             #expect(try await f.db.record(named: "a", in: zone).values == ["x": 1]) // caches Note's schema
-            let other = try f.freshSession().privateDatabase
+            let other = try await f.freshSession().privateDatabase
             // Only a new encrypted field: the plain values still decode with the cached schema.
             _ = try await other.save(makeRecord("Note", "b", in: zone, plain: ["x": 2], encrypted: ["z": "new"]))
             let b = try await f.db.record(named: "b", in: zone)

@@ -33,8 +33,8 @@ struct ShareURLTests {
         #expect(try ShareURL(string: url.string) == url)
     }
 
-    @Test func theURLsOfRealSharesRoundTrip() async throws {
-        try await ShareFixture.run { f in
+    @Test(arguments: TestBackend.all) func theURLsOfRealSharesRoundTrip(_ backend: TestBackend) async throws {
+        try await ShareFixture.run(backend) { f in
             let zone = try await f.aliceZone()
             let closed = try await f.alice.share(zone: zone, title: "t")
             let parsed = try ShareURL(string: closed.url)
@@ -107,8 +107,8 @@ struct ShareURLTests {
         #expect(error?.message.contains(Self.secret) == false)
     }
 
-    @Test func acceptingAMalformedURLIsInvalidArguments() async throws {
-        try await ShareFixture.run { f in
+    @Test(arguments: TestBackend.all) func acceptingAMalformedURLIsInvalidArguments(_ backend: TestBackend) async throws {
+        try await ShareFixture.run(backend) { f in
             let zone = try await f.aliceZone()
             let share = try await f.alice.share(zone: zone, title: "t")
             let bob = try await f.user("Bob", "bob@example.com")

@@ -21,27 +21,42 @@ struct SignedHarness: Sendable {
     var path: String { store.url.path }
     var ownerDB: RecordDatabase { owner.privateDatabase }
 
-    /// Runs `body` with a fresh store and Alice's session; removes the folder afterwards.
+    /// Runs `body` with a fresh store (an SQLite file, or a new PostgreSQL database) and Alice's
+    /// session; removes the folder (and the database) afterwards.
     @discardableResult
-    static func run<R>(_ body: (SignedHarness) async throws -> R) async throws -> R {
+    static func run<R>(_ backend: TestBackend = .sqlite, _ body: (SignedHarness) async throws -> R) async throws -> R {
         let folder = FileManager.default.temporaryDirectory
             .appendingPathComponent("coffer-signed-tests-\(UUID().uuidString)", isDirectory: true)
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: false,
                                                 attributes: [.posixPermissions: 0o700])
         defer { try? FileManager.default.removeItem(at: folder) }
-        let store = try Store(path: folder.appendingPathComponent("store.sqlite").path)
         let vault = try signedMakeVault(in: folder, name: "Alice Owner", email: "alice@example.com")
-        let harness = SignedHarness(folder: folder, store: store, owner: try store.session(vault: vault))
-        return try await body(harness)
+        switch backend {
+        case .sqlite:
+            let store = try Store(path: folder.appendingPathComponent("store.sqlite").path)
+            return try await body(SignedHarness(folder: folder, store: store, owner: try store.session(vault: vault)))
+        case .postgres:
+            return try await PostgresTestServer.withDatabase { connector in
+                let store = try await BackendFixture.open(connector.url)
+                do {
+                    let result = try await body(SignedHarness(folder: folder, store: store, owner: try await store.openSession(vault: vault)))
+                    await store.close()
+                    return result
+                } catch {
+                    await store.close()
+                    throw error
+                }
+            }
+        }
     }
 
     /// A new user with a vault of their own and a session on the store.
-    func newUser(_ name: String, _ email: String) throws -> Session {
-        try store.session(vault: try signedMakeVault(in: folder, name: name, email: email))
+    func newUser(_ name: String, _ email: String) async throws -> Session {
+        try await store.openSession(vault: try signedMakeVault(in: folder, name: name, email: email))
     }
 
     /// A new session of the same user: empty caches of verified commits, memberships, keys.
-    func fresh(_ session: Session) throws -> Session { try store.session(vault: session.vault) }
+    func fresh(_ session: Session) async throws -> Session { try await store.openSession(vault: session.vault) }
 
     /// The same user on a machine that never saw the store: the vault opened again from its file,
     /// with no marks.
@@ -289,8 +304,9 @@ struct SignedTimeout: Error, CustomStringConvertible {
     var description: String { "timed out after \(seconds) s" }
 }
 
-/// Runs `body`, failing with ``SignedTimeout`` if it has not finished after `seconds`.
-func signedWithTimeout<T: Sendable>(seconds: Int = 10, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
+/// Runs `body`, failing with ``SignedTimeout`` if it has not finished after `seconds` (a guard
+/// against a hang, generous: hundreds of tests share two cores).
+func signedWithTimeout<T: Sendable>(seconds: Int = 30, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
     try await withThrowingTaskGroup(of: T.self) { group in
         group.addTask { try await body() }
         group.addTask {

@@ -32,7 +32,7 @@ struct SignedWriteTests {
             let stored = try h.sql { db in try String.fetchOne(db, sql: "SELECT plain FROM record WHERE zone_id = ? AND name = 'r1'", arguments: [rowID]) }
             #expect(stored == #"{"title":"forged title"}"#)
 
-            let reader = try h.fresh(h.owner).privateDatabase
+            let reader = try await h.fresh(h.owner).privateDatabase
             let error = await signedExpectError(.integrityFailure) { try await reader.record(named: "r1", in: zone) }
             #expect(error?.message.contains("record 'r1'") == true, "\(error?.message ?? "")")
             #expect(error?.message.contains("does not match its signed log entry 2") == true, "\(error?.message ?? "")")
@@ -80,7 +80,7 @@ struct SignedWriteTests {
                     """, arguments: [rowID])
                 #expect(db.changesCount == 1)
             }
-            let reader = try h.fresh(h.owner).privateDatabase
+            let reader = try await h.fresh(h.owner).privateDatabase
             let error = await signedExpectError(.integrityFailure) { try await reader.record(named: "r1", in: zone) }
             #expect(error?.message.contains("record 'r1'") == true, "\(error?.message ?? "")")
             #expect(try await reader.record(named: "r2", in: zone).encryptedValues["body"] == .string("secret two"))
@@ -128,7 +128,7 @@ struct SignedWriteTests {
                 #expect(db.changesCount == 1)
             }
             let name = edit.label == "name" ? "r9" : "r1"
-            let reader = try h.fresh(h.owner).privateDatabase
+            let reader = try await h.fresh(h.owner).privateDatabase
             let error = await signedExpectError(.integrityFailure) { try await reader.record(named: name, in: zone) }
             #expect(error?.message.contains("'\(name)'") == true, "\(error?.message ?? "")")
             let result = try await reader.query(Query(recordType: "Note"), in: zone)
@@ -144,7 +144,7 @@ struct SignedWriteTests {
     func modifierColumnIsSigned() async throws {
         try await SignedHarness.run { h in
             let zone = try await h.ownerZone(notes: ["r1"])
-            let bob = try h.newUser("Bob Reader", "bob@example.com")
+            let bob = try await h.newUser("Bob Reader", "bob@example.com")
             let rowID = try signedRowID(h, zone)
             try h.sql { db in
                 try db.execute(sql: "UPDATE record SET modifier_id = ? WHERE zone_id = ? AND name = 'r1'", arguments: [bob.userID, rowID])
@@ -204,8 +204,8 @@ struct SignedWriteTests {
     func readOnlyParticipantForgery() async throws {
         try await SignedHarness.run { h in
             let zone = try await h.ownerZone(notes: ["n1"])
-            let bob = try h.newUser("Bob Reader", "bob@example.com")
-            let carol = try h.newUser("Carol Writer", "carol@example.com")
+            let bob = try await h.newUser("Bob Reader", "bob@example.com")
+            let carol = try await h.newUser("Carol Writer", "carol@example.com")
             try await h.share(zone, with: [(bob, .readOnly), (carol, .readWrite)])
             let zoneRow = try h.zoneRow(zone)
             // genesis (1), n1 (2), share created (3), Bob added (4), Bob accepts (5), Carol added (6), Carol accepts (7)
@@ -217,7 +217,7 @@ struct SignedWriteTests {
             // Bypassing it, Bob signs a commit of his own; his zone key seals a body that opens.
             let bobSeq = try h.forge(in: zone, signer: bob, name: "by-bob", title: "bob was here", body: "bob's body")
             #expect(bobSeq == zoneRow.sequence + 1)
-            let reader = try h.fresh(h.owner).privateDatabase
+            let reader = try await h.fresh(h.owner).privateDatabase
             let error = await signedExpectError(.integrityFailure) { try await reader.record(named: "by-bob", in: zone) }
             let message = error?.message ?? ""
             #expect(message.contains("record 'by-bob'"), "\(message)")
@@ -253,11 +253,11 @@ struct SignedWriteTests {
     func forgedOwnerSequence(_ claimed: Int64) async throws {
         try await SignedHarness.run { h in
             let zone = try await h.ownerZone(notes: ["n1"])
-            let carol = try h.newUser("Carol Writer", "carol@example.com")
+            let carol = try await h.newUser("Carol Writer", "carol@example.com")
             try await h.share(zone, with: [(carol, .readWrite)])
             #expect(try h.state(zone).ownerSeq == 4)
             try h.forge(in: zone, signer: carol, name: "claims", title: "t", ownerSeq: claimed)
-            let reader = try h.fresh(h.owner).privateDatabase
+            let reader = try await h.fresh(h.owner).privateDatabase
             let error = await signedExpectError(.integrityFailure) { try await reader.record(named: "claims", in: zone) }
             #expect(error?.message.contains(claimed == 0 ? "is malformed" : "claims membership \(claimed); the one in force is 4") == true,
                     "\(error?.message ?? "")")
@@ -268,7 +268,7 @@ struct SignedWriteTests {
     func commitSignedByAnotherKey() async throws {
         try await SignedHarness.run { h in
             let zone = try await h.ownerZone(notes: ["n1"])
-            let mallory = try h.newUser("Mallory", "mallory@example.com")
+            let mallory = try await h.newUser("Mallory", "mallory@example.com")
             // Mallory signs, then relabels the commit as the owner's.
             let seq = try h.forge(in: zone, signer: mallory, name: "forged", title: "t", body: nil)
             let rowID = try signedRowID(h, zone)
@@ -291,8 +291,8 @@ struct SignedWriteTests {
     func membershipEntryEdited(_ field: String) async throws {
         try await SignedHarness.run { h in
             let zone = try await h.ownerZone(notes: ["n1"])
-            let bob = try h.newUser("Bob Reader", "bob@example.com")
-            let carol = try h.newUser("Carol Writer", "carol@example.com")
+            let bob = try await h.newUser("Bob Reader", "bob@example.com")
+            let carol = try await h.newUser("Carol Writer", "carol@example.com")
             try await h.share(zone, with: [(bob, .readOnly), (carol, .readWrite)])
             _ = try await carol.sharedDatabase.save(signedNote("c2", in: zone))
             let rowID = try signedRowID(h, zone)
@@ -313,14 +313,14 @@ struct SignedWriteTests {
                     return LogEntry(zoneUID: e.zoneUID, seq: e.seq, prev: e.prev, kind: e.kind, authorID: e.authorID, time: e.time, payload: w.bytes)
                 }
             }
-            for reader in try [h.fresh(h.owner).privateDatabase, h.fresh(carol).sharedDatabase] {
+            for reader in [try await h.fresh(h.owner).privateDatabase, try await h.fresh(carol).sharedDatabase] {
                 // The owner's marks (and Carol's) were past entry 4: the log no longer extends them.
                 let error = await signedExpectError(.integrityFailure) { try await reader.record(named: "n1", in: zone) }
                 #expect(error?.message.contains("zone 'Notes'") == true, "\(error?.message ?? "")")
             }
             // A user who never saw the zone: the verified prefix ends before entry 4, so Bob is not
             // invited there, and Carol's record (after it) is refused.
-            let stranger = try h.newUser("Dan Newcomer", "dan@example.com")
+            let stranger = try await h.newUser("Dan Newcomer", "dan@example.com")
             await signedExpectError(.zoneNotFound) { try await stranger.sharedDatabase.record(named: "n1", in: zone) }
             let fresh = try h.otherStoreSession(h.owner)
             try fresh.vault.marks.reset(zone: try h.zoneRow(zone).uid, to: nil)
@@ -387,7 +387,7 @@ struct SignedWriteTests {
     func demotedWriterEarlierRecordsVerify() async throws {
         try await SignedHarness.run { h in
             let zone = try await h.ownerZone(notes: ["n1"])
-            let carol = try h.newUser("Carol Writer", "carol@example.com")
+            let carol = try await h.newUser("Carol Writer", "carol@example.com")
             try await h.share(zone, with: [(carol, .readWrite)])
             var carolDB = carol.sharedDatabase
             carolDB.transactionAuthor = "carol-app"
@@ -397,7 +397,7 @@ struct SignedWriteTests {
             #expect(try h.state(zone).ownerSeq == 7)
 
             // Carol's earlier record verifies for everyone, with her as its author.
-            for reader in try [h.fresh(h.owner).privateDatabase, h.fresh(carol).sharedDatabase] {
+            for reader in [try await h.fresh(h.owner).privateDatabase, try await h.fresh(carol).sharedDatabase] {
                 let c1 = try await reader.record(named: "c1", in: zone)
                 #expect(c1.modifierID == carol.userID)
                 #expect(c1.transactionAuthor == "carol-app")
@@ -423,7 +423,7 @@ struct SignedWriteTests {
     func demotedWriterClaimingEarlierMembership() async throws {
         try await SignedHarness.run { h in
             let zone = try await h.ownerZone(notes: ["n1"]) // the schema knows Note.title and Note.body
-            let carol = try h.newUser("Carol Writer", "carol@example.com")
+            let carol = try await h.newUser("Carol Writer", "carol@example.com")
             try await h.share(zone, with: [(carol, .readWrite)])
             _ = try await h.owner.setPermission(.readOnly, for: carol.userID, in: zone)
             try h.forge(in: zone, signer: carol, name: "backdated", title: "claims membership 4", ownerSeq: 4)
@@ -432,11 +432,11 @@ struct SignedWriteTests {
         }
     }
 
-    @Test("a reader promoted to read-write: records written after the promotion verify")
-    func promotedReaderWrites() async throws {
-        try await SignedHarness.run { h in
+    @Test("a reader promoted to read-write: records written after the promotion verify", arguments: TestBackend.all)
+    func promotedReaderWrites(_ backend: TestBackend) async throws {
+        try await SignedHarness.run(backend) { h in
             let zone = try await h.ownerZone(notes: ["n1"])
-            let bob = try h.newUser("Bob Reader", "bob@example.com")
+            let bob = try await h.newUser("Bob Reader", "bob@example.com")
             try await h.share(zone, with: [(bob, .readOnly)])
             await signedExpectError(.permissionFailure) { try await bob.sharedDatabase.save(signedNote("b0", in: zone)) }
             _ = try await h.owner.setPermission(.readWrite, for: bob.userID, in: zone)
@@ -447,11 +447,11 @@ struct SignedWriteTests {
         }
     }
 
-    @Test("a removed participant's earlier records still verify")
-    func removedWriterEarlierRecordsVerify() async throws {
-        try await SignedHarness.run { h in
+    @Test("a removed participant's earlier records still verify", arguments: TestBackend.all)
+    func removedWriterEarlierRecordsVerify(_ backend: TestBackend) async throws {
+        try await SignedHarness.run(backend) { h in
             let zone = try await h.ownerZone(notes: [])
-            let carol = try h.newUser("Carol Writer", "carol@example.com")
+            let carol = try await h.newUser("Carol Writer", "carol@example.com")
             try await h.share(zone, with: [(carol, .readWrite)])
             _ = try await carol.sharedDatabase.save(signedNote("c1", in: zone, body: "before removal"))
             _ = try await h.owner.removeParticipant(carol.userID, from: zone)
@@ -466,7 +466,7 @@ struct SignedWriteTests {
     func stoppedShare() async throws {
         try await SignedHarness.run { h in
             let zone = try await h.ownerZone(notes: ["n1"])
-            let carol = try h.newUser("Carol Writer", "carol@example.com")
+            let carol = try await h.newUser("Carol Writer", "carol@example.com")
             try await h.share(zone, with: [(carol, .readWrite)])
             _ = try await carol.sharedDatabase.save(signedNote("c1", in: zone, body: "while shared"))
             try await h.owner.stopSharing(zone: zone)
@@ -488,7 +488,7 @@ struct SignedWriteTests {
     func publicLinkWriter() async throws {
         try await SignedHarness.run { h in
             let zone = try await h.ownerZone(notes: ["n1"])
-            let eve = try h.newUser("Eve Linker", "eve@example.com")
+            let eve = try await h.newUser("Eve Linker", "eve@example.com")
             let share = try await h.owner.share(zone: zone, title: "Open", publicPermission: .readWrite)
             _ = try await eve.acceptShare(url: share.url)
             _ = try await eve.sharedDatabase.save(signedNote("e1", in: zone, body: "via link"))
@@ -509,7 +509,7 @@ struct SignedWriteTests {
     func removedWriterBackdatedForgery(_ variant: String) async throws {
         try await SignedHarness.run { h in
             let zone = try await h.ownerZone(notes: ["n1"])
-            let carol = try h.newUser("Carol Writer", "carol@example.com")
+            let carol = try await h.newUser("Carol Writer", "carol@example.com")
             try await h.share(zone, with: [(carol, .readWrite)])
             _ = try await carol.sharedDatabase.save(signedNote("c1", in: zone)) // Carol holds the epoch-1 key
             _ = try await h.owner.removeParticipant(carol.userID, from: zone)
@@ -520,7 +520,7 @@ struct SignedWriteTests {
             // Removed, Carol signs a commit claiming membership 2 (when she was read-write) and epoch 1.
             try h.forge(in: zone, signer: carol, name: "after-removal", title: "written after removal",
                         body: variant == "plain only" ? nil : "sealed with a key she kept", ownerSeq: 4, epoch: 1)
-            let reader = try h.fresh(h.owner).privateDatabase
+            let reader = try await h.fresh(h.owner).privateDatabase
             await signedExpectError(.integrityFailure, "a commit made after Carol's removal verifies as hers") {
                 try await reader.record(named: "after-removal", in: zone)
             }
@@ -551,7 +551,7 @@ struct SignedWriteTests {
             #expect(fetched.records.count == 400)
             #expect(fetched.refused.isEmpty)
             // One verified commit in the reader's cache for the whole batch.
-            let reader = try h.fresh(h.owner)
+            let reader = try await h.fresh(h.owner)
             #expect(try await reader.privateDatabase.query(Query(recordType: "Note"), in: zone).records.count == 400)
             #expect(reader.commits.withLock { $0[rowID]?.count } == 1)
 

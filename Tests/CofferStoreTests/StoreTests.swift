@@ -236,16 +236,16 @@ struct StoreTests {
 
     // MARK: - Contacts
 
-    @Test("a session registers its user's contact card")
-    func sessionRegistersCard() async throws {
-        try await withStore { f async throws in
-            let contact = try f.store.contact(matching: f.session.userID)
+    @Test("a session registers its user's contact card", arguments: TestBackend.all)
+    func sessionRegistersCard(_ backend: TestBackend) async throws {
+        try await withBackendStore(backend) { f async throws in
+            let contact = try await f.store.contactSuspending(matching: f.session.userID)
             #expect(contact.userID == f.vault.identity.userID)
             #expect(contact.name == "Alice Liddell")
             #expect(contact.email == "alice@example.com")
             #expect(contact.fingerprint == f.vault.identity.fingerprint)
             #expect(contact.identity == f.vault.identity)
-            #expect(try f.store.contacts().map(\.userID) == [f.session.userID])
+            #expect(try await f.store.contactsSuspending().map(\.userID) == [f.session.userID])
         }
     }
 
@@ -346,13 +346,13 @@ struct StoreTests {
         }
     }
 
-    @Test("two users' sessions on one store act as themselves")
-    func twoSessions() async throws {
-        try await withStore { f async throws in
-            let bob = try f.otherSession()
+    @Test("two users' sessions on one store act as themselves", arguments: TestBackend.all)
+    func twoSessions(_ backend: TestBackend) async throws {
+        try await withBackendStore(backend) { f async throws in
+            let bob = try await f.otherSession()
             #expect(bob.userID != f.session.userID)
             #expect(bob.store === f.store)
-            #expect(try f.store.contacts().map(\.name) == ["Alice Liddell", "Bob Builder"])
+            #expect(try await f.store.contactsSuspending().map(\.name) == ["Alice Liddell", "Bob Builder"])
             let aliceZone = try await f.db.createZone(named: "Notes")
             let bobZone = try await bob.privateDatabase.createZone(named: "Notes")
             #expect(aliceZone.ownerID == f.session.userID)

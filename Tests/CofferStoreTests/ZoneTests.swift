@@ -166,12 +166,12 @@ struct ZoneTests {
         }
     }
 
-    @Test("another user neither lists, reads, writes nor deletes a zone they do not own")
-    func otherUsersZones() async throws {
-        try await withStore { f async throws in
+    @Test("another user neither lists, reads, writes nor deletes a zone they do not own", arguments: TestBackend.all)
+    func otherUsersZones(_ backend: TestBackend) async throws {
+        try await withBackendStore(backend) { f async throws in
             let zone = try await f.db.createZone(named: "Private")
             _ = try await f.db.save(makeRecord("Note", "secret", in: zone, encrypted: ["body": "for alice"]))
-            let bob = try f.otherSession()
+            let bob = try await f.otherSession()
             let bobDB = bob.privateDatabase
             #expect(try await bobDB.zones().isEmpty)
             #expect(bobDB.zoneID(named: "Private") != zone)

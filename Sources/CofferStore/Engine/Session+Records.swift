@@ -319,6 +319,7 @@ extension Session {
         // A cycle through `name` needs a record whose parent is `name`: without one, the walk up
         // is not needed (a chain saved parent first, as import saves it, never walks).
         guard try db.hasChildren(zoneRowID: zone.rowID, parent: name) else { return nil }
+        if let grandparent, !acyclic.contains(grandparent) { try db.prefetchAncestors(zoneRowID: zone.rowID, of: grandparent) }
         var ancestor: String? = grandparent
         var walked: [String] = [name, parent], seen = Set(walked)
         while let current = ancestor, !acyclic.contains(current) {

@@ -155,6 +155,8 @@ protocol StorageTransaction: AnyObject {
     /// Says which records' new parents a batch is about to check (each parent's row, and
     /// whether any record names each child as its parent), before it asks one by one.
     func prefetchParentChecks(zoneRowID: Int64, children: [String], parents: [String]) throws
+    /// Says that a batch is about to walk the chain of parents above `name`, one by one.
+    func prefetchAncestors(zoneRowID: Int64, of name: String) throws
     /// The writer of a batch's new versions, for one zone and author (see ``RecordRowWriter``).
     func recordWriter(zoneRowID: Int64, authorID: String) throws -> any RecordRowWriter
 

@@ -43,6 +43,7 @@ final class PostgresSnapshot: StorageTransaction {
         case tombstoneCount(zoneRowID: Int64, through: Int64)
         case query(zoneRowID: Int64, plan: QueryPlan)
         case sealedPage(zoneRowID: Int64, before: Int64, after: String, limit: Int)
+        case ancestors(zoneRowID: Int64, of: String)
         case contactColumns
         case logHashes(zoneRowID: Int64)
         case allRows(zoneRowID: Int64)
@@ -515,6 +516,15 @@ final class PostgresSnapshot: StorageTransaction {
 
     func prefetchRecords(zoneRowID: Int64, saving records: [Record], deleting deletions: [RecordDeletion]) throws {
         _ = try rows(zoneRowID, records.map(\.name) + deletions.map(\.name))
+    }
+
+    func prefetchAncestors(zoneRowID: Int64, of name: String) throws {
+        // Known when the walk up from `name` through the rows read ends at a root or a missing row.
+        var current: String? = name, seen = Set<String>()
+        while let step = current, seen.insert(step).inserted {
+            guard let known = t.records[zoneRowID]?[step] else { throw miss(.ancestors(zoneRowID: zoneRowID, of: step)) }
+            current = known?.parent
+        }
     }
 
     func prefetchParentChecks(zoneRowID: Int64, children: [String], parents: [String]) throws {

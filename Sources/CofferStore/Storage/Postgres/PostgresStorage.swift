@@ -247,6 +247,31 @@ final class PostgresStorage: Sendable {
                 f.records[zone, default: [:]][stored.name] = .some(stored)
             }
             f.pages[zone, default: [:]]["sealed<\(epoch):\(limit):\(after)"] = names
+        case .ancestors(let zone, let name):
+            // The chain of parents above `name`, in one statement (a loop stored in the table
+            // ends at the depth limit).
+            var parents = [String: String?]()
+            for row in try await tx.query(PostgresQuery(unsafeSQL: """
+                WITH RECURSIVE a(name, parent, depth) AS (
+                    SELECT name, parent, 0 FROM record WHERE zone_id = $1 AND name = $2
+                    UNION ALL
+                    SELECT r.name, r.parent, a.depth + 1 FROM record r JOIN a ON r.zone_id = $1 AND r.name = a.parent WHERE a.depth < 10000
+                )
+                SELECT \(recordColumns) FROM record WHERE zone_id = $1 AND name IN (SELECT name FROM a)
+                """, binds: try binds(zone, name))) {
+                let stored = try storedRow(row)
+                parents[stored.name] = stored.parent
+                f.records[zone, default: [:]][stored.name] = .some(stored)
+            }
+            // The name the chain ends at, when it is no record: known to be missing.
+            var current: String? = name, seen = Set<String>()
+            while let step = current, seen.insert(step).inserted {
+                guard let parent = parents[step] else {
+                    f.records[zone, default: [:]][step] = .some(nil)
+                    break
+                }
+                current = parent
+            }
         case .children(let zone, let parent):
             var names = Set<String>()
             for row in try await tx.query("SELECT name FROM record WHERE zone_id = \(zone) AND parent = \(parent)") { names.insert(try row.decode(String.self)) }

@@ -229,6 +229,8 @@ extension GRDB.Database: StorageTransaction {
 
     func prefetchContacts(userIDs: [String]) throws {}
 
+    func prefetchAncestors(zoneRowID: Int64, of name: String) throws {}
+
     func contactUserIDs(email: String?, name: String?) throws -> [String] {
         if let email { return try String.fetchAll(self, sql: "SELECT user_id FROM contact WHERE email = ? COLLATE NOCASE", arguments: [email]) }
         if let name { return try String.fetchAll(self, sql: "SELECT user_id FROM contact WHERE name = ? COLLATE NOCASE", arguments: [name]) }
