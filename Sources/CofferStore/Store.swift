@@ -224,9 +224,13 @@ public final class Store: Sendable {
     func sqlite(for what: @autoclosure () -> String) throws -> DatabasePool {
         switch backend {
         case .sqlite(let pool): return pool
-        case .postgres: throw StoreError(.notSupported, "\(what()) is not available on a PostgreSQL store in this version of Coffer; use an SQLite store")
+        case .postgres: throw StoreError(.notSupported, "\(what()) is not available on a PostgreSQL store")
         }
     }
+
+    /// What a synchronous entry point on a PostgreSQL store is told to use instead.
+    static let synchronousCall = "this synchronous call (use its async form: openSession(vault:) for session(vault:), "
+        + "addContactSuspending, contactsSuspending and contactSuspending(matching:) for addContact, contacts and contact(matching:))"
 
     /// Whether the store is in PostgreSQL.
     var isPostgres: Bool {
@@ -255,7 +259,7 @@ public final class Store: Sendable {
     /// session, adding a contact), which block as their signatures say. SQLite only: a
     /// PostgreSQL store takes the async forms.
     func readBlocking<T: Sendable>(_ body: (GRDB.Database) throws -> T) throws -> T {
-        let pool = try sqlite(for: "this synchronous call (use the async one: openSession(vault:) for session(vault:))")
+        let pool = try sqlite(for: Self.synchronousCall)
         do { return try pool.read(body) } catch { throw Self.map(error) }
     }
 
@@ -266,7 +270,7 @@ public final class Store: Sendable {
 
     /// ``readBlocking(_:)`` for a write.
     func writeBlocking<T: Sendable>(_ body: (GRDB.Database) throws -> T) throws -> T {
-        let pool = try sqlite(for: "this synchronous call (use the async one: openSession(vault:) for session(vault:))")
+        let pool = try sqlite(for: Self.synchronousCall)
         do { return try pool.write(body) } catch { throw Self.map(error) }
     }
 

@@ -23,6 +23,15 @@ struct PermissionMatrixTests {
         var testDescription: String { rawValue }
     }
 
+    /// A role on a backend: the matrix runs on SQLite and on PostgreSQL.
+    struct RoleOn: Sendable, CustomTestStringConvertible {
+        let role: Role
+        let backend: TestBackend
+        var testDescription: String { "\(role.rawValue) on \(backend.rawValue)" }
+
+        static var all: [RoleOn] { Role.allCases.flatMap { role in TestBackend.all.map { RoleOn(role: role, backend: $0) } } }
+    }
+
     enum Operation: String, CaseIterable, Sendable, CustomTestStringConvertible {
         case fetchRecord, query, saveNewRecord, updateRecord, deleteRecord
         case addParticipant, changePublicPermission, stopShare
@@ -94,9 +103,10 @@ struct PermissionMatrixTests {
         return Scene(f: f, zone: zone, actor: bob, carol: carol)
     }
 
-    @Test(arguments: Role.allCases, Operation.allCases)
-    func operation(_ role: Role, _ op: Operation) async throws {
-        try await ShareFixture.run { f in
+    @Test(arguments: RoleOn.all, Operation.allCases)
+    func operation(_ on: RoleOn, _ op: Operation) async throws {
+        let role = on.role
+        try await ShareFixture.run(on.backend) { f in
             let s = try await Self.scene(role, f)
             let owner = try await f.fresh(f.alice)
             let publicBefore = try await owner.fetchShare(in: s.zone).publicPermission

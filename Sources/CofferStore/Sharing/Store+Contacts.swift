@@ -29,9 +29,10 @@ extension Store {
         return try writeBlocking { db in try self.store(db, card) }
     }
 
-    /// ``addContact(_:)`` through the async store calls, on any backend.
+    /// ``addContact(_:)`` through the async store calls, on any backend: the form to use on a
+    /// PostgreSQL store (and in async code on any store), which suspends instead of blocking.
     @discardableResult
-    package func addContactSuspending(_ card: ContactCard) async throws -> ContactAddResult {
+    public func addContactSuspending(_ card: ContactCard) async throws -> ContactAddResult {
         try Self.checkNotFuture(card)
         if try await read({ db in try self.compare(db, card) }) == .unchanged { return .unchanged }
         return try await write { db in try self.store(db, card) }
@@ -74,8 +75,8 @@ extension Store {
         try readBlocking { db in try self.contacts(db) }
     }
 
-    /// ``contacts()`` through the async store calls, on any backend.
-    package func contactsSuspending() async throws -> [Contact] {
+    /// ``contacts()`` through the async store calls, on any backend (see ``addContactSuspending(_:)``).
+    public func contactsSuspending() async throws -> [Contact] {
         try await read { db in try self.contacts(db) }
     }
 
@@ -93,7 +94,7 @@ extension Store {
     }
 
     /// ``contact(matching:)`` through the async store calls, on any backend.
-    package func contactSuspending(matching who: String) async throws -> Contact {
+    public func contactSuspending(matching who: String) async throws -> Contact {
         try await read { db in try self.contact(db, matching: who) }
     }
 
