@@ -27,6 +27,12 @@ enum PostgresTestServer {
         return try PostgresURL(variable)
     }
 
+    /// At most this many tests hold a database of their own at once: Swift Testing starts
+    /// hundreds of test cases together, and their connection pools went past the server's
+    /// `max_connections` (then a connect waits until its timeout). The others wait their turn
+    /// before they start.
+    static let slots = TestSlots(8)
+
     /// Runs `body` with a connector to a new, empty database, which is dropped afterwards.
     /// `timeouts` are the connector's; creating and dropping the database keep the generous
     /// ``timeouts`` (on a busy machine, `CREATE DATABASE` alone can take seconds).
@@ -35,6 +41,8 @@ enum PostgresTestServer {
         _ body: (PostgresConnector) async throws -> Result
     ) async throws -> Result {
         let server = try url()
+        await slots.acquire()
+        defer { Task { await slots.release() } }
         let admin = PostgresConnector(url: server, password: PostgresPassword.lookup(for: server), timeouts: Self.timeouts)
         let name = "coffer_t_" + String(UInt64.random(in: .min ... .max), radix: 16)
         do {
@@ -65,5 +73,25 @@ extension Trait where Self == ConditionTrait {
     /// Runs the test unless `COFFER_TEST_POSTGRES=skip`; unset, the test runs and fails.
     static var postgres: Self {
         .enabled(if: !PostgresTestServer.isSkipped, "COFFER_TEST_POSTGRES=skip: the PostgreSQL tests are left out")
+    }
+}
+
+/// A counting semaphore for async tests: `acquire` suspends while every slot is taken.
+actor TestSlots {
+    private var free: Int
+    private var waiting = [CheckedContinuation<Void, Never>]()
+
+    init(_ count: Int) { free = count }
+
+    func acquire() async {
+        if free > 0 {
+            free -= 1
+            return
+        }
+        await withCheckedContinuation { waiting.append($0) }
+    }
+
+    func release() {
+        if waiting.isEmpty { free += 1 } else { waiting.removeFirst().resume() }
     }
 }
