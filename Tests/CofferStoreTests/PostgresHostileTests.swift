@@ -50,6 +50,24 @@ struct PostgresHostileTests {
             }
         }
 
+        /// A commit signed by `signer` for a record `name` (title and body the attacker's),
+        /// written at the head of the zone's log through the storage calls: what someone holding
+        /// the participant's keys and the database writes, with none of the engine's checks.
+        func forge(_ signer: Session, name: String) async throws {
+            let zone = self.zone
+            try await f.store.write { db in
+                _ = try forgeCommit(db, zone: zone, signer: signer, name: name, title: "mallory", body: "mallory wrote this")
+            }
+        }
+
+        /// The same user with no marks: a machine that never saw the store.
+        func forgetful(_ s: Session) async throws -> Session {
+            try? FileManager.default.removeItem(atPath: s.vault.url.path + ".marks")
+            let vault = try Vault.open(at: s.vault.url, passphrase: SecureBytes(copying: Array(sharePassphrase.utf8)))
+            for mark in try vault.marks.all() { try vault.marks.reset(zone: mark.zoneUID, to: nil) }
+            return try await f.store.openSession(vault: vault)
+        }
+
         func expectAuditFinding(as s: Session, _ kinds: Set<AuditFinding.Kind>, sourceLocation: SourceLocation = #_sourceLocation) async throws {
             let report = try await s.audit()
             let found = report.findings.filter { $0.zone == zone && kinds.contains($0.kind) }
@@ -115,6 +133,42 @@ struct PostgresHostileTests {
             try await s.attack("UPDATE zone SET sequence = \(before) WHERE id = \(id)")
             let error = await shareExpectError(.integrityFailure) { try await s.f.fresh(s.f.alice).privateDatabase.record(named: "n1", in: s.zone) }
             #expect(error?.message.contains("rolled back") == true, "\(error?.message ?? "")")
+            try await s.expectAuditFinding(as: s.f.fresh(s.f.alice), [.log])
+        }
+    }
+
+    @Test("a read-only participant's commit, signed with their own key and written into the database, is refused by every reader")
+    func readOnlyWriterForges() async throws {
+        try await Self.scene { s in
+            try await s.forge(s.bob, name: "by-bob")
+            let stranger = try await s.forgetful(s.f.alice)
+            let error = await shareExpectError(.integrityFailure) { try await stranger.privateDatabase.record(named: "by-bob", in: s.zone) }
+            #expect(error?.message.contains("has read-only permission") == true, "\(error?.message ?? "")")
+            await s.expectNoAttackerValue(as: stranger)
+            await s.expectNoAttackerValue(as: try await s.f.fresh(s.carol))
+            try await s.expectAuditFinding(as: s.f.fresh(s.f.alice), [.log])
+        }
+    }
+
+    @Test("a demoted writer who cuts the demotion from the log and writes in its place is refused by those who saw the demotion")
+    func demotionCutAndForged() async throws {
+        try await Self.scene { s in
+            let id = try await s.rowID()
+            let before = try await s.f.state(s.zone).headSeq
+            _ = try await s.f.alice.setPermission(.readOnly, for: s.carol.userID, in: s.zone)
+            _ = try await s.readable(as: s.bob) // Bob saw the demotion too
+            try s.f.alice.saveMarks()
+            try s.bob.saveMarks()
+            try await s.attack("DELETE FROM zone_log WHERE zone_id = \(id) AND seq > \(before)")
+            try await s.attack("UPDATE zone SET sequence = \(before) WHERE id = \(id)")
+            try await s.forge(s.carol, name: "by-carol")
+            for reader in [s.f.alice, s.bob] {
+                let fresh = try await s.f.fresh(reader)
+                let db = reader === s.f.alice ? fresh.privateDatabase : fresh.sharedDatabase
+                let error = await shareExpectError(.integrityFailure) { try await db.record(named: "by-carol", in: s.zone) }
+                #expect(error?.message.contains("zone 'Family'") == true, "\(error?.message ?? "")")
+                await s.expectNoAttackerValue(as: fresh)
+            }
             try await s.expectAuditFinding(as: s.f.fresh(s.f.alice), [.log])
         }
     }
