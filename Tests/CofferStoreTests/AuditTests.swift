@@ -83,7 +83,7 @@ struct AuditTests {
     func tampered(_ tamper: SignedTamper) async throws {
         try await SignedHarness.run { h in
             let zone = try await h.ownerZone("Notes", notes: ["r1", "r2", "r3"])
-            let rowID = try signedRowID(h, zone)
+            let rowID = try await signedRowID(h, zone)
             #expect(try await h.fresh(h.owner).audit().findings.isEmpty)
             let expected: Set<SignedFinding>
             var reader: Session? = nil
@@ -123,7 +123,7 @@ struct AuditTests {
             case .forgedByReader:
                 let bob = try await h.newUser("Bob Reader", "bob@example.com")
                 try await h.share(zone, with: [(bob, .readOnly)])
-                let seq = try h.forge(in: zone, signer: bob, name: "forged", title: "bob's")
+                let seq = try await h.forge(in: zone, signer: bob, name: "forged", title: "bob's")
                 #expect(seq == 8)
                 expected = [SignedFinding(.log, "log"), SignedFinding(.record, "forged")]
                 reader = bob
@@ -174,7 +174,7 @@ struct AuditTests {
     func absentAndStaleRows() async throws {
         try await SignedHarness.run { h in
             let zone = try await h.ownerZone("Notes", notes: ["r", "gone", "back", "kept"])
-            let rowID = try signedRowID(h, zone)
+            let rowID = try await signedRowID(h, zone)
             // Old copies of the rows of "r" and "back", taken from the file.
             try h.sql { db in try db.execute(sql: "CREATE TABLE saved AS SELECT * FROM record WHERE zone_id = ? AND name IN ('r', 'back')", arguments: [rowID]) }
             _ = try await h.ownerDB.save(signedNote("r", in: zone, title: "v2", body: "new"), policy: .allKeys)
@@ -223,7 +223,7 @@ struct AuditTests {
     func commitLists() async throws {
         try await SignedHarness.run { h in
             let zone = try await h.ownerZone("Notes", notes: ["n1", "n2"])
-            let rowID = try signedRowID(h, zone)
+            let rowID = try await signedRowID(h, zone)
             let names = try h.sql { db in try Data.fetchOne(db, sql: "SELECT names FROM zone_log WHERE zone_id = ? AND seq = 3", arguments: [rowID]) }
             #expect(names.map(Array.init) == [0, 2] + Array("n2".utf8))
             for column in ["names", "entries"] {
@@ -256,8 +256,8 @@ struct AuditTests {
                 try db.execute(sql: "UPDATE zone_log SET signature = ?, hash = ? WHERE zone_id = ? AND seq = 3",
                                arguments: [Data(signature), Data(LogEntry.hash(body: body, signature: signature).bytes), rowID])
             }
-            let owner = try h.otherStoreSession(h.owner)
-            try owner.vault.marks.reset(zone: try h.zoneRow(zone).uid, to: nil)
+            let owner = try await h.otherStoreSession(h.owner)
+            try owner.vault.marks.reset(zone: try await h.zoneRow(zone).uid, to: nil)
             #expect(try await owner.audit().findings.contains { $0.subject == "entry 3" && $0.message.contains("damaged list of names") })
         }
     }
@@ -266,7 +266,7 @@ struct AuditTests {
     func findingMessages() async throws {
         try await SignedHarness.run { h in
             let zone = try await h.ownerZone("Notes", notes: ["r1"])
-            let rowID = try signedRowID(h, zone)
+            let rowID = try await signedRowID(h, zone)
             try h.sql { db in
                 try db.execute(sql: "UPDATE record SET plain = replace(plain, 'title of r1', 'forged') WHERE zone_id = ?", arguments: [rowID])
             }

@@ -47,7 +47,7 @@ struct ChangeTokenTests {
         _ = try await h.ownerDB.save(signedNote("e", in: zone))
         let mid = try await h.ownerDB.changes(in: zone, since: nil, limit: 2).token
         let end = try await h.ownerDB.changes(in: zone, since: nil).token
-        return (zone, try h.zoneRow(zone), mid, end)
+        return (zone, try await h.zoneRow(zone), mid, end)
     }
 
     @Test("ChangeToken(string:) round-trips .string, for caught-up and mid-commit tokens")
@@ -235,7 +235,7 @@ struct ChangeTokenTests {
             #expect([t2, t3, t4, t5].map(\.seq) == [3, 4, 5, 6])
             let midCommit3 = ChangeToken(kind: .zone, storeID: h.store.storeID, scopeID: t3.scopeID, seq: 3, name: "a")
 
-            let rowID = try signedRowID(h, zone)
+            let rowID = try await signedRowID(h, zone)
             func tombstones() throws -> [String] {
                 try h.sql { db in try String.fetchAll(db, sql: "SELECT name FROM record_tombstone WHERE zone_id = ? ORDER BY seq", arguments: [rowID]) }
             }
@@ -276,7 +276,7 @@ struct ChangeTokenTests {
             #expect(latest.changed.isEmpty && latest.deleted.isEmpty)
             // Records and commits are kept: every record still reads and verifies.
             #expect(try await h.fresh(h.owner).privateDatabase.query(Query(recordType: "Note"), in: zone).records.map(\.name) == ["c", "d"])
-            #expect(try h.commitCount(zone) == 6)
+            #expect(try await h.commitCount(zone) == 6)
         }
     }
 

@@ -39,13 +39,13 @@ func signedFirst<T: Sendable>(_ stream: AsyncThrowingStream<T, Error>, seconds: 
 
 @Suite("Change streams")
 struct ChangesStreamTests {
-    @Test("a zone stream yields a page for a save made through a different Store object on the same file")
-    func seesAnotherStoreObject() async throws {
-        try await SignedHarness.run { h in
+    @Test("a zone stream yields a page for a save made through a different Store object on the same file", arguments: TestBackend.all)
+    func seesAnotherStoreObject(_ backend: TestBackend) async throws {
+        try await SignedHarness.run(backend) { h in
             let zone = try await h.ownerZone(notes: ["n1"])
             let caughtUp = try await h.ownerDB.changes(in: zone, since: nil).token
             let stream = h.ownerDB.changeStream(in: zone, since: caughtUp, pollInterval: .milliseconds(50))
-            let other = try h.otherStoreSession(h.owner)
+            let other = try await h.otherStoreSession(h.owner)
             let otherDB: RecordDatabase = {
                 var db = other.privateDatabase
                 db.transactionAuthor = "other-process"
@@ -83,9 +83,9 @@ struct ChangesStreamTests {
         }
     }
 
-    @Test("a stream from nil first yields what exists, then deletions as they happen")
-    func yieldsExistingThenDeletions() async throws {
-        try await SignedHarness.run { h in
+    @Test("a stream from nil first yields what exists, then deletions as they happen", arguments: TestBackend.all)
+    func yieldsExistingThenDeletions(_ backend: TestBackend) async throws {
+        try await SignedHarness.run(backend) { h in
             let zone = try await h.ownerZone(notes: ["n1", "n2"])
             let stream = h.ownerDB.changeStream(in: zone, since: nil, pollInterval: .milliseconds(50))
             let pages: [ZoneChanges] = try await signedWithTimeout {
@@ -169,9 +169,9 @@ struct ChangesStreamTests {
         }
     }
 
-    @Test("a zone deleted while streamed ends the stream with .zoneNotFound")
-    func zoneDeletedEndsStream() async throws {
-        try await SignedHarness.run { h in
+    @Test("a zone deleted while streamed ends the stream with .zoneNotFound", arguments: TestBackend.all)
+    func zoneDeletedEndsStream(_ backend: TestBackend) async throws {
+        try await SignedHarness.run(backend) { h in
             let zone = try await h.ownerZone(notes: ["n1"])
             let caughtUp = try await h.ownerDB.changes(in: zone, since: nil).token
             let stream = h.ownerDB.changeStream(in: zone, since: caughtUp, pollInterval: .milliseconds(50))
@@ -217,9 +217,9 @@ struct ChangesStreamTests {
         }
     }
 
-    @Test("a database stream yields a zone created through another Store object")
-    func databaseStreamSeesAnotherStoreObject() async throws {
-        try await SignedHarness.run { h in
+    @Test("a database stream yields a zone created through another Store object", arguments: TestBackend.all)
+    func databaseStreamSeesAnotherStoreObject(_ backend: TestBackend) async throws {
+        try await SignedHarness.run(backend) { h in
             _ = try await h.ownerDB.createZone(named: "First")
             let token = try await h.ownerDB.databaseChanges(since: nil).token
             let stream = h.ownerDB.databaseChangeStream(since: token, pollInterval: .milliseconds(50))

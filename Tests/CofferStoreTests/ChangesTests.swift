@@ -104,7 +104,7 @@ struct ChangesTests {
             let all = try await db.changes(in: zone, since: nil)
             #expect(all.changed.map(\.name) == ["b", "a"])
             #expect(all.deleted.isEmpty)
-            let rowID = try signedRowID(h, zone)
+            let rowID = try await signedRowID(h, zone)
             #expect(try h.sql { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM record_tombstone WHERE zone_id = ?", arguments: [rowID]) } == 0)
 
             // Deleted again: only as deleted.
@@ -305,9 +305,9 @@ struct ChangesTests {
         }
     }
 
-    @Test("a transaction author is at most 255 bytes with no control characters")
-    func transactionAuthorLimits() async throws {
-        try await SignedHarness.run { h in
+    @Test("a transaction author is at most 255 bytes with no control characters", arguments: TestBackend.all)
+    func transactionAuthorLimits(_ backend: TestBackend) async throws {
+        try await SignedHarness.run(backend) { h in
             let zone = try await h.ownerDB.createZone(named: "Notes")
             var db = h.ownerDB
             db.transactionAuthor = "bad\nlabel"
@@ -315,7 +315,7 @@ struct ChangesTests {
             db.transactionAuthor = String(repeating: "é", count: 128) // 256 bytes
             await signedExpectError(.invalidArguments) { try await db.delete(recordNamed: "x", in: zone) }
             await signedExpectError(.invalidArguments) { try await db.modify(saving: [signedNote("x", in: zone)], in: zone) }
-            #expect(try h.commitCount(zone) == 0)
+            #expect(try await h.commitCount(zone) == 0)
             let longest = String(repeating: "é", count: 127) + "z" // 255 bytes
             db.transactionAuthor = longest
             _ = try await db.save(signedNote("x", in: zone))
@@ -459,9 +459,9 @@ struct ChangesTests {
 
     // MARK: - Moves and re-keys are commits too
 
-    @Test("moving records into a shared zone: deletions in the source feed, saves in the target feed, both signed")
-    func moveShowsInBothFeeds() async throws {
-        try await SignedHarness.run { h in
+    @Test("moving records into a shared zone: deletions in the source feed, saves in the target feed, both signed", arguments: TestBackend.all)
+    func moveShowsInBothFeeds(_ backend: TestBackend) async throws {
+        try await SignedHarness.run(backend) { h in
             let db = h.ownerDB
             let source = try await db.createZone(named: "Notes")
             _ = try await db.save(signedNote("a", in: source))
@@ -485,16 +485,17 @@ struct ChangesTests {
             #expect(arrived.changed.first { $0.name == "b" }?.parent == "a")
             #expect(arrived.changed.first { $0.name == "a" }?.encryptedValues["body"] == .string("body of a"))
             #expect(arrived.deleted.isEmpty && arrived.refused.isEmpty)
-            #expect(try h.commitCount(target) == 1 && h.commitCount(source) == 4)
+            let (targetCommits, sourceCommits) = (try await h.commitCount(target), try await h.commitCount(source))
+            #expect(targetCommits == 1 && sourceCommits == 4)
             #expect(try await h.fresh(h.owner).audit().findings.isEmpty)
             let databaseFeed = try await db.databaseChanges(since: nil)
             #expect(Set(databaseFeed.changed) == [source, target])
         }
     }
 
-    @Test("a re-key is a signed commit: every re-sealed record shows once in the feed, at the new epoch")
-    func rekeyShowsInFeed() async throws {
-        try await SignedHarness.run { h in
+    @Test("a re-key is a signed commit: every re-sealed record shows once in the feed, at the new epoch", arguments: TestBackend.all)
+    func rekeyShowsInFeed(_ backend: TestBackend) async throws {
+        try await SignedHarness.run(backend) { h in
             let db = h.ownerDB
             let zone = try await db.createZone(named: "Notes")
             let names = (0..<450).map { String(format: "r%03d", $0) }
@@ -518,7 +519,7 @@ struct ChangesTests {
 
             let count = try await h.owner.rekey(zone: zone)
             #expect(count == 450)
-            #expect(try h.commitCount(zone) == 5) // three commits and two rewrites of re-sealed records
+            #expect(try await h.commitCount(zone) == 5) // three commits and two rewrites of re-sealed records
             var seen = [CofferStore.Record]()
             var next: ChangeToken? = token
             repeat {

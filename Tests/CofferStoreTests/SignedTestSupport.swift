@@ -17,6 +17,10 @@ struct SignedHarness: Sendable {
     let folder: URL
     let store: Store
     let owner: Session
+    /// The database, on PostgreSQL.
+    var postgres: PostgresURL? = nil
+    /// Other store objects the test opened (on PostgreSQL, closed when the test ends).
+    let others = Locked<[Store]>([])
 
     var path: String { store.url.path }
     var ownerDB: RecordDatabase { owner.privateDatabase }
@@ -38,12 +42,18 @@ struct SignedHarness: Sendable {
         case .postgres:
             return try await PostgresTestServer.withDatabase { connector in
                 let store = try await BackendFixture.open(connector.url)
-                do {
-                    let result = try await body(SignedHarness(folder: folder, store: store, owner: try await store.openSession(vault: vault)))
+                var harness: SignedHarness?
+                func close() async {
+                    for other in harness?.others.withLock({ $0 }) ?? [] { await other.close() }
                     await store.close()
+                }
+                do {
+                    harness = SignedHarness(folder: folder, store: store, owner: try await store.openSession(vault: vault), postgres: connector.url)
+                    let result = try await body(harness!)
+                    await close()
                     return result
                 } catch {
-                    await store.close()
+                    await close()
                     throw error
                 }
             }
@@ -60,15 +70,23 @@ struct SignedHarness: Sendable {
 
     /// The same user on a machine that never saw the store: the vault opened again from its file,
     /// with no marks.
-    func stranger(_ session: Session) throws -> Session {
+    func stranger(_ session: Session) async throws -> Session {
         let vault = try Vault.open(at: session.vault.url, passphrase: SecureBytes(copying: Array(signedPassphrase.utf8)))
         for mark in try vault.marks.all() { try vault.marks.reset(zone: mark.zoneUID, to: nil) }
-        return try Store(path: path).session(vault: vault)
+        return try await otherStore().openSession(vault: vault)
     }
 
-    /// Another `Store` object on the same file (as another process would open it) and a session on it.
-    func otherStoreSession(_ session: Session) throws -> Session {
-        try Store(path: path).session(vault: session.vault)
+    /// Another `Store` object on the same file or database (as another process would open it)
+    /// and a session on it.
+    func otherStoreSession(_ session: Session) async throws -> Session {
+        try await otherStore().openSession(vault: session.vault)
+    }
+
+    private func otherStore() async throws -> Store {
+        guard let postgres else { return try Store(path: path) }
+        let store = try await BackendFixture.open(postgres)
+        others.withLock { $0.append(store) }
+        return store
     }
 
     /// A second SQLite connection on the store's file, outside the library: what anyone with
@@ -82,20 +100,27 @@ struct SignedHarness: Sendable {
     }
 
     /// The zone's row as the library sees it (uid, name, owner, sequence).
-    func zoneRow(_ zone: ZoneID) throws -> ZoneRow {
-        try sql { db in try #require(try db.zoneRow(zone)) }
+    func zoneRow(_ zone: ZoneID) async throws -> ZoneRow {
+        try #require(try await store.read { db in try db.zoneRow(zone) })
     }
 
     /// The zone's log as its owner verifies it now (all signatures checked).
-    func state(_ zone: ZoneID) throws -> ZoneState {
-        try sql { db in try owner.walkLog(db, zone: try #require(try db.zoneRow(zone)), signaturesAfter: 0).state }
+    func state(_ zone: ZoneID) async throws -> ZoneState {
+        let owner = self.owner
+        return try await store.read { db in
+            guard let row = try db.zoneRow(zone) else { throw StoreError(.zoneNotFound, "no zone \(zone.name)") }
+            return try owner.walkLog(db, zone: row, signaturesAfter: 0).state
+        }
     }
 
-    /// Number of record entries (commits and rewrites) in a zone's log.
-    func commitCount(_ zone: ZoneID) throws -> Int {
-        let row = try zoneRow(zone)
-        return try sql { db in
-            try Int.fetchOne(db, sql: "SELECT count(*) FROM zone_log WHERE zone_id = ? AND kind IN (3, 5)", arguments: [row.rowID]) ?? -1
+    /// Number of record entries (commits and rewrites) in a zone's log, by the kind each
+    /// entry's body says.
+    func commitCount(_ zone: ZoneID) async throws -> Int {
+        try await store.read { db in
+            guard let row = try db.zoneRow(zone) else { return -1 }
+            return try db.logEntries(zoneRowID: row.rowID, after: 0).filter { stored in
+                LogEntry.decode(stored.body).map { $0.kind == .commit || $0.kind == .rewrite } ?? false
+            }.count
         }
     }
 
@@ -121,9 +146,14 @@ struct SignedHarness: Sendable {
     /// zone's current ones by default). Returns the commit's sequence.
     @discardableResult
     func forge(in zone: ZoneID, signer: Session, name: String, title: String, body: String? = "forged body",
-               ownerSeq: Int64? = nil, epoch keyEpoch: Int64? = nil, label: String? = nil) throws -> Int64 {
-        try sql { db in try forgeCommit(db, zone: zone, signer: signer, name: name, title: title, body: body, ownerSeq: ownerSeq,
-                                        epoch: keyEpoch, label: label) }
+               ownerSeq: Int64? = nil, epoch keyEpoch: Int64? = nil, label: String? = nil) async throws -> Int64 {
+        if postgres != nil { // through the storage calls (see forgeCommit)
+            return try await store.write { db in
+                try forgeCommit(db, zone: zone, signer: signer, name: name, title: title, body: body, ownerSeq: ownerSeq, epoch: keyEpoch, label: label)
+            }
+        }
+        return try sql { db in try forgeCommit(db, zone: zone, signer: signer, name: name, title: title, body: body, ownerSeq: ownerSeq,
+                                               epoch: keyEpoch, label: label) }
     }
 }
 
@@ -334,7 +364,7 @@ func signedWithTimeout<T: Sendable>(seconds: Int = 30, _ body: @escaping @Sendab
 }
 
 /// The row id of a zone, for SQL.
-func signedRowID(_ h: SignedHarness, _ zone: ZoneID) throws -> Int64 { try h.zoneRow(zone).rowID }
+func signedRowID(_ h: SignedHarness, _ zone: ZoneID) async throws -> Int64 { try await h.zoneRow(zone).rowID }
 
 /// Rewrites a stored log entry's body with SQL (its signature and hash columns kept), as
 /// someone editing the file would: `change` gets the decoded entry and returns the new one.

@@ -21,7 +21,7 @@ struct SignedWriteTests {
             let zone = try await h.ownerZone(notes: [])
             _ = try await h.ownerDB.save(signedNote("r1", in: zone, title: "original title"))
             _ = try await h.ownerDB.save(signedNote("r2", in: zone, title: "other title"))
-            let rowID = try signedRowID(h, zone)
+            let rowID = try await signedRowID(h, zone)
             let edited = try h.sql { db -> Int in
                 try db.execute(sql: "UPDATE record SET plain = replace(plain, 'original title', 'forged title') WHERE zone_id = ? AND name = 'r1'",
                                arguments: [rowID])
@@ -72,7 +72,7 @@ struct SignedWriteTests {
             let zone = try await h.ownerZone(notes: [])
             _ = try await h.ownerDB.save(signedNote("r1", in: zone, title: "one", body: "secret one"))
             _ = try await h.ownerDB.save(signedNote("r2", in: zone, title: "two", body: "secret two"))
-            let rowID = try signedRowID(h, zone)
+            let rowID = try await signedRowID(h, zone)
             try h.sql { db in
                 try db.execute(sql: """
                     UPDATE record SET (plain, sealed, seq) = (SELECT plain, sealed, seq FROM record WHERE zone_id = ?1 AND name = 'r2')
@@ -122,7 +122,7 @@ struct SignedWriteTests {
             let zone = try await h.ownerZone(notes: [])
             _ = try await h.ownerDB.save(signedNote("r1", in: zone))
             _ = try await h.ownerDB.save(signedNote("r2", in: zone))
-            let rowID = try signedRowID(h, zone)
+            let rowID = try await signedRowID(h, zone)
             try h.sql { db in
                 try db.execute(sql: edit.sql, arguments: [rowID])
                 #expect(db.changesCount == 1)
@@ -145,7 +145,7 @@ struct SignedWriteTests {
         try await SignedHarness.run { h in
             let zone = try await h.ownerZone(notes: ["r1"])
             let bob = try await h.newUser("Bob Reader", "bob@example.com")
-            let rowID = try signedRowID(h, zone)
+            let rowID = try await signedRowID(h, zone)
             try h.sql { db in
                 try db.execute(sql: "UPDATE record SET modifier_id = ? WHERE zone_id = ? AND name = 'r1'", arguments: [bob.userID, rowID])
                 #expect(db.changesCount == 1)
@@ -164,14 +164,14 @@ struct SignedWriteTests {
             let first = (0..<40).map { String(format: "a%02d", $0) }, second = (0..<5).map { "b\($0)" }
             _ = try await db.modify(saving: first.map { signedNote($0, in: zone) }, in: zone)
             _ = try await db.modify(saving: second.map { signedNote($0, in: zone) }, in: zone)
-            let rowID = try signedRowID(h, zone)
+            let rowID = try await signedRowID(h, zone)
             // The first commit (entry 2, after the genesis) has its label edited: its body no longer
             // hashes to what entry 3 names, so it and everything after it are refused.
             try h.sql { db in try signedEditEntryLabel(db, zoneRowID: rowID, seq: 2, to: "someone else") }
             // The owner saw the log to its end: the store no longer extends it.
             await signedExpectError(.integrityFailure) { try await h.fresh(h.owner).privateDatabase.record(named: "b0", in: zone) }
             // A reader who never saw it reads up to the refused entry: nothing after it.
-            let reader = try h.stranger(h.owner).privateDatabase
+            let reader = try await h.stranger(h.owner).privateDatabase
             var refused = [String: StoreError](), read = [String]()
             if query {
                 let result = try await reader.query(Query(recordType: "Note"), in: zone)
@@ -207,15 +207,15 @@ struct SignedWriteTests {
             let bob = try await h.newUser("Bob Reader", "bob@example.com")
             let carol = try await h.newUser("Carol Writer", "carol@example.com")
             try await h.share(zone, with: [(bob, .readOnly), (carol, .readWrite)])
-            let zoneRow = try h.zoneRow(zone)
+            let zoneRow = try await h.zoneRow(zone)
             // genesis (1), n1 (2), share created (3), Bob added (4), Bob accepts (5), Carol added (6), Carol accepts (7)
-            #expect(try h.state(zone).ownerSeq == 6)
+            #expect(try await h.state(zone).ownerSeq == 6)
 
             // Through the library, Bob cannot write.
             await signedExpectError(.permissionFailure) { try await bob.sharedDatabase.save(signedNote("via-library", in: zone)) }
 
             // Bypassing it, Bob signs a commit of his own; his zone key seals a body that opens.
-            let bobSeq = try h.forge(in: zone, signer: bob, name: "by-bob", title: "bob was here", body: "bob's body")
+            let bobSeq = try await h.forge(in: zone, signer: bob, name: "by-bob", title: "bob was here", body: "bob's body")
             #expect(bobSeq == zoneRow.sequence + 1)
             let reader = try await h.fresh(h.owner).privateDatabase
             let error = await signedExpectError(.integrityFailure) { try await reader.record(named: "by-bob", in: zone) }
@@ -238,7 +238,7 @@ struct SignedWriteTests {
             // Control: the very same forgery signed by Carol (read-write) verifies, once it takes the
             // place of Bob's refused entry at the head of the verified log.
             try h.sql { db in try db.execute(sql: "DELETE FROM zone_log WHERE zone_id = ? AND seq = ?", arguments: [zoneRow.rowID, bobSeq]) }
-            let carolSeq = try h.forge(in: zone, signer: carol, name: "by-carol", title: "carol was here", body: "carol's body")
+            let carolSeq = try await h.forge(in: zone, signer: carol, name: "by-carol", title: "carol was here", body: "carol's body")
             #expect(carolSeq == bobSeq)
             let byCarol = try await h.fresh(h.owner).privateDatabase.record(named: "by-carol", in: zone)
             #expect(byCarol.values["title"] == .string("carol was here"))
@@ -255,8 +255,8 @@ struct SignedWriteTests {
             let zone = try await h.ownerZone(notes: ["n1"])
             let carol = try await h.newUser("Carol Writer", "carol@example.com")
             try await h.share(zone, with: [(carol, .readWrite)])
-            #expect(try h.state(zone).ownerSeq == 4)
-            try h.forge(in: zone, signer: carol, name: "claims", title: "t", ownerSeq: claimed)
+            #expect(try await h.state(zone).ownerSeq == 4)
+            try await h.forge(in: zone, signer: carol, name: "claims", title: "t", ownerSeq: claimed)
             let reader = try await h.fresh(h.owner).privateDatabase
             let error = await signedExpectError(.integrityFailure) { try await reader.record(named: "claims", in: zone) }
             #expect(error?.message.contains(claimed == 0 ? "is malformed" : "claims membership \(claimed); the one in force is 4") == true,
@@ -270,8 +270,8 @@ struct SignedWriteTests {
             let zone = try await h.ownerZone(notes: ["n1"])
             let mallory = try await h.newUser("Mallory", "mallory@example.com")
             // Mallory signs, then relabels the commit as the owner's.
-            let seq = try h.forge(in: zone, signer: mallory, name: "forged", title: "t", body: nil)
-            let rowID = try signedRowID(h, zone)
+            let seq = try await h.forge(in: zone, signer: mallory, name: "forged", title: "t", body: nil)
+            let rowID = try await signedRowID(h, zone)
             try h.sql { db in
                 try signedEditEntry(db, zoneRowID: rowID, seq: seq) { e in
                     LogEntry(zoneUID: e.zoneUID, seq: e.seq, prev: e.prev, kind: e.kind, authorID: h.owner.userID, time: e.time, payload: e.payload)
@@ -295,7 +295,7 @@ struct SignedWriteTests {
             let carol = try await h.newUser("Carol Writer", "carol@example.com")
             try await h.share(zone, with: [(bob, .readOnly), (carol, .readWrite)])
             _ = try await carol.sharedDatabase.save(signedNote("c2", in: zone))
-            let rowID = try signedRowID(h, zone)
+            let rowID = try await signedRowID(h, zone)
             // Entry 4 adds Bob; Bob edits it, without the owner's key.
             try h.sql { db in
                 try signedEditEntry(db, zoneRowID: rowID, seq: 4) { e in
@@ -322,8 +322,8 @@ struct SignedWriteTests {
             // invited there, and Carol's record (after it) is refused.
             let stranger = try await h.newUser("Dan Newcomer", "dan@example.com")
             await signedExpectError(.zoneNotFound) { try await stranger.sharedDatabase.record(named: "n1", in: zone) }
-            let fresh = try h.otherStoreSession(h.owner)
-            try fresh.vault.marks.reset(zone: try h.zoneRow(zone).uid, to: nil)
+            let fresh = try await h.otherStoreSession(h.owner)
+            try fresh.vault.marks.reset(zone: try await h.zoneRow(zone).uid, to: nil)
             let result = try await fresh.privateDatabase.query(Query(recordType: "Note"), in: zone)
             #expect(result.records.map(\.name) == ["n1"])
             #expect(Set(result.refused.keys) == ["c2"])
@@ -340,10 +340,10 @@ struct SignedWriteTests {
             db.transactionAuthor = "importer"
             _ = try await db.save(signedNote("r1", in: zone))
             _ = try await db.save(signedNote("r2", in: zone))
-            let rowID = try signedRowID(h, zone)
+            let rowID = try await signedRowID(h, zone)
             try h.sql { db in try signedEditEntryLabel(db, zoneRowID: rowID, seq: 3, to: "someone else") }
             await signedExpectError(.integrityFailure) { try await h.fresh(h.owner).privateDatabase.record(named: "r1", in: zone) }
-            let reader = try h.stranger(h.owner).privateDatabase
+            let reader = try await h.stranger(h.owner).privateDatabase
             #expect(try await reader.record(named: "r1", in: zone).transactionAuthor == "importer")
             let error = await signedExpectError(.integrityFailure) { try await reader.record(named: "r2", in: zone) }
             #expect(error?.message.contains("record 'r2'") == true, "\(error?.message ?? "")")
@@ -361,7 +361,7 @@ struct SignedWriteTests {
             let zone = try await h.ownerZone(notes: ["a"])
             _ = try await h.ownerDB.modify(saving: [signedNote("b1", in: zone), signedNote("b2", in: zone)], in: zone)
             _ = try await h.ownerDB.save(signedNote("c", in: zone))
-            let rowID = try signedRowID(h, zone)
+            let rowID = try await signedRowID(h, zone)
             try h.sql { db in
                 try db.execute(sql: "DELETE FROM zone_log WHERE zone_id = ? AND seq = 3", arguments: [rowID])
                 #expect(db.changesCount == 1)
@@ -369,8 +369,8 @@ struct SignedWriteTests {
             let error = await signedExpectError(.integrityFailure) { try await h.fresh(h.owner).privateDatabase.record(named: "a", in: zone) }
             #expect(error?.message.contains("zone 'Notes'") == true && error?.message.contains("rolled back or its log was cut") == true,
                     "\(error?.message ?? "")")
-            let stranger = try h.otherStoreSession(h.owner)
-            try stranger.vault.marks.reset(zone: try h.zoneRow(zone).uid, to: nil)
+            let stranger = try await h.otherStoreSession(h.owner)
+            try stranger.vault.marks.reset(zone: try await h.zoneRow(zone).uid, to: nil)
             let reader = stranger.privateDatabase
             let result = try await reader.query(Query(recordType: "Note"), in: zone)
             #expect(result.records.map(\.name) == ["a"])
@@ -383,18 +383,18 @@ struct SignedWriteTests {
 
     // MARK: - Permission by membership sequence
 
-    @Test("a writer demoted to read-only: their earlier records still verify; a new commit under the new membership is refused")
-    func demotedWriterEarlierRecordsVerify() async throws {
-        try await SignedHarness.run { h in
+    @Test("a writer demoted to read-only: their earlier records still verify; a new commit under the new membership is refused", arguments: TestBackend.all)
+    func demotedWriterEarlierRecordsVerify(_ backend: TestBackend) async throws {
+        try await SignedHarness.run(backend) { h in
             let zone = try await h.ownerZone(notes: ["n1"])
             let carol = try await h.newUser("Carol Writer", "carol@example.com")
             try await h.share(zone, with: [(carol, .readWrite)])
             var carolDB = carol.sharedDatabase
             carolDB.transactionAuthor = "carol-app"
             let saved = try await carolDB.save(signedNote("c1", in: zone, body: "carol's secret"))
-            #expect(try h.state(zone).ownerSeq == 4)
+            #expect(try await h.state(zone).ownerSeq == 4)
             _ = try await h.owner.setPermission(.readOnly, for: carol.userID, in: zone)
-            #expect(try h.state(zone).ownerSeq == 7)
+            #expect(try await h.state(zone).ownerSeq == 7)
 
             // Carol's earlier record verifies for everyone, with her as its author.
             for reader in [try await h.fresh(h.owner).privateDatabase, try await h.fresh(carol).sharedDatabase] {
@@ -413,20 +413,20 @@ struct SignedWriteTests {
             // Now read-only: the library refuses her writes ...
             await signedExpectError(.permissionFailure) { try await carol.sharedDatabase.save(signedNote("c2", in: zone)) }
             // ... and a commit she forges under the current membership is refused on read.
-            try h.forge(in: zone, signer: carol, name: "c3", title: "after demotion")
+            try await h.forge(in: zone, signer: carol, name: "c3", title: "after demotion")
             let error = await signedExpectError(.integrityFailure) { try await h.fresh(h.owner).privateDatabase.record(named: "c3", in: zone) }
             #expect(error?.message.contains("has read-only permission") == true, "\(error?.message ?? "")")
         }
     }
 
-    @Test("a demoted writer's forged commit claiming the earlier membership is refused (the membership was no longer in force)")
-    func demotedWriterClaimingEarlierMembership() async throws {
-        try await SignedHarness.run { h in
+    @Test("a demoted writer's forged commit claiming the earlier membership is refused (the membership was no longer in force)", arguments: TestBackend.all)
+    func demotedWriterClaimingEarlierMembership(_ backend: TestBackend) async throws {
+        try await SignedHarness.run(backend) { h in
             let zone = try await h.ownerZone(notes: ["n1"]) // the schema knows Note.title and Note.body
             let carol = try await h.newUser("Carol Writer", "carol@example.com")
             try await h.share(zone, with: [(carol, .readWrite)])
             _ = try await h.owner.setPermission(.readOnly, for: carol.userID, in: zone)
-            try h.forge(in: zone, signer: carol, name: "backdated", title: "claims membership 4", ownerSeq: 4)
+            try await h.forge(in: zone, signer: carol, name: "backdated", title: "claims membership 4", ownerSeq: 4)
             let error = await signedExpectError(.integrityFailure) { try await h.fresh(h.owner).privateDatabase.record(named: "backdated", in: zone) }
             #expect(error?.message.contains("claims membership 4; the one in force is 6") == true, "\(error?.message ?? "")")
         }
@@ -462,44 +462,44 @@ struct SignedWriteTests {
         }
     }
 
-    @Test("after the share stops (an entry with no members), earlier participant records verify; a later forgery is refused")
-    func stoppedShare() async throws {
-        try await SignedHarness.run { h in
+    @Test("after the share stops (an entry with no members), earlier participant records verify; a later forgery is refused", arguments: TestBackend.all)
+    func stoppedShare(_ backend: TestBackend) async throws {
+        try await SignedHarness.run(backend) { h in
             let zone = try await h.ownerZone(notes: ["n1"])
             let carol = try await h.newUser("Carol Writer", "carol@example.com")
             try await h.share(zone, with: [(carol, .readWrite)])
             _ = try await carol.sharedDatabase.save(signedNote("c1", in: zone, body: "while shared"))
             try await h.owner.stopSharing(zone: zone)
-            let state = try h.state(zone)
+            let state = try await h.state(zone)
             #expect(state.share == nil && state.ownerSeq == state.headSeq)
 
             let c1 = try await h.fresh(h.owner).privateDatabase.record(named: "c1", in: zone)
             #expect(c1.modifierID == carol.userID)
             #expect(c1.encryptedValues["body"] == .string("while shared"))
             // Carol has lost the key, but a plain-only record needs none: she still cannot write one.
-            try h.forge(in: zone, signer: carol, name: "after-stop", title: "still here", body: nil)
+            try await h.forge(in: zone, signer: carol, name: "after-stop", title: "still here", body: nil)
             let error = await signedExpectError(.integrityFailure) { try await h.fresh(h.owner).privateDatabase.record(named: "after-stop", in: zone) }
             #expect(error?.message.contains("is not a member (the zone is not shared)") == true, "\(error?.message ?? "")")
             #expect(try await h.fresh(h.owner).audit().signedKeys == [SignedFinding(.log, "log"), SignedFinding(.record, "after-stop")])
         }
     }
 
-    @Test("a public read-write link: a link writer's records verify; after the link goes read-only their new commits are refused")
-    func publicLinkWriter() async throws {
-        try await SignedHarness.run { h in
+    @Test("a public read-write link: a link writer's records verify; after the link goes read-only their new commits are refused", arguments: TestBackend.all)
+    func publicLinkWriter(_ backend: TestBackend) async throws {
+        try await SignedHarness.run(backend) { h in
             let zone = try await h.ownerZone(notes: ["n1"])
             let eve = try await h.newUser("Eve Linker", "eve@example.com")
             let share = try await h.owner.share(zone: zone, title: "Open", publicPermission: .readWrite)
             _ = try await eve.acceptShare(url: share.url)
             _ = try await eve.sharedDatabase.save(signedNote("e1", in: zone, body: "via link"))
-            let m = try h.state(zone).ownerSeq
+            let m = try await h.state(zone).ownerSeq
             _ = try await h.owner.setPublicPermission(.readOnly, in: zone)
-            #expect(try h.state(zone).ownerSeq > m)
+            #expect(try await h.state(zone).ownerSeq > m)
             let e1 = try await h.fresh(h.owner).privateDatabase.record(named: "e1", in: zone)
             #expect(e1.modifierID == eve.userID)
             #expect(e1.encryptedValues["body"] == .string("via link"))
             await signedExpectError(.permissionFailure) { try await eve.sharedDatabase.save(signedNote("e2", in: zone)) }
-            try h.forge(in: zone, signer: eve, name: "e3", title: "forged after read-only")
+            try await h.forge(in: zone, signer: eve, name: "e3", title: "forged after read-only")
             await signedExpectError(.integrityFailure) { try await h.fresh(h.owner).privateDatabase.record(named: "e3", in: zone) }
         }
     }
@@ -513,12 +513,12 @@ struct SignedWriteTests {
             try await h.share(zone, with: [(carol, .readWrite)])
             _ = try await carol.sharedDatabase.save(signedNote("c1", in: zone)) // Carol holds the epoch-1 key
             _ = try await h.owner.removeParticipant(carol.userID, from: zone)
-            let state = try h.state(zone)
+            let state = try await h.state(zone)
             #expect(state.epoch == 2 && state.ownerSeq == 7)
             await signedExpectError(.permissionFailure) { try await carol.sharedDatabase.save(signedNote("c2", in: zone)) }
 
             // Removed, Carol signs a commit claiming membership 2 (when she was read-write) and epoch 1.
-            try h.forge(in: zone, signer: carol, name: "after-removal", title: "written after removal",
+            try await h.forge(in: zone, signer: carol, name: "after-removal", title: "written after removal",
                         body: variant == "plain only" ? nil : "sealed with a key she kept", ownerSeq: 4, epoch: 1)
             let reader = try await h.fresh(h.owner).privateDatabase
             await signedExpectError(.integrityFailure, "a commit made after Carol's removal verifies as hers") {
@@ -537,7 +537,7 @@ struct SignedWriteTests {
             let result = try await h.ownerDB.modify(saving: records, in: zone)
             #expect(result.saved.count == 400)
             #expect(Set(result.saved.compactMap(\.changeTag)) == ["2"])
-            let rowID = try signedRowID(h, zone)
+            let rowID = try await signedRowID(h, zone)
             let (count, length, signatureLength) = try h.sql { db -> (Int, Int, Int) in
                 let row = try #require(try Row.fetchOne(db, sql: "SELECT count(*), max(length(entries)), max(length(signature)) FROM zone_log WHERE zone_id = ? AND kind = 3",
                                                          arguments: [rowID]))
@@ -559,12 +559,12 @@ struct SignedWriteTests {
             _ = try await h.ownerDB.modify(saving: [signedNote("extra", in: zone)], deleting: (0..<10).map { RecordDeletion(name: String(format: "r%03d", $0)) }, in: zone)
             let second = try h.sql { db in try Int.fetchOne(db, sql: "SELECT length(entries) FROM zone_log WHERE zone_id = ? AND seq = 3", arguments: [rowID]) }
             #expect(second == 11 * 32)
-            #expect(try h.commitCount(zone) == 2)
+            #expect(try await h.commitCount(zone) == 2)
             // One more record than the limit is refused, and writes no commit.
             await signedExpectError(.limitExceeded) {
                 try await h.ownerDB.modify(saving: (0..<401).map { signedNote("x\($0)", in: zone) }, in: zone)
             }
-            #expect(try h.commitCount(zone) == 2)
+            #expect(try await h.commitCount(zone) == 2)
         }
     }
 }
