@@ -236,20 +236,23 @@ struct ConflictTests {
         try await withBackendStore(backend) { f async throws in
             let (zone, original) = try await seed(f)
             let db = f.db
-            let outcomes = await withTaskGroup(of: StoreError.Code?.self) { group in
+            let results = await withTaskGroup(of: (code: StoreError.Code?, message: String).self) { group in
                 for i in 0..<8 {
                     group.addTask {
                         var copy = original
                         copy.values["a"] = .int(Int64(100 + i))
-                        do { _ = try await db.save(copy); return nil } catch let e as StoreError { return e.code } catch { return .internalError }
+                        do { _ = try await db.save(copy); return (nil, "") } catch let e as StoreError { return (e.code, e.message) } catch {
+                            return (.internalError, "\(type(of: error)): \(error)")
+                        }
                     }
                 }
-                var all: [StoreError.Code?] = []
+                var all: [(code: StoreError.Code?, message: String)] = []
                 for await outcome in group { all.append(outcome) }
                 return all
             }
+            let outcomes = results.map(\.code)
             #expect(outcomes.filter { $0 == nil }.count == 1)
-            #expect(outcomes.filter { $0 == .serverRecordChanged }.count == 7, "\(outcomes)")
+            #expect(outcomes.filter { $0 == .serverRecordChanged }.count == 7, "\(results)")
             let final = try await f.db.record(named: "doc", in: zone)
             #expect(final.changeTag == "3")
         }

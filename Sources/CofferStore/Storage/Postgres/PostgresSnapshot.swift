@@ -287,6 +287,9 @@ final class PostgresSnapshot: StorageTransaction {
     func appendLogEntry(zoneRowID: Int64, entry: LogEntry, body: [UInt8], signature: [UInt8], hash: Digest32,
                         entries list: [UInt8]?, names: [UInt8]?) throws {
         let head = try logHead(zoneRowID: zoneRowID)?.seq ?? 0
+        // The session verified a newer head than this run read (another of its operations
+        // committed since): this run's reads are stale, and it runs again on fresh ones.
+        if entry.seq > head + 1 { throw PostgresStorage.Conflict() }
         guard entry.seq == head + 1 else { throw StoreError(.internalError, "a log entry was written past the zone's head") }
         try write(.appendLog(zoneRowID: zoneRowID, head: head, entry: entry, body: body, signature: signature, hash: hash,
                              entries: list, names: names))

@@ -64,7 +64,16 @@ final class PostgresStorage: Sendable {
                 continue
             }
             let value: T
-            do { value = try result.get() } catch {
+            do { value = try result.get() } catch is Conflict {
+                // The run found its reads older than what the session verified: read again.
+                snapshot.rolledBack()
+                conflicts += 1
+                guard conflicts <= Self.maxConflicts else {
+                    throw StoreError(.busy, "the store stayed busy (other writers kept changing the same rows); try again")
+                }
+                snapshot.forgetRows()
+                continue
+            } catch {
                 snapshot.rolledBack()
                 throw error
             }
