@@ -216,6 +216,17 @@ struct PostgresStoreTests {
         }
     }
 
+    @Test("a fresh session lists 100 zones, and audits them, though each zone's log is read and verified")
+    func manyZones() async throws {
+        try await withBackendStore(.postgres) { f in
+            for i in 0..<100 { _ = try await f.db.createZone(named: String(format: "Z%03d", i)) }
+            let fresh = try await f.freshSession()
+            #expect(try await fresh.privateDatabase.zones().count == 100)
+            let report = try await f.freshSession().audit()
+            #expect(report.zones == 100 && report.findings.isEmpty, "\(report.findings.prefix(3))")
+        }
+    }
+
     @Test("scanning for plaintext needs the store's files: on PostgreSQL it is .notSupported, and the rest of an audit runs")
     func plaintextScan() async throws {
         try await withBackendStore(.postgres) { f in

@@ -197,11 +197,13 @@ extension Session {
         let me = userID
         return try await read { db in
             var refused = [(ZoneID, StoreError)]()
-            let zones = try db.zoneRows(sharedWith: me).compactMap { zone, recordCount -> Zone? in
+            let zones = try db.eachGathering(db.zoneRows(sharedWith: me)) { zone, recordCount -> Zone? in
                 let access: ZoneAccess
                 do { access = try self.access(db, zone: zone) } catch let error as StoreError where error.code == .integrityFailure {
                     refused.append((zone.id, error))
                     return nil
+                } catch let miss as any StorageMiss {
+                    throw miss
                 } catch {
                     return nil // invited but not accepted, removed, left, link turned off: not this user's to read
                 }

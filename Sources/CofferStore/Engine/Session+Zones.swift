@@ -59,7 +59,7 @@ extension Session {
         let owner = userID
         return try await read { db in
             var refused = [(ZoneID, StoreError)]()
-            let zones = try db.zoneRows(ownedBy: owner).compactMap { zone, recordCount -> Zone? in
+            let zones = try db.eachGathering(db.zoneRows(ownedBy: owner)) { zone, recordCount -> Zone? in
                 do {
                     let state = try self.zoneState(db, zone: zone)
                     return Zone(id: zone.id, created: Date(timeIntervalSince1970: state.created), keyEpoch: state.epoch, sequence: state.headSeq, recordCount: recordCount)

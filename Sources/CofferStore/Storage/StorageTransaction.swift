@@ -232,6 +232,29 @@ protocol StorageTransaction: AnyObject {
     func afterTransaction(onCommit: @escaping @Sendable () -> Void, onRollback: @escaping @Sendable () -> Void)
 }
 
+/// Thrown by a read the backend cannot answer yet (PostgreSQL's snapshot notes what it needs,
+/// fetches it and runs the operation again). An operation that reads many independent things
+/// (the zones of a list) may catch it for one, go on to the next, and rethrow it at the end, so
+/// that one round of fetches reads what all of them need.
+protocol StorageMiss: Error {}
+
+extension StorageTransaction {
+    /// `body` for each item, in order, leaving out nils; a ``StorageMiss`` of one item does not
+    /// stop the others (their reads are noted too), and is rethrown once all have run.
+    func eachGathering<Item, T>(_ items: [Item], _ body: (Item) throws -> T?) throws -> [T] {
+        var results = [T](), pending: (any Error)?
+        for item in items {
+            do {
+                if let result = try body(item) { results.append(result) }
+            } catch let miss as any StorageMiss {
+                pending = pending ?? miss
+            }
+        }
+        if let pending { throw pending }
+        return results
+    }
+}
+
 /// Writes the new versions of one batch: each record is inserted when the zone has no row of
 /// its name, or else replaces the stored row of its name and type, keeping the stored creator
 /// and creation time. One writer serves one batch, on the thread of its transaction.

@@ -18,7 +18,7 @@ import Foundation
 final class PostgresSnapshot: StorageTransaction {
     /// A read the snapshot could not answer: the driver fetches what ``needs`` lists and runs
     /// the operation again.
-    struct Miss: Error {}
+    struct Miss: StorageMiss {}
 
     /// What the driver fetches for a snapshot.
     enum Need: Hashable, Sendable {

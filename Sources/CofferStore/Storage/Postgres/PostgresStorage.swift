@@ -57,7 +57,8 @@ final class PostgresStorage: Sendable {
                 guard fetches <= Self.maxFetches else {
                     // Each fetch that finds a zone moved on starts the reads over: other writers
                     // kept changing what this operation reads.
-                    throw StoreError(.busy, "the store stayed busy (other writers kept changing what this operation reads); try again")
+                    throw StoreError(.busy, "the operation took more than \(Self.maxFetches) rounds of reads (other writers kept changing "
+                        + "what it reads, or it reads too much one piece at a time); try again")
                 }
                 connector.logger.trace("postgres fetch", metadata: ["needs": "\(snapshot.needs.count)", "run": "\(fetches)"])
                 try await fetch(snapshot.needs, into: snapshot)
