@@ -227,6 +227,25 @@ struct PostgresStoreTests {
         }
     }
 
+    @Test("sharing 30 records with 90 descendants moves all 120 in one operation")
+    func moveManyRecords() async throws {
+        try await withBackendStore(.postgres) { f in
+            let inbox = try await f.db.createZone(named: "Inbox")
+            var records = [CofferStore.Record]()
+            for i in 0..<30 {
+                records.append(BackendSuiteTests.note(inbox, "r\(i)", title: "root", body: "b"))
+                records.append(BackendSuiteTests.note(inbox, "c\(i)", title: "child", body: "b", parent: "r\(i)"))
+                records.append(BackendSuiteTests.note(inbox, "g\(i)", title: "grandchild", body: "b", parent: "c\(i)"))
+                records.append(BackendSuiteTests.note(inbox, "h\(i)", title: "great-grandchild", body: "b", parent: "g\(i)"))
+            }
+            _ = try await f.db.modify(saving: records, in: inbox)
+            let share = try await f.session.share(records: (0..<30).map { "r\($0)" }, in: inbox, intoZoneNamed: "Shared")
+            let fresh = try await f.freshSession()
+            #expect(try await fresh.privateDatabase.records(in: share.zoneID, limit: 400).count == 120)
+            #expect(try await fresh.privateDatabase.records(in: inbox, limit: 400).isEmpty)
+        }
+    }
+
     @Test("scanning for plaintext needs the store's files: on PostgreSQL it is .notSupported, and the rest of an audit runs")
     func plaintextScan() async throws {
         try await withBackendStore(.postgres) { f in

@@ -132,23 +132,23 @@ extension Session {
                 var sourceLog = try self.requireOwner(db, zone: source, to: "move its records").log
                 var targetLog = try self.requireOwner(db, zone: target, to: "receive records").log
                 guard source.rowID != target.rowID else { throw StoreError(.invalidArguments, "the records are already in zone '\(targetName)'") }
-                // The records and, transitively, their children.
-                        var all = [String](), queue = names, seen = Set<String>()
-                while let name = queue.popLast() {
-                    guard seen.insert(name).inserted else { continue }
-                    all.append(name)
-                    queue += try db.children(zoneRowID: source.rowID, of: name)
+                // The records and, transitively, their children, a generation at a time (each
+                // generation's reads in one round where the backend fetches).
+                var all = [String](), generation = names, seen = Set<String>()
+                while !generation.isEmpty {
+                    let fresh = generation.filter { seen.insert($0).inserted }
+                    all += fresh
+                    generation = try db.eachGathering(fresh) { try db.children(zoneRowID: source.rowID, of: $0) }.flatMap { $0 }
                 }
-                let taken = try all.filter { try db.recordExists(zoneRowID: target.rowID, name: $0) }
+                let taken = try db.eachGathering(all) { try db.recordExists(zoneRowID: target.rowID, name: $0) ? $0 : nil }
                 guard taken.isEmpty else {
                     throw StoreError(.alreadyExists, "zone '\(targetName)' already has a record named \(taken.sorted().prefix(5).map { "'\($0)'" }.joined(separator: ", ")); nothing was moved")
                 }
-                var records = [Record]()
-                for name in all {
+                let records: [Record] = try db.eachGathering(all) { name in
                     guard let record = try self.fetchRow(db, zone: source, name: name) else {
                         throw StoreError(.unknownItem, "no record '\(name)' in zone '\(sourceID.name)'")
                     }
-                    records.append(record)
+                    return record
                 }
                 let state = targetLog.state
                 let epoch = state.epoch
