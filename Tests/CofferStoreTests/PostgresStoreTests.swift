@@ -227,6 +227,22 @@ struct PostgresStoreTests {
         }
     }
 
+    @Test("a zone of 150 commits is audited and re-keyed: each entry's lists are read in one round")
+    func manyCommits() async throws {
+        try await withBackendStore(.postgres) { f in
+            let zone = try await f.db.createZone(named: "Busy")
+            for i in 0..<150 { _ = try await f.db.save(BackendSuiteTests.note(zone, "n\(i)", title: "t", body: "b")) }
+            let report = try await f.freshSession().audit()
+            #expect(report.commits == 150 && report.records == 150 && report.findings.isEmpty, "\(report.findings.prefix(3))")
+            let bob = try await f.otherSession()
+            _ = try await f.session.share(zone: zone, title: "t")
+            _ = try await f.session.addParticipant(bob.userID, permission: .readOnly, to: zone)
+            _ = try await f.session.removeParticipant(bob.userID, from: zone)
+            #expect(try await f.freshSession().rekey(zone: zone) == 150)
+            #expect(try await f.freshSession().privateDatabase.records(in: zone, limit: 400).count == 150)
+        }
+    }
+
     @Test("sharing 30 records with 90 descendants moves all 120 in one operation")
     func moveManyRecords() async throws {
         try await withBackendStore(.postgres) { f in

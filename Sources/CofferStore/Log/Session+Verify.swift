@@ -97,9 +97,15 @@ extension Session {
             guard let kind = LogEntry.decode(stored.body)?.kind else { return true }
             return kind == .genesis || kind == .commit || kind == .rewrite
         }.map(\.seq)
-        for seq in seqs {
+        // Each entry's reads are noted before any is waited for (one round where the backend fetches).
+        let commits = try db.eachGathering(seqs) { seq -> (Int64, Result<VerifiedCommit, StoreError>)? in
+            do { return (seq, .success(try verifiedCommit(db, zone: zone, seq: seq, log: log, cached: cached))) } catch let error as StoreError {
+                return (seq, .failure(error))
+            }
+        }
+        for (seq, commit) in commits {
             do {
-                let commit = try verifiedCommit(db, zone: zone, seq: seq, log: log, cached: cached)
+                let commit = try commit.get()
                 guard let named = CommitBuilder.parseNames(commit.names, entries: commit.entries.count) else {
                     throw StoreError(.integrityFailure, "entry \(seq) of zone '\(zone.id.name)' has a damaged list of names")
                 }
