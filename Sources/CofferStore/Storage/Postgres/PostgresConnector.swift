@@ -123,7 +123,9 @@ package final class PostgresConnector: Sendable {
     ) async throws -> Result {
         // A connection the server closed while it sat in the pool fails at `BEGIN`, before
         // anything of the transaction was sent: run it on another (the pool drops closed ones).
-        for _ in 0..<3 {
+        // A server that ended every connection at once (a restart, an administrator) leaves as
+        // many dead ones as the pool held, each failing at once: try past them all.
+        for _ in 0..<Self.maxNotBegun {
             do { return try await transactionOnce(body) } catch is NotBegun { continue }
         }
         do { return try await transactionOnce(body) } catch let notBegun as NotBegun { throw notBegun.error }
@@ -194,6 +196,10 @@ package final class PostgresConnector: Sendable {
 
     /// A transaction whose `BEGIN` failed (a pooled connection the server had closed, say):
     /// nothing of it reached the database, so it may be run again on another connection.
+    /// How many transactions whose `BEGIN` failed are run again on another connection: more
+    /// than the pool holds.
+    static let maxNotBegun = 40
+
     package struct NotBegun: Error {
         let error: any Error
     }
