@@ -166,9 +166,10 @@ extension Session {
                 found = (zone, log)
                 break
             }
-            guard var (zone, log) = found, let share = log.state.share else {
+            guard let (zone, verified) = found, let share = verified.state.share else {
                 throw StoreError(.unknownItem, "no share in this store matches the URL; it may have been stopped")
             }
+            var log = verified
             guard zone.id.ownerID != me else {
                 throw StoreError(.invalidArguments, "you own zone '\(zone.id.name)'; there is nothing to accept")
             }

@@ -23,7 +23,7 @@ extension Session {
     public func share(records names: [String], in zone: ZoneID, intoZoneNamed target: String, title: String = "",
                       publicPermission: SharePermission = .none) async throws -> Share {
         let (targetID, _) = try await moveRecords(named: names, from: zone, to: target)
-        if let existing = await try? loadShare(zone: targetID) { return existing }
+        if let existing = try? await loadShare(zone: targetID) { return existing }
         return try await createShare(zone: targetID, title: title, publicPermission: publicPermission)
     }
 
@@ -84,7 +84,7 @@ extension Session {
     public func fetchShares(matching zones: [ZoneID]) async throws -> [ZoneID: Share] {
         var out = [ZoneID: Share]()
         for zone in zones {
-            if let share = await try? loadShare(zone: zone) { out[zone] = share }
+            if let share = try? await loadShare(zone: zone) { out[zone] = share }
         }
         return out
     }
