@@ -79,10 +79,10 @@ public struct RecordDatabase: Sendable {
     /// for this zone (`prepared`, one a record, by `Session.prepare`): an import checks its
     /// whole file before the first save, and its save does not do that work again.
     func modify(saving records: [Record], prepared: [PreparedRecord], in zone: ZoneID, policy: SavePolicy,
-                declaring declarations: [FieldDeclaration]) async throws -> ModifyResult {
+                declaring declarations: [FieldDeclaration], time: Double? = nil) async throws -> ModifyResult {
         try requireScope(zone)
         return try await session.modify(zone: zone, saving: records, prepared: prepared, deleting: [], policy: policy,
-                                        authorLabel: transactionAuthor, declaring: declarations)
+                                        authorLabel: transactionAuthor, declaring: declarations, time: time)
     }
 
     /// The record named `name`.

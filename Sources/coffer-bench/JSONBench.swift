@@ -110,7 +110,7 @@ struct JSONBench: AsyncParsableCommand {
         let importing = try await Clock.measure {
             var checked: RecordImport?
             check = try await Clock.measure { checked = try await RecordImport(jsonLines: lines, into: importZone, of: importDB) }
-            saving = try await Clock.measure { summary = try await checked!.save(to: importDB) }
+            saving = try await Clock.measure { summary = try await checked.take()!.save(to: importDB) }
         }
         guard summary?.records == records else { throw ValidationError("imported \(summary?.records ?? 0) of \(records) records") }
         log(String(format: "import  %.2f s (check %.2f s, save %.2f s)", importing.wall, check.wall, saving.wall))

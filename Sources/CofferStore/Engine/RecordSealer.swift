@@ -2,7 +2,7 @@ import CofferCrypto
 
 /// What a record version's row stores besides its fields' bytes, and what its version hash
 /// covers with them.
-struct VersionStamp: Sendable {
+struct VersionStamp: Sendable, Equatable {
     var name: String
     var type: String
     var parent: String?
@@ -49,9 +49,20 @@ struct SealedVersion: Sendable {
 enum RecordSealer {
     /// Seals a version's encrypted values (if any) under `key` and hashes the version.
     /// `zone` is the zone it is written to.
+    /// `presealed`: this record as sealed and hashed ahead of its transaction: taken whole when
+    /// its stamp is `stamp`, its sealed bytes hashed again when only its key epoch is the same,
+    /// else not used.
     static func seal(_ stamp: VersionStamp, plain: [UInt8], plainTypes: [UInt8], sealedPlaintext: [UInt8]?, key: SymmetricKey,
-                     zone: ZoneRow, nonces: NonceReserve? = nil) -> SealedVersion {
-        let sealed = sealedPlaintext.map { seal($0, key: key, zone: zone, name: stamp.name, type: stamp.type, epoch: stamp.epoch, nonces: nonces) }
+                     zone: ZoneRow, nonces: NonceReserve? = nil, presealed: PreparedRecord.Presealed? = nil) -> SealedVersion {
+        let sealed: [UInt8]?
+        if let presealed, presealed.zoneUID == zone.uid, presealed.version.stamp.epoch == stamp.epoch,
+           presealed.version.stamp.name == stamp.name, presealed.version.stamp.type == stamp.type,
+           (presealed.version.sealed == nil) == (sealedPlaintext == nil) {
+            if presealed.version.stamp == stamp { return presealed.version }
+            sealed = presealed.version.sealed
+        } else {
+            sealed = sealedPlaintext.map { seal($0, key: key, zone: zone, name: stamp.name, type: stamp.type, epoch: stamp.epoch, nonces: nonces) }
+        }
         let digest = plain.withUnsafeBytes { p in
             plainTypes.withUnsafeBytes { t in
                 Session.withOptionalBytes(sealed) { s in versionHash(zoneUID: zone.uid, stamp, plain: p, plainTypes: t, sealed: s) }

@@ -112,7 +112,7 @@ extension Session {
                                      membershipSeq: context.membershipSeq, creatorID: context.authorID, modifierID: context.authorID,
                                      created: context.time, modified: context.time)
             let version = RecordSealer.seal(stamp, plain: prepared.plain, plainTypes: prepared.plainTypes, sealedPlaintext: prepared.sealedPlaintext,
-                                            key: context.key, zone: context.zone, nonces: context.nonces)
+                                            key: context.key, zone: context.zone, nonces: context.nonces, presealed: prepared.presealed)
             var result = record
             result.changeTag = context.changeTag
             result.modifierID = context.authorID
@@ -127,6 +127,18 @@ extension Session {
         }
     }
 
+    /// What a write begun now would seal and stamp with, checked as a write checks it (this
+    /// user may write the zone; the key is the one its owner committed to).
+    func sealingKey(for zoneID: ZoneID) async throws -> SealingKey {
+        try await read { db in
+            let zone = try self.zoneRow(db, zoneID)
+            let access = try self.checkCanWrite(db, zone: zone)
+            let key = try self.zoneKey(db, zone: zone, epoch: access.state.epoch, state: access.state)
+            return SealingKey(zone: zone, epoch: access.state.epoch, key: key, headSeq: access.state.headSeq,
+                              membershipSeq: access.state.ownerSeq, authorID: self.userID)
+        }
+    }
+
     /// Saves and deletes records of one zone atomically: all or nothing. Each record is
     /// encoded, sealed, hashed and written in turn, on the calling thread.
     ///
@@ -134,8 +146,11 @@ extension Session {
     /// gave it for this zone (a caller that checked the records before, as an import does), so
     /// that they are not checked and encoded again. Not with `.changedKeys`, which merges each
     /// record over its stored version.
+    /// `time`: the batch's time (its records' modification time and its log entry's), when the
+    /// caller stamped `prepared` with it; now otherwise.
     func modify(zone zoneID: ZoneID, saving records: [Record], prepared: [PreparedRecord]? = nil, deleting deletions: [RecordDeletion],
-                policy: SavePolicy, authorLabel: String? = nil, declaring declarations: [FieldDeclaration] = []) async throws -> ModifyResult {
+                policy: SavePolicy, authorLabel: String? = nil, declaring declarations: [FieldDeclaration] = [],
+                time: Double? = nil) async throws -> ModifyResult {
         precondition(prepared == nil || (prepared!.count == records.count && policy != .changedKeys), "prepared records are one a record, not for .changedKeys")
         if let authorLabel, authorLabel.utf8.count > 255 || authorLabel.containsControlCharacters {
             throw StoreError(.invalidArguments, "a transaction author is at most 255 bytes with no control characters")
@@ -160,7 +175,7 @@ extension Session {
             throw StoreError(.invalidArguments, "record '\(name)' appears twice in one batch")
         }
         let me = userID
-        let now = Date().timeIntervalSince1970
+        let now = time ?? Date().timeIntervalSince1970
         // A system call per 64 nonces instead of one per sealed record (no more drawn than the
         // batch can use: a single save draws one).
         let nonces = NonceReserve(chunk: min(64, records.count))

@@ -9,8 +9,40 @@ struct PreparedRecord: Sendable {
     var plainTypes: [UInt8]
     var sealedPlaintext: [UInt8]?
     let expectedSeq: Int64?
+    /// This record already sealed and hashed for its batch, ahead of the batch's transaction (an
+    /// import seals a batch while the batch before it is written, with the change tag it
+    /// expects). The transaction uses it when it writes at the same stamp; at the same key epoch
+    /// only, it hashes the sealed bytes again; otherwise it seals again.
+    var presealed: Presealed?
+
+    /// A version sealed and hashed in one zone.
+    struct Presealed: Sendable {
+        let zoneUID: [UInt8]
+        let version: SealedVersion
+    }
 
     var plainJSON: String { String(decoding: plain, as: UTF8.self) }
+}
+
+/// What a write begun now would seal and stamp with (see ``PreparedRecord/presealed``): the
+/// zone's key and epoch, the log's head and the owner's entry in force, the writer.
+struct SealingKey: Sendable {
+    let zone: ZoneRow
+    let epoch: Int64
+    let key: SymmetricKey
+    let headSeq: Int64
+    let membershipSeq: Int64
+    let authorID: String
+
+    /// Seals and hashes `record` (prepared as `prepared`) as new, as a batch that writes log
+    /// entry `seq` at `time` would, with a nonce from `nonces`.
+    func preseal(_ prepared: inout PreparedRecord, of record: Record, seq: Int64, time: Double, nonces: NonceReserve?) {
+        let stamp = VersionStamp(name: record.name, type: record.recordType, parent: record.parent, seq: seq, epoch: epoch,
+                                 membershipSeq: membershipSeq, creatorID: authorID, modifierID: authorID, created: time, modified: time)
+        let version = RecordSealer.seal(stamp, plain: prepared.plain, plainTypes: prepared.plainTypes, sealedPlaintext: prepared.sealedPlaintext,
+                                        key: key, zone: zone, nonces: nonces)
+        prepared.presealed = PreparedRecord.Presealed(zoneUID: zone.uid, version: version)
+    }
 }
 
 /// What a batch's records are sealed and hashed with: fixed when its transaction starts. A

@@ -1,4 +1,6 @@
+import CofferCrypto
 import Foundation
+import Synchronization
 
 /// A file of JSON lines of the `record get` shape, checked whole against a zone and ready to be
 /// saved in atomic batches.
@@ -99,13 +101,24 @@ public struct RecordImport: Sendable {
         for n in parsed.indices {
             // Taken out of `parsed`, so that its arrays are moved, not copied.
             guard let chunk = parsed[n].take() else { continue }
+            // The chunk's own agreement of field types stands when what it fixed agrees with
+            // what the lines before it fixed; otherwise each of its lines is agreed again here.
+            let agreed = chunk.agrees(after: kinds)
+            if agreed {
+                for (type, fields) in chunk.fixed {
+                    for (key, field) in fields where kinds[type]?[key] == nil { kinds[type, default: [:]][key] = field }
+                }
+                newEmptyLists += chunk.newEmptyLists.map { (count + $0.record, $0.declaration) }
+            }
             for i in chunk.records.indices {
                 do {
                     guard names.insert(chunk.records[i].name).inserted else {
                         throw Self.dataError("record '\(chunk.records[i].name)' appears twice")
                     }
-                    try Self.agree(chunk.records[i], declared: chunk.declared[i], kinds: &kinds[chunk.records[i].recordType, default: [:]]) { declaration in
-                        newEmptyLists.append((count + i, declaration))
+                    if !agreed {
+                        try Self.agree(chunk.records[i], declared: chunk.declared[i], kinds: &kinds[chunk.records[i].recordType, default: [:]]) { declaration in
+                            newEmptyLists.append((count + i, declaration))
+                        }
                     }
                     lineNumbers.append(chunk.numbers[i])
                     fileNames.append(chunk.records[i].name)
@@ -125,8 +138,12 @@ public struct RecordImport: Sendable {
 
         // A record that exists keeps its type, and a parent is in the file or in the zone:
         // checked against the zone before any save.
+        var existing = [String: String]()
+        for chunk in chunks { existing.merge(chunk.existing) { a, _ in a } }
         let outside = Set(parents.compactMap { $0 }).subtracting(names)
-        let existing = try await database.recordTypes(named: fileNames + outside.sorted(), in: zone)
+        if !outside.isEmpty {
+            existing.merge(try await database.recordTypes(named: outside.sorted(), in: zone)) { a, _ in a }
+        }
         for i in fileNames.indices {
             if let type = existing[fileNames[i]], type != types[i] {
                 throw StoreError(.invalidArguments, "line \(lineNumbers[i]): record '\(fileNames[i])' exists as type \(type); its type cannot change to \(types[i]) (delete it first); nothing was imported")
@@ -163,15 +180,93 @@ public struct RecordImport: Sendable {
     /// limit each, parents before children. `progress` is told the records saved so far and the
     /// total after each batch.
     ///
+    /// While a batch is written, the next one's encrypted values are sealed (under the zone's
+    /// key as the save begins: a batch written after a re-key seals its records again), and the
+    /// batch before it is released: the two overlap on two cores. The checked records are
+    /// consumed as they are saved.
+    ///
     /// ```swift
     /// let summary = try await checked.save(to: db) { done, total in print("\(done)/\(total)") }
     /// ```
     /// - Throws: the first failing batch's error (for a partial failure, the code of one of its
     ///   records), with a message that says how many records earlier batches saved.
     @discardableResult
-    public func save(to database: RecordDatabase, progress: ((_ saved: Int, _ total: Int) -> Void)? = nil) async throws -> Summary {
-        var imported = 0, batches = 0, start = 0
-        var declarationIndex = 0
+    public consuming func save(to database: RecordDatabase, progress: ((_ saved: Int, _ total: Int) -> Void)? = nil) async throws -> Summary {
+        let plan = batchPlan()
+        let zone = self.zone, total = count
+        guard !plan.isEmpty else { return Summary(records: 0, batches: 0) }
+        let sealing = try await database.session.sealingKey(for: zone)
+        // The records, handed whole to the task that seals them, which moves each into its batch.
+        let handoff = Handoff(Source(chunks: chunks, order: order, chunkSize: chunkSize))
+        self = RecordImport(zone: zone)
+        // Sealed batches, and the leave to seal one more (at most `ahead` wait to be written).
+        let (sealed, sealedInput) = AsyncStream<Batch>.makeStream()
+        let (leave, leaveInput) = AsyncStream<Void>.makeStream()
+        let ahead = 2
+        return try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask {
+                guard var source = handoff.take() else { return }
+                var leaves = leave.makeAsyncIterator()
+                // Batch n is expected to write log entry head + 1 + n (if another write comes
+                // first, its transaction hashes the records again).
+                for n in plan.indices {
+                    guard await leaves.next() != nil else { break }
+                    sealedInput.yield(source.take(plan[n], sealing: sealing, seq: sealing.headSeq + 1 + Int64(n)))
+                }
+                sealedInput.finish()
+            }
+            defer { leaveInput.finish() }
+            for _ in 0..<ahead { leaveInput.yield() }
+            var batches = sealed.makeAsyncIterator()
+            var imported = 0
+            var previous: Batch?
+            for n in plan.indices {
+                guard let batch = await batches.next() else { throw CancellationError() }
+                async let written = database.modify(saving: batch.records, prepared: batch.prepared, in: zone, policy: .allKeys,
+                                                    declaring: batch.declarations, time: batch.time)
+                // While it is written: the batch before is freed, and the next one sealed.
+                previous?.release()
+                leaveInput.yield()
+                do {
+                    _ = try await written
+                } catch let e as StoreError {
+                    let detail = e.partialErrors.isEmpty ? e.message : e.partialErrors.sorted { $0.key < $1.key }.prefix(3).map { "\($0.key): \($0.value.message)" }.joined(separator: "; ")
+                    throw StoreError(e.code == .partialFailure ? (e.partialErrors.values.first?.code ?? e.code) : e.code,
+                                     "\(detail) (\(imported) records in \(n) batches were imported before this batch; batches are atomic)",
+                                     underlying: e)
+                }
+                previous = batch
+                imported += batch.records.count
+                progress?(imported, total)
+            }
+            return Summary(records: imported, batches: plan.count)
+        }
+    }
+
+    /// The checked records on their way to the task that seals them.
+    final class Handoff: Sendable {
+        private let source: Mutex<Source?>
+        init(_ source: Source) { self.source = Mutex(source) }
+        /// The records, once (then nil): moved out, so that the taker holds the only reference.
+        func take() -> Source? { source.withLock { $0.take() } }
+    }
+
+    /// An empty import into `zone`, what a consumed one leaves.
+    private init(zone: ZoneID) {
+        self.zone = zone
+        chunks = []
+        chunkSize = 1
+        count = 0
+        order = nil
+        newEmptyLists = []
+    }
+
+    /// The batches of the save, in order: each a range of save positions (at most 400 records
+    /// and three quarters of the batch size limit by ``estimatedSize(_:)``) and the empty lists
+    /// its records are the first to use.
+    func batchPlan() -> [(range: Range<Int>, declarations: [FieldDeclaration])] {
+        var plan = [(range: Range<Int>, declarations: [FieldDeclaration])]()
+        var start = 0, declarationIndex = 0
         while start < count {
             var end = start, bytes = 0
             while end < count, end - start < Limits.maxBatchRecords {
@@ -186,23 +281,53 @@ public struct RecordImport: Sendable {
                 declarations.append(newEmptyLists[declarationIndex].declaration)
                 declarationIndex += 1
             }
-            do {
-                let batch = (start..<end).map(location)
-                _ = try await database.modify(saving: batch.map { chunks[$0.chunk].records[$0.index] },
-                                              prepared: batch.map { chunks[$0.chunk].prepared[$0.index] }, in: zone,
-                                              policy: .allKeys, declaring: declarations)
-            } catch let e as StoreError {
-                let detail = e.partialErrors.isEmpty ? e.message : e.partialErrors.sorted { $0.key < $1.key }.prefix(3).map { "\($0.key): \($0.value.message)" }.joined(separator: "; ")
-                throw StoreError(e.code == .partialFailure ? (e.partialErrors.values.first?.code ?? e.code) : e.code,
-                                 "\(detail) (\(imported) records in \(batches) batches were imported before this batch; batches are atomic)",
-                                 underlying: e)
-            }
-            imported += end - start
-            batches += 1
+            plan.append((start..<end, declarations))
             start = end
-            progress?(imported, count)
         }
-        return Summary(records: imported, batches: batches)
+        return plan
+    }
+
+    /// One batch of the save: its records moved out of the checked chunks, prepared, sealed
+    /// and hashed at `time`.
+    struct Batch: Sendable {
+        var records: [Record]
+        var prepared: [PreparedRecord]
+        var declarations: [FieldDeclaration]
+        let time: Double
+
+        /// Frees the records (here, and not where the next batch is written).
+        mutating func release() {
+            records = []
+            prepared = []
+        }
+    }
+
+    /// The checked records as the save takes them: each moved out of its chunk (swapped with an
+    /// empty record), not copied.
+    struct Source: Sendable {
+        var chunks: [Chunk]
+        let order: [Int]?
+        let chunkSize: Int
+
+        /// The records of `part`, sealed and hashed for log entry `seq`, now.
+        mutating func take(_ part: (range: Range<Int>, declarations: [FieldDeclaration]), sealing: SealingKey, seq: Int64) -> Batch {
+            var batch = Batch(records: [], prepared: [], declarations: part.declarations, time: Date().timeIntervalSince1970)
+            batch.records.reserveCapacity(part.range.count)
+            batch.prepared.reserveCapacity(part.range.count)
+            let nonces = NonceReserve(chunk: min(64, part.range.count))
+            for i in part.range {
+                let inFile = order?[i] ?? i
+                let (c, k) = (inFile / chunkSize, inFile % chunkSize)
+                var record = Record(type: "", name: "", zone: ZoneID(name: "", ownerID: ""), parent: nil, values: [:], encryptedValues: [:])
+                swap(&record, &chunks[c].records[k])
+                var prepared = PreparedRecord(plain: [], plainTypes: [], sealedPlaintext: nil, expectedSeq: nil)
+                swap(&prepared, &chunks[c].prepared[k])
+                sealing.preseal(&prepared, of: record, seq: seq, time: batch.time, nonces: nonces)
+                batch.records.append(record)
+                batch.prepared.append(prepared)
+            }
+            return batch
+        }
     }
 
     // MARK: Lines
@@ -217,13 +342,33 @@ public struct RecordImport: Sendable {
         /// ``RecordImport/estimatedSize(_:)`` of each record.
         var sizes = [Int]()
         var failure: (number: Int, error: StoreError)?
+        /// The type of each record of the chunk that the zone holds already.
+        var existing = [String: String]()
+        /// Whether every line agreed on field types with the zone's schema and the chunk's
+        /// earlier lines (``agree(_:declared:kinds:newEmptyList:)`` in the chunk alone).
+        var agreed = true
+        /// The fields the chunk's lines fixed that the zone's schema does not have, by type.
+        var fixed = [String: [String: FieldSchema]]()
+        /// The new empty lists the chunk declared, by index in the chunk.
+        var newEmptyLists = [(record: Int, declaration: FieldDeclaration)]()
+
+        /// Whether the chunk's own agreement holds after lines before it fixed `kinds`: it
+        /// agreed, and each field it fixed is new there or fixed alike. (An empty list it
+        /// declared of a field fixed alike before is then declared again, which changes nothing.)
+        func agrees(after kinds: [String: [String: FieldSchema]]) -> Bool {
+            agreed && fixed.allSatisfy { type, fields in
+                fields.allSatisfy { key, field in kinds[type]?[key].map { $0 == field } ?? true }
+            }
+        }
     }
 
     /// Reads and checks `lines` of `data` each on its own (as JSON, as a record, against the
-    /// zone's schema of its type, fetched as needed and returned), up to the first refused.
+    /// zone's schema of its type, fetched as needed and returned), up to the first refused, and
+    /// reads which of their records the zone holds.
     static func parse(_ lines: ArraySlice<(number: Int, range: Range<Int>)>, of data: Data, zone: ZoneID,
                       database: RecordDatabase) async throws -> (Chunk, [String: [String: FieldSchema]]) {
         var schemas = [String: [String: FieldSchema]]()
+        var kinds = [String: [String: FieldSchema]]()
         var chunk = Chunk()
         chunk.records.reserveCapacity(lines.count)
         chunk.numbers.reserveCapacity(lines.count)
@@ -240,6 +385,17 @@ public struct RecordImport: Sendable {
                     schemas[type] = (try? await database.schema(of: type, in: zone)) ?? [:]
                 }
                 let (record, declared, prepared) = try Self.record(object, zone: zone, schema: schemas[type]!)
+                if chunk.agreed {
+                    // Field types agreed within the chunk, from the zone's schema on.
+                    do {
+                        let index = chunk.records.count
+                        try Self.agree(record, declared: declared, kinds: &kinds[type, default: schemas[type]!]) { declaration in
+                            chunk.newEmptyLists.append((index, declaration))
+                        }
+                    } catch {
+                        chunk.agreed = false
+                    }
+                }
                 chunk.records.append(record)
                 chunk.numbers.append(number)
                 chunk.declared.append(declared)
@@ -250,6 +406,11 @@ public struct RecordImport: Sendable {
                 break
             }
         }
+        for (type, fields) in kinds {
+            for (key, field) in fields where schemas[type]?[key] == nil { chunk.fixed[type, default: [:]][key] = field }
+        }
+        // Which of the chunk's records the zone holds, read here, in parallel with the other chunks.
+        chunk.existing = try await database.recordTypes(named: chunk.records.map(\.name), in: zone)
         return (chunk, schemas)
     }
 
