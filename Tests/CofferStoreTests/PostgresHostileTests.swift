@@ -254,4 +254,121 @@ struct PostgresHostileTests {
             await s.expectNoAttackerValue(as: try await s.f.fresh(s.f.alice))
         }
     }
+
+    @Test("a wrapped key replaced by bytes that are not a sealed box to the member is refused, and audit names the key")
+    func forgedWrappedKey() async throws {
+        try await Self.scene { s in
+            let id = try await s.rowID()
+            #expect(try await s.attack("UPDATE zone_key SET wrapped_key = \(Data(SecureRandom.bytes(count: 108))) WHERE zone_id = \(id) AND member_id = \(s.bob.userID) RETURNING epoch") == 1)
+            let error = await shareExpectError(.integrityFailure) { try await s.f.fresh(s.bob).sharedDatabase.record(named: "n1", in: s.zone) }
+            #expect(error?.message.contains("does not open") == true, "\(error?.message ?? "")")
+            try await s.expectAuditFinding(as: s.f.fresh(s.bob), [.key])
+        }
+    }
+
+    @Test("a plain field retyped in the schema table is refused on read, by fetch and by query, and reported by audit",
+          arguments: [("title", "ref"), ("score", "date"), ("tags", "[ref]")])
+    func retypedField(field: String, newType: String) async throws {
+        try await Self.scene { s in
+            var record = CofferStore.Record(type: "Item", name: "i1", zone: s.zone)
+            record.values["title"] = .string("first")
+            record.values["score"] = .double(12.5)
+            record.values["tags"] = .list([.string("a"), .string("b")])
+            _ = try await s.f.alice.privateDatabase.save(record)
+            let id = try await s.rowID()
+            #expect(try await s.attack("UPDATE field_schema SET value_type = \(newType) WHERE zone_id = \(id) AND record_type = 'Item' AND field = \(field) RETURNING field") == 1)
+            let reader = try await s.f.fresh(s.f.alice)
+            let error = await shareExpectError(.integrityFailure) { try await reader.privateDatabase.record(named: "i1", in: s.zone) }
+            #expect(error?.message.contains("record 'i1'") == true, "\(error?.message ?? "")")
+            let result = try await reader.privateDatabase.query(Query(recordType: "Item"), in: s.zone)
+            #expect(result.records.isEmpty && result.refused.keys.sorted() == ["i1"])
+            try await s.expectAuditFinding(as: s.f.fresh(s.f.alice), [.record])
+        }
+    }
+
+    @Test("a tail cut (the log's last entries deleted) is refused by everyone who verified the head, naming both ends", arguments: [1, 3])
+    func tailCut(entries: Int) async throws {
+        try await Self.scene { s in
+            for i in 0..<3 { _ = try await s.f.alice.privateDatabase.save(shareNote("t\(i)", in: s.zone)) }
+            _ = try await s.readable(as: s.bob)
+            try s.f.alice.saveMarks()
+            try s.bob.saveMarks()
+            let head = try await s.f.state(s.zone).headSeq
+            let id = try await s.rowID()
+            #expect(try await s.attack("DELETE FROM zone_log WHERE zone_id = \(id) AND seq > \(head - Int64(entries)) RETURNING seq") == entries)
+            for reader in [s.f.alice, s.bob] {
+                let fresh = try await s.f.fresh(reader)
+                let db = reader === s.f.alice ? fresh.privateDatabase : fresh.sharedDatabase
+                let error = await shareExpectError(.integrityFailure) { try await db.query(Query(recordType: "Note"), in: s.zone) }
+                #expect(error?.message.contains("ends at entry \(head - Int64(entries)), but you verified it up to entry \(head)") == true,
+                        "\(error?.message ?? "")")
+            }
+            try await s.expectAuditFinding(as: s.f.fresh(s.f.alice), [.log])
+        }
+    }
+
+    @Test("a commit or a membership entry dropped from the middle of the log: refused, and a reader who never saw the log believes nothing after the gap",
+          arguments: ["commit", "membership"])
+    func droppedEntry(kind: String) async throws {
+        try await Self.scene { s in
+            _ = try await s.f.alice.privateDatabase.save(shareNote("c1", in: s.zone))
+            let commitSeq = try await s.f.state(s.zone).headSeq
+            _ = try await s.f.alice.setPermission(.readOnly, for: s.carol.userID, in: s.zone)
+            let membershipSeq = try await s.f.state(s.zone).headSeq
+            _ = try await s.f.alice.privateDatabase.save(shareNote("c2", in: s.zone))
+            let id = try await s.rowID()
+            let dropped = kind == "commit" ? commitSeq : membershipSeq
+            #expect(try await s.attack("DELETE FROM zone_log WHERE zone_id = \(id) AND seq = \(dropped) RETURNING seq") == 1)
+            await shareExpectError(.integrityFailure) { try await s.f.fresh(s.f.alice).privateDatabase.record(named: "n1", in: s.zone) }
+            let stranger = try await s.forgetful(s.f.alice)
+            let result = try await stranger.privateDatabase.query(Query(recordType: "Note"), in: s.zone)
+            #expect(!result.records.map(\.name).contains("c2"))
+            #expect(result.refused.keys.contains("c2"))
+            try await s.expectAuditFinding(as: s.f.fresh(s.f.alice), [.log])
+        }
+    }
+
+    @Test("the whole log deleted is refused by the owner and both participants, and the owner cannot write over it")
+    func wholeLogDeleted() async throws {
+        try await Self.scene { s in
+            let id = try await s.rowID()
+            try await s.attack("DELETE FROM zone_log WHERE zone_id = \(id)")
+            for reader in [s.f.alice, s.bob, s.carol] {
+                let fresh = try await s.f.fresh(reader)
+                let db = reader === s.f.alice ? fresh.privateDatabase : fresh.sharedDatabase
+                let error = await shareExpectError(.integrityFailure) { try await db.record(named: "n1", in: s.zone) }
+                #expect(error?.message.contains("its log ends at entry 0") == true, "\(error?.message ?? "")")
+            }
+            await shareExpectError(.integrityFailure) { try await s.f.fresh(s.f.alice).privateDatabase.save(shareNote("n9", in: s.zone)) }
+            try await s.expectAuditFinding(as: s.f.fresh(s.f.alice), [.log])
+        }
+    }
+
+    @Test("a zone of the attacker's given the owner's name in its row is refused (its genesis names another owner); swapping zone uids moves no zone")
+    func zoneOwnerSwap() async throws {
+        try await Self.scene { s in
+            let hers = try await s.mallory.privateDatabase.createZone(named: "Lure")
+            _ = try await s.mallory.privateDatabase.save(shareNote("m1", in: hers, title: "mallory"))
+            #expect(try await s.attack("UPDATE zone SET name = 'Family2', owner_id = \(s.f.alice.userID) WHERE owner_id = \(s.mallory.userID) AND name = 'Lure' RETURNING id") == 1)
+            let lure = ZoneID(name: "Family2", ownerID: s.f.alice.userID)
+            let error = await shareExpectError(.integrityFailure) { try await s.forgetful(s.f.alice).privateDatabase.record(named: "m1", in: lure) }
+            #expect(error?.message.contains("genesis") == true, "\(error?.message ?? "")")
+            // The uids of Alice's zone and Mallory's swapped: Bob, who saw Alice's zone, is refused.
+            _ = try await s.readable(as: s.bob)
+            try s.bob.saveMarks()
+            try await s.attack("UPDATE zone SET owner_id = \(s.mallory.userID), name = 'Lure' WHERE name = 'Family2'")
+            try await s.f.sql { admin in
+                let uids = try await admin.query("SELECT name, uid FROM zone WHERE name IN ('Family', 'Lure')")
+                var byName = [String: Data]()
+                for row in uids { let (name, uid) = try row.decode((String, Data).self); byName[name] = uid }
+                let family = try #require(byName["Family"]), lure = try #require(byName["Lure"])
+                _ = try await admin.query("UPDATE zone SET uid = \(Data(repeating: 0, count: 16)) WHERE name = 'Lure'")
+                _ = try await admin.query("UPDATE zone SET uid = \(lure) WHERE name = 'Family'")
+                _ = try await admin.query("UPDATE zone SET uid = \(family) WHERE name = 'Lure'")
+            }
+            await shareExpectError(.integrityFailure) { try await s.f.fresh(s.bob).sharedDatabase.record(named: "n1", in: s.zone) }
+            await s.expectNoAttackerValue(as: try await s.f.fresh(s.bob))
+            try await s.expectAuditFinding(as: s.f.fresh(s.bob), [.log])
+        }
+    }
 }
