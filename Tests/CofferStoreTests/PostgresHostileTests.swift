@@ -371,4 +371,61 @@ struct PostgresHostileTests {
             try await s.expectAuditFinding(as: s.f.fresh(s.bob), [.log])
         }
     }
+
+    @Test("a key-chain link replaced by one that opens, under the current key, to another key than the committed one is refused")
+    func forgedChainLink() async throws {
+        try await Self.scene { s in
+            _ = try await s.f.alice.removeParticipant(s.bob.userID, from: s.zone) // epoch 2; n1, n2 sealed under epoch 1
+            let row = try await s.f.zoneRow(s.zone)
+            let carol = s.carol
+            // Carol holds the current key; she seals a key of her choosing as epoch 1's link.
+            let zone = s.zone
+            let current = try await s.f.store.read { db in
+                let row = try #require(try db.zoneRow(zone))
+                return try carol.zoneKey(db, zone: row, epoch: 2, state: try carol.zoneState(db, zone: row))
+            }
+            let link = Envelope.seal(SymmetricKey().bytes, using: current, keyID: 2, authenticating: Session.chainAD(zoneUID: row.uid, epoch: 1))
+            #expect(try await s.attack("UPDATE zone_key_chain SET sealed_key = \(Data(link.bytes)) WHERE zone_id = \(row.rowID) AND epoch = 1 RETURNING epoch") == 1)
+            let error = await shareExpectError(.integrityFailure) { try await s.f.fresh(s.f.alice).privateDatabase.record(named: "n1", in: s.zone) }
+            #expect(error?.message.contains("not the one its owner committed to") == true, "\(error?.message ?? "")")
+            try await s.expectAuditFinding(as: s.f.fresh(s.f.alice), [.record])
+        }
+    }
+
+    @Test("a contact card dated in the future is refused when added, and does not count when written into the database")
+    func futureDatedCard() async throws {
+        try await Self.scene { s in
+            let future = ContactCard(vault: s.mallory.vault, created: Date().addingTimeInterval(86_400 * 365))
+            await Self.expectRefused([.invalidArguments]) { try await s.f.store.addContactSuspending(future) }
+            #expect(try await s.attack("UPDATE contact SET card = \(future.jsonData()), card_created = \(future.created) WHERE user_id = \(s.mallory.userID) RETURNING user_id") == 1)
+            await Self.expectRefused([.unknownItem]) { try await s.f.store.contactSuspending(matching: "mallory@example.com") }
+            let (zone, mallory) = (s.zone, s.mallory)
+            try await s.f.store.write { db in _ = try forgeCommit(db, zone: zone, signer: mallory, name: "m1", title: "mallory", body: nil) }
+            let result = try await s.f.fresh(s.f.alice).privateDatabase.query(Query(recordType: "Note"), in: s.zone)
+            #expect(result.refused.keys.contains("m1"))
+            await s.expectNoAttackerValue(as: try await s.f.fresh(s.f.alice))
+            let report = try await s.f.fresh(s.f.alice).audit()
+            #expect(report.findings.contains { (f: AuditFinding) in f.kind == .contact && f.subject == s.mallory.userID }, "\(report.findings)")
+        }
+    }
+
+    @Test("a field named outside the identifier rules, planted in the schema table, is refused on save and read; nothing is written")
+    func plantedFieldName() async throws {
+        try await Self.scene { s in
+            var record = CofferStore.Record(type: "Item", name: "i1", zone: s.zone)
+            record.values["title"] = .string("first")
+            _ = try await s.f.alice.privateDatabase.save(record)
+            let id = try await s.rowID()
+            let planted = "x\"); DROP TABLE record; --\u{7}"
+            try await s.attack("INSERT INTO field_schema (zone_id, record_type, field, value_type, encrypted) VALUES (\(id), 'Item', \(planted), 'string', false)")
+            let writer = try await s.f.fresh(s.f.alice)
+            var second = CofferStore.Record(type: "Item", name: "i2", zone: s.zone)
+            second.values[planted] = .string("v")
+            let error = await shareExpectError(.integrityFailure) { try await writer.privateDatabase.save(second) }
+            #expect(error?.message.contains("Coffer does not write") == true, "\(error?.message ?? "")")
+            #expect(error?.message.contains("\u{7}") == false)
+            await shareExpectError(.integrityFailure) { try await writer.privateDatabase.record(named: "i1", in: s.zone) }
+            #expect(try await s.attack("SELECT name FROM record WHERE zone_id = \(id) AND name = 'i2'") == 0)
+        }
+    }
 }
