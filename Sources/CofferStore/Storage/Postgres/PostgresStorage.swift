@@ -28,6 +28,9 @@ final class PostgresStorage: Sendable {
         do {
             let id = try await PostgresMigrations.migrate(connector)
             return PostgresStorage(connector: connector, storeID: id)
+        } catch let error as PostgresDecodingError {
+            await connector.close()
+            throw changed(error)
         } catch {
             await connector.close()
             throw error
@@ -61,7 +64,7 @@ final class PostgresStorage: Sendable {
                         + "what it reads, or it reads too much one piece at a time); try again")
                 }
                 connector.logger.trace("postgres fetch", metadata: ["needs": "\(snapshot.needs.count)", "run": "\(fetches)"])
-                try await fetch(snapshot.needs, into: snapshot)
+                do { try await fetch(snapshot.needs, into: snapshot) } catch let error as PostgresDecodingError { throw Self.changed(error) }
                 continue
             }
             let value: T
@@ -86,6 +89,9 @@ final class PostgresStorage: Sendable {
                 try await apply(snapshot.writes)
                 snapshot.committed()
                 return value
+            } catch let error as PostgresDecodingError {
+                snapshot.rolledBack()
+                throw Self.changed(error)
             } catch is Conflict {
                 snapshot.rolledBack()
                 conflicts += 1
@@ -98,6 +104,13 @@ final class PostgresStorage: Sendable {
                 throw error
             }
         }
+    }
+
+    /// A row that holds what Coffer never writes there (NULL in a column it always fills, or a
+    /// value of another type): someone changed the database past its constraints. Names the
+    /// column, never the value.
+    static func changed(_ error: PostgresDecodingError) -> StoreError {
+        StoreError(.integrityFailure, "column '\(error.columnName)' holds NULL or a value of another type than Coffer writes: the store was changed")
     }
 
     // MARK: - Reads
