@@ -1,3 +1,4 @@
+import CofferCrypto
 import CofferTestSupport
 import CofferVault
 import Foundation
@@ -58,20 +59,46 @@ func withBackendStore<R>(_ backend: TestBackend, _ body: (BackendFixture) async 
             let session = try await store.openSession(vault: vault)
             return try await body(BackendFixture(backend: backend, folder: folder, store: store, vault: vault, session: session, postgres: nil))
         case .postgres:
-            return try await PostgresTestServer.withDatabase { connector in
-                let url = connector.url
-                let store = try await BackendFixture.open(url)
-                do {
-                    let session = try await store.openSession(vault: vault)
-                    let result = try await body(BackendFixture(backend: backend, folder: folder, store: store, vault: vault, session: session,
-                                                               postgres: url))
-                    await store.close()
-                    return result
-                } catch {
-                    await store.close()
-                    throw error
-                }
+            return try await withPostgresStore { store, url in
+                let session = try await store.openSession(vault: vault)
+                return try await body(BackendFixture(backend: backend, folder: folder, store: store, vault: vault, session: session, postgres: url))
             }
         }
+    }
+}
+
+/// Runs `body` with a store on a fresh PostgreSQL database (dropped afterwards), then closes the
+/// store, and each store `others` holds by then, whether `body` throws or not.
+func withPostgresStore<R>(closing others: Locked<[Store]>? = nil, _ body: (Store, PostgresURL) async throws -> R) async throws -> R {
+    try await PostgresTestServer.withDatabase { connector in
+        let store = try await BackendFixture.open(connector.url)
+        func close() async {
+            for other in others?.withLock({ $0 }) ?? [] { await other.close() }
+            await store.close()
+        }
+        do {
+            let result = try await body(store, connector.url)
+            await close()
+            return result
+        } catch {
+            await close()
+            throw error
+        }
+    }
+}
+
+/// Runs `body` with a connection of its own to the PostgreSQL database at `url` (nil: not a
+/// PostgreSQL store, which fails the test), as someone with access to the database would;
+/// closes it afterwards.
+func withPostgresAdmin<T>(_ url: PostgresURL?, _ body: (PostgresConnector) async throws -> T) async throws -> T {
+    let url = try #require(url)
+    let admin = PostgresConnector(url: url, password: PostgresPassword.lookup(for: url), timeouts: PostgresTestServer.timeouts)
+    do {
+        let result = try await body(admin)
+        await admin.close()
+        return result
+    } catch {
+        await admin.close()
+        throw error
     }
 }

@@ -17,13 +17,7 @@ struct PostgresStoreTests {
 
     /// Runs raw SQL on the fixture's database, as someone with access to it would.
     static func sql(_ f: BackendFixture, _ body: (PostgresConnector) async throws -> Void) async throws {
-        let url = try #require(f.postgres)
-        let admin = PostgresConnector(url: url, password: PostgresPassword.lookup(for: url), timeouts: PostgresTestServer.timeouts)
-        do { try await body(admin) } catch {
-            await admin.close()
-            throw error
-        }
-        await admin.close()
+        try await withPostgresAdmin(f.postgres, body)
     }
 
     @Test("two instances write one zone at once: every batch lands, the log stays one chain")
@@ -140,7 +134,7 @@ struct PostgresStoreTests {
             _ = try await f.db.save(BackendSuiteTests.note(zone, "n1", title: "t", body: "b"))
             _ = try await f.db.save(BackendSuiteTests.note(zone, "n2", title: "t", body: "b"))
             // Cut: the newest entry goes. Alice verified it before, so her marks refuse the store.
-            try await f.session.saveMarks()
+            try f.session.saveMarks()
             try await Self.sql(f) { try await $0.query("DELETE FROM zone_log WHERE seq = (SELECT max(seq) FROM zone_log)") }
             let cut = await expectStoreError(.integrityFailure) { try await f.freshSession().privateDatabase.record(named: "n1", in: zone) }
             #expect(cut?.message.contains("rolled back") == true)

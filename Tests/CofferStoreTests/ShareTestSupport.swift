@@ -34,18 +34,8 @@ struct ShareFixture: Sendable {
             let fixture = ShareFixture(folder: folder, store: store, alice: try store.session(vault: aliceVault), postgres: nil)
             return try await body(fixture)
         case .postgres:
-            return try await PostgresTestServer.withDatabase { connector in
-                let store = try await BackendFixture.open(connector.url)
-                do {
-                    let fixture = ShareFixture(folder: folder, store: store, alice: try await store.openSession(vault: aliceVault),
-                                               postgres: connector.url)
-                    let result = try await body(fixture)
-                    await store.close()
-                    return result
-                } catch {
-                    await store.close()
-                    throw error
-                }
+            return try await withPostgresStore { store, url in
+                try await body(ShareFixture(folder: folder, store: store, alice: try await store.openSession(vault: aliceVault), postgres: url))
             }
         }
     }
@@ -60,16 +50,7 @@ struct ShareFixture: Sendable {
 
     /// Runs SQL on the PostgreSQL database, as someone with access to it would.
     func sql<T>(_ body: (PostgresConnector) async throws -> T) async throws -> T {
-        let url = try #require(postgres)
-        let admin = PostgresConnector(url: url, password: PostgresPassword.lookup(for: url), timeouts: PostgresTestServer.timeouts)
-        do {
-            let result = try await body(admin)
-            await admin.close()
-            return result
-        } catch {
-            await admin.close()
-            throw error
-        }
+        try await withPostgresAdmin(postgres, body)
     }
 
     /// A second SQLite connection on the store's file, outside the store: what anyone with

@@ -20,7 +20,7 @@ struct SignedHarness: Sendable {
     /// The database, on PostgreSQL.
     var postgres: PostgresURL? = nil
     /// Other store objects the test opened (on PostgreSQL, closed when the test ends).
-    let others = Locked<[Store]>([])
+    var others = Locked<[Store]>([])
 
     var path: String { store.url.path }
     var ownerDB: RecordDatabase { owner.privateDatabase }
@@ -40,22 +40,9 @@ struct SignedHarness: Sendable {
             let store = try Store(path: folder.appendingPathComponent("store.sqlite").path)
             return try await body(SignedHarness(folder: folder, store: store, owner: try store.session(vault: vault)))
         case .postgres:
-            return try await PostgresTestServer.withDatabase { connector in
-                let store = try await BackendFixture.open(connector.url)
-                var harness: SignedHarness?
-                func close() async {
-                    for other in harness?.others.withLock({ $0 }) ?? [] { await other.close() }
-                    await store.close()
-                }
-                do {
-                    harness = SignedHarness(folder: folder, store: store, owner: try await store.openSession(vault: vault), postgres: connector.url)
-                    let result = try await body(harness!)
-                    await close()
-                    return result
-                } catch {
-                    await close()
-                    throw error
-                }
+            let others = Locked<[Store]>([])
+            return try await withPostgresStore(closing: others) { store, url in
+                try await body(SignedHarness(folder: folder, store: store, owner: try await store.openSession(vault: vault), postgres: url, others: others))
             }
         }
     }
