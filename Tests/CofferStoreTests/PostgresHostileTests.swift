@@ -428,4 +428,47 @@ struct PostgresHostileTests {
             #expect(try await s.attack("SELECT name FROM record WHERE zone_id = \(id) AND name = 'i2'") == 0)
         }
     }
+
+    @Test("an old acceptance copied to the head of the log after its author left does not make them a member again")
+    func acceptanceReplay() async throws {
+        try await Self.scene { s in
+            let id = try await s.rowID()
+            let bob = s.bob.userID
+            let (body, signature) = try await s.f.sql { admin in
+                try #require(try await admin.query("SELECT body, signature FROM zone_log WHERE zone_id = \(id) AND kind = 4 AND author_id = \(bob) ORDER BY seq LIMIT 1").first)
+                    .decode((Data, Data).self)
+            }
+            try await s.bob.leaveShare(zone: s.zone)
+            _ = try await s.readable(as: s.f.alice)
+            let head = try await s.f.state(s.zone).headSeq
+            let hash = Data(LogEntry.hash(body: Array(body), signature: Array(signature)).bytes)
+            try await s.attack("INSERT INTO zone_log (zone_id, seq, kind, author_id, body, signature, hash) VALUES (\(id), \(head + 1), 4, \(bob), \(body), \(signature), \(hash))")
+            await shareExpectError(.permissionFailure) { try await s.forgetful(s.bob).sharedDatabase.record(named: "n1", in: s.zone) }
+            let share = try await s.forgetful(s.f.alice).fetchShare(in: s.zone)
+            #expect(share.testParticipant(bob)?.status == .removed && share.testParticipant(bob)?.left == true)
+            try await s.expectAuditFinding(as: s.f.fresh(s.f.alice), [.log])
+        }
+    }
+
+    @Test("a deletion hidden from, or misdated in, the change feed's table is reported by audit", arguments: ["hidden", "misdated"])
+    func feedHiddenDeletion(variant: String) async throws {
+        try await Self.scene { s in
+            let db = s.f.alice.privateDatabase
+            _ = try await db.modify(saving: [], deleting: [RecordDeletion(name: "n2")], in: s.zone)
+            let first = try await s.f.state(s.zone).headSeq
+            _ = try await db.save(shareNote("n2", in: s.zone))
+            _ = try await db.modify(saving: [], deleting: [RecordDeletion(name: "n2")], in: s.zone)
+            #expect(try await s.f.fresh(s.f.alice).audit().findings.isEmpty)
+            let id = try await s.rowID()
+            if variant == "hidden" {
+                #expect(try await s.attack("DELETE FROM record_tombstone WHERE zone_id = \(id) RETURNING name") == 1)
+            } else {
+                #expect(try await s.attack("UPDATE record_tombstone SET seq = \(first) WHERE zone_id = \(id) AND name = 'n2' RETURNING name") == 1)
+            }
+            let report = try await s.f.fresh(s.f.alice).audit()
+            let finding = report.findings.first { $0.zone == s.zone && $0.subject == "n2" }
+            #expect(finding?.kind == .cache, "\(report.findings)")
+            #expect(finding?.message.contains(variant == "hidden" ? "does not have it" : "dates it at entry \(first)") == true, "\(report.findings)")
+        }
+    }
 }
