@@ -1,6 +1,5 @@
 import CofferCrypto
 import Foundation
-import Synchronization
 
 /// A file of JSON lines of the `record get` shape, checked whole against a zone and ready to be
 /// saved in atomic batches.
@@ -245,8 +244,8 @@ public struct RecordImport: Sendable {
 
     /// The checked records on their way to the task that seals them.
     final class Handoff: Sendable {
-        private let source: Mutex<Source?>
-        init(_ source: Source) { self.source = Mutex(source) }
+        private let source: Locked<Source?>
+        init(_ source: Source) { self.source = Locked(source) }
         /// The records, once (then nil): moved out, so that the taker holds the only reference.
         func take() -> Source? { source.withLock { $0.take() } }
     }
