@@ -13,6 +13,11 @@ extension Coffer {
                 (database, WAL, shared memory) for TEXT as UTF-8, UTF-16, base64 and hex; --plaintext-file FILE \
                 (repeatable, '-' for standard input once) reads the texts from a file, one a line (a line ending \
                 is \\n or \\r\\n; empty lines are skipped). Exits 1 when anything fails.
+
+                --heads writes the heads of the zone logs you verified (each zone you can open, verified now), \
+                signed with your key, to standard output or --output FILE. Another user who can open the same \
+                zones runs --compare FILE with it: an entry that one of you saw and the other's log does not have \
+                (a fork, or entries hidden from one of you) is a finding, and the command exits 1.
                 """)
 
         @Option(name: .customLong("plaintext"), help: ArgumentHelp(
@@ -22,12 +27,24 @@ extension Coffer {
         @Option(name: .customLong("plaintext-file"), help: ArgumentHelp(
             "A file of texts that must not appear in the store's files, one a line ('-': standard input).", valueName: "file"))
         var plaintextFiles: [String] = []
+        @Flag(name: .customLong("heads"), help: "Write the heads of the zone logs you verified, signed, for another user's --compare.")
+        var heads = false
+        @Option(name: .customLong("output"), help: ArgumentHelp("With --heads: the file to write (not one that exists).", valueName: "file"))
+        var output: String?
+        @Option(name: .customLong("compare"), help: ArgumentHelp("Compare another user's --heads file with the logs you verify here.",
+                                                                  valueName: "file"))
+        var compare: String?
         @OptionGroup var global: GlobalOptions
 
         /// The most a --plaintext-file may hold.
         static let maxFileBytes = 1 << 20
 
         func validate() throws {
+            let plaintext = !plaintextArguments.isEmpty || !plaintextFiles.isEmpty
+            if [heads, compare != nil, plaintext].filter({ $0 }).count > 1 {
+                throw CLIError.usage("--heads, --compare and --plaintext are separate audits; give one of them")
+            }
+            if output != nil && !heads { throw CLIError.usage("--output goes with --heads") }
             if plaintextArguments.contains(where: \.isEmpty) { throw CLIError.usage("--plaintext needs a text to look for; an empty one is found everywhere") }
             if plaintextFiles.filter({ $0 == "-" }).count > 1 { throw CLIError.usage("standard input ('-') can be read for one --plaintext-file only") }
         }
@@ -54,6 +71,8 @@ extension Coffer {
         }
 
         func run() async throws {
+            if heads { return try await writeHeads() }
+            if let compare { return try await compareHeads(compare) }
             let plaintexts = try plaintextArguments + plaintextFiles.flatMap(Self.texts(inFile:))
             let context = try await SessionContext(global, createStore: false)
             let progress = isatty(STDERR_FILENO) != 0 && !global.json
@@ -85,6 +104,53 @@ extension Coffer {
                 Output.line(report.findings.isEmpty ? "No problems found." : "\(count(report.findings.count, "problem", "problems")) found.")
             }
             if !report.findings.isEmpty { throw ExitCode(ExitStatus.failure) }
+        }
+        /// --heads: the verified heads, signed, to standard output or --output.
+        func writeHeads() async throws {
+            let context = try await SessionContext(global, createStore: false)
+            let file = try await context.session.verifiedHeads().encoded()
+            guard try Output.file(file, to: output), let output else { return }
+            let count = try ZoneHeads(decoding: file).heads.count // read back: what was written verifies
+            if global.json {
+                try RecordOutput.printJSON(["file": output, "zones": count] as [String: Any])
+            } else {
+                Output.line("Wrote the heads of \(count == 1 ? "1 zone" : "\(count) zones") to \(output)")
+            }
+        }
+
+        /// --compare FILE: another user's heads against the logs verified here.
+        func compareHeads(_ path: String) async throws {
+            let bytes = try InputFile.read(path, flag: "--compare", limit: 64 << 20)
+            let context = try await SessionContext(global, createStore: false)
+            let result: HeadsComparison
+            do {
+                result = try await context.session.compareHeads(Data(bytes))
+            } catch let e as StoreError {
+                throw CLIError(ErrorReporter.status(for: e.code), e.message)
+            }
+            let who = (try? await context.session.store.contactSuspending(matching: result.other.userID)).map { "\($0.name) (\($0.userID))" }
+                ?? result.other.userID
+            if global.json {
+                try RecordOutput.printJSON([
+                    "user": result.other.userID,
+                    "compared": result.compared,
+                    "notHere": result.notHere,
+                    "findings": result.findings.map { f -> [String: Any] in
+                        ["kind": f.kind.rawValue, "zone": f.zone?.name ?? NSNull(), "owner": f.zone?.ownerID ?? NSNull(),
+                         "subject": f.subject, "message": f.message]
+                    },
+                    "ok": result.findings.isEmpty,
+                ] as [String: Any])
+            } else {
+                func zones(_ n: Int) -> String { n == 1 ? "1 zone" : "\(n) zones" }
+                Output.line("Compared \(zones(result.compared)) with the heads of \(who) (written \(result.other.created))"
+                            + (result.notHere > 0 ? "; \(zones(result.notHere)) of theirs you cannot open here." : "."))
+                for f in result.findings {
+                    Output.line("FAIL \(f.kind.rawValue) \(f.zone.map { "\($0.name): " } ?? "")\(f.subject): \(f.message)")
+                }
+                Output.line(result.findings.isEmpty ? "No fork found." : "\(result.findings.count == 1 ? "1 fork" : "\(result.findings.count) forks") found.")
+            }
+            if !result.findings.isEmpty { throw ExitCode(ExitStatus.failure) }
         }
     }
 }

@@ -145,4 +145,46 @@ struct AuditCommandTests {
         let quiet = try team.run(.alice, ["audit", "--plaintext", secret])
         expectSuccess(quiet)
     }
+    @Test("audit --heads and --compare: users shown the same log agree (0); a fork, each shown another history, is found (1); an edited heads file is refused (65)")
+    func headsAndCompare() throws {
+        try team.share(.alice, "Notes", with: [(.bob, "read-write")])
+        let heads = team.sandbox.path("alice.heads")
+        let wrote = try team.json(.alice, ["audit", "--heads", "--output", heads])
+        #expect(json(wrote, "zones") == .int(1), "\(wrote)")
+        let same = try team.json(.bob, ["audit", "--compare", heads])
+        #expect(json(same, "compared") == .int(1) && JSON(same["findings"]) == .array([]) && json(same, "ok") == .bool(true), "\(same)")
+        #expect(json(same, "user") == .string(team.id(.alice)))
+        try team.fails(.alice, ["audit", "--heads", "--output", heads], 73, mentioning: "already exists")
+        try team.fails(.alice, ["audit", "--output", heads], 64, mentioning: "--heads")
+        try team.fails(.alice, ["audit", "--heads", "--compare", heads], 64, mentioning: "separate")
+        try team.fails(.bob, ["audit", "--compare", team.sandbox.path("missing.heads")], 66)
+
+        // A fork: two copies of the store, and each user writes into one of them.
+        try SQLiteShell.run(team.store, "PRAGMA wal_checkpoint(TRUNCATE);")
+        let one = team.sandbox.path("one.sqlite"), two = team.sandbox.path("two.sqlite")
+        try FileManager.default.copyItem(atPath: team.store, toPath: one)
+        try FileManager.default.copyItem(atPath: team.store, toPath: two)
+        func run(_ who: Who, _ args: [String], in store: String) throws -> CofferResult {
+            try team.run(who, args + ["--store", store], storeFlag: false)
+        }
+        expectSuccess(try run(.alice, ["record", "put", "Notes", "fork", "--type", "Note", "--set", "title=one"], in: one))
+        expectSuccess(try run(.bob, ["record", "put", "Notes@\(team.id(.alice))", "fork", "--type", "Note", "--set", "title=two"], in: two))
+        let bobHeads = try run(.bob, ["audit", "--heads"], in: two)
+        expectSuccess(bobHeads)
+        let bobFile = team.sandbox.path("bob.heads")
+        try Data(bobHeads.out.utf8).write(to: URL(fileURLWithPath: bobFile))
+        let forked = try run(.alice, ["audit", "--compare", bobFile, "--json"], in: one)
+        #expect(forked.status == 1, "\(forked)")
+        let report = try jsonObject(forked)
+        let findings = objects(report, "findings")
+        #expect(findings.count == 1 && json(findings.first ?? [:], "kind") == .string("log") && json(findings.first ?? [:], "zone") == .string("Notes"),
+                "\(report)")
+        #expect((findings.first?["message"] as? String)?.contains("forked") == true, "\(report)")
+
+        // One changed digit: the signature no longer verifies.
+        let edited = team.sandbox.path("edited.heads")
+        try Data(bobHeads.out.replacingOccurrences(of: "\"seq\" : ", with: "\"seq\" : 1").utf8).write(to: URL(fileURLWithPath: edited))
+        let refused = try run(.alice, ["audit", "--compare", edited], in: one)
+        expectFailure(refused, 65, mentioning: "signature")
+    }
 }

@@ -49,6 +49,24 @@ enum Output {
     }
 
     static func iso(_ date: Date) -> String { ISODate.formatSeconds(date) }
+
+    /// Writes `data` to standard output, or to the file `output` names, which must not exist
+    /// (73): what `--output` means for a command that prints a file. Returns whether it wrote a file.
+    @discardableResult
+    static func file(_ data: Data, to output: String?) throws -> Bool {
+        guard let output else {
+            FileHandle.standardOutput.write(data)
+            return false
+        }
+        let url = URL(fileURLWithPath: output)
+        guard !FileManager.default.fileExists(atPath: url.path) else {
+            throw CLIError(ExitStatus.alreadyExists, "\(output) already exists; choose another file")
+        }
+        do { try data.write(to: url, options: .withoutOverwriting) } catch {
+            throw CLIError(ExitStatus.failure, "cannot write \(output): \(error.localizedDescription)")
+        }
+        return true
+    }
 }
 
 /// The `vault show` JSON shape.

@@ -15,17 +15,7 @@ extension Coffer.VaultCommand {
         func run() async throws {
             let vault = try global.openVault()
             let card = ContactCard(vault: vault).jsonData()
-            guard let output else {
-                FileHandle.standardOutput.write(card)
-                return
-            }
-            let url = URL(fileURLWithPath: output)
-            guard !FileManager.default.fileExists(atPath: url.path) else {
-                throw CLIError(ExitStatus.alreadyExists, "\(output) already exists; choose another file")
-            }
-            do { try card.write(to: url, options: .withoutOverwriting) } catch {
-                throw CLIError(ExitStatus.failure, "cannot write \(output): \(error.localizedDescription)")
-            }
+            guard try Output.file(card, to: output), let output else { return }
             if global.json {
                 try Output.json(["file": output, "userID": vault.identity.userID, "fingerprint": vault.identity.fingerprint])
             } else {
