@@ -85,7 +85,7 @@ struct NullRowTests {
             ("schema", await shareOutcome { try await db.schema(of: "Note", in: zone) }),
             ("record types", await shareOutcome { try await db.recordTypes(named: ["n1", "n2"], in: zone) }),
             ("shares", await shareOutcome { try await s.fetchShares() }),
-            ("contacts", await shareOutcome { try s.store.contacts() }),
+            ("contacts", await shareOutcome { try await s.store.contactsSuspending() }),
             ("audit", await shareOutcome { try await s.audit() }),
             ("save", await shareOutcome { try await db.save(shareNote("n3", in: zone)) }),
         ]

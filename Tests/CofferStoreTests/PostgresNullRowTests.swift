@@ -59,29 +59,13 @@ struct PostgresNullRowTests {
             }
             for user in [s.f.alice, s.bob] {
                 let session = try await s.f.fresh(user)
-                let db = session.userID == s.zone.ownerID ? session.privateDatabase : session.sharedDatabase
+                let db = session.zoneIDIsMine(s.zone) ? session.privateDatabase : session.sharedDatabase
                 let zone = s.zone
                 if target.refusesRecord {
                     let outcome = await shareOutcome { try await db.record(named: "n1", in: zone) }
                     if case .allowed = outcome { Issue.record("\(session.userID): record n1 was read") }
                 }
-                let outcomes: [(String, ShareOutcome)] = [
-                    ("zones", await shareOutcome { try await db.zones() }),
-                    ("record", await shareOutcome { try await db.record(named: "n1", in: zone) }),
-                    ("records", await shareOutcome { try await db.records(named: ["n1", "n2"], in: zone) }),
-                    ("listing", await shareOutcome { try await db.records(in: zone) }),
-                    ("query", await shareOutcome { try await db.query(Query(recordType: "Note", sort: [.init("title")]), in: zone) }),
-                    ("changes", await shareOutcome { try await db.changes(in: zone, since: nil) }),
-                    ("database changes", await shareOutcome { try await db.databaseChanges(since: nil) }),
-                    ("schema", await shareOutcome { try await db.schema(of: "Note", in: zone) }),
-                    ("shares", await shareOutcome { try await session.fetchShares() }),
-                    ("contacts", await shareOutcome { try await session.store.contactsSuspending() }),
-                    ("audit", await shareOutcome { try await session.audit() }),
-                    ("save", await shareOutcome { try await db.save(shareNote("n3-\(session.userID.prefix(6))", in: zone)) }),
-                ]
-                for (operation, outcome) in outcomes {
-                    if case .otherError(let text) = outcome { Issue.record("\(target.table).\(target.column), \(operation): \(text)") }
-                }
+                await NullRowTests.sweep(session, zone)
             }
         }
     }
