@@ -179,10 +179,11 @@ public struct RecordImport: Sendable {
     /// limit each, parents before children. `progress` is told the records saved so far and the
     /// total after each batch.
     ///
-    /// While a batch is written, the next one's encrypted values are sealed (under the zone's
-    /// key as the save begins: a batch written after a re-key seals its records again), and the
-    /// batch before it is released: the two overlap on two cores. The checked records are
-    /// consumed as they are saved.
+    /// While a batch is written, a child task seals and hashes the next ones (at most two
+    /// ahead), under the zone's key and for the log entry expected when the save begins: a batch
+    /// whose transaction finds another entry hashes its records again, and one that finds another
+    /// key epoch (a re-key in between) seals them again. The batch before is freed meanwhile, so
+    /// the work overlaps on two cores. The checked records are consumed as they are saved.
     ///
     /// ```swift
     /// let summary = try await checked.save(to: db) { done, total in print("\(done)/\(total)") }
