@@ -296,4 +296,93 @@ struct PostgresStoreTests {
             #expect(ContinuousClock.now - started < .seconds(60))
         }
     }
+
+    /// The environment and vault flag for `coffer` processes acting as the fixture's user on its database.
+    static func processEnvironment(_ f: BackendFixture) throws -> (environment: [String: String], vault: [String]) {
+        let url = try #require(f.postgres)
+        return (["COFFER_PASSPHRASE": testPassphrase, "HOME": f.folder.path, "PATH": "/usr/bin:/bin", "COFFER_STORE": url.description],
+                ["--vault", f.vault.url.path])
+    }
+
+    @Test("three coffer processes and this one write one zone at once: every batch lands, the log stays one chain",
+          .enabled(if: signedCofferExecutable() != nil, "the coffer executable is not built next to the test bundle"))
+    func processesWriteOneZone() async throws {
+        try await withBackendStore(.postgres) { f in
+            let executable = try #require(signedCofferExecutable())
+            let (environment, vault) = try Self.processEnvironment(f)
+            let zone = try await f.db.createZone(named: "Busy")
+            // Each process imports three files of 20 records, one atomic batch each.
+            var files = [[String]]()
+            for process in 0..<3 {
+                var mine = [String]()
+                for batch in 0..<3 {
+                    let lines = (0..<20).map { #"{"name":"p\#(process)-\#(batch)-\#($0)","type":"Note","values":{"title":"p\#(process)"},"encryptedValues":{"body":"b"}}"# }
+                    let path = f.folder.appendingPathComponent("p\(process)-\(batch).jsonl").path
+                    try Data((lines.joined(separator: "\n") + "\n").utf8).write(to: URL(fileURLWithPath: path))
+                    mine.append(path)
+                }
+                files.append(mine)
+            }
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for mine in files {
+                    group.addTask {
+                        for path in mine {
+                            let r = try await signedRunCoffer(executable, ["record", "import", "Busy", path] + vault, environment: environment)
+                            #expect(r.status == 0, "stdout: \(r.out)\nstderr: \(r.err)")
+                        }
+                    }
+                }
+                group.addTask {
+                    for batch in 0..<10 {
+                        let records = (0..<8).map { BackendSuiteTests.note(zone, "here-\(batch)-\($0)", title: "here", body: "\(batch)") }
+                        _ = try await f.db.modify(saving: records, in: zone)
+                    }
+                }
+                try await group.waitForAll()
+            }
+            let fresh = try await f.freshSession()
+            var names = Set<String>()
+            var after: String?
+            while let page = Optional(try await fresh.privateDatabase.records(in: zone, after: after, limit: 200)), let last = page.last {
+                names.formUnion(page.map(\.name))
+                after = last.name
+            }
+            let expected: Int = 3 * 3 * 20 + 10 * 8
+            #expect(names.count == expected)
+            let head = try #require(try await fresh.privateDatabase.zones().first).sequence
+            #expect(head == 20) // the genesis, and one commit for each of the 9 + 10 batches
+            let report = try await fresh.audit()
+            #expect(report.findings.isEmpty, "\(report.findings)")
+        }
+    }
+
+    @Test("two coffer processes update one record with the same change tag: exactly one wins, the other exits 75",
+          .enabled(if: signedCofferExecutable() != nil, "the coffer executable is not built next to the test bundle"))
+    func processesConflict() async throws {
+        try await withBackendStore(.postgres) { f in
+            let executable = try #require(signedCofferExecutable())
+            let (environment, vault) = try Self.processEnvironment(f)
+            let zone = try await f.db.createZone(named: "Contested")
+            for round in 0..<3 {
+                let saved = try await f.db.modify(saving: [BackendSuiteTests.note(zone, "r", title: "round \(round)", body: "0")], in: zone, policy: .allKeys)
+                let tag = try #require(saved.saved.first?.changeTag)
+                let results = try await withThrowingTaskGroup(of: (Int, Int32, String).self) { group in
+                    for writer in 0..<2 {
+                        group.addTask {
+                            let r = try await signedRunCoffer(executable, ["record", "put", "Contested", "r", "--type", "Note", "--set", "title=writer \(writer)",
+                                                                           "--if-match", tag] + vault, environment: environment)
+                            return (writer, r.status, r.err)
+                        }
+                    }
+                    var all = [(Int, Int32, String)]()
+                    for try await result in group { all.append(result) }
+                    return all
+                }
+                let winners = results.filter { $0.1 == 0 }, losers = results.filter { $0.1 == 75 }
+                #expect(winners.count == 1 && losers.count == 1, "\(results)")
+                let stored = try await f.freshSession().privateDatabase.record(named: "r", in: zone)
+                #expect(stored.values["title"] == .string("writer \(winners.first?.0 ?? -1)"))
+            }
+        }
+    }
 }
