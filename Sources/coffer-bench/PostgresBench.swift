@@ -30,13 +30,24 @@ struct PostgresBench: AsyncParsableCommand {
     }
 
     func run() async throws {
+        let result = try await results()
+        if json {
+            Clock.emitJSON(result)
+        } else {
+            Self.printPhases(result)
+        }
+    }
+
+    /// The phases' figures, measured on a database made for the run beside the one `url` names.
+    func results() async throws -> [String: Any] {
         let server = try PostgresURL(url)
         let admin = PostgresConnector(url: server, password: PostgresPassword.lookup(for: server))
         let name = "coffer_bench_" + String(UInt64.random(in: .min ... .max), radix: 16)
         try await admin.query(PostgresQuery(unsafeSQL: "CREATE DATABASE \(name)"))
         let database = PostgresURL(user: server.user, database: name, endpoint: server.endpoint)
+        let result: [String: Any]
         do {
-            try await measure(database)
+            result = try await measure(database)
         } catch {
             _ = try? await admin.query(PostgresQuery(unsafeSQL: "DROP DATABASE \(name) WITH (FORCE)"))
             await admin.close()
@@ -44,9 +55,10 @@ struct PostgresBench: AsyncParsableCommand {
         }
         try await admin.query(PostgresQuery(unsafeSQL: "DROP DATABASE \(name) WITH (FORCE)"))
         await admin.close()
+        return result
     }
 
-    func measure(_ database: PostgresURL) async throws {
+    func measure(_ database: PostgresURL) async throws -> [String: Any] {
         let folder = try Clock.temporaryFolder("coffer-bench-postgres")
         defer { try? FileManager.default.removeItem(at: folder) }
         let rows = RecordsBench.makeRows(records)
@@ -145,16 +157,17 @@ struct PostgresBench: AsyncParsableCommand {
                                      "recordsPerQuery": RecordsBench.perQuery,
                                      "save": entry(storeSave, baseSave, count: records), "fetch": entry(storeFetch, baseFetch, count: records),
                                      "query": entry(storeQuery, baseQuery, count: queries * RecordsBench.perQuery)]
-        if json {
-            Clock.emitJSON(result)
-        } else {
-            for phase in ["save", "fetch", "query"] {
-                let e = result[phase] as! [String: Any]
-                print(phase.padding(toLength: 6, withPad: " ", startingAt: 0)
-                      + String(format: "%8.0f records/s  baseline %8.0f records/s  ratio %.3f  (client CPU: %.1f µs vs %.1f µs a record, ratio %.3f)",
-                               e["recordsPerSecond"] as! Double, e["baselineRecordsPerSecond"] as! Double, e["ratio"] as! Double,
-                               e["cpuMicrosecondsPerRecord"] as! Double, e["baselineCpuMicrosecondsPerRecord"] as! Double, e["cpuRatio"] as! Double))
-            }
+        return result
+    }
+
+    /// One line a phase: the store's and the baseline's rates, and their client CPU a record.
+    static func printPhases(_ result: [String: Any]) {
+        for phase in ["save", "fetch", "query"] {
+            let e = result[phase] as! [String: Any]
+            print(phase.padding(toLength: 6, withPad: " ", startingAt: 0)
+                  + String(format: "%8.0f records/s  baseline %8.0f records/s  ratio %.3f  (client CPU: %.1f µs vs %.1f µs a record, ratio %.3f)",
+                           e["recordsPerSecond"] as! Double, e["baselineRecordsPerSecond"] as! Double, e["ratio"] as! Double,
+                           e["cpuMicrosecondsPerRecord"] as! Double, e["baselineCpuMicrosecondsPerRecord"] as! Double, e["cpuRatio"] as! Double))
         }
     }
 

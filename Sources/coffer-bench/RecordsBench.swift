@@ -17,6 +17,9 @@ struct RecordsBench: AsyncParsableCommand {
     @Option(help: "Number of queries (each returns 100 records).") var queries = 200
     @Flag(help: "One JSON object on stdout.") var json = false
     @Option(help: "Keep the databases in this folder instead of a temporary one.") var dir: String?
+    @Option(help: ArgumentHelp("Run the same phases on PostgreSQL too (as coffer-bench postgres does, with these records and queries), on a database made beside this one.",
+                               valueName: "url"))
+    var postgres: String?
 
     static let batchSize = 400
     static let perQuery = 100
@@ -124,7 +127,7 @@ struct RecordsBench: AsyncParsableCommand {
         }
         let storeSize = Self.fileSize(folder.appendingPathComponent("store.sqlite"))
         let baseSize = Self.fileSize(folder.appendingPathComponent("baseline.sqlite"))
-        let result: [String: Any] = [
+        var result: [String: Any] = [
             "records": records, "batchSize": Self.batchSize, "queries": queries, "recordsPerQuery": Self.perQuery,
             "save": entry(storeSave, baseSave, count: records),
             "fetch": entry(storeFetch, baseFetch, count: records),
@@ -132,9 +135,20 @@ struct RecordsBench: AsyncParsableCommand {
             "storeBytes": storeSize, "baselineBytes": baseSize,
             "sqlite": baseline.sqliteVersion, "libsodium": CryptoLibrary.version,
         ]
+        var onPostgres: [String: Any]?
+        if let postgres {
+            var bench = PostgresBench()
+            bench.url = postgres
+            bench.records = records
+            bench.queries = queries
+            bench.json = json
+            onPostgres = try await bench.results()
+            result["postgres"] = onPostgres
+        }
         if json {
             Clock.emitJSON(result)
         } else {
+            if onPostgres != nil { print("SQLite") }
             for phase in ["save", "fetch", "query"] {
                 let e = result[phase] as! [String: Any]
                 print(phase.padding(toLength: 6, withPad: " ", startingAt: 0)
@@ -143,6 +157,10 @@ struct RecordsBench: AsyncParsableCommand {
                                e["cpuSeconds"] as! Double, e["baselineCpuSeconds"] as! Double, e["cpuRatio"] as! Double))
             }
             print("size  store \(storeSize / 1024) KiB, baseline \(baseSize / 1024) KiB (main database files, after checkpoint)")
+            if let onPostgres {
+                print("PostgreSQL")
+                PostgresBench.printPhases(onPostgres)
+            }
         }
     }
 
