@@ -122,13 +122,20 @@ final class PostgresStorage: Sendable {
     private func fetch(_ needs: [PostgresSnapshot.Need], into snapshot: PostgresSnapshot) async throws {
         let knownContacts = Set(snapshot.fetched.contacts.keys)
         let knownHeads = snapshot.fetched.heads.mapValues { $0?.seq }
+        // Zones whose rows were read, whether or not their heads were yet.
+        let knownZones = Set(snapshot.fetched.zones.values.compactMap { $0?.rowID }).subtracting(knownHeads.keys)
         let (rows, moved) = try await connector.transaction { tx in
             try await tx.query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-            // Whether a zone read before moved on since: what was read of it then is stale.
+            // Whether a zone read before moved on since, or went: what was read of it then is stale.
             var moved = false
             for (zone, seq) in knownHeads {
                 let now = try await tx.query("SELECT max(seq) FROM zone_log WHERE zone_id = \(zone)").first?.decode(Int64?.self)
                 if now != seq { moved = true }
+            }
+            if !moved, !knownZones.isEmpty {
+                let ids = knownZones.sorted()
+                let present = try await tx.query("SELECT count(*) FROM zone WHERE id = ANY(\(ids))").first?.decode(Int64.self) ?? 0
+                if present != Int64(ids.count) { moved = true }
             }
             var fetched = Fetched()
             var cards = [String]()
