@@ -233,7 +233,11 @@ extension Session {
     /// Every read of the session goes through here; writes (which see the latest state) do not.
     func read<T: Sendable>(_ body: @escaping @Sendable (any StorageTransaction) throws -> T) async throws -> T {
         let generation = Session.advances.withLock { $0.counter }
-        return try await store.read { db in try Self.noting(db, generation, body) }
+        do {
+            return try await store.read { db in try Self.noting(db, generation, body) }
+        } catch let error as StoreError where error.underlying is DeletedZoneSeen {
+            throw await deletionRaced(error)
+        }
     }
 
     /// Runs `body` noted as a read that began at `generation` (see ``isLaggingRead(_:zone:)``).
@@ -304,7 +308,24 @@ extension Session {
     }
 
     func deletedBefore(_ zone: ZoneRow) -> StoreError {
-        StoreError(.integrityFailure, "\(describeZone(zone)) is refused: you deleted it, and a copy of it was put back in the store")
+        StoreError(.integrityFailure, "\(describeZone(zone)) is refused: you deleted it, and a copy of it was put back in the store",
+                   underlying: DeletedZoneSeen(zone: zone.id, uid: zone.uid))
+    }
+
+    /// What a ``deletedBefore(_:)`` refusal saw: a zone this user's mark says they deleted.
+    struct DeletedZoneSeen: Error, Sendable {
+        let zone: ZoneID
+        let uid: [UInt8]
+    }
+
+    /// A read's refusal of a zone this user deleted, checked against the store now: a read that
+    /// began before the deletion (in this process or another) saw the zone, then the deletion
+    /// mark it left. If the store no longer holds that zone, it was deleted meanwhile
+    /// (`.zoneNotFound`); if it does, a copy was put back, and the refusal stands.
+    func deletionRaced(_ error: StoreError) async -> StoreError {
+        guard let seen = error.underlying as? DeletedZoneSeen else { return error }
+        let gone = try? await store.read { db in try db.zoneRow(seen.zone).map { $0.uid != seen.uid } ?? true }
+        return gone == true ? StoreError(.zoneNotFound, "you deleted zone '\(seen.zone.name)' while this read ran") : error
     }
 
     func forked(_ zone: ZoneRow, at seq: Int64) -> StoreError {
