@@ -195,7 +195,7 @@ public final class Store: Sendable {
     /// are freed on the thread that made them. (Through GRDB's async `read`, which runs the
     /// closure on a GRDB queue and suspends the caller, fetching cost about 12% more CPU per
     /// record in `coffer-bench records`: see Docs/Performance.md.) On PostgreSQL: through
-    /// ``PostgresStorage/run(writing:_:)``, suspending while rows are fetched.
+    /// ``SnapshotDriver/run(writing:_:)``, suspending while rows are fetched.
     func read<T: Sendable>(_ body: @escaping @Sendable (any StorageTransaction) throws -> T) async throws -> T {
         switch backend {
         case .sqlite(let pool): return try Self.readNow(pool, body)
@@ -205,7 +205,7 @@ public final class Store: Sendable {
 
     /// Runs a write transaction, suspending the caller while it waits its turn and runs. On
     /// SQLite: on GRDB's writer connection; on PostgreSQL: its writes applied at once, checked
-    /// against what it read (``PostgresStorage/run(writing:_:)``).
+    /// against what it read (``SnapshotDriver/run(writing:_:)``).
     func write<T: Sendable>(_ body: @escaping @Sendable (any StorageTransaction) throws -> T) async throws -> T {
         switch backend {
         case .sqlite(let pool): do { return try await pool.write(body) } catch { throw Self.map(error) }

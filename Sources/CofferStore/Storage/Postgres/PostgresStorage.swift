@@ -4,17 +4,13 @@ import PostgresNIO
 
 /// A Coffer store in a PostgreSQL database: the schema of ``PostgresMigrations``, reached
 /// through a ``PostgresConnector`` (a pool with timeouts of its own), and the driver that runs
-/// the engine's operations against ``PostgresSnapshot``s.
-final class PostgresStorage: Sendable {
+/// the engine's operations against ``StorageSnapshot``s.
+final class PostgresStorage: SnapshotDriver {
     let connector: PostgresConnector
     let storeID: [UInt8]
     /// Wakes live change streams when a commit touches a zone.
     let changes: PostgresChangeListener
-
-    /// How often an operation may run again because it needed more rows (each run fetches what
-    /// the last one missed), and because another writer committed first.
-    static let maxFetches = 64
-    static let maxConflicts = 32
+    var logger: Logger { connector.logger }
 
     private init(connector: PostgresConnector, storeID: [UInt8]) {
         self.connector = connector
@@ -42,70 +38,6 @@ final class PostgresStorage: Sendable {
         await connector.close()
     }
 
-    /// A write that found the database changed since its reads: run the operation again.
-    struct Conflict: Error {}
-
-    /// Runs one store operation (see ``PostgresSnapshot``): fetches what it reads, runs it again
-    /// until it runs through, then applies its writes in one transaction, or runs it once more on
-    /// fresh reads when another writer came first.
-    func run<T>(writing: Bool, _ body: (any StorageTransaction) throws -> T) async throws -> T {
-        let snapshot = PostgresSnapshot(writable: writing)
-        var fetches = 0, conflicts = 0
-        while true {
-            snapshot.beginRun()
-            let result = Result { try body(snapshot) }
-            if snapshot.missed {
-                snapshot.rolledBack()
-                fetches += 1
-                guard fetches <= Self.maxFetches else {
-                    // Each fetch that finds a zone moved on starts the reads over: other writers
-                    // kept changing what this operation reads.
-                    throw StoreError(.busy, "the operation took more than \(Self.maxFetches) rounds of reads (other writers kept changing "
-                        + "what it reads, or it reads too much one piece at a time); try again")
-                }
-                connector.logger.trace("postgres fetch", metadata: ["needs": "\(snapshot.needs.count)", "run": "\(fetches)"])
-                do { try await fetch(snapshot.needs, into: snapshot) } catch let error as PostgresDecodingError { throw Self.changed(error) }
-                continue
-            }
-            let value: T
-            do { value = try result.get() } catch is Conflict {
-                // The run found its reads older than what the session verified: read again.
-                snapshot.rolledBack()
-                conflicts += 1
-                guard conflicts <= Self.maxConflicts else {
-                    throw StoreError(.busy, "the store stayed busy (other writers kept changing the same rows); try again")
-                }
-                snapshot.forgetRows()
-                continue
-            } catch {
-                snapshot.rolledBack()
-                throw error
-            }
-            guard !snapshot.writes.isEmpty else {
-                snapshot.committed()
-                return value
-            }
-            do {
-                try await apply(snapshot.writes)
-                snapshot.committed()
-                return value
-            } catch let error as PostgresDecodingError {
-                snapshot.rolledBack()
-                throw Self.changed(error)
-            } catch is Conflict {
-                snapshot.rolledBack()
-                conflicts += 1
-                guard conflicts <= Self.maxConflicts else {
-                    throw StoreError(.busy, "the store stayed busy (other writers kept changing the same rows); try again")
-                }
-                snapshot.forgetRows()
-            } catch {
-                snapshot.rolledBack()
-                throw error
-            }
-        }
-    }
-
     /// A row that holds what Coffer never writes there (NULL in a column it always fills, or a
     /// value of another type): someone changed the database past its constraints. Names the
     /// column, never the value.
@@ -119,7 +51,11 @@ final class PostgresStorage: Sendable {
 
     /// Fetches what a run of `snapshot` missed, in one read-only transaction (one snapshot of
     /// the database for all of it).
-    private func fetch(_ needs: [PostgresSnapshot.Need], into snapshot: PostgresSnapshot) async throws {
+    func fetch(_ needs: [StorageSnapshot.Need], into snapshot: StorageSnapshot) async throws {
+        do { try await fetchRows(needs, into: snapshot) } catch let error as PostgresDecodingError { throw Self.changed(error) }
+    }
+
+    private func fetchRows(_ needs: [StorageSnapshot.Need], into snapshot: StorageSnapshot) async throws {
         let knownContacts = Set(snapshot.fetched.contacts.keys)
         let knownHeads = snapshot.fetched.heads.mapValues { $0?.seq }
         // Zones whose rows were read, whether or not their heads were yet.
@@ -150,14 +86,14 @@ final class PostgresStorage: Sendable {
         }
         // Every read of a run is of one state of the database: when a zone moved on, what was
         // read before goes (contact cards stay: each is verified on use), and the run asks again.
-        if moved { snapshot.fetched = PostgresSnapshot.Tables(contacts: snapshot.fetched.contacts) }
+        if moved { snapshot.fetched = StorageSnapshot.Tables(contacts: snapshot.fetched.contacts) }
         snapshot.fetched.merge(rows) { $0.row }
     }
 
     /// What one fetch read, merged into the snapshot once the read transaction ends.
-    typealias Fetched = PostgresSnapshot.Tables<RowValues>
+    typealias Fetched = StorageSnapshot.Tables<RowValues>
 
-    private static func fetch(_ need: PostgresSnapshot.Need, _ tx: PostgresTransaction, into f: inout Fetched) async throws {
+    private static func fetch(_ need: StorageSnapshot.Need, _ tx: PostgresTransaction, into f: inout Fetched) async throws {
         switch need {
         case .zone(let id):
             guard let row = try await tx.query("SELECT id, uid, sequence, created_at, compacted_seq FROM zone WHERE owner_id = \(id.ownerID) AND name = \(id.name)").first else {
@@ -248,7 +184,7 @@ final class PostgresStorage: Sendable {
             } else {
                 rows = try await tx.query("SELECT user_id FROM contact")
             }
-            f.contactSearches[PostgresSnapshot.searchKey(email: email, name: name)] = try rows.map { try $0.decode(String.self) }
+            f.contactSearches[StorageSnapshot.searchKey(email: email, name: name)] = try rows.map { try $0.decode(String.self) }
         case .records(let zone, let names):
             var found = [String: RowValues?]()
             for name in names { found[name] = .some(nil) }
@@ -319,7 +255,7 @@ final class PostgresStorage: Sendable {
             let row = try await tx.query("SELECT EXISTS (SELECT 1 FROM record_tombstone WHERE zone_id = \(zone))").first
             f.tombstoneFlags[zone] = try row?.decode(Bool.self) ?? false
         case .changes(let zone, let seq, let name, let limit):
-            let key = PostgresSnapshot.pageKey(seq, name, limit)
+            let key = StorageSnapshot.pageKey(seq, name, limit)
             var names = [String]()
             for row in try await tx.query(PostgresQuery(unsafeSQL: """
                 SELECT \(recordColumns) FROM record WHERE zone_id = $1 AND (seq > $2 OR (seq = $2 AND name > $3 AND $4)) ORDER BY seq, name LIMIT $5
@@ -388,7 +324,7 @@ final class PostgresStorage: Sendable {
                 let cells = row.makeRandomAccess()
                 last = try plan.sorts.indices.map { PostgresQueries.sortValue(try cells[$0].decode(String?.self), plan.sorts[$0].type) }
             }
-            f.queries[zone, default: [:]][plan] = PostgresSnapshot.QueryPage(names: names, more: more, lastSortValues: last)
+            f.queries[zone, default: [:]][plan] = StorageSnapshot.QueryPage(names: names, more: more, lastSortValues: last)
         case .contactColumns:
             f.contactColumns = try await tx.query("SELECT user_id, name, email, signing_key, box_key, card_created FROM contact ORDER BY user_id").map { row in
                 let (id, name, email, signing, box, created) = try row.decode((String, String, String?, Data, Data, String).self)
@@ -545,7 +481,11 @@ final class PostgresStorage: Sendable {
     /// Applies an operation's writes in one transaction. Each zone whose log it extends is
     /// locked first (in row id order), so commits to one zone serialize, and its head must be
     /// the one the operation extended; each record row it changes must be as it was read.
-    private func apply(_ writes: [PostgresSnapshot.Write]) async throws {
+    func apply(_ writes: [StorageSnapshot.Write]) async throws {
+        do { try await applyWrites(writes) } catch let error as PostgresDecodingError { throw Self.changed(error) }
+    }
+
+    private func applyWrites(_ writes: [StorageSnapshot.Write]) async throws {
         var heads = [Int64: Int64]()
         for case .appendLog(let zone, let head, _, _, _, _, _, _) in writes where heads[zone] == nil { heads[zone] = head }
         let inserted = Set(writes.compactMap { if case .insertZone(let rowID, _, _, _) = $0 { rowID } else { nil } })
@@ -560,7 +500,7 @@ final class PostgresStorage: Sendable {
             try await connector.transaction { tx in
                 for (zone, head) in locks {
                     guard let row = try await tx.query("SELECT sequence FROM zone WHERE id = \(zone) FOR UPDATE").first,
-                          try row.decode(Int64.self) == head else { throw Conflict() }
+                          try row.decode(Int64.self) == head else { throw SnapshotConflict() }
                 }
                 var i = 0
                 while i < writes.count {
@@ -586,14 +526,14 @@ final class PostgresStorage: Sendable {
             // A unique or foreign key violation, a serialization failure or a deadlock: another
             // writer changed what this one read.
             if let state = (error.underlying as? PSQLError)?.serverInfo?[.sqlState], ["23505", "23503", "40001", "40P01"].contains(state) {
-                throw Conflict()
+                throw SnapshotConflict()
             }
             throw error
         }
     }
 
     private static func expectRow(_ rows: [PostgresRow]) throws {
-        guard !rows.isEmpty else { throw Conflict() }
+        guard !rows.isEmpty else { throw SnapshotConflict() }
     }
 
     /// Inserts new rows in one statement (their columns as arrays, `unnest`ed); every one must
@@ -615,10 +555,10 @@ final class PostgresStorage: Sendable {
                                  versions.map { $0.sealed != nil }, stamps.map(\.epoch), stamps.map(\.seq), stamps.map(\.membershipSeq),
                                  stamps.map(\.creatorID), stamps.map(\.modifierID), stamps.map(\.created), stamps.map(\.modified))
         let inserted = try await tx.query(PostgresQuery(unsafeSQL: sql, binds: bindings))
-        guard inserted.count == versions.count else { throw Conflict() }
+        guard inserted.count == versions.count else { throw SnapshotConflict() }
     }
 
-    private static func apply(_ write: PostgresSnapshot.Write, _ tx: PostgresTransaction) async throws {
+    private static func apply(_ write: StorageSnapshot.Write, _ tx: PostgresTransaction) async throws {
         switch write {
         case .insertZone(let rowID, let uid, let id, let created):
             try expectRow(try await tx.query("""

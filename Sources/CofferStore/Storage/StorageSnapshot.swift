@@ -1,21 +1,22 @@
 import Foundation
 
-/// The PostgreSQL backend of ``StorageTransaction``: what one store operation has read from the
-/// database so far, and the writes it has asked for.
+/// The ``StorageTransaction`` of the backends that read across a network (PostgreSQL, a Coffer
+/// server): what one store operation has read from the store so far, and the writes it has asked for.
 ///
-/// The engine's work runs synchronously on the caller's thread, and postgres-nio is async. So an
-/// operation runs against a snapshot (``PostgresStorage/run(writing:_:)``): a read the snapshot
+/// The engine's work runs synchronously on the caller's thread, and the network is async. So an
+/// operation runs against a snapshot (``SnapshotDriver/run(writing:_:)``): a read the snapshot
 /// cannot answer yet notes what it needs and throws ``Miss``; the driver fetches everything
 /// noted, in one round trip, and runs the operation again with the snapshot grown. The engine's
 /// work is repeatable: it only fills caches of what it verified, and its writes go to the
-/// snapshot, not the database. Once an operation runs through without a miss, its writes are
-/// applied in one PostgreSQL transaction that first locks each zone it extends and checks that
+/// snapshot, not the store. Once an operation runs through without a miss, its writes are
+/// applied in one transaction of the store that first locks each zone it extends and checks that
 /// the zone's log head and every record row it changes are still as read. Otherwise another
-/// writer came first, and the operation runs again on fresh reads.
+/// writer came first, and the operation runs again on fresh reads (a commit that raced only for
+/// the head is signed again on the new head).
 ///
 /// Reads see the operation's own writes (a record saved earlier in a batch is its parent's
 /// child, a new zone has its row).
-final class PostgresSnapshot: StorageTransaction {
+final class StorageSnapshot: StorageTransaction {
     /// A read the snapshot could not answer: the driver fetches what ``needs`` lists and runs
     /// the operation again.
     struct Miss: StorageMiss {}
@@ -289,7 +290,7 @@ final class PostgresSnapshot: StorageTransaction {
         let head = try logHead(zoneRowID: zoneRowID)?.seq ?? 0
         // The session verified a newer head than this run read (another of its operations
         // committed since): this run's reads are stale, and it runs again on fresh ones.
-        if entry.seq > head + 1 { throw PostgresStorage.Conflict() }
+        if entry.seq > head + 1 { throw SnapshotConflict() }
         guard entry.seq == head + 1 else { throw StoreError(.internalError, "a log entry was written past the zone's head") }
         try write(.appendLog(zoneRowID: zoneRowID, head: head, entry: entry, body: body, signature: signature, hash: hash,
                              entries: list, names: names))
@@ -540,10 +541,10 @@ final class PostgresSnapshot: StorageTransaction {
     }
 
     final class PostgresRecordWriter: RecordRowWriter {
-        let snapshot: PostgresSnapshot
+        let snapshot: StorageSnapshot
         let zoneRowID: Int64
 
-        init(snapshot: PostgresSnapshot, zoneRowID: Int64) {
+        init(snapshot: StorageSnapshot, zoneRowID: Int64) {
             self.snapshot = snapshot
             self.zoneRowID = zoneRowID
         }
@@ -561,7 +562,7 @@ final class PostgresSnapshot: StorageTransaction {
             var kept = version.stamp
             kept.creatorID = stored.creatorID
             kept.created = stored.created
-            snapshot.t.records[zoneRowID, default: [:]][kept.name] = .some(PostgresSnapshot.row(SealedVersion(
+            snapshot.t.records[zoneRowID, default: [:]][kept.name] = .some(StorageSnapshot.row(SealedVersion(
                 stamp: kept, plain: version.plain, plainTypes: version.plainTypes, sealed: version.sealed, digest: version.digest)))
             return (stored.creatorID, stored.created)
         }
@@ -709,4 +710,4 @@ final class PostgresSnapshot: StorageTransaction {
     }
 }
 
-extension PostgresSnapshot.Tables: Sendable where Row: Sendable {}
+extension StorageSnapshot.Tables: Sendable where Row: Sendable {}

@@ -1,0 +1,83 @@
+import Logging
+
+/// A backend whose store operations run against a ``StorageSnapshot``: it fetches what a run of
+/// the operation missed, and applies a run's writes at once, checked against what it read.
+/// PostgreSQL is one (``PostgresStorage``); a Coffer server's client is another
+/// (``RemoteStorage``).
+protocol SnapshotDriver: Sendable {
+    var logger: Logger { get }
+    /// Fetches what a run of `snapshot` missed, all of it of one state of the store, and merges
+    /// it into `snapshot.fetched`. When a zone read before moved on since, what was read
+    /// before is dropped first.
+    func fetch(_ needs: [StorageSnapshot.Need], into snapshot: StorageSnapshot) async throws
+    /// Applies a run's writes in one transaction of the store, or none of them.
+    /// - Throws: ``SnapshotConflict`` when another writer changed what the run read (a zone's
+    ///   log head, a record row it replaces or deletes).
+    func apply(_ writes: [StorageSnapshot.Write]) async throws
+}
+
+/// A write that found the store changed since its reads: the operation runs again on fresh reads.
+struct SnapshotConflict: Error {}
+
+extension SnapshotDriver {
+    /// How often an operation may run again because it needed more rows (each run fetches what
+    /// the last one missed), and because another writer committed first.
+    static var maxFetches: Int { 64 }
+    static var maxConflicts: Int { 32 }
+
+    /// Runs one store operation (see ``StorageSnapshot``): fetches what it reads, runs it again
+    /// until it runs through, then applies its writes in one transaction, or runs it once more on
+    /// fresh reads when another writer came first.
+    func run<T>(writing: Bool, _ body: (any StorageTransaction) throws -> T) async throws -> T {
+        let snapshot = StorageSnapshot(writable: writing)
+        var fetches = 0, conflicts = 0
+        func conflicted() throws {
+            snapshot.rolledBack()
+            conflicts += 1
+            guard conflicts <= Self.maxConflicts else {
+                throw StoreError(.busy, "the store stayed busy (other writers kept changing the same rows); try again")
+            }
+            snapshot.forgetRows()
+        }
+        while true {
+            snapshot.beginRun()
+            let result = Result { try body(snapshot) }
+            if snapshot.missed {
+                snapshot.rolledBack()
+                fetches += 1
+                guard fetches <= Self.maxFetches else {
+                    // Each fetch that finds a zone moved on starts the reads over: other writers
+                    // kept changing what this operation reads.
+                    throw StoreError(.busy, "the operation took more than \(Self.maxFetches) rounds of reads (other writers kept changing "
+                        + "what it reads, or it reads too much one piece at a time); try again")
+                }
+                logger.trace("snapshot fetch", metadata: ["needs": "\(snapshot.needs.count)", "run": "\(fetches)"])
+                try await fetch(snapshot.needs, into: snapshot)
+                continue
+            }
+            let value: T
+            do { value = try result.get() } catch is SnapshotConflict {
+                // The run found its reads older than what the session verified: read again.
+                try conflicted()
+                continue
+            } catch {
+                snapshot.rolledBack()
+                throw error
+            }
+            guard !snapshot.writes.isEmpty else {
+                snapshot.committed()
+                return value
+            }
+            do {
+                try await apply(snapshot.writes)
+                snapshot.committed()
+                return value
+            } catch is SnapshotConflict {
+                try conflicted()
+            } catch {
+                snapshot.rolledBack()
+                throw error
+            }
+        }
+    }
+}
