@@ -134,7 +134,7 @@ extension Store {
     /// let alice = try await store.openSession(vault: aliceVault)
     /// ```
     public func openSession(vault: Vault) async throws -> Session {
-        guard case .postgres = backend else { return try session(vault: vault) }
+        if case .sqlite = backend { return try session(vault: vault) }
         let identity = vault.identity
         if try await read({ db in try self.verifiedContact(db, userID: identity.userID) })?.identity != identity {
             try await addContactSuspending(ContactCard(vault: vault))
@@ -142,7 +142,7 @@ extension Store {
         do { _ = try vault.marks.all() } catch let error as VaultError {
             throw StoreError(.integrityFailure, "your marks file cannot be read: \(error.message)", underlying: error)
         }
-        // A PostgreSQL store never holds zones of the earlier SQLite format: nothing to upgrade.
+        // Only SQLite stores hold zones of the earlier format: nothing to upgrade.
         return Session(store: self, vault: vault)
     }
 }

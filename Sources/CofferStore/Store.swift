@@ -119,20 +119,23 @@ public final class Store: Sendable {
 
     /// Waits until a commit may have changed a zone, or `interval` has passed: a live stream's
     /// wait between polls. On PostgreSQL a commit by any process wakes it at once
-    /// (LISTEN/NOTIFY); on SQLite it waits the interval.
+    /// (LISTEN/NOTIFY); on a server, a commit through the server; on SQLite it waits the interval.
     func waitForChange(upTo interval: Duration) async throws {
         switch backend {
         case .sqlite: try await Task.sleep(for: interval)
-        case .postgres(let storage):
-            await storage.changes.wait(upTo: interval)
-            try Task.checkCancellation()
+        case .postgres(let storage): try await storage.waitForChange(upTo: interval)
+        case .snapshot(let driver): try await driver.waitForChange(upTo: interval)
         }
     }
 
     /// Closes a PostgreSQL store's connections (an SQLite store closes its file when released).
     /// Calls after it fail with `.serviceUnavailable`.
     public func close() async {
-        if case .postgres(let storage) = backend { await storage.close() }
+        switch backend {
+        case .sqlite: break
+        case .postgres(let storage): await storage.close()
+        case .snapshot(let driver): await driver.close()
+        }
     }
 
     /// Every table, index, trigger and view the migrations make (`sqlite_schema`), from a fresh
@@ -200,6 +203,7 @@ public final class Store: Sendable {
         switch backend {
         case .sqlite(let pool): return try Self.readNow(pool, body)
         case .postgres(let storage): return try await storage.run(writing: false, body)
+        case .snapshot(let driver): return try await driver.run(writing: false, body)
         }
     }
 
@@ -215,6 +219,9 @@ public final class Store: Sendable {
             // lagging read, as ``Session/read(_:)`` notes one.
             let generation = Session.advances.withLock { $0.counter }
             return try await storage.run(writing: true) { db in try Session.noting(db, generation, body) }
+        case .snapshot(let driver):
+            let generation = Session.advances.withLock { $0.counter }
+            return try await driver.run(writing: true) { db in try Session.noting(db, generation, body) }
         }
     }
 
@@ -225,6 +232,7 @@ public final class Store: Sendable {
         switch backend {
         case .sqlite(let pool): return pool
         case .postgres: throw StoreError(.notSupported, "\(what()) is not available on a PostgreSQL store")
+        case .snapshot(let driver): throw StoreError(.notSupported, "\(what()) is not available on \(driver.storeDescription)")
         }
     }
 
@@ -235,6 +243,12 @@ public final class Store: Sendable {
     /// Whether the store is in PostgreSQL.
     var isPostgres: Bool {
         if case .postgres = backend { return true }
+        return false
+    }
+
+    /// Whether the store is an SQLite file of this process's.
+    var isSQLite: Bool {
+        if case .sqlite = backend { return true }
         return false
     }
 
@@ -278,6 +292,8 @@ public final class Store: Sendable {
     enum Backend: Sendable {
         case sqlite(DatabasePool)
         case postgres(PostgresStorage)
+        /// A store reached through another driver of ``StorageSnapshot``s (a Coffer server).
+        case snapshot(any SnapshotDriver)
     }
 
     static func map(_ error: any Error) -> any Error {

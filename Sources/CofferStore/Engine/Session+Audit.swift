@@ -43,8 +43,8 @@ extension Session {
         let shared = try await sharedZoneAccess()
         // Zones refused by reads (a log that fails verification or does not extend what this
         // user saw) are audited too: `zone list` leaves them out, audit says why.
-        if !plaintexts.isEmpty, store.isPostgres {
-            throw StoreError(.notSupported, "scanning for plaintext reads the store's own files, and a PostgreSQL store has none on this machine")
+        if !plaintexts.isEmpty, !store.isSQLite {
+            throw StoreError(.notSupported, "scanning for plaintext reads the store's own files, and \(store.isPostgres ? "a PostgreSQL store" : "a store on a server") has none on this machine")
         }
         await report.findings += try read { db in try self.auditContacts(db) }
         for zone in owned.zones.map(\.id) + owned.refused.map(\.0) + shared.zones.map(\.id) + shared.refused.map(\.0) {

@@ -13,7 +13,7 @@ extension Session {
         let fields = Set(query.predicates.map(\.field) + query.sort.map(\.field))
         let known = store.knownIndexes.withLock { $0 }
         let allIndexed = fields.allSatisfy { Names.isIdentifier($0) && known.contains(Self.indexName(recordType: query.recordType, field: $0)) }
-        if !store.isPostgres && !fields.isEmpty && !allIndexed {
+        if store.isSQLite && !fields.isEmpty && !allIndexed {
             let valid: [(field: String, type: FieldType)]? = try await read { db in
                 let zone = try self.zoneRow(db, zoneID)
                 try self.checkCanRead(db, zone: zone)

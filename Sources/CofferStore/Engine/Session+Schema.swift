@@ -176,6 +176,7 @@ extension Session {
         case .sqlite: try await ensureIndexes(recordType: recordType, fields: fieldNames.map { ($0, .string) }) // one index serves every type
         case .postgres(let storage):
             try await storage.ensureQueryIndexes(recordType: recordType, fields: try await storage.fieldTypes(recordType: recordType, fields: fieldNames))
+        case .snapshot: break // the store behind the driver keeps its own indexes
         }
     }
 
@@ -192,6 +193,8 @@ extension Session {
         switch store.backend {
         case .postgres(let storage):
             try await storage.ensureQueryIndexes(recordType: recordType, fields: missing.map { ($0.field, $0.type) })
+        case .snapshot:
+            return
         case .sqlite(let pool):
             let existing = Set(try Store.readNow(pool) { db in
                 try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'index' AND name LIKE 'record_field_%'")

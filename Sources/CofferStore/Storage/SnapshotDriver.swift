@@ -14,6 +14,13 @@ protocol SnapshotDriver: Sendable {
     /// - Throws: ``SnapshotConflict`` when another writer changed what the run read (a zone's
     ///   log head, a record row it replaces or deletes).
     func apply(_ writes: [StorageSnapshot.Write]) async throws
+    /// Waits until a commit may have changed a zone, or `interval` has passed (a live change
+    /// stream's wait between polls).
+    func waitForChange(upTo interval: Duration) async throws
+    /// Ends the driver's connections; calls after it fail with `.serviceUnavailable`.
+    func close() async
+    /// "a store on the server at https://…": for messages.
+    var storeDescription: String { get }
 }
 
 /// A write that found the store changed since its reads: the operation runs again on fresh reads.

@@ -38,6 +38,13 @@ final class PostgresStorage: SnapshotDriver {
         await connector.close()
     }
 
+    func waitForChange(upTo interval: Duration) async throws {
+        await changes.wait(upTo: interval)
+        try Task.checkCancellation()
+    }
+
+    var storeDescription: String { "the PostgreSQL store at \(connector.url.serverDescription)" }
+
     /// A row that holds what Coffer never writes there (NULL in a column it always fills, or a
     /// value of another type): someone changed the database past its constraints. Names the
     /// column, never the value.
