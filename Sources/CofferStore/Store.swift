@@ -117,6 +117,14 @@ public final class Store: Sendable {
         logger.debug("store opened", metadata: ["postgres": "\(postgres)"])
     }
 
+    /// A store over a backend opened elsewhere, whose id the caller read from it.
+    init(url: URL, storeID: [UInt8], backend: Backend, logger: Logger) {
+        self.url = url
+        self.storeID = storeID
+        self.backend = backend
+        self.logger = logger
+    }
+
     /// Waits until a commit may have changed a zone, or `interval` has passed: a live stream's
     /// wait between polls. On PostgreSQL a commit by any process wakes it at once
     /// (LISTEN/NOTIFY); on a server, a commit through the server; on SQLite it waits the interval.

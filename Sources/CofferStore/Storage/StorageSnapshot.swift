@@ -211,6 +211,38 @@ final class StorageSnapshot: StorageTransaction {
 
     var missed: Bool { !needs.isEmpty }
 
+    /// What a fetch compares with the store to tell whether what was read before is still of
+    /// its current state: the log head read of each zone, the zones whose rows were read but not
+    /// their heads, and the users whose cards were read.
+    struct FetchBasis: Sendable {
+        var heads: [Int64: Int64?]
+        var zones: Set<Int64>
+        var contacts: Set<String>
+    }
+
+    /// Set by the server that fetches for a client's snapshot: the client's basis, not this
+    /// snapshot's own.
+    var presetBasis: FetchBasis?
+    /// Whether the last ``absorb(_:moved:rows:)`` found a zone moved on.
+    private(set) var lastFetchMoved = false
+
+    var basis: FetchBasis {
+        if let presetBasis { return presetBasis }
+        let heads = fetched.heads.mapValues { $0?.seq }
+        // Zones whose rows were read, whether or not their heads were yet.
+        return FetchBasis(heads: heads, zones: Set(fetched.zones.values.compactMap { $0?.rowID }).subtracting(heads.keys),
+                          contacts: Set(fetched.contacts.keys))
+    }
+
+    /// Adds what a fetch read. Every read of a run is of one state of the store: when the fetch
+    /// found a zone moved on, what was read before goes first (contact cards stay: each is
+    /// verified on use), and the run asks again.
+    func absorb<Other>(_ rows: Tables<Other>, moved: Bool, rows make: (Other) -> StoredRow) {
+        lastFetchMoved = moved
+        if moved { fetched = Tables(contacts: fetched.contacts) }
+        fetched.merge(rows, rows: make)
+    }
+
     private func miss(_ need: Need) -> Miss {
         if !needs.contains(need) { needs.append(need) }
         return Miss()

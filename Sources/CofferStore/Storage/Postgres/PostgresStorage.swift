@@ -63,10 +63,8 @@ final class PostgresStorage: SnapshotDriver {
     }
 
     private func fetchRows(_ needs: [StorageSnapshot.Need], into snapshot: StorageSnapshot) async throws {
-        let knownContacts = Set(snapshot.fetched.contacts.keys)
-        let knownHeads = snapshot.fetched.heads.mapValues { $0?.seq }
-        // Zones whose rows were read, whether or not their heads were yet.
-        let knownZones = Set(snapshot.fetched.zones.values.compactMap { $0?.rowID }).subtracting(knownHeads.keys)
+        let basis = snapshot.basis
+        let knownContacts = basis.contacts, knownHeads = basis.heads, knownZones = basis.zones
         let (rows, moved) = try await connector.transaction { tx in
             try await tx.query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
             // Whether a zone read before moved on since, or went: what was read of it then is stale.
@@ -91,10 +89,7 @@ final class PostgresStorage: SnapshotDriver {
             try await Self.fetchContacts(Array(Set(cards).union(authors)).sorted(), tx, into: &fetched)
             return (fetched, moved)
         }
-        // Every read of a run is of one state of the database: when a zone moved on, what was
-        // read before goes (contact cards stay: each is verified on use), and the run asks again.
-        if moved { snapshot.fetched = StorageSnapshot.Tables(contacts: snapshot.fetched.contacts) }
-        snapshot.fetched.merge(rows) { $0.row }
+        snapshot.absorb(rows, moved: moved) { $0.row }
     }
 
     /// What one fetch read, merged into the snapshot once the read transaction ends.

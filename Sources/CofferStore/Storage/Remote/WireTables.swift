@@ -1,0 +1,195 @@
+import Foundation
+
+/// What a Coffer server read for a client's snapshot (``StorageSnapshot/Tables``), on the wire:
+/// each table as a list of key–value pairs (`k`, `v`), left out when empty. The client believes
+/// none of it until the engine has checked it against signed data, as with any backend.
+struct WireTables: Codable, Sendable {
+    struct Pair<K: Codable & Sendable, V: Codable & Sendable>: Codable, Sendable {
+        var k: K
+        var v: V
+    }
+    struct Head: Codable, Sendable { var seq: Int64; var hash: Data }
+    struct Entry: Codable, Sendable {
+        var seq: Int64, body: Data, signature: Data, entries: Data?, names: Data?
+        init(_ e: StoredLogEntry) {
+            seq = e.seq; body = Data(e.body); signature = Data(e.signature); entries = e.entries.map { Data($0) }; names = e.names.map { Data($0) }
+        }
+        var stored: StoredLogEntry {
+            StoredLogEntry(seq: seq, body: Array(body), signature: Array(signature), entries: entries.map(Array.init), names: names.map(Array.init))
+        }
+    }
+    struct Log: Codable, Sendable { var after: Int64; var entries: [Entry] }
+    struct Counted: Codable, Sendable { var zone: WireZone; var count: Int }
+    struct SchemaRow: Codable, Sendable { var field: String; var valueType: String; var encrypted: Bool }
+    struct Card: Codable, Sendable { var card: Data; var added: Double }
+    struct Named: Codable, Sendable { var seq: Int64; var name: String }
+    struct Deleted: Codable, Sendable { var owner: String; var name: String; var reason: String }
+    struct Page: Codable, Sendable { var plan: WirePlan; var names: [String]; var more: Bool; var last: [WireSortValue]? }
+    struct Link: Codable, Sendable { var epoch: Int64; var sealedKey: Data; var sealedSecret: Data }
+    struct Columns: Codable, Sendable { var user: String; var name: String; var email: String?; var signingKey: Data; var boxKey: Data; var cardCreated: String }
+    struct Counter: Codable, Sendable { var current: Int64; var compacted: Int64 }
+    /// An optional value that is present in its table (`.some(nil)`: known to be missing).
+    struct Maybe<V: Codable & Sendable>: Codable, Sendable { var value: V? }
+
+    typealias Z = Int64
+    var zones: [Pair<String, Maybe<WireZone>>]?
+    var ownedZones: [Pair<String, [Counted]>]?
+    var newZoneIDs: [Pair<String, Int64>]?
+    var heads: [Pair<Z, Maybe<Head>>]?
+    var logs: [Pair<Z, Log>]?
+    var entries: [Pair<Z, [Pair<Int64, Maybe<Entry>>]>]?
+    var wrappedKeys: [Pair<Z, [Pair<Int64, [Pair<String, Data>]>]>]?
+    var chainedKeys: [Pair<Z, [Pair<Int64, Data>]>]?
+    var schemaRows: [Pair<Z, [Pair<String, [SchemaRow]>]>]?
+    var contacts: [Pair<String, Maybe<Card>>]?
+    var contactSearches: [Pair<String, [String]>]?
+    var records: [Pair<Z, [Pair<String, Maybe<WireVersion>>]>]?
+    var pages: [Pair<Z, [Pair<String, [String]>]>]?
+    var childNames: [Pair<Z, [Pair<String, [String]>]>]?
+    var tombstoneFlags: [Pair<Z, Bool>]?
+    var zoneDetails: [Z]?
+    var compacted: [Pair<Z, Int64>]?
+    var uids: [Pair<Data, Bool>]?
+    var changePages: [Pair<Z, [Pair<String, [String]>]>]?
+    var tombstonePages: [Pair<Z, [Pair<String, [Named]>]>]?
+    var tombstoneCounts: [Pair<Z, [Pair<Int64, Int>]>]?
+    var counter: Counter?
+    var changedZones: [Pair<String, [Pair<Int64, [WireZone]>]>]?
+    var zoneTombstones: [Pair<String, [Deleted]>]?
+    var queries: [Pair<Z, [Page]>]?
+    var shareLinks: [Pair<Z, Maybe<Link>>]?
+    var shareZones: [Pair<Data, [WireZone]>]?
+    var zoneShareUIDs: [Pair<Z, Maybe<Data>>]?
+    var zoneMembers: [Pair<Z, [String]>]?
+    var contactColumns: [Columns]?
+    var logHashes: [Pair<Z, [Pair<Int64, Data>]>]?
+    var tombstoneLists: [Pair<Z, [Pair<String, Int64>]>]?
+    var listingZones: [Pair<String, [WireZone]>]?
+    var sharedZones: [Pair<String, [Counted]>]?
+    var changedSharedZones: [Pair<String, [Pair<Int64, [WireZone]>]>]?
+
+    /// A zone id as a table key: its owner and name, which a NUL cannot be part of.
+    static func key(_ id: ZoneID) -> String { "\(id.ownerID)\u{0}\(id.name)" }
+    static func zoneID(_ key: String) throws -> ZoneID {
+        let parts = key.split(separator: "\u{0}", maxSplits: 1, omittingEmptySubsequences: false)
+        guard parts.count == 2 else { throw StoreError(.integrityFailure, "the server sent a zone key that is malformed") }
+        return ZoneID(name: String(parts[1]), ownerID: String(parts[0]))
+    }
+}
+
+private func pairs<K: Comparable, V, WK, WV>(_ d: [K: V], _ k: (K) -> WK, _ v: (V) -> WV) -> [WireTables.Pair<WK, WV>]? {
+    d.isEmpty ? nil : d.sorted { $0.key < $1.key }.map { WireTables.Pair(k: k($0.key), v: v($0.value)) }
+}
+private func pairs<K: Comparable, V>(_ d: [K: V]) -> [WireTables.Pair<K, V>]? { pairs(d, { $0 }, { $0 }) }
+private func dict<WK, WV, K: Hashable, V>(_ p: [WireTables.Pair<WK, WV>]?, _ k: (WK) throws -> K, _ v: (WV) throws -> V) rethrows -> [K: V] {
+    var d = [K: V]()
+    for pair in p ?? [] { d[try k(pair.k)] = try v(pair.v) }
+    return d
+}
+private func dict<K: Hashable, V>(_ p: [WireTables.Pair<K, V>]?) -> [K: V] { dict(p, { $0 }, { $0 }) }
+private func data(_ b: [UInt8]) -> Data { Data(b) }
+private func bytes(_ d: Data) -> [UInt8] { Array(d) }
+
+extension WireTables {
+    init(_ t: StorageSnapshot.Tables<StoredRow>) {
+        zones = pairs(t.zones.mapKeys(Self.key), { $0 }, { Maybe(value: $0.map(WireZone.init)) })
+        ownedZones = pairs(t.ownedZones, { $0 }, { $0.map { Counted(zone: WireZone($0.zone), count: $0.recordCount) } })
+        newZoneIDs = pairs(t.newZoneIDs.mapKeys(Self.key))
+        heads = pairs(t.heads, { $0 }, { Maybe(value: $0.map { Head(seq: $0.seq, hash: Data($0.hash.bytes)) }) })
+        logs = pairs(t.logs, { $0 }, { Log(after: $0.after, entries: $0.entries.map(Entry.init)) })
+        entries = pairs(t.entries, { $0 }, { pairs($0, { $0 }, { Maybe(value: $0.map(Entry.init)) }) ?? [] })
+        wrappedKeys = pairs(t.wrappedKeys, { $0 }, { pairs($0, { $0 }, { pairs($0, { $0 }, data) ?? [] }) ?? [] })
+        chainedKeys = pairs(t.chainedKeys, { $0 }, { pairs($0, { $0 }, data) ?? [] })
+        schemaRows = pairs(t.schemaRows, { $0 }, { pairs($0, { $0 }, { $0.map { SchemaRow(field: $0.field, valueType: $0.valueType, encrypted: $0.encrypted) } }) ?? [] })
+        contacts = pairs(t.contacts, { $0 }, { Maybe(value: $0.map { Card(card: Data($0.card), added: $0.added) }) })
+        contactSearches = pairs(t.contactSearches)
+        records = pairs(t.records, { $0 }, { pairs($0, { $0 }, { Maybe(value: $0.map(WireVersion.init)) }) ?? [] })
+        pages = pairs(t.pages, { $0 }, { pairs($0) ?? [] })
+        childNames = pairs(t.childNames, { $0 }, { pairs($0, { $0 }, { $0.sorted() }) ?? [] })
+        tombstoneFlags = pairs(t.tombstoneFlags)
+        zoneDetails = t.zoneDetails.isEmpty ? nil : t.zoneDetails.sorted()
+        compacted = pairs(t.compacted)
+        uids = t.uids.isEmpty ? nil : t.uids.map { Pair(k: Data($0.key), v: $0.value) }
+        changePages = pairs(t.changePages, { $0 }, { pairs($0) ?? [] })
+        tombstonePages = pairs(t.tombstonePages, { $0 }, { pairs($0, { $0 }, { $0.map { Named(seq: $0.seq, name: $0.name) } }) ?? [] })
+        tombstoneCounts = pairs(t.tombstoneCounts, { $0 }, { pairs($0) ?? [] })
+        counter = t.counter.map { Counter(current: $0.current, compacted: $0.compacted) }
+        changedZones = pairs(t.changedZones, { $0 }, { pairs($0, { $0 }, { $0.map(WireZone.init) }) ?? [] })
+        zoneTombstones = pairs(t.zoneTombstones, { $0 }, { $0.map { Deleted(owner: $0.zoneID.ownerID, name: $0.zoneID.name, reason: $0.reason) } })
+        queries = pairs(t.queries, { $0 }, { $0.map { Page(plan: WirePlan($0.key), names: $0.value.names, more: $0.value.more,
+                                                            last: $0.value.lastSortValues.map { $0.map(WireSortValue.init) }) } })
+        shareLinks = pairs(t.shareLinks, { $0 }, { Maybe(value: $0.map { Link(epoch: $0.epoch, sealedKey: Data($0.sealedKey), sealedSecret: Data($0.sealedSecret)) }) })
+        shareZones = t.shareZones.isEmpty ? nil : t.shareZones.map { Pair(k: Data($0.key), v: $0.value.map(WireZone.init)) }
+        zoneShareUIDs = pairs(t.zoneShareUIDs, { $0 }, { Maybe(value: $0.map(data)) })
+        zoneMembers = pairs(t.zoneMembers, { $0 }, { $0.sorted() })
+        contactColumns = t.contactColumns.map { $0.map { Columns(user: $0.userID, name: $0.name, email: $0.email, signingKey: Data($0.signingKey),
+                                                                  boxKey: Data($0.boxKey), cardCreated: $0.cardCreated) } }
+        logHashes = pairs(t.logHashes, { $0 }, { pairs($0, { $0 }, data) ?? [] })
+        tombstoneLists = pairs(t.tombstoneLists, { $0 }, { pairs($0) ?? [] })
+        listingZones = pairs(t.listingZones, { $0 }, { $0.map(WireZone.init) })
+        sharedZones = pairs(t.sharedZones, { $0 }, { $0.map { Counted(zone: WireZone($0.zone), count: $0.recordCount) } })
+        changedSharedZones = pairs(t.changedSharedZones, { $0 }, { pairs($0, { $0 }, { $0.map(WireZone.init) }) ?? [] })
+    }
+
+    /// The tables, with every value of a shape no server of Coffer sends refused.
+    func tables() throws -> StorageSnapshot.Tables<StoredRow> {
+        func digest(_ d: Data) throws -> Digest32 {
+            guard d.count == 32 else { throw StoreError(.integrityFailure, "the server sent a hash that is not 32 bytes") }
+            return Digest32(d)
+        }
+        func counted(_ list: [Counted]) throws -> [(zone: ZoneRow, recordCount: Int)] { try list.map { (try $0.zone.row(), $0.count) } }
+        func rows(_ list: [WireZone]) throws -> [ZoneRow] { try list.map { try $0.row() } }
+        var t = StorageSnapshot.Tables<StoredRow>()
+        t.zones = try dict(zones, Self.zoneID, { try $0.value.map { try $0.row() } })
+        t.ownedZones = try dict(ownedZones, { $0 }, counted)
+        t.newZoneIDs = try dict(newZoneIDs, Self.zoneID, { $0 })
+        t.heads = try dict(heads, { $0 }, { try $0.value.map { (seq: $0.seq, hash: try digest($0.hash)) } })
+        t.logs = dict(logs, { $0 }, { (after: $0.after, entries: $0.entries.map(\.stored)) })
+        t.entries = dict(entries, { $0 }, { dict($0, { $0 }, { $0.value.map(\.stored) }) })
+        t.wrappedKeys = dict(wrappedKeys, { $0 }, { dict($0, { $0 }, { dict($0, { $0 }, bytes) }) })
+        t.chainedKeys = dict(chainedKeys, { $0 }, { dict($0, { $0 }, bytes) })
+        t.schemaRows = dict(schemaRows, { $0 }, { dict($0, { $0 }, { $0.map { (field: $0.field, valueType: $0.valueType, encrypted: $0.encrypted) } }) })
+        t.contacts = dict(contacts, { $0 }, { $0.value.map { (card: Array($0.card), added: $0.added) } })
+        t.contactSearches = dict(contactSearches)
+        t.records = dict(records, { $0 }, { dict($0, { $0 }, { $0.value.map(\.row) }) })
+        t.pages = dict(pages, { $0 }, { dict($0) })
+        t.childNames = dict(childNames, { $0 }, { dict($0, { $0 }, { Set($0) }) })
+        t.tombstoneFlags = dict(tombstoneFlags)
+        t.zoneDetails = Set(zoneDetails ?? [])
+        t.compacted = dict(compacted)
+        t.uids = dict(uids, bytes, { $0 })
+        t.changePages = dict(changePages, { $0 }, { dict($0) })
+        t.tombstonePages = dict(tombstonePages, { $0 }, { dict($0, { $0 }, { $0.map { (seq: $0.seq, name: $0.name) } }) })
+        t.tombstoneCounts = dict(tombstoneCounts, { $0 }, { dict($0) })
+        t.counter = counter.map { (current: $0.current, compacted: $0.compacted) }
+        t.changedZones = try dict(changedZones, { $0 }, { try dict($0, { $0 }, rows) })
+        t.zoneTombstones = dict(zoneTombstones, { $0 }, { $0.map { DeletedZone(zoneID: ZoneID(name: $0.name, ownerID: $0.owner), reason: $0.reason) } })
+        t.queries = try dict(queries, { $0 }, { pages in
+            var list = [QueryPlan: StorageSnapshot.QueryPage]()
+            for page in pages {
+                list[try page.plan.plan()] = StorageSnapshot.QueryPage(names: page.names, more: page.more, lastSortValues: try page.last.map { try $0.map { try $0.value() } })
+            }
+            return list
+        })
+        t.shareLinks = dict(shareLinks, { $0 }, { $0.value.map { (epoch: $0.epoch, sealedKey: Array($0.sealedKey), sealedSecret: Array($0.sealedSecret)) } })
+        t.shareZones = try dict(shareZones, bytes, rows)
+        t.zoneShareUIDs = dict(zoneShareUIDs, { $0 }, { $0.value.map(bytes) })
+        t.zoneMembers = dict(zoneMembers, { $0 }, { Set($0) })
+        t.contactColumns = contactColumns.map { $0.map { (userID: $0.user, name: $0.name, email: $0.email, signingKey: Array($0.signingKey),
+                                                          boxKey: Array($0.boxKey), cardCreated: $0.cardCreated) } }
+        t.logHashes = dict(logHashes, { $0 }, { dict($0, { $0 }, bytes) })
+        t.tombstoneLists = dict(tombstoneLists, { $0 }, { dict($0) })
+        t.listingZones = try dict(listingZones, { $0 }, rows)
+        t.sharedZones = try dict(sharedZones, { $0 }, counted)
+        t.changedSharedZones = try dict(changedSharedZones, { $0 }, { try dict($0, { $0 }, rows) })
+        return t
+    }
+}
+
+private extension Dictionary {
+    func mapKeys<K: Hashable>(_ f: (Key) -> K) -> [K: Value] {
+        var d = [K: Value]()
+        for (k, v) in self { d[f(k)] = v }
+        return d
+    }
+}

@@ -1,0 +1,210 @@
+import Foundation
+
+/// A ``StorageSnapshot/Write`` as a Coffer server's API carries it in a `records/modify` batch:
+/// an operation name and its fields. A log entry travels as its signed body and signature (the
+/// server decodes the entry and hashes it itself); a record version as its stamp and bytes.
+/// Decoding refuses an unknown operation, a field it does not take and a missing one.
+struct WireWrite: Codable, Sendable, Equatable {
+    var op: String
+    var zone: Int64?
+    var uid: Data?
+    var owner: String?
+    var name: String?
+    var created: Double?
+    var users: [String]?
+    var user: String?
+    var reason: String?
+    var head: Int64?
+    var body: Data?
+    var signature: Data?
+    var entries: Data?
+    var names: Data?
+    var epoch: Int64?
+    var bytes: Data?
+    var secret: Data?
+    var recordType: String?
+    var field: String?
+    var valueType: String?
+    var encrypted: Bool?
+    var version: WireVersion?
+    var storedSeq: Int64?
+    var keep: Bool?
+    var seq: Int64?
+    var label: String?
+    var time: Double?
+    var card: Data?
+    var email: String?
+    var signingKey: Data?
+    var boxKey: Data?
+    var cardCreated: String?
+    var zoneRow: WireZone?
+
+    init(op: String) { self.op = op }
+
+    init(_ write: StorageSnapshot.Write) {
+        switch write {
+        case .insertZone(let rowID, let u, let id, let c):
+            op = "zones/create"; zone = rowID; uid = Data(u); owner = id.ownerID; name = id.name; created = c
+        case .deleteZone(let z): op = "zones/delete"; zone = z
+        case .touchZone(let z): op = "zones/touch"; zone = z
+        case .zoneGone(let row, let u, let r): op = "zones/gone"; zoneRow = WireZone(row); users = u.sorted(); reason = r
+        case .zoneBack(let row, let u): op = "zones/back"; zoneRow = WireZone(row); user = u
+        case .appendLog(let z, let h, _, let b, let s, _, let e, let n):
+            op = "log/append"; zone = z; head = h; body = Data(b); signature = Data(s); entries = e.map { Data($0) }; names = n.map { Data($0) }
+        case .wrappedKey(let z, let e, let m, let w): op = "keys/insert"; zone = z; epoch = e; user = m; bytes = Data(w)
+        case .storeWrappedKey(let z, let e, let m, let w): op = "keys/store"; zone = z; epoch = e; user = m; bytes = Data(w)
+        case .deleteWrappedKeys(let z, let m): op = "keys/delete"; zone = z; user = m
+        case .storeChainedKey(let z, let e, let s): op = "keys/chain"; zone = z; epoch = e; bytes = Data(s)
+        case .deleteOlderKeys(let z, let e): op = "keys/deleteOlder"; zone = z; epoch = e
+        case .storeShareLink(let z, let e, let k, let s): op = "shares/link"; zone = z; epoch = e; bytes = Data(k); secret = Data(s)
+        case .deleteShareLink(let z): op = "shares/unlink"; zone = z
+        case .setZoneMembers(let z, let m, let s): op = "zones/members"; zone = z; users = m.sorted(); uid = s.map { Data($0) }
+        case .addZoneMember(let z, let u): op = "zones/addMember"; zone = z; user = u
+        case .fieldSchema(let z, let t, let f, let s):
+            op = "schema/insert"; zone = z; recordType = t; field = f; valueType = s.type.description; encrypted = s.encrypted
+        case .insertRecord(let z, let v): op = "records/insert"; zone = z; version = WireVersion(v)
+        case .replaceRecord(let z, let v, let s, let k): op = "records/replace"; zone = z; version = WireVersion(v); storedSeq = s; keep = k
+        case .deleteRecord(let z, let n, let s): op = "records/delete"; zone = z; name = n; storedSeq = s
+        case .addTombstone(let z, let n, let s, let a, let l, let t): op = "tombstones/add"; zone = z; name = n; seq = s; user = a; label = l; time = t
+        case .removeTombstone(let z, let n): op = "tombstones/remove"; zone = z; name = n
+        case .compactTombstones(let z, let t): op = "tombstones/compact"; zone = z; seq = t
+        case .contact(let u, let n, let e, let sk, let bk, let c, let cc, let a):
+            op = "contacts/publish"; user = u; name = n; email = e; signingKey = Data(sk); boxKey = Data(bk); card = Data(c); cardCreated = cc; time = a
+        }
+    }
+
+    /// The write, or `.invalidArguments` naming what is wrong. A log entry's body is decoded
+    /// and hashed here: nothing the client says about it is taken.
+    func write() throws -> StorageSnapshot.Write {
+        func field<T>(_ value: T?, _ key: String) throws -> T {
+            guard let value else { throw StoreError(.invalidArguments, "operation \(op) lacks '\(key)'") }
+            return value
+        }
+        func bytes(_ value: Data?, _ key: String) throws -> [UInt8] { Array(try field(value, key)) }
+        let write: StorageSnapshot.Write
+        switch op {
+        case "zones/create":
+            let u = try bytes(uid, "uid")
+            guard u.count == 16 else { throw StoreError(.invalidArguments, "a zone uid is 16 bytes") }
+            write = .insertZone(rowID: try field(zone, "zone"), uid: u, id: ZoneID(name: try field(name, "name"), ownerID: try field(owner, "owner")),
+                                created: try field(created, "created"))
+        case "zones/delete": write = .deleteZone(rowID: try field(zone, "zone"))
+        case "zones/touch": write = .touchZone(rowID: try field(zone, "zone"))
+        case "zones/gone": write = .zoneGone(try field(zoneRow, "zoneRow").row(), users: Set(try field(users, "users")), reason: try field(reason, "reason"))
+        case "zones/back": write = .zoneBack(try field(zoneRow, "zoneRow").row(), user: try field(user, "user"))
+        case "log/append":
+            let b = try bytes(body, "body"), s = try bytes(signature, "signature")
+            guard let entry = LogEntry.decode(b) else { throw StoreError(.invalidArguments, "a log entry that is malformed") }
+            write = .appendLog(zoneRowID: try field(zone, "zone"), head: try field(head, "head"), entry: entry, body: b, signature: s,
+                               hash: LogEntry.hash(body: b, signature: s), entries: entries.map(Array.init), names: names.map(Array.init))
+        case "keys/insert":
+            write = .wrappedKey(zoneRowID: try field(zone, "zone"), epoch: try field(epoch, "epoch"), memberID: try field(user, "user"),
+                                wrapped: try bytes(self.bytes, "bytes"))
+        case "keys/store":
+            write = .storeWrappedKey(zoneRowID: try field(zone, "zone"), epoch: try field(epoch, "epoch"), memberID: try field(user, "user"),
+                                     wrapped: try bytes(self.bytes, "bytes"))
+        case "keys/delete": write = .deleteWrappedKeys(zoneRowID: try field(zone, "zone"), memberID: user)
+        case "keys/chain": write = .storeChainedKey(zoneRowID: try field(zone, "zone"), epoch: try field(epoch, "epoch"), sealed: try bytes(self.bytes, "bytes"))
+        case "keys/deleteOlder": write = .deleteOlderKeys(zoneRowID: try field(zone, "zone"), before: try field(epoch, "epoch"))
+        case "shares/link":
+            write = .storeShareLink(zoneRowID: try field(zone, "zone"), epoch: try field(epoch, "epoch"), sealedKey: try bytes(self.bytes, "bytes"),
+                                    sealedSecret: try bytes(secret, "secret"))
+        case "shares/unlink": write = .deleteShareLink(zoneRowID: try field(zone, "zone"))
+        case "zones/members":
+            write = .setZoneMembers(zoneRowID: try field(zone, "zone"), members: Set(try field(users, "users")), shareUID: uid.map(Array.init))
+        case "zones/addMember": write = .addZoneMember(zoneRowID: try field(zone, "zone"), userID: try field(user, "user"))
+        case "schema/insert":
+            guard let type = FieldType(name: try field(valueType, "valueType")) else { throw StoreError(.invalidArguments, "a field of unknown type") }
+            write = .fieldSchema(zoneRowID: try field(zone, "zone"), recordType: try field(recordType, "recordType"), field: try field(self.field, "field"),
+                                 schema: FieldSchema(type: type, encrypted: try field(encrypted, "encrypted")))
+        case "records/insert": write = .insertRecord(zoneRowID: try field(zone, "zone"), try field(version, "version").version())
+        case "records/replace":
+            write = .replaceRecord(zoneRowID: try field(zone, "zone"), try field(version, "version").version(), storedSeq: try field(storedSeq, "storedSeq"),
+                                   keep: try field(keep, "keep"))
+        case "records/delete": write = .deleteRecord(zoneRowID: try field(zone, "zone"), name: try field(name, "name"), storedSeq: try field(storedSeq, "storedSeq"))
+        case "tombstones/add":
+            write = .addTombstone(zoneRowID: try field(zone, "zone"), name: try field(name, "name"), seq: try field(seq, "seq"), authorID: try field(user, "user"),
+                                  label: label, time: try field(time, "time"))
+        case "tombstones/remove": write = .removeTombstone(zoneRowID: try field(zone, "zone"), name: try field(name, "name"))
+        case "tombstones/compact": write = .compactTombstones(zoneRowID: try field(zone, "zone"), through: try field(seq, "seq"))
+        case "contacts/publish":
+            write = .contact(userID: try field(user, "user"), name: try field(name, "name"), email: email, signingKey: try bytes(signingKey, "signingKey"),
+                             boxKey: try bytes(boxKey, "boxKey"), card: try bytes(card, "card"), cardCreated: try field(cardCreated, "cardCreated"),
+                             added: try field(time, "time"))
+        default: throw StoreError(.invalidArguments, "unknown write operation '\(Names.printable(op))'")
+        }
+        guard WireWrite(write) == self else { throw StoreError(.invalidArguments, "operation \(op) carries fields it does not take") }
+        return write
+    }
+}
+
+/// A zone row on the wire.
+struct WireZone: Codable, Sendable, Equatable {
+    var id: Int64
+    var uid: Data
+    var owner: String
+    var name: String
+    var sequence: Int64
+    var created: Double
+    var logFormat: Int64
+
+    init(_ row: ZoneRow) {
+        id = row.rowID; uid = Data(row.uid); owner = row.id.ownerID; name = row.id.name; sequence = row.sequence
+        created = row.created.timeIntervalSince1970; logFormat = row.logFormat
+    }
+
+    func row() throws -> ZoneRow {
+        guard uid.count == 16 else { throw StoreError(.integrityFailure, "zone '\(Names.printable(name))' has a damaged row: the store was changed") }
+        return ZoneRow(rowID: id, uid: Array(uid), id: ZoneID(name: name, ownerID: owner), sequence: sequence,
+                       created: Date(timeIntervalSince1970: created), logFormat: logFormat)
+    }
+}
+
+/// A record version (a ``SealedVersion`` to write, or a ``StoredRow`` read) on the wire.
+struct WireVersion: Codable, Sendable, Equatable {
+    var name: String
+    var type: String
+    var parent: String?
+    var seq: Int64
+    var epoch: Int64
+    var membershipSeq: Int64
+    var creator: String
+    var modifier: String
+    var created: Double
+    var modified: Double
+    var plain: Data
+    /// The plain values' type codes (written versions only: a stored row does not keep them).
+    var plainTypes: Data?
+    var sealed: Data?
+
+    init(_ v: SealedVersion) {
+        let s = v.stamp
+        name = s.name; type = s.type; parent = s.parent; seq = s.seq; epoch = s.epoch; membershipSeq = s.membershipSeq
+        creator = s.creatorID; modifier = s.modifierID; created = s.created; modified = s.modified
+        plain = Data(v.plain); plainTypes = Data(v.plainTypes); sealed = v.sealed.map { Data($0) }
+    }
+
+    init(_ row: StoredRow) {
+        name = row.name; type = row.type; parent = row.parent; seq = row.seq; epoch = row.epoch; membershipSeq = row.membershipSeq
+        creator = row.creatorID; modifier = row.modifierID; created = row.created; modified = row.modified
+        let count = row.plainCount
+        (plain, sealed) = row.withBytes { bytes in (Data(bytes.prefix(count)), row.hasSealed ? Data(bytes.dropFirst(count)) : nil) }
+    }
+
+    var stamp: VersionStamp {
+        VersionStamp(name: name, type: type, parent: parent, seq: seq, epoch: epoch, membershipSeq: membershipSeq, creatorID: creator,
+                     modifierID: modifier, created: created, modified: modified)
+    }
+
+    /// The version to write. Its digest is left zero: the server never takes a client's hash,
+    /// and the backends do not store it.
+    func version() throws -> SealedVersion {
+        guard let plainTypes else { throw StoreError(.invalidArguments, "a record version lacks its plain types") }
+        return SealedVersion(stamp: stamp, plain: Array(plain), plainTypes: Array(plainTypes), sealed: sealed.map(Array.init), digest: .zero)
+    }
+
+    var row: StoredRow {
+        StoredRow.make(name: name, type: type, parent: parent, epoch: epoch, seq: seq, membershipSeq: membershipSeq, creatorID: creator,
+                       modifierID: modifier, created: created, modified: modified, plain: Array(plain), sealed: sealed.map(Array.init))
+    }
+}
