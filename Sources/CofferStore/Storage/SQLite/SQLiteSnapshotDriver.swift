@@ -1,0 +1,442 @@
+import CofferCrypto
+import CofferVault
+import Foundation
+import GRDB
+import Logging
+
+/// The driver of ``StorageSnapshot``s over an SQLite store: what a Coffer server that keeps its
+/// store in SQLite runs its clients' operations with. A client's run notes what it needs and
+/// what it writes; the server answers the needs from one read transaction and applies the
+/// writes in one write transaction, checked against what the run read, exactly as
+/// ``PostgresStorage`` does on PostgreSQL.
+///
+/// ```swift
+/// let driver = SQLiteSnapshotDriver(pool: pool, logger: logger)
+/// try await driver.fetch(needs, into: snapshot)   // one state of the file for all of them
+/// try await driver.apply(snapshot.writes)         // or SnapshotConflict: read again
+/// ```
+///
+/// Reads go through the SQLite backend's own ``StorageTransaction`` methods where one gives
+/// exactly what a need asks for, so a row reads the same whether the engine runs on the file or
+/// through this driver. Writes keep the columns only SQLite has (a zone's key epoch and log
+/// format) as the engine's SQLite path keeps them.
+final class SQLiteSnapshotDriver: SnapshotDriver {
+    let pool: DatabasePool
+    let logger: Logger
+    /// The last zone id this driver handed out (see ``reserveZoneID(_:after:)``).
+    private let lastReserved = Locked<Int64>(0)
+
+    /// A driver over `pool`, a store the SQLite migrations set up (``Store/init(path:create:logger:)``).
+    init(pool: DatabasePool, logger: Logger) {
+        self.pool = pool
+        self.logger = logger
+    }
+
+    var storeDescription: String { "the SQLite store at \(pool.path)" }
+
+    /// Sleeps `interval`: nothing here hears of another connection's commits.
+    func waitForChange(upTo interval: Duration) async throws {
+        try await Task.sleep(for: interval)
+    }
+
+    /// Nothing to end: the pool belongs to whoever made it, and closes when released.
+    func close() async {}
+
+    // MARK: - Reads
+
+    /// What one read transaction fetched, and whether a zone read before moved on since.
+    ///
+    /// `@unchecked Sendable`: its record rows are ``StoredRow``s, which are made on the reader's
+    /// thread and never change after (see ``StoredRow``), so handing them to the caller's task
+    /// shares nothing that is written; every other value in the tables is `Sendable`.
+    private struct Fetched: @unchecked Sendable {
+        var tables = StorageSnapshot.Tables<StoredRow>()
+        var moved = false
+    }
+
+    /// Fetches what a run of `snapshot` missed, in one read transaction (one state of the file
+    /// for all of it); drops what was read before when a zone read then has moved on since.
+    func fetch(_ needs: [StorageSnapshot.Need], into snapshot: StorageSnapshot) async throws {
+        let basis = snapshot.basis
+        let knownContacts = basis.contacts, knownHeads = basis.heads, knownZones = basis.zones
+        let read: Fetched
+        do {
+            read = try await pool.read { [lastReserved] db in
+                var fetched = Fetched()
+                fetched.moved = try Self.moved(db, knownHeads: knownHeads, knownZones: knownZones)
+                var cards = [String]()
+                for need in needs {
+                    switch need {
+                    case .contact(let user): cards.append(user)
+                    case .newZoneID(let id): fetched.tables.newZoneIDs[id] = try Self.reserveZoneID(db, after: lastReserved)
+                    default: try Self.fetch(need, db, into: &fetched.tables)
+                    }
+                }
+                // The authors of entries read, whose cards check their signatures.
+                let authors = Set(fetched.tables.logs.values.flatMap { $0.entries.compactMap { LogEntry.decode($0.body)?.authorID } })
+                    .subtracting(knownContacts).subtracting(fetched.tables.contacts.keys)
+                for user in Set(cards).union(authors) {
+                    // `.some(nil)`: the store has no card for the user (assigning nil would drop the key).
+                    fetched.tables.contacts[user] = .some(try db.contactCard(userID: user))
+                }
+                return fetched
+            }
+        } catch {
+            throw Store.map(error)
+        }
+        snapshot.absorb(read.tables, moved: read.moved) { $0 }
+    }
+
+    /// Whether a zone whose head was read has another head now (or none), or a zone whose row
+    /// was read is gone.
+    private static func moved(_ db: Database, knownHeads: [Int64: Int64?], knownZones: Set<Int64>) throws -> Bool {
+        for (zone, seq) in knownHeads {
+            if try db.logHead(zoneRowID: zone)?.seq != seq { return true }
+        }
+        for zone in knownZones {
+            if try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM zone WHERE id = ?)", arguments: [zone]) != true { return true }
+        }
+        return false
+    }
+
+    /// An id for a new zone: one past every id the store has used and every id this driver
+    /// handed out before. SQLite has no sequence to draw from outside an insert, so the id is
+    /// only reserved here; the insert (``apply(_:)``) takes it only if the store has used no id
+    /// as large since, and otherwise conflicts (the operation then reads a new one). Ids handed
+    /// out by this driver are never handed out again, so two operations of one server never
+    /// race for one id, nor do two new zones of one operation read in different rounds; an id
+    /// left unused is a gap, as SQLite's own inserts leave after a rollback.
+    private static func reserveZoneID(_ db: Database, after handedOut: Locked<Int64>) throws -> Int64 {
+        let used = try lastZoneID(db)
+        return handedOut.withLock { last in
+            last = max(last, used) + 1
+            return last
+        }
+    }
+
+    /// The greatest zone id the store ever used: its zone rows', and the one SQLite's
+    /// `AUTOINCREMENT` keeps in `sqlite_sequence` (which stays after the zone is deleted).
+    private static func lastZoneID(_ db: Database) throws -> Int64 {
+        try Int64.fetchOne(db, sql: """
+            SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'zone'), 0), coalesce((SELECT max(id) FROM zone), 0))
+            """) ?? 0
+    }
+
+    private static func fetch(_ need: StorageSnapshot.Need, _ db: Database, into f: inout StorageSnapshot.Tables<StoredRow>) throws {
+        switch need {
+        case .zone(let id):
+            guard let zone = try db.zoneRow(id) else {
+                f.zones[id] = .some(nil)
+                return
+            }
+            let rowID = zone.rowID
+            f.zones[id] = zone
+            f.compacted[rowID] = try db.compactedSeq(zoneRowID: rowID)
+            f.heads[rowID] = .some(try db.logHead(zoneRowID: rowID))
+            // Every key and schema row of the zone: the protocol reads them one at a time.
+            var keys = [Int64: [String: [UInt8]]]()
+            for row in try Row.fetchAll(db, sql: "SELECT epoch, member_id, wrapped_key FROM zone_key WHERE zone_id = ?", arguments: [rowID]) {
+                let epoch: Int64 = try row.required(0), member: String = try row.required(1), wrapped: Data = try row.required(2)
+                keys[epoch, default: [:]][member] = Array(wrapped)
+            }
+            f.wrappedKeys[rowID] = keys
+            var chain = [Int64: [UInt8]]()
+            for row in try Row.fetchAll(db, sql: "SELECT epoch, sealed_key FROM zone_key_chain WHERE zone_id = ?", arguments: [rowID]) {
+                let epoch: Int64 = try row.required(0), sealed: Data = try row.required(1)
+                chain[epoch] = Array(sealed)
+            }
+            f.chainedKeys[rowID] = chain
+            var schema = [String: [(field: String, valueType: String, encrypted: Bool)]]()
+            for row in try Row.fetchAll(db, sql: "SELECT record_type, field, value_type, encrypted FROM field_schema WHERE zone_id = ?",
+                                        arguments: [rowID]) {
+                let type: String = try row.required(0), field: String = try row.required(1), valueType: String = try row.required(2)
+                let encrypted: Bool = try row.required(3)
+                schema[type, default: []].append((field, valueType, encrypted))
+            }
+            f.schemaRows[rowID] = schema
+            f.zoneShareUIDs[rowID] = .some(try db.zoneCaches(zoneRowID: rowID).shareUID)
+            f.zoneMembers[rowID] = try db.zoneMemberIDs(zoneRowID: rowID)
+            f.shareLinks[rowID] = .some(try db.shareLink(zoneRowID: rowID))
+            f.tombstoneFlags[rowID] = try db.hasTombstones(zoneRowID: rowID)
+            f.zoneDetails.insert(rowID)
+        case .ownedZones(let owner):
+            let list = try db.zoneRows(ownedBy: owner)
+            for item in list { f.zones[item.zone.id] = item.zone } // its keys and schema are fetched by name when asked for
+            f.ownedZones[owner] = list
+        case .newZoneID, .contact:
+            preconditionFailure("answered by the caller, with what the whole fetch reserves and reads")
+        case .log(let zone, let after):
+            f.heads[zone] = .some(try db.logHead(zoneRowID: zone))
+            guard after != .max else { return }
+            f.logs[zone] = (after, try db.logEntries(zoneRowID: zone, after: after))
+        case .logEntry(let zone, let seq):
+            f.entries[zone, default: [:]][seq] = .some(try db.logEntry(zoneRowID: zone, seq: seq))
+            if f.heads[zone] == nil { f.heads[zone] = .some(try db.logHead(zoneRowID: zone)) }
+        case .contactIDs(let email, let name):
+            f.contactSearches[StorageSnapshot.searchKey(email: email, name: name)] = try db.contactUserIDs(email: email, name: name)
+        case .records(let zone, let names):
+            var found = [String: StoredRow?]()
+            for name in names { found[name] = .some(nil) }
+            try db.readRecordRows(zoneRowID: zone, names: names) { found[$0.name] = .some($0) }
+            f.records[zone, default: [:]].merge(found) { _, new in new }
+        case .page(let zone, let after, let limit):
+            var names = [String]()
+            try db.readRecordRows(zoneRowID: zone, after: after, limit: limit) { row in
+                names.append(row.name)
+                f.records[zone, default: [:]][row.name] = .some(row)
+            }
+            f.pages[zone, default: [:]]["\(limit):\(after)"] = names
+        case .sealedPage(let zone, let epoch, let after, let limit):
+            var names = [String]()
+            try db.readRecordRows(zoneRowID: zone, sealedBefore: epoch, after: after, limit: limit) { row in
+                names.append(row.name)
+                f.records[zone, default: [:]][row.name] = .some(row)
+            }
+            f.pages[zone, default: [:]]["sealed<\(epoch):\(limit):\(after)"] = names
+        case .ancestors(let zone, let name):
+            // The chain of parents above `name`, one lookup a step, until a root, a name with no
+            // row (known to be missing), a name met before (a loop stored in the table), or the
+            // depth PostgreSQL's driver stops at (the run then asks again from there).
+            var current: String? = name, seen = Set<String>()
+            while let step = current, seen.count <= 10_000, seen.insert(step).inserted {
+                let row = try db.recordRow(zoneRowID: zone, name: step)
+                f.records[zone, default: [:]][step] = .some(row)
+                current = row?.parent
+            }
+        case .children(let zone, let parent):
+            f.childNames[zone, default: [:]][parent] = Set(try db.children(zoneRowID: zone, of: parent))
+        case .childrenOfAny(let zone, let parents):
+            for parent in parents { f.childNames[zone, default: [:]][parent] = Set(try db.children(zoneRowID: zone, of: parent)) }
+        case .tombstones(let zone):
+            f.tombstoneFlags[zone] = try db.hasTombstones(zoneRowID: zone)
+        case .changes(let zone, let seq, let name, let limit):
+            let key = StorageSnapshot.pageKey(seq, name, limit)
+            var names = [String]()
+            for changed in try db.changedRecordRows(zoneRowID: zone, afterSeq: seq, afterName: name, limit: limit) {
+                // A snapshot holds rows, not refusals: a row Coffer did not write fails the read,
+                // as it does on PostgreSQL.
+                let row = try changed.row.get()
+                names.append(row.name)
+                f.records[zone, default: [:]][row.name] = .some(row)
+            }
+            f.changePages[zone, default: [:]][key] = names
+            f.tombstonePages[zone, default: [:]][key] = try db.tombstones(zoneRowID: zone, afterSeq: seq, afterName: name, limit: limit)
+        case .zoneUID(let uid):
+            f.uids[uid] = try db.zoneExists(uid: uid)
+        case .counter:
+            f.counter = try db.databaseCounter()
+        case .changedZones(let owner, let since):
+            let rows = try db.zoneRowsChanged(ownedBy: owner, since: since)
+            for zone in rows { f.zones[zone.id] = zone }
+            f.changedZones[owner, default: [:]][since] = rows
+        case .zoneTombstones(let user, let since, let owned):
+            f.zoneTombstones["\(owned):\(since):\(user)"] = try db.zoneTombstones(userID: user, since: since, owned: owned)
+        case .query(let zone, let plan):
+            // The plan's record type and fields are written into the SQL: a plan from a client
+            // must name them as the engine does.
+            try Names.validateRecordType(plan.recordType)
+            for field in plan.fields { try Names.validateFieldKey(field.field) }
+            var names = [String]()
+            let more = try db.queryRecordRows(zoneRowID: zone, plan: plan) { row in
+                names.append(row.name)
+                f.records[zone, default: [:]][row.name] = .some(row)
+            }
+            var last: [QueryCursor.SortValue]?
+            if more, let name = names.last { last = try db.querySortValues(zoneRowID: zone, plan: plan, name: name) }
+            f.queries[zone, default: [:]][plan] = StorageSnapshot.QueryPage(names: names, more: more, lastSortValues: last)
+        case .contactColumns:
+            f.contactColumns = try db.contactColumns()
+        case .logHashes(let zone):
+            f.logHashes[zone] = try db.storedLogHashes(zoneRowID: zone)
+        case .allRows(let zone):
+            var names = [String]()
+            try db.readAllRecordRows(zoneRowID: zone) { name, _, result in
+                let row = try result.get()
+                names.append(name)
+                f.records[zone, default: [:]][name] = .some(row)
+            }
+            f.pages[zone, default: [:]]["all"] = names
+        case .tombstoneList(let zone):
+            f.tombstoneLists[zone] = try db.tombstoneSeqs(zoneRowID: zone)
+        case .shareZones(let uid):
+            let rows = try db.zoneRows(shareUID: uid)
+            for zone in rows { f.zones[zone.id] = zone }
+            f.shareZones[uid] = rows
+        case .listingZones(let user):
+            let rows = try db.zoneRows(ownedByOrListing: user)
+            for zone in rows { f.zones[zone.id] = zone }
+            f.listingZones[user] = rows
+        case .sharedZones(let member):
+            let list = try db.zoneRows(sharedWith: member)
+            for item in list { f.zones[item.zone.id] = item.zone }
+            f.sharedZones[member] = list
+        case .changedSharedZones(let member, let since):
+            let rows = try db.zoneRowsChanged(sharedWith: member, since: since)
+            for zone in rows { f.zones[zone.id] = zone }
+            f.changedSharedZones[member, default: [:]][since] = rows
+        case .tombstoneCount(let zone, let through):
+            let count = try Int.fetchOne(db, sql: "SELECT count(*) FROM record_tombstone WHERE zone_id = ? AND seq <= ?", arguments: [zone, through])
+            f.tombstoneCounts[zone, default: [:]][through] = count ?? 0
+        }
+    }
+
+    // MARK: - Writes
+
+    /// Applies a run's writes in one write transaction (SQLite's `BEGIN IMMEDIATE`: no other
+    /// connection writes until it ends). Each zone whose log the run extends must still be at
+    /// the head the run extended, and each record row it replaces or deletes at the sequence
+    /// it read; a new row must find its name free. Otherwise nothing is written, and the run
+    /// reads again (``SnapshotConflict``).
+    func apply(_ writes: [StorageSnapshot.Write]) async throws {
+        logger.trace("snapshot apply", metadata: ["writes": "\(writes.count)"])
+        do {
+            try await pool.write { db in try Self.apply(writes, db) }
+        } catch let error as DatabaseError where Self.isConflict(error) {
+            // Another writer took a name, a key or a log position this run meant to take, or
+            // deleted the zone it writes under.
+            throw SnapshotConflict()
+        } catch let conflict as SnapshotConflict {
+            throw conflict
+        } catch {
+            throw Store.map(error)
+        }
+    }
+
+    /// A unique, primary key or foreign key violation: what PostgreSQL's driver also takes for
+    /// another writer's work.
+    private static func isConflict(_ error: DatabaseError) -> Bool {
+        [.SQLITE_CONSTRAINT_UNIQUE, .SQLITE_CONSTRAINT_PRIMARYKEY, .SQLITE_CONSTRAINT_FOREIGNKEY].contains(error.extendedResultCode)
+    }
+
+    private static func apply(_ writes: [StorageSnapshot.Write], _ db: Database) throws {
+        var heads = [Int64: Int64]()
+        for case .appendLog(let zone, let head, _, _, _, _, _, _) in writes where heads[zone] == nil { heads[zone] = head }
+        let inserted = Set(writes.compactMap { if case .insertZone(let rowID, _, _, _) = $0 { rowID } else { nil } })
+        for (zone, head) in heads.sorted(by: { $0.key < $1.key }) where !inserted.contains(zone) {
+            guard try Int64.fetchOne(db, sql: "SELECT sequence FROM zone WHERE id = ?", arguments: [zone]) == head else { throw SnapshotConflict() }
+        }
+        for write in writes { try apply(write, db) }
+    }
+
+    private static func apply(_ write: StorageSnapshot.Write, _ db: Database) throws {
+        switch write {
+        case .insertZone(let rowID, let uid, let id, let created):
+            // The id came from `.newZoneID`: one past every id the store had used when it was
+            // read. An id used since (by a zone another writer added, even if deleted again) is
+            // a conflict, never a reuse: a zone's row id then names one zone only, and another
+            // session's caches of a zone under that id cannot be taken for this one.
+            guard rowID > (try lastZoneID(db)) else { throw SnapshotConflict() }
+            try db.execute(sql: """
+                INSERT INTO zone (id, uid, owner_id, name, current_epoch, sequence, created_at, log_format) VALUES (?, ?, ?, ?, 1, 0, ?, 1)
+                """, arguments: [rowID, Data(uid), id.ownerID, id.name, created])
+        case .deleteZone(let rowID):
+            try db.deleteZone(zoneRowID: rowID)
+        case .touchZone(let rowID):
+            try db.touchZone(zoneRowID: rowID)
+        case .zoneGone(let zone, let users, let reason):
+            try db.noteZoneGone(zone, for: users, reason: reason)
+        case .zoneBack(let zone, let user):
+            try db.noteZoneBack(zone, for: user)
+        case .appendLog(let zone, _, let entry, let body, let signature, let hash, let entries, let names):
+            try db.appendLogEntry(zoneRowID: zone, entry: entry, body: body, signature: signature, hash: hash, entries: entries, names: names)
+            // The zone row's copies of what the log says, as the engine's SQLite path keeps them.
+            if entry.kind == .genesis { try db.markZoneLogged(zoneRowID: zone) }
+            if let epoch = keyEpoch(of: entry) { try db.noteZoneEpoch(zoneRowID: zone, epoch: epoch) }
+        case .wrappedKey(let zone, let epoch, let member, let wrapped):
+            try db.insertWrappedKey(zoneRowID: zone, epoch: epoch, memberID: member, wrapped: wrapped)
+        case .fieldSchema(let zone, let type, let field, let schema):
+            try db.insertFieldSchema(zoneRowID: zone, recordType: type, field: field, schema: schema)
+        case .insertRecord(let zone, let version):
+            try db.insertRecord(version, zoneRowID: zone)
+        case .replaceRecord(let zone, let version, let storedSeq, let keep):
+            let v = version.stamp
+            let plain = String(decoding: version.plain, as: UTF8.self), sealed = version.sealed.map { Data($0) }
+            if keep {
+                try db.execute(sql: """
+                    UPDATE record SET parent = ?, plain = ?, sealed = ?, epoch = ?, seq = ?, membership_seq = ?, modifier_id = ?, modified_at = ?
+                    WHERE zone_id = ? AND name = ? AND type = ? AND seq = ?
+                    """, arguments: [v.parent, plain, sealed, v.epoch, v.seq, v.membershipSeq, v.modifierID, v.modified, zone, v.name, v.type, storedSeq])
+            } else {
+                try db.execute(sql: """
+                    UPDATE record SET parent = ?, plain = ?, sealed = ?, epoch = ?, seq = ?, membership_seq = ?, creator_id = ?, modifier_id = ?,
+                        created_at = ?, modified_at = ?
+                    WHERE zone_id = ? AND name = ? AND type = ? AND seq = ?
+                    """, arguments: [v.parent, plain, sealed, v.epoch, v.seq, v.membershipSeq, v.creatorID, v.modifierID, v.created, v.modified,
+                                     zone, v.name, v.type, storedSeq])
+            }
+            guard db.changesCount == 1 else { throw SnapshotConflict() }
+        case .deleteRecord(let zone, let name, let storedSeq):
+            guard try db.deleteRecord(zoneRowID: zone, name: name, expectedSeq: storedSeq) else { throw SnapshotConflict() }
+        case .addTombstone(let zone, let name, let seq, let author, let label, let time):
+            try db.addTombstone(zoneRowID: zone, name: name, seq: seq, authorID: author, label: label, time: time)
+        case .removeTombstone(let zone, let name):
+            try db.removeTombstone(zoneRowID: zone, name: name)
+        case .contact(let userID, let name, let email, let signingKey, let boxKey, let card, let cardCreated, let added):
+            try db.storeContact(userID: userID, name: name, email: email, signingKey: signingKey, boxKey: boxKey, card: card,
+                                cardCreated: cardCreated, added: added)
+        case .compactTombstones(let zone, let through):
+            _ = try db.compactTombstones(zoneRowID: zone, through: through)
+        case .storeWrappedKey(let zone, let epoch, let member, let wrapped):
+            try db.storeWrappedKey(zoneRowID: zone, epoch: epoch, memberID: member, wrapped: wrapped)
+        case .deleteWrappedKeys(let zone, let member):
+            try db.deleteWrappedKeys(zoneRowID: zone, memberID: member)
+        case .storeChainedKey(let zone, let epoch, let sealed):
+            try db.storeChainedKey(zoneRowID: zone, epoch: epoch, sealed: sealed)
+        case .storeShareLink(let zone, let epoch, let key, let secret):
+            try db.storeShareLink(zoneRowID: zone, epoch: epoch, sealedKey: key, sealedSecret: secret)
+        case .deleteShareLink(let zone):
+            try db.deleteShareLink(zoneRowID: zone)
+        case .deleteOlderKeys(let zone, let epoch):
+            try db.deleteOlderKeys(zoneRowID: zone, before: epoch)
+        case .setZoneMembers(let zone, let members, let shareUID):
+            try db.setZoneMembers(zoneRowID: zone, members: members, shareUID: shareUID)
+        case .addZoneMember(let zone, let user):
+            try db.addZoneMember(zoneRowID: zone, userID: user)
+        }
+    }
+
+    /// The key epoch a genesis or membership entry puts the zone at; nil for other entries (and
+    /// for a payload that does not decode, which verification refuses on every read). A run
+    /// notes no write for the zone row's copy of the epoch: it is taken from the entry itself.
+    private static func keyEpoch(of entry: LogEntry) -> Int64? {
+        switch entry.kind {
+        case .genesis:
+            return GenesisPayload.decode(entry.payload)?.state.epoch
+        case .membership:
+            return entry.payload.withUnsafeBytes { raw -> Int64? in
+                var r = RawReader(raw, what: "membership")
+                guard let payload = try? StatePayload.decode(&r), r.remaining == 0 else { return nil }
+                return payload.epoch
+            }
+        case .commit, .acceptance, .rewrite:
+            return nil
+        }
+    }
+}
+
+extension Store {
+    /// The SQLite store of `pool` with its operations run through a ``SQLiteSnapshotDriver``,
+    /// as a Coffer server serving the file runs its clients' operations. The pool is one
+    /// ``Store/init(path:create:logger:)`` set up (its schema checked again here).
+    ///
+    /// ```swift
+    /// let file = try Store(path: "notes.sqlite")
+    /// let served = try Store(snapshotOver: file.dbPool)
+    /// ```
+    /// - Throws: `.internalError` when the file is not set up as a store; `.integrityFailure`
+    ///   when its schema is not the one Coffer made.
+    convenience init(snapshotOver pool: DatabasePool, logger: Logger = Vault.disabledLogger) throws {
+        let storeID: [UInt8]
+        do {
+            guard let id = try Self.readyStoreID(pool) else {
+                throw StoreError(.internalError, "the store at \(pool.path) is not set up (open it with Store(path:) first)")
+            }
+            try Self.checkTables(pool, path: pool.path)
+            storeID = id
+        } catch {
+            throw Self.map(error)
+        }
+        self.init(url: URL(fileURLWithPath: pool.path), storeID: storeID, backend: .snapshot(SQLiteSnapshotDriver(pool: pool, logger: logger)),
+                  logger: logger)
+    }
+}
