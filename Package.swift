@@ -16,6 +16,9 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
+        .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
     ],
     targets: [
         // libsodium, the only cryptography. Imported by CofferCrypto alone.
@@ -38,12 +41,24 @@ let package = Package(
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
+                // The client of a Coffer server (`Store(server:)`).
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            ]
+        ),
+        // `coffer serve`: the sync server, over any local backend.
+        .target(
+            name: "CofferServer",
+            dependencies: [
+                "CofferCrypto", "CofferVault", "CofferStore",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
         .executableTarget(
             name: "coffer",
             dependencies: [
-                "CofferCrypto", "CofferVault", "CofferStore",
+                "CofferCrypto", "CofferVault", "CofferStore", "CofferServer",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -77,6 +92,7 @@ let package = Package(
                 "CofferStore", "CofferVault", "CofferCrypto", "CofferTestSupport",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
             ]
         ),
         .testTarget(name: "CofferCLITests", dependencies: ["CofferCrypto", "CofferTestSupport"]),

@@ -73,6 +73,7 @@ extension Coffer {
         func run() async throws {
             if heads { return try await writeHeads() }
             if let compare { return try await compareHeads(compare) }
+            if !plaintextArguments.isEmpty || !plaintextFiles.isEmpty { try global.requireLocal("audit --plaintext") }
             let plaintexts = try plaintextArguments + plaintextFiles.flatMap(Self.texts(inFile:))
             let context = try await SessionContext(global, createStore: false)
             let progress = isatty(STDERR_FILENO) != 0 && !global.json

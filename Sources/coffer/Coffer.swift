@@ -14,11 +14,11 @@ struct Coffer: AsyncParsableCommand {
             (--key-file, COFFER_KEY_FILE), or a prompt on the terminal; never from a flag.
 
             Exit codes: 0 ok, 1 other failure, 64 bad command line or no passphrase, 65 malformed or \
-            tampered input, 66 not found, 73 already exists, 75 conflict or busy, 77 wrong passphrase \
-            or not allowed.
+            tampered input, 66 not found, 69 the store's server cannot be reached, 73 already exists, 75 conflict \
+            or busy, 77 wrong passphrase or not allowed.
             """,
         version: "0.1.0",
-        subcommands: [VaultCommand.self, ContactCommand.self, ZoneCommand.self, RecordCommand.self, ShareCommand.self, Changes.self, Audit.self, Demo.self]
+        subcommands: [VaultCommand.self, ContactCommand.self, ZoneCommand.self, RecordCommand.self, ShareCommand.self, Changes.self, Audit.self, Serve.self, Demo.self]
     )
 }
 

@@ -27,6 +27,9 @@ enum Who: String, CaseIterable, Sendable, CustomTestStringConvertible {
 final class Team: Sendable {
     let sandbox: Sandbox
     let store: String
+    /// The URL of the `coffer serve` every run works through (`--server`), if any: then no
+    /// store file is shared, and each user keeps only their vault and marks.
+    let server: String?
     private let vaults: [Who: String]
     private let ids: [Who: String]
 
@@ -34,9 +37,11 @@ final class Team: Sendable {
     /// store (the first user adds their own card with `contact add`: only commands that write may
     /// create a store) and opens it once as each of them (`zone list`), which registers their
     /// contact card in it so that the others find them by name, email or user id.
-    init(_ users: [Who] = Who.allCases, register: Bool = true, sourceLocation: SourceLocation = #_sourceLocation) throws {
-        sandbox = try Sandbox()
+    init(_ users: [Who] = Who.allCases, register: Bool = true, sandbox given: Sandbox? = nil, server: String? = nil,
+         sourceLocation: SourceLocation = #_sourceLocation) throws {
+        sandbox = try given ?? Sandbox()
         store = sandbox.path("store.sqlite")
+        self.server = server
         var vaults = [Who: String](), ids = [Who: String]()
         for who in users {
             let path = try sandbox.initVault(who.vaultFile, name: who.name, email: who.email, sourceLocation: sourceLocation)
@@ -68,7 +73,9 @@ final class Team: Sendable {
              sourceLocation: SourceLocation = #_sourceLocation) throws -> CofferResult {
         var environment = withPassphrase.merging(env) { _, new in new }
         var args = arguments + ["--vault", vault(who)]
-        if storeFlag { args += ["--store", store] } else { environment["COFFER_STORE"] = store }
+        if let server {
+            if storeFlag { args += ["--server", server] } else { environment["COFFER_SERVER"] = server }
+        } else if storeFlag { args += ["--store", store] } else { environment["COFFER_STORE"] = store }
         return try sandbox.coffer(args, env: environment, stdin: stdin, sourceLocation: sourceLocation)
     }
 
@@ -118,6 +125,17 @@ final class Team: Sendable {
     /// `record get ZONE NAME --json`, expecting success.
     func get(_ who: Who, _ zone: String, _ name: String, sourceLocation: SourceLocation = #_sourceLocation) throws -> [String: Any] {
         try json(who, ["record", "get", zone, name], sourceLocation: sourceLocation)
+    }
+
+    /// Each user adds every other user's card (`vault export-contact`, `contact add`), as users
+    /// of a server do before sharing: through a server, names and emails resolve only to cards
+    /// the user added.
+    func exchangeCards(_ users: [Who], sourceLocation: SourceLocation = #_sourceLocation) throws {
+        for who in users {
+            let card = sandbox.path("\(who.rawValue)-card.json")
+            try ok(who, ["vault", "export-contact", "--output", card], sourceLocation: sourceLocation)
+            for other in users where other != who { try ok(other, ["contact", "add", card], sourceLocation: sourceLocation) }
+        }
     }
 
     /// Shares `zone` of `owner` (if not shared yet), invites each participant with a permission,

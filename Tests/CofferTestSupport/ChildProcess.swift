@@ -48,6 +48,52 @@ public enum ChildProcess {
         return child.finish()
     }
 
+    /// A child left running (a server): its output is read as the test looks at it.
+    public final class Running: @unchecked Sendable {
+        private let child: Child
+        private let lock = NSLock()
+
+        /// Starts `executable`; it is killed after `timeout` seconds if still running.
+        public init(_ executable: String, _ arguments: [String], environment: [String: String], directory: String? = nil,
+                    timeout: Double) throws {
+            child = try Child(executable, arguments, environment: environment, stdin: nil, directory: directory, timeout: timeout)
+        }
+
+        public var pid: pid_t { child.pid }
+
+        /// What it wrote so far, and its exit status once it ended.
+        public func look() -> (stdout: String, stderr: String, status: Int32?) {
+            lock.withLock {
+                _ = child.pump(waitMilliseconds: 0)
+                return (String(decoding: child.out, as: UTF8.self), String(decoding: child.err, as: UTF8.self), child.exitStatus)
+            }
+        }
+
+        /// Waits (sleeping the task) until `found` finds something in its standard output, the
+        /// child ends, or `seconds` pass.
+        public func waitForOutput<T>(seconds: Double, _ found: (String) -> T?) async -> T? {
+            let end = Date().addingTimeInterval(seconds)
+            while Date() < end {
+                let now = look()
+                if let value = found(now.stdout) { return value }
+                if now.status != nil { return nil }
+                try? await Task.sleep(for: .milliseconds(20))
+            }
+            return nil
+        }
+
+        /// Sends `signal` and waits up to `seconds` for the child to end; its result.
+        @discardableResult
+        public func stop(_ signal: Int32 = SIGTERM, seconds: Double = 20) async -> ChildResult {
+            kill(child.pid, signal)
+            let end = Date().addingTimeInterval(seconds)
+            while look().status == nil, Date() < end { try? await Task.sleep(for: .milliseconds(20)) }
+            if look().status == nil { kill(child.pid, SIGKILL) }
+            while !lock.withLock({ child.pump(waitMilliseconds: 0) }) { try? await Task.sleep(for: .milliseconds(10)) }
+            return lock.withLock { child.finish() }
+        }
+    }
+
     private typealias AddChdir = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, UnsafePointer<CChar>) -> Int32
     private typealias AddClosefrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32
 
@@ -60,7 +106,7 @@ public enum ChildProcess {
         return (unsafeBitCast(chdir, to: AddChdir.self), unsafeBitCast(closefrom, to: AddClosefrom.self))
     }()
 
-    private final class Child {
+    fileprivate final class Child {
         let pid: pid_t
         let started = Date()
         let deadline: Date

@@ -23,8 +23,13 @@ extension Coffer.ContactCommand {
                 data = read
             }
             let card = try ContactCard.verify(data)
-            let store = try await global.openStore(create: true)
+            // Through a server, the card is also pinned in the vault: names and emails resolve
+            // only to pinned cards there.
+            let server = try global.serverURL()
+            let vault = try server.map { _ in try global.openVault() }
+            let store = try await global.openStore(create: true) { try vault ?? global.openVault() }
             let result = try await store.addContactSuspending(card)
+            try vault?.pin(card)
             let contact = try await store.contactSuspending(matching: card.identity.userID)
             if global.json {
                 struct Added: Encodable { let result: String; let contact: ContactJSON }

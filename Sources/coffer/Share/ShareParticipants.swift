@@ -12,10 +12,10 @@ extension Coffer.ShareCommand {
 
         func run() async throws {
             let context = try await SessionContext(global, createStore: false)
-            let share = try await context.session.addParticipant(participant, permission: permission.value, to: try await context.zone(zone))
-            if global.json { try ShareOutput.print(share, context: context, json: true); return }
             // Say whom the name matched: anyone with a vault can put a card with any email in the store.
             let invited = try await context.contact(matching: participant)
+            let share = try await context.session.addParticipant(invited.userID, permission: permission.value, to: try await context.zone(zone))
+            if global.json { try ShareOutput.print(share, context: context, json: true); return }
             Output.line("Invited \(invited.name)\(invited.email.map { " <\($0)>" } ?? "") (\(permission.value)): user id \(invited.userID), fingerprint \(invited.fingerprint).")
             Output.line("Compare the fingerprint with them (aloud, or by another channel), then send them the URL: \(share.url)")
         }
@@ -31,7 +31,7 @@ extension Coffer.ShareCommand {
 
         func run() async throws {
             let context = try await SessionContext(global, createStore: false)
-            let share = try await context.session.setPermission(permission.value, for: participant, in: try await context.zone(zone))
+            let share = try await context.session.setPermission(permission.value, for: try await context.contact(matching: participant).userID, in: try await context.zone(zone))
             if global.json { try ShareOutput.print(share, context: context, json: true); return }
             Output.line("\(participant) now has \(permission.value) access.")
         }
@@ -70,7 +70,7 @@ extension Coffer.ShareCommand {
 
         func run() async throws {
             let context = try await SessionContext(global, createStore: false)
-            let share = try await context.session.removeParticipant(participant, from: try await context.zone(zone))
+            let share = try await context.session.removeParticipant(try await context.contact(matching: participant).userID, from: try await context.zone(zone))
             if global.json { try ShareOutput.print(share, context: context, json: true); return }
             Output.line("Removed \(participant). The zone key was rotated (epoch \(share.keyEpoch)); run 'coffer zone rekey \(zone)' to re-seal older records too.")
         }

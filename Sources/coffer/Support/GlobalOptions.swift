@@ -9,6 +9,9 @@ struct GlobalOptions: ParsableArguments {
     @Option(name: .customLong("store"), help: ArgumentHelp("The store: an SQLite file (only zone create and contact add create a missing one), or a PostgreSQL database as postgres://USER@HOST[:PORT]/DB or postgres://USER@/DB?host=/socket/dir.", valueName: "path|url"))
     var storePath: String?
 
+    @Option(name: .customLong("server"), help: ArgumentHelp("Work through a Coffer server (coffer serve) instead of a local store; the vault stays local.", valueName: "url"))
+    var server: String?
+
     @Option(name: .customLong("vault"), help: ArgumentHelp("The acting user's vault file.", valueName: "path"))
     var vaultPath: String?
 
@@ -32,6 +35,29 @@ struct GlobalOptions: ParsableArguments {
         }
         // Only the flag: a COFFER_STORE of another kind does not stop commands that need no store.
         if storePath != nil { try checkPostgresStore() }
+        if storePath != nil && server != nil { throw CLIError.usage("give --store or --server, not both") }
+        if server != nil { _ = try serverURL() }
+    }
+
+    /// The Coffer server the command works through: `--server`, else `COFFER_SERVER` unless
+    /// `--store` names a local store. Checked before any passphrase prompt.
+    func serverURL() throws -> URL? {
+        let (source, value): (String, String)
+        if let server { (source, value) = ("--server", server) } else if storePath == nil, let env = environment["COFFER_SERVER"], !env.isEmpty {
+            (source, value) = ("COFFER_SERVER", env)
+        } else {
+            return nil
+        }
+        guard let url = URL(string: value), let scheme = url.scheme?.lowercased(), ["http", "https"].contains(scheme), url.host?.isEmpty == false,
+              url.user == nil, url.password == nil, url.query == nil, url.fragment == nil else {
+            throw CLIError.usage("\(source) takes a server's http:// or https:// URL, such as http://127.0.0.1:8080")
+        }
+        return url
+    }
+
+    /// Fails with 64 for a command that works only on a local store's files, when a server is given.
+    func requireLocal(_ what: String) throws {
+        if try serverURL() != nil { throw CLIError.usage("\(what) works on a local store's files, not through --server or COFFER_SERVER") }
     }
 
     /// The PostgreSQL database that `--store` or `COFFER_STORE` names, if it names one. Its URL is
@@ -39,6 +65,7 @@ struct GlobalOptions: ParsableArguments {
     /// passphrase prompt: for `--store` when the command line is parsed, for both when a command
     /// opens its store.
     func postgresStore() throws -> PostgresURL? {
+        if try serverURL() != nil { return nil }
         let (source, value) = storePath.map { ("--store", $0) } ?? ("COFFER_STORE", environment["COFFER_STORE"] ?? "")
         guard PostgresURL.isPostgresURL(value.lowercased()) else { return nil }
         do {
@@ -104,7 +131,10 @@ struct GlobalOptions: ParsableArguments {
     /// (and the default folder). For any other, a missing store is a mistyped `--store` or
     /// `COFFER_STORE`: it fails with 66 rather than leaving an empty store behind. An empty file
     /// counts as missing (setting it up would write).
-    func openStore(create: Bool) async throws -> Store {
+    func openStore(create: Bool, vault: () throws -> Vault) async throws -> Store {
+        if let server = try serverURL() {
+            return try await Store(server: server, vault: try vault())
+        }
         if let postgres = try postgresStore() {
             // The database must exist; Coffer sets up its tables on first use.
             return try await Store(postgres: postgres, password: PostgresPassword.lookup(for: postgres))
@@ -124,7 +154,7 @@ struct GlobalOptions: ParsableArguments {
 
     /// Fails with 66 unless a store file with something in it is at ``storeURL``.
     func requireStore() throws {
-        if try postgresStore() != nil { return }
+        if try postgresStore() != nil || serverURL() != nil { return }
         let size = (try? FileManager.default.attributesOfItem(atPath: storeURL.path))?[.size] as? Int
         guard let size else { throw noStore("") }
         guard size > 0 else { throw noStore(" (the file is empty)") }

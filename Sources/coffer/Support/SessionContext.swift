@@ -7,9 +7,11 @@ import Foundation
 struct SessionContext {
     let session: Session
     let store: Store
-    /// On a PostgreSQL store, whose calls all suspend: the verified contacts, read once, for the
+    /// On a PostgreSQL store or a server, whose calls all suspend: the verified contacts, read once, for the
     /// names output shows. (On SQLite, each is read when asked.)
     private let contacts: [String: Contact]?
+    /// Whether the store is a server's.
+    let throughServer: Bool
 
     /// Opens the vault and the store. Each command states whether it may `createStore`: only one
     /// that can succeed on a new store (`zone create`, and `contact add` through
@@ -21,9 +23,10 @@ struct SessionContext {
         if !createStore { try global.requireStore() }
         // The vault before the store: a wrong passphrase leaves no new store behind.
         let vault = try global.openVault()
-        store = try await global.openStore(create: createStore)
+        store = try await global.openStore(create: createStore) { vault }
         session = try await store.openSession(vault: vault)
-        contacts = try global.postgresStore() != nil ? Dictionary(try await store.contactsSuspending().map { ($0.userID, $0) }) { a, _ in a } : nil
+        throughServer = try global.serverURL() != nil
+        contacts = try global.postgresStore() != nil || global.serverURL() != nil ? Dictionary(try await store.contactsSuspending().map { ($0.userID, $0) }) { a, _ in a } : nil
         Self.opened.withLock { $0.append(session) }
     }
 
@@ -60,8 +63,21 @@ struct SessionContext {
     }
 
     /// The contact `who` names (a user id, an email or a name), as ``Store/contact(matching:)`` finds it.
+    /// Through a server, whose directory holds anyone's self-signed cards under any name, a name
+    /// or an email resolves only to a card this user pinned in their vault with `contact add`
+    /// (a user id names its key: any verified card of that id is the user's).
     func contact(matching who: String) async throws -> Contact {
-        try await store.contactSuspending(matching: who)
+        guard throughServer, !isUserID(who) else { return try await store.contactSuspending(matching: who) }
+        let ids = session.vault.pinnedUserIDs(matching: who)
+        guard !ids.isEmpty else {
+            throw CLIError(ExitStatus.notFound, "no contact you added matches '\(who)'; through a server, names and emails resolve only to cards you added with 'coffer contact add CARD' (or give the user id)")
+        }
+        guard ids.count == 1 else { throw CLIError(ExitStatus.dataError, "'\(who)' matches \(ids.count) of your contacts; name one by its user id") }
+        return try await store.contactSuspending(matching: ids[0])
+    }
+
+    private func isUserID(_ text: String) -> Bool {
+        text.utf8.count == 32 && text.utf8.allSatisfy { (48...57).contains($0) || (97...102).contains($0) }
     }
 
     /// A user's display name for output: the contact's name, or the id itself.

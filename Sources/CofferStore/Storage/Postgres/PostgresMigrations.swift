@@ -166,6 +166,28 @@ enum PostgresMigrations {
             "ALTER TABLE zone ADD COLUMN share_uid bytea",
             "CREATE INDEX zone_share_uid ON zone (share_uid) WHERE share_uid IS NOT NULL",
         ]),
+        // What a Coffer server keeps of the requests it served, shared by every instance on the
+        // database: each signed request's nonce while its date is in the window (none is served
+        // twice), and each batch's operation id, written in the batch's own transaction (a
+        // batch sent again is applied once).
+        ("v4-server-ledger", [
+            """
+            CREATE TABLE server_nonce (
+                user_id text COLLATE "C" NOT NULL,
+                nonce bytea NOT NULL,
+                seen_at double precision NOT NULL,
+                PRIMARY KEY (user_id, nonce)
+            )
+            """,
+            "CREATE INDEX server_nonce_seen ON server_nonce (seen_at)",
+            """
+            CREATE TABLE server_operation (
+                id bytea PRIMARY KEY,
+                user_id text COLLATE "C" NOT NULL,
+                applied_at double precision NOT NULL
+            )
+            """,
+        ]),
     ]
 
     /// A key for `pg_advisory_xact_lock`: processes that open one database at once set it up one

@@ -219,6 +219,26 @@ extension Store {
         migrator.registerMigration("v7-log-head-index") { db in
             try db.execute(sql: "CREATE INDEX zone_log_head ON zone_log (zone_id, seq, hash, kind) WHERE kind IS NOT NULL")
         }
+        // What a Coffer server keeps of the requests it served (a store no server serves leaves
+        // them empty): each signed request's nonce while its date is in the window, so that none
+        // is served twice; and each batch's operation id, written in the batch's own transaction,
+        // so that a batch sent again is applied once.
+        migrator.registerMigration("v8-server-ledger") { db in
+            try db.execute(sql: """
+                CREATE TABLE server_nonce (
+                    user_id TEXT NOT NULL,
+                    nonce BLOB NOT NULL,
+                    seen_at REAL NOT NULL,
+                    PRIMARY KEY (user_id, nonce)
+                ) STRICT, WITHOUT ROWID;
+                CREATE INDEX server_nonce_seen ON server_nonce (seen_at);
+                CREATE TABLE server_operation (
+                    id BLOB PRIMARY KEY NOT NULL,
+                    user_id TEXT NOT NULL,
+                    applied_at REAL NOT NULL
+                ) STRICT, WITHOUT ROWID;
+                """)
+        }
         return migrator
     }
 }

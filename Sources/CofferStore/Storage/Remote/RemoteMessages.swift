@@ -1,0 +1,171 @@
+import Foundation
+
+/// The bodies of a Coffer server's API (see `Docs/Server.md` and `Docs/openapi.yaml`), shared by
+/// the server and its client. Every body is JSON; bytes are base64.
+package enum RemoteAPI {
+    /// The API's version, in every path (`/v1/…`).
+    package static let version = "v1"
+    /// The largest request body: the largest legal batch (400 records, 2 MB of fields) once
+    /// sealed, hashed and encoded, with room for its log entry and keys.
+    package static let maxBody = 4 * 1024 * 1024
+    /// The most writes one `records/modify` request may carry (a batch's records, their
+    /// tombstones and schema, a share's keys).
+    package static let maxWrites = 4_000
+    /// The most reads one `storage/read` request may carry.
+    package static let maxNeeds = 1_000
+
+    package enum Path {
+        package static let info = "/v1/store"
+        package static let publish = "/v1/contacts/publish"
+        package static let read = "/v1/storage/read"
+        package static let modify = "/v1/records/modify"
+        package static let wait = "/v1/changes/wait"
+        package static let health = "/v1/health"
+    }
+
+    /// `GET /v1/store`.
+    package struct Info: Codable, Sendable {
+        package var storeID: Data
+        package var api: String
+        package init(storeID: Data, api: String) {
+            self.storeID = storeID
+            self.api = api
+        }
+    }
+
+    /// `POST /v1/contacts/publish`: the caller's own self-signed card, signed by the key it holds.
+    package struct Publish: Codable, Sendable {
+        var card: Data
+    }
+
+    /// The client's ``StorageSnapshot/FetchBasis``.
+    struct Basis: Codable, Sendable {
+        struct Head: Codable, Sendable { var zone: Int64; var seq: Int64? }
+        var heads: [Head]
+        var zones: [Int64]
+        var contacts: [String]
+
+        init(_ basis: StorageSnapshot.FetchBasis) {
+            heads = basis.heads.sorted { $0.key < $1.key }.map { Head(zone: $0.key, seq: $0.value) }
+            zones = basis.zones.sorted()
+            contacts = basis.contacts.sorted()
+        }
+
+        var basis: StorageSnapshot.FetchBasis {
+            StorageSnapshot.FetchBasis(heads: Dictionary(heads.map { ($0.zone, $0.seq) }, uniquingKeysWith: { a, _ in a }),
+                                       zones: Set(zones), contacts: Set(contacts))
+        }
+    }
+
+    /// `POST /v1/storage/read`: reads of one state of the store.
+    struct ReadRequest: Codable, Sendable {
+        var needs: [WireNeed]
+        var basis: Basis
+    }
+
+    struct ReadResponse: Codable, Sendable {
+        var tables: WireTables
+        /// A zone the client read before moved on since: it drops what it read before.
+        var moved: Bool
+    }
+
+    /// `POST /v1/records/modify`: one atomic batch of writes. `operation`: 16 random bytes the
+    /// client picks per batch and sends again when it retries the same request; a batch whose
+    /// operation was applied already is not applied again.
+    struct ModifyRequest: Codable, Sendable {
+        var operation: Data
+        var writes: [WireWrite]
+    }
+
+    package struct ModifyResponse: Codable, Sendable {
+        /// True when the operation had been applied before (a retried request).
+        var replayed: Bool
+    }
+
+    /// `GET /v1/changes/wait?after=N&timeout=MS`: answers once the server's change counter
+    /// passes `after`, or after the timeout.
+    package struct WaitResponse: Codable, Sendable {
+        var counter: Int64
+    }
+
+    /// Every error: a code (a ``StoreError/Code`` name, or `conflict` for a batch that lost a
+    /// race for a zone's head or a row it read: run it again on fresh reads) and a message.
+    package struct Failure: Codable, Sendable {
+        package var code: String
+        package var message: String
+        package init(code: String, message: String) {
+            self.code = code
+            self.message = message
+        }
+    }
+
+    package static func name(_ code: StoreError.Code) -> String {
+        switch code {
+        case .serverRecordChanged: "serverRecordChanged"
+        case .zoneNotFound: "zoneNotFound"
+        case .unknownItem: "unknownItem"
+        case .permissionFailure: "permissionFailure"
+        case .changeTokenExpired: "changeTokenExpired"
+        case .limitExceeded: "limitExceeded"
+        case .partialFailure: "partialFailure"
+        case .invalidArguments: "invalidArguments"
+        case .integrityFailure: "integrityFailure"
+        case .wrongPassphrase: "wrongPassphrase"
+        case .referenceViolation: "referenceViolation"
+        case .alreadyExists: "alreadyExists"
+        case .busy: "busy"
+        case .internalError: "internalError"
+        case .serviceUnavailable: "serviceUnavailable"
+        case .notSupported: "notSupported"
+        }
+    }
+
+    package static let codes: [String: StoreError.Code] = Dictionary(uniqueKeysWithValues: [
+        StoreError.Code.serverRecordChanged, .zoneNotFound, .unknownItem, .permissionFailure, .changeTokenExpired, .limitExceeded,
+        .partialFailure, .invalidArguments, .integrityFailure, .wrongPassphrase, .referenceViolation, .alreadyExists, .busy,
+        .internalError, .serviceUnavailable, .notSupported,
+    ].map { (name($0), $0) })
+
+    /// The HTTP status of an error.
+    package static func status(_ code: StoreError.Code) -> Int {
+        switch code {
+        case .invalidArguments, .limitExceeded, .referenceViolation: 400
+        case .permissionFailure, .wrongPassphrase: 403
+        case .zoneNotFound, .unknownItem: 404
+        case .serverRecordChanged, .alreadyExists: 409
+        case .changeTokenExpired: 410
+        case .busy, .serviceUnavailable: 503
+        case .notSupported: 501
+        case .integrityFailure, .partialFailure, .internalError: 500
+        }
+    }
+
+    package static let encoder: JSONEncoder = {
+        let e = JSONEncoder()
+        e.outputFormatting = [.sortedKeys]
+        return e
+    }()
+
+    /// Decodes a body, as `.invalidArguments` when it is not the JSON `T` is.
+    package static func decode<T: Decodable>(_ type: T.Type, _ data: Data, what: String) throws -> T {
+        do { return try JSONDecoder().decode(type, from: data) } catch {
+            throw StoreError(.invalidArguments, "the \(what) is not valid: \(Self.describe(error))")
+        }
+    }
+
+    /// A decoding error in a line, naming the field, never the value.
+    package static func describe(_ error: any Error) -> String {
+        guard let error = error as? DecodingError else { return "malformed" }
+        func path(_ context: DecodingError.Context) -> String {
+            let p = context.codingPath.map { $0.intValue.map { "[\($0)]" } ?? ".\($0.stringValue)" }.joined()
+            return p.isEmpty ? "" : " at \(p)"
+        }
+        switch error {
+        case .typeMismatch(_, let c): return "a value of the wrong type\(path(c))"
+        case .valueNotFound(_, let c): return "a missing value\(path(c))"
+        case .keyNotFound(let key, let c): return "no '\(key.stringValue)'\(path(c))"
+        case .dataCorrupted(let c): return "malformed JSON\(path(c))"
+        @unknown default: return "malformed"
+        }
+    }
+}

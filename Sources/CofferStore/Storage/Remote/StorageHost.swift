@@ -1,0 +1,491 @@
+import CofferCrypto
+import CofferVault
+import Foundation
+import GRDB
+import Logging
+import PostgresNIO
+
+/// What a Coffer server does with a local store, without an HTTP layer: it answers a client's
+/// reads (``StorageSnapshot`` needs) and applies its batches of writes, after checking what can
+/// be checked without any key:
+/// - who may read a zone (its owner, the users its share lists, anyone while it has a public
+///   link) and whose lists a user may read (their own);
+/// - that each log entry extends the zone's head, is signed by the requester (or, for a zone
+///   a batch creates, by whoever its verified log says), and is allowed by the zone's state as
+///   its owner-signed log says (a read-only participant's or a removed member's commit fails);
+/// - that every record row written belongs to a commit of the same batch, whose signed list of
+///   version hashes holds it;
+/// - that only a zone's owner writes its keys, links and member lookups, or deletes it;
+/// - that a contact card is self-signed.
+/// Clients check everything again: a server is trusted for availability only.
+package final class StorageHost: Sendable {
+    package let store: Store
+    let driver: any SnapshotDriver
+    let logger: Logger
+    /// Wakes `changes/wait` requests when a batch of this process lands (other instances' batches
+    /// wake them through PostgreSQL, or within the wait's poll).
+    let signal = ChangeSignal()
+    /// Each zone's state as its log verified, by row id: a cache, checked against the zone's
+    /// uid and extended from its head on each use.
+    private let states = Locked<[Int64: ZoneState]>([:])
+    /// Verified signing keys by user id (a user id is the hash of its signing key: a card of
+    /// that id never names another key).
+    private let keys = Locked<[String: Ed25519.PublicKey]>([:])
+    /// When the nonce ledger was last pruned (seconds since 1970).
+    private let pruned = Locked<Double>(0)
+
+    private init(store: Store, driver: any SnapshotDriver, logger: Logger) {
+        self.store = store
+        self.driver = driver
+        self.logger = logger
+    }
+
+    /// Opens the store a server keeps: an SQLite file (made if missing) or a `postgres://` URL.
+    package static func open(_ location: String, logger: Logger) async throws -> StorageHost {
+        if PostgresURL.isPostgresURL(location.lowercased()) {
+            let url = try PostgresURL(location)
+            let store = try await Store(postgres: url, password: PostgresPassword.lookup(for: url), logger: logger)
+            guard case .postgres(let storage) = store.backend else { preconditionFailure("a PostgreSQL store") }
+            return StorageHost(store: store, driver: storage, logger: logger)
+        }
+        let store = try Store(path: location, logger: logger)
+        return StorageHost(store: store, driver: SQLiteSnapshotDriver(pool: store.dbPool, logger: logger), logger: logger)
+    }
+
+    package func close() async { await store.close() }
+
+    package var storeID: [UInt8] { store.storeID }
+
+    // MARK: - Users
+
+    /// The verified signing key of a user whose card the store holds; nil for an unknown user.
+    package func signingKey(of userID: String) async throws -> Ed25519.PublicKey? {
+        if let key = keys.withLock({ $0[userID] }) { return key }
+        guard UserIDs.isValid(userID) else { return nil }
+        guard let contact = try await store.read({ [store] db in try store.verifiedContact(db, userID: userID) }) else { return nil }
+        keys.withLock { $0[userID] = contact.identity.signingKey }
+        return contact.identity.signingKey
+    }
+
+    /// Stores a user's own self-signed card (how a user becomes known). The card must verify,
+    /// and the request must be signed by the key it holds (the caller checked that signature
+    /// against `card`'s key, which is why it passes `signedBy`).
+    package func publish(_ body: Data, signedBy userID: String) async throws {
+        let request = try RemoteAPI.decode(RemoteAPI.Publish.self, body, what: "card")
+        let card: ContactCard
+        do { card = try ContactCard.verify(request.card) } catch {
+            throw StoreError(.invalidArguments, "the card does not verify: \(error)")
+        }
+        guard card.identity.userID == userID else { throw StoreError(.permissionFailure, "a user publishes only their own card") }
+        _ = try await store.addContactSuspending(card)
+        signal.signal()
+    }
+
+    /// The key in a card a request publishes, for checking the request's signature before the
+    /// card is stored.
+    package static func publishedKey(_ body: Data) throws -> (userID: String, key: Ed25519.PublicKey) {
+        let request = try RemoteAPI.decode(RemoteAPI.Publish.self, body, what: "card")
+        do {
+            let card = try ContactCard.verify(request.card)
+            return (card.identity.userID, card.identity.signingKey)
+        } catch {
+            throw StoreError(.invalidArguments, "the card does not verify: \(error)")
+        }
+    }
+
+    /// Notes a signed request's nonce; false when the user sent it before (a replay). Nonces
+    /// are kept twice the signature window, past which a request's date is refused anyway.
+    package func noteNonce(_ nonce: [UInt8], userID: String, now: Date = Date()) async throws -> Bool {
+        let seen = now.timeIntervalSince1970, horizon = seen - 2 * RequestSignature.window
+        let prune = pruned.withLock { last in
+            guard seen - last > 60 else { return false }
+            last = seen
+            return true
+        }
+        switch store.backend {
+        case .sqlite(let pool):
+            return try await pool.write { db in
+                if prune { try db.execute(sql: "DELETE FROM server_nonce WHERE seen_at < ?", arguments: [horizon]) }
+                try db.execute(sql: "INSERT INTO server_nonce (user_id, nonce, seen_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+                               arguments: [userID, Data(nonce), seen])
+                return db.changesCount == 1
+            }
+        case .postgres(let storage):
+            if prune { try await storage.connector.query("DELETE FROM server_nonce WHERE seen_at < \(horizon)") }
+            return try await !storage.connector.query("""
+                INSERT INTO server_nonce (user_id, nonce, seen_at) VALUES (\(userID), \(Data(nonce)), \(seen)) ON CONFLICT DO NOTHING RETURNING 1
+                """).isEmpty
+        case .snapshot:
+            preconditionFailure("a server keeps a local store")
+        }
+    }
+
+    // MARK: - Reads
+
+    /// Answers `storage/read` for `userID`.
+    package func read(_ body: Data, userID: String) async throws -> Data {
+        let request = try RemoteAPI.decode(RemoteAPI.ReadRequest.self, body, what: "read request")
+        guard request.needs.count <= RemoteAPI.maxNeeds else {
+            throw StoreError(.limitExceeded, "a read request carries at most \(RemoteAPI.maxNeeds) reads")
+        }
+        let needs = try request.needs.map { try $0.need() }
+        try await authorize(needs, userID: userID)
+        let snapshot = StorageSnapshot(writable: false)
+        snapshot.presetBasis = request.basis.basis
+        try await driver.fetch(needs, into: snapshot)
+        let response = RemoteAPI.ReadResponse(tables: WireTables(snapshot.fetched), moved: snapshot.lastFetchMoved)
+        return try RemoteAPI.encoder.encode(response)
+    }
+
+    /// Refuses a read of what `userID` may not read.
+    private func authorize(_ needs: [StorageSnapshot.Need], userID: String) async throws {
+        var rowIDs = Set<Int64>(), named = Set<ZoneID>()
+        func own(_ id: String) throws {
+            guard id == userID else { throw StoreError(.permissionFailure, "a user reads only their own zone lists and changes") }
+        }
+        for need in needs {
+            switch need {
+            case .ownedZones(let owner), .changedZones(let owner, _): try own(owner)
+            case .newZoneID(let id): try own(id.ownerID)
+            case .listingZones(let user), .sharedZones(let user), .changedSharedZones(let user, _), .zoneTombstones(let user, _, _): try own(user)
+            case .zone(let id): named.insert(id)
+            case .contact, .contactIDs, .contactColumns, .counter, .zoneUID, .shareZones: break
+            case .log(let zone, _), .logEntry(let zone, _), .records(let zone, _), .page(let zone, _, _), .children(let zone, _),
+                 .childrenOfAny(let zone, _), .tombstones(let zone), .changes(let zone, _, _, _), .tombstoneCount(let zone, _),
+                 .query(let zone, _), .sealedPage(let zone, _, _, _), .ancestors(let zone, _), .logHashes(let zone), .allRows(let zone),
+                 .tombstoneList(let zone):
+                rowIDs.insert(zone)
+            }
+        }
+        guard !rowIDs.isEmpty || !named.isEmpty else { return }
+        let zones = try await zoneAccess(rowIDs: rowIDs, named: named)
+        for zone in zones.values where !zone.readable(by: userID) {
+            throw StoreError(.permissionFailure, "zone '\(zone.id.name)' of \(zone.id.ownerID) is not shared with you")
+        }
+    }
+
+    // MARK: - Writes
+
+    /// A batch that lost a race for a zone's head or a row it read: the client runs its
+    /// operation again on fresh reads.
+    package struct Conflict: Error {}
+
+    /// Applies `records/modify` for `userID`.
+    package func modify(_ body: Data, userID: String) async throws -> Data {
+        let request = try RemoteAPI.decode(RemoteAPI.ModifyRequest.self, body, what: "batch")
+        guard request.operation.count == 16 else { throw StoreError(.invalidArguments, "a batch's operation id is 16 bytes") }
+        guard !request.writes.isEmpty else { throw StoreError(.invalidArguments, "a batch has no writes") }
+        guard request.writes.count <= RemoteAPI.maxWrites else {
+            throw StoreError(.limitExceeded, "a batch carries at most \(RemoteAPI.maxWrites) writes")
+        }
+        let writes = try request.writes.map { try $0.write() }
+        let states = try await check(writes, userID: userID)
+        do { try await driver.apply(writes) } catch is SnapshotConflict { throw Conflict() }
+        // The states the batch's entries lead to, once they are the store's.
+        for (rowID, state) in states { remember(state, rowID: rowID) }
+        signal.signal()
+        return try RemoteAPI.encoder.encode(RemoteAPI.ModifyResponse(replayed: false))
+    }
+
+    /// Checks a batch against what the store's signed data says `userID` may do; returns the
+    /// state of each zone the batch appends to, as its entries leave it.
+    private func check(_ writes: [StorageSnapshot.Write], userID: String) async throws -> [Int64: ZoneState] {
+        // Zones the batch creates, the entries it appends per zone, the zones it touches.
+        var created = [Int64: ZoneID](), appends = [Int64: [(head: Int64, entry: LogEntry, stored: StoredLogEntry)]](), touched = Set<Int64>()
+        var published = [String: Ed25519.PublicKey]()
+        for write in writes {
+            switch write {
+            case .insertZone(let rowID, _, let id, _):
+                guard id.ownerID == userID else { throw StoreError(.permissionFailure, "a user creates only zones of their own") }
+                try Names.validateZone(id.name)
+                created[rowID] = id
+            case .appendLog(let zone, let head, let entry, let body, let signature, _, let entries, let names):
+                appends[zone, default: []].append((head, entry, StoredLogEntry(seq: entry.seq, body: body, signature: signature, entries: entries, names: names)))
+                touched.insert(zone)
+            case .contact(let user, let name, let email, let signingKey, let boxKey, let card, let cardCreated, _):
+                let verified: ContactCard
+                do { verified = try ContactCard.verify(Data(card)) } catch { throw StoreError(.invalidArguments, "a contact card does not verify") }
+                let identity = verified.identity
+                guard identity.userID == user, identity.name == name, identity.email == email, verified.created == cardCreated,
+                      Array(identity.signingKey.rawRepresentation) == signingKey, Array(identity.boxKey.rawRepresentation) == boxKey else {
+                    throw StoreError(.invalidArguments, "a contact's columns are not those of its card")
+                }
+                published[user] = identity.signingKey
+            default:
+                if let zone = write.zoneRowID { touched.insert(zone) }
+            }
+        }
+        let existing = touched.subtracting(created.keys)
+        let zones = try await zoneAccess(rowIDs: existing, named: [])
+        for zone in existing where zones[zone] == nil {
+            throw StoreError(.zoneNotFound, "the batch writes to a zone the store does not have")
+        }
+        // The entries each zone's log gains, checked in order against its verified state.
+        var states = [Int64: ZoneState]()
+        for (rowID, list) in appends {
+            var state: ZoneState?
+            let uid: [UInt8], id: ZoneID
+            if let new = created[rowID] {
+                guard case .insertZone(_, let u, _, _)? = writes.first(where: { if case .insertZone(rowID, _, _, _) = $0 { true } else { false } }) else {
+                    preconditionFailure("a created zone has its insert")
+                }
+                uid = u
+                id = new
+            } else {
+                guard let zone = zones[rowID] else { throw StoreError(.zoneNotFound, "the batch writes to a zone the store does not have") }
+                uid = zone.uid
+                id = zone.id
+                state = try await verifiedState(zone)
+            }
+            for (head, entry, stored) in list {
+                guard entry.seq == (state?.headSeq ?? 0) + 1, head == state?.headSeq ?? 0 else { throw Conflict() }
+                // In a zone that moves here whole, every member's entries; elsewhere, the requester's own.
+                guard created[rowID] != nil || entry.authorID == userID else {
+                    throw StoreError(.permissionFailure, "a user signs only their own log entries")
+                }
+                let key: Ed25519.PublicKey
+                if let k = published[entry.authorID] { key = k } else if let k = try await signingKey(of: entry.authorID) { key = k } else {
+                    throw StoreError(.permissionFailure, "zone '\(id.name)': entry \(entry.seq) is signed by \(entry.authorID), whose card the server does not have")
+                }
+                guard key.isValidSignature(stored.signature, for: stored.body) else {
+                    throw StoreError(.permissionFailure, "zone '\(id.name)': the signature of entry \(entry.seq) does not verify")
+                }
+                state = try ZoneState.next(state, entry, hash: stored.hash, uid: uid, zone: id, refusal: .permissionFailure)
+            }
+            states[rowID] = state
+        }
+        for id in created.keys where appends[id]?.first?.entry.kind != .genesis {
+            throw StoreError(.invalidArguments, "a new zone's first entry is its genesis")
+        }
+        // Every other write, against the zone's owner and the batch's own entries.
+        for write in writes {
+            guard let rowID = write.zoneRowID else { continue }
+            let owner = created[rowID]?.ownerID ?? zones[rowID]?.id.ownerID
+            let isOwner = owner == userID
+            let entries = appends[rowID] ?? []
+            func refuse(_ what: String) -> StoreError {
+                StoreError(.permissionFailure, "only a zone's owner \(what)")
+            }
+            switch write {
+            case .insertZone, .appendLog, .contact: break
+            case .deleteZone: guard isOwner else { throw refuse("deletes it") }
+            case .wrappedKey(_, _, let member, _), .storeWrappedKey(_, _, let member, _), .deleteWrappedKeys(_, let member?):
+                // A participant keeps their own key slot (a link joiner wraps the zone key to
+                // themselves): it can only hold what opens for them, and every key is checked
+                // against the owner's commitment before use.
+                guard isOwner || member == userID else { throw refuse("changes others' keys") }
+            case .deleteWrappedKeys, .storeChainedKey, .deleteOlderKeys, .storeShareLink, .deleteShareLink, .setZoneMembers:
+                guard isOwner else { throw refuse("changes its keys, link and members") }
+            case .addZoneMember(_, let user):
+                // A participant lists themselves once the zone's signed state says they take part.
+                guard isOwner || user == userID else { throw refuse("lists its members") }
+                if !isOwner {
+                    let state: ZoneState
+                    if let known = states[rowID] { state = known } else {
+                        guard let zone = zones[rowID] else { throw StoreError(.zoneNotFound, "the batch writes to a zone the store does not have") }
+                        state = try await verifiedState(zone)
+                    }
+                    guard state.takesPart(userID) else { throw refuse("lists its members") }
+                }
+            case .touchZone:
+                guard isOwner || !entries.isEmpty || zones[rowID]?.readable(by: userID) == true else { throw refuse("touches it") }
+            case .compactTombstones:
+                guard isOwner || !entries.isEmpty else { throw refuse("compacts its history outside a write") }
+            case .zoneGone(let zone, let users, _):
+                guard zone.rowID == rowID, isOwner || users == [userID] else { throw refuse("removes it from others' lists") }
+            case .zoneBack(let zone, let user):
+                guard zone.rowID == rowID, isOwner || user == userID else { throw refuse("puts it back in others' lists") }
+            case .fieldSchema, .deleteRecord, .addTombstone, .removeTombstone:
+                guard entries.contains(where: { [.commit, .rewrite, .genesis].contains($0.entry.kind) }) else {
+                    throw StoreError(.permissionFailure, "record rows change only with a signed commit in the same batch")
+                }
+            case .insertRecord(_, let version), .replaceRecord(_, let version, _, _):
+                guard let entry = entries.first(where: { $0.entry.seq == version.stamp.seq && [.commit, .rewrite, .genesis].contains($0.entry.kind) }) else {
+                    throw StoreError(.permissionFailure, "record '\(Names.printable(version.stamp.name))' is not written by a signed commit of the same batch")
+                }
+                var keepsCreator = false
+                if case .replaceRecord(_, _, _, let keep) = write { keepsCreator = keep }
+                if !keepsCreator {
+                    let uid = zones[rowID]?.uid ?? writes.compactMap { if case .insertZone(rowID, let u, _, _) = $0 { u } else { nil } }.first ?? []
+                    let digest = version.digest(zoneUID: uid, creatorID: version.stamp.creatorID, created: version.stamp.created)
+                    guard Self.lists(entry.stored.entries, digest) else {
+                        throw StoreError(.permissionFailure, "record '\(Names.printable(version.stamp.name))' is not the version its commit signs")
+                    }
+                }
+            }
+        }
+        return states.filter { created[$0.key] == nil }
+    }
+
+    /// Whether a commit's list of 32-byte version hashes holds `digest`.
+    static func lists(_ entries: [UInt8]?, _ digest: Digest32) -> Bool {
+        guard let entries, entries.count % 32 == 0 else { return false }
+        let bytes = digest.bytes
+        return stride(from: 0, to: entries.count, by: 32).contains { entries[$0..<$0 + 32].elementsEqual(bytes) }
+    }
+
+    // MARK: - Zone state
+
+    /// The zone's state as its stored log verifies (signatures by the stored cards, each entry
+    /// allowed by the state before it), read from the cached state's head on.
+    private func verifiedState(_ zone: ZoneAccess) async throws -> ZoneState {
+        let known = states.withLock { $0[zone.rowID] }.flatMap { $0.zoneUID == zone.uid ? $0 : nil }
+        let store = self.store
+        let state = try await store.read { db in
+            // The cache only stands while the store's log still holds its head.
+            var cached = known
+            if let head = cached?.headSeq, try db.logEntry(zoneRowID: zone.rowID, seq: head).map({ $0.hash }) != cached?.headHash { cached = nil }
+            var state = cached
+            for stored in try db.logEntries(zoneRowID: zone.rowID, after: cached?.headSeq ?? 0) {
+                guard let entry = LogEntry.decode(stored.body), entry.seq == stored.seq,
+                      let key = try store.verifiedContact(db, userID: entry.authorID)?.identity.signingKey,
+                      key.isValidSignature(stored.signature, for: stored.body) else {
+                    throw StoreError(.integrityFailure, "entry \(stored.seq) of zone '\(zone.id.name)' does not verify on the server")
+                }
+                state = try ZoneState.next(state, entry, hash: stored.hash, uid: zone.uid, zone: zone.id, refusal: .integrityFailure)
+            }
+            guard let state else { throw StoreError(.integrityFailure, "zone '\(zone.id.name)' has no log") }
+            return state
+        }
+        remember(state, rowID: zone.rowID)
+        return state
+    }
+
+    private func remember(_ state: ZoneState, rowID: Int64) {
+        states.withLock { states in
+            if let known = states[rowID], known.zoneUID == state.zoneUID, known.headSeq > state.headSeq { return }
+            states[rowID] = state
+        }
+    }
+
+    // MARK: - Access
+
+    /// A zone's owner, members and link, as the store's own lookups say (what the server uses
+    /// to decide who reads a zone).
+    struct ZoneAccess: Sendable {
+        let rowID: Int64
+        let uid: [UInt8]
+        let id: ZoneID
+        var members: Set<String>
+        var hasLink: Bool
+
+        func readable(by userID: String) -> Bool { id.ownerID == userID || members.contains(userID) || hasLink }
+    }
+
+    /// The zones of these row ids and names that exist, by row id.
+    func zoneAccess(rowIDs: Set<Int64>, named: Set<ZoneID>) async throws -> [Int64: ZoneAccess] {
+        guard !rowIDs.isEmpty || !named.isEmpty else { return [:] }
+        var zones = [Int64: ZoneAccess]()
+        switch store.backend {
+        case .sqlite(let pool):
+            try Store.readNow(pool) { db in
+                var ids = rowIDs
+                for id in named {
+                    if let row = try Int64.fetchOne(db, sql: "SELECT id FROM zone WHERE owner_id = ? AND name = ?", arguments: [id.ownerID, id.name]) { ids.insert(row) }
+                }
+                let list = ids.sorted()
+                let marks = Array(repeating: "?", count: list.count).joined(separator: ",")
+                guard !list.isEmpty else { return }
+                for row in try Row.fetchAll(db, sql: "SELECT id, uid, owner_id, name FROM zone WHERE id IN (\(marks))", arguments: StatementArguments(list)) {
+                    let id: Int64 = try row.required(0), uid: Data = try row.required(1)
+                    zones[id] = ZoneAccess(rowID: id, uid: Array(uid), id: ZoneID(name: try row.required(3), ownerID: try row.required(2)), members: [], hasLink: false)
+                }
+                for row in try Row.fetchAll(db, sql: "SELECT zone_id, user_id FROM zone_member WHERE zone_id IN (\(marks))", arguments: StatementArguments(list)) {
+                    zones[try row.required(0)]?.members.insert(try row.required(1))
+                }
+                for id in try Int64.fetchAll(db, sql: "SELECT zone_id FROM share_link WHERE zone_id IN (\(marks))", arguments: StatementArguments(list)) {
+                    zones[id]?.hasLink = true
+                }
+            }
+        case .postgres(let storage):
+            var ids = rowIDs
+            for id in named {
+                if let row = try await storage.connector.query("SELECT id FROM zone WHERE owner_id = \(id.ownerID) AND name = \(id.name)").first {
+                    ids.insert(try row.decode(Int64.self))
+                }
+            }
+            let list = ids.sorted()
+            guard !list.isEmpty else { return [:] }
+            for row in try await storage.connector.query("SELECT id, uid, owner_id, name FROM zone WHERE id = ANY(\(list))") {
+                let (id, uid, owner, name) = try row.decode((Int64, Data, String, String).self)
+                zones[id] = ZoneAccess(rowID: id, uid: Array(uid), id: ZoneID(name: name, ownerID: owner), members: [], hasLink: false)
+            }
+            for row in try await storage.connector.query("SELECT zone_id, user_id FROM zone_member WHERE zone_id = ANY(\(list))") {
+                let (id, user) = try row.decode((Int64, String).self)
+                zones[id]?.members.insert(user)
+            }
+            for row in try await storage.connector.query("SELECT zone_id FROM share_link WHERE zone_id = ANY(\(list))") {
+                zones[try row.decode(Int64.self)]?.hasLink = true
+            }
+        case .snapshot:
+            preconditionFailure("a server keeps a local store")
+        }
+        return zones
+    }
+
+    // MARK: - Change waits
+
+    /// Answers `changes/wait`: the store's change counter once it passes `after`, or when
+    /// `timeout` has passed.
+    package func wait(after: Int64, timeout: Duration) async throws -> Data {
+        let clock = ContinuousClock(), deadline = clock.now + timeout
+        while true {
+            let generation = signal.generation
+            let counter = try await store.read { db in try db.databaseCounter().current }
+            let left = deadline - clock.now
+            if counter > after || left <= .zero {
+                return try RemoteAPI.encoder.encode(RemoteAPI.WaitResponse(counter: counter))
+            }
+            // A commit of this process signals at once; PostgreSQL's wake-ups cross instances.
+            let slice = min(left, .seconds(1))
+            switch store.backend {
+            case .postgres(let storage):
+                async let local: Void = signal.wait(after: generation, upTo: slice)
+                async let remote: Void = storage.waitForChange(upTo: slice)
+                _ = try await (local, remote)
+            default:
+                try await signal.wait(after: generation, upTo: slice)
+            }
+        }
+    }
+}
+
+extension ZoneState {
+    /// `state` with `entry` applied, or the state its genesis starts; a refusal as a
+    /// ``StoreError`` of `code` naming the zone.
+    static func next(_ state: ZoneState?, _ entry: LogEntry, hash: Digest32, uid: [UInt8], zone: ZoneID,
+                     refusal code: StoreError.Code) throws -> ZoneState {
+        do {
+            guard var current = state else { return try ZoneState(genesis: entry, hash: hash, uid: uid, name: zone.name, ownerID: zone.ownerID) }
+            try current.apply(entry, hash: hash)
+            return current
+        } catch let refusal as ZoneState.Refusal {
+            throw StoreError(code, "zone '\(zone.name)': \(refusal.reason)")
+        }
+    }
+
+    /// Whether the state lists `userID` as a participant who was not removed, or as a link
+    /// joiner who accepted.
+    func takesPart(_ userID: String) -> Bool {
+        if let participant = share?.participants[userID], participant.status != .removed { return true }
+        return linkJoiners[userID] == .accepted
+    }
+}
+
+extension StorageSnapshot.Write {
+    /// The zone a write is to, by row id (nil for a contact card).
+    var zoneRowID: Int64? {
+        switch self {
+        case .insertZone(let z, _, _, _), .deleteZone(let z), .touchZone(let z), .appendLog(let z, _, _, _, _, _, _, _),
+             .wrappedKey(let z, _, _, _), .fieldSchema(let z, _, _, _), .insertRecord(let z, _), .replaceRecord(let z, _, _, _),
+             .deleteRecord(let z, _, _), .addTombstone(let z, _, _, _, _, _), .removeTombstone(let z, _), .compactTombstones(let z, _),
+             .storeWrappedKey(let z, _, _, _), .deleteWrappedKeys(let z, _), .storeChainedKey(let z, _, _), .storeShareLink(let z, _, _, _),
+             .deleteShareLink(let z), .deleteOlderKeys(let z, _), .setZoneMembers(let z, _, _), .addZoneMember(let z, _):
+            return z
+        case .zoneGone(let zone, _, _), .zoneBack(let zone, _):
+            return zone.rowID
+        case .contact:
+            return nil
+        }
+    }
+}

@@ -1,0 +1,62 @@
+import ArgumentParser
+import CofferServer
+import CofferStore
+import Foundation
+import Logging
+
+/// `coffer serve`: the sync server, over a local store. It holds no vault and no zone key.
+struct Serve: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Run a Coffer sync server: users on other machines work on its store with --server.",
+        discussion: """
+            The server keeps sealed rows, signed zone logs, wrapped keys and contact cards in a local \
+            store (an SQLite file, or PostgreSQL for several instances), and never holds a vault or a \
+            zone key. Every request is signed by its user's identity key; clients verify everything \
+            the server returns. It stops on SIGTERM or SIGINT once the requests in flight are answered. \
+            It speaks plain HTTP: put it behind a reverse proxy for TLS (see Docs/Server.md). Set \
+            COFFER_LOG_LEVEL (info, debug) for its log on standard error.
+            """)
+
+    @Option(name: .customLong("listen"), help: ArgumentHelp("Where to listen: HOST:PORT (port 0: any free port, printed once listening).", valueName: "host:port"))
+    var listen: String
+
+    @Option(name: .customLong("store"), help: ArgumentHelp("The store to serve: an SQLite file (made if missing) or postgres://USER@HOST[:PORT]/DB. Default: COFFER_STORE, or the default store.", valueName: "path|url"))
+    var store: String?
+
+    func validate() throws {
+        _ = try Self.address(listen)
+        if store?.isEmpty == true { throw CLIError.usage("--store was given an empty path") }
+        if let store, PostgresURL.isPostgresURL(store.lowercased()) {
+            do { _ = try PostgresURL(store) } catch let error as StoreError { throw CLIError.usage("--store: \(error.message)") }
+        }
+    }
+
+    /// HOST:PORT (`[::1]:PORT` for an IPv6 address).
+    static func address(_ text: String) throws -> (host: String, port: Int) {
+        guard let colon = text.lastIndex(of: ":") else { throw CLIError.usage("--listen takes HOST:PORT, such as 127.0.0.1:8080") }
+        var host = String(text[..<colon])
+        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        guard !host.isEmpty, let port = Int(text[text.index(after: colon)...]), (0...65535).contains(port) else {
+            throw CLIError.usage("--listen takes HOST:PORT with a port from 0 to 65535, such as 127.0.0.1:8080")
+        }
+        return (host, port)
+    }
+
+    func run() async throws {
+        let (host, port) = try Self.address(listen)
+        let environment = ProcessInfo.processInfo.environment
+        let location: String
+        if let store { location = store } else if let env = environment["COFFER_STORE"], !env.isEmpty { location = env } else {
+            let folder = GlobalOptions.defaultFolder(environment)
+            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            location = folder.appendingPathComponent("store.sqlite").path
+        }
+        var logger = Logger(label: "coffer.serve")
+        logger.logLevel = environment["COFFER_LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? .info
+        let shown = PostgresURL.isPostgresURL(location.lowercased()) ? ((try? PostgresURL(location))?.description ?? "PostgreSQL") : location
+        try await CofferServer.run(host: host, port: port, store: location, logger: logger) { port in
+            let where_ = host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
+            Output.line("Listening on http://\(where_) (store: \(shown)); stop with Ctrl-C or SIGTERM.")
+        }
+    }
+}

@@ -1,0 +1,93 @@
+import CofferTestSupport
+import Foundation
+import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `coffer serve` as users run it: a server process on loopback, and users in the same sandbox
+/// who share no file (each has a vault and marks; the store is the server's), working through
+/// it with `--server` or `COFFER_SERVER`.
+@Suite("coffer serve, and commands through --server")
+struct ServerCommandTests {
+    /// A server over an SQLite file of the sandbox, and a team working through it.
+    static func withServer<R>(_ users: [Who] = Who.allCases, _ body: (Team, ServerProcess) async throws -> R) async throws -> R {
+        let sandbox = try Sandbox()
+        let server = try await ServerProcess.start(store: sandbox.path("server.sqlite"), in: sandbox)
+        do {
+            let team = try Team(users, sandbox: sandbox, server: server.url)
+                let result = try await body(team, server)
+            let stopped = await server.stop()
+            #expect(stopped.status == 0, "the server did not stop cleanly on SIGTERM: \(String(decoding: stopped.stderr, as: UTF8.self))")
+            return result
+        } catch {
+            await server.stop(SIGKILL)
+            throw error
+        }
+    }
+
+    /// The seeds' whole flow across users who share no file: a zone shared by name and by link,
+    /// accepted; a read-only write refused; read-write edits both ways; a removal that rotates
+    /// the key, after which the removed user gets nothing new; leave, stop, and share again.
+    @Test func wholeFlowThroughAServer() async throws {
+        try await Self.withServer { team, _ in
+            #expect(!FileManager.default.fileExists(atPath: team.store), "no user has a store file of their own")
+            // A name or email that no card of Alice's names is not taken from the server's directory.
+            try team.createZone(.alice, "Trip")
+            try team.put(.alice, "Trip", "plan", type: "Note", set: ["title=Lisbon"], secret: ["body=flights booked"])
+            let url = try #require(try team.json(.alice, ["share", "create", "Trip"])["url"] as? String)
+            try team.fails(.alice, ["share", "add", "Trip", "--participant", Who.bob.email, "--permission", "read-only"], 66,
+                           mentioning: "contact add")
+            // By name, once the cards are exchanged: Bob read-only, Carol read-write.
+            try team.exchangeCards(Who.allCases)
+            for (who, permission) in [(Who.bob, "read-only"), (.carol, "read-write")] {
+                try team.ok(.alice, ["share", "add", "Trip", "--participant", who.email, "--permission", permission])
+                try team.ok(who, ["share", "accept", url])
+            }
+            let bobsView = try team.get(.bob, "Trip@alice@example.com", "plan")
+            #expect(json(bobsView, "encryptedValues") == JSON(["body": "flights booked"]))
+            try team.fails(.bob, team.putArguments("Trip@alice@example.com", "bob-note", type: "Note", set: ["title=mine"]), 77,
+                           mentioning: "read-only")
+            // Read-write edits go both ways.
+            try team.put(.carol, "Trip@alice@example.com", "hotel", type: "Note", set: ["title=Alfama"], secret: ["body=room 12"])
+            #expect(json(try team.get(.alice, "Trip", "hotel"), "encryptedValues") == JSON(["body": "room 12"]))
+            let changed = try team.put(.alice, "Trip", "hotel", type: "Note", set: ["title=Alfama"], secret: ["body=room 14"],
+                                       extra: ["--if-match", "\(try #require(try team.get(.alice, "Trip", "hotel")["changeTag"]))"])
+            #expect(json(changed, "encryptedFields") == JSON(["body"]))
+            #expect(json(try team.get(.carol, "Trip@alice@example.com", "hotel"), "encryptedValues") == JSON(["body": "room 14"]))
+            // Remove Carol: the key rotates, and what Alice writes after is not Carol's to read.
+            let removed = try team.ok(.alice, ["share", "remove", "Trip", "--participant", Who.carol.email])
+            #expect(removed.out.contains("rotated"))
+            try team.put(.alice, "Trip", "after", type: "Note", set: ["title=later"], secret: ["body=new secret"])
+            try team.fails(.carol, ["record", "get", "Trip@alice@example.com", "after"], 77, mentioning: "removed")
+            // Bob leaves; Alice stops the share, then shares again by link.
+            try team.ok(.bob, ["share", "leave", "Trip@alice@example.com"])
+            try team.fails(.bob, ["record", "get", "Trip@alice@example.com", "plan"], 77)
+            try team.ok(.alice, ["share", "stop", "Trip"])
+            let link = try team.json(.alice, ["share", "create", "Trip", "--public", "read-only"])
+            let linkURL = try #require(link["url"] as? String)
+            try team.ok(.bob, ["share", "accept", linkURL])
+            #expect(json(try team.get(.bob, "Trip@alice@example.com", "after"), "encryptedValues") == JSON(["body": "new secret"]))
+            // Every user's audit of what they see is clean.
+            for who in [Who.alice, .bob] { try team.ok(who, ["audit"]) }
+        }
+    }
+
+    /// Commands that only make sense on local files are a usage error through a server, and a
+    /// server that cannot be reached is exit 69, at once.
+    @Test func localOnlyCommandsAndUnreachableServers() async throws {
+        try await Self.withServer([.alice]) { team, _ in
+            try team.fails(.alice, ["audit", "--plaintext", "secret"], 64, mentioning: "local store")
+            let r = try team.sandbox.coffer(["zone", "list", "--vault", team.vault(.alice), "--server", "http://127.0.0.1:1"],
+                                            env: ["COFFER_PASSPHRASE": CofferProcess.passphrase])
+            expectError(r, 69, mentioning: "cannot be reached")
+            #expect(r.seconds < 20)
+            let both = try team.sandbox.coffer(["zone", "list", "--vault", team.vault(.alice), "--server", "http://127.0.0.1:1", "--store", "x.sqlite"],
+                                               env: ["COFFER_PASSPHRASE": CofferProcess.passphrase])
+            expectError(both, 64, mentioning: "not both")
+            let bad = try team.sandbox.coffer(["zone", "list", "--vault", team.vault(.alice), "--server", "ftp://example.com"],
+                                              env: ["COFFER_PASSPHRASE": CofferProcess.passphrase])
+            expectError(bad, 64, mentioning: "http")
+        }
+    }
+}

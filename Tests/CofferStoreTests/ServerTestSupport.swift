@@ -1,0 +1,103 @@
+import AsyncHTTPClient
+import CofferCrypto
+import CofferTestSupport
+import CofferVault
+import Foundation
+import NIOCore
+import NIOHTTP1
+import Testing
+@testable import CofferStore
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A `coffer serve` process of the test's own over a fresh store (an SQLite file of a temporary
+/// folder, or a new PostgreSQL database), and client stores that work through it.
+struct ServerFixture {
+    let backend: TestBackend
+    let folder: URL
+    let server: ServerChild
+    /// What the server was started with: the SQLite file's path or the database's URL.
+    let location: String
+    /// The server's SQLite file (nil on PostgreSQL), for tests that play a hostile server.
+    var storePath: String? { backend == .sqlite ? location : nil }
+    let postgres: PostgresURL?
+    let clients = Locked<[Store]>([])
+
+    var url: URL { URL(string: server.url)! }
+
+    /// A user of the server: a vault of their own, a store on the server, a session.
+    func user(_ name: String, _ email: String) async throws -> (vault: Vault, store: Store, session: Session) {
+        let vault = try makeVault(in: folder, file: "\(UUID().uuidString).coffer", name: name, email: email)
+        let store = try await client(vault)
+        return (vault, store, try await store.openSession(vault: vault))
+    }
+
+    /// Another store object on the server for `vault` (another process of that user's).
+    func client(_ vault: Vault, server: ServerChild? = nil) async throws -> Store {
+        let store = try await Store(server: URL(string: (server ?? self.server).url)!, vault: vault, timeout: .seconds(60))
+        clients.withLock { $0.append(store) }
+        return store
+    }
+
+    /// Starts another server process on the same store (a second instance).
+    func secondInstance() async throws -> ServerChild {
+        try await ServerChild.start(executable: try serverExecutable(), store: location, directory: folder.path, environment: serverEnvironment)
+    }
+
+    /// Sends a raw request to the server: the status and the body.
+    func raw(_ method: String, _ target: String, body: Data = Data(), headers: [(String, String)] = [], to other: ServerChild? = nil)
+        async throws -> (status: Int, body: [String: Any]) {
+        var request = HTTPClientRequest(url: (other ?? server).url + target)
+        request.method = HTTPMethod(rawValue: method)
+        for (name, value) in headers { request.headers.add(name: name, value: value) }
+        if !body.isEmpty { request.body = .bytes(ByteBuffer(bytes: body)) }
+        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(60))
+        let data = Data((try await response.body.collect(upTo: 1 << 26)).readableBytesView)
+        return (Int(response.status.code), (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] ?? [:])
+    }
+
+    /// A request signed as `vault` (its date `now`), sent raw.
+    func signed(_ vault: Vault, _ method: String, _ target: String, body: Data = Data(), now: Date = Date(), to other: ServerChild? = nil)
+        async throws -> (status: Int, body: [String: Any]) {
+        let signature = RequestSignature.sign(method: method, target: target, body: body, vault: vault, now: now)
+        return try await raw(method, target, body: body, headers: signature.headers.map { ($0.name, $0.value) }, to: other)
+    }
+
+    var serverEnvironment: [String: String] { ProcessInfo.processInfo.environment }
+}
+
+/// The `coffer` executable next to the test bundle.
+func serverExecutable() throws -> String {
+    try #require(signedCofferExecutable(), "the coffer executable is not built next to the tests (swift build --build-tests)").path
+}
+
+/// Runs `body` with a server on a fresh store of `backend`; stops the server (SIGTERM) and
+/// expects it to stop cleanly.
+func withServer<R>(_ backend: TestBackend, _ body: (ServerFixture) async throws -> R) async throws -> R {
+    try await withTemporaryFolder { folder in
+        func run(location: String, postgres: PostgresURL?) async throws -> R {
+            let server = try await ServerChild.start(executable: try serverExecutable(), store: location, directory: folder.path,
+                                                     environment: ProcessInfo.processInfo.environment)
+            let fixture = ServerFixture(backend: backend, folder: folder, server: server, location: location, postgres: postgres)
+            do {
+                let result = try await body(fixture)
+                for store in fixture.clients.withLock({ $0 }) { await store.close() }
+                let stopped = await server.stop()
+                #expect(stopped.status == 0, "the server did not stop cleanly: \(String(decoding: stopped.stderr, as: UTF8.self))")
+                return result
+            } catch {
+                await server.stop(SIGKILL)
+                throw error
+            }
+        }
+        switch backend {
+        case .sqlite:
+            return try await run(location: folder.appendingPathComponent("server.sqlite").path, postgres: nil)
+        case .postgres:
+            return try await PostgresTestServer.withDatabase { connector in
+                try await run(location: connector.url.description, postgres: connector.url)
+            }
+        }
+    }
+}

@@ -1,0 +1,195 @@
+import CofferCrypto
+import CofferTestSupport
+import CofferVault
+import Foundation
+import Testing
+@testable import CofferStore
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The sync server as a real process on loopback, over SQLite and PostgreSQL: stores that work
+/// through it, what it refuses on its own, bad requests, several writers, two instances.
+@Suite("coffer serve: the store through a server")
+struct ServerTests {
+    /// Two users share a zone through the server: writes both ways, a change stream that sees
+    /// the other's commit, a removal that rotates the key.
+    @Test(arguments: TestBackend.all)
+    func shareThroughTheServer(_ backend: TestBackend) async throws {
+        try await withServer(backend) { fixture in
+            let alice = try await fixture.user("Alice Liddell", "alice@example.com")
+            let bob = try await fixture.user("Bob Builder", "bob@example.com")
+            let zone = try await alice.session.privateDatabase.createZone(named: "Family")
+            var note = Record(type: "Note", name: "n1", zone: zone)
+            note.values["title"] = "Shopping"
+            note.encryptedValues["body"] = "eggs, milk"
+            _ = try await alice.session.privateDatabase.save(note)
+            let share = try await alice.session.share(zone: zone, title: "Family notes")
+            _ = try await alice.session.addParticipant(bob.vault.identity.userID, permission: .readWrite, to: zone)
+            _ = try await bob.session.acceptShare(url: share.url)
+            let shared = bob.session.sharedDatabase
+            #expect(try await shared.record(named: "n1", in: zone).encryptedValues["body"] == "eggs, milk")
+            // A live stream of Alice's sees Bob's commit.
+            let stream = alice.session.privateDatabase.changeStream(in: zone, since: try await alice.session.privateDatabase.changes(in: zone, since: nil).token)
+            var reply = Record(type: "Note", name: "n2", zone: zone)
+            reply.encryptedValues["body"] = "and bread"
+            _ = try await shared.save(reply)
+            let page = try #require(try await signedFirst(stream, seconds: 30))
+            #expect(page.changed.map(\.name) == ["n2"])
+            #expect(page.changed.first?.encryptedValues["body"] == "and bread")
+            // Removing Bob rotates the key; what Alice writes after is not his to read.
+            _ = try await alice.session.removeParticipant(bob.vault.identity.userID, from: zone)
+            var later = Record(type: "Note", name: "n3", zone: zone)
+            later.encryptedValues["body"] = "after"
+            _ = try await alice.session.privateDatabase.save(later)
+            let fresh = try await fixture.client(bob.vault).openSession(vault: bob.vault)
+            await #expect(throws: StoreError.self) { _ = try await fresh.sharedDatabase.record(named: "n3", in: zone) }
+            #expect(try await alice.session.audit().findings.isEmpty)
+        }
+    }
+
+    /// Several clients of one user and of another write one zone at once through the server:
+    /// writers that raced only for the head sign again and land; one record saved with the same
+    /// change tag by two of them lands once, the other gets the conflict.
+    @Test(arguments: TestBackend.all)
+    func concurrentWriters(_ backend: TestBackend) async throws {
+        try await withServer(backend) { fixture in
+            let alice = try await fixture.user("Alice Liddell", "alice@example.com")
+            let zone = try await alice.session.privateDatabase.createZone(named: "Busy")
+            var seed = Record(type: "Note", name: "shared", zone: zone)
+            seed.values["n"] = .int(0)
+            let stored = try await alice.session.privateDatabase.save(seed)
+            var sessions = [Session]()
+            for _ in 0..<4 { sessions.append(try await fixture.client(alice.vault).openSession(vault: alice.vault)) }
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for (i, session) in sessions.enumerated() {
+                    group.addTask {
+                        for j in 0..<5 {
+                            var record = Record(type: "Note", name: "w\(i)-\(j)", zone: zone)
+                            record.encryptedValues["body"] = .string("from \(i), \(j)")
+                            _ = try await session.privateDatabase.save(record)
+                        }
+                    }
+                }
+                try await group.waitForAll()
+            }
+            let all = try await alice.session.privateDatabase.records(in: zone)
+            #expect(all.count == 21)
+            // The same change tag from two writers: exactly one wins.
+            let outcomes = await withTaskGroup(of: StoreError.Code?.self) { group in
+                for (i, session) in sessions.prefix(2).enumerated() {
+                    group.addTask {
+                        var edit = stored
+                        edit.values["n"] = .int(Int64(i + 1))
+                        do { _ = try await session.privateDatabase.save(edit); return nil } catch let error as StoreError { return error.code } catch {
+                            return .internalError
+                        }
+                    }
+                }
+                var list = [StoreError.Code?]()
+                for await outcome in group { list.append(outcome) }
+                return list
+            }
+            #expect(outcomes.filter { $0 == nil }.count == 1)
+            #expect(outcomes.filter { $0 == .serverRecordChanged }.count == 1)
+            #expect(try await alice.session.audit().findings.isEmpty)
+        }
+    }
+
+    /// Unsigned, replayed, out-of-window, oversized, malformed and unknown-user requests each get
+    /// their documented error; the server keeps serving, and nothing is written.
+    @Test func badRequests() async throws {
+        try await withServer(.sqlite) { fixture in
+            let alice = try await fixture.user("Alice Liddell", "alice@example.com")
+            _ = try await alice.session.privateDatabase.createZone(named: "Kept")
+            let read = try JSONSerialization.data(withJSONObject: ["needs": [["op": "zones/list", "owner": alice.vault.identity.userID]],
+                                                                   "basis": ["heads": [], "zones": [], "contacts": []]])
+            let ok = try await fixture.signed(alice.vault, "POST", "/v1/storage/read", body: read)
+            #expect(ok.status == 200)
+            // Unsigned.
+            let unsigned = try await fixture.raw("POST", "/v1/storage/read", body: read)
+            #expect(unsigned.status == 401)
+            #expect(unsigned.body["code"] as? String == "invalidArguments")
+            #expect((unsigned.body["message"] as? String)?.contains("signed") == true)
+            // Replayed: the same signed request twice.
+            let signature = RequestSignature.sign(method: "POST", target: "/v1/storage/read", body: read, vault: alice.vault)
+            let headers = signature.headers.map { ($0.name, $0.value) }
+            #expect(try await fixture.raw("POST", "/v1/storage/read", body: read, headers: headers).status == 200)
+            let replayed = try await fixture.raw("POST", "/v1/storage/read", body: read, headers: headers)
+            #expect(replayed.status == 401)
+            #expect((replayed.body["message"] as? String)?.contains("nonce") == true)
+            // Out of the window, either way.
+            for skew in [-600.0, 600.0] {
+                let old = try await fixture.signed(alice.vault, "POST", "/v1/storage/read", body: read, now: Date().addingTimeInterval(skew))
+                #expect(old.status == 401)
+                #expect((old.body["message"] as? String)?.contains("minutes") == true)
+            }
+            // Signed for another path, or with another body.
+            let moved = RequestSignature.sign(method: "POST", target: "/v1/records/modify", body: read, vault: alice.vault)
+            #expect(try await fixture.raw("POST", "/v1/storage/read", body: read, headers: moved.headers.map { ($0.name, $0.value) }).status == 401)
+            // Oversized.
+            let big = Data(repeating: 0x20, count: 4 * 1024 * 1024 + 1)
+            let over = try await fixture.signed(alice.vault, "POST", "/v1/records/modify", body: big)
+            #expect(over.body["code"] as? String == "limitExceeded")
+            // Malformed: not JSON, an unknown operation, a field an operation does not take.
+            for body in [Data("{not json".utf8),
+                         try JSONSerialization.data(withJSONObject: ["needs": [["op": "records/drop"]], "basis": ["heads": [], "zones": [], "contacts": []]]),
+                         try JSONSerialization.data(withJSONObject: ["needs": [["op": "changes/database/counter", "zone": 1]],
+                                                                     "basis": ["heads": [], "zones": [], "contacts": []]])] {
+                let bad = try await fixture.signed(alice.vault, "POST", "/v1/storage/read", body: body)
+                #expect(bad.status == 400)
+                #expect(bad.body["code"] as? String == "invalidArguments")
+            }
+            let badBatch = try await fixture.signed(alice.vault, "POST", "/v1/records/modify",
+                                                    body: try JSONSerialization.data(withJSONObject: ["operation": "AAAA", "writes": []]))
+            #expect(badBatch.status == 400)
+            // A user the server does not know (their card never published).
+            let stranger = try makeVault(in: fixture.folder, file: "stranger.coffer", name: "Mallory", email: "m@example.com")
+            let unknown = try await fixture.signed(stranger, "POST", "/v1/storage/read", body: read)
+            #expect(unknown.status == 401)
+            #expect((unknown.body["message"] as? String)?.contains("not known") == true)
+            // A card published by someone else's key.
+            let card = try RemoteAPI.encoder.encode(RemoteAPI.Publish(card: try ContactCard(vault: stranger).jsonData()))
+            #expect(try await fixture.signed(alice.vault, "POST", "/v1/contacts/publish", body: card).status == 401)
+            // The server still serves, and nothing was written.
+            #expect(try await fixture.raw("GET", "/v1/health").status == 200)
+            let zones = try await fixture.client(alice.vault).openSession(vault: alice.vault).privateDatabase.zones()
+            #expect(zones.map(\.id.name) == ["Kept"])
+            #expect(try await alice.store.contactsSuspending().map(\.userID) == [alice.vault.identity.userID])
+        }
+    }
+
+    /// Two instances on one PostgreSQL database serve one client in turn; a nonce one saw is
+    /// refused by the other.
+    @Test(.enabled(if: !PostgresTestServer.isSkipped))
+    func twoInstances() async throws {
+        try await withServer(.postgres) { fixture in
+            let second = try await fixture.secondInstance()
+            do {
+                let alice = try await fixture.user("Alice Liddell", "alice@example.com")
+                let other = try await fixture.client(alice.vault, server: second).openSession(vault: alice.vault)
+                let zone = try await alice.session.privateDatabase.createZone(named: "Both")
+                for i in 0..<6 {
+                    let session = i % 2 == 0 ? alice.session : other
+                    var record = Record(type: "Note", name: "r\(i)", zone: zone)
+                    record.encryptedValues["body"] = .string("via \(i % 2 == 0 ? "first" : "second")")
+                    _ = try await session.privateDatabase.save(record)
+                    // Each instance sees what the other wrote.
+                    let reader = i % 2 == 0 ? other : alice.session
+                    #expect(try await reader.privateDatabase.records(in: zone).count == i + 1)
+                }
+                let body = try JSONSerialization.data(withJSONObject: ["needs": [["op": "changes/database/counter"]],
+                                                                       "basis": ["heads": [], "zones": [], "contacts": []]])
+                let signature = RequestSignature.sign(method: "POST", target: "/v1/storage/read", body: body, vault: alice.vault)
+                let headers = signature.headers.map { ($0.name, $0.value) }
+                #expect(try await fixture.raw("POST", "/v1/storage/read", body: body, headers: headers).status == 200)
+                #expect(try await fixture.raw("POST", "/v1/storage/read", body: body, headers: headers, to: second).status == 401)
+                let stopped = await second.stop()
+                #expect(stopped.status == 0)
+            } catch {
+                await second.stop(SIGKILL)
+                throw error
+            }
+        }
+    }
+}
