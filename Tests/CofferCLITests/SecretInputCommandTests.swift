@@ -240,7 +240,9 @@ struct SecretInputCommandTests {
             let r = try team.sandbox.coffer(command + ["--help"])
             expectSuccess(r)
             let help = r.out.replacingOccurrences(of: "\n", with: " ").split(separator: " ").joined(separator: " ")
-            let entry = try #require(help.range(of: option, options: .backwards).map { String(help[$0.lowerBound...].prefix(260)) }, "\(r)")
+            // The option's own entry: the last mention of it, not another option's value of that name (`--server <url>`).
+            let mentions = help.ranges(of: option).filter { !help[..<$0.lowerBound].hasSuffix("--server ") }
+            let entry = try #require(mentions.last.map { String(help[$0.lowerBound...].prefix(260)) }, "\(r)")
             #expect(entry.contains("other local users") && entry.contains("shell history") && entry.contains(safer),
                     "\(command) --help: \(entry)")
         }

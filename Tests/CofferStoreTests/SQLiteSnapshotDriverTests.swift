@@ -538,19 +538,19 @@ struct SQLiteSnapshotDriverTests {
             await #expect(throws: SnapshotConflict.self) {
                 try await driver.apply([.touchZone(rowID: rowID),
                                         .appendLog(zoneRowID: rowID, head: 1, entry: entry, body: [1], signature: [UInt8](repeating: 0, count: 64),
-                                                   hash: .zero, entries: nil, names: nil)])
+                                                   hash: .zero, entries: nil, names: nil)], operation: nil)
             }
             #expect(try await counter() == before, "nothing of the batch was written")
             // A row that is not at the sequence read.
             await #expect(throws: SnapshotConflict.self) {
-                try await driver.apply([.touchZone(rowID: rowID), .deleteRecord(zoneRowID: rowID, name: "n1", storedSeq: 1)])
+                try await driver.apply([.touchZone(rowID: rowID), .deleteRecord(zoneRowID: rowID, name: "n1", storedSeq: 1)], operation: nil)
             }
-            await #expect(throws: SnapshotConflict.self) { try await driver.apply([.deleteRecord(zoneRowID: rowID, name: "gone", storedSeq: 2)]) }
+            await #expect(throws: SnapshotConflict.self) { try await driver.apply([.deleteRecord(zoneRowID: rowID, name: "gone", storedSeq: 2)], operation: nil) }
             #expect(try await counter() == before)
             #expect(try await f.alice.privateDatabase.record(named: "n1", in: zone).changeTag == saved.changeTag)
             // A key that another writer stored first (a unique violation).
             await #expect(throws: SnapshotConflict.self) {
-                try await driver.apply([.wrappedKey(zoneRowID: rowID, epoch: 1, memberID: f.alice.userID, wrapped: [1, 2, 3])])
+                try await driver.apply([.wrappedKey(zoneRowID: rowID, epoch: 1, memberID: f.alice.userID, wrapped: [1, 2, 3])], operation: nil)
             }
             // An id reserved, then taken by another writer's zone (even one deleted since).
             let snapshot = StorageSnapshot(writable: true)
@@ -559,7 +559,7 @@ struct SQLiteSnapshotDriverTests {
             let reserved = try #require(snapshot.fetched.newZoneIDs[id])
             try await f.alice.privateDatabase.deleteZone(try await f.alice.privateDatabase.createZone(named: "Between"))
             await #expect(throws: SnapshotConflict.self) {
-                try await driver.apply([.insertZone(rowID: reserved, uid: [UInt8](repeating: 7, count: 16), id: id, created: 0)])
+                try await driver.apply([.insertZone(rowID: reserved, uid: [UInt8](repeating: 7, count: 16), id: id, created: 0)], operation: nil)
             }
             #expect(try await f.zoneRowIDs()["Late"] == nil)
             #expect(try await f.onFile(f.alice).audit().findings.isEmpty)

@@ -23,6 +23,14 @@ struct ServerFixture {
     var storePath: String? { backend == .sqlite ? location : nil }
     let postgres: PostgresURL?
     let clients = Locked<[Store]>([])
+    /// Whether the test killed the server itself (then it is not expected to stop cleanly).
+    let killed = Locked(false)
+
+    /// Kills the server (SIGKILL), as a crash would.
+    func kill() async {
+        killed.withLock { $0 = true }
+        await server.stop(SIGKILL)
+    }
 
     var url: URL { URL(string: server.url)! }
 
@@ -84,7 +92,7 @@ func withServer<R>(_ backend: TestBackend, _ body: (ServerFixture) async throws 
                 let result = try await body(fixture)
                 for store in fixture.clients.withLock({ $0 }) { await store.close() }
                 let stopped = await server.stop()
-                #expect(stopped.status == 0, "the server did not stop cleanly: \(String(decoding: stopped.stderr, as: UTF8.self))")
+                #expect(stopped.status == 0 || fixture.killed.withLock { $0 }, "the server did not stop cleanly: \(String(decoding: stopped.stderr, as: UTF8.self))")
                 return result
             } catch {
                 await server.stop(SIGKILL)

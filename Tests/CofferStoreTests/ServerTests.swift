@@ -193,3 +193,64 @@ struct ServerTests {
         }
     }
 }
+
+/// The server killed mid-batch, and batches whose answers were lost.
+@Suite("coffer serve: crashes and retries")
+struct ServerCrashTests {
+    /// A batch of 400 records in flight when the server is killed (SIGKILL): after a restart
+    /// the batch is there whole or not at all, and the store verifies.
+    @Test func killedMidBatch() async throws {
+        try await withServer(.sqlite) { fixture in
+            let alice = try await fixture.user("Alice Liddell", "alice@example.com")
+            let zone = try await alice.session.privateDatabase.createZone(named: "Big")
+            let records = (0..<400).map { i in
+                var record = Record(type: "Note", name: String(format: "r%03d", i), zone: zone)
+                record.encryptedValues["body"] = .string(String(repeating: "x", count: 2_000))
+                return record
+            }
+            let db = alice.session.privateDatabase
+            let batch = Task { try await db.modify(saving: records, in: zone) }
+            try await Task.sleep(for: .milliseconds(40))
+            await fixture.kill()
+            let outcome = await batch.result
+            let restarted = try await ServerChild.start(executable: try serverExecutable(), store: fixture.location,
+                                                        directory: fixture.folder.path, environment: fixture.serverEnvironment)
+            do {
+                let session = try await fixture.client(alice.vault, server: restarted).openSession(vault: alice.vault)
+                let count = try await session.privateDatabase.records(in: zone).count
+                #expect(count == 0 || count == 400, "a batch is applied whole or not at all")
+                if case .success = outcome { #expect(count == 400) }
+                // The client's batch again, on the restarted server: it lands once.
+                if count == 0 { _ = try await session.privateDatabase.modify(saving: records, in: zone) }
+                #expect(try await session.privateDatabase.records(in: zone).count == 400)
+                #expect(try await session.audit().findings.isEmpty)
+                await restarted.stop()
+            } catch {
+                await restarted.stop(SIGKILL)
+                throw error
+            }
+        }
+    }
+
+    /// A batch whose answer is lost is sent again with its operation id, and applied once: one
+    /// log entry, the record's change tag that of that entry.
+    @Test(arguments: TestBackend.all)
+    func lostAnswerAppliedOnce(_ backend: TestBackend) async throws {
+        try await withServer(backend) { fixture in
+            let alice = try await fixture.user("Alice Liddell", "alice@example.com")
+            let zone = try await alice.session.privateDatabase.createZone(named: "Once")
+            guard case .snapshot(let driver as RemoteStorage) = alice.store.backend else { Issue.record("not a server's store"); return }
+            let before = try await alice.store.read { db in try alice.session.zoneState(db, zone: try alice.session.zoneRow(db, zone)).headSeq }
+            driver.answersToLose.withLock { $0 = 1 }
+            var record = Record(type: "Note", name: "n", zone: zone)
+            record.encryptedValues["body"] = "once"
+            let saved = try await alice.session.privateDatabase.save(record)
+            #expect(driver.answersToLose.withLock { $0 } == 0, "the answer was lost, and the batch sent again")
+            let fresh = try await fixture.client(alice.vault).openSession(vault: alice.vault)
+            let after = try await fresh.store.read { db in try fresh.zoneState(db, zone: try fresh.zoneRow(db, zone)).headSeq }
+            #expect(after == before + 1, "one commit, not two")
+            #expect(try await fresh.privateDatabase.record(named: "n", in: zone).changeTag == saved.changeTag)
+            #expect(try await fresh.audit().findings.isEmpty)
+        }
+    }
+}

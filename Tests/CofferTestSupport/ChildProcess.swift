@@ -70,7 +70,8 @@ public enum ChildProcess {
         }
 
         /// Waits (sleeping the task) until `found` finds something in its standard output, the
-        /// child ends, or `seconds` pass.
+        /// child ends, or `seconds` pass. (It looks once more at the end: a task of a busy test
+        /// run may wake only after the deadline.)
         public func waitForOutput<T>(seconds: Double, _ found: (String) -> T?) async -> T? {
             let end = Date().addingTimeInterval(seconds)
             while Date() < end {
@@ -79,7 +80,7 @@ public enum ChildProcess {
                 if now.status != nil { return nil }
                 try? await Task.sleep(for: .milliseconds(20))
             }
-            return nil
+            return found(look().stdout)
         }
 
         /// Sends `signal` and waits up to `seconds` for the child to end; its result.

@@ -21,7 +21,7 @@ public final class ServerChild: Sendable {
     public static func start(executable: String, store: String, directory: String, environment: [String: String]) async throws -> ServerChild {
         let process = try ChildProcess.Running(executable, ["serve", "--listen", "127.0.0.1:0", "--store", store],
                                                environment: environment, directory: directory, timeout: 1800)
-        let url = await process.waitForOutput(seconds: 60) { out -> String? in
+        let url = await process.waitForOutput(seconds: 180) { out -> String? in
             guard let range = out.range(of: #"http://127\.0\.0\.1:[0-9]+"#, options: .regularExpression) else { return nil }
             return String(out[range])
         }

@@ -10,10 +10,13 @@ protocol SnapshotDriver: Sendable {
     /// it into `snapshot.fetched`. When a zone read before moved on since, what was read
     /// before is dropped first.
     func fetch(_ needs: [StorageSnapshot.Need], into snapshot: StorageSnapshot) async throws
-    /// Applies a run's writes in one transaction of the store, or none of them.
+    /// Applies a run's writes in one transaction of the store, or none of them. With an
+    /// `operation` (a server applying a client's batch), its id is recorded in the same
+    /// transaction, first: a batch whose id is recorded already is not applied again.
     /// - Throws: ``SnapshotConflict`` when another writer changed what the run read (a zone's
-    ///   log head, a record row it replaces or deletes).
-    func apply(_ writes: [StorageSnapshot.Write]) async throws
+    ///   log head, a record row it replaces or deletes); ``OperationApplied`` when the
+    ///   operation's id is recorded already.
+    func apply(_ writes: [StorageSnapshot.Write], operation: SnapshotOperation?) async throws
     /// Waits until a commit may have changed a zone, or `interval` has passed (a live change
     /// stream's wait between polls).
     func waitForChange(upTo interval: Duration) async throws
@@ -25,6 +28,16 @@ protocol SnapshotDriver: Sendable {
 
 /// A write that found the store changed since its reads: the operation runs again on fresh reads.
 struct SnapshotConflict: Error {}
+
+/// A client's batch as a server applies it: its operation id (16 bytes the client chose) and
+/// its user.
+struct SnapshotOperation: Sendable {
+    let id: [UInt8]
+    let userID: String
+}
+
+/// A batch whose operation id the store has recorded: it was applied before (a request sent again).
+struct OperationApplied: Error {}
 
 extension SnapshotDriver {
     /// How often an operation may run again because it needed more rows (each run fetches what
@@ -76,7 +89,7 @@ extension SnapshotDriver {
                 return value
             }
             do {
-                try await apply(snapshot.writes)
+                try await apply(snapshot.writes, operation: nil)
                 snapshot.committed()
                 return value
             } catch is SnapshotConflict {

@@ -483,11 +483,11 @@ final class PostgresStorage: SnapshotDriver {
     /// Applies an operation's writes in one transaction. Each zone whose log it extends is
     /// locked first (in row id order), so commits to one zone serialize, and its head must be
     /// the one the operation extended; each record row it changes must be as it was read.
-    func apply(_ writes: [StorageSnapshot.Write]) async throws {
-        do { try await applyWrites(writes) } catch let error as PostgresDecodingError { throw Self.changed(error) }
+    func apply(_ writes: [StorageSnapshot.Write], operation: SnapshotOperation?) async throws {
+        do { try await applyWrites(writes, operation: operation) } catch let error as PostgresDecodingError { throw Self.changed(error) }
     }
 
-    private func applyWrites(_ writes: [StorageSnapshot.Write]) async throws {
+    private func applyWrites(_ writes: [StorageSnapshot.Write], operation: SnapshotOperation?) async throws {
         var heads = [Int64: Int64]()
         for case .appendLog(let zone, let head, _, _, _, _, _, _) in writes where heads[zone] == nil { heads[zone] = head }
         let inserted = Set(writes.compactMap { if case .insertZone(let rowID, _, _, _) = $0 { rowID } else { nil } })
@@ -500,6 +500,13 @@ final class PostgresStorage: SnapshotDriver {
         })
         do {
             try await connector.transaction { tx in
+                if let operation {
+                    // A concurrent transaction with the same id makes this insert wait for its end.
+                    guard try await !tx.query("""
+                        INSERT INTO server_operation (id, user_id, applied_at) VALUES (\(Data(operation.id)), \(operation.userID), \(Date().timeIntervalSince1970))
+                        ON CONFLICT DO NOTHING RETURNING 1
+                        """).isEmpty else { throw OperationApplied() }
+                }
                 for (zone, head) in locks {
                     guard let row = try await tx.query("SELECT sequence FROM zone WHERE id = \(zone) FOR UPDATE").first,
                           try row.decode(Int64.self) == head else { throw SnapshotConflict() }

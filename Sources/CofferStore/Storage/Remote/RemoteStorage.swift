@@ -22,6 +22,9 @@ final class RemoteStorage: SnapshotDriver {
     let timeout: Duration
     /// The server's change counter as last seen (for ``waitForChange(upTo:)``).
     private let counter = Locked<Int64?>(nil)
+    /// How many answers to `records/modify` to drop after they arrived, as a network that
+    /// loses them would (tests of a batch sent again).
+    let answersToLose = Locked(0)
     /// How often a batch whose answer was lost is sent again.
     static let resends = 2
 
@@ -79,13 +82,19 @@ final class RemoteStorage: SnapshotDriver {
         snapshot.absorb(try response.tables.tables(), moved: response.moved) { $0 }
     }
 
-    func apply(_ writes: [StorageSnapshot.Write]) async throws {
+    func apply(_ writes: [StorageSnapshot.Write], operation: SnapshotOperation?) async throws {
         let request = RemoteAPI.ModifyRequest(operation: Data(SecureRandom.bytes(count: 16)), writes: writes.map(WireWrite.init))
         let body = try RemoteAPI.encoder.encode(request)
         var attempt = 0
         while true {
             do {
                 _ = try await send("POST", RemoteAPI.Path.modify, body: body)
+                let lose = answersToLose.withLock { count -> Bool in
+                    guard count > 0 else { return false }
+                    count -= 1
+                    return true
+                }
+                if lose { throw StoreError(.serviceUnavailable, "the answer was lost", underlying: LostAnswer()) }
                 return
             } catch let error as StoreError where error.underlying is LostAnswer && attempt < Self.resends {
                 // The batch may have landed: the same operation id again is applied at most once.

@@ -179,12 +179,39 @@ package final class StorageHost: Sendable {
             throw StoreError(.limitExceeded, "a batch carries at most \(RemoteAPI.maxWrites) writes")
         }
         let writes = try request.writes.map { try $0.write() }
-        let states = try await check(writes, userID: userID)
-        do { try await driver.apply(writes) } catch is SnapshotConflict { throw Conflict() }
+        let operation = SnapshotOperation(id: Array(request.operation), userID: userID)
+        if try await wasApplied(operation) { return try RemoteAPI.encoder.encode(RemoteAPI.ModifyResponse(replayed: true)) }
+        let states: [Int64: ZoneState]
+        do {
+            states = try await check(writes, userID: userID)
+            try await driver.apply(writes, operation: operation)
+        } catch is SnapshotConflict {
+            // A batch sent again while its first copy was still being applied finds its own
+            // commit ahead of it: it was applied.
+            if try await wasApplied(operation) { return try RemoteAPI.encoder.encode(RemoteAPI.ModifyResponse(replayed: true)) }
+            throw Conflict()
+        } catch is OperationApplied {
+            return try RemoteAPI.encoder.encode(RemoteAPI.ModifyResponse(replayed: true))
+        }
         // The states the batch's entries lead to, once they are the store's.
         for (rowID, state) in states { remember(state, rowID: rowID) }
         signal.signal()
         return try RemoteAPI.encoder.encode(RemoteAPI.ModifyResponse(replayed: false))
+    }
+
+    /// Whether the store recorded this user's operation as applied.
+    func wasApplied(_ operation: SnapshotOperation) async throws -> Bool {
+        switch store.backend {
+        case .sqlite(let pool):
+            return try Store.readNow(pool) { db in
+                try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM server_operation WHERE id = ? AND user_id = ?)",
+                                  arguments: [Data(operation.id), operation.userID]) ?? false
+            }
+        case .postgres(let storage):
+            return try await !storage.connector.query("SELECT 1 FROM server_operation WHERE id = \(Data(operation.id)) AND user_id = \(operation.userID)").isEmpty
+        case .snapshot:
+            preconditionFailure("a server keeps a local store")
+        }
     }
 
     /// Checks a batch against what the store's signed data says `userID` may do; returns the

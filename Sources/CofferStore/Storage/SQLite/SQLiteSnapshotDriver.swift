@@ -287,16 +287,25 @@ final class SQLiteSnapshotDriver: SnapshotDriver {
     /// the head the run extended, and each record row it replaces or deletes at the sequence
     /// it read; a new row must find its name free. Otherwise nothing is written, and the run
     /// reads again (``SnapshotConflict``).
-    func apply(_ writes: [StorageSnapshot.Write]) async throws {
+    func apply(_ writes: [StorageSnapshot.Write], operation: SnapshotOperation?) async throws {
         logger.trace("snapshot apply", metadata: ["writes": "\(writes.count)"])
         do {
-            try await pool.write { db in try Self.apply(writes, db) }
+            try await pool.write { db in
+                if let operation {
+                    try db.execute(sql: "INSERT INTO server_operation (id, user_id, applied_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+                                   arguments: [Data(operation.id), operation.userID, Date().timeIntervalSince1970])
+                    guard db.changesCount == 1 else { throw OperationApplied() }
+                }
+                try Self.apply(writes, db)
+            }
         } catch let error as DatabaseError where Self.isConflict(error) {
             // Another writer took a name, a key or a log position this run meant to take, or
             // deleted the zone it writes under.
             throw SnapshotConflict()
         } catch let conflict as SnapshotConflict {
             throw conflict
+        } catch let applied as OperationApplied {
+            throw applied
         } catch {
             throw Store.map(error)
         }

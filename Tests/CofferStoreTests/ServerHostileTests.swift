@@ -1,0 +1,216 @@
+import CofferCrypto
+import CofferTestSupport
+import CofferVault
+import Foundation
+import GRDB
+import Testing
+@testable import CofferStore
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Two attackers around a server. A user who bypasses their client and sends the server writes
+/// of their own making: the server refuses what it can check without keys. A server that edits
+/// its own store between requests (played by the test, on the server's SQLite file): clients
+/// refuse what it serves, naming the zone.
+@Suite("coffer serve: forged requests and a hostile server")
+struct ServerHostileTests {
+    /// Alice's zone "Family" shared with Bob (read-only) and Carol (read-write), and her private
+    /// zone "Private", on a server.
+    struct Scene {
+        let fixture: ServerFixture
+        let alice: (vault: Vault, store: Store, session: Session)
+        let bob: (vault: Vault, store: Store, session: Session)
+        let carol: (vault: Vault, store: Store, session: Session)
+        let family: ZoneID
+        let privateZone: ZoneID
+
+        static func make(_ fixture: ServerFixture) async throws -> Scene {
+            let alice = try await fixture.user("Alice Liddell", "alice@example.com")
+            let bob = try await fixture.user("Bob Builder", "bob@example.com")
+            let carol = try await fixture.user("Carol Danvers", "carol@example.com")
+            let db = alice.session.privateDatabase
+            let family = try await db.createZone(named: "Family")
+            var note = Record(type: "Note", name: "n1", zone: family)
+            note.encryptedValues["body"] = "eggs"
+            _ = try await db.save(note)
+            let share = try await alice.session.share(zone: family)
+            _ = try await alice.session.addParticipant(bob.vault.identity.userID, permission: .readOnly, to: family)
+            _ = try await alice.session.addParticipant(carol.vault.identity.userID, permission: .readWrite, to: family)
+            _ = try await bob.session.acceptShare(url: share.url)
+            _ = try await carol.session.acceptShare(url: share.url)
+            let privateZone = try await db.createZone(named: "Private")
+            var secret = Record(type: "Note", name: "p1", zone: privateZone)
+            secret.values["title"] = "plain but private"
+            _ = try await db.save(secret)
+            return Scene(fixture: fixture, alice: alice, bob: bob, carol: carol, family: family, privateZone: privateZone)
+        }
+
+        func driver(_ store: Store) throws -> RemoteStorage {
+            guard case .snapshot(let driver as RemoteStorage) = store.backend else { throw StoreError(.internalError, "not a server's store") }
+            return driver
+        }
+
+        /// The zone's row and the state of its log, as `session` verifies them now.
+        func head(_ session: Session, _ zone: ZoneID) async throws -> (row: ZoneRow, state: ZoneState) {
+            try await session.store.read { db in
+                let row = try session.zoneRow(db, zone)
+                return (row, try session.zoneLog(db, zone: row).state)
+            }
+        }
+
+        /// A commit entry of `vault`'s on the zone's head, as a write (`signer` signs it).
+        func commit(by vault: Vault, signer: Vault? = nil, on head: (row: ZoneRow, state: ZoneState), entries: [UInt8] = [], names: [UInt8] = [])
+            -> (write: StorageSnapshot.Write, seq: Int64) {
+            let payload = RecordsPayload(epoch: head.state.epoch, ownerSeq: head.state.ownerSeq, label: nil,
+                                         records: RecordsSummary(entries: entries, names: names))
+            let entry = LogEntry(zoneUID: head.row.uid, seq: head.state.headSeq + 1, prev: head.state.headHash, kind: .commit,
+                                 authorID: vault.identity.userID, time: Date().timeIntervalSince1970, payload: payload.encoded)
+            let body = entry.body
+            let signature = (signer ?? vault).signingKey.signature(for: body)
+            return (.appendLog(zoneRowID: head.row.rowID, head: head.state.headSeq, entry: entry, body: body, signature: signature,
+                               hash: LogEntry.hash(body: body, signature: signature), entries: entries, names: names), entry.seq)
+        }
+    }
+
+    /// Expects the server to refuse `writes` sent as `store`'s user with `.permissionFailure`
+    /// whose message holds `reason`.
+    func expectRefused(_ scene: Scene, _ store: Store, _ writes: [StorageSnapshot.Write], _ reason: String,
+                       sourceLocation: SourceLocation = #_sourceLocation) async throws {
+        do {
+            try await scene.driver(store).apply(writes, operation: nil)
+            Issue.record("the server applied a forged batch (\(reason))", sourceLocation: sourceLocation)
+        } catch let error as StoreError {
+            #expect(error.code == .permissionFailure, "\(error)", sourceLocation: sourceLocation)
+            #expect(error.message.contains(reason), "\(error.message)", sourceLocation: sourceLocation)
+        }
+    }
+
+    @Test func serverRefusesForgedWrites() async throws {
+        try await withServer(.sqlite) { fixture in
+            let scene = try await Scene.make(fixture)
+            let head = try await scene.head(scene.bob.session, scene.family)
+            let bob = scene.bob, carol = scene.carol
+            // A read-only participant's commit, validly signed, on the head.
+            try await expectRefused(scene, bob.store, [scene.commit(by: bob.vault, on: head).write], "commit by")
+            // An entry in another user's name, or with a signature that does not verify.
+            try await expectRefused(scene, bob.store, [scene.commit(by: carol.vault, signer: bob.vault, on: head).write], "their own log entries")
+            try await expectRefused(scene, bob.store, [scene.commit(by: bob.vault, signer: carol.vault, on: head).write], "does not verify")
+            // Key injection, and deleting a zone of someone else's.
+            try await expectRefused(scene, bob.store, [.storeWrappedKey(zoneRowID: head.row.rowID, epoch: head.state.epoch, memberID: carol.vault.identity.userID,
+                                                                        wrapped: SecureRandom.bytes(count: 80))], "others' keys")
+            try await expectRefused(scene, bob.store, [.deleteZone(rowID: head.row.rowID)], "deletes it")
+            try await expectRefused(scene, bob.store, [.setZoneMembers(zoneRowID: head.row.rowID, members: [], shareUID: nil)], "members")
+            // A record row without a commit, and one its writer's commit does not list.
+            let stamp = VersionStamp(name: "planted", type: "Note", parent: nil, seq: head.state.headSeq + 1, epoch: head.state.epoch,
+                                     membershipSeq: head.state.ownerSeq, creatorID: carol.vault.identity.userID,
+                                     modifierID: carol.vault.identity.userID, created: 1, modified: 1)
+            let planted = SealedVersion(stamp: stamp, plain: Array("{}".utf8), plainTypes: [], sealed: nil, digest: .zero)
+            try await expectRefused(scene, carol.store, [.insertRecord(zoneRowID: head.row.rowID, planted)], "signed commit")
+            let listed = scene.commit(by: carol.vault, on: head, entries: SecureRandom.bytes(count: 32), names: [0, 7] + Array("planted".utf8))
+            try await expectRefused(scene, carol.store, [listed.write, .insertRecord(zoneRowID: head.row.rowID, planted)], "not the version its commit signs")
+            // Reads and listings of what is not theirs.
+            let privateRow = try await scene.head(scene.alice.session, scene.privateZone).row
+            try await expectRefused(scene, bob.store, [.addZoneMember(zoneRowID: privateRow.rowID, userID: bob.vault.identity.userID)], "lists its members")
+            for need: StorageSnapshot.Need in [.records(zoneRowID: privateRow.rowID, names: ["p1"]), .allRows(zoneRowID: privateRow.rowID),
+                                                .zone(scene.privateZone), .ownedZones(scene.alice.vault.identity.userID)] {
+                await #expect(throws: StoreError.self) { try await scene.driver(bob.store).fetch([need], into: StorageSnapshot(writable: false)) }
+            }
+            // Nothing landed: the zone is where it was, and every user's audit is clean.
+            #expect(try await scene.head(scene.alice.session, scene.family).state.headSeq == head.state.headSeq)
+            for session in [scene.alice.session, bob.session, carol.session] { #expect(try await session.audit().findings.isEmpty) }
+            // Carol's real write still lands.
+            var real = Record(type: "Note", name: "real", zone: scene.family)
+            real.encryptedValues["body"] = "ok"
+            _ = try await carol.session.sharedDatabase.save(real)
+        }
+    }
+
+    /// The server's store edited between requests: a dropped commit, a membership rolled back,
+    /// a key planted. Each client that saw more, or whose key it is, refuses, naming the zone.
+    @Test func clientsRefuseAHostileServer() async throws {
+        try await withServer(.sqlite) { fixture in
+            let scene = try await Scene.make(fixture)
+            let path = try #require(fixture.storePath)
+            let alice = scene.alice
+            var later = Record(type: "Note", name: "n2", zone: scene.family)
+            later.encryptedValues["body"] = "later"
+            _ = try await alice.session.privateDatabase.save(later)
+            try alice.session.saveMarks()
+            let head = try await scene.head(alice.session, scene.family)
+            // A dropped commit: the last entry and its row go.
+            let queue = try DatabaseQueue(path: path)
+            try await queue.write { db in
+                try db.execute(sql: "DELETE FROM zone_log WHERE zone_id = ? AND seq = ?", arguments: [head.row.rowID, head.state.headSeq])
+                try db.execute(sql: "UPDATE zone SET sequence = ? WHERE id = ?", arguments: [head.state.headSeq - 1, head.row.rowID])
+                try db.execute(sql: "DELETE FROM record WHERE zone_id = ? AND name = 'n2'", arguments: [head.row.rowID])
+            }
+            let fresh = try await fixture.client(alice.vault).openSession(vault: alice.vault)
+            await #expect { _ = try await fresh.privateDatabase.record(named: "n1", in: scene.family) } throws: { error in
+                let error = error as? StoreError
+                return error?.code == .integrityFailure && error?.message.contains("'Family'") == true && error?.message.contains("rolled back") == true
+            }
+            // A planted key: Bob's wrapped key replaced by another key wrapped to him.
+            let bobID = scene.bob.vault.identity.userID
+            let planted = Session.wrapZoneKey(SymmetricKey(), zoneUID: head.row.uid, epoch: head.state.epoch, to: scene.bob.vault.boxKey.publicKey)
+            try await queue.write { db in
+                try db.execute(sql: "UPDATE zone_key SET wrapped_key = ? WHERE zone_id = ? AND member_id = ?", arguments: [Data(planted), head.row.rowID, bobID])
+            }
+            let bobFresh = try await fixture.client(scene.bob.vault).openSession(vault: scene.bob.vault)
+            await #expect { _ = try await bobFresh.sharedDatabase.record(named: "n1", in: scene.family) } throws: { error in
+                let error = error as? StoreError
+                return error?.code == .integrityFailure && error?.message.contains("Family") == true
+            }
+            try queue.close()
+        }
+    }
+
+    /// A log forked by the server, one branch shown to each user: the user who saw the other
+    /// branch refuses it, and comparing heads finds the fork.
+    @Test func forkShownToTwoUsers() async throws {
+        try await withServer(.sqlite) { fixture in
+            let scene = try await Scene.make(fixture)
+            let path = try #require(fixture.storePath)
+            for session in [scene.alice.session, scene.carol.session] {
+                _ = try await session.database(for: scene.family).record(named: "n1", in: scene.family)
+                try session.saveMarks()
+            }
+            // The server keeps a copy of its store, lets Alice commit, then serves the copy, on
+            // which Carol commits: two entries at one position.
+            #expect(await fixture.server.stop().status == 0)
+            let copy = path + ".copy"
+            try FileManager.default.copyItem(atPath: path, toPath: copy)
+            let first = try await ServerChild.start(executable: try serverExecutable(), store: path, directory: fixture.folder.path,
+                                                    environment: fixture.serverEnvironment)
+            var a = Record(type: "Note", name: "a", zone: scene.family)
+            a.encryptedValues["body"] = "Alice's branch"
+            let aliceSession = try await fixture.client(scene.alice.vault, server: first).openSession(vault: scene.alice.vault)
+            _ = try await aliceSession.privateDatabase.save(a)
+            try aliceSession.saveMarks()
+            let aliceHeads = try await aliceSession.verifiedHeads()
+            await first.stop()
+            try FileManager.default.removeItem(atPath: path)
+            for suffix in ["-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
+            try FileManager.default.moveItem(atPath: copy, toPath: path)
+            let second = try await ServerChild.start(executable: try serverExecutable(), store: path, directory: fixture.folder.path,
+                                                     environment: fixture.serverEnvironment)
+            do {
+                let carolSession = try await fixture.client(scene.carol.vault, server: second).openSession(vault: scene.carol.vault)
+                var c = Record(type: "Note", name: "c", zone: scene.family)
+                c.encryptedValues["body"] = "Carol's branch"
+                _ = try await carolSession.sharedDatabase.save(c)
+                let aliceAgain = try await fixture.client(scene.alice.vault, server: second).openSession(vault: scene.alice.vault)
+                await #expect { _ = try await aliceAgain.privateDatabase.record(named: "n1", in: scene.family) } throws: { error in
+                    let error = error as? StoreError
+                    return error?.code == .integrityFailure && error?.message.contains("'Family'") == true && error?.message.contains("forked") == true
+                }
+                let comparison = try await carolSession.compareHeads(aliceHeads.encoded())
+                #expect(!comparison.findings.isEmpty, "Carol's comparison with Alice's heads finds the fork")
+                await second.stop()
+            } catch {
+                await second.stop(SIGKILL)
+                throw error
+            }
+        }
+    }
+}
