@@ -7,8 +7,12 @@ import Foundation
 extension Coffer {
     struct Demo: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "The two-user walkthrough, narrated, in a temporary folder.",
-            discussion: "Exits 0 only if every step behaved as narrated.")
+            abstract: "The two-user walkthrough, narrated, through a coffer serve of its own, in a temporary folder.",
+            discussion: """
+                It starts a coffer serve on loopback over a store in its folder, and each user works \
+                through it from a folder of their own (their vault and cards; no shared file). \
+                Exits 0 only if every step behaved as narrated.
+                """)
 
         @Option(help: ArgumentHelp("Work in this folder (kept afterwards) instead of a temporary one.", valueName: "dir"))
         var dir: String?
@@ -23,8 +27,19 @@ extension Coffer {
                 try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
             }
             defer { if dir == nil { try? FileManager.default.removeItem(at: folder) } }
+            for name in ["alice/alice.coffer", "bob/bob.coffer", "carol/carol.coffer", "server/store.sqlite"]
+            where FileManager.default.fileExists(atPath: folder.appendingPathComponent(name).path) {
+                throw CLIError(ExitStatus.alreadyExists, "\(folder.appendingPathComponent(name).path) already exists; give the demo an empty --dir")
+            }
             var demo = Walkthrough(folder: folder)
-            try await demo.run()
+            let server = try Walkthrough.DemoServer.start(store: folder.appendingPathComponent("server/store.sqlite"))
+            do {
+                try await demo.run(server: server.url)
+            } catch {
+                server.stop()
+                throw error
+            }
+            server.stop()
             Output.line()
             Output.line("Demo finished: \(demo.steps) steps, all as narrated." + (dir == nil ? "" : " Files kept in \(folder.path)."))
         }
@@ -49,42 +64,45 @@ struct Walkthrough {
         say("ok: \(what)")
     }
 
-    mutating func run() async throws {
+    mutating func run(server: URL) async throws {
         let passphrases = ["Alice": "alice: correct horse battery staple", "Bob": "bob: tr0ub4dor&3", "Carol": "carol: hunter2 hunter2"]
         func pass(_ who: String) -> SecureBytes { SecureBytes(copying: Array(passphrases[who]!.utf8)) }
-        let storeURL = folder.appendingPathComponent("store.sqlite")
-        for name in ["alice.coffer", "bob.coffer", "carol.coffer", "store.sqlite"] where FileManager.default.fileExists(atPath: folder.appendingPathComponent(name).path) {
-            throw CLIError(ExitStatus.alreadyExists, "\(folder.appendingPathComponent(name).path) already exists; give the demo an empty --dir")
-        }
+        let storeURL = folder.appendingPathComponent("server/store.sqlite")
+        func home(_ who: String) -> URL { folder.appendingPathComponent(who.lowercased(), isDirectory: true) }
+        for who in ["Alice", "Bob", "Carol"] { try FileManager.default.createDirectory(at: home(who), withIntermediateDirectories: true) }
         // Secrets the story writes; the last step looks for them in the store's files.
         let secretBody = "eggs, milk, and the safe code 4711-\(Hex.encode(SecureRandom.bytes(count: 4)))"
         let bobsEdit = "Bob adds: coffee beans \(Hex.encode(SecureRandom.bytes(count: 4)))"
         let afterRemoval = "written after Bob left the share \(Hex.encode(SecureRandom.bytes(count: 4)))"
         let plainTitle = "Shopping list \(Hex.encode(SecureRandom.bytes(count: 3)))"
 
+        step("A coffer serve runs on loopback (\(server.absoluteString)) over server/store.sqlite. It holds no vault and no zone key; Alice, Bob and Carol each work from a folder of their own, through it.")
         step("Alice and Bob each create a vault: identity keys under a passphrase (Argon2id 'interactive', so the demo is quick).")
-        let aliceVault = try Vault.create(at: folder.appendingPathComponent("alice.coffer"), name: "Alice", email: "alice@example.com",
+        let aliceVault = try Vault.create(at: home("Alice").appendingPathComponent("alice.coffer"), name: "Alice", email: "alice@example.com",
                                           passphrase: pass("Alice"), kdf: .interactive)
-        let bobVault = try Vault.create(at: folder.appendingPathComponent("bob.coffer"), name: "Bob", email: "bob@example.com",
+        let bobVault = try Vault.create(at: home("Bob").appendingPathComponent("bob.coffer"), name: "Bob", email: "bob@example.com",
                                         passphrase: pass("Bob"), kdf: .interactive)
         for vault in [aliceVault, bobVault] {
             say("\(vault.identity.name): user id \(vault.identity.userID), fingerprint \(vault.identity.fingerprint)")
         }
         do {
-            _ = try Vault.open(at: folder.appendingPathComponent("alice.coffer"), passphrase: pass("Bob"))
+            _ = try Vault.open(at: home("Alice").appendingPathComponent("alice.coffer"), passphrase: pass("Bob"))
             try check(false, "a wrong passphrase is refused")
         } catch let e as VaultError where e.code == .wrongPassphrase {
             say("Bob's passphrase does not open Alice's vault: \(e.message)")
         }
 
-        step("They swap contact cards (self-signed JSON) into the store they share, and compare fingerprints aloud.")
-        let store = try Store(path: storeURL.path)
-        let bobCard = ContactCard(vault: bobVault).jsonData()
-        try bobCard.write(to: folder.appendingPathComponent("bob.card.json"))
-        try ContactCard(vault: aliceVault).jsonData().write(to: folder.appendingPathComponent("alice.card.json"))
-        try store.addContact(try ContactCard.verify(bobCard))
-        try store.addContact(try ContactCard.verify(ContactCard(vault: aliceVault).jsonData()))
-        try check(try store.contact(matching: "bob@example.com").fingerprint == bobVault.identity.fingerprint,
+        step("They swap contact cards (self-signed JSON), pin each other's in their vaults, and compare fingerprints aloud.")
+        let aliceStore = try await Store(server: server, vault: aliceVault)
+        let bobStore = try await Store(server: server, vault: bobVault)
+        let bobCard = ContactCard(vault: bobVault).jsonData(), aliceCard = ContactCard(vault: aliceVault).jsonData()
+        try bobCard.write(to: home("Bob").appendingPathComponent("bob.card.json"))
+        try aliceCard.write(to: home("Alice").appendingPathComponent("alice.card.json"))
+        try aliceVault.pin(try ContactCard.verify(bobCard))
+        try bobVault.pin(try ContactCard.verify(aliceCard))
+        try check(aliceVault.pinnedUserIDs(matching: "bob@example.com") == [bobVault.identity.userID],
+                  "Alice finds Bob by email among the cards she pinned, not in the server's directory")
+        try check(try await aliceStore.contactSuspending(matching: bobVault.identity.userID).fingerprint == bobVault.identity.fingerprint,
                   "the fingerprint on Bob's card matches the one Bob reads out")
         let forged = Data(String(decoding: bobCard, as: UTF8.self).replacingOccurrences(of: "bob@example.com", with: "mallory@example.com").utf8)
         do {
@@ -95,8 +113,9 @@ struct Walkthrough {
         }
 
         step("Alice saves notes: a plain, queryable title and an encrypted body.")
-        let alice = try store.session(vault: aliceVault)
-        let bob = try store.session(vault: bobVault)
+        let alice = try await aliceStore.openSession(vault: aliceVault)
+        let bob = try await bobStore.openSession(vault: bobVault)
+        let bobID = bobVault.identity.userID
         let zone = try await alice.privateDatabase.createZone(named: "Family")
         var note = Record(type: "Note", name: "groceries", zone: zone)
         note.values["title"] = .string(plainTitle)
@@ -106,7 +125,7 @@ struct Walkthrough {
 
         step("Alice shares the zone read-only with Bob; Bob accepts the URL and reads with his own vault.")
         let share = try await alice.share(zone: zone, title: "Family notes")
-        _ = try await alice.addParticipant("bob@example.com", permission: .readOnly, to: zone)
+        _ = try await alice.addParticipant(bobID, permission: .readOnly, to: zone)
         say("share URL: \(share.url)")
         let accepted = try await bob.acceptShare(url: share.url)
         let bobReads = try await bob.sharedDatabase.record(named: "groceries", in: accepted.zoneID)
@@ -124,7 +143,7 @@ struct Walkthrough {
         }
 
         step("Alice makes Bob read-write; Bob's edit goes through and Alice sees it.")
-        _ = try await alice.setPermission(.readWrite, for: "bob@example.com", in: zone)
+        _ = try await alice.setPermission(.readWrite, for: bobID, in: zone)
         _ = try await bob.sharedDatabase.save(bobsCopy)
         let aliceSees = try await alice.privateDatabase.record(named: "groceries", in: zone)
         try check(aliceSees.encryptedValues["body"] == .string(bobsEdit) && aliceSees.modifierID == bobVault.identity.userID,
@@ -139,9 +158,9 @@ struct Walkthrough {
         }
 
         step("Alice opens a read-only public link; Carol, who was never invited, joins with it and reads.")
-        let carolVault = try Vault.create(at: folder.appendingPathComponent("carol.coffer"), name: "Carol", email: "carol@example.com",
+        let carolVault = try Vault.create(at: home("Carol").appendingPathComponent("carol.coffer"), name: "Carol", email: "carol@example.com",
                                           passphrase: pass("Carol"), kdf: .interactive)
-        let carol = try store.session(vault: carolVault)
+        let carol = try await Store(server: server, vault: carolVault).openSession(vault: carolVault)
         let publicShare = try await alice.setPublicPermission(.readOnly, in: zone)
         say("public URL (its fragment is the link secret): \(publicShare.url)")
         let carolAccepted = try await carol.acceptShare(url: publicShare.url)
@@ -150,7 +169,7 @@ struct Walkthrough {
 
         step("Alice turns the link off (Carol, who joined by it, is removed) and removes Bob: the zone key rotates each time.")
         _ = try await alice.setPublicPermission(.none, in: zone)
-        let afterBob = try await alice.removeParticipant("bob@example.com", from: zone)
+        let afterBob = try await alice.removeParticipant(bobID, from: zone)
         say("key epoch is now \(afterBob.keyEpoch); only Alice holds the new key, the old ones are sealed under it")
         for (who, session) in [("Bob", bob), ("Carol", carol)] {
             do {
@@ -171,12 +190,12 @@ struct Walkthrough {
         step("Alice keeps an API token in her vault's keychain.")
         let token = "demo-token-\(Hex.encode(SecureRandom.bytes(count: 8)))"
         try aliceVault.addItem(service: "api.example.com", account: "alice", secret: SecureBytes(copying: Array(token.utf8)))
-        let item = try Vault.open(at: folder.appendingPathComponent("alice.coffer"), passphrase: pass("Alice")).item(service: "api.example.com", account: "alice")
+        let item = try Vault.open(at: home("Alice").appendingPathComponent("alice.coffer"), passphrase: pass("Alice")).item(service: "api.example.com", account: "alice")
         try check(item.secret == SecureBytes(copying: Array(token.utf8)), "the token reads back after reopening the vault")
 
-        step("A look at the files on disk: no secret appears in the store (database, WAL, shared memory) or the vaults.")
+        step("A look at the files on disk: no secret appears in the server's store (database, WAL, shared memory) or the vaults.")
         var files = [storeURL.path, storeURL.path + "-wal", storeURL.path + "-shm"].filter { FileManager.default.fileExists(atPath: $0) }
-        files += ["alice.coffer", "bob.coffer", "carol.coffer"].map { folder.appendingPathComponent($0).path }
+        files += ["Alice", "Bob", "Carol"].map { home($0).appendingPathComponent("\($0.lowercased()).coffer").path }
         var blob = Data()
         for path in files { blob += (FileManager.default.contents(atPath: path) ?? Data()) }
         say("scanned \(files.count) files, \(blob.count) bytes")
@@ -185,6 +204,72 @@ struct Walkthrough {
                       "'\(secret.prefix(24))…' is nowhere in the files")
         }
         try check(blob.range(of: Data(plainTitle.utf8)) != nil, "the plain title is there, as designed: the scan looks in the right place")
+    }
+
+    /// The demo's own `coffer serve`: this executable, on a free loopback port, over `store`.
+    struct DemoServer {
+        let process: Process
+        let url: URL
+
+        static func start(store: URL) throws -> DemoServer {
+            try FileManager.default.createDirectory(at: store.deletingLastPathComponent(), withIntermediateDirectories: true)
+            let executable = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+            let port = try freePort()
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: executable)
+            process.arguments = ["serve", "--listen", "127.0.0.1:\(port)", "--store", store.path]
+            process.standardOutput = FileHandle.nullDevice
+            process.standardError = FileHandle.nullDevice
+            process.standardInput = FileHandle.nullDevice
+            try process.run()
+            let server = DemoServer(process: process, url: URL(string: "http://127.0.0.1:\(port)")!)
+            // Until it answers (a few tenths of a second), at most 30 s.
+            for _ in 0..<300 {
+                guard process.isRunning else { throw CLIError(ExitStatus.failure, "the demo's coffer serve stopped at once (port \(port) taken?)") }
+                if server.answers() { return server }
+                usleep(100_000)
+            }
+            server.stop()
+            throw CLIError(ExitStatus.unavailable, "the demo's coffer serve did not answer on \(server.url.absoluteString) within 30 s")
+        }
+
+        /// Whether the server accepts a connection.
+        func answers() -> Bool {
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            guard fd >= 0 else { return false }
+            defer { close(fd) }
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_port = in_port_t(UInt16(url.port ?? 0).bigEndian)
+            address.sin_addr.s_addr = inet_addr("127.0.0.1")
+            return withUnsafePointer(to: &address) { pointer in
+                pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+            }
+        }
+
+        /// A port the system hands out for loopback now (free until someone takes it).
+        static func freePort() throws -> Int {
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            guard fd >= 0 else { throw CLIError(ExitStatus.failure, "cannot open a socket for the demo's server") }
+            defer { close(fd) }
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_port = 0
+            address.sin_addr.s_addr = inet_addr("127.0.0.1")
+            var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+            let bound = withUnsafeMutablePointer(to: &address) { pointer in
+                pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
+            }
+            guard bound else { throw CLIError(ExitStatus.failure, "cannot find a free port for the demo's server") }
+            return Int(UInt16(bigEndian: address.sin_port))
+        }
+
+        /// SIGTERM, and waits for it to end.
+        func stop() {
+            guard process.isRunning else { return }
+            process.terminate()
+            process.waitUntilExit()
+        }
     }
 
     func fileMode(_ url: URL) throws -> (Int, Int) {

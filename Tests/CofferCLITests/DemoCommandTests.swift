@@ -8,7 +8,7 @@ struct DemoCommandTests {
 
     init() throws { sandbox = try Sandbox() }
 
-    @Test("coffer demo exits 0, says Demo finished, and cleans up its temporary folder")
+    @Test("coffer demo exits 0, says Demo finished, runs through a server of its own, and cleans up its temporary folder")
     func demoRuns() throws {
         let tmp = sandbox.path("tmp")
         try FileManager.default.createDirectory(atPath: tmp, withIntermediateDirectories: true)
@@ -17,6 +17,7 @@ struct DemoCommandTests {
         #expect(r.out.contains("Demo finished"), "\(r)")
         #expect(r.outLines.last?.hasPrefix("Demo finished") == true, "\(r)")
         #expect(r.out.contains("[1] "), "the steps are not narrated\n\(r)")
+        #expect(r.out.contains("coffer serve runs on loopback (http://127.0.0.1:"), "\(r)")
         #expect(!r.out.contains("Files kept"))
         #expect(try FileManager.default.contentsOfDirectory(atPath: tmp).isEmpty, "the demo left files in TMPDIR")
         // The demo never writes to the user's data folder.
@@ -30,21 +31,22 @@ struct DemoCommandTests {
         expectSuccess(r)
         #expect(r.out.contains("Demo finished"), "\(r)")
         #expect(r.out.contains(dir), "the folder is not named\n\(r)")
-        let files = Set(try FileManager.default.contentsOfDirectory(atPath: dir))
-        for name in ["alice.coffer", "bob.coffer", "alice.card.json", "bob.card.json", "store.sqlite"] {
-            #expect(files.contains(name), "\(name) is missing from \(files.sorted())")
+        // Each user's folder holds their vault and card; the server's, its store; nothing is shared.
+        for name in ["alice/alice.coffer", "bob/bob.coffer", "carol/carol.coffer", "alice/alice.card.json", "bob/bob.card.json", "server/store.sqlite"] {
+            #expect(sandbox.exists(dir + "/" + name), "\(name) is missing from \(dir)")
         }
-        #expect(try posixMode(dir + "/alice.coffer") == 0o600)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir + "/bob").allSatisfy { !$0.hasSuffix(".sqlite") })
+        #expect(try posixMode(dir + "/alice/alice.coffer") == 0o600)
 
         // The kept cards are real: another store accepts them.
         let store = sandbox.path("mine.sqlite")
-        let added = try sandbox.coffer(["contact", "add", dir + "/bob.card.json", "--store", store, "--json"])
+        let added = try sandbox.coffer(["contact", "add", dir + "/bob/bob.card.json", "--store", store, "--json"])
         expectSuccess(added)
         let contact = try jsonObject(added)["contact"] as? [String: Any]
         #expect(contact?["name"] as? String == "Bob")
         #expect(contact?["email"] as? String == "bob@example.com")
-        // The kept store holds both contacts.
-        let list = try sandbox.coffer(["contact", "list", "--json", "--store", dir + "/store.sqlite"])
+        // The server's kept store holds every user's card: each published theirs.
+        let list = try sandbox.coffer(["contact", "list", "--json", "--store", dir + "/server/store.sqlite"])
         expectSuccess(list)
         let names = (try jsonObject(list)["contacts"] as? [[String: Any]])?.compactMap { $0["name"] as? String }.sorted()
         #expect(names == ["Alice", "Bob", "Carol"])
@@ -54,9 +56,9 @@ struct DemoCommandTests {
     func demoRefusesUsedFolder() throws {
         let dir = sandbox.path("demo-files")
         expectSuccess(try sandbox.coffer(["demo", "--dir", dir]))
-        let before = try sandbox.read(dir + "/alice.coffer")
+        let before = try sandbox.read(dir + "/alice/alice.coffer")
         let again = try sandbox.coffer(["demo", "--dir", dir])
         expectError(again, 73)
-        #expect(try sandbox.read(dir + "/alice.coffer") == before)
+        #expect(try sandbox.read(dir + "/alice/alice.coffer") == before)
     }
 }
