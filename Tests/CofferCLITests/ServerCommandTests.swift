@@ -73,6 +73,28 @@ struct ServerCommandTests {
         }
     }
 
+    /// `changes --follow` through a server sees another user's commit, and stops on Ctrl-C.
+    @Test func followSeesAnotherUsersCommit() async throws {
+        try await Self.withServer([.alice, .bob]) { team, server in
+            try team.exchangeCards([.alice, .bob])
+            try team.createZone(.alice, "Live")
+            let url = try #require(try team.json(.alice, ["share", "create", "Live"])["url"] as? String)
+            try team.ok(.alice, ["share", "add", "Live", "--participant", Who.bob.email, "--permission", "read-write"])
+            try team.ok(.bob, ["share", "accept", url])
+            let follow = try ChildProcess.Running(try CofferProcess.executableURL().path,
+                                                  ["changes", "Live", "--follow", "--json", "--vault", team.vault(.alice), "--server", server.url],
+                                                  environment: team.sandbox.baseEnvironment.merging(["COFFER_PASSPHRASE": CofferProcess.passphrase]) { _, new in new },
+                                                  directory: team.sandbox.root.path, timeout: 300)
+            // Once it follows (its first, empty page printed), Bob writes.
+            _ = await follow.waitForOutput(seconds: 60) { $0.contains("token") ? true : nil }
+            try team.put(.bob, "Live@alice@example.com", "from-bob", type: "Note", secret: ["body=live"])
+            let seen = await follow.waitForOutput(seconds: 60) { $0.contains("from-bob") ? true : nil }
+            let result = await follow.stop(SIGINT)
+            #expect(seen == true, "changes --follow did not print Bob's record: \(String(decoding: result.stdout, as: UTF8.self))")
+            #expect(result.status == 130, "\(String(decoding: result.stderr, as: UTF8.self))")
+        }
+    }
+
     /// Commands that only make sense on local files are a usage error through a server, and a
     /// server that cannot be reached is exit 69, at once.
     @Test func localOnlyCommandsAndUnreachableServers() async throws {

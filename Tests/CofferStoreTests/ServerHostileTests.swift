@@ -109,6 +109,11 @@ struct ServerHostileTests {
             try await expectRefused(scene, carol.store, [.insertRecord(zoneRowID: head.row.rowID, planted)], "signed commit")
             let listed = scene.commit(by: carol.vault, on: head, entries: SecureRandom.bytes(count: 32), names: [0, 7] + Array("planted".utf8))
             try await expectRefused(scene, carol.store, [listed.write, .insertRecord(zoneRowID: head.row.rowID, planted)], "not the version its commit signs")
+            // Over the local limits: 401 records for one commit.
+            let many = (0..<401).map { StorageSnapshot.Write.deleteRecord(zoneRowID: head.row.rowID, name: "x\($0)", storedSeq: 1) }
+            await #expect { try await scene.driver(carol.store).apply([listed.write] + many, operation: nil) } throws: { error in
+                (error as? StoreError)?.code == .limitExceeded
+            }
             // Reads and listings of what is not theirs.
             let privateRow = try await scene.head(scene.alice.session, scene.privateZone).row
             try await expectRefused(scene, bob.store, [.addZoneMember(zoneRowID: privateRow.rowID, userID: bob.vault.identity.userID)], "lists its members")

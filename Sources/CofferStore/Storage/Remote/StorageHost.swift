@@ -284,6 +284,22 @@ package final class StorageHost: Sendable {
         for id in created.keys where appends[id]?.first?.entry.kind != .genesis {
             throw StoreError(.invalidArguments, "a new zone's first entry is its genesis")
         }
+        // The local limits, per signed commit: 400 records, 2 MiB of fields (counted here as
+        // their encoded and sealed bytes, which may be up to twice that).
+        let commits = max(1, appends.values.joined().filter { [.commit, .rewrite, .genesis].contains($0.entry.kind) }.count)
+        var recordWrites = 0, recordBytes = 0
+        for write in writes {
+            switch write {
+            case .insertRecord(_, let version), .replaceRecord(_, let version, _, _):
+                recordWrites += 1
+                recordBytes += version.plain.count + (version.sealed?.count ?? 0)
+            case .deleteRecord: recordWrites += 1
+            default: break
+            }
+        }
+        guard recordWrites <= Limits.maxBatchRecords * commits, recordBytes <= 2 * Limits.maxBatchBytes * commits else {
+            throw StoreError(.limitExceeded, "a batch writes at most \(Limits.maxBatchRecords) records and \(Limits.maxBatchBytes / (1 << 20)) MiB of fields per commit")
+        }
         // Every other write, against the zone's owner and the batch's own entries.
         for write in writes {
             guard let rowID = write.zoneRowID else { continue }
