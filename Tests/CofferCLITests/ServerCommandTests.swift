@@ -95,6 +95,44 @@ struct ServerCommandTests {
         }
     }
 
+    /// `zone push` moves a local zone onto the server whole: its log, keys, share and records as
+    /// they were signed and sealed, its deletions; its owner's audit through the server is clean,
+    /// and its participant reads it there.
+    @Test func pushMovesALocalZoneWhole() async throws {
+        try await Self.withServer([.alice, .bob]) { team, server in
+            let local = team.sandbox.path("local.sqlite")
+            func alice(_ arguments: [String]) throws -> CofferResult {
+                try team.sandbox.coffer(arguments + ["--vault", team.vault(.alice), "--store", local], env: ["COFFER_PASSPHRASE": CofferProcess.passphrase])
+            }
+            expectSuccess(try alice(["zone", "create", "Notes"]))
+            for i in 1...3 { expectSuccess(try alice(team.putArguments("Notes", "n\(i)", type: "Note", set: ["title=t\(i)"], secret: ["body=secret \(i)"]))) }
+            expectSuccess(try alice(["record", "delete", "Notes", "n2"]))
+            let card = team.sandbox.path("bob-push-card.json")
+            try team.ok(.bob, ["vault", "export-contact", "--output", card])
+            expectSuccess(try alice(["contact", "add", card]))
+            expectSuccess(try alice(["share", "create", "Notes"]))
+            expectSuccess(try alice(["share", "add", "Notes", "--participant", Who.bob.email, "--permission", "read-only"]))
+            // --server is the source's flag, not the target's: a usage error.
+            expectError(try alice(["zone", "push", "Notes", "--server", server.url]), 64, mentioning: "--server")
+            let pushed = try alice(["zone", "push", "Notes", "--to", server.url, "--json"])
+            expectSuccess(pushed)
+            let result = try jsonObject(pushed)
+            #expect(json(result, "records") == .int(2))
+            #expect(json(result, "zone") == .string("Notes"))
+            expectError(try alice(["zone", "push", "Notes", "--to", server.url]), 73, mentioning: "already has")
+            // Through the server: Alice's records, her audit, the deletion in the change feed.
+            #expect(json(try team.get(.alice, "Notes", "n3"), "encryptedValues") == JSON(["body": "secret 3"]))
+            try team.fails(.alice, ["record", "get", "Notes", "n2"], 66)
+            try team.ok(.alice, ["audit"])
+            let changes = try team.ok(.alice, ["changes", "Notes"])
+            #expect(changes.out.contains("deleted n2"))
+            // Bob, invited before the push, accepts on the server and reads.
+            let url = try #require(try team.json(.alice, ["share", "show", "Notes"])["url"] as? String)
+            try team.ok(.bob, ["share", "accept", url])
+            #expect(json(try team.get(.bob, "Notes@\(team.id(.alice))", "n1"), "encryptedValues") == JSON(["body": "secret 1"]))
+        }
+    }
+
     /// Commands that only make sense on local files are a usage error through a server, and a
     /// server that cannot be reached is exit 69, at once.
     @Test func localOnlyCommandsAndUnreachableServers() async throws {

@@ -123,7 +123,7 @@ extension Session {
         }
     }
 
-    private func auditZone(_ db: any StorageTransaction, _ zoneID: ZoneID) throws -> AuditReport {
+    func auditZone(_ db: any StorageTransaction, _ zoneID: ZoneID) throws -> AuditReport {
         var report = AuditReport()
         let zone = try zoneRow(db, zoneID)
         report.zones += 1

@@ -26,6 +26,13 @@ struct GlobalOptions: ParsableArguments {
 
     var environment: [String: String] { ProcessInfo.processInfo.environment }
 
+    /// Set by a command that reads a local store whatever COFFER_SERVER says (`zone push`).
+    var localOnly = false
+
+    enum CodingKeys: CodingKey {
+        case storePath, server, vaultPath, passphraseFile, keyFile, json
+    }
+
     /// A path flag given empty is a mistake (an unset shell variable, say), not a request for the
     /// default: `--store ""` would otherwise act on the default store.
     func validate() throws {
@@ -42,6 +49,7 @@ struct GlobalOptions: ParsableArguments {
     /// The Coffer server the command works through: `--server`, else `COFFER_SERVER` unless
     /// `--store` names a local store. Checked before any passphrase prompt.
     func serverURL() throws -> URL? {
+        if localOnly { return nil }
         let (source, value): (String, String)
         if let server { (source, value) = ("--server", server) } else if storePath == nil, let env = environment["COFFER_SERVER"], !env.isEmpty {
             (source, value) = ("COFFER_SERVER", env)

@@ -7,7 +7,7 @@ extension Coffer {
         static let configuration = CommandConfiguration(
             commandName: "zone",
             abstract: "Zones: the units of atomic commits, keys and sharing.",
-            subcommands: [Create.self, List.self, Delete.self, Rekey.self]
+            subcommands: [Create.self, List.self, Delete.self, Rekey.self, Push.self]
         )
     }
 }
@@ -98,6 +98,55 @@ extension Coffer.ZoneCommand {
             if progress { Output.note("") }
             if global.json { try RecordOutput.printJSON(["zone": id.name, "resealed": count] as [String: Any]); return }
             Output.line("Re-sealed \(count) records of \(id.name) under the current key; older keys are gone.")
+        }
+    }
+}
+
+extension Coffer.ZoneCommand {
+    struct Push: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Copy a zone you own, whole, from the local store onto a Coffer server.",
+            discussion: """
+                The zone's signed log, keys, schema and records move as they are: nothing is sealed or \
+                signed again, and every signature stays valid. The zone is verified first, and stays in \
+                the local store (delete it there once you work through the server). Participants reach it \
+                on the server with the same share URL's zone.
+                """)
+
+        @Argument(help: "The zone (one you own).") var zone: String
+        @Option(name: .customLong("to"), help: ArgumentHelp("The server's URL (default: COFFER_SERVER).", valueName: "url"))
+        var target: String?
+        @OptionGroup var global: GlobalOptions
+
+        func validate() throws {
+            if global.server != nil { throw CLIError.usage("zone push reads a local store (--store); give the server with --to") }
+        }
+
+        func run() async throws {
+            var local = global
+            local.localOnly = true
+            guard let text = target ?? ProcessInfo.processInfo.environment["COFFER_SERVER"], !text.isEmpty else {
+                throw CLIError.usage("zone push needs the server: --to URL (or COFFER_SERVER)")
+            }
+            var serverOptions = global
+            serverOptions.server = text
+            guard let server = try serverOptions.serverURL() else { throw CLIError.usage("zone push needs the server: --to URL") }
+            let context = try await SessionContext(local, createStore: false)
+            let zoneID = try await context.zone(zone)
+            let target = try await Store(server: server, vault: context.session.vault)
+            let progress = isatty(STDERR_FILENO) != 0 && !global.json
+            let result = try await context.session.pushZone(zoneID, to: target) { done, total in
+                if progress { FileHandle.standardError.write(Data("\rPushing: batch \(done) of \(total)\u{1b}[K".utf8)) }
+            }
+            if progress { FileHandle.standardError.write(Data("\r\u{1b}[K".utf8)) }
+            let shown = server.absoluteString
+            if global.json {
+                struct Pushed: Encodable { let zone: String, server: String, entries: Int, records: Int }
+                try Output.json(Pushed(zone: zoneID.name, server: shown, entries: result.entries, records: result.records))
+            } else {
+                Output.line("Pushed zone \(zoneID.name) to \(shown): \(result.entries) log entries, \(result.records) records, signatures intact.")
+                Output.line("It stays in the local store; work on it with --server \(shown), and delete the local copy with 'coffer zone delete \(zoneID.name)' when you are done.")
+            }
         }
     }
 }

@@ -266,8 +266,9 @@ package final class StorageHost: Sendable {
             }
             for (head, entry, stored) in list {
                 guard entry.seq == (state?.headSeq ?? 0) + 1, head == state?.headSeq ?? 0 else { throw Conflict() }
-                // In a zone that moves here whole, every member's entries; elsewhere, the requester's own.
-                guard created[rowID] != nil || entry.authorID == userID else {
+                // In a zone that moves here whole (its owner sends its log), every member's
+                // entries; elsewhere, the requester's own.
+                guard created[rowID] != nil || entry.authorID == userID || id.ownerID == userID else {
                     throw StoreError(.permissionFailure, "a user signs only their own log entries")
                 }
                 let key: Ed25519.PublicKey
@@ -338,26 +339,46 @@ package final class StorageHost: Sendable {
                 guard zone.rowID == rowID, isOwner || users == [userID] else { throw refuse("removes it from others' lists") }
             case .zoneBack(let zone, let user):
                 guard zone.rowID == rowID, isOwner || user == userID else { throw refuse("puts it back in others' lists") }
-            case .fieldSchema, .deleteRecord, .addTombstone, .removeTombstone:
+            case .fieldSchema, .addTombstone:
+                // Its owner moving a zone here sends its schema and deleted names after its log.
+                guard isOwner || entries.contains(where: { [.commit, .rewrite, .genesis].contains($0.entry.kind) }) else {
+                    throw StoreError(.permissionFailure, "record rows change only with a signed commit in the same batch")
+                }
+            case .deleteRecord, .removeTombstone:
                 guard entries.contains(where: { [.commit, .rewrite, .genesis].contains($0.entry.kind) }) else {
                     throw StoreError(.permissionFailure, "record rows change only with a signed commit in the same batch")
                 }
             case .insertRecord(_, let version), .replaceRecord(_, let version, _, _):
-                guard let entry = entries.first(where: { $0.entry.seq == version.stamp.seq && [.commit, .rewrite, .genesis].contains($0.entry.kind) }) else {
+                var keepsCreator = false, isInsert = false
+                if case .replaceRecord(_, _, _, let keep) = write { keepsCreator = keep }
+                if case .insertRecord = write { isInsert = true }
+                let listing: StoredLogEntry
+                if let entry = entries.first(where: { $0.entry.seq == version.stamp.seq && [.commit, .rewrite, .genesis].contains($0.entry.kind) }) {
+                    listing = entry.stored
+                } else if isOwner, isInsert, let stored = try await storedListing(zoneRowID: rowID, seq: version.stamp.seq) {
+                    // A zone moving here whole: its owner sends its rows after its log.
+                    listing = stored
+                } else {
                     throw StoreError(.permissionFailure, "record '\(Names.printable(version.stamp.name))' is not written by a signed commit of the same batch")
                 }
-                var keepsCreator = false
-                if case .replaceRecord(_, _, _, let keep) = write { keepsCreator = keep }
                 if !keepsCreator {
                     let uid = zones[rowID]?.uid ?? writes.compactMap { if case .insertZone(rowID, let u, _, _) = $0 { u } else { nil } }.first ?? []
                     let digest = version.digest(zoneUID: uid, creatorID: version.stamp.creatorID, created: version.stamp.created)
-                    guard Self.lists(entry.stored.entries, digest) else {
+                    guard Self.lists(listing.entries, digest) else {
                         throw StoreError(.permissionFailure, "record '\(Names.printable(version.stamp.name))' is not the version its commit signs")
                     }
                 }
             }
         }
         return states.filter { created[$0.key] == nil }
+    }
+
+    /// The stored entry `seq` of a zone when it is one that lists record versions (a commit, a
+    /// rewrite, a genesis of a zone that had records).
+    private func storedListing(zoneRowID: Int64, seq: Int64) async throws -> StoredLogEntry? {
+        let stored = try await store.read { db in try db.logEntry(zoneRowID: zoneRowID, seq: seq) }
+        guard let stored, let entry = LogEntry.decode(stored.body), entry.seq == seq, [.commit, .rewrite, .genesis].contains(entry.kind) else { return nil }
+        return stored
     }
 
     /// Whether a commit's list of 32-byte version hashes holds `digest`.
