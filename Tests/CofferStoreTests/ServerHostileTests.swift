@@ -109,6 +109,16 @@ struct ServerHostileTests {
             try await expectRefused(scene, carol.store, [.insertRecord(zoneRowID: head.row.rowID, planted)], "signed commit")
             let listed = scene.commit(by: carol.vault, on: head, entries: SecureRandom.bytes(count: 32), names: [0, 7] + Array("planted".utf8))
             try await expectRefused(scene, carol.store, [listed.write, .insertRecord(zoneRowID: head.row.rowID, planted)], "not the version its commit signs")
+            // A version its commit lists, whose plain values break the schema: "body" is an
+            // encrypted field of Note in this zone, here in the clear.
+            var clearStamp = stamp
+            clearStamp.name = "clear"
+            let clear = SealedVersion(stamp: clearStamp, plain: Array(#"{"body":"in the clear"}"#.utf8), plainTypes: [1], sealed: nil, digest: .zero)
+            let clearDigest = clear.digest(zoneUID: head.row.uid, creatorID: clearStamp.creatorID, created: clearStamp.created)
+            let clearCommit = scene.commit(by: carol.vault, on: head, entries: clearDigest.bytes, names: [0, 5] + Array("clear".utf8))
+            await #expect { try await scene.driver(carol.store).apply([clearCommit.write, .insertRecord(zoneRowID: head.row.rowID, clear)], operation: nil) } throws: { error in
+                (error as? StoreError)?.code == .invalidArguments && (error as? StoreError)?.message.contains("schema") == true
+            }
             // Over the local limits: 401 records for one commit.
             let many = (0..<401).map { StorageSnapshot.Write.deleteRecord(zoneRowID: head.row.rowID, name: "x\($0)", storedSeq: 1) }
             await #expect { try await scene.driver(carol.store).apply([listed.write] + many, operation: nil) } throws: { error in
@@ -167,6 +177,29 @@ struct ServerHostileTests {
                 return error?.code == .integrityFailure && error?.message.contains("Family") == true
             }
             try queue.close()
+        }
+    }
+
+    /// A membership rolled back by the server (Carol's removal taken out of the log, her key slot
+    /// put back): the owner, who signed the removal, refuses the zone, naming it.
+    @Test func membershipRolledBack() async throws {
+        try await withServer(.sqlite) { fixture in
+            let scene = try await Scene.make(fixture)
+            let path = try #require(fixture.storePath)
+            let before = try await scene.head(scene.alice.session, scene.family)
+            _ = try await scene.alice.session.removeParticipant(scene.carol.vault.identity.userID, from: scene.family)
+            try scene.alice.session.saveMarks()
+            let queue = try DatabaseQueue(path: path)
+            try await queue.write { db in
+                try db.execute(sql: "DELETE FROM zone_log WHERE zone_id = ? AND seq > ?", arguments: [before.row.rowID, before.state.headSeq])
+                try db.execute(sql: "UPDATE zone SET sequence = ? WHERE id = ?", arguments: [before.state.headSeq, before.row.rowID])
+            }
+            try queue.close()
+            let fresh = try await fixture.client(scene.alice.vault).openSession(vault: scene.alice.vault)
+            await #expect { _ = try await fresh.fetchShare(in: scene.family) } throws: { error in
+                let error = error as? StoreError
+                return error?.code == .integrityFailure && error?.message.contains("'Family'") == true && error?.message.contains("rolled back") == true
+            }
         }
     }
 

@@ -15,6 +15,7 @@ import PostgresNIO
 ///   its owner-signed log says (a read-only participant's or a removed member's commit fails);
 /// - that every record row written belongs to a commit of the same batch, whose signed list of
 ///   version hashes holds it;
+/// - that every record version's plain values follow the zone's schema;
 /// - that only a zone's owner writes its keys, links and member lookups, or deletes it;
 /// - that a contact card is self-signed.
 /// Clients check everything again: a server is trusted for availability only.
@@ -370,7 +371,60 @@ package final class StorageHost: Sendable {
                 }
             }
         }
+        try await checkSchema(writes, zones: zones.mapValues(\.id))
         return states.filter { created[$0.key] == nil }
+    }
+
+    /// Refuses a record version whose plain values do not follow its zone's schema (the stored
+    /// one, with the fields the batch fixes): a field the schema does not have, one it fixes as
+    /// encrypted, a value of another type, or type codes other than the values'. (Encrypted
+    /// fields are sealed: their types are the readers' to check.)
+    private func checkSchema(_ writes: [StorageSnapshot.Write], zones: [Int64: ZoneID]) async throws {
+        var versions = [Int64: [SealedVersion]](), added = [Int64: [String: [String: FieldSchema]]]()
+        for write in writes {
+            switch write {
+            case .insertRecord(let zone, let version), .replaceRecord(let zone, let version, _, _): versions[zone, default: []].append(version)
+            case .fieldSchema(let zone, let recordType, let field, let schema): added[zone, default: [:]][recordType, default: [:]][field] = schema
+            default: break
+            }
+        }
+        for (zone, list) in versions {
+            let types = Set(list.map(\.stamp.type))
+            // A zone the batch creates has only the batch's schema.
+            var stored = [String: [(field: String, valueType: String, encrypted: Bool)]]()
+            if let id = zones[zone] {
+                stored = try await store.read { db in
+                    // (PostgreSQL's snapshot reads a zone's schema with its row.)
+                    _ = try db.zoneRow(id)
+                    return try types.reduce(into: [String: [(field: String, valueType: String, encrypted: Bool)]]()) {
+                        $0[$1] = try db.fieldSchemaRows(zoneRowID: zone, recordType: $1)
+                    }
+                }
+            }
+            var schema = [String: [String: FieldSchema]]()
+            for (recordType, rows) in stored {
+                for row in rows {
+                    guard let type = FieldType(name: row.valueType) else { continue }
+                    schema[recordType, default: [:]][row.field] = FieldSchema(type: type, encrypted: row.encrypted)
+                }
+            }
+            for (recordType, fields) in added[zone] ?? [:] { schema[recordType, default: [:]].merge(fields) { old, _ in old } }
+            for version in list {
+                let fields = schema[version.stamp.type] ?? [:]
+                let codes: [UInt8]
+                do {
+                    let values = try version.plain.withUnsafeBytes { raw in
+                        try PlainValuesCodec.decode(raw, typeOf: { key in fields[key].flatMap { $0.encrypted ? nil : $0.type } })
+                    }
+                    codes = PlainValuesCodec.typeCodes(values)
+                } catch {
+                    throw StoreError(.invalidArguments, "record '\(Names.printable(version.stamp.name))' does not follow the schema of type \(Names.printable(version.stamp.type)): \((error as? StoreError)?.message ?? "malformed")")
+                }
+                guard codes == version.plainTypes else {
+                    throw StoreError(.invalidArguments, "record '\(Names.printable(version.stamp.name))' names other types for its plain values than they have")
+                }
+            }
+        }
     }
 
     /// The stored entry `seq` of a zone when it is one that lists record versions (a commit, a
