@@ -45,8 +45,11 @@ struct ServerBench: AsyncParsableCommand {
             for _ in 0..<count { stores.append(try await Store(server: server.url, vault: vault)) }
             results.append(try await measure(label: "server, \(count) client\(count == 1 ? "" : "s")", stores: stores, vault: vault, serverPID: server.pid))
         }
+        let latencies = try await liveLatency(server: server.url, vault: vault)
+        let latency: [String: Any] = ["samples": latencies.count, "medianMilliseconds": (Clock.median(latencies) * 1e4).rounded() / 10,
+                                      "maxMilliseconds": ((latencies.max() ?? 0) * 1e4).rounded() / 10]
         if json {
-            Clock.emitJSON(["records": records, "batch": batch, "runs": results])
+            Clock.emitJSON(["records": records, "batch": batch, "runs": results, "liveChangeLatency": latency])
             return
         }
         print("\(records) records of ~1.1 KB sealed, \(batch) a batch; µs per record (CPU: client side, server side)")
@@ -58,6 +61,32 @@ struct ServerBench: AsyncParsableCommand {
                               r["fetchRecordsPerSecond"] as! Double, r["fetchClientCPUMicroseconds"] as! Double, r["fetchServerCPUMicroseconds"] as! Double)
             print(line)
         }
+        print(String(format: "live change stream through the server: a commit seen by another client %.1f ms after it returned (median of %d; max %.1f ms)",
+                     latency["medianMilliseconds"] as! Double, latencies.count, latency["maxMilliseconds"] as! Double))
+    }
+
+    /// How long after a save returns another client's live change stream yields it, through the
+    /// server: one record at a time, 20 times.
+    func liveLatency(server: URL, vault: Vault) async throws -> [Double] {
+        let writer = try await Store(server: server, vault: vault).openSession(vault: vault)
+        let follower = try await Store(server: server, vault: vault).openSession(vault: vault)
+        let zone = try await writer.privateDatabase.createZone(named: "latency-\(UUID().uuidString.prefix(8))")
+        let start = try await follower.privateDatabase.changes(in: zone, since: nil).token
+        var pages = follower.privateDatabase.changeStream(in: zone, since: start).makeAsyncIterator()
+        var samples = [Double]()
+        for i in 0..<20 {
+            var record = Record(type: "Note", name: "live\(i)", zone: zone)
+            record.encryptedValues["body"] = "now"
+            _ = try await writer.privateDatabase.save(record)
+            let saved = DispatchTime.now().uptimeNanoseconds
+            var seen = false
+            while !seen {
+                guard let page = try await pages.next() else { throw ValidationError("the change stream ended") }
+                seen = page.changed.contains { $0.name == "live\(i)" }
+            }
+            samples.append(Double(DispatchTime.now().uptimeNanoseconds - saved) / 1e9)
+        }
+        return samples
     }
 
     /// Saves then fetches `records` records split among `stores`, each client in a zone of its own.
