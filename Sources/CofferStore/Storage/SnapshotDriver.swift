@@ -41,7 +41,9 @@ struct OperationApplied: Error {}
 
 extension SnapshotDriver {
     /// How often an operation may run again because it needed more rows (each run fetches what
-    /// the last one missed), and because another writer committed first.
+    /// the last one missed; counted from its last fresh start), and how often it may start
+    /// afresh because another writer committed first (its write lost, or a fetch found a zone
+    /// moved on since the operation's earlier reads).
     static var maxFetches: Int { 64 }
     static var maxConflicts: Int { 32 }
 
@@ -50,14 +52,22 @@ extension SnapshotDriver {
     /// fresh reads when another writer came first.
     func run<T>(writing: Bool, _ body: (any StorageTransaction) throws -> T) async throws -> T {
         let snapshot = StorageSnapshot(writable: writing)
-        var fetches = 0, conflicts = 0
-        func conflicted() throws {
+        var fetches = 0, conflicts = 0, backoffs = 0
+        func conflicted() async throws {
             snapshot.rolledBack()
             conflicts += 1
             guard conflicts <= Self.maxConflicts else {
                 throw StoreError(.busy, "the store stayed busy (other writers kept changing the same rows); try again")
             }
             snapshot.forgetRows()
+            fetches = 0
+            try await backOff()
+        }
+        /// After losing a race, a pause of a random length that doubles with each loss (at most
+        /// 64 ms): writers of one zone then take turns instead of reading it again together.
+        func backOff() async throws {
+            backoffs += 1
+            try await Task.sleep(for: .microseconds(Int.random(in: 0...(500 << min(backoffs, 7)))))
         }
         while true {
             snapshot.beginRun()
@@ -66,19 +76,26 @@ extension SnapshotDriver {
                 snapshot.rolledBack()
                 fetches += 1
                 guard fetches <= Self.maxFetches else {
-                    // Each fetch that finds a zone moved on starts the reads over: other writers
-                    // kept changing what this operation reads.
-                    throw StoreError(.busy, "the operation took more than \(Self.maxFetches) rounds of reads (other writers kept changing "
-                        + "what it reads, or it reads too much one piece at a time); try again")
+                    throw StoreError(.busy, "the operation took more than \(Self.maxFetches) rounds of reads (it reads too much one piece at a time); try again")
                 }
                 logger.trace("snapshot fetch", metadata: ["needs": "\(snapshot.needs.count)", "run": "\(fetches)"])
                 try await fetch(snapshot.needs, into: snapshot)
+                if snapshot.lastFetchMoved {
+                    // The fetch found a zone moved on: its reads start over (what was read
+                    // before is gone), as after a lost write.
+                    conflicts += 1
+                    guard conflicts <= Self.maxConflicts else {
+                        throw StoreError(.busy, "the store stayed busy (other writers kept changing what this operation reads); try again")
+                    }
+                    fetches = 0
+                    try await backOff()
+                }
                 continue
             }
             let value: T
             do { value = try result.get() } catch is SnapshotConflict {
                 // The run found its reads older than what the session verified: read again.
-                try conflicted()
+                try await conflicted()
                 continue
             } catch {
                 snapshot.rolledBack()
@@ -93,7 +110,7 @@ extension SnapshotDriver {
                 snapshot.committed()
                 return value
             } catch is SnapshotConflict {
-                try conflicted()
+                try await conflicted()
             } catch {
                 snapshot.rolledBack()
                 throw error

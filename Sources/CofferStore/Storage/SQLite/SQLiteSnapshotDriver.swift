@@ -61,7 +61,11 @@ final class SQLiteSnapshotDriver: SnapshotDriver {
         let knownContacts = basis.contacts, knownHeads = basis.heads, knownZones = basis.zones
         let read: Fetched
         do {
-            read = try await pool.read { [lastReserved] db in
+            // On the calling thread, as every SQLite read of the store is (``Store/read(_:)``): GRDB's
+            // async read holds its reader connection until the awaiting task runs again, so that
+            // with threads of the cooperative pool blocked in reads waiting for a connection, the
+            // connections would never come back.
+            read = try Store.readNow(pool) { [lastReserved] db in
                 var fetched = Fetched()
                 fetched.moved = try Self.moved(db, knownHeads: knownHeads, knownZones: knownZones)
                 var cards = [String]()
