@@ -152,6 +152,8 @@ struct BenchServer {
         process.arguments = ["serve", "--listen", "127.0.0.1:0", "--store", store]
         process.standardOutput = output
         process.standardError = FileHandle.nullDevice
+        // It ends with the benchmark, however that ends (coffer serve's COFFER_SERVE_PARENT).
+        process.environment = ProcessInfo.processInfo.environment.merging(["COFFER_SERVE_PARENT": String(getpid())]) { _, new in new }
         try process.run()
         // Its first line names the port.
         var text = ""

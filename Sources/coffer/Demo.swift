@@ -33,6 +33,7 @@ extension Coffer {
             }
             var demo = Walkthrough(folder: folder)
             let server = try Walkthrough.DemoServer.start(store: folder.appendingPathComponent("server/store.sqlite"))
+
             do {
                 try await demo.run(server: server.url)
             } catch {
@@ -221,6 +222,8 @@ struct Walkthrough {
             process.standardOutput = FileHandle.nullDevice
             process.standardError = FileHandle.nullDevice
             process.standardInput = FileHandle.nullDevice
+            // It ends with the demo, however the demo ends (see `Serve`).
+            process.environment = ProcessInfo.processInfo.environment.merging([Serve.parentVariable: String(getpid())]) { _, new in new }
             try process.run()
             let server = DemoServer(process: process, url: URL(string: "http://127.0.0.1:\(port)")!)
             // Until it answers (a few tenths of a second), at most 30 s.

@@ -42,9 +42,27 @@ struct Serve: AsyncParsableCommand {
         return (host, port)
     }
 
+    /// Set by a program that starts a server of its own (`coffer demo`, `coffer-bench server`) to
+    /// its process id: the server then ends (SIGTERM) when that process does, however it ends.
+    static let parentVariable = "COFFER_SERVE_PARENT"
+
+    /// Linux's `prctl(PR_SET_PDEATHSIG, SIGTERM)`: SIGTERM when the parent process ends.
+    /// (Swift's Glibc module does not declare `prctl`.)
+    static func endWithParent() {
+        typealias Prctl = @convention(c) (Int32, UInt, UInt, UInt, UInt) -> Int32
+        guard let symbol = dlsym(dlopen(nil, RTLD_NOW), "prctl") else { return }
+        let setParentDeathSignal: Int32 = 1
+        _ = unsafeBitCast(symbol, to: Prctl.self)(setParentDeathSignal, UInt(SIGTERM), 0, 0, 0)
+    }
+
     func run() async throws {
         let (host, port) = try Self.address(listen)
         let environment = ProcessInfo.processInfo.environment
+        if let parent = environment[Self.parentVariable].flatMap({ Int32($0) }) {
+            Self.endWithParent()
+            // The parent may have gone before the line above.
+            guard getppid() == parent else { return }
+        }
         let location: String
         if let store { location = store } else if let env = environment["COFFER_STORE"], !env.isEmpty { location = env } else {
             let folder = GlobalOptions.defaultFolder(environment)
