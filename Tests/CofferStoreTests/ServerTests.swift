@@ -132,8 +132,13 @@ struct ServerTests {
             let big = Data(repeating: 0x20, count: 4 * 1024 * 1024 + 1)
             let over = try await fixture.signed(alice.vault, "POST", "/v1/records/modify", body: big)
             #expect(over.body["code"] as? String == "limitExceeded")
-            // Malformed: not JSON, an unknown operation, a field an operation does not take.
+            // Malformed: not JSON, an unknown operation, a field an operation does not take, a
+            // field no request has (in a read, in its basis, at the top).
             for body in [Data("{not json".utf8),
+                         try JSONSerialization.data(withJSONObject: ["needs": [["op": "changes/database/counter", "extra": 1]],
+                                                                     "basis": ["heads": [], "zones": [], "contacts": []]]),
+                         try JSONSerialization.data(withJSONObject: ["needs": [], "basis": ["heads": [], "zones": [], "contacts": [], "x": true]]),
+                         try JSONSerialization.data(withJSONObject: ["needs": [], "basis": ["heads": [], "zones": [], "contacts": []], "admin": true]),
                          try JSONSerialization.data(withJSONObject: ["needs": [["op": "records/drop"]], "basis": ["heads": [], "zones": [], "contacts": []]]),
                          try JSONSerialization.data(withJSONObject: ["needs": [["op": "changes/database/counter", "zone": 1]],
                                                                      "basis": ["heads": [], "zones": [], "contacts": []]])] {

@@ -146,11 +146,37 @@ package enum RemoteAPI {
         return e
     }()
 
-    /// Decodes a body, as `.invalidArguments` when it is not the JSON `T` is.
-    package static func decode<T: Decodable>(_ type: T.Type, _ data: Data, what: String) throws -> T {
-        do { return try JSONDecoder().decode(type, from: data) } catch {
+    /// Decodes a body, as `.invalidArguments` when it is not the JSON `T` is, or holds a key `T`
+    /// does not know (anywhere in it).
+    package static func decode<T: Codable>(_ type: T.Type, _ data: Data, what: String) throws -> T {
+        let value: T
+        do { value = try JSONDecoder().decode(type, from: data) } catch {
             throw StoreError(.invalidArguments, "the \(what) is not valid: \(Self.describe(error))")
         }
+        if let path = try unknownKey(in: data, decoded: value) {
+            throw StoreError(.invalidArguments, "the \(what) is not valid: an unknown field at \(path)")
+        }
+        return value
+    }
+
+    /// The path of a key of `data` that `value`, encoded again, does not have (a key whose value
+    /// is null counts as absent); nil when there is none.
+    static func unknownKey<T: Encodable>(in data: Data, decoded value: T) throws -> String? {
+        let original = try JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed])
+        let known = try JSONSerialization.jsonObject(with: encoder.encode(value), options: [.fragmentsAllowed])
+        func find(_ a: Any, _ b: Any, _ path: String) -> String? {
+            if let a = a as? [String: Any] {
+                let b = b as? [String: Any] ?? [:]
+                for (key, item) in a where !(item is NSNull) {
+                    guard let other = b[key] else { return path + "." + key }
+                    if let found = find(item, other, path + "." + key) { return found }
+                }
+            } else if let a = a as? [Any], let b = b as? [Any], a.count == b.count {
+                for (i, item) in a.enumerated() { if let found = find(item, b[i], path + "[\(i)]") { return found } }
+            }
+            return nil
+        }
+        return find(original, known, "")
     }
 
     /// A decoding error in a line, naming the field, never the value.

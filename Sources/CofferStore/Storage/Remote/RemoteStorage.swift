@@ -76,8 +76,8 @@ final class RemoteStorage: SnapshotDriver {
         let request = RemoteAPI.ReadRequest(needs: needs.map(WireNeed.init), basis: RemoteAPI.Basis(snapshot.basis))
         let data = try await send("POST", RemoteAPI.Path.read, body: try RemoteAPI.encoder.encode(request))
         let response: RemoteAPI.ReadResponse
-        do { response = try JSONDecoder().decode(RemoteAPI.ReadResponse.self, from: data) } catch {
-            throw StoreError(.integrityFailure, "the server at \(serverDescription) sent a read that is not valid: \(RemoteAPI.describe(error))")
+        do { response = try RemoteAPI.decode(RemoteAPI.ReadResponse.self, data, what: "read") } catch let error as StoreError {
+            throw StoreError(.integrityFailure, "the server at \(serverDescription) sent a read that is not valid: \(error.message)")
         }
         snapshot.absorb(try response.tables.tables(), moved: response.moved) { $0 }
     }
