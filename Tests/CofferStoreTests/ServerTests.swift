@@ -260,3 +260,40 @@ struct ServerCrashTests {
         }
     }
 }
+
+/// The committed API document and the code agree on the operations a read and a batch take.
+@Suite("coffer serve: the API document")
+struct APIDocumentTests {
+    /// The operation names of the document's enum under `schema` (`Need` or `Write`).
+    static func operations(_ schema: String) throws -> [String] {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let text = try String(contentsOf: root.appendingPathComponent("Docs/openapi.yaml"), encoding: .utf8)
+        let start = try #require(text.range(of: "    \(schema):\n"))
+        let rest = text[start.upperBound...]
+        let enumStart = try #require(rest.range(of: "enum: ["))
+        let enumEnd = try #require(rest[enumStart.upperBound...].firstIndex(of: "]"))
+        return rest[enumStart.upperBound..<enumEnd].split(separator: ",").map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }
+    }
+
+    @Test func everyDocumentedOperationIsKnown() throws {
+        let needs = try Self.operations("Need"), writes = try Self.operations("Write")
+        #expect(needs.count == 29)
+        #expect(writes.count == 23)
+        for op in needs {
+            // Known: it fails for its missing fields, or decodes, never as an unknown operation.
+            do { _ = try WireNeed(op: op).need() } catch let error as StoreError { #expect(!error.message.contains("unknown"), "\(op): \(error.message)") }
+        }
+        for op in writes {
+            do { _ = try WireWrite(op: op).write() } catch let error as StoreError { #expect(!error.message.contains("unknown"), "\(op): \(error.message)") }
+        }
+        #expect(throws: StoreError.self) { try WireNeed(op: "records/drop").need() }
+    }
+
+    /// Every read and write round-trips through its wire form.
+    @Test func wireFormsRoundTrip() throws {
+        let zone = ZoneID(name: "Notes", ownerID: String(repeating: "a", count: 32))
+        let needs: [StorageSnapshot.Need] = [.zone(zone), .records(zoneRowID: 7, names: ["a", "b"]), .changes(zoneRowID: 7, afterSeq: 3, afterName: "x", limit: 10),
+                                             .zoneTombstones(userID: zone.ownerID, since: 4, owned: true), .counter, .zoneUID([1, 2, 3])]
+        for need in needs { #expect(try WireNeed(need).need() == need) }
+    }
+}
