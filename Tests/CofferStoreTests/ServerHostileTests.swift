@@ -203,6 +203,37 @@ struct ServerHostileTests {
         }
     }
 
+    /// An old answer replayed (by the server, or on the way): a read answered with what the
+    /// server said before Alice's last commit shows her a log behind what she verified, and
+    /// she refuses it, naming the zone.
+    @Test func replayedOldAnswer() async throws {
+        try await withServer(.sqlite) { fixture in
+            let scene = try await Scene.make(fixture)
+            let store = try await fixture.client(scene.alice.vault)
+            let driver = try scene.driver(store)
+            let alice = try await store.openSession(vault: scene.alice.vault)
+            driver.keepsReadAnswers.withLock { $0 = true }
+            _ = try await alice.privateDatabase.record(named: "n1", in: scene.family)
+            driver.keepsReadAnswers.withLock { $0 = false }
+            let old = driver.readAnswers.withLock { $0 }
+            #expect(!old.isEmpty)
+            var later = Record(type: "Note", name: "n9", zone: scene.family)
+            later.encryptedValues["body"] = "after the answer was kept"
+            _ = try await alice.privateDatabase.save(later)
+            try alice.saveMarks()
+            // A new session of Alice's (her marks say what she verified), whose reads are answered
+            // with the old answers, in the order they came.
+            let fresh = try await fixture.client(scene.alice.vault)
+            let replaying = try scene.driver(fresh)
+            let session = try await fresh.openSession(vault: scene.alice.vault)
+            replaying.replayedReadAnswers.withLock { $0 = old }
+            await #expect { _ = try await session.privateDatabase.record(named: "n1", in: scene.family) } throws: { error in
+                let error = error as? StoreError
+                return error?.code == .integrityFailure && error?.message.contains("'Family'") == true && error?.message.contains("rolled back") == true
+            }
+        }
+    }
+
     /// A log forked by the server, one branch shown to each user: the user who saw the other
     /// branch refuses it, and comparing heads finds the fork.
     @Test func forkShownToTwoUsers() async throws {

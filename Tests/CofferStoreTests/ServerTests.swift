@@ -203,9 +203,11 @@ struct ServerTests {
 /// The server killed mid-batch, and batches whose answers were lost.
 @Suite("coffer serve: crashes and retries")
 struct ServerCrashTests {
-    /// A batch of 400 records in flight when the server is killed (SIGKILL): after a restart
-    /// the batch is there whole or not at all, and the store verifies.
-    @Test func killedMidBatch() async throws {
+    /// A batch of 400 records in flight when the server is killed (SIGKILL) or stopped
+    /// (SIGTERM: it finishes or refuses what is in flight, and exits 0): after a restart the
+    /// batch is there whole or not at all, and the store verifies.
+    @Test(arguments: [SIGKILL, SIGTERM])
+    func killedMidBatch(_ signal: Int32) async throws {
         try await withServer(.sqlite) { fixture in
             let alice = try await fixture.user("Alice Liddell", "alice@example.com")
             let zone = try await alice.session.privateDatabase.createZone(named: "Big")
@@ -217,7 +219,12 @@ struct ServerCrashTests {
             let db = alice.session.privateDatabase
             let batch = Task { try await db.modify(saving: records, in: zone) }
             try await Task.sleep(for: .milliseconds(40))
-            await fixture.kill()
+            if signal == SIGKILL {
+                await fixture.kill()
+            } else {
+                let stopped = await fixture.server.stop(SIGTERM)
+                #expect(stopped.status == 0, "a server stopped with SIGTERM exits 0")
+            }
             let outcome = await batch.result
             let restarted = try await ServerChild.start(executable: try serverExecutable(), store: fixture.location,
                                                         directory: fixture.folder.path, environment: fixture.serverEnvironment)

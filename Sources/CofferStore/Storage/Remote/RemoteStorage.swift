@@ -25,6 +25,13 @@ final class RemoteStorage: SnapshotDriver {
     /// How many answers to `records/modify` to drop after they arrived, as a network that
     /// loses them would (tests of a batch sent again).
     let answersToLose = Locked(0)
+    /// Whether to keep the answers to `storage/read` (tests of a replayed answer).
+    let keepsReadAnswers = Locked(false)
+    /// The answers kept, oldest first.
+    let readAnswers = Locked<[Data]>([])
+    /// Answers to give for the next reads, in order, instead of asking the server, as a network
+    /// or server that replays old answers would (tests).
+    let replayedReadAnswers = Locked<[Data]>([])
     /// How often a batch whose answer was lost is sent again.
     static let resends = 2
 
@@ -74,7 +81,13 @@ final class RemoteStorage: SnapshotDriver {
 
     func fetch(_ needs: [StorageSnapshot.Need], into snapshot: StorageSnapshot) async throws {
         let request = RemoteAPI.ReadRequest(needs: needs.map(WireNeed.init), basis: RemoteAPI.Basis(snapshot.basis))
-        let data = try await send("POST", RemoteAPI.Path.read, body: try RemoteAPI.encoder.encode(request))
+        let data: Data
+        if let replayed = replayedReadAnswers.withLock({ $0.isEmpty ? nil : $0.removeFirst() }) {
+            data = replayed
+        } else {
+            data = try await send("POST", RemoteAPI.Path.read, body: try RemoteAPI.encoder.encode(request))
+            if keepsReadAnswers.withLock({ $0 }) { readAnswers.withLock { $0.append(data) } }
+        }
         let response: RemoteAPI.ReadResponse
         do { response = try RemoteAPI.decode(RemoteAPI.ReadResponse.self, data, what: "read") } catch let error as StoreError {
             throw StoreError(.integrityFailure, "the server at \(serverDescription) sent a read that is not valid: \(error.message)")
