@@ -215,56 +215,28 @@ struct Walkthrough {
         static func start(store: URL) throws -> DemoServer {
             try FileManager.default.createDirectory(at: store.deletingLastPathComponent(), withIntermediateDirectories: true)
             let executable = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
-            let port = try freePort()
+            let output = Pipe()
             let process = Process()
             process.executableURL = URL(fileURLWithPath: executable)
-            process.arguments = ["serve", "--listen", "127.0.0.1:\(port)", "--store", store.path]
-            process.standardOutput = FileHandle.nullDevice
+            process.arguments = ["serve", "--listen", "127.0.0.1:0", "--store", store.path]
+            process.standardOutput = output
             process.standardError = FileHandle.nullDevice
             process.standardInput = FileHandle.nullDevice
             // It ends with the demo, however the demo ends (see `Serve`).
             process.environment = ProcessInfo.processInfo.environment.merging([Serve.parentVariable: String(getpid())]) { _, new in new }
             try process.run()
-            let server = DemoServer(process: process, url: URL(string: "http://127.0.0.1:\(port)")!)
-            // Until it answers (a few tenths of a second), at most 30 s.
-            for _ in 0..<300 {
-                guard process.isRunning else { throw CLIError(ExitStatus.failure, "the demo's coffer serve stopped at once (port \(port) taken?)") }
-                if server.answers() { return server }
-                usleep(100_000)
+            // Its first line, once it listens, names the port the system gave it.
+            var text = ""
+            while !text.contains("\n") {
+                let chunk = output.fileHandleForReading.availableData
+                guard !chunk.isEmpty else { throw CLIError(ExitStatus.failure, "the demo's coffer serve stopped before it listened") }
+                text += String(decoding: chunk, as: UTF8.self)
             }
-            server.stop()
-            throw CLIError(ExitStatus.unavailable, "the demo's coffer serve did not answer on \(server.url.absoluteString) within 30 s")
-        }
-
-        /// Whether the server accepts a connection.
-        func answers() -> Bool {
-            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-            guard fd >= 0 else { return false }
-            defer { close(fd) }
-            var address = sockaddr_in()
-            address.sin_family = sa_family_t(AF_INET)
-            address.sin_port = in_port_t(UInt16(url.port ?? 0).bigEndian)
-            address.sin_addr.s_addr = inet_addr("127.0.0.1")
-            return withUnsafePointer(to: &address) { pointer in
-                pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+            guard let range = text.range(of: #"http://127\.0\.0\.1:[0-9]+"#, options: .regularExpression), let url = URL(string: String(text[range])) else {
+                process.terminate()
+                throw CLIError(ExitStatus.failure, "the demo's coffer serve printed no address")
             }
-        }
-
-        /// A port the system hands out for loopback now (free until someone takes it).
-        static func freePort() throws -> Int {
-            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-            guard fd >= 0 else { throw CLIError(ExitStatus.failure, "cannot open a socket for the demo's server") }
-            defer { close(fd) }
-            var address = sockaddr_in()
-            address.sin_family = sa_family_t(AF_INET)
-            address.sin_port = 0
-            address.sin_addr.s_addr = inet_addr("127.0.0.1")
-            var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-            let bound = withUnsafeMutablePointer(to: &address) { pointer in
-                pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
-            }
-            guard bound else { throw CLIError(ExitStatus.failure, "cannot find a free port for the demo's server") }
-            return Int(UInt16(bigEndian: address.sin_port))
+            return DemoServer(process: process, url: url)
         }
 
         /// SIGTERM, and waits for it to end.
