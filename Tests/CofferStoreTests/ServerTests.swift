@@ -2,6 +2,7 @@ import CofferCrypto
 import CofferTestSupport
 import CofferVault
 import Foundation
+import GRDB
 import Testing
 @testable import CofferStore
 #if canImport(Glibc)
@@ -94,6 +95,40 @@ struct ServerTests {
             #expect(outcomes.filter { $0 == nil }.count == 1)
             #expect(outcomes.filter { $0 == .serverRecordChanged }.count == 1)
             #expect(try await alice.session.audit().findings.isEmpty)
+        }
+    }
+
+    /// A query through the server finds its records, and the server makes the query index a
+    /// local store's client would, for a field the schema has as plain; the query's answer is the
+    /// same as before it.
+    @Test(arguments: TestBackend.all)
+    func queriesMakeTheirIndexes(_ backend: TestBackend) async throws {
+        try await withServer(backend) { fixture in
+            let alice = try await fixture.user("Alice Liddell", "alice@example.com")
+            let db = alice.session.privateDatabase
+            let zone = try await db.createZone(named: "Indexed")
+            let records = (0..<30).map { i in
+                var record = Record(type: "Note", name: "n\(i)", zone: zone)
+                record.values["count"] = .int(Int64(i % 5))
+                record.encryptedValues["body"] = .string("secret \(i)")
+                return record
+            }
+            _ = try await db.modify(saving: records, in: zone)
+            let query = Query(recordType: "Note", predicates: [.init("count", .equal, .int(3))], sort: [.init("count")])
+            let found = try await db.query(query, in: zone)
+            #expect(found.records.map(\.name).sorted() == ["n13", "n18", "n23", "n28", "n3", "n8"])
+            switch backend {
+            case .sqlite:
+                let path = try #require(fixture.storePath)
+                let names = try await DatabaseQueue(path: path).read { try String.fetchAll($0, sql: "SELECT name FROM sqlite_master WHERE type = 'index'") }
+                #expect(names.contains(Session.indexName(recordType: "Note", field: "count")))
+            case .postgres:
+                let names = try await withPostgresAdmin(fixture.postgres) { admin in
+                    try await admin.query("SELECT indexname FROM pg_indexes WHERE tablename = 'record'").map { try $0.decode(String.self) }
+                }
+                #expect(names.contains(PostgresQueries.indexName(recordType: "Note", field: "count", type: .int)))
+            }
+            #expect(try await db.query(query, in: zone).records.map(\.name).sorted() == found.records.map(\.name).sorted())
         }
     }
 

@@ -32,6 +32,8 @@ package final class StorageHost: Sendable {
     /// Verified signing keys by user id (a user id is the hash of its signing key: a card of
     /// that id never names another key).
     private let keys = Locked<[String: Ed25519.PublicKey]>([:])
+    /// The (record type, fields) a query of this process made indexes for.
+    private let indexed = Locked<Set<String>>([])
     /// When the nonce ledger was last pruned (seconds since 1970).
     private let pruned = Locked<Double>(0)
 
@@ -131,11 +133,44 @@ package final class StorageHost: Sendable {
         }
         let needs = try request.needs.map { try $0.need() }
         try await authorize(needs, userID: userID)
+        try await ensureIndexes(for: needs)
         let snapshot = StorageSnapshot(writable: false)
         snapshot.presetBasis = request.basis.basis
         try await driver.fetch(needs, into: snapshot)
         let response = RemoteAPI.ReadResponse(tables: WireTables(snapshot.fetched), moved: snapshot.lastFetchMoved)
         return try RemoteAPI.encoder.encode(response)
+    }
+
+    /// Makes the query indexes the store lacks for the fields a query filters or sorts on, as a
+    /// store's own clients do (see `Session.ensureIndexes`): only for fields the zone's schema
+    /// has as plain (SQLite), or that some zone's schema has as plain and queryable (PostgreSQL),
+    /// so that a request cannot make the server index anything else.
+    private func ensureIndexes(for needs: [StorageSnapshot.Need]) async throws {
+        for case .query(let zone, let plan) in needs where !plan.predicates.isEmpty || !plan.sorts.isEmpty {
+            let names = plan.fields.map(\.field)
+            let key = plan.recordType + "\u{0}" + names.joined(separator: ",")
+            guard !indexed.withLock({ $0.contains(key) }) else { continue }
+            switch store.backend {
+            case .sqlite(let pool):
+                let plain = Set(try Store.readNow(pool) { db in try db.fieldSchemaRows(zoneRowID: zone, recordType: plan.recordType) }
+                    .filter { !$0.encrypted }.map(\.field))
+                let fields = names.filter(plain.contains)
+                if !fields.isEmpty {
+                    try await pool.write { db in
+                        for field in fields {
+                            try db.execute(sql: Session.indexSQL(recordType: plan.recordType, field: field))
+                            try db.execute(sql: "DROP INDEX IF EXISTS \(Session.indexName(recordType: plan.recordType, field: field, version: 1))")
+                        }
+                    }
+                }
+            case .postgres(let storage):
+                let typed = try await storage.fieldTypes(recordType: plan.recordType, fields: names)
+                if !typed.isEmpty { try await storage.ensureQueryIndexes(recordType: plan.recordType, fields: typed) }
+            case .snapshot:
+                break
+            }
+            indexed.withLock { _ = $0.insert(key) }
+        }
     }
 
     /// Refuses a read of what `userID` may not read.
