@@ -124,6 +124,24 @@ struct ServerHostileTests {
             await #expect { try await scene.driver(carol.store).apply([listed.write] + many, operation: nil) } throws: { error in
                 (error as? StoreError)?.code == .limitExceeded
             }
+            // Bookkeeping of someone else's zone or feed: another user's deletion marks, a zone
+            // touched or its history compacted by someone outside it or without a commit.
+            let familyRow = head.row
+            try await expectRefused(scene, bob.store, [.zoneGone(familyRow, users: [carol.vault.identity.userID], reason: "removed")], "others' lists")
+            try await expectRefused(scene, bob.store, [.zoneBack(familyRow, user: carol.vault.identity.userID)], "others' lists")
+            try await expectRefused(scene, carol.store, [.compactTombstones(zoneRowID: familyRow.rowID, through: head.state.headSeq)], "compacts")
+            let outsider = try await fixture.user("Mallory Mint", "mallory@example.com")
+            let privateHead = try await scene.head(scene.alice.session, scene.privateZone)
+            try await expectRefused(scene, outsider.store, [.touchZone(rowID: privateHead.row.rowID)], "touches it")
+            // A card whose columns are not the card's (another name in the directory).
+            let card = try ContactCard(vault: bob.vault)
+            let identity = card.identity
+            await #expect { try await scene.driver(bob.store).apply([.contact(userID: identity.userID, name: "Alice Liddell", email: "alice@example.com",
+                                                                               signingKey: Array(identity.signingKey.rawRepresentation),
+                                                                               boxKey: Array(identity.boxKey.rawRepresentation), card: Array(card.jsonData()),
+                                                                               cardCreated: card.created, added: 0)], operation: nil) } throws: { error in
+                (error as? StoreError)?.code == .invalidArguments
+            }
             // Reads and listings of what is not theirs.
             let privateRow = try await scene.head(scene.alice.session, scene.privateZone).row
             try await expectRefused(scene, bob.store, [.addZoneMember(zoneRowID: privateRow.rowID, userID: bob.vault.identity.userID)], "lists its members")
