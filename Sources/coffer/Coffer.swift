@@ -25,10 +25,19 @@ struct Coffer: AsyncParsableCommand {
 @main
 enum CofferMain {
     static func main() async {
+        let level: Logger.Level
+        switch ProcessInfo.processInfo.environment["COFFER_LOG_LEVEL"] {
+        case nil, "": level = .error
+        case let name?:
+            guard let known = Logger.Level(rawValue: name.lowercased()) else {
+                let names = Logger.Level.allCases.map(\.rawValue).joined(separator: ", ")
+                ErrorReporter.fail(ExitStatus.usage, "COFFER_LOG_LEVEL is '\(name)'; use one of \(names)")
+            }
+            level = known
+        }
         LoggingSystem.bootstrap { label in
             var handler = StreamLogHandler.standardError(label: label)
-            let level = ProcessInfo.processInfo.environment["COFFER_LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:))
-            handler.logLevel = level ?? .error
+            handler.logLevel = level
             return handler
         }
         // The arguments as the shell gave them: Swift's `CommandLine.arguments` replaces bytes that

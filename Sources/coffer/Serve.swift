@@ -70,7 +70,7 @@ struct Serve: AsyncParsableCommand {
             location = folder.appendingPathComponent("store.sqlite").path
         }
         var logger = Logger(label: "coffer.serve")
-        logger.logLevel = environment["COFFER_LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? .info
+        logger.logLevel = environment["COFFER_LOG_LEVEL"].flatMap { Logger.Level(rawValue: $0.lowercased()) } ?? .info
         let shown = PostgresURL.isPostgresURL(location.lowercased()) ? ((try? PostgresURL(location))?.description ?? "PostgreSQL") : location
         try await CofferServer.run(host: host, port: port, store: location, logger: logger) { port in
             let where_ = host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"

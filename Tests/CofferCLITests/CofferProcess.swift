@@ -210,16 +210,25 @@ func expectError(_ r: CofferResult, _ status: Int32, mentioning: String? = nil,
                  sourceLocation: SourceLocation = #_sourceLocation) {
     #expect(r.status == status, "expected exit \(status)\n\(r)", sourceLocation: sourceLocation)
     #expect(r.stdout.isEmpty, "expected nothing on stdout\n\(r)", sourceLocation: sourceLocation)
-    #expect(isOneErrorLine(r.err), "expected exactly one 'error: …' line on stderr\n\(r)", sourceLocation: sourceLocation)
+    let json = r.arguments.contains("--json")
+    #expect(isOneErrorLine(r.err, json: json ? r.status : nil),
+            "expected exactly one \(json ? "{\"error\", \"code\"} JSON" : "'error: …'") line on stderr\n\(r)", sourceLocation: sourceLocation)
     if let mentioning {
         #expect(r.err.contains(mentioning), "expected stderr to mention '\(mentioning)'\n\(r)", sourceLocation: sourceLocation)
     }
 }
 
 /// `error: <something>\n`, one line.
-func isOneErrorLine(_ text: String) -> Bool {
+/// With `json`, the line is the `--json` form instead: one object, `{"error": "…", "code": json}`.
+func isOneErrorLine(_ text: String, json: Int32? = nil) -> Bool {
     guard text.hasSuffix("\n") else { return false }
     let lines = text.dropLast().components(separatedBy: "\n")
+    if let json {
+        guard lines.count == 1, let object = try? JSONSerialization.jsonObject(with: Data(lines[0].utf8)) as? [String: Any],
+              Set(object.keys) == ["error", "code"], object["code"] as? Int == Int(json),
+              let message = object["error"] as? String else { return false }
+        return !message.trimmingCharacters(in: .whitespaces).isEmpty
+    }
     guard lines.count == 1, let line = lines.first, line.hasPrefix("error: ") else { return false }
     return !line.dropFirst("error: ".count).trimmingCharacters(in: .whitespaces).isEmpty
 }

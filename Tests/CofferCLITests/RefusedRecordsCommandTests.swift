@@ -28,8 +28,7 @@ struct RefusedRecordsCommandTests {
     /// stderr is exactly one `error:` line, which names `names` and says exit 65.
     func expectRefusedError(_ r: CofferResult, naming names: [String], sourceLocation: SourceLocation = #_sourceLocation) {
         #expect(r.status == 65, "expected exit 65\n\(r)", sourceLocation: sourceLocation)
-        let lines = r.err.split(separator: "\n", omittingEmptySubsequences: false).dropLast()
-        #expect(lines.count == 1 && lines.last?.hasPrefix("error: ") == true, "expected one error line\n\(r)", sourceLocation: sourceLocation)
+        #expect(isOneErrorLine(r.err, json: r.arguments.contains("--json") ? 65 : nil), "expected one error line\n\(r)", sourceLocation: sourceLocation)
         for name in names {
             #expect(r.err.contains("'\(name)'"), "the error does not name \(name)\n\(r)", sourceLocation: sourceLocation)
         }

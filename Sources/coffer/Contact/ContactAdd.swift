@@ -10,6 +10,7 @@ extension Coffer.ContactCommand {
             discussion: "Compare the fingerprint it prints with its owner (aloud, or by another channel) before you share with them.")
 
         @Argument(help: ArgumentHelp("The card file ('-' for stdin).", valueName: "file")) var file: String
+        @OptionGroup var quiet: QuietOption
         @OptionGroup var global: GlobalOptions
 
         func run() async throws {
@@ -31,6 +32,7 @@ extension Coffer.ContactCommand {
             let result = try await store.addContactSuspending(card)
             try vault?.pin(card)
             let contact = try await store.contactSuspending(matching: card.identity.userID)
+            quiet.apply()
             if global.json {
                 struct Added: Encodable { let result: String; let contact: ContactJSON }
                 try Output.json(Added(result: "\(result)", contact: ContactJSON(contact)))

@@ -11,7 +11,7 @@ extension Coffer {
                 --set writes a plain field, --secret an encrypted one. A field's type and encryption are fixed by \
                 its first save for the record type.
                 """,
-            subcommands: [Put.self, Get.self, Query.self, Delete.self, Import.self, Export.self]
+            subcommands: [Put.self, Get.self, List.self, Query.self, Delete.self, Import.self, Export.self]
         )
     }
 }

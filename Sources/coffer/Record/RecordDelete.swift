@@ -9,12 +9,14 @@ extension Coffer.RecordCommand {
         @Argument(help: "The record name.") var name: String
         @Option(name: .customLong("if-match"), help: ArgumentHelp("Delete only if the record is at this change tag.", valueName: "tag"))
         var ifMatch: String?
+        @OptionGroup var quiet: QuietOption
         @OptionGroup var global: GlobalOptions
 
         func run() async throws {
             let context = try await SessionContext(global, createStore: false)
             let zoneID = try await context.zone(zone)
             try await context.db(zoneID).delete(recordNamed: name, in: zoneID, ifMatch: ifMatch)
+            quiet.apply()
             if global.json {
                 try Output.json(["deleted": name, "zone": zoneID.name])
             } else {

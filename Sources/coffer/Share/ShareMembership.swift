@@ -15,6 +15,7 @@ extension Coffer.ShareCommand {
         @Argument(help: ArgumentHelp("The share URL, or '-' to read it from standard input (safer: an argument is visible to other local users and in shell history).",
                                      valueName: "url"))
         var url: String
+        @OptionGroup var quiet: QuietOption
         @OptionGroup var global: GlobalOptions
 
         /// The longest standard input taken as a share URL (a URL is at most 200 bytes).
@@ -46,6 +47,7 @@ extension Coffer.ShareCommand {
             // The zone's owner, as its signed first log entry names them: compare the fingerprint
             // with theirs. From now on this user's marks pin that owner for the zone.
             let fingerprint = (try? await context.contact(matching: owner.userID).fingerprint) ?? "unknown"
+            quiet.apply()
             if global.json {
                 try RecordOutput.printJSON(["zone": "\(share.zoneID.name)@\(ownerRef)", "owner": share.zoneID.ownerID,
                                             "ownerName": owner.name ?? "", "ownerEmail": owner.email ?? "", "ownerFingerprint": fingerprint,
@@ -62,12 +64,14 @@ extension Coffer.ShareCommand {
         static let configuration = CommandConfiguration(abstract: "Stop taking part in a share (as a participant).")
 
         @Argument(help: "The zone, as NAME@OWNER.") var zone: String
+        @OptionGroup var quiet: QuietOption
         @OptionGroup var global: GlobalOptions
 
         func run() async throws {
             let context = try await SessionContext(global, createStore: false)
             let id = try await context.zone(zone)
             try await context.session.leaveShare(zone: id)
+            quiet.apply()
             if global.json { try Output.json(["left": id.name, "owner": id.ownerID]); return }
             Output.line("You left the share of \(id.name).")
         }
@@ -77,12 +81,14 @@ extension Coffer.ShareCommand {
         static let configuration = CommandConfiguration(abstract: "End a share you own; your records stay, unshared, under a new key.")
 
         @Argument(help: "The zone.") var zone: String
+        @OptionGroup var quiet: QuietOption
         @OptionGroup var global: GlobalOptions
 
         func run() async throws {
             let context = try await SessionContext(global, createStore: false)
             let id = try await context.zone(zone)
             try await context.session.stopSharing(zone: id)
+            quiet.apply()
             if global.json { try Output.json(["stopped": id.name]); return }
             Output.line("Stopped sharing \(id.name). Its records stay, under a new zone key.")
         }

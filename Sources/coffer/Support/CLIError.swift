@@ -38,10 +38,9 @@ enum ErrorReporter {
         if let e = error as? ExitCode, e != .success, e != .validationFailure {
             Foundation.exit(e.rawValue) // the command already said why
         }
-        let (status, message) = describe(error)
+        let (status, message) = describe(validationError.withLock { $0 } ?? error)
         if let status, let message {
-            FileHandle.standardError.write(Data("error: \(Output.oneLine(message))\n".utf8))
-            Foundation.exit(status)
+            fail(status, message)
         }
         // Argument parser errors: help and version print as usual; parse errors become one line, exit 64.
         let code = Coffer.exitCode(for: error)
@@ -51,14 +50,45 @@ enum ErrorReporter {
         // A system error a command met while running (not the command line's fault): its own
         // words, exit 1. (Errors from parsing and `validate()` reach here wrapped by the parser.)
         if error is CocoaError || error is POSIXError || error is DecodingError || error is EncodingError {
-            FileHandle.standardError.write(Data("error: \(Output.oneLine((error as NSError).localizedDescription))\n".utf8))
-            Foundation.exit(ExitStatus.failure)
+            fail(ExitStatus.failure, (error as NSError).localizedDescription)
+        }
+        if let suggestion = CommandSuggestion.forArguments(Array(CommandLine.arguments.dropFirst())) {
+            fail(ExitStatus.usage, suggestion)
         }
         let text = Coffer.message(for: error)
             .split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
             .joined(separator: "; ")
-        FileHandle.standardError.write(Data("error: \(Output.oneLine(text)) (see 'coffer help')\n".utf8))
-        Foundation.exit(ExitStatus.usage)
+        fail(ExitStatus.usage, "\(text) (see 'coffer help')")
+    }
+
+    /// An error a `validate()` threw: the parser keeps only its text, so it is kept here with its exit status.
+    private static let validationError = Locked<(any Error)?>(nil)
+
+    /// Runs a `validate()` body, keeping the error it throws for ``exit(with:)``.
+    static func keepingStatus(_ body: () throws -> Void) throws {
+        do { try body() } catch {
+            validationError.withLock { $0 = error }
+            throw error
+        }
+    }
+
+    /// Whether errors are one JSON object (`--json` among the arguments, before any `--`):
+    /// decided from the raw arguments, so that a command line the parser refuses gets the same form.
+    static let json: Bool = {
+        let arguments = CommandLine.arguments.dropFirst()
+        return arguments.prefix { $0 != "--" }.contains("--json")
+    }()
+
+    /// Writes the error line, `error: …` or with `--json` `{"error": "…", "code": N}`, and exits with `status`.
+    static func fail(_ status: Int32, _ message: String) -> Never {
+        let line = Output.oneLine(message)
+        if json, let object = try? JSONSerialization.data(withJSONObject: ["error": line, "code": Int(status)] as [String: Any],
+                                                            options: [.sortedKeys, .withoutEscapingSlashes]) {
+            FileHandle.standardError.write(object + Data("\n".utf8))
+        } else {
+            FileHandle.standardError.write(Data("error: \(line)\n".utf8))
+        }
+        Foundation.exit(status)
     }
 
 

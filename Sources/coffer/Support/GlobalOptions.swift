@@ -3,15 +3,19 @@ import CofferCrypto
 import CofferStore
 import CofferVault
 import Foundation
+import Logging
 
-/// The options every command accepts, among its own arguments.
-struct GlobalOptions: ParsableArguments {
+/// Where the store is: the flags of commands that read or write one.
+struct StoreFlags: ParsableArguments {
     @Option(name: .customLong("store"), help: ArgumentHelp("The store: an SQLite file (only zone create and contact add create a missing one), or a PostgreSQL database as postgres://USER@HOST[:PORT]/DB or postgres://USER@/DB?host=/socket/dir.", valueName: "path|url"))
     var storePath: String?
 
     @Option(name: .customLong("server"), help: ArgumentHelp("Work through a Coffer server (coffer serve) instead of a local store; the vault stays local.", valueName: "url"))
     var server: String?
+}
 
+/// Who acts, and how output is shaped: the flags of every command that opens a vault.
+struct UserFlags: ParsableArguments {
     @Option(name: .customLong("vault"), help: ArgumentHelp("The acting user's vault file.", valueName: "path"))
     var vaultPath: String?
 
@@ -21,21 +25,64 @@ struct GlobalOptions: ParsableArguments {
     @Option(name: .customLong("key-file"), help: ArgumentHelp("Unlock the vault with a key file instead of a passphrase.", valueName: "path"))
     var keyFile: String?
 
+    @Option(help: ArgumentHelp("Take the store or server, vault and key file from this profile of the config file (COFFER_PROFILE).", valueName: "name"))
+    var profile: String?
+
     @Flag(help: "Machine-readable output on stdout.")
     var json = false
+}
 
-    var environment: [String: String] { ProcessInfo.processInfo.environment }
+/// The options every store command accepts, among its own arguments.
+struct GlobalOptions: ParsableArguments, CommandOptions {
+    @OptionGroup var storeFlags: StoreFlags
+    @OptionGroup var userFlags: UserFlags
 
     /// Set by a command that reads a local store whatever COFFER_SERVER says (`zone push`).
     var localOnly = false
 
-    enum CodingKeys: CodingKey {
-        case storePath, server, vaultPath, passphraseFile, keyFile, json
+    enum CodingKeys: CodingKey { case storeFlags, userFlags }
+
+    func validate() throws { try ErrorReporter.keepingStatus(validateOptions) }
+}
+
+/// The options of a command that works on the vault alone: the store flags are accepted (a
+/// shell alias may add them to every command) but not listed in its help, since they change nothing.
+struct VaultOptions: ParsableArguments, CommandOptions {
+    @OptionGroup(visibility: .hidden) var storeFlags: StoreFlags
+    @OptionGroup var userFlags: UserFlags
+
+    var localOnly: Bool { false }
+
+    func validate() throws { try ErrorReporter.keepingStatus(validateOptions) }
+}
+
+/// What ``GlobalOptions`` and ``VaultOptions`` share: finding the vault, the store and the profile.
+protocol CommandOptions {
+    var storeFlags: StoreFlags { get }
+    var userFlags: UserFlags { get }
+    var localOnly: Bool { get }
+}
+
+extension CommandOptions {
+    var storePath: String? { storeFlags.storePath }
+    var server: String? { storeFlags.server }
+    var vaultPath: String? { userFlags.vaultPath }
+    var passphraseFile: String? { userFlags.passphraseFile }
+    var keyFile: String? { userFlags.keyFile }
+    var json: Bool { userFlags.json }
+
+    /// The process environment, with the chosen profile's settings for what it does not set
+    /// (see ``ConfigFile``): flags win over both.
+    var environment: [String: String] {
+        let environment = ProcessInfo.processInfo.environment
+        guard let profile = try? ConfigFile.profile(named: userFlags.profile, environment: environment) else { return environment }
+        return profile.overlaid(on: environment)
     }
 
     /// A path flag given empty is a mistake (an unset shell variable, say), not a request for the
     /// default: `--store ""` would otherwise act on the default store.
-    func validate() throws {
+    func validateOptions() throws {
+        _ = try ConfigFile.profile(named: userFlags.profile, environment: ProcessInfo.processInfo.environment)
         for (flag, value) in [("--store", storePath), ("--vault", vaultPath), ("--passphrase-file", passphraseFile), ("--key-file", keyFile)]
         where value?.isEmpty == true {
             throw CLIError.usage("\(flag) was given an empty path")
@@ -132,7 +179,7 @@ struct GlobalOptions: ParsableArguments {
         guard FileManager.default.fileExists(atPath: url.path) else {
             throw CLIError(ExitStatus.notFound, "no vault at \(url.path); create one with 'coffer vault init --name NAME' or pass --vault")
         }
-        return try Vault.open(at: url, unlock: unlock())
+        return try Vault.open(at: url, unlock: unlock(), logger: CLILog.logger)
     }
 
     /// Opens the store. Only a command that writes something new into a store may `create` it
@@ -141,20 +188,20 @@ struct GlobalOptions: ParsableArguments {
     /// counts as missing (setting it up would write).
     func openStore(create: Bool, vault: () throws -> Vault) async throws -> Store {
         if let server = try serverURL() {
-            return try await Store(server: server, vault: try vault())
+            return try await Store(server: server, vault: try vault(), logger: CLILog.logger)
         }
         if let postgres = try postgresStore() {
             // The database must exist; Coffer sets up its tables on first use.
-            return try await Store(postgres: postgres, password: PostgresPassword.lookup(for: postgres))
+            return try await Store(postgres: postgres, password: PostgresPassword.lookup(for: postgres), logger: CLILog.logger)
         }
         let url = storeURL
         if create {
             try ensureFolder(for: url)
-            return try Store(path: url.path, create: true)
+            return try Store(path: url.path, create: true, logger: CLILog.logger)
         }
         try requireStore()
         do {
-            return try Store(path: url.path, create: false)
+            return try Store(path: url.path, create: false, logger: CLILog.logger)
         } catch let error as StoreError where error.code == .unknownItem && !FileManager.default.fileExists(atPath: url.path) {
             throw noStore("") // removed since it was looked at
         }
@@ -172,4 +219,10 @@ struct GlobalOptions: ParsableArguments {
         CLIError(ExitStatus.notFound,
                  "no store at \(storeURL.path)\(detail); check --store or COFFER_STORE, or create one with 'coffer zone create NAME'")
     }
+}
+
+/// The CLI's logger.
+enum CLILog {
+    /// Where the library logs for the CLI: stderr, at `COFFER_LOG_LEVEL` (errors only by default).
+    static let logger = Logger(label: "coffer")
 }

@@ -32,12 +32,17 @@ enum Output {
     }
 
     static func json<T: Encodable>(_ value: T) throws {
+        var data = try jsonData(value)
+        data.append(0x0a)
+        FileHandle.standardOutput.write(data)
+    }
+
+    /// `value` as the pretty JSON that ``json(_:)`` prints (sorted keys, ISO 8601 dates).
+    static func jsonData<T: Encodable>(_ value: T) throws -> Data {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
         encoder.dateEncodingStrategy = .iso8601
-        var data = try encoder.encode(value)
-        data.append(0x0a)
-        FileHandle.standardOutput.write(data)
+        return try encoder.encode(value)
     }
 
     /// Aligned `label: value` lines.

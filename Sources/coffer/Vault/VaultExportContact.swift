@@ -10,7 +10,7 @@ extension Coffer.VaultCommand {
 
         @Option(help: ArgumentHelp("Write the card to this file (it must not exist) instead of stdout.", valueName: "file"))
         var output: String?
-        @OptionGroup var global: GlobalOptions
+        @OptionGroup var global: VaultOptions
 
         func run() async throws {
             let vault = try global.openVault()

@@ -12,7 +12,7 @@ extension Coffer.VaultCommand {
         @Option(help: "Your name, as others will see it.") var name: String
         @Option(help: "Your email, by which others can find you.") var email: String?
         @Option(help: "Argon2id cost: interactive, moderate (default) or sensitive.") var kdf: KDFPreset = .moderate
-        @OptionGroup var global: GlobalOptions
+        @OptionGroup var global: VaultOptions
 
         func run() async throws {
             if global.keyFile != nil { throw CLIError.usage("vault init needs a passphrase; add key files later with 'coffer vault keyfile'") }

@@ -11,7 +11,7 @@ extension Coffer.VaultCommand.ItemCommand {
         @Option(help: "The service the secret is for.") var service: String
         @Option(help: "The account at that service.") var account: String
         @Option(help: "A label to show in lists.") var label: String?
-        @OptionGroup var global: GlobalOptions
+        @OptionGroup var global: VaultOptions
 
         func run() async throws {
             let vault = try global.openVault()

@@ -6,7 +6,7 @@ extension Coffer.VaultCommand.ItemCommand {
         static let configuration = CommandConfiguration(abstract: "List items: service, account, label, dates; never the secrets.")
 
         @Option(help: "Only items for this service.") var service: String?
-        @OptionGroup var global: GlobalOptions
+        @OptionGroup var global: VaultOptions
 
         func run() async throws {
             let vault = try global.openVault()

@@ -9,7 +9,7 @@ extension Coffer.VaultCommand {
 
         @Option(help: ArgumentHelp("Where to write the key file (it must not exist).", valueName: "file"))
         var output: String
-        @OptionGroup var global: GlobalOptions
+        @OptionGroup var global: VaultOptions
 
         func validate() throws {
             if output == "-" { throw CLIError.usage("a key file is written to a file, not to stdout: give --output FILE") }

@@ -15,7 +15,7 @@ extension Coffer.VaultCommand {
         @Flag(help: "Also re-seal the vault under a new vault key, dropping all key files (old copies keep the same identity keys).")
         var rekey = false
         @Option(help: "A new Argon2id cost: interactive, moderate or sensitive.") var kdf: KDFPreset?
-        @OptionGroup var global: GlobalOptions
+        @OptionGroup var global: VaultOptions
 
         static let changedMessage = """
             Passphrase changed; key files still open the vault. An old copy of the vault file still opens \

@@ -5,7 +5,7 @@ extension Coffer.VaultCommand {
     struct Show: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Show your user id, name, email and fingerprint (no secret).")
 
-        @OptionGroup var global: GlobalOptions
+        @OptionGroup var global: VaultOptions
 
         func run() async throws {
             let vault = try global.openVault()

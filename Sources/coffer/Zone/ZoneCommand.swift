@@ -17,11 +17,13 @@ extension Coffer.ZoneCommand {
         static let configuration = CommandConfiguration(abstract: "Create a zone with a fresh zone key.")
 
         @Argument(help: "The zone name (ASCII, at most 255 characters, no leading '_', no '@').") var name: String
+        @OptionGroup var quiet: QuietOption
         @OptionGroup var global: GlobalOptions
 
         func run() async throws {
             let context = try await SessionContext(global, createStore: true)
             let zone = try await context.db.createZone(named: name)
+            quiet.apply()
             if global.json {
                 try Output.json(["zone": zone.name, "owner": zone.ownerID, "database": "private"])
             } else {
@@ -61,15 +63,28 @@ extension Coffer.ZoneCommand {
     }
 
     struct Delete: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Delete a zone you own, with its records and keys.")
+        static let configuration = CommandConfiguration(
+            abstract: "Delete a zone you own, with its records and keys.",
+            discussion: """
+                On a terminal, deleting a zone that holds records asks first (y/N); --yes skips the question. \
+                Without a terminal (a script), it deletes as asked.
+                """)
 
         @Argument(help: "The zone.") var zone: String
+        @Flag(help: "Do not ask, even on a terminal.") var yes = false
+        @OptionGroup var quiet: QuietOption
         @OptionGroup var global: GlobalOptions
 
         func run() async throws {
             let context = try await SessionContext(global, createStore: false)
             let id = try await context.zone(zone)
+            if !yes, Confirm.canAsk, let count = try await context.db.zones().first(where: { $0.id == id })?.recordCount, count > 0 {
+                guard Confirm.ask("Delete zone \(id.name) and its \(count == 1 ? "record" : "\(count) records") for good?") else {
+                    throw CLIError(ExitStatus.failure, "zone \(id.name) was not deleted")
+                }
+            }
             try await context.db(id).deleteZone(id)
+            quiet.apply()
             if global.json {
                 try Output.json(["deleted": id.name])
             } else {
@@ -86,6 +101,7 @@ extension Coffer.ZoneCommand {
             discussion: "After a participant was removed, this makes older records unreadable with keys they may still hold.")
 
         @Argument(help: "The zone.") var zone: String
+        @OptionGroup var quiet: QuietOption
         @OptionGroup var global: GlobalOptions
 
         func run() async throws {
@@ -96,6 +112,7 @@ extension Coffer.ZoneCommand {
                 if progress { FileHandle.standardError.write(Data("\rRe-sealed \(done) of \(total) records".utf8)) }
             }
             if progress { Output.note("") }
+            quiet.apply()
             if global.json { try RecordOutput.printJSON(["zone": id.name, "resealed": count] as [String: Any]); return }
             Output.line("Re-sealed \(count) records of \(id.name) under the current key; older keys are gone.")
         }
@@ -116,6 +133,7 @@ extension Coffer.ZoneCommand {
         @Argument(help: "The zone (one you own).") var zone: String
         @Option(name: .customLong("to"), help: ArgumentHelp("The server's URL (default: COFFER_SERVER).", valueName: "url"))
         var target: String?
+        @OptionGroup var quiet: QuietOption
         @OptionGroup var global: GlobalOptions
 
         func validate() throws {
@@ -129,17 +147,18 @@ extension Coffer.ZoneCommand {
                 throw CLIError.usage("zone push needs the server: --to URL (or COFFER_SERVER)")
             }
             var serverOptions = global
-            serverOptions.server = text
+            serverOptions.storeFlags.server = text
             guard let server = try serverOptions.serverURL() else { throw CLIError.usage("zone push needs the server: --to URL") }
             let context = try await SessionContext(local, createStore: false)
             let zoneID = try await context.zone(zone)
-            let target = try await Store(server: server, vault: context.session.vault)
+            let target = try await Store(server: server, vault: context.session.vault, logger: CLILog.logger)
             let progress = isatty(STDERR_FILENO) != 0 && !global.json
             let result = try await context.session.pushZone(zoneID, to: target) { done, total in
                 if progress { FileHandle.standardError.write(Data("\rPushing: batch \(done) of \(total)\u{1b}[K".utf8)) }
             }
             if progress { FileHandle.standardError.write(Data("\r\u{1b}[K".utf8)) }
             let shown = server.absoluteString
+            quiet.apply()
             if global.json {
                 struct Pushed: Encodable { let zone: String, server: String, entries: Int, records: Int }
                 try Output.json(Pushed(zone: zoneID.name, server: shown, entries: result.entries, records: result.records))
