@@ -95,7 +95,7 @@ let package = Package(
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
             ]
         ),
-        .testTarget(name: "CofferCLITests", dependencies: ["CofferCrypto", "CofferTestSupport"]),
+        .testTarget(name: "CofferCLITests", dependencies: ["CofferCrypto", "CofferVault", "CofferTestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )
