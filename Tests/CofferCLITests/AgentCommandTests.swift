@@ -308,6 +308,41 @@ struct AgentCommandTests {
         #expect(try posixMode(log) == 0o600)
     }
 
+    @Test("the agent is not dumpable: run as nobody, its /proc entries belong to root, not to nobody, so nobody's other processes cannot read its memory",
+          .enabled(if: runuser != nil, "needs root, runuser and the user nobody, to run the agent as another user than root"))
+    func notDumpable() throws {
+        let runuser = try #require(Self.runuser)
+        let binFolder = sandbox.path("bin")
+        try FileManager.default.createDirectory(atPath: binFolder, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o755])
+        let binary = binFolder + "/coffer"
+        try FileManager.default.copyItem(atPath: try CofferProcess.executableURL().path, toPath: binary)
+        try sandbox.chmod(binary, 0o755)
+        // nobody's own vault, passphrase file and runtime folder.
+        let home = sandbox.path("n") // short: a socket path has at most 107 bytes
+        try FileManager.default.createDirectory(atPath: home + "/r", withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        let vault = home + "/vault.coffer"
+        try FileManager.default.copyItem(atPath: agent.vault, toPath: vault)
+        let passphrase = try sandbox.write("n/pass.txt", CofferProcess.passphrase + "\n")
+        for path in [home, home + "/r", vault, passphrase] { #expect(chown(path, 65534, 65534) == 0) }
+        func asNobody(_ arguments: [String]) throws -> CofferResult {
+            try CofferProcess.run(["-u", "nobody", "--", "/usr/bin/env", "-i", "HOME=\(home)", "XDG_RUNTIME_DIR=\(home)/r", binary]
+                                  + arguments + ["--vault", vault],
+                                  environment: sandbox.baseEnvironment, stdin: .null, directory: URL(fileURLWithPath: "/"),
+                                  executable: URL(fileURLWithPath: runuser))
+        }
+        let unlocked = try asNobody(["unlock", "--json", "--passphrase-file", passphrase])
+        expectSuccess(unlocked)
+        let pid = try agent.pid(try jsonObject(unlocked))
+        defer { kill(pid, SIGKILL) }
+        let status = String(decoding: try #require(FileManager.default.contents(atPath: "/proc/\(pid)/status")), as: UTF8.self)
+        #expect(status.contains("\nUid:\t65534\t65534\t65534\t65534\n"), "the agent does not run as nobody:\n\(status)")
+        var st = stat()
+        #expect(lstat("/proc/\(pid)/mem", &st) == 0 && st.st_uid == 0, "/proc/\(pid)/mem belongs to uid \(st.st_uid): the agent is dumpable")
+        expectSuccess(try asNobody(["vault", "show"]))
+        expectSuccess(try asNobody(["lock"]))
+        #expect(agent.waitGone(pid))
+    }
+
     @Test("through a server, commands take the key from the agent too")
     func throughServer() async throws {
         try await ServerCommandTests.withServer([.alice]) { team, server in
