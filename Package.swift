@@ -97,7 +97,7 @@ let package = Package(
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
             ]
         ),
-        .testTarget(name: "CofferCLITests", dependencies: ["CofferCrypto", "CofferTestSupport"]),
+        .testTarget(name: "CofferCLITests", dependencies: ["CofferCrypto", "CofferVault", "CofferTestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )

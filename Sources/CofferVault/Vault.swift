@@ -55,7 +55,7 @@ public final class Vault: Sendable {
     private let state: Locked<State>
     private let logger: Logger
 
-    private init(url: URL, state: State, logger: Logger) throws {
+    init(url: URL, state: State, logger: Logger) throws {
         self.url = url
         self.logger = logger
         let body = state.body
@@ -183,8 +183,12 @@ public final class Vault: Sendable {
 
     /// Adds a key-file slot and writes the new 32-byte key file to `keyFileURL` (mode 0600;
     /// it must not exist). The key file then unlocks this vault on its own.
-    public func addKeyFile(at keyFileURL: URL) throws {
+    ///
+    /// - Returns: the new slot's id (see ``KeyFileSlot/id``).
+    @discardableResult
+    public func addKeyFile(at keyFileURL: URL) throws -> String {
         let keyFile = SymmetricKey()
+        var id = ""
         if FileManager.default.fileExists(atPath: keyFileURL.path) {
             throw VaultError(.alreadyExists, "a file already exists at \(keyFileURL.path)")
         }
@@ -200,8 +204,10 @@ public final class Vault: Sendable {
             state.header.slots.append(slot)
             // Write the key file first: if the vault write then fails, a stray key file opens nothing.
             try VaultFile.writeNewSecretFile(keyFile.bytes, to: keyFileURL)
+            id = Self.keyFileID(salt: salt)
         }
         logger.info("vault key file added", metadata: ["path": "\(url.path)"])
+        return id
     }
 
     // MARK: - Internals

@@ -173,13 +173,24 @@ extension CommandOptions {
                                                prompt: "Passphrase for \(vaultURL.path): "))
     }
 
-    /// Opens the acting user's vault.
-    func openVault() throws -> Vault {
-        let url = vaultURL
-        guard FileManager.default.fileExists(atPath: url.path) else {
-            throw CLIError(ExitStatus.notFound, "no vault at \(url.path); create one with 'coffer vault init --name NAME' or pass --vault")
+    /// Fails with 66 unless a file is at ``vaultURL``.
+    func requireVault() throws {
+        guard FileManager.default.fileExists(atPath: vaultURL.path) else {
+            throw CLIError(ExitStatus.notFound, "no vault at \(vaultURL.path); create one with 'coffer vault init --name NAME' or pass --vault")
         }
-        return try Vault.open(at: url, unlock: unlock(), logger: CLILog.logger)
+    }
+
+    /// Opens the acting user's vault: with the key of the unlock agent (`coffer unlock`) when one
+    /// holds it and neither --key-file nor --passphrase-file is given (and `agent` is true), else
+    /// as ``unlock()`` says.
+    func openVault() throws -> Vault { try openVault(agent: true) }
+
+    func openVault(agent: Bool) throws -> Vault {
+        try requireVault()
+        if agent, keyFile == nil, passphraseFile == nil, let vault = AgentUnlock.openVault(at: vaultURL, environment: environment) {
+            return vault
+        }
+        return try Vault.open(at: vaultURL, unlock: unlock(), logger: CLILog.logger)
     }
 
     /// Opens the store. Only a command that writes something new into a store may `create` it

@@ -27,6 +27,7 @@ extension Coffer.VaultCommand {
             try global.ensureFolder(for: url)
             let passphrase = try Passphrase.read(fileFlag: global.passphraseFile, environment: global.environment,
                                                  prompt: "New passphrase for \(url.path): ", confirm: true)
+            PassphraseWarning.warnIfWeak(passphrase)
             let vault = try Vault.create(at: url, name: name, email: email, passphrase: passphrase, kdf: kdf.parameters)
             if global.json {
                 try Output.json(IdentityJSON(vault.identity))

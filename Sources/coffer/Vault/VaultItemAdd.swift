@@ -26,13 +26,15 @@ extension Coffer.VaultCommand.ItemCommand {
     }
 }
 
-/// Reads a secret from stdin (or, on a terminal, a prompt without echo) into guarded memory.
+/// Reads a secret from stdin (or, on a terminal, a prompt without echo, asked twice) into guarded memory.
 enum SecretInput {
     static func read(prompt: String) throws -> SecureBytes {
         if isatty(STDIN_FILENO) != 0, let tty = Terminal.open() {
             defer { tty.close() }
-            let secret = try tty.readHidden(prompt: prompt)
+            let secret = try tty.readHidden(prompt: prompt, what: "secret")
             guard secret.count > 0 else { throw CLIError.usage("the secret is empty") }
+            let again = try tty.readHidden(prompt: "Repeat the secret: ", what: "secret")
+            guard secret == again else { throw CLIError.usage("the secrets do not match; nothing was saved") }
             return secret
         }
         var data = FileHandle.standardInput.readData(ofLength: VaultItem.maxSecretBytes + 3)

@@ -8,7 +8,7 @@ extension Coffer.VaultCommand {
         static let configuration = CommandConfiguration(
             commandName: "item",
             abstract: "Keychain-like items: secrets kept for a service and account.",
-            subcommands: [Add.self, Get.self, List.self, Delete.self]
+            subcommands: [Add.self, Get.self, List.self, Update.self, Delete.self]
         )
     }
 }

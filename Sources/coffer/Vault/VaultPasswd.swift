@@ -33,8 +33,11 @@ extension Coffer.VaultCommand {
             let newPassphrase = try Passphrase.read(fileFlag: nil, environment: global.environment,
                                                     prompt: "New passphrase: ", confirm: true,
                                                     envName: "COFFER_NEW_PASSPHRASE", fileEnvName: "COFFER_NEW_PASSPHRASE_FILE")
+            PassphraseWarning.warnIfWeak(newPassphrase)
             if rekey {
                 try vault.rekey(passphrase: newPassphrase, kdf: kdf?.parameters)
+                // The agent's key no longer opens this file: it forgets it.
+                _ = try? AgentUnlock.lock(vaultAt: global.vaultURL, environment: global.environment)
             } else {
                 try vault.changePassphrase(to: newPassphrase, kdf: kdf?.parameters)
             }
