@@ -189,9 +189,17 @@ struct BackupCommandTests {
         try team.ok(.alice, ["record", "get", "Notes", "n4"])
         // --yes without a terminal, into another new store.
         let second = team.sandbox.path("second.sqlite")
+        // (Reading the old store took the marks to its head again.)
         let again = try Self.run(team, .alice, on: second, ["restore", file, "--yes", "--json"])
-        expectSuccess(again)
-        #expect(objects(try jsonObject(again), "zones").first?["marksReset"] as? Bool == false, "the marks were at the backup's head already")
+        expectSuccessWithNotes(again)
+        #expect(again.err.contains("warning: Notes: backup at sequence 2, you last saw 5 (3 entries older)"), "\(again)")
+        #expect(objects(try jsonObject(again), "zones").first?["marksReset"] as? Bool == true)
+        // A backup at what the user saw is no rollback: nothing to confirm, the marks stay.
+        let current = team.sandbox.path("current.backup")
+        try team.ok(.alice, ["backup", "--output", current])
+        let third = try Self.run(team, .alice, on: team.sandbox.path("third.sqlite"), ["restore", current])
+        expectSuccess(third)
+        #expect(third.out.contains("Restored Notes: 5 log entries, 4 records (backup at sequence 5, you last saw 5)."), "\(third)")
     }
 
     // MARK: - Through a server

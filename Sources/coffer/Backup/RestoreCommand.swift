@@ -41,20 +41,20 @@ extension Coffer {
             let checks = try backup.markChecks(against: vault.marks)
                 .filter { !throughServer || $0.zone.ownerID == vault.identity.userID }
             let rollbacks = checks.filter(\.isRollback)
-            if !global.json || !rollbacks.isEmpty {
-                for check in checks {
-                    Output.note(Self.describe(check, me: vault.identity.userID))
-                }
-            }
+            let me = vault.identity.userID
             if !rollbacks.isEmpty && !yes {
                 let zones = rollbacks.count == 1 ? "1 zone" : "\(rollbacks.count) zones"
                 guard let tty = Terminal.open() else {
-                    throw CLIError.usage("the backup takes \(zones) back before what you saw; nothing was written. Pass --yes to restore it and reset your marks to the backup's heads")
+                    throw CLIError.usage("the backup takes \(zones) back before what you saw (\(rollbacks.map { Self.describe($0, me: me) }.joined(separator: "; "))); "
+                                         + "nothing was written. Pass --yes to restore it and reset your marks to the backup's heads")
                 }
                 defer { tty.close() }
+                for check in checks { tty.write(Self.describe(check, me: me) + "\n") }
                 guard tty.confirm("The backup takes \(zones) back before what you saw. Restore it and reset your marks of \(rollbacks.count == 1 ? "it" : "them") to the backup's heads? [y/N] ") else {
                     throw CLIError.usage("restore not confirmed; nothing was written")
                 }
+            } else {
+                for check in rollbacks { Output.note("warning: \(Self.describe(check, me: me)); your marks of it go back to the backup's head") }
             }
 
             let store = try await global.openStore(create: true) { vault }
@@ -83,9 +83,10 @@ extension Coffer {
                     findings: result.findings.map { Finding(kind: $0.kind.rawValue, zone: $0.zone?.name, subject: $0.subject, message: $0.message) }))
             } else {
                 for zone in result.restored {
-                    Output.line("Restored \(Self.name(zone.zone, me: vault.identity.userID)): \(zone.entries) log entries, \(zone.records == 1 ? "1 record" : "\(zone.records) records")\(reset.contains(zone.zone) ? "; your marks reset to sequence \(zone.headSeq)" : "").")
+                    let standing = checks.first { $0.zone == zone.zone }.map { " (\(Self.standing($0)))" } ?? ""
+                    Output.line("Restored \(Self.name(zone.zone, me: me)): \(zone.entries) log entries, \(zone.records == 1 ? "1 record" : "\(zone.records) records")\(standing)\(reset.contains(zone.zone) ? "; your marks reset to sequence \(zone.headSeq)" : "").")
                 }
-                for skipped in result.skipped { Output.line("Skipped \(Self.name(skipped.zone, me: vault.identity.userID)): \(skipped.reason).") }
+                for skipped in result.skipped { Output.line("Skipped \(Self.name(skipped.zone, me: me)): \(skipped.reason).") }
                 Output.line("Restored \(result.restored.count == 1 ? "1 zone" : "\(result.restored.count) zones") and \(result.contacts) contact cards from the backup of \(Output.iso(backup.created))\(result.tookStoreID ? "; the store took the backup's store id" : "").")
                 for finding in result.findings { Output.note("finding: \(Output.oneLine(finding.message))") }
             }
@@ -98,7 +99,12 @@ extension Coffer {
 
         /// "Notes: backup at sequence 12, you last saw 15 (3 entries older)".
         static func describe(_ check: Backup.MarkCheck, me: String) -> String {
-            let head = "\(name(check.zone, me: me)): backup at sequence \(check.backupSeq)"
+            "\(name(check.zone, me: me)): \(standing(check))"
+        }
+
+        /// "backup at sequence 12, you last saw 15 (3 entries older)".
+        static func standing(_ check: Backup.MarkCheck) -> String {
+            let head = "backup at sequence \(check.backupSeq)"
             switch check.standing {
             case .current:
                 return check.seenSeq.map { "\(head), you last saw \($0)" } ?? "\(head), you have not seen it before"
