@@ -109,3 +109,49 @@ struct BackupTests {
         }
     }
 }
+
+/// The backup fixture in `Keys/`: a backup of format version 1 that must keep opening and
+/// restoring (made by Fixture Alice from `store-v7.sqlite`, see `Keys/README.md`).
+@Suite("Backup fixture in Keys/")
+struct BackupFixtureTests {
+    static let file = "backup-v1.backup"
+
+    @Test("Keys/backup-v1.backup opens with Fixture Alice's vault and restores her zones, which audit clean")
+    func fixtureRestores() async throws {
+        try await StoreFixtureTests.withCopy(StoreFixtureTests.v7) { f in
+            let bytes = [UInt8](try Data(contentsOf: StoreFixtureTests.keysFolder.appendingPathComponent(Self.file)))
+            let backup = try Backup(sealed: bytes, vault: f.alice)
+            #expect(backup.summaries.map(\.zone.name) == ["Notes", "Private"] && backup.recordCount == 4)
+            await expectStoreError(.permissionFailure) { _ = try Backup(sealed: bytes, vault: f.bob) }
+            let target = try Store(path: f.folder.appendingPathComponent("restored.sqlite").path)
+            let session = try target.session(vault: f.alice)
+            let result = try await session.restore(backup, resettingMarks: true)
+            #expect(result.findings.isEmpty && result.tookStoreID)
+            let aliceID = f.alice.identity.userID, bobID = f.bob.identity.userID
+            let query = Query(recordType: "Note")
+            StoreFixtureTests.check(try await session.privateDatabase.query(query, in: ZoneID(name: "Notes", ownerID: aliceID)).records,
+                                    against: StoreFixtureTests.notes, alice: aliceID, bob: bobID)
+            StoreFixtureTests.check(try await session.privateDatabase.query(query, in: ZoneID(name: "Private", ownerID: aliceID)).records,
+                                    against: StoreFixtureTests.privateRecords, alice: aliceID, bob: bobID)
+            let bob = try target.session(vault: f.bob)
+            StoreFixtureTests.check(try await bob.sharedDatabase.query(query, in: ZoneID(name: "Notes", ownerID: aliceID)).records,
+                                    against: StoreFixtureTests.notes, alice: aliceID, bob: bobID)
+        }
+    }
+
+    /// Writes the fixture once, on purpose: `COFFER_WRITE_FIXTURES=1 swift test --filter
+    /// BackupFixtureTests/writeFixture`. Refuses to replace one that exists.
+    @Test(.enabled(if: ProcessInfo.processInfo.environment["COFFER_WRITE_FIXTURES"] == "1",
+                   "writes the backup fixture in Keys/ only when COFFER_WRITE_FIXTURES=1"))
+    func writeFixture() async throws {
+        let target = StoreFixtureTests.keysFolder.appendingPathComponent(Self.file)
+        guard !FileManager.default.fileExists(atPath: target.path) else {
+            Issue.record("Keys/\(Self.file) exists; fixtures are never replaced (delete it by hand to re-make it)")
+            return
+        }
+        try await StoreFixtureTests.withCopy(StoreFixtureTests.v7) { f in
+            let session = try f.store.session(vault: f.alice)
+            try Data(try await session.makeBackup().sealed(by: f.alice)).write(to: target)
+        }
+    }
+}
