@@ -15,11 +15,11 @@ struct Coffer: AsyncParsableCommand {
 
             Exit codes: 0 ok, 1 other failure, 64 bad command line or no passphrase, 65 malformed or \
             tampered input, 66 not found, 69 the store's server cannot be reached, 73 already exists, 75 conflict \
-            or busy, 77 wrong passphrase or not allowed.
+            or busy, 77 wrong passphrase or not allowed, 130 or 143 stopped by Ctrl-C (SIGINT) or SIGTERM.
             """,
         version: "0.1.0",
-        subcommands: [VaultCommand.self, ContactCommand.self, ZoneCommand.self, RecordCommand.self, ShareCommand.self, Changes.self, Audit.self, Serve.self, Demo.self,
-                      Unlock.self, Lock.self, AgentRun.self]
+        subcommands: [VaultCommand.self, ContactCommand.self, ZoneCommand.self, RecordCommand.self, ShareCommand.self, Changes.self, Audit.self,
+                      BackupCommand.self, RestoreCommand.self, Unlock.self, Lock.self, Serve.self, Demo.self, AgentRun.self]
     )
 }
 

@@ -41,7 +41,7 @@ struct InstallCheckTests {
         #expect(rendered.status == 0, "\(String(decoding: rendered.stderr, as: UTF8.self))")
         // Every command, with its options, as its help has them.
         for expected in ["record  Records with plain", "put     Create or replace a record", "--field name", "--profile name",
-                         "share", "audit", "serve"] {
+                         "share", "audit", "serve", "backup", "restore", "unlock"] {
             #expect(text.contains(expected), "the rendered page lacks '\(expected)'")
         }
     }

@@ -31,23 +31,37 @@ public struct RecordImport: Sendable {
     public let zone: ZoneID
     /// The checked records, each after its parent when the parent is in the file.
     public var records: [Record] { (0..<count).map { record(at: $0) } }
-    /// The number of checked records.
-    public let count: Int
+    /// The number of checked records (left to save, after ``skipStored(in:)``).
+    public private(set) var count: Int
     /// The records in file order as the parallel check left them (each chunk of `chunkSize`
     /// lines, with each record checked and encoded as its save needs it, so the save, on one
     /// thread, does not do it again): kept in place, not copied into one array.
     let chunks: [Chunk]
     let chunkSize: Int
     /// The save order, by index in file order: nil when it is the file's order.
-    let order: [Int]?
+    private(set) var order: [Int]?
     /// Empty lists of fields the zone does not know yet, each fixed with the batch of the
     /// first record (by index in ``records``) that has it, so a refused batch fixes nothing.
-    let newEmptyLists: [(record: Int, declaration: FieldDeclaration)]
+    private(set) var newEmptyLists: [(record: Int, declaration: FieldDeclaration)]
 
     /// The outcome of a save.
     public struct Summary: Sendable, Hashable {
+        /// Records saved.
         public let records: Int
+        /// Batches saved.
         public let batches: Int
+        /// The records the save had to save.
+        public let total: Int
+        /// Whether the save stopped before the end, when asked to (see ``save(to:progress:stopping:)``).
+        public let stopped: Bool
+
+        /// `total`: the records of the whole import, `records` when it ran to the end.
+        init(records: Int, batches: Int, total: Int? = nil, stopped: Bool = false) {
+            self.records = records
+            self.batches = batches
+            self.total = total ?? records
+            self.stopped = stopped
+        }
     }
 
     /// Parses and checks every line of `jsonLines` (UTF-8, one JSON object per line; blank lines
@@ -175,6 +189,62 @@ public struct RecordImport: Sendable {
         return chunks[c].records[k]
     }
 
+    /// Leaves out of the save every record that the zone holds already exactly as the file
+    /// has it: same name, type and parent, and the same plain and encrypted fields (names,
+    /// types and values). What an import stopped part way (or a save that failed after some
+    /// batches) left to do is then what is saved: records saved before keep their change tags,
+    /// and a record changed since, or saved only in part, is saved again.
+    ///
+    /// ```swift
+    /// var checked = try await RecordImport(jsonLines: data, into: zone, of: db)
+    /// let skipped = try await checked.skipStored(in: db)
+    /// ```
+    /// - Returns: the number of records left out.
+    /// - Throws: the store's errors for reading the zone's records (a record that fails
+    ///   verification is not left out: it is saved again).
+    @discardableResult
+    public mutating func skipStored(in database: RecordDatabase) async throws -> Int {
+        var existing = Set<String>()
+        for chunk in chunks { existing.formUnion(chunk.existing.keys) }
+        guard !existing.isEmpty else { return 0 }
+        var positions = [String: Int]()
+        for i in 0..<count {
+            let (c, k) = location(i)
+            let name = chunks[c].records[k].name
+            if existing.contains(name) { positions[name] = i }
+        }
+        var skipped = Set<Int>()
+        let names = positions.keys.sorted()
+        for start in stride(from: 0, to: names.count, by: Limits.maxBatchRecords) {
+            let page = Array(names[start..<min(start + Limits.maxBatchRecords, names.count)])
+            let stored = try await database.records(named: page, in: zone)
+            for name in page {
+                guard case .success(let record)? = stored[name], let i = positions[name] else { continue }
+                let (c, k) = location(i)
+                let line = chunks[c].records[k]
+                if record.recordType == line.recordType, record.parent == line.parent, record.values == line.values,
+                   record.encryptedValues == line.encryptedValues {
+                    skipped.insert(i)
+                }
+            }
+        }
+        guard !skipped.isEmpty else { return 0 }
+        var kept = [Int](), newPosition = [Int](repeating: 0, count: count)
+        kept.reserveCapacity(count - skipped.count)
+        for i in 0..<count {
+            newPosition[i] = kept.count
+            if !skipped.contains(i) { kept.append(order?[i] ?? i) }
+        }
+        // A declaration goes with the first record kept at or after the one it went with
+        // (declaring a field that is fixed already changes nothing); past the last, it is dropped.
+        newEmptyLists = newEmptyLists.compactMap { item in
+            newPosition[item.record] < kept.count ? (newPosition[item.record], item.declaration) : nil
+        }
+        order = kept
+        count = kept.count
+        return skipped.count
+    }
+
     /// Saves the records in atomic batches: at most 400 records and well under the batch size
     /// limit each, parents before children. `progress` is told the records saved so far and the
     /// total after each batch.
@@ -185,16 +255,22 @@ public struct RecordImport: Sendable {
     /// key epoch (a re-key in between) seals them again. The batch before is freed meanwhile, so
     /// the work overlaps on two cores. The checked records are consumed as they are saved.
     ///
+    /// `stopping` is asked before each batch: once it says true, the save stops there, between
+    /// two atomic batches, and its summary says so (``Summary/stopped``): what it saved is whole
+    /// batches, and the rest can be saved later (see ``skipStored(in:)``).
+    ///
     /// ```swift
     /// let summary = try await checked.save(to: db) { done, total in print("\(done)/\(total)") }
     /// ```
     /// - Throws: the first failing batch's error (for a partial failure, the code of one of its
     ///   records), with a message that says how many records earlier batches saved.
     @discardableResult
-    public consuming func save(to database: RecordDatabase, progress: ((_ saved: Int, _ total: Int) -> Void)? = nil) async throws -> Summary {
+    public consuming func save(to database: RecordDatabase, progress: ((_ saved: Int, _ total: Int) -> Void)? = nil,
+                               stopping: (@Sendable () -> Bool)? = nil) async throws -> Summary {
         let plan = batchPlan()
         let zone = self.zone, total = count
-        guard !plan.isEmpty else { return Summary(records: 0, batches: 0) }
+        guard !plan.isEmpty else { return Summary(records: 0, batches: 0, total: 0) }
+        if stopping?() == true { return Summary(records: 0, batches: 0, total: total, stopped: true) }
         let sealing = try await database.session.sealingKey(for: zone)
         // The records, handed whole to the task that seals them, which moves each into its batch.
         let handoff = Handoff(Source(chunks: chunks, order: order, chunkSize: chunkSize))
@@ -221,6 +297,7 @@ public struct RecordImport: Sendable {
             var imported = 0
             var previous: Batch?
             for n in plan.indices {
+                if n > 0, stopping?() == true { return Summary(records: imported, batches: n, total: total, stopped: true) }
                 guard let batch = await batches.next() else { throw CancellationError() }
                 async let written = database.modify(saving: batch.records, prepared: batch.prepared, in: zone, policy: .allKeys,
                                                     declaring: batch.declarations, time: batch.time)
@@ -239,7 +316,7 @@ public struct RecordImport: Sendable {
                 imported += batch.records.count
                 progress?(imported, total)
             }
-            return Summary(records: imported, batches: plan.count)
+            return Summary(records: imported, batches: plan.count, total: total)
         }
     }
 

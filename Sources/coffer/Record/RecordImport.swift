@@ -1,7 +1,12 @@
 import ArgumentParser
+import CofferCrypto
 import CofferStore
 import CofferVault
+import Dispatch
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 
 extension Coffer.RecordCommand {
     struct Import: AsyncParsableCommand {
@@ -13,10 +18,19 @@ extension Coffer.RecordCommand {
                 double, string, bool and list, unless 'types' or the zone's schema says otherwise (a date as an \
                 ISO 8601 string, bytes as base64, a ref as a name). The whole file is checked before anything is \
                 saved; records that exist are replaced.
+
+                Ctrl-C (SIGINT) or SIGTERM stops the import after the batch being saved: it prints how many \
+                records were saved and exits 130 (SIGINT) or 143 (SIGTERM). The same command with --resume then \
+                saves the rest: it leaves out each record the zone holds exactly as the file has it.
                 """)
 
         @Argument(help: "The zone.") var zone: String
         @Argument(help: ArgumentHelp("The JSON lines file ('-' for stdin).", valueName: "file")) var file: String
+        @Flag(name: .customLong("create-zone"), help: "Create the zone (and the store) if missing: a zone you own.")
+        var createZone = false
+        @Flag(name: .customLong("resume"), help: "Leave out the records the zone holds exactly as the file has them (to finish an import that stopped).")
+        var resume = false
+        @OptionGroup var quiet: QuietOption
         @OptionGroup var global: GlobalOptions
 
         func run() async throws {
@@ -29,27 +43,87 @@ extension Coffer.RecordCommand {
                 }
                 data = read
             }
-            let context = try await SessionContext(global, createStore: false)
+            let context = try await SessionContext(global, createStore: createZone)
+            // From here on (past any passphrase prompt), Ctrl-C and SIGTERM stop the import
+            // between two batches.
+            let stop = StopSignal()
             let zoneID = try await context.zone(zone)
-            let progress = isatty(STDERR_FILENO) != 0
+            var created = false
+            if createZone {
+                guard zoneID.ownerID == context.session.userID else {
+                    throw CLIError.usage("--create-zone creates a zone you own; '\(zone)' is another user's")
+                }
+                if try await !context.db.zones().contains(where: { $0.id == zoneID }) {
+                    _ = try await context.db.createZone(named: zoneID.name)
+                    created = true
+                }
+            }
+            let progress = isatty(STDERR_FILENO) != 0 && !global.json
             let summary: RecordImport.Summary
+            var skipped = 0
             do {
                 // The whole file is checked before anything is saved.
-                let checked = try await RecordImport(jsonLines: data, into: zoneID, of: context.db(zoneID))
-                summary = try await checked.save(to: context.db(zoneID)) { imported, total in
-                    if progress { FileHandle.standardError.write(Data("\rImported \(imported) of \(total) records".utf8)) }
+                var checked: RecordImport
+                do {
+                    checked = try await RecordImport(jsonLines: data, into: zoneID, of: context.db(zoneID))
+                } catch {
+                    // A zone made for a file that does not import goes again.
+                    if created { try? await context.db.deleteZone(zoneID) }
+                    throw error
                 }
+                if resume { skipped = try await checked.skipStored(in: context.db(zoneID)) }
+                summary = try await checked.save(to: context.db(zoneID), progress: { imported, total in
+                    if progress { FileHandle.standardError.write(Data("\rImported \(imported) of \(total) records".utf8)) }
+                }, stopping: { stop.received != nil })
             } catch let e as StoreError {
                 if progress { Output.note("") }
+                if e.code == .zoneNotFound, !createZone, zoneID.ownerID == context.session.userID {
+                    throw CLIError(ExitStatus.notFound, "no zone '\(zoneID.name)' of yours in this store; create it with 'coffer zone create \(zoneID.name)', or pass --create-zone")
+                }
                 throw CLIError(ErrorReporter.status(for: e.code), e.message)
             }
             if progress { Output.note("") }
+            quiet.apply()
+            let total = summary.total + skipped
+            if summary.stopped, let signal = stop.received {
+                let done = summary.records + skipped
+                if global.json {
+                    try RecordOutput.printJSON(["imported": summary.records, "skipped": skipped, "total": total, "batches": summary.batches,
+                                                "stopped": true, "signal": signal == SIGINT ? "SIGINT" : "SIGTERM"] as [String: Any])
+                }
+                Output.note("Stopped after \(done) of \(total) records (\(summary.batches == 1 ? "1 atomic batch" : "\(summary.batches) atomic batches") saved"
+                            + "\(skipped > 0 ? ", \(skipped) there before" : "")); run the same command with --resume to import the rest.")
+                throw CLIError(128 + signal, "stopped after \(done) of \(total) records")
+            }
             if global.json {
-                try Output.json(["imported": summary.records, "batches": summary.batches])
+                try RecordOutput.printJSON(["imported": summary.records, "skipped": skipped, "total": total, "batches": summary.batches,
+                                            "stopped": false, "createdZone": created] as [String: Any])
             } else {
                 let records = summary.records == 1 ? "1 record" : "\(summary.records) records"
-                Output.line("Imported \(records) into \(zoneID.name) in \(summary.batches == 1 ? "1 atomic batch" : "\(summary.batches) atomic batches").")
+                let skippedText = resume ? " (\(skipped == 1 ? "1 record" : "\(skipped) records") already there left out)" : ""
+                Output.line("\(created ? "Created zone \(zoneID.name). " : "")Imported \(records) into \(zoneID.name) in \(summary.batches == 1 ? "1 atomic batch" : "\(summary.batches) atomic batches")\(skippedText).")
             }
         }
     }
+}
+
+/// SIGINT and SIGTERM, caught instead of ending the process: the command asks ``received``
+/// between two steps and stops there.
+final class StopSignal: Sendable {
+    private let signal = Locked<Int32?>(nil)
+    private let sources: Locked<[any DispatchSourceSignal]>
+
+    init() {
+        sources = Locked([])
+        for number in [SIGINT, SIGTERM] {
+            Glibc.signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            source.setEventHandler { [signal] in signal.withLock { $0 = $0 ?? number } }
+            source.resume()
+            sources.withLock { $0.append(source) }
+        }
+    }
+
+    /// The first signal received, if any.
+    var received: Int32? { signal.withLock { $0 } }
 }

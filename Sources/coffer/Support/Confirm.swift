@@ -1,14 +1,22 @@
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 
-/// Yes-or-no questions for commands that destroy or roll back data.
-enum Confirm {
-    /// Whether a person can answer: standard input and standard error are a terminal.
-    static var canAsk: Bool { isatty(STDIN_FILENO) != 0 && isatty(STDERR_FILENO) != 0 }
-
-    /// Asks `question` on stderr and reads the answer from the terminal: true only for `y` or `yes`.
-    static func ask(_ question: String) -> Bool {
-        FileHandle.standardError.write(Data("\(question) [y/N] ".utf8))
-        guard let answer = readLine(strippingNewline: true) else { return false }
-        return ["y", "yes"].contains(answer.trimmingCharacters(in: .whitespaces).lowercased())
+/// Yes-or-no questions, for commands that destroy or roll back data.
+extension Terminal {
+    /// Asks a yes-or-no question; true only for an answer of `y` or `yes` (any case).
+    func confirm(_ question: String) -> Bool {
+        write(question)
+        var line = [UInt8]()
+        var byte: UInt8 = 0
+        while line.count < 64 {
+            let n = Glibc.read(fd, &byte, 1)
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 || byte == 0x0a { break }
+            line.append(byte)
+        }
+        let answer = String(decoding: line, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines).lowercased()
+        return answer == "y" || answer == "yes"
     }
 }

@@ -11,12 +11,14 @@ extension Coffer.VaultCommand.ItemCommand {
         @Option(help: "The service the secret is for.") var service: String
         @Option(help: "The account at that service.") var account: String
         @Option(help: "A label to show in lists.") var label: String?
+        @OptionGroup var quiet: QuietOption
         @OptionGroup var global: VaultOptions
 
         func run() async throws {
             let vault = try global.openVault()
             let secret = try SecretInput.read(prompt: "Secret for \(service) (\(account)): ")
             try vault.addItem(service: service, account: account, label: label, secret: secret)
+            quiet.apply()
             if global.json {
                 try Output.json(ItemJSON(try vault.item(service: service, account: account)))
             } else {

@@ -13,6 +13,7 @@ extension Coffer.VaultCommand.ItemCommand {
         @Option(help: "The account.") var account: String
         @Option(help: "A new label.") var label: String?
         @Flag(help: "Keep the secret: change only the label (nothing is read from stdin).") var keepSecret = false
+        @OptionGroup var quiet: QuietOption
         @OptionGroup var global: VaultOptions
 
         func validate() throws {
@@ -26,6 +27,7 @@ extension Coffer.VaultCommand.ItemCommand {
             let secret = keepSecret ? nil : try SecretInput.read(prompt: "New secret for \(service) (\(account)): ")
             try vault.updateItems(matching: VaultItemQuery(itemClass: .generic, service: service, account: account),
                                   secret: secret, label: label)
+            quiet.apply()
             if global.json {
                 try Output.json(ItemJSON(try vault.item(service: service, account: account)))
             } else {

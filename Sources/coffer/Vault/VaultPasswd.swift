@@ -15,6 +15,7 @@ extension Coffer.VaultCommand {
         @Flag(help: "Also re-seal the vault under a new vault key, dropping all key files (old copies keep the same identity keys).")
         var rekey = false
         @Option(help: "A new Argon2id cost: interactive, moderate or sensitive.") var kdf: KDFPreset?
+        @OptionGroup var quiet: QuietOption
         @OptionGroup var global: VaultOptions
 
         static let changedMessage = """
@@ -41,6 +42,7 @@ extension Coffer.VaultCommand {
             } else {
                 try vault.changePassphrase(to: newPassphrase, kdf: kdf?.parameters)
             }
+            quiet.apply()
             if global.json {
                 struct Changed: Encodable { let userID: String, rekeyed: Bool }
                 try Output.json(Changed(userID: vault.identity.userID, rekeyed: rekey))

@@ -78,8 +78,10 @@ extension Coffer.ZoneCommand {
         func run() async throws {
             let context = try await SessionContext(global, createStore: false)
             let id = try await context.zone(zone)
-            if !yes, Confirm.canAsk, let count = try await context.db.zones().first(where: { $0.id == id })?.recordCount, count > 0 {
-                guard Confirm.ask("Delete zone \(id.name) and its \(count == 1 ? "record" : "\(count) records") for good?") else {
+            if !yes, let tty = Terminal.open() {
+                defer { tty.close() }
+                if let count = try await context.db.zones().first(where: { $0.id == id })?.recordCount, count > 0,
+                   !tty.confirm("Delete zone \(id.name) and its \(count == 1 ? "record" : "\(count) records") for good? [y/N] ") {
                     throw CLIError(ExitStatus.failure, "zone \(id.name) was not deleted")
                 }
             }

@@ -48,96 +48,33 @@ extension Session {
         guard let log = t.logs[rowID]?.entries, log.last?.seq == state.headSeq else {
             throw StoreError(.busy, "zone '\(zoneID.name)' changed while it was read; push it again")
         }
-        let listed = log.filter { stored in LogEntry.decode(stored.body).map { [.commit, .rewrite, .genesis].contains($0.kind) } ?? false }
+        let listed = log.filter { ZoneCopy.isListed($0.body) }
         t.merge(try await Self.fetch(listed.map { .logEntry(zoneRowID: rowID, seq: $0.seq) }, from: source)) { $0 }
         let authors = Set(log.compactMap { LogEntry.decode($0.body)?.authorID }).union([userID])
         t.merge(try await Self.fetch(authors.sorted().map { .contact($0) }, from: source)) { $0 }
 
-
-        // The cards, the zone and its log, keys and schema.
-        var head = [StorageSnapshot.Write]()
-        for user in authors.sorted() {
+        // The cards, then the zone whole (see ``ZoneCopy``).
+        let copy = try ZoneCopy(zone: zone, from: t)
+        let head = try authors.sorted().map { user -> StorageSnapshot.Write in
             guard let stored = t.contacts[user] ?? nil else { throw StoreError(.integrityFailure, "the card of \(user), who signed zone '\(zoneID.name)', is missing") }
-            let card = try ContactCard.verify(Data(stored.card))
-            let identity = card.identity
-            head.append(.contact(userID: identity.userID, name: identity.name, email: identity.email,
-                                 signingKey: Array(identity.signingKey.rawRepresentation), boxKey: Array(identity.boxKey.rawRepresentation),
-                                 card: stored.card, cardCreated: card.created, added: stored.added))
+            return try Self.contactWrite(card: stored.card, added: stored.added)
         }
-        head.append(.insertZone(rowID: newRowID, uid: zone.uid, id: zoneID, created: zone.created.timeIntervalSince1970))
-        var batches = [[StorageSnapshot.Write]]()
-        var current = head
-        for stored in log {
-            guard let entry = LogEntry.decode(stored.body) else { throw StoreError(.integrityFailure, "zone '\(zoneID.name)' holds a malformed log entry") }
-            let lists = (t.entries[rowID]?[stored.seq] ?? nil)
-            current.append(.appendLog(zoneRowID: newRowID, head: stored.seq - 1, entry: entry, body: stored.body, signature: stored.signature,
-                                      hash: stored.hash, entries: lists?.entries, names: lists?.names))
-            if current.count >= 2_000 {
-                batches.append(current)
-                current = []
-            }
-        }
-        for (epoch, members) in (t.wrappedKeys[rowID] ?? [:]).sorted(by: { $0.key < $1.key }) {
-            for (member, wrapped) in members.sorted(by: { $0.key < $1.key }) {
-                current.append(.wrappedKey(zoneRowID: newRowID, epoch: epoch, memberID: member, wrapped: wrapped))
-            }
-        }
-        for (epoch, sealed) in (t.chainedKeys[rowID] ?? [:]).sorted(by: { $0.key < $1.key }) {
-            current.append(.storeChainedKey(zoneRowID: newRowID, epoch: epoch, sealed: sealed))
-        }
-        if let link = t.shareLinks[rowID] ?? nil {
-            current.append(.storeShareLink(zoneRowID: newRowID, epoch: link.epoch, sealedKey: link.sealedKey, sealedSecret: link.sealedSecret))
-        }
-        current.append(.setZoneMembers(zoneRowID: newRowID, members: t.zoneMembers[rowID] ?? [], shareUID: t.zoneShareUIDs[rowID] ?? nil))
-        var schema = [String: [String: FieldType]]()
-        for (recordType, fields) in (t.schemaRows[rowID] ?? [:]).sorted(by: { $0.key < $1.key }) {
-            for field in fields {
-                guard let type = FieldType(name: field.valueType) else { throw StoreError(.integrityFailure, "zone '\(zoneID.name)' has a schema row of unknown type") }
-                schema[recordType, default: [:]][field.field] = type
-                current.append(.fieldSchema(zoneRowID: newRowID, recordType: recordType, field: field.field,
-                                            schema: FieldSchema(type: type, encrypted: field.encrypted)))
-            }
-        }
-        // Deleted names, for the change feed: each deletion's author, time and label are its
-        // commit's, which the log signs.
-        let entriesBySeq = Dictionary(log.compactMap { stored in LogEntry.decode(stored.body).map { (stored.seq, $0) } }, uniquingKeysWith: { a, _ in a })
-        for (name, seq) in (t.tombstoneLists[rowID] ?? [:]).sorted(by: { $0.key < $1.key }) {
-            guard let entry = entriesBySeq[seq] else { continue }
-            current.append(.addTombstone(zoneRowID: newRowID, name: name, seq: seq, authorID: entry.authorID,
-                                         label: RecordsPayload.decode(entry.payload)?.label, time: entry.time))
-        }
-        current.append(.touchZone(rowID: newRowID))
-        batches.append(current)
-
-        // The rows as stored, 400 a batch; each carries its plain values' types, which its
-        // version hash signs.
-        let names = t.pages[rowID]?["all"] ?? []
-        var rows = [StorageSnapshot.Write]()
-        for name in names {
-            guard let row = t.records[rowID]?[name] ?? nil else { continue }
-            let count = row.plainCount
-            let version: SealedVersion = try row.withBytes { bytes in
-                let plain = UnsafeRawBufferPointer(rebasing: bytes[..<count])
-                let values = try PlainValuesCodec.decode(plain, typeOf: { schema[row.type]?[$0] })
-                let sealed = row.hasSealed ? Array(bytes[count...]) : nil
-                let stamp = VersionStamp(name: row.name, type: row.type, parent: row.parent, seq: row.seq, epoch: row.epoch,
-                                         membershipSeq: row.membershipSeq, creatorID: row.creatorID, modifierID: row.modifierID,
-                                         created: row.created, modified: row.modified)
-                return SealedVersion(stamp: stamp, plain: Array(plain), plainTypes: PlainValuesCodec.typeCodes(values), sealed: sealed, digest: .zero)
-            }
-            rows.append(.insertRecord(zoneRowID: newRowID, version))
-            if rows.count == Limits.maxBatchRecords {
-                batches.append(rows)
-                rows = []
-            }
-        }
-        if !rows.isEmpty { batches.append(rows) }
+        let batches = try copy.batches(zoneRowID: newRowID, head: head)
         for (i, batch) in batches.enumerated() {
             try await destination.apply(batch, operation: nil)
             progress(i + 1, batches.count)
         }
-        store.logger.info("zone pushed", metadata: ["zone": "\(zoneID.name)", "entries": "\(log.count)", "records": "\(names.count)"])
-        return PushResult(entries: log.count, records: names.count)
+        store.logger.info("zone pushed", metadata: ["zone": "\(zoneID.name)", "entries": "\(log.count)", "records": "\(copy.rows.count)"])
+        return PushResult(entries: log.count, records: copy.rows.count)
+    }
+
+    /// The write that stores a contact card as it was added.
+    static func contactWrite(card bytes: [UInt8], added: Double) throws -> StorageSnapshot.Write {
+        let card = try ContactCard.verify(Data(bytes))
+        let identity = card.identity
+        return .contact(userID: identity.userID, name: identity.name, email: identity.email,
+                        signingKey: Array(identity.signingKey.rawRepresentation), boxKey: Array(identity.boxKey.rawRepresentation),
+                        card: bytes, cardCreated: card.created, added: added)
     }
 
     /// What `needs` read from `driver`, in one fetch.

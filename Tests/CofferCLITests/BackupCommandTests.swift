@@ -1,0 +1,424 @@
+import CofferTestSupport
+import Foundation
+import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `coffer backup` and `coffer restore`: a sealed snapshot of everything a user owns or reads,
+/// put back into an empty store exactly as it was; and export/import for migration.
+@Suite("coffer backup / restore, export --all, import --create-zone and --resume")
+struct BackupCommandTests {
+    // MARK: - Helpers
+
+    /// Runs coffer as `who` on the store (or server) `target` instead of the team's.
+    @discardableResult
+    static func run(_ team: Team, _ who: Who, on target: String, _ arguments: [String], env: [String: String] = [:]) throws -> CofferResult {
+        let flag = target.hasPrefix("http") ? "--server" : "--store"
+        return try team.sandbox.coffer(arguments + ["--vault", team.vault(who), flag, target], env: withPassphrase.merging(env) { $1 })
+    }
+
+    /// `record get --json` of every record of `zone`, by name, on `target`.
+    static func records(_ team: Team, _ who: Who, on target: String, zone: String) throws -> [String: JSON] {
+        let export = try run(team, who, on: target, ["record", "export", zone])
+        expectSuccessWithNotes(export)
+        var result = [String: JSON]()
+        for line in try jsonLines(export) {
+            let name = try #require(line["name"] as? String)
+            let got = try run(team, who, on: target, ["record", "get", zone, name, "--json"])
+            expectSuccess(got)
+            result[name] = JSON(try jsonObject(got))
+        }
+        return result
+    }
+
+    /// Alice's Notes (records with plain and secret fields, a parent, a deletion, one written by
+    /// Bob) shared read-write with Bob, who owns Ideas.
+    static func fill(_ team: Team) throws {
+        try team.createZone(.alice, "Notes")
+        try team.put(.alice, "Notes", "n1", type: "Note", set: ["title=Shopping", "count:int=3", "when:date=2026-11-22T10:30:00.250Z"],
+                     secret: ["body=eggs, milk"])
+        try team.put(.alice, "Notes", "n2", type: "Note", set: ["title=Child"], secret: ["body=inner"], extra: ["--parent", "n1"])
+        try team.put(.alice, "Notes", "gone", type: "Note", set: ["title=Temporary"])
+        try team.ok(.alice, ["record", "delete", "Notes", "gone"])
+        if team.server != nil { try team.exchangeCards([.alice, .bob]) }
+        try team.share(.alice, "Notes", with: [(.bob, "read-write")])
+        try team.put(.bob, "Notes@\(team.id(.alice))", "fromBob", type: "Note", set: ["title=Bob's"], secret: ["body=by bob"])
+        try team.createZone(.bob, "Ideas")
+        try team.put(.bob, "Ideas", "i1", type: "Idea", set: ["title=Mine"], secret: ["body=bob only"])
+    }
+
+    func fileMode(_ path: String) throws -> Int {
+        try #require(try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int)
+    }
+
+    // MARK: - Backup and restore, locally
+
+    @Test("backup → restore into a new store: audit clean, records, tags, creators and dates identical; the shared zone works for both users")
+    func roundTripLocal() throws {
+        let team = try Team([.alice, .bob])
+        try Self.fill(team)
+        let file = team.sandbox.path("alice.backup")
+        let made = try team.json(.alice, ["backup", "--output", file])
+        #expect(made["zones"] as? Int == 1 && made["records"] as? Int == 3, "\(made)")
+        #expect((made["bytes"] as? Int ?? 0) > 0 && made["contacts"] as? Int == 2, "\(made)")
+        #expect(try fileMode(file) == 0o600)
+        // Sealed: no plain value or name is in the file.
+        let bytes = try team.sandbox.read(file)
+        for text in ["eggs, milk", "Shopping", "Notes", "fromBob"] {
+            #expect(bytes.range(of: Data(text.utf8)) == nil, "'\(text)' is readable in the backup")
+        }
+        // Bob's backup holds his zone and the zone Alice shares with him.
+        let bobFile = team.sandbox.path("bob.backup")
+        #expect(try team.json(.bob, ["backup", "--output", bobFile])["zones"] as? Int == 2)
+
+        let restored = team.sandbox.path("restored.sqlite")
+        let r = try Self.run(team, .alice, on: restored, ["restore", file, "--json"])
+        expectSuccess(r)
+        let summary = try jsonObject(r)
+        #expect(summary["tookStoreID"] as? Bool == true && summary["records"] as? Int == 3, "\(summary)")
+        // Identical records, as each user reads them, and a clean audit for both.
+        #expect(try Self.records(team, .alice, on: restored, zone: "Notes") == Self.records(team, .alice, on: team.store, zone: "Notes"))
+        let shared = "Notes@\(team.id(.alice))"
+        let bobsOld = try Self.records(team, .bob, on: team.store, zone: shared)
+        let bobsNew = try Self.records(team, .bob, on: restored, zone: shared)
+        #expect(bobsNew == bobsOld)
+        if case .object(let fromBob)? = bobsNew["fromBob"] { #expect(fromBob["creator"] == JSON(team.id(.bob))) } else { Issue.record("no fromBob") }
+        for who in [Who.alice, .bob] {
+            let audit = try Self.run(team, who, on: restored, ["audit", "--json"])
+            expectSuccess(audit)
+            #expect(objects(try jsonObject(audit), "findings").isEmpty, "\(audit)")
+        }
+        // The change feed (deleted names, tokens that name the store) is as before; the share URL too.
+        let changes = try Self.run(team, .alice, on: restored, ["changes", "Notes", "--json"])
+        expectSuccess(changes)
+        #expect(JSON(try jsonObject(changes)) == JSON(try team.json(.alice, ["changes", "Notes"])))
+        let url = try Self.run(team, .alice, on: restored, ["share", "url", "Notes"])
+        #expect(url.out == (try team.ok(.alice, ["share", "url", "Notes"])).out)
+        // Bob's backup, restored into a store of its own, holds Alice's zone for him too.
+        let bobs = team.sandbox.path("bob-restored.sqlite")
+        expectSuccess(try Self.run(team, .bob, on: bobs, ["restore", bobFile]))
+        #expect(try Self.records(team, .bob, on: bobs, zone: shared) == bobsOld)
+        #expect(try Self.records(team, .bob, on: bobs, zone: "Ideas") == Self.records(team, .bob, on: team.store, zone: "Ideas"))
+    }
+
+    @Test("a tampered backup (a byte flipped, cut short, grown) is refused with 65 and writes nothing; another user's vault is refused with 77")
+    func tamperedAndForeign() throws {
+        let team = try Team([.alice, .bob])
+        try team.createZone(.alice, "Notes")
+        try team.put(.alice, "Notes", "n1", type: "Note", set: ["title=One"], secret: ["body=secret"])
+        let file = team.sandbox.path("alice.backup")
+        try team.ok(.alice, ["backup", "--output", file])
+        let good = [UInt8](try team.sandbox.read(file))
+        var variants = [(String, [UInt8])]()
+        for offset in [9, 20, 60, 100, 200, good.count / 2, good.count - 70, good.count - 1] {
+            var flipped = good
+            flipped[offset] ^= 0x01
+            variants.append(("byte \(offset) flipped", flipped))
+        }
+        variants.append(("cut short", Array(good.dropLast(1))))
+        variants.append(("cut to half", Array(good.prefix(good.count / 2))))
+        variants.append(("grown", good + [0]))
+        for (what, bytes) in variants {
+            let path = try team.sandbox.write("tampered.backup", Data(bytes))
+            let target = team.sandbox.path("t.sqlite")
+            let r = try Self.run(team, .alice, on: target, ["restore", path, "--yes"])
+            expectFailure(r, 65)
+            #expect(!team.sandbox.exists(target), "\(what): a store was made\n\(r)")
+        }
+        let notBackup = try team.sandbox.write("not.backup", "hello")
+        expectFailure(try Self.run(team, .alice, on: team.sandbox.path("t.sqlite"), ["restore", notBackup]), 65, mentioning: "not a Coffer backup")
+        // Bob's vault does not open Alice's backup.
+        let r = try Self.run(team, .bob, on: team.sandbox.path("t.sqlite"), ["restore", file, "--yes"])
+        expectFailure(r, 77, mentioning: "vault that made it")
+        #expect(!team.sandbox.exists(team.sandbox.path("t.sqlite")))
+        // A missing backup file is 66.
+        expectFailure(try Self.run(team, .alice, on: team.sandbox.path("t.sqlite"), ["restore", team.sandbox.path("nowhere")]), 66)
+    }
+
+    @Test("restore into a store that has zones is refused with 73; --output onto a file is 73 unless --force")
+    func nonEmptyAndOverwrite() throws {
+        let team = try Team([.alice, .bob])
+        try team.createZone(.alice, "Notes")
+        let file = team.sandbox.path("alice.backup")
+        try team.ok(.alice, ["backup", "--output", file])
+        try team.fails(.alice, ["backup", "--output", file], 73, mentioning: "--force")
+        let before = try team.sandbox.read(file)
+        try team.ok(.alice, ["backup", "--output", file, "--force"])
+        #expect(try team.sandbox.read(file) != before, "--force wrote a new backup")
+        #expect(try fileMode(file) == 0o600)
+        // The team's own store has the zone; another user's zone in a store counts too.
+        try team.fails(.alice, ["restore", file], 73, mentioning: "not empty")
+        let other = team.sandbox.path("other.sqlite")
+        expectSuccess(try Self.run(team, .bob, on: other, ["zone", "create", "BobsOwn"]))
+        expectFailure(try Self.run(team, .alice, on: other, ["restore", file]), 73, mentioning: "not empty")
+        // Files left by the failed writes: none.
+        let leftovers = try FileManager.default.contentsOfDirectory(atPath: team.sandbox.root.path).filter { $0.contains(".tmp-") }
+        #expect(leftovers.isEmpty, "\(leftovers)")
+    }
+
+    @Test("an older backup is a rollback: refused without a terminal or --yes (64, nothing written); with --yes the marks are reset and reads work")
+    func rollback() throws {
+        let team = try Team([.alice])
+        try team.createZone(.alice, "Notes")
+        try team.put(.alice, "Notes", "n1", type: "Note", set: ["title=One"])
+        let file = team.sandbox.path("old.backup")
+        try team.ok(.alice, ["backup", "--output", file])
+        for i in 2...4 { try team.put(.alice, "Notes", "n\(i)", type: "Note", set: ["title=\(i)"]) }
+        let target = team.sandbox.path("restored.sqlite")
+        let refused = try Self.run(team, .alice, on: target, ["restore", file])
+        expectFailure(refused, 64, mentioning: "--yes")
+        #expect(refused.err.contains("Notes: backup at sequence 2, you last saw 5 (3 entries older)"), "\(refused)")
+        #expect(!team.sandbox.exists(target), "a refused restore made a store")
+        // Declined on a terminal: nothing written either.
+        let executable = try CofferProcess.executableURL().path
+        func onTerminal(typing answer: String) throws -> CofferResult {
+            let command = [executable, "restore", file, "--vault", team.vault(.alice), "--store", target].joined(separator: " ")
+            return try team.sandbox.shell("(sleep 1; printf '%s\\n' \"$1\") | script -qec \"$0\" /dev/null", [command, answer], env: withPassphrase)
+        }
+        let declined = try onTerminal(typing: "n")
+        #expect(declined.status == 64 && declined.out.contains("[y/N]"), "\(declined)")
+        #expect(!team.sandbox.exists(target))
+        let accepted = try onTerminal(typing: "y")
+        #expect(accepted.status == 0 && accepted.out.contains("marks reset to sequence 2"), "\(accepted)")
+        // The restored store reads without a rollback error, and audits clean.
+        #expect(try Self.records(team, .alice, on: target, zone: "Notes").keys.sorted() == ["n1"])
+        expectSuccess(try Self.run(team, .alice, on: target, ["record", "get", "Notes", "n1"]))
+        expectSuccess(try Self.run(team, .alice, on: target, ["audit"]))
+        // The old store, now newer than the marks, still reads (its log extends the backup's).
+        try team.ok(.alice, ["record", "get", "Notes", "n4"])
+        // --yes without a terminal, into another new store.
+        let second = team.sandbox.path("second.sqlite")
+        // (Reading the old store took the marks to its head again.)
+        let again = try Self.run(team, .alice, on: second, ["restore", file, "--yes", "--json"])
+        expectSuccessWithNotes(again)
+        #expect(again.err.contains("warning: Notes: backup at sequence 2, you last saw 5 (3 entries older)"), "\(again)")
+        #expect(objects(try jsonObject(again), "zones").first?["marksReset"] as? Bool == true)
+        // A backup at what the user saw is no rollback: nothing to confirm, the marks stay.
+        let current = team.sandbox.path("current.backup")
+        try team.ok(.alice, ["backup", "--output", current])
+        let third = try Self.run(team, .alice, on: team.sandbox.path("third.sqlite"), ["restore", current])
+        expectSuccess(third)
+        #expect(third.out.contains("Restored Notes: 5 log entries, 4 records (backup at sequence 5, you last saw 5)."), "\(third)")
+    }
+
+    // MARK: - Through a server
+
+    @Test("through a server: backup, then restore onto another server; audit clean, records identical; a store with your zones is refused")
+    func throughServer() async throws {
+        let sandbox = try Sandbox()
+        let first = try await ServerProcess.start(store: sandbox.path("first.sqlite"), in: sandbox)
+        let second = try await ServerProcess.start(store: sandbox.path("second.sqlite"), in: sandbox)
+        defer {
+            kill(first.process.pid, SIGKILL)
+            kill(second.process.pid, SIGKILL)
+        }
+        let team = try Team([.alice, .bob], sandbox: sandbox, server: first.url)
+        try Self.fill(team)
+        let file = sandbox.path("alice.backup")
+        try team.ok(.alice, ["backup", "--output", file])
+        #expect(try fileMode(file) == 0o600)
+        let bobFile = sandbox.path("bob.backup")
+        try team.ok(.bob, ["backup", "--output", bobFile])
+
+        let r = try Self.run(team, .alice, on: second.url, ["restore", file, "--json"])
+        expectSuccess(r)
+        #expect(try jsonObject(r)["tookStoreID"] as? Bool == false)
+        #expect(try Self.records(team, .alice, on: second.url, zone: "Notes") == Self.records(team, .alice, on: first.url, zone: "Notes"))
+        // Bob, on the new server: the shared zone as before; his own zone back from his backup,
+        // while Alice's zone is hers to restore (skipped).
+        let shared = "Notes@\(team.id(.alice))"
+        #expect(try Self.records(team, .bob, on: second.url, zone: shared) == Self.records(team, .bob, on: first.url, zone: shared))
+        let bobs = try Self.run(team, .bob, on: second.url, ["restore", bobFile, "--json"])
+        expectSuccess(bobs)
+        let bobSummary = try jsonObject(bobs)
+        #expect(objects(bobSummary, "zones").map { $0["zone"] as? String } == ["Ideas"] && objects(bobSummary, "skipped").count == 1, "\(bobSummary)")
+        #expect(try Self.records(team, .bob, on: second.url, zone: "Ideas") == Self.records(team, .bob, on: first.url, zone: "Ideas"))
+        for who in [Who.alice, .bob] {
+            let audit = try Self.run(team, who, on: second.url, ["audit", "--json"])
+            expectSuccess(audit)
+            #expect(objects(try jsonObject(audit), "findings").isEmpty, "\(audit)")
+        }
+        // Again onto the server that has her zones: refused.
+        expectFailure(try Self.run(team, .alice, on: second.url, ["restore", file]), 73, mentioning: "not empty")
+        // Export --all and import through the server too.
+        let folder = sandbox.path("exported")
+        try team.ok(.alice, ["record", "export", "--all", "--output", folder])
+        #expect(try fileMode(folder + "/Notes.jsonl") == 0o600)
+    }
+
+    // MARK: - Export and import for migration
+
+    @Test("export --output FILE and --all --output DIR: files 0600, the folder 0700, never over a file without --force; import --create-zone")
+    func exportAllAndImportCreateZone() throws {
+        let team = try Team([.alice, .bob])
+        try Self.fill(team)
+        let single = team.sandbox.path("notes.jsonl")
+        let one = try team.json(.alice, ["record", "export", "Notes", "--output", single])
+        #expect(one["records"] as? Int == 3, "\(one)")
+        #expect(try fileMode(single) == 0o600)
+        try team.fails(.alice, ["record", "export", "Notes", "--output", single], 73, mentioning: "--force")
+        try team.ok(.alice, ["record", "export", "Notes", "--output", single, "--force"])
+        // Standard output still works as before.
+        #expect(try jsonLines(try team.ok(.alice, ["record", "export", "Notes"])).count == 3)
+
+        let folder = team.sandbox.path("out/all")
+        try team.fails(.bob, ["record", "export", "--all", "--output", folder], 66)
+        try FileManager.default.createDirectory(atPath: team.sandbox.path("out"), withIntermediateDirectories: true)
+        let all = try team.json(.bob, ["record", "export", "--all", "--output", folder])
+        #expect(all["records"] as? Int == 4, "\(all)")
+        #expect(try fileMode(folder) == 0o700)
+        let sharedFile = "Notes@\(team.id(.alice)).jsonl"
+        #expect(try FileManager.default.contentsOfDirectory(atPath: folder).sorted() == ["Ideas.jsonl", sharedFile].sorted())
+        for name in ["Ideas.jsonl", sharedFile] { #expect(try fileMode(folder + "/" + name) == 0o600) }
+        try team.fails(.bob, ["record", "export", "--all", "--output", folder], 73, mentioning: "--force")
+        try team.ok(.bob, ["record", "export", "--all", "--output", folder, "--force"])
+        try team.fails(.bob, ["record", "export", "--all"], 64)
+        try team.fails(.bob, ["record", "export", "Ideas", "--all", "--output", folder], 64)
+
+        // Into a fresh store: without --create-zone the error says to pass it; with it, the zone
+        // (and the store) is made and holds the records.
+        let fresh = team.sandbox.path("fresh.sqlite")
+        expectFailure(try Self.run(team, .bob, on: fresh, ["record", "import", "Ideas", folder + "/Ideas.jsonl"]), 66, mentioning: "no store")
+        expectSuccess(try Self.run(team, .bob, on: fresh, ["zone", "create", "Other"]))
+        let missing = try Self.run(team, .bob, on: fresh, ["record", "import", "Ideas", folder + "/Ideas.jsonl"])
+        expectFailure(missing, 66, mentioning: "--create-zone")
+        // --create-zone also makes a store that does not exist.
+        let newer = team.sandbox.path("newer.sqlite")
+        expectSuccess(try Self.run(team, .bob, on: newer, ["record", "import", "Ideas", folder + "/Ideas.jsonl", "--create-zone"]))
+        let created = try Self.run(team, .bob, on: fresh, ["record", "import", "Ideas", folder + "/Ideas.jsonl", "--create-zone", "--json"])
+        expectSuccess(created)
+        #expect(try jsonObject(created)["createdZone"] as? Bool == true)
+        let copied = try Self.run(team, .bob, on: fresh, ["record", "get", "Ideas", "i1", "--json"])
+        expectSuccess(copied)
+        #expect(json(try jsonObject(copied), "encryptedValues") == JSON(["body": "bob only"]))
+        // A second time the zone is there: --create-zone changes nothing, the records are replaced.
+        let again = try Self.run(team, .bob, on: fresh, ["record", "import", "Ideas", folder + "/Ideas.jsonl", "--create-zone", "--json"])
+        expectSuccess(again)
+        #expect(try jsonObject(again)["createdZone"] as? Bool == false)
+        // A file that does not import leaves no zone behind.
+        let bad = try team.sandbox.write("bad.jsonl", "{\"name\": \"x\"}\n")
+        expectFailure(try Self.run(team, .bob, on: fresh, ["record", "import", "Nope", bad, "--create-zone"]), 65)
+        let list = try Self.run(team, .bob, on: fresh, ["zone", "list"])
+        #expect(!list.out.contains("Nope"), "\(list)")
+    }
+
+    // MARK: - Interrupted imports
+
+    /// `count` records of about 600 bytes each, as JSON lines.
+    static func importFile(_ team: Team, _ name: String, count: Int, range: Range<Int>? = nil) throws -> String {
+        let lines = (range ?? 0..<count).map { i in
+            "{\"name\": \"r\(String(format: "%05d", i))\", \"type\": \"Item\", \"values\": {\"n\": \(i), \"pad\": \"\(String(repeating: "x", count: 500))\"}, \"encryptedValues\": {\"s\": \"secret \(i)\"}}"
+        }
+        return try team.sandbox.write(name, lines.joined(separator: "\n") + "\n")
+    }
+
+    /// The CPU time (user + system, in clock ticks) of a process so far.
+    static func cpuTicks(_ pid: pid_t) -> Int? {
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+              let close = stat.lastIndex(of: ")") else { return nil }
+        let fields = stat[stat.index(after: close)...].split(separator: " ")
+        guard fields.count > 13, let user = Int(fields[11]), let system = Int(fields[12]) else { return nil }
+        return user + system
+    }
+
+    @Test("SIGINT during an import stops after a whole batch (exit 130, 'stopped after N of M'); --resume saves the rest once, keeping what was saved")
+    func interruptedImport() async throws {
+        let team = try Team([.alice])
+        try team.createZone(.alice, "Bulk")
+        let file = try Self.importFile(team, "bulk.jsonl", count: 2000)
+        let sqlite = try #require(["/usr/bin/sqlite3", "/usr/local/bin/sqlite3", "/bin/sqlite3"].first { FileManager.default.isExecutableFile(atPath: $0) })
+        // Another process holds the store's write lock, so that the import's first batch waits
+        // for it: the signal then comes while that batch is being saved.
+        let release = team.sandbox.path("release-lock")
+        let lock = try ChildProcess.Running("/bin/sh", ["-c", "(echo 'BEGIN IMMEDIATE;'; while [ ! -e \(release) ]; do sleep 0.05; done; echo 'COMMIT;') | \(sqlite) \(team.store)"],
+                                            environment: ProcessInfo.processInfo.environment, timeout: 60)
+        try await Task.sleep(for: .milliseconds(500))
+        let executable = try CofferProcess.executableURL().path
+        let importer = try ChildProcess.Running(executable, ["record", "import", "Bulk", file, "--vault", team.vault(.alice), "--store", team.store],
+                                                environment: team.sandbox.baseEnvironment.merging(withPassphrase) { $1 }, timeout: 120)
+        // Waiting for the lock: the import has checked the file and uses no CPU any more.
+        var last = -1, still = 0
+        for _ in 0..<300 where still < 15 {
+            try await Task.sleep(for: .milliseconds(100))
+            let ticks = Self.cpuTicks(importer.pid) ?? -1
+            still = ticks == last ? still + 1 : 0
+            last = ticks
+        }
+        kill(importer.pid, SIGINT)
+        _ = try team.sandbox.write("release-lock", "")
+        let stopped = await importer.stop(SIGCONT, seconds: 60)
+        _ = await lock.stop(SIGTERM)
+        let err = String(decoding: stopped.stderr, as: UTF8.self)
+        #expect(stopped.status == 130, "\(err)")
+        let saved = Int(try SQLiteShell.run(team.store, "SELECT count(*) FROM record").trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
+        #expect(saved > 0 && saved < 2000 && saved % 400 == 0, "whole batches only: \(saved) records saved\n\(err)")
+        #expect(err.contains("Stopped after \(saved) of 2000 records") && err.contains("error: stopped after \(saved) of 2000 records"), "\(err)")
+        #expect(err.contains("--resume"), "\(err)")
+        let tagsBefore = try SQLiteShell.run(team.store, "SELECT name, seq FROM record ORDER BY name")
+
+        let resumed = try team.json(.alice, ["record", "import", "Bulk", file, "--resume"])
+        #expect(resumed["skipped"] as? Int == saved && resumed["imported"] as? Int == 2000 - saved, "\(resumed)")
+        let names = try SQLiteShell.run(team.store, "SELECT count(*), count(DISTINCT name) FROM record").trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(names == "2000|2000")
+        // The records saved before keep their change tags (they were left out, not saved again).
+        let before = Set(tagsBefore.split(separator: "\n"))
+        let after = Set(try SQLiteShell.run(team.store, "SELECT name, seq FROM record ORDER BY name").split(separator: "\n"))
+        #expect(before.count == saved && before.isSubset(of: after), "records saved before were saved again")
+        expectSuccess(try team.run(.alice, ["audit"]))
+    }
+
+    @Test("--resume through a server: the lines already there are left out, a changed one is saved again, the rest is saved")
+    func resumeThroughServer() async throws {
+        try await ServerCommandTests.withServer([.alice]) { team, _ in
+            try team.createZone(.alice, "Bulk")
+            let part = try Self.importFile(team, "part.jsonl", count: 900, range: 0..<450)
+            try team.ok(.alice, ["record", "import", "Bulk", part])
+            let kept = try team.get(.alice, "Bulk", "r00001")
+            try team.put(.alice, "Bulk", "r00002", type: "Item", set: ["n:int=-1"])
+            let whole = try Self.importFile(team, "whole.jsonl", count: 900)
+            let resumed = try team.json(.alice, ["record", "import", "Bulk", whole, "--resume"])
+            #expect(resumed["skipped"] as? Int == 449 && resumed["imported"] as? Int == 451, "\(resumed)")
+            #expect(JSON(try team.get(.alice, "Bulk", "r00001")) == JSON(kept), "a record left out kept its tag and dates")
+            #expect(json(try team.get(.alice, "Bulk", "r00002"), "values") != JSON(["n": -1]), "the changed record was saved again")
+            #expect(try jsonLines(try team.ok(.alice, ["record", "export", "Bulk"])).count == 900)
+        }
+    }
+
+    // MARK: - PostgreSQL
+
+    static let postgres = ProcessInfo.processInfo.environment["COFFER_TEST_POSTGRES"]
+
+    @Test("restore into an empty PostgreSQL database: it takes the backup's store id; audit clean, records identical",
+          .enabled(if: postgres != "skip", "COFFER_TEST_POSTGRES=skip: the PostgreSQL tests are left out"))
+    func restoreIntoPostgres() throws {
+        let url = try #require(Self.postgres.flatMap { $0.isEmpty ? nil : $0 }, "COFFER_TEST_POSTGRES is not set: run the tests with `make test`")
+        let components = try #require(URLComponents(string: url))
+        let host = components.queryItems?.first { $0.name == "host" }?.value
+        let psql = try #require((["/usr/bin/psql"] + ((try? FileManager.default.contentsOfDirectory(atPath: "/usr/lib/postgresql")) ?? [])
+            .map { "/usr/lib/postgresql/\($0)/bin/psql" }).first { FileManager.default.isExecutableFile(atPath: $0) }, "psql is not installed")
+        let database = "coffer_backup_\(UInt32.random(in: 0...UInt32.max))"
+        func admin(_ sql: String) throws {
+            var args = ["-X", "-q", "-d", String(components.path.dropFirst()), "-U", components.user ?? "postgres", "-c", sql]
+            if let host { args += ["-h", host] }
+            let r = try ChildProcess.run(psql, args, environment: ProcessInfo.processInfo.environment, timeout: 60)
+            try #require(r.status == 0, "psql \(sql): \(String(decoding: r.stderr, as: UTF8.self))")
+        }
+        try admin("CREATE DATABASE \(database)")
+        defer { try? admin("DROP DATABASE \(database)") }
+        var target = URLComponents(string: url)!
+        target.path = "/" + database
+        let team = try Team([.alice, .bob])
+        try Self.fill(team)
+        let file = team.sandbox.path("alice.backup")
+        try team.ok(.alice, ["backup", "--output", file])
+        let restored = try Self.run(team, .alice, on: target.string!, ["restore", file, "--json"])
+        expectSuccess(restored)
+        #expect(try jsonObject(restored)["tookStoreID"] as? Bool == true)
+        #expect(try Self.records(team, .alice, on: target.string!, zone: "Notes") == Self.records(team, .alice, on: team.store, zone: "Notes"))
+        expectSuccess(try Self.run(team, .alice, on: target.string!, ["audit"]))
+        let url1 = try Self.run(team, .alice, on: target.string!, ["share", "url", "Notes"])
+        #expect(url1.out == (try team.ok(.alice, ["share", "url", "Notes"])).out)
+        expectFailure(try Self.run(team, .alice, on: target.string!, ["restore", file]), 73)
+    }
+}
