@@ -23,6 +23,9 @@ struct Serve: AsyncParsableCommand {
     @Option(name: .customLong("store"), help: ArgumentHelp("The store to serve: an SQLite file (made if missing) or postgres://USER@HOST[:PORT]/DB. Default: COFFER_STORE, or the default store.", valueName: "path|url"))
     var store: String?
 
+    @Flag(help: "Print the listening line as one JSON object: {\"url\", \"store\", \"listening\"}.")
+    var json = false
+
     func validate() throws {
         _ = try Self.address(listen)
         if store?.isEmpty == true { throw CLIError.usage("--store was given an empty path") }
@@ -74,7 +77,14 @@ struct Serve: AsyncParsableCommand {
         let shown = PostgresURL.isPostgresURL(location.lowercased()) ? ((try? PostgresURL(location))?.description ?? "PostgreSQL") : location
         try await CofferServer.run(host: host, port: port, store: location, logger: logger) { port in
             let where_ = host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
-            Output.line("Listening on http://\(where_) (store: \(shown)); stop with Ctrl-C or SIGTERM.")
+            if json {
+                // One JSON line, so that a script can read the address (port 0 picks a free one) and go on reading.
+                if let line = try? RecordOutput.data(["url": "http://\(where_)", "store": shown, "listening": true] as [String: Any], pretty: false) {
+                    FileHandle.standardOutput.write(line + Data("\n".utf8))
+                }
+            } else {
+                Output.line("Listening on http://\(where_) (store: \(shown)); stop with Ctrl-C or SIGTERM.")
+            }
         }
     }
 }

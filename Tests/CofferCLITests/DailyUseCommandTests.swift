@@ -249,4 +249,20 @@ struct DailyUseCommandTests {
         expectSuccess(shown)
         #expect(!FileManager.default.fileExists(atPath: sandbox.path("x.sqlite")))
     }
+
+    @Test("serve --json prints its address as one JSON line, and a bad --listen with --json is a JSON error")
+    func serveJSON() async throws {
+        let sandbox = try Sandbox()
+        let process = try ChildProcess.Running(try CofferProcess.executableURL().path,
+                                               ["serve", "--listen", "127.0.0.1:0", "--store", sandbox.path("s.sqlite"), "--json"],
+                                               environment: sandbox.baseEnvironment, directory: sandbox.root.path, timeout: 300)
+        let line = await process.waitForOutput(seconds: 120) { out -> String? in out.hasSuffix("\n") ? out : nil }
+        let stopped = await process.stop()
+        let text = try #require(line, "no line from coffer serve --json")
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any])
+        #expect((object["url"] as? String)?.hasPrefix("http://127.0.0.1:") == true && object["listening"] as? Bool == true, "\(object)")
+        #expect(stopped.status == 0)
+        let bad = try sandbox.coffer(["serve", "--listen", "nowhere", "--json"])
+        #expect(bad.status == 64 && (try? JSONSerialization.jsonObject(with: bad.stderr)) is [String: Any], "\(bad)")
+    }
 }
