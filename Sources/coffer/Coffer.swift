@@ -18,7 +18,7 @@ struct Coffer: AsyncParsableCommand {
             or busy, 77 wrong passphrase or not allowed.
             """,
         version: "0.1.0",
-        subcommands: [VaultCommand.self, ContactCommand.self, ZoneCommand.self, RecordCommand.self, ShareCommand.self, Changes.self, Audit.self, Serve.self, Demo.self]
+        subcommands: [VaultCommand.self, ContactCommand.self, ZoneCommand.self, RecordCommand.self, SchemaCommand.self, ShareCommand.self, Changes.self, Audit.self, Serve.self, Demo.self]
     )
 }
 

@@ -33,9 +33,12 @@ extension Coffer.RecordCommand {
             let zoneID = try await context.zone(zone)
             let progress = isatty(STDERR_FILENO) != 0
             let summary: RecordImport.Summary
+            let delta: SchemaDelta
             do {
                 // The whole file is checked before anything is saved.
+                let zoneSchema = try await context.db(zoneID).schema(in: zoneID)
                 let checked = try await RecordImport(jsonLines: data, into: zoneID, of: context.db(zoneID))
+                delta = SchemaDelta(fields: checked.newFields.keys.sorted().map { ($0, Set(checked.newFields[$0]!.keys)) }, schema: zoneSchema)
                 summary = try await checked.save(to: context.db(zoneID)) { imported, total in
                     if progress { FileHandle.standardError.write(Data("\rImported \(imported) of \(total) records".utf8)) }
                 }
@@ -44,8 +47,12 @@ extension Coffer.RecordCommand {
                 throw CLIError(ErrorReporter.status(for: e.code), e.message)
             }
             if progress { Output.note("") }
+            for line in SchemaNotes.describe(delta, zone: zoneID.name) { Output.note("note: " + line) }
             if global.json {
-                try Output.json(["imported": summary.records, "batches": summary.batches])
+                struct NewField: Encodable { let type: String, field: String }
+                struct ImportJSON: Encodable { let imported: Int, batches: Int, newTypes: [String], newFields: [NewField] }
+                try Output.json(ImportJSON(imported: summary.records, batches: summary.batches, newTypes: delta.newTypes.map(\.name),
+                                           newFields: delta.newFields.map { NewField(type: $0.recordType, field: $0.name) }))
             } else {
                 let records = summary.records == 1 ? "1 record" : "\(summary.records) records"
                 Output.line("Imported \(records) into \(zoneID.name) in \(summary.batches == 1 ? "1 atomic batch" : "\(summary.batches) atomic batches").")
