@@ -15,8 +15,13 @@ public final class Session: Sendable {
     public let vault: Vault
     /// Zone row id → key epoch → zone key, each checked against its commitment in the log.
     let zoneKeys = Locked<[Int64: [Int64: SymmetricKey]]>([:])
-    /// (zone row id, record type) → field → spec. Schema entries never change once written.
+    /// (zone row id, record type) → field → spec. A field's entry keeps its type until its
+    /// zone's owner drops it (``dropFields(_:of:zone:label:)``), when no record uses it.
     let schemas = Locked<[SchemaKey: [String: FieldSchema]]>([:])
+    /// Counts the times this session saw a cached schema lose or change a field (a drop, here or
+    /// by another process): a ``RowContext`` notes it, so that a ``DecodeWorker`` does not take a
+    /// schema of as many fields for the same one.
+    let schemaGeneration = Locked<Int>(0)
     /// Zone row id → the zone's log as verified so far (see ``ZoneLog``).
     let logs = Locked<[Int64: ZoneLog]>([:])
     /// What a write leaves for after its transaction commits (the log it extended, the mark).
@@ -27,8 +32,9 @@ public final class Session: Sendable {
     /// values (see ``Session/context(_:zone:row:)``), kept between reads. Each is made from the
     /// caches above, so a zone's are dropped whenever its schema or key caches change
     /// (``forgetRowContexts(zoneRowID:)``). One made while another thread changes them may be
-    /// kept with the older schema: schemas only grow, so its rows then decode as `.staleSchema`,
-    /// which reads the schema afresh and drops the kept contexts: slower once, never wrong.
+    /// kept with the older schema: its rows then decode as `.staleSchema` (a field it lacks, or a
+    /// row that does not match its entry under it), which reads the schema afresh and decodes
+    /// once more: slower once, never wrong.
     let rowContexts = Locked<[Int64: [RowContextKey: RowContext]]>([:])
     /// Decode workers kept between reads (see ``DecodeWorker``).
     let decodeWorkers = Locked<[DecodeWorker]>([])

@@ -192,13 +192,18 @@ func expectRecordShape(_ object: [String: Any], sourceLocation: SourceLocation =
 }
 
 /// `record put --json` (`put`) is the `record get --json` of the same record (`got`), but with
-/// `encryptedFields`, the sorted names of its encrypted fields, in place of `encryptedValues`.
+/// `encryptedFields`, the sorted names of its encrypted fields, in place of `encryptedValues`, and
+/// `newFields` and `newType`, what the save added to the zone's schema.
 func expectSavedShape(_ put: [String: Any], of got: [String: Any], sourceLocation: SourceLocation = #_sourceLocation) {
     #expect(put["encryptedValues"] == nil, "record put printed encryptedValues: \(put)", sourceLocation: sourceLocation)
     let names = ((got["encryptedValues"] as? [String: Any]) ?? [:]).keys.sorted()
     #expect(put["encryptedFields"] as? [String] == names, "encryptedFields is not \(names): \(put)", sourceLocation: sourceLocation)
     var rest = put, gotRest = got
     rest["encryptedFields"] = nil
+    // What the save added to the schema: only a write says it.
+    #expect(put["newFields"] is [String] && put["newType"] is Bool, "record put lacks newFields or newType: \(put)", sourceLocation: sourceLocation)
+    rest["newFields"] = nil
+    rest["newType"] = nil
     gotRest["encryptedValues"] = nil
     #expect(JSON(rest) == JSON(gotRest), "record put --json and record get --json differ\nput: \(JSON(put))\nget: \(JSON(got))",
             sourceLocation: sourceLocation)

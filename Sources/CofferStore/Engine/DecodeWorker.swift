@@ -9,7 +9,7 @@ import Foundation
 /// worker is used by one read at a time.
 final class DecodeWorker {
     private(set) var zone: ZoneRow
-    private var last: (type: String, schema: [String: FieldSchema], count: Int)?
+    private var last: (type: String, schema: [String: FieldSchema], count: Int, generation: Int)?
     private var lastKey: (epoch: Int64, key: SymmetricKey)?
     private var fieldTypes = FieldTypeCache()
     /// Where this worker's envelopes are opened (wiped after each record).
@@ -35,13 +35,14 @@ final class DecodeWorker {
 
     func decode(_ row: StoredRow, _ shared: RowContext) -> DecodeOutcome {
         let schema: [String: FieldSchema]
-        // Schemas only grow (a field, once saved, keeps its type): one with as many fields as
-        // the context's is the same schema.
-        if let last, last.type == row.type, last.count == shared.schemaCount {
+        // Schemas only grow (a field, once saved, keeps its type) until a field is dropped,
+        // which moves the session's schema generation on: one with as many fields as the
+        // context's, of its generation, is the same schema.
+        if let last, last.type == row.type, last.count == shared.schemaCount, last.generation == shared.schemaGeneration {
             schema = last.schema
         } else {
             schema = shared.schema
-            last = (row.type, schema, shared.schemaCount)
+            last = (row.type, schema, shared.schemaCount, shared.schemaGeneration)
             fieldTypes = FieldTypeCache()
         }
         var key: Result<SymmetricKey, any Error>?

@@ -11,12 +11,15 @@ final class RowContext: Sendable {
     let key: Result<SymmetricKey, any Error>?
     /// `schema.count`, readable from other threads without touching the dictionary's reference count.
     let schemaCount: Int
+    /// The session's ``Session/schemaGeneration`` when the context was made.
+    let schemaGeneration: Int
 
-    init(commit: VerifiedCommit, schema: [String: FieldSchema], key: Result<SymmetricKey, any Error>?) {
+    init(commit: VerifiedCommit, schema: [String: FieldSchema], key: Result<SymmetricKey, any Error>?, schemaGeneration: Int = 0) {
         self.commit = commit
         self.schema = schema
         self.key = key
         schemaCount = schema.count
+        self.schemaGeneration = schemaGeneration
     }
 }
 

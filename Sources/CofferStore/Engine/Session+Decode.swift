@@ -44,6 +44,9 @@ extension Session {
                 }
                 guard matches(row, commit, author: author, modifier: modifierID, zone: zone, plain: plain,
                               plainTypes: UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: codes[0..<count])), sealed: sealed) else {
+                    // A field the session's schema has with another type: the owner may have
+                    // dropped it and it was fixed again since; read the schema again first.
+                    if !final { return .staleSchema }
                     return .failed(mismatch(row, zone: zone))
                 }
                 return opened(row, values: values, sealed: sealed, changeTag: row.seq == commit.seq ? commit.changeTag : ChangeTag.make(row.seq),
@@ -85,6 +88,7 @@ extension Session {
                         return .staleSchema
                     }
                     guard field(value, encrypted: true, matches: spec) else {
+                        if !final { return .staleSchema }
                         throw StoreError(.integrityFailure, "record '\(row.name)': encrypted field '\(key)' does not match the schema")
                     }
                 }
@@ -190,9 +194,10 @@ extension Session {
             do { commit = try verifiedCommit(db, zone: zone, seq: row.seq, log: log, cached: given == nil) } catch let e as StoreError where e.code == .integrityFailure {
                 throw CommitRefused(reason: e) // named per row by `rowError`: rows of one commit share this context
             }
+            let generation = schemaGeneration.withLock { $0 }
             let schema = try self.schema(db, zoneRowID: zone.rowID, recordType: row.type)
             let key = row.hasSealed ? Result { try zoneKey(db, zone: zone, epoch: row.epoch, state: log.state, cached: given == nil) } : nil
-            return RowContext(commit: commit, schema: schema, key: key)
+            return RowContext(commit: commit, schema: schema, key: key, schemaGeneration: generation)
         }
         // Only whole contexts of the session's own log are kept: a missing key (no access yet,
         // say) is looked up again.

@@ -185,7 +185,7 @@ extension Session {
             let access = try self.checkCanWrite(db, zone: zone)
             var log = access.log
             try db.prefetchRecords(zoneRowID: zone.rowID, saving: records, deleting: deletions)
-            let declared = try self.declareFields(db, zoneRowID: zone.rowID, declarations)
+            _ = try self.declareFields(db, zoneRowID: zone.rowID, declarations)
             let epoch = log.state.epoch
             let key = try self.zoneKey(db, zone: zone, epoch: epoch, state: log.state)
             let seq = log.state.headSeq + 1
@@ -201,8 +201,10 @@ extension Session {
                 types.insert(records[i].recordType)
                 previous = records[i].recordType
             }
+            // Read afresh in the transaction: the zone's owner may have dropped a field since
+            // this session cached the schema (a field saved then is fixed again).
             for type in types where Names.isIdentifier(type) {
-                schemas[type] = try self.schema(db, zoneRowID: zone.rowID, recordType: type, fresh: declared.contains(type))
+                schemas[type] = try self.schema(db, zoneRowID: zone.rowID, recordType: type, fresh: true)
             }
             let context = WriteContext(zone: zone, key: key, epoch: epoch, seq: seq, membershipSeq: membershipSeq,
                                        authorID: me, authorLabel: authorLabel, time: now, schemas: schemas, nonces: nonces,

@@ -21,8 +21,15 @@ extension Session {
             }
             fields[field] = FieldSchema(type: type, encrypted: row.encrypted)
         }
-        schemas.withLock { $0[key] = fields }
-        forgetRowContexts(zoneRowID: zoneRowID)
+        let before = schemas.withLock { cache in
+            defer { cache[key] = fields }
+            return cache[key]
+        }
+        // The contexts kept were made with the schema cached: they stand while it is unchanged.
+        if before != fields {
+            if let before, before.contains(where: { fields[$0.key] != $0.value }) { schemaGeneration.withLock { $0 += 1 } }
+            forgetRowContexts(zoneRowID: zoneRowID)
+        }
         return fields
     }
 

@@ -43,6 +43,9 @@ public struct RecordImport: Sendable {
     /// Empty lists of fields the zone does not know yet, each fixed with the batch of the
     /// first record (by index in ``records``) that has it, so a refused batch fixes nothing.
     private(set) var newEmptyLists: [(record: Int, declaration: FieldDeclaration)]
+    /// The fields the file fixes that the zone's schema did not have when it was checked, by
+    /// record type (a type with none there is new).
+    public let newFields: [String: [String: FieldSchema]]
 
     /// The outcome of a save.
     public struct Summary: Sendable, Hashable {
@@ -175,6 +178,10 @@ public struct RecordImport: Sendable {
         self.count = count
         self.order = order.elementsEqual(0..<count) ? nil : order
         self.newEmptyLists = newEmptyLists.map { (position[$0.record], $0.declaration) }
+        newFields = kinds.compactMapValues { fields in fields.isEmpty ? nil : fields }.reduce(into: [:]) { new, type in
+            let added = type.value.filter { schemas[type.key]?[$0.key] == nil }
+            if !added.isEmpty { new[type.key] = added }
+        }
     }
 
     /// The chunk and the place in it of the record saved `i`th.
@@ -336,6 +343,7 @@ public struct RecordImport: Sendable {
         count = 0
         order = nil
         newEmptyLists = []
+        newFields = [:]
     }
 
     /// The batches of the save, in order: each a range of save positions (at most 400 records

@@ -49,9 +49,11 @@ public enum RecordJSON {
 
     /// Writes the record's object. Without `secrets`, `encryptedFields` (the sorted names of the
     /// encrypted fields) stands in place of `encryptedValues`: the shape a write prints. With
-    /// `transactionAuthor`, that key is added (the change feed's shape).
+    /// `transactionAuthor`, that key is added (the change feed's shape). With `news`, `newFields`
+    /// (the names of the fields the save added to the schema) and `newType` (whether it added the
+    /// record type): the shape `record put` prints.
     package static func write(_ record: Record, schema: [String: FieldSchema]?, userID: String?, secrets: Bool = true,
-                              transactionAuthor: Bool = false, into w: inout JSONWriter) throws {
+                              transactionAuthor: Bool = false, news: (newType: Bool, newFields: [String])? = nil, into w: inout JSONWriter) throws {
         func optional(_ text: String?) { if let text { w.string(text) } else { w.null() } }
         w.beginObject()
         w.key("changeTag"); optional(record.changeTag)
@@ -69,6 +71,13 @@ public enum RecordJSON {
         w.key("modified"); optional(record.modified.map(ISODate.formatSeconds))
         w.key("modifier"); optional(record.modifierID)
         w.key("name"); w.string(record.name)
+        if let news {
+            w.key("newFields")
+            w.beginArray()
+            for field in news.newFields { w.string(field) }
+            w.endArray()
+            w.key("newType"); w.bool(news.newType)
+        }
         w.key("parent"); optional(record.parent)
         if transactionAuthor { w.key("transactionAuthor"); optional(record.transactionAuthor) }
         w.key("type"); w.string(record.recordType)

@@ -75,6 +75,9 @@ final class StorageSnapshot: StorageTransaction {
                        entries: [UInt8]?, names: [UInt8]?)
         case wrappedKey(zoneRowID: Int64, epoch: Int64, memberID: String, wrapped: [UInt8])
         case fieldSchema(zoneRowID: Int64, recordType: String, field: String, schema: FieldSchema)
+        /// Removes a field from the schema; it must be there. Only with the owner's log entry in
+        /// the same batch, which orders the drop among the zone's commits.
+        case dropFieldSchema(zoneRowID: Int64, recordType: String, field: String)
         /// Inserted where the zone had no row of the name.
         case insertRecord(zoneRowID: Int64, SealedVersion)
         /// Replaces the row of the name and type that was at `storedSeq`; `keep`: keep its
@@ -439,6 +442,17 @@ final class StorageSnapshot: StorageTransaction {
     func insertFieldSchema(zoneRowID: Int64, recordType: String, field: String, schema: FieldSchema) throws {
         try write(.fieldSchema(zoneRowID: zoneRowID, recordType: recordType, field: field, schema: schema))
         t.schemaRows[zoneRowID, default: [:]][recordType, default: []].append((field, schema.type.description, schema.encrypted))
+    }
+
+    func allFieldSchemaRows(zoneRowID: Int64) throws -> [String: [(field: String, valueType: String, encrypted: Bool)]] {
+        try requireDetails(zoneRowID)
+        return t.schemaRows[zoneRowID] ?? [:]
+    }
+
+    func deleteFieldSchema(zoneRowID: Int64, recordType: String, field: String) throws {
+        try write(.dropFieldSchema(zoneRowID: zoneRowID, recordType: recordType, field: field))
+        t.schemaRows[zoneRowID]?[recordType]?.removeAll { $0.field == field }
+        if t.schemaRows[zoneRowID]?[recordType]?.isEmpty == true { t.schemaRows[zoneRowID]?[recordType] = nil }
     }
 
     // MARK: Contacts

@@ -98,6 +98,10 @@ protocol StorageTransaction: AnyObject {
     func fieldSchemaRows(zoneRowID: Int64, recordType: String) throws -> [(field: String, valueType: String, encrypted: Bool)]
     /// Fixes a field of a record type in a zone.
     func insertFieldSchema(zoneRowID: Int64, recordType: String, field: String, schema: FieldSchema) throws
+    /// Every field of every record type in a zone as stored, by record type.
+    func allFieldSchemaRows(zoneRowID: Int64) throws -> [String: [(field: String, valueType: String, encrypted: Bool)]]
+    /// Removes a field of a record type from a zone's schema (the engine checked that no record uses it).
+    func deleteFieldSchema(zoneRowID: Int64, recordType: String, field: String) throws
 
     // MARK: Contacts
 

@@ -61,16 +61,20 @@ extension Coffer.RecordCommand {
             let progress = isatty(STDERR_FILENO) != 0 && !global.json
             let summary: RecordImport.Summary
             var skipped = 0
+            let delta: SchemaDelta
             do {
                 // The whole file is checked before anything is saved.
                 var checked: RecordImport
+                let zoneSchema: [String: [String: FieldSchema]]
                 do {
+                    zoneSchema = try await context.db(zoneID).schema(in: zoneID)
                     checked = try await RecordImport(jsonLines: data, into: zoneID, of: context.db(zoneID))
                 } catch {
                     // A zone made for a file that does not import goes again.
                     if created { try? await context.db.deleteZone(zoneID) }
                     throw error
                 }
+                delta = SchemaDelta(fields: checked.newFields.keys.sorted().map { ($0, Set(checked.newFields[$0]!.keys)) }, schema: zoneSchema)
                 if resume { skipped = try await checked.skipStored(in: context.db(zoneID)) }
                 summary = try await checked.save(to: context.db(zoneID), progress: { imported, total in
                     if progress { FileHandle.standardError.write(Data("\rImported \(imported) of \(total) records".utf8)) }
@@ -84,20 +88,28 @@ extension Coffer.RecordCommand {
             }
             if progress { Output.note("") }
             quiet.apply()
+            for line in SchemaNotes.describe(delta, zone: zoneID.name) { Output.note("note: " + line) }
             let total = summary.total + skipped
+            struct NewField: Encodable { let type: String, field: String }
+            let newTypes = delta.newTypes.map(\.name)
+            let newFields = delta.newFields.map { NewField(type: $0.recordType, field: $0.name) }
+            struct ImportJSON: Encodable {
+                let imported: Int, skipped: Int, total: Int, batches: Int, stopped: Bool, signal: String?, createdZone: Bool
+                let newTypes: [String], newFields: [NewField]
+            }
             if summary.stopped, let signal = stop.received {
                 let done = summary.records + skipped
                 if global.json {
-                    try RecordOutput.printJSON(["imported": summary.records, "skipped": skipped, "total": total, "batches": summary.batches,
-                                                "stopped": true, "signal": signal == SIGINT ? "SIGINT" : "SIGTERM"] as [String: Any])
+                    try Output.json(ImportJSON(imported: summary.records, skipped: skipped, total: total, batches: summary.batches, stopped: true,
+                                               signal: signal == SIGINT ? "SIGINT" : "SIGTERM", createdZone: created, newTypes: newTypes, newFields: newFields))
                 }
                 Output.note("Stopped after \(done) of \(total) records (\(summary.batches == 1 ? "1 atomic batch" : "\(summary.batches) atomic batches") saved"
                             + "\(skipped > 0 ? ", \(skipped) there before" : "")); run the same command with --resume to import the rest.")
                 throw CLIError(128 + signal, "stopped after \(done) of \(total) records")
             }
             if global.json {
-                try RecordOutput.printJSON(["imported": summary.records, "skipped": skipped, "total": total, "batches": summary.batches,
-                                            "stopped": false, "createdZone": created] as [String: Any])
+                try Output.json(ImportJSON(imported: summary.records, skipped: skipped, total: total, batches: summary.batches, stopped: false,
+                                           signal: nil, createdZone: created, newTypes: newTypes, newFields: newFields))
             } else {
                 let records = summary.records == 1 ? "1 record" : "\(summary.records) records"
                 let skippedText = resume ? " (\(skipped == 1 ? "1 record" : "\(skipped) records") already there left out)" : ""

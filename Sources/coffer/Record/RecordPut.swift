@@ -11,6 +11,11 @@ extension Coffer.RecordCommand {
                 are set and the others kept. With --if-match TAG the save fails (exit 75) unless the stored \
                 record is still at that change tag. It prints the saved record with its encrypted fields by name \
                 only (--json: encryptedFields, their sorted names): a write prints no secret.
+
+                A field given without a type (key=value) takes the type the zone's schema has for it \
+                (due=2026-01-01 for a date field); a field the schema does not have is a string. A save that \
+                adds a record type or a field to the schema says so on stderr (note: ..., with a "did you mean" \
+                for a name close to one the schema has; --json: newType, newFields); --strict refuses it instead.
                 """)
 
         @Argument(help: "The zone.") var zone: String
@@ -30,23 +35,34 @@ extension Coffer.RecordCommand {
         @Option(name: .customLong("if-match"), help: ArgumentHelp("Save only if the record is at this change tag.", valueName: "tag"))
         var ifMatch: String?
         @Flag(help: "Keep the fields not given (otherwise they are removed).") var merge = false
+        @Flag(help: "Refuse (exit 65) a save that would add a record type or a field to the zone's schema.") var strict = false
+        @OptionGroup var quiet: QuietOption
         @OptionGroup var global: GlobalOptions
 
         func run() async throws {
-            let plainTyped = try plain.map { try FieldAssignment.parseTyped($0, encrypted: false) }
-            let secretArguments = try secret.map { try FieldAssignment.parseTyped($0, encrypted: true) } // errors never quote these
+            // Syntax, and the values of the fields that write a type, before the passphrase.
+            let plainGiven = try plain.map { try FieldAssignment.parsePending($0, encrypted: false) }
+            let secretGiven = try secret.map { try FieldAssignment.parsePending($0, encrypted: true) } // errors never quote these
             let files = try secretFiles.map(FieldAssignment.secretFile)
-            try Self.checkEachFieldOnce(plainTyped.map { ($0.key, "--set") } + secretArguments.map { ($0.key, "--secret") }
+            try Self.checkEachFieldOnce(plainGiven.map { ($0.key, "--set") } + secretGiven.map { ($0.key, "--secret") }
                                         + files.map { ($0.key, "--secret-file") })
             guard files.filter({ $0.path == "-" }).count <= 1 else {
                 throw CLIError.usage("standard input ('-') can be read for one --secret-file only")
             }
-            let secretTyped = try secretArguments + files.map(FieldAssignment.read)
-            let plainFields = plainTyped.map { ($0.key, $0.value) }
-            let secretFields = secretTyped.map { ($0.key, $0.value) }
+            var fileBytes = try files.map(FieldAssignment.read)
             let context = try await SessionContext(global, createStore: false)
             let zoneID = try await context.zone(zone)
             let db = context.db(zoneID)
+            // A field without a written type takes the type the zone's schema gives it.
+            let zoneSchema = try await db.schema(in: zoneID)
+            let fields = zoneSchema[type] ?? [:]
+            let plainTyped = try plainGiven.map { try $0.typed(by: fields[$0.key], recordType: type) }
+            var secretTyped = try secretGiven.map { try $0.typed(by: fields[$0.key], recordType: type) }
+            for i in files.indices {
+                secretTyped.append(try FieldAssignment.value(files[i], bytes: &fileBytes[i], schemaType: fields[files[i].key]?.type, recordType: type))
+            }
+            let plainFields = plainTyped.map { ($0.key, $0.value) }
+            let secretFields = secretTyped.map { ($0.key, $0.value) }
             var record: Record
             var policy = SavePolicy.allKeys
             if merge && ifMatch == nil {
@@ -85,11 +101,19 @@ extension Coffer.RecordCommand {
                 record.values[key] = nil
                 record.encryptedValues[key] = value
             }
+            // What the save would add to the schema: named, or refused with --strict.
+            let delta = SchemaDelta(records: [record], schema: zoneSchema)
+            if strict, !delta.isEmpty {
+                throw CLIError(ExitStatus.dataError, "--strict: " + SchemaNotes.describe(delta, zone: zoneID.name).joined(separator: "; ") + "; nothing was saved")
+            }
             let saved = try await db.save(record, policy: policy, declaring: declarations)
             let schema = try await db.schema(of: saved.recordType, in: zoneID)
+            for line in SchemaNotes.describe(delta, zone: zoneID.name) { Output.note("note: " + line) }
+            quiet.apply()
             // A write prints no secret: encrypted fields by name only.
             if global.json {
-                try RecordOutput.printJSON(saved, context: context, schema: schema, secrets: false)
+                try RecordOutput.printJSON(saved, context: context, schema: schema, secrets: false,
+                                           news: (!delta.newTypes.isEmpty, delta.newFields.map(\.name)))
             } else {
                 RecordOutput.printText(saved, context: context, schema: schema, secrets: false)
             }

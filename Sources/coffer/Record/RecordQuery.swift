@@ -7,7 +7,8 @@ extension Coffer.RecordCommand {
         static let configuration = CommandConfiguration(
             abstract: "Find records of a type by their plain fields.",
             discussion: """
-                OP is one of = != < <= > >= ^= (begins with). Encrypted fields cannot be queried or sorted. A matching \
+                OP is one of = != < <= > >= ^= (begins with): the whole run of the characters = ! < > ^ ~ after \
+                the field, so a value that begins with one of them needs a space before it. Encrypted fields cannot be queried or sorted. A matching \
                 record that fails verification (tampered) is left out: the records that verified are printed, then \
                 the command fails with exit 65 naming the records left out, unless --allow-refused is given.
                 """)
@@ -69,23 +70,40 @@ extension Coffer.RecordCommand {
             try RefusedRecords.check(result.refused, allowed: allowRefused)
         }
 
+        /// The characters an operator is made of: after the field, the whole run of them is the
+        /// operator (`title =~ x` names `=~`, never `=` and a value `~ x`).
+        static let operatorCharacters: Set<Character> = ["=", "!", "<", ">", "^", "~"]
+        static let operatorList = "= != < <= > >= ^="
+
         static func predicate(_ text: String, schema: [String: FieldSchema], type: String) throws -> CofferStore.Query.Predicate {
-            for (symbol, comparison) in operators {
-                guard let range = text.range(of: symbol) else { continue }
-                // The first operator in the text wins; check no earlier one exists.
-                if let earlier = operators.compactMap({ text.range(of: $0.0)?.lowerBound }).min(), earlier < range.lowerBound { continue }
-                let field = text[..<range.lowerBound].trimmingCharacters(in: .whitespaces)
-                let raw = text[range.upperBound...].trimmingCharacters(in: .whitespaces)
-                guard let spec = schema[field] else {
-                    throw CLIError(ExitStatus.dataError, "\(type) has no field '\(field)' in this zone")
-                }
-                guard !spec.encrypted else {
-                    throw CLIError(ExitStatus.dataError, "field '\(field)' is encrypted; encrypted fields cannot be queried")
-                }
-                let valueType: FieldType = spec.type.isList ? spec.type.scalar : spec.type
-                return .init(field, comparison, try FieldAssignment.value(raw, as: valueType, key: field))
+            func notCondition() -> CLIError {
+                CLIError.usage("--where '\(Output.oneLine(text))' is not 'FIELD OP VALUE' with OP one of \(operatorList)")
             }
-            throw CLIError.usage("'\(text)' is not 'FIELD OP VALUE' with OP one of = != < <= > >= ^=")
+            var rest = Substring(text).drop(while: { $0.isWhitespace })
+            let field = String(rest.prefix(while: { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_") }))
+            guard !field.isEmpty else { throw notCondition() }
+            rest = rest.dropFirst(field.count).drop(while: { $0.isWhitespace })
+            let symbol = String(rest.prefix(while: { operatorCharacters.contains($0) }))
+            if symbol.isEmpty {
+                // A word in the operator's place (`title contains x`) is an operator Coffer does not have.
+                let word = rest.prefix(while: { !$0.isWhitespace })
+                if !word.isEmpty, word.count < rest.count {
+                    throw CLIError.usage("unknown operator \"\(Output.oneLine(String(word)))\" in --where '\(Output.oneLine(text))'; use one of \(operatorList)")
+                }
+                throw notCondition()
+            }
+            guard let comparison = operators.first(where: { $0.0 == symbol })?.1 else {
+                throw CLIError.usage("unknown operator \"\(symbol)\" in --where '\(Output.oneLine(text))'; use one of \(operatorList)")
+            }
+            let raw = rest.dropFirst(symbol.count).trimmingCharacters(in: .whitespaces)
+            guard let spec = schema[field] else {
+                throw CLIError(ExitStatus.dataError, "\(type) has no field '\(field)' in this zone")
+            }
+            guard !spec.encrypted else {
+                throw CLIError(ExitStatus.dataError, "field '\(field)' is encrypted; encrypted fields cannot be queried")
+            }
+            let valueType: FieldType = spec.type.isList ? spec.type.scalar : spec.type
+            return .init(field, comparison, try FieldAssignment.value(raw, as: valueType, key: field))
         }
     }
 }

@@ -8,20 +8,53 @@ enum FieldAssignment {
     /// holds it): a secret must never reach stderr.
     static func parseTyped(_ text: String, encrypted: Bool) throws -> (key: String, value: RecordValue, type: FieldType) {
         let (key, type, raw) = try split(text, hidden: encrypted, flag: "--secret", form: "key=value or key:TYPE=value")
-        return (key, try value(raw, as: type, key: key, encrypted: encrypted), type)
+        return (key, try value(raw, as: type ?? .string, key: key, encrypted: encrypted), type ?? .string)
     }
 
-    /// `key=REST` or `key:TYPE=REST` split at the first `=`: the key, the type (`string` when none
+    /// An assignment whose value is parsed once its type is known: at once when it writes a type,
+    /// otherwise with the type the zone's schema gives the field (``typed(as:recordType:)``), or
+    /// as a string for a field the schema does not have.
+    struct Pending {
+        let key: String
+        let encrypted: Bool
+        /// The type written (`key:TYPE=`), nil when none was.
+        let written: FieldType?
+        let raw: String
+        /// The value, when the type was written.
+        let value: RecordValue?
+
+        /// The value and its type, `schema` giving the type when none was written. A value that
+        /// does not parse as the schema's type is 65 naming the field and that type.
+        func typed(by schema: FieldSchema?, recordType: String) throws -> (key: String, value: RecordValue, type: FieldType) {
+            if let value, let written { return (key, value, written) }
+            guard let spec = schema else { return (key, .string(raw), .string) }
+            do {
+                return (key, try FieldAssignment.value(raw, as: spec.type, key: key, encrypted: encrypted), spec.type)
+            } catch let error as CLIError where error.status == ExitStatus.dataError {
+                throw CLIError(error.status, error.message
+                    + " (the zone's schema has field '\(key)' of \(recordType) as \(spec.type); write key:TYPE=value to give a type)")
+            }
+        }
+    }
+
+    /// Parses one assignment, its value only when it writes a type (see ``Pending``).
+    static func parsePending(_ text: String, encrypted: Bool) throws -> Pending {
+        let (key, type, raw) = try split(text, hidden: encrypted, flag: "--secret", form: "key=value or key:TYPE=value")
+        return Pending(key: key, encrypted: encrypted, written: type, raw: raw,
+                       value: try type.map { try value(raw, as: $0, key: key, encrypted: encrypted) })
+    }
+
+    /// `key=REST` or `key:TYPE=REST` split at the first `=`: the key, the type (nil when none
     /// is written) and REST. When `hidden` (the text may hold a secret), errors name `flag`
     /// instead of quoting the text; `form` says what is expected.
-    static func split(_ text: String, hidden: Bool, flag: String, form: String) throws -> (key: String, type: FieldType, rest: String) {
+    static func split(_ text: String, hidden: Bool, flag: String, form: String) throws -> (key: String, type: FieldType?, rest: String) {
         guard let eq = text.firstIndex(of: "=") else {
             throw CLIError(ExitStatus.dataError, hidden
                 ? "a \(flag) argument is not a field assignment: use \(form) (it is not shown because it may hold a secret)"
                 : "'\(text.prefix(60))' is not a field assignment: use \(form)")
         }
         let left = text[..<eq], rest = String(text[text.index(after: eq)...])
-        var key = String(left), type = FieldType.string
+        var key = String(left), type: FieldType?
         if let colon = left.firstIndex(of: ":") {
             key = String(left[..<colon])
             let typeName = String(left[left.index(after: colon)...])

@@ -13,9 +13,11 @@ enum RecordOutput {
     }
 
     /// One record's JSON, pretty, on stdout.
-    static func printJSON(_ record: Record, context: SessionContext, schema: [String: FieldSchema]?, secrets: Bool = true) throws {
+    /// `news`: the `record put` keys `newType` and `newFields` (see ``RecordJSON``).
+    static func printJSON(_ record: Record, context: SessionContext, schema: [String: FieldSchema]?, secrets: Bool = true,
+                          news: (newType: Bool, newFields: [String])? = nil) throws {
         var writer = JSONWriter(pretty: true)
-        try write(record, context: context, schema: schema, secrets: secrets, into: &writer)
+        try RecordJSON.write(record, schema: schema, userID: context.session.userID, secrets: secrets, news: news, into: &writer)
         print(writer)
     }
 

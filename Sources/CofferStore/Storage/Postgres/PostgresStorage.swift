@@ -608,6 +608,8 @@ final class PostgresStorage: SnapshotDriver {
                 INSERT INTO field_schema (zone_id, record_type, field, value_type, encrypted) VALUES (\(zone), \(type), \(field), \(schema.type.description), \(schema.encrypted))
                 ON CONFLICT DO NOTHING RETURNING field
                 """))
+        case .dropFieldSchema(let zone, let type, let field):
+            try expectRow(try await tx.query("DELETE FROM field_schema WHERE zone_id = \(zone) AND record_type = \(type) AND field = \(field) RETURNING field"))
         case .insertRecord(let zone, let version):
             let v = version.stamp
             try expectRow(try await tx.query("""

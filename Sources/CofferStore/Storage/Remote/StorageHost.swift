@@ -380,6 +380,13 @@ package final class StorageHost: Sendable {
                 guard isOwner || entries.contains(where: { [.commit, .rewrite, .genesis].contains($0.entry.kind) }) else {
                     throw StoreError(.permissionFailure, "record rows change only with a signed commit in the same batch")
                 }
+            case .dropFieldSchema:
+                // Only the owner changes a field's type: a drop lets the name be fixed again. Its
+                // log entry in the same batch orders it among the zone's commits, so a commit
+                // read before it conflicts and is made again on the schema after it.
+                guard isOwner, entries.contains(where: { $0.entry.authorID == userID }) else {
+                    throw refuse("drops fields of its schema, with a log entry of theirs in the same batch")
+                }
             case .deleteRecord, .removeTombstone:
                 guard entries.contains(where: { [.commit, .rewrite, .genesis].contains($0.entry.kind) }) else {
                     throw StoreError(.permissionFailure, "record rows change only with a signed commit in the same batch")
@@ -630,7 +637,7 @@ extension StorageSnapshot.Write {
     var zoneRowID: Int64? {
         switch self {
         case .insertZone(let z, _, _, _), .deleteZone(let z), .touchZone(let z), .appendLog(let z, _, _, _, _, _, _, _),
-             .wrappedKey(let z, _, _, _), .fieldSchema(let z, _, _, _), .insertRecord(let z, _), .replaceRecord(let z, _, _, _),
+             .wrappedKey(let z, _, _, _), .fieldSchema(let z, _, _, _), .dropFieldSchema(let z, _, _), .insertRecord(let z, _), .replaceRecord(let z, _, _, _),
              .deleteRecord(let z, _, _), .addTombstone(let z, _, _, _, _, _), .removeTombstone(let z, _), .compactTombstones(let z, _),
              .storeWrappedKey(let z, _, _, _), .deleteWrappedKeys(let z, _), .storeChainedKey(let z, _, _), .storeShareLink(let z, _, _, _),
              .deleteShareLink(let z), .deleteOlderKeys(let z, _), .setZoneMembers(let z, _, _), .addZoneMember(let z, _):

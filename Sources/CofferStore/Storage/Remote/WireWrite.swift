@@ -62,6 +62,7 @@ struct WireWrite: Codable, Sendable, Equatable {
         case .addZoneMember(let z, let u): op = "zones/addMember"; zone = z; user = u
         case .fieldSchema(let z, let t, let f, let s):
             op = "schema/insert"; zone = z; recordType = t; field = f; valueType = s.type.description; encrypted = s.encrypted
+        case .dropFieldSchema(let z, let t, let f): op = "schema/drop"; zone = z; recordType = t; field = f
         case .insertRecord(let z, let v): op = "records/insert"; zone = z; version = WireVersion(v)
         case .replaceRecord(let z, let v, let s, let k): op = "records/replace"; zone = z; version = WireVersion(v); storedSeq = s; keep = k
         case .deleteRecord(let z, let n, let s): op = "records/delete"; zone = z; name = n; storedSeq = s
@@ -117,6 +118,8 @@ struct WireWrite: Codable, Sendable, Equatable {
             guard let type = FieldType(name: try field(valueType, "valueType")) else { throw StoreError(.invalidArguments, "a field of unknown type") }
             write = .fieldSchema(zoneRowID: try field(zone, "zone"), recordType: try field(recordType, "recordType"), field: try field(self.field, "field"),
                                  schema: FieldSchema(type: type, encrypted: try field(encrypted, "encrypted")))
+        case "schema/drop":
+            write = .dropFieldSchema(zoneRowID: try field(zone, "zone"), recordType: try field(recordType, "recordType"), field: try field(self.field, "field"))
         case "records/insert": write = .insertRecord(zoneRowID: try field(zone, "zone"), try field(version, "version").version())
         case "records/replace":
             write = .replaceRecord(zoneRowID: try field(zone, "zone"), try field(version, "version").version(), storedSeq: try field(storedSeq, "storedSeq"),

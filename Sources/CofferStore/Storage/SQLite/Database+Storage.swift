@@ -205,7 +205,8 @@ extension GRDB.Database: StorageTransaction {
     // MARK: Schema
 
     func fieldSchemaRows(zoneRowID: Int64, recordType: String) throws -> [(field: String, valueType: String, encrypted: Bool)] {
-        try Row.fetchAll(self, sql: "SELECT field, value_type, encrypted FROM field_schema WHERE zone_id = ? AND record_type = ?",
+        // A cached statement: every write transaction reads the schema of the types it saves.
+        try Row.fetchAll(cachedStatement(sql: "SELECT field, value_type, encrypted FROM field_schema WHERE zone_id = ? AND record_type = ?"),
                          arguments: [zoneRowID, recordType]).map { row in
             (try row.required("field"), try row.required("value_type"), try row.required("encrypted"))
         }
@@ -216,6 +217,19 @@ extension GRDB.Database: StorageTransaction {
         // saves pay only for the indexes that queries use.
         try execute(sql: "INSERT INTO field_schema (zone_id, record_type, field, value_type, encrypted) VALUES (?, ?, ?, ?, ?)",
                     arguments: [zoneRowID, recordType, field, schema.type.description, schema.encrypted])
+    }
+
+    func allFieldSchemaRows(zoneRowID: Int64) throws -> [String: [(field: String, valueType: String, encrypted: Bool)]] {
+        var rows = [String: [(field: String, valueType: String, encrypted: Bool)]]()
+        for row in try Row.fetchAll(self, sql: "SELECT record_type, field, value_type, encrypted FROM field_schema WHERE zone_id = ?",
+                                    arguments: [zoneRowID]) {
+            rows[try row.required("record_type"), default: []].append((try row.required("field"), try row.required("value_type"), try row.required("encrypted")))
+        }
+        return rows
+    }
+
+    func deleteFieldSchema(zoneRowID: Int64, recordType: String, field: String) throws {
+        try execute(sql: "DELETE FROM field_schema WHERE zone_id = ? AND record_type = ? AND field = ?", arguments: [zoneRowID, recordType, field])
     }
 
     // MARK: Contacts

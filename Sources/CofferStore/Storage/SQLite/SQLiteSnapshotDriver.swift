@@ -359,6 +359,9 @@ final class SQLiteSnapshotDriver: SnapshotDriver {
             try db.insertWrappedKey(zoneRowID: zone, epoch: epoch, memberID: member, wrapped: wrapped)
         case .fieldSchema(let zone, let type, let field, let schema):
             try db.insertFieldSchema(zoneRowID: zone, recordType: type, field: field, schema: schema)
+        case .dropFieldSchema(let zone, let type, let field):
+            try db.deleteFieldSchema(zoneRowID: zone, recordType: type, field: field)
+            guard db.changesCount == 1 else { throw SnapshotConflict() }
         case .insertRecord(let zone, let version):
             try db.insertRecord(version, zoneRowID: zone)
         case .replaceRecord(let zone, let version, let storedSeq, let keep):
