@@ -1,4 +1,5 @@
 import ArgumentParser
+import CofferStore
 
 /// "Did you mean" for a misspelled subcommand: `coffer record gte` names `get`.
 enum CommandSuggestion {
@@ -35,34 +36,12 @@ enum CommandSuggestion {
         [name(of: command)] + command.configuration.aliases
     }
 
-    /// The candidate nearest to `word` by edit distance, if it is near enough to be a slip:
-    /// at most one edit for short words, two for longer ones; or a word the candidate begins with.
+    /// The candidate nearest to `word`, if it is near enough to be a slip (see
+    /// ``SchemaDelta/closest(to:among:)``: the same edit distance as schema names), or one that
+    /// begins with `word`.
     static func closest(to word: String, among candidates: [String]) -> String? {
-        let limit = word.count <= 4 ? 1 : 2
-        let scored = candidates.map { ($0, editDistance(word.lowercased(), $0.lowercased())) }
-        if let best = scored.filter({ $0.1 <= limit }).min(by: { $0.1 < $1.1 }) { return best.0 }
+        if let near = SchemaDelta.closest(to: word, among: candidates) { return near }
         if word.count >= 2, let prefixed = candidates.first(where: { $0.hasPrefix(word.lowercased()) }) { return prefixed }
         return nil
-    }
-
-    /// Optimal string alignment distance: insertions, deletions, substitutions and swaps of two
-    /// neighbouring characters each cost one.
-    static func editDistance(_ a: String, _ b: String) -> Int {
-        let a = Array(a), b = Array(b)
-        if a.isEmpty { return b.count }
-        if b.isEmpty { return a.count }
-        var d = [[Int]](repeating: [Int](repeating: 0, count: b.count + 1), count: a.count + 1)
-        for i in 0...a.count { d[i][0] = i }
-        for j in 0...b.count { d[0][j] = j }
-        for i in 1...a.count {
-            for j in 1...b.count {
-                let cost = a[i - 1] == b[j - 1] ? 0 : 1
-                d[i][j] = min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost)
-                if i > 1, j > 1, a[i - 1] == b[j - 2], a[i - 2] == b[j - 1] {
-                    d[i][j] = min(d[i][j], d[i - 2][j - 2] + 1)
-                }
-            }
-        }
-        return d[a.count][b.count]
     }
 }
