@@ -57,7 +57,7 @@ extension Coffer {
                 Output.line("  \(name): sequence \(zone.headSeq), \(zone.records == 1 ? "1 record" : "\(zone.records) records")")
             }
             let zones = backup.summaries.count == 1 ? "1 zone" : "\(backup.summaries.count) zones"
-            Output.line("Wrote a backup of \(zones) (\(backup.recordCount) records, \(backup.contactCount) contact cards) to \(output): \(sealed.count) bytes, sealed to your vault.")
+            Output.line("Wrote a backup of \(zones) (\(Output.count(backup.recordCount, "record")), \(Output.count(backup.contactCount, "contact card"))) to \(output): \(sealed.count) bytes, sealed to your vault.")
             Output.line("It opens only with this vault: keep the vault and its passphrase (or a key file) too, away from this machine.")
         }
     }

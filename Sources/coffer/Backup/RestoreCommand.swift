@@ -89,7 +89,7 @@ extension Coffer {
                     Output.line("Restored \(Self.name(zone.zone, me: me)): \(zone.entries) log entries, \(zone.records == 1 ? "1 record" : "\(zone.records) records")\(standing)\(reset.contains(zone.zone) ? "; your marks reset to sequence \(zone.headSeq)" : "").")
                 }
                 for skipped in result.skipped { Output.line("Skipped \(Self.name(skipped.zone, me: me)): \(skipped.reason).") }
-                Output.line("Restored \(result.restored.count == 1 ? "1 zone" : "\(result.restored.count) zones") and \(result.contacts) contact cards from the backup of \(Output.iso(backup.created))\(result.tookStoreID ? "; the store took the backup's store id" : "").")
+                Output.line("Restored \(result.restored.count == 1 ? "1 zone" : "\(result.restored.count) zones") and \(Output.count(result.contacts, "contact card")) from the backup of \(Output.iso(backup.created))\(result.tookStoreID ? "; the store took the backup's store id" : "").")
                 for finding in result.findings { Output.note("finding: \(Output.oneLine(finding.message))") }
             }
             if !result.findings.isEmpty {

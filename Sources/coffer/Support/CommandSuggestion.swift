@@ -14,8 +14,9 @@ enum CommandSuggestion {
             let subcommands = command.configuration.subcommands
             if subcommands.isEmpty || word == "help" { return nil }
             guard let next = subcommands.first(where: { names(of: $0).contains(word) }) else {
-                let candidates = subcommands.flatMap { names(of: $0) }
-                let known = subcommands.map { name(of: $0) }.joined(separator: ", ")
+                let shown = subcommands.filter { $0.configuration.shouldDisplay }
+                let candidates = shown.flatMap { names(of: $0) }
+                let known = shown.map { name(of: $0) }.joined(separator: ", ")
                 let prefix = "unknown command '\(word)' for '\(path.joined(separator: " "))'"
                 if let close = closest(to: word, among: candidates) {
                     return "\(prefix); did you mean '\(close)'? (commands: \(known))"

@@ -55,6 +55,9 @@ enum Output {
 
     static func iso(_ date: Date) -> String { ISODate.formatSeconds(date) }
 
+    /// "1 record", "3 records": `count` and `noun`, plural with an s unless it is one.
+    static func count(_ count: Int, _ noun: String) -> String { count == 1 ? "1 \(noun)" : "\(count) \(noun)s" }
+
     /// Writes `data` to standard output, or to the file `output` names, which must not exist
     /// (73): what `--output` means for a command that prints a file. Returns whether it wrote a file.
     @discardableResult
