@@ -180,10 +180,12 @@ struct SchemaCommandTests {
             try team.fails(.alice, ["record", "get", "Notes", "e"], 66)
             #expect(!(try team.ok(.alice, ["schema", "export", "Notes"]).out.contains("tittle")))
             try team.put(.alice, "Notes", "e", type: "Note", set: ["title=v"], extra: ["--strict"])
-            // record import names what it adds.
+            // record import names what it adds; with --strict it saves nothing of such a file.
             let lines = team.sandbox.path("import.jsonl")
             try Data(#"{"name": "i1", "type": "Note", "values": {"title": "t", "body2": "b"}, "encryptedValues": {}}"#.utf8 + [0x0a])
                 .write(to: URL(fileURLWithPath: lines))
+            try team.fails(.alice, ["record", "import", "Notes", lines, "--strict"], 65, mentioning: #"new field "body2" on type Note"#)
+            try team.fails(.alice, ["record", "get", "Notes", "i1"], 66)
             let imported = try team.run(.alice, ["record", "import", "Notes", lines, "--json"])
             expectSuccess(imported)
             #expect(schemaNotes(imported) == [#"note: new field "body2" on type Note"#], "\(imported)")

@@ -159,6 +159,38 @@ struct SchemaChangeTests {
         }
     }
 
+    /// Drops on each backend (PostgreSQL too): refused while a record (plain or encrypted field)
+    /// uses the name, done once none does, seen by another store object on the same database
+    /// (another instance of a service), and the name defined again with another type.
+    @Test(arguments: TestBackend.all)
+    func dropOnEachBackend(_ backend: TestBackend) async throws {
+        try await withBackendStore(backend) { f async throws in
+            let zone = try await f.db.createZone(named: "Z")
+            _ = try await f.db.save(makeRecord("Note", "a", in: zone, plain: ["titel": "x", "title": "y"]))
+            _ = try await f.db.save(makeRecord("Note", "b", in: zone, encrypted: ["pin": 1]))
+            try await expectStoreError(.invalidArguments) { try await f.db.dropField("titel", of: "Note", in: zone) }
+            try await expectStoreError(.invalidArguments) { try await f.db.dropField("pin", of: "Note", in: zone) }
+            try await expectStoreError(.invalidArguments) { try await f.db.dropRecordType("Note", in: zone) }
+            // Another instance, whose session cached the schema before the drop.
+            let other = try await f.otherStore().openSession(vault: f.vault)
+            #expect(try await other.privateDatabase.schema(of: "Note", in: zone)["titel"] == FieldSchema(type: .string, encrypted: false))
+            var a = try await f.db.record(named: "a", in: zone)
+            a.values["titel"] = nil
+            _ = try await f.db.save(a)
+            try await f.db.dropField("titel", of: "Note", in: zone)
+            #expect(try await f.db.schema(of: "Note", in: zone)["titel"] == nil)
+            // The other instance saves the name with another type: the drop reached it.
+            _ = try await other.privateDatabase.save(makeRecord("Note", "c", in: zone, plain: ["titel": 7]))
+            #expect(try await f.db.record(named: "c", in: zone).values["titel"] == .int(7))
+            #expect(try await f.db.schema(of: "Note", in: zone)["titel"] == FieldSchema(type: .int, encrypted: false))
+            for name in ["a", "b", "c"] { try await f.db.delete(recordNamed: name, in: zone) }
+            try await f.db.dropRecordType("Note", in: zone)
+            #expect(try await f.db.schema(in: zone)["Note"] == nil)
+            #expect(try await f.freshSession().audit().findings.isEmpty)
+            #expect(try await other.audit().findings.isEmpty)
+        }
+    }
+
     /// Through a server: the owner imports and drops; a participant's batch that drops a field,
     /// or writes schema rows without a commit, is refused by the server, whatever it signs.
     @Test func serverTakesSchemaChangesFromTheOwnerOnly() async throws {

@@ -30,6 +30,8 @@ extension Coffer.RecordCommand {
         var createZone = false
         @Flag(name: .customLong("resume"), help: "Leave out the records the zone holds exactly as the file has them (to finish an import that stopped).")
         var resume = false
+        @Flag(help: "Refuse (exit 65, nothing saved) a file that would add a record type or a field to the zone's schema.")
+        var strict = false
         @OptionGroup var quiet: QuietOption
         @OptionGroup var global: GlobalOptions
 
@@ -75,6 +77,10 @@ extension Coffer.RecordCommand {
                     throw error
                 }
                 delta = SchemaDelta(fields: checked.newFields.keys.sorted().map { ($0, Set(checked.newFields[$0]!.keys)) }, schema: zoneSchema)
+                if strict, !delta.isEmpty {
+                    if created { try? await context.db.deleteZone(zoneID) }
+                    throw CLIError(ExitStatus.dataError, "--strict: " + SchemaNotes.describe(delta, zone: zoneID.name).joined(separator: "; ") + "; nothing was saved")
+                }
                 if resume { skipped = try await checked.skipStored(in: context.db(zoneID)) }
                 summary = try await checked.save(to: context.db(zoneID), progress: { imported, total in
                     if progress { FileHandle.standardError.write(Data("\rImported \(imported) of \(total) records".utf8)) }
