@@ -9,16 +9,9 @@ import Foundation
 /// Nothing in it is sealed or signed again on the way: record envelopes bind the zone, not the
 /// store, so every signature and ciphertext stays valid wherever the zone is put back.
 struct ZoneCopy: Sendable {
-    struct Entry: Sendable {
-        let seq: Int64
-        let body: [UInt8]
-        let signature: [UInt8]
-        /// The version hashes and names a commit, rewrite or genesis lists (nil for other entries).
-        let entries: [UInt8]?
-        let names: [UInt8]?
-
-        var hash: Digest32 { LogEntry.hash(body: body, signature: signature) }
-    }
+    /// A log entry as stored: body, signature, and the version hashes and names a commit,
+    /// rewrite or genesis lists (nil for other entries).
+    typealias Entry = StoredLogEntry
 
     struct WrappedKey: Sendable {
         let epoch: Int64
