@@ -22,6 +22,8 @@ public final class MarkBook: Sendable {
     private struct State {
         /// The file's marks as last read or written; nil until first used.
         var saved: [[UInt8]: ZoneMark]?
+        /// The file's server pins as last read or written.
+        var pins: [String: [UInt8]] = [:]
         /// Marks advanced in memory and not saved yet, each higher than what was known then.
         var pending: [[UInt8]: ZoneMark] = [:]
 
@@ -81,6 +83,60 @@ public final class MarkBook: Sendable {
         }.sorted { $0.zoneUID.lexicographicallyPrecedes($1.zoneUID) }
     }
 
+    // MARK: - Server pins
+
+    /// Every server pin, sorted by origin. Reads the file the first time the book is used.
+    public func pins() throws -> [ServerPin] {
+        try load()
+        return state.withLock { $0.pins }.sorted { $0.key < $1.key }.map { ServerPin(origin: $0.key, storeID: $0.value) }
+    }
+
+    /// Checks the store id a server at `origin` (in normal form) answered with against the
+    /// pins, under the marks lock, and pins it when neither the origin nor the store id is
+    /// pinned yet (first contact, saved at once).
+    ///
+    /// - Throws: ``VaultError`` `.invalidArguments` for an origin that is not in normal form or
+    ///   a store id that is not 16 bytes; as ``save()``.
+    public func checkPin(origin: String, storeID: [UInt8]) throws -> ServerPin.Check {
+        try Self.checkPin(origin, storeID)
+        try load()
+        if state.withLock({ $0.pins[origin] }) == storeID { return .known }
+        var check = ServerPin.Check.pinned
+        let advanced = state.withLock { $0.pending }
+        try rewrite(advanced) { contents in
+            if let pinned = contents.pins[origin] {
+                check = pinned == storeID ? .known : .otherStore(pinned: pinned)
+            } else if let elsewhere = contents.pins.first(where: { $0.value == storeID })?.key {
+                check = .pinnedElsewhere(origin: elsewhere)
+            } else {
+                contents.pins[origin] = storeID
+            }
+        }
+        if check == .pinned { logger.info("server pinned", metadata: ["origin": "\(origin)"]) }
+        return check
+    }
+
+    /// Drops the pin of `origin` (after a deliberate move of the server), so that the next
+    /// contact pins anew; returns the pin dropped, nil when there was none. Saved at once.
+    ///
+    /// - Throws: as ``save()``.
+    public func forgetPin(origin: String) throws -> ServerPin? {
+        try load()
+        var dropped: ServerPin?
+        let advanced = state.withLock { $0.pending }
+        try rewrite(advanced) { contents in
+            if let storeID = contents.pins.removeValue(forKey: origin) { dropped = ServerPin(origin: origin, storeID: storeID) }
+        }
+        return dropped
+    }
+
+    private static func checkPin(_ origin: String, _ storeID: [UInt8]) throws {
+        guard ServerPin.isNormalOrigin(origin) else { throw VaultError(.invalidArguments, "a server pin's origin is an http:// or https:// URL of printable ASCII") }
+        guard storeID.count == ServerPin.storeIDByteCount else {
+            throw VaultError(.invalidArguments, "a store id has \(ServerPin.storeIDByteCount) bytes, not \(storeID.count)")
+        }
+    }
+
     /// Whether ``advance(to:)`` raised a mark that ``save()`` has not written yet.
     public var hasUnsavedChanges: Bool {
         state.withLock { !$0.pending.isEmpty }
@@ -121,7 +177,7 @@ public final class MarkBook: Sendable {
         try Self.checkZoneUID(uid)
         if let mark, mark.zoneUID != uid { throw VaultError(.invalidArguments, "the mark given is of another zone") }
         let advanced = state.withLock { $0.pending }
-        try rewrite(advanced) { $0[uid] = mark }
+        try rewrite(advanced) { $0.marks[uid] = mark }
         logger.info("zone mark reset", metadata: ["path": "\(url.path)", "seq": "\(mark.map { String($0.seq) } ?? "none")"])
     }
 
@@ -129,19 +185,20 @@ public final class MarkBook: Sendable {
 
     /// Under the marks lock: the file merged with `advanced`, then `adjust`ed, written when it
     /// differs from the file; then memory takes the result and forgets what was written.
-    private func rewrite(_ advanced: [[UInt8]: ZoneMark], adjust: (inout [[UInt8]: ZoneMark]) -> Void) throws {
+    private func rewrite(_ advanced: [[UInt8]: ZoneMark], adjust: (inout MarksFormat.Contents) -> Void) throws {
         let written = try VaultFile.withExclusiveLock(lockPath, guarding: "the marks file \(url.path)") {
             let onDisk = try readFile()
-            var marks = onDisk
-            for (uid, mark) in advanced { marks[uid] = Self.newer(onDisk[uid], mark) }
-            adjust(&marks)
-            if marks != onDisk {
-                try VaultFile.replace(url, with: try MarksFormat.encode(marks.values, key: key, userID: userID))
+            var contents = onDisk
+            for (uid, mark) in advanced { contents.marks[uid] = Self.newer(onDisk.marks[uid], mark) }
+            adjust(&contents)
+            if contents != onDisk {
+                try VaultFile.replace(url, with: try MarksFormat.encode(contents, key: key, userID: userID))
             }
-            return marks
+            return contents
         }
         state.withLock { state in
-            state.saved = written
+            state.saved = written.marks
+            state.pins = written.pins
             for (uid, mark) in advanced where state.pending[uid] == mark { state.pending[uid] = nil }
             state.prunePending()
         }
@@ -153,18 +210,19 @@ public final class MarkBook: Sendable {
         let onDisk = try readFile()
         state.withLock { state in
             guard state.saved == nil else { return }
-            state.saved = onDisk
+            state.saved = onDisk.marks
+            state.pins = onDisk.pins
             state.prunePending()
         }
     }
 
-    /// The marks in the file now (none when there is no file). Takes no lock.
-    private func readFile() throws -> [[UInt8]: ZoneMark] {
+    /// The marks and pins in the file now (none when there is no file). Takes no lock.
+    private func readFile() throws -> MarksFormat.Contents {
         let file: [UInt8]
         do {
             file = try VaultFile.read(url, what: "marks file", limit: MarksFormat.maxFileSize)
         } catch let error as VaultError where error.code == .notFound {
-            return [:]
+            return MarksFormat.Contents()
         } catch let error as VaultError where error.code == .malformed {
             throw VaultError(.malformed, "\(error.message); \(MarksFormat.deletionNote)")
         }

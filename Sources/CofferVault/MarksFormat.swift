@@ -1,15 +1,20 @@
 import CofferCrypto
 
-/// Marks file format v1. `Docs/VaultFormat.md` ("Marks file") specifies it byte by byte; this
-/// file is the only code that reads or writes it.
+/// Marks file format v2 (and v1, which it reads). `Docs/VaultFormat.md` ("Marks file")
+/// specifies it byte by byte; this file is the only code that reads or writes it.
 ///
 /// `magic ‖ version ‖ XChaCha20-Poly1305 box (nonce ‖ ciphertext ‖ tag)`, the box sealed under a
 /// key derived from the identity's Ed25519 seed, with `magic ‖ version ‖ user id` as associated
 /// data. Plaintext: `u32 count`, then per mark, sorted by zone uid: `zone uid (16) ‖ owner id
-/// length (u8) ‖ owner id (ASCII) ‖ seq (u64, at most Int64.max) ‖ hash (32)`.
+/// length (u8) ‖ owner id (ASCII) ‖ seq (u64, at most Int64.max) ‖ hash (32)`. Version 2 then
+/// holds the server pins: `u32 count`, then per pin, sorted by origin: `origin length (u8) ‖
+/// origin (ASCII, ``ServerPin``'s normal form) ‖ store id (16)`.
 enum MarksFormat {
     static let magic: [UInt8] = Array("COFFERMK".utf8)
-    static let version: UInt16 = 1
+    /// The version this build writes.
+    static let version: UInt16 = 2
+    /// The first version, without pins; still read.
+    static let version1: UInt16 = 1
     static let headerByteCount = 10 // magic, version
     /// `crypto_kdf` context and subkey id of the marks key.
     static let keyContext = "cofmarks"
@@ -18,8 +23,13 @@ enum MarksFormat {
     static let maxMarks = 100_000
     /// Every mark's size: its owner id is a user id, 32 characters.
     static let markByteCount = ZoneMark.zoneUIDByteCount + 1 + 32 + 8 + ZoneMark.hashByteCount // 89
-    /// The largest file a reader accepts (`maxMarks` marks); a larger one is refused unread.
-    static let maxFileSize = headerByteCount + XChaCha20Poly1305.overhead + 4 + maxMarks * markByteCount
+    /// The most server pins a file holds.
+    static let maxPins = 1_000
+    /// The largest pin: an origin of at most 255 bytes and a store id.
+    static let maxPinByteCount = 1 + ServerPin.maxOriginByteCount + ServerPin.storeIDByteCount
+    /// The largest file a reader accepts (`maxMarks` marks, `maxPins` pins); a larger one is
+    /// refused unread.
+    static let maxFileSize = headerByteCount + XChaCha20Poly1305.overhead + 4 + maxMarks * markByteCount + 4 + maxPins * maxPinByteCount
 
     /// Said by every error about a damaged file.
     static let deletionNote = "deleting it loses this user's rollback protection for every zone"
@@ -31,14 +41,24 @@ enum MarksFormat {
         KDF.deriveKey(from: try SymmetricKey(bytes: signingSeed), id: keyID, context: keyContext)
     }
 
-    static func associatedData(userID: String) -> [UInt8] {
+    static func associatedData(userID: String, version: UInt16) -> [UInt8] {
         magic + BigEndian.bytes(version) + Array(userID.utf8)
     }
 
-    /// The file for `marks` (any order; written sorted by zone uid).
-    static func encode(_ marks: some Collection<ZoneMark>, key: SymmetricKey, userID: String) throws -> [UInt8] {
+    /// What a file holds: marks by zone uid, and store ids pinned by origin.
+    struct Contents: Equatable {
+        var marks: [[UInt8]: ZoneMark] = [:]
+        var pins: [String: [UInt8]] = [:]
+    }
+
+    /// The file for `contents` (written sorted by zone uid and by origin).
+    static func encode(_ contents: Contents, key: SymmetricKey, userID: String) throws -> [UInt8] {
+        let marks = contents.marks.values
         guard marks.count <= maxMarks else {
             throw VaultError(.invalidArguments, "a marks file holds at most \(maxMarks) zones, not \(marks.count); nothing was saved")
+        }
+        guard contents.pins.count <= maxPins else {
+            throw VaultError(.invalidArguments, "a marks file holds at most \(maxPins) server pins, not \(contents.pins.count); nothing was saved")
         }
         var plaintext = BigEndian.bytes(UInt32(marks.count))
         plaintext.reserveCapacity(4 + marks.count * markByteCount)
@@ -49,18 +69,26 @@ enum MarksFormat {
             plaintext += BigEndian.bytes(mark.seq)
             plaintext += mark.hash
         }
-        return try seal(plaintext, key: key, userID: userID)
+        plaintext += BigEndian.bytes(UInt32(contents.pins.count))
+        for (origin, storeID) in contents.pins.sorted(by: { $0.key < $1.key }) {
+            precondition(origin.utf8.count <= ServerPin.maxOriginByteCount && storeID.count == ServerPin.storeIDByteCount, "a pin checked by ServerPin")
+            plaintext.append(UInt8(origin.utf8.count))
+            plaintext += Array(origin.utf8)
+            plaintext += storeID
+        }
+        return try seal(plaintext, key: key, userID: userID, version: version)
     }
 
-    /// The file around `plaintext`, sealed with a fresh nonce.
-    static func seal(_ plaintext: [UInt8], key: SymmetricKey, userID: String) throws -> [UInt8] {
-        let ad = associatedData(userID: userID)
+    /// The file around `plaintext`, sealed with a fresh nonce, as format `version` (version 1
+    /// only for tests of files an older build wrote).
+    static func seal(_ plaintext: [UInt8], key: SymmetricKey, userID: String, version: UInt16 = version1) throws -> [UInt8] {
+        let ad = associatedData(userID: userID, version: version)
         return magic + BigEndian.bytes(version) + (try XChaCha20Poly1305.seal(plaintext, using: key, authenticating: ad)).combined
     }
 
-    /// The marks in `file`, by zone uid. Refuses (`.malformed` before authentication,
-    /// `.integrityFailure` from it on) anything this version does not write.
-    static func decode(_ file: [UInt8], key: SymmetricKey, userID: String, path: String) throws -> [[UInt8]: ZoneMark] {
+    /// The marks and pins in `file`. Refuses (`.malformed` before authentication,
+    /// `.integrityFailure` from it on) anything versions 1 and 2 do not write.
+    static func decode(_ file: [UInt8], key: SymmetricKey, userID: String, path: String) throws -> Contents {
         func damaged(_ code: VaultError.Code, _ detail: String) -> VaultError {
             VaultError(code, "the marks file \(path) \(detail); \(deletionNote)")
         }
@@ -70,30 +98,32 @@ enum MarksFormat {
         }
         guard file.count >= headerByteCount + XChaCha20Poly1305.overhead else { throw damaged(.malformed, "is truncated") }
         let v = UInt16(file[8]) << 8 | UInt16(file[9])
-        guard v == version else {
-            throw damaged(.malformed, "has format version \(v), which this build does not read (it reads version \(version))")
+        guard v == version || v == version1 else {
+            throw damaged(.malformed, "has format version \(v), which this build does not read (it reads versions \(version1) and \(version))")
         }
         let plaintext: [UInt8]
         do {
             let box = try XChaCha20Poly1305.SealedBox(combined: Array(file[headerByteCount...]))
-            plaintext = try XChaCha20Poly1305.open(box, using: key, authenticating: associatedData(userID: userID))
+            plaintext = try XChaCha20Poly1305.open(box, using: key, authenticating: associatedData(userID: userID, version: v))
         } catch {
             throw damaged(.integrityFailure, "fails authentication: it was changed or damaged, or belongs to another vault")
         }
         do {
-            return try parse(plaintext)
+            return try parse(plaintext, withPins: v >= 2)
         } catch let error as VaultError {
             throw damaged(.integrityFailure, "is damaged (\(error.message))")
         }
     }
 
-    /// The authenticated plaintext's marks; every error names what is wrong.
-    private static func parse(_ plaintext: [UInt8]) throws -> [[UInt8]: ZoneMark] {
+    /// The authenticated plaintext's marks (and pins, in version 2); every error names what is
+    /// wrong.
+    private static func parse(_ plaintext: [UInt8], withPins: Bool) throws -> Contents {
         try plaintext.withUnsafeBytes { raw in
             var r = ByteReader(raw, what: "a mark", errorCode: .integrityFailure)
             let count = Int(try r.u32())
             guard count <= maxMarks else { throw VaultError(.integrityFailure, "it lists \(count) zones, over \(maxMarks)") }
-            guard r.remaining == count * markByteCount else {
+            let marksBytes = count * markByteCount
+            guard withPins ? r.remaining >= marksBytes + 4 : r.remaining == marksBytes else {
                 throw VaultError(.integrityFailure, "it lists \(count) zones in \(r.remaining) bytes (each takes \(markByteCount))")
             }
             var marks = [[UInt8]: ZoneMark]()
@@ -116,8 +146,23 @@ enum MarksFormat {
                 let hash = try r.bytes(ZoneMark.hashByteCount)
                 marks[uid] = try ZoneMark(zoneUID: uid, ownerID: owner, seq: seq, hash: hash)
             }
+            var pins = [String: [UInt8]]()
+            if withPins {
+                let pinCount = Int(try r.u32())
+                guard pinCount <= maxPins else { throw VaultError(.integrityFailure, "it lists \(pinCount) server pins, over \(maxPins)") }
+                var previousOrigin: String?
+                for _ in 0..<pinCount {
+                    let length = Int(try r.u8())
+                    guard let origin = String(validating: try r.take(length), as: UTF8.self), ServerPin.isNormalOrigin(origin) else {
+                        throw VaultError(.integrityFailure, "a server pin's origin is not in normal form")
+                    }
+                    if let previousOrigin { guard previousOrigin < origin else { throw VaultError(.integrityFailure, "its server pins are not in order") } }
+                    previousOrigin = origin
+                    pins[origin] = try r.bytes(ServerPin.storeIDByteCount)
+                }
+            }
             guard r.remaining == 0 else { throw VaultError(.integrityFailure, "it has trailing bytes") }
-            return marks
+            return Contents(marks: marks, pins: pins)
         }
     }
 }

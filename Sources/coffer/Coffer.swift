@@ -19,7 +19,7 @@ struct Coffer: AsyncParsableCommand {
             """,
         version: "0.1.0",
         subcommands: [VaultCommand.self, ContactCommand.self, ZoneCommand.self, RecordCommand.self, SchemaCommand.self, ShareCommand.self, Changes.self,
-                      Audit.self, BackupCommand.self, RestoreCommand.self, Unlock.self, Lock.self, Serve.self, Demo.self, AgentRun.self]
+                      Audit.self, BackupCommand.self, RestoreCommand.self, Unlock.self, Lock.self, ServerCommand.self, Serve.self, Demo.self, AgentRun.self]
     )
 }
 

@@ -23,11 +23,17 @@ struct Serve: AsyncParsableCommand {
     @Option(name: .customLong("store"), help: ArgumentHelp("The store to serve: an SQLite file (made if missing) or postgres://USER@HOST[:PORT]/DB. Default: COFFER_STORE, or the default store.", valueName: "path|url"))
     var store: String?
 
-    @Flag(help: "Print the listening line as one JSON object: {\"url\", \"store\", \"listening\"}.")
+    @Option(name: .customLong("public-url"), help: ArgumentHelp("A URL clients dial to reach this server (scheme, host, port, path prefix), such as https://coffer.example.com behind a TLS proxy; give it once per URL. Every request's signature names the URL its client dialled, and the server serves only these and http://HOST:PORT of --listen.", valueName: "url"))
+    var publicURLs: [String] = []
+
+    @Flag(help: "Print the listening line as one JSON object: {\"url\", \"store\", \"listening\", \"publicURLs\"}.")
     var json = false
 
     func validate() throws {
         _ = try Self.address(listen)
+        for url in publicURLs {
+            do { _ = try ServerOrigin(url) } catch let error as StoreError { throw CLIError.usage("--public-url: \(error.message)") }
+        }
         if store?.isEmpty == true { throw CLIError.usage("--store was given an empty path") }
         if let store, PostgresURL.isPostgresURL(store.lowercased()) {
             do { _ = try PostgresURL(store) } catch let error as StoreError { throw CLIError.usage("--store: \(error.message)") }
@@ -75,15 +81,21 @@ struct Serve: AsyncParsableCommand {
         var logger = Logger(label: "coffer.serve")
         logger.logLevel = environment["COFFER_LOG_LEVEL"].flatMap { Logger.Level(rawValue: $0.lowercased()) } ?? .info
         let shown = PostgresURL.isPostgresURL(location.lowercased()) ? ((try? PostgresURL(location))?.description ?? "PostgreSQL") : location
-        try await CofferServer.run(host: host, port: port, store: location, logger: logger) { port in
+        let origins = try publicURLs.map { try ServerOrigin($0) }
+        if origins.isEmpty, ["0.0.0.0", "::", "*"].contains(host) {
+            Output.note("warning: no --public-url: clients must dial http://\(listen) exactly, which other machines cannot; give --public-url with the URL they dial")
+        }
+        try await CofferServer.run(host: host, port: port, store: location, publicURLs: origins, logger: logger) { port, served in
             let where_ = host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
             if json {
                 // One JSON line, so that a script can read the address (port 0 picks a free one) and go on reading.
-                if let line = try? RecordOutput.data(["url": "http://\(where_)", "store": shown, "listening": true] as [String: Any], pretty: false) {
-                    FileHandle.standardOutput.write(line + Data("\n".utf8))
+                let line = ["url": "http://\(where_)", "store": shown, "listening": true, "publicURLs": served.map(\.text)] as [String: Any]
+                if let data = try? RecordOutput.data(line, pretty: false) {
+                    FileHandle.standardOutput.write(data + Data("\n".utf8))
                 }
             } else {
-                Output.line("Listening on http://\(where_) (store: \(shown)); stop with Ctrl-C or SIGTERM.")
+                let dialled = origins.isEmpty ? "" : "; clients dial \(served.map(\.text).joined(separator: ", "))"
+                Output.line("Listening on http://\(where_) (store: \(shown)\(dialled)); stop with Ctrl-C or SIGTERM.")
             }
         }
     }

@@ -271,8 +271,7 @@ struct ServerHostileTests {
             for suffix in ["", "-wal"] where FileManager.default.fileExists(atPath: path + suffix) {
                 try FileManager.default.copyItem(atPath: path + suffix, toPath: copy + suffix)
             }
-            let first = try await ServerChild.start(executable: try serverExecutable(), store: path, directory: fixture.folder.path,
-                                                    environment: fixture.serverEnvironment)
+            let first = try await fixture.secondInstance()
             var a = Record(type: "Note", name: "a", zone: scene.family)
             a.encryptedValues["body"] = "Alice's branch"
             let aliceSession = try await fixture.client(scene.alice.vault, server: first).openSession(vault: scene.alice.vault)
@@ -285,8 +284,7 @@ struct ServerHostileTests {
             for suffix in ["", "-wal"] where FileManager.default.fileExists(atPath: copy + suffix) {
                 try FileManager.default.moveItem(atPath: copy + suffix, toPath: path + suffix)
             }
-            let second = try await ServerChild.start(executable: try serverExecutable(), store: path, directory: fixture.folder.path,
-                                                     environment: fixture.serverEnvironment)
+            let second = try await fixture.secondInstance()
             do {
                 let carolSession = try await fixture.client(scene.carol.vault, server: second).openSession(vault: scene.carol.vault)
                 var c = Record(type: "Note", name: "c", zone: scene.family)

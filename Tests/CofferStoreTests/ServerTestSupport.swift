@@ -41,16 +41,20 @@ struct ServerFixture {
         return (vault, store, try await store.openSession(vault: vault))
     }
 
-    /// Another store object on the server for `vault` (another process of that user's).
+    /// Another store object on the server for `vault` (another process of that user's). With
+    /// `server` (another instance, or the server restarted), requests go there and name the
+    /// fixture's first server, whose URL the others serve too.
     func client(_ vault: Vault, server: ServerChild? = nil) async throws -> Store {
-        let store = try await Store(server: URL(string: (server ?? self.server).url)!, vault: vault, timeout: .seconds(60))
+        let store = try await Store(server: URL(string: (server ?? self.server).url)!, naming: url, vault: vault, timeout: .seconds(60))
         clients.withLock { $0.append(store) }
         return store
     }
 
-    /// Starts another server process on the same store (a second instance).
+    /// Starts another server process on the same store (a second instance, or the server
+    /// restarted), serving the first one's URL too.
     func secondInstance() async throws -> ServerChild {
-        try await ServerChild.start(executable: try serverExecutable(), store: location, directory: folder.path, environment: serverEnvironment)
+        try await ServerChild.start(executable: try serverExecutable(), store: location, directory: folder.path, environment: serverEnvironment,
+                                    publicURL: server.url)
     }
 
     /// Sends a raw request to the server: the status and the body.
@@ -65,11 +69,26 @@ struct ServerFixture {
         return (Int(response.status.code), (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] ?? [:])
     }
 
-    /// A request signed as `vault` (its date `now`), sent raw.
+    /// A request signed as `vault` (its date `now`) for the fixture's server (its URL and store
+    /// id), sent raw to it or to `other`.
     func signed(_ vault: Vault, _ method: String, _ target: String, body: Data = Data(), now: Date = Date(), to other: ServerChild? = nil)
         async throws -> (status: Int, body: [String: Any]) {
-        let signature = RequestSignature.sign(method: method, target: target, body: body, vault: vault, now: now)
-        return try await raw(method, target, body: body, headers: signature.headers.map { ($0.name, $0.value) }, to: other)
+        let signature = try await signature(vault, method, target, body: body, now: now)
+        return try await raw(method, target, body: body, headers: signature, to: other)
+    }
+
+    /// The headers of a request signed as `vault` for the fixture's server.
+    func signature(_ vault: Vault, _ method: String, _ target: String, body: Data = Data(), now: Date = Date()) async throws -> [(String, String)] {
+        let signature = RequestSignature.sign(method: method, target: target, body: body, vault: vault, origin: try ServerOrigin(url),
+                                              storeID: try await storeID(), now: now)
+        return signature.headers.map { ($0.name, $0.value) }
+    }
+
+    /// The server's store id, as it answers `GET /v1/store`.
+    func storeID(of other: ServerChild? = nil) async throws -> [UInt8] {
+        let info = try await raw("GET", "/v1/store", to: other)
+        let text = try #require(info.body["storeID"] as? String)
+        return Array(try #require(Data(base64Encoded: text)))
     }
 
     var serverEnvironment: [String: String] { ProcessInfo.processInfo.environment }

@@ -148,8 +148,7 @@ struct ServerTests {
             #expect(unsigned.body["code"] as? String == "invalidArguments")
             #expect((unsigned.body["message"] as? String)?.contains("signed") == true)
             // Replayed: the same signed request twice.
-            let signature = RequestSignature.sign(method: "POST", target: "/v1/storage/read", body: read, vault: alice.vault)
-            let headers = signature.headers.map { ($0.name, $0.value) }
+            let headers = try await fixture.signature(alice.vault, "POST", "/v1/storage/read", body: read)
             #expect(try await fixture.raw("POST", "/v1/storage/read", body: read, headers: headers).status == 200)
             let replayed = try await fixture.raw("POST", "/v1/storage/read", body: read, headers: headers)
             #expect(replayed.status == 401)
@@ -161,8 +160,8 @@ struct ServerTests {
                 #expect((old.body["message"] as? String)?.contains("minutes") == true)
             }
             // Signed for another path, or with another body.
-            let moved = RequestSignature.sign(method: "POST", target: "/v1/records/modify", body: read, vault: alice.vault)
-            #expect(try await fixture.raw("POST", "/v1/storage/read", body: read, headers: moved.headers.map { ($0.name, $0.value) }).status == 401)
+            let moved = try await fixture.signature(alice.vault, "POST", "/v1/records/modify", body: read)
+            #expect(try await fixture.raw("POST", "/v1/storage/read", body: read, headers: moved).status == 401)
             // Oversized.
             let big = Data(repeating: 0x20, count: 4 * 1024 * 1024 + 1)
             let over = try await fixture.signed(alice.vault, "POST", "/v1/records/modify", body: big)
@@ -221,8 +220,7 @@ struct ServerTests {
                 }
                 let body = try JSONSerialization.data(withJSONObject: ["needs": [["op": "changes/database/counter"]],
                                                                        "basis": ["heads": [], "zones": [], "contacts": []]])
-                let signature = RequestSignature.sign(method: "POST", target: "/v1/storage/read", body: body, vault: alice.vault)
-                let headers = signature.headers.map { ($0.name, $0.value) }
+                let headers = try await fixture.signature(alice.vault, "POST", "/v1/storage/read", body: body)
                 #expect(try await fixture.raw("POST", "/v1/storage/read", body: body, headers: headers).status == 200)
                 #expect(try await fixture.raw("POST", "/v1/storage/read", body: body, headers: headers, to: second).status == 401)
                 let stopped = await second.stop()
@@ -261,8 +259,7 @@ struct ServerCrashTests {
                 #expect(stopped.status == 0, "a server stopped with SIGTERM exits 0")
             }
             let outcome = await batch.result
-            let restarted = try await ServerChild.start(executable: try serverExecutable(), store: fixture.location,
-                                                        directory: fixture.folder.path, environment: fixture.serverEnvironment)
+            let restarted = try await fixture.secondInstance()
             do {
                 let session = try await fixture.client(alice.vault, server: restarted).openSession(vault: alice.vault)
                 let count = try await session.privateDatabase.records(in: zone).count

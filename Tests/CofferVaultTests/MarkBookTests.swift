@@ -42,8 +42,8 @@ struct MarkBookTests {
             let file = try readBytes(url)
             #expect(try permissions(url) & 0o777 == 0o600)
             #expect(Array(file[0..<8]) == Array("COFFERMK".utf8))
-            #expect(Array(file[8..<10]) == [0x00, 0x01])
-            #expect(file.count == 10 + 24 + 4 + 3 * 89 + 16, "header, nonce, count, three marks of 89 bytes, tag")
+            #expect(Array(file[8..<10]) == [0x00, 0x02])
+            #expect(file.count == 10 + 24 + 4 + 3 * 89 + 4 + 16, "header, nonce, count, three marks of 89 bytes, no pins, tag")
             for mark in marks {
                 #expect(!containsSubsequence(file, mark.hash), "a mark's hash is in the file in the clear")
                 #expect(!containsSubsequence(file, Array(mark.ownerID.utf8)))
@@ -259,7 +259,7 @@ struct MarkBookTests {
             magic.replaceSubrange(0..<8, with: Array("COFFERVT".utf8))
             try writeBytes(magic, to: Self.marksURL(vault))
             #expect(Self.expectRefused(vault, oneOf: [.malformed])?.message.contains("not a Coffer marks file") == true)
-            for version: UInt16 in [0, 2, 0x0100, 0xffff] {
+            for version: UInt16 in [0, 3, 0x0100, 0xffff] {
                 var other = file
                 putU16(version, into: &other, at: 8)
                 try writeBytes(other, to: Self.marksURL(vault))
@@ -291,7 +291,7 @@ struct MarkBookTests {
             let start = clock.now
             #expect(Self.expectRefused(vault, oneOf: [.malformed])?.message.contains("too large") == true)
             #expect(clock.now - start < .seconds(2))
-            #expect(MarksFormat.maxFileSize == 10 + 40 + 4 + 100_000 * 89)
+            #expect(MarksFormat.maxFileSize == 10 + 40 + 4 + 100_000 * 89 + 4 + 1_000 * (1 + 255 + 16))
         }
     }
 
@@ -333,6 +333,59 @@ struct MarkBookTests {
                 + BigEndian.bytes(UInt64(1)) + Self.mark(1, 1).hash
             try writeBytes(try MarksFormat.seal(good, key: key, userID: vault.identity.userID), to: Self.marksURL(vault))
             #expect(try MarkBook(vault: vault).all() == [Self.mark(1, 1)])
+        }
+    }
+
+    // MARK: - Server pins
+
+    static let storeA = [UInt8](repeating: 0xa1, count: 16)
+    static let storeB = [UInt8](repeating: 0xb2, count: 16)
+
+    /// First contact pins; the same origin with the same id is known; the origin with another
+    /// id, or the id at another origin, is refused and pins nothing; forgetting drops the pin.
+    @Test func serverPins() throws {
+        try withTemporaryFolder { folder in
+            let vault = try makeVault(in: folder)
+            let a = "http://127.0.0.1:8080", b = "https://coffer.example.com:443/api"
+            #expect(try vault.marks.checkPin(origin: a, storeID: Self.storeA) == .pinned)
+            #expect(try vault.marks.checkPin(origin: a, storeID: Self.storeA) == .known)
+            #expect(try vault.marks.checkPin(origin: a, storeID: Self.storeB) == .otherStore(pinned: Self.storeA))
+            #expect(try vault.marks.checkPin(origin: b, storeID: Self.storeA) == .pinnedElsewhere(origin: a))
+            #expect(try vault.marks.pins() == [ServerPin(origin: a, storeID: Self.storeA)])
+            // Another process of the user's sees the pin, and its marks keep it.
+            let other = try MarkBook(vault: vault)
+            other.advance(to: Self.mark(1, 1))
+            try other.save()
+            #expect(try other.checkPin(origin: b, storeID: Self.storeB) == .pinned)
+            let again = try Vault.open(at: vault.url, passphrase: secure(testPassphrase))
+            #expect(try again.marks.pins().map(\.origin) == [a, b])
+            #expect(try again.marks.all() == [Self.mark(1, 1)])
+            #expect(try again.marks.forgetPin(origin: a) == ServerPin(origin: a, storeID: Self.storeA))
+            #expect(try again.marks.forgetPin(origin: a) == nil)
+            #expect(try again.marks.checkPin(origin: "https://coffer.example.org:443", storeID: Self.storeA) == .pinned,
+                    "after forgetting, the id pins anew elsewhere")
+            #expect(try MarkBook(vault: vault).pins().count == 2)
+            expectVaultError(.invalidArguments) { try vault.marks.checkPin(origin: "ftp://x", storeID: Self.storeA) }
+            expectVaultError(.invalidArguments) { try vault.marks.checkPin(origin: a, storeID: [1, 2]) }
+        }
+    }
+
+    /// Version 2 files sealed with the right key, but with pins the writer never writes.
+    @Test(arguments: [
+        ("pins out of order", [("http://b:1", [UInt8](repeating: 1, count: 16)), ("http://a:1", [UInt8](repeating: 2, count: 16))], [UInt8]()),
+        ("an origin that is not http", [("ftp://a:1", [UInt8](repeating: 1, count: 16))], []),
+        ("an origin with a space", [("http://a b:1", [UInt8](repeating: 1, count: 16))], []),
+        ("a trailing byte", [("http://a:1", [UInt8](repeating: 1, count: 16))], [0]),
+    ] as [(String, [(String, [UInt8])], [UInt8])])
+    func craftedPinsAreRefused(_ what: String, _ pins: [(String, [UInt8])], _ trailing: [UInt8]) throws {
+        try withTemporaryFolder { folder in
+            let vault = try makeVault(in: folder)
+            let key = try MarksFormat.key(signingSeed: vault.read { $0.body.signingSeed })
+            var plaintext = BigEndian.bytes(UInt32(0)) + BigEndian.bytes(UInt32(pins.count))
+            for (origin, id) in pins { plaintext += [UInt8(origin.utf8.count)] + Array(origin.utf8) + id }
+            plaintext += trailing
+            try writeBytes(try MarksFormat.seal(plaintext, key: key, userID: vault.identity.userID, version: 2), to: Self.marksURL(vault))
+            Self.expectRefused(vault, oneOf: [.integrityFailure], Comment(rawValue: what))
         }
     }
 

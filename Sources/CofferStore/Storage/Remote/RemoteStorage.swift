@@ -17,6 +17,10 @@ import NIOHTTP1
 /// its entry again on the new head.
 final class RemoteStorage: SnapshotDriver {
     let server: URL
+    /// The origin dialled, named in every request's signature.
+    let origin: ServerOrigin
+    /// The store id pinned for ``origin``, named in every request's signature.
+    let storeID: [UInt8]
     let vault: Vault
     let logger: Logger
     let timeout: Duration
@@ -34,6 +38,8 @@ final class RemoteStorage: SnapshotDriver {
     let replayedReadAnswers = Locked<[Data]>([])
     /// How often a batch whose answer was lost is sent again.
     static let resends = 2
+    /// The largest answer a client reads; a larger one is refused unread past this many bytes.
+    static let maxAnswer = 128 << 20
 
     /// The process's HTTP client (on NIO's shared event loops, as PostgreSQL's connections are).
     /// A connection that cannot be made fails the request at once (a refused one) or after 10 s,
@@ -46,32 +52,48 @@ final class RemoteStorage: SnapshotDriver {
         return HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration)
     }()
 
-    private init(server: URL, vault: Vault, timeout: Duration, logger: Logger) {
+    private init(server: URL, origin: ServerOrigin, storeID: [UInt8], vault: Vault, timeout: Duration, logger: Logger) {
         self.server = server
+        self.origin = origin
+        self.storeID = storeID
         self.vault = vault
         self.timeout = timeout
         self.logger = logger
     }
 
-    /// Connects: reads the store's id and publishes the user's own card (how the server comes
-    /// to know them).
-    static func open(server: URL, vault: Vault, timeout: Duration, logger: Logger) async throws -> (RemoteStorage, storeID: [UInt8]) {
-        guard let scheme = server.scheme?.lowercased(), ["http", "https"].contains(scheme), server.host != nil else {
-            throw StoreError(.invalidArguments, "a server is an http:// or https:// URL (got \(Names.printable(server.absoluteString)))")
+    /// Connects: reads the store's id (unsigned), checks it against the id the user pinned for
+    /// this origin at first contact (pinning it now at a first contact), then publishes the
+    /// user's own card (how the server comes to know them).
+    /// - Throws: `.integrityFailure` when the origin is pinned to another store id, or the
+    ///   store id to another origin.
+    ///
+    /// Requests go to `server`; they name `origin` (by default `server`'s), as a client reaching
+    /// a server's public URL through a tunnel or straight at one instance would.
+    static func open(server: URL, origin: ServerOrigin? = nil, vault: Vault, timeout: Duration, logger: Logger) async throws -> (RemoteStorage, storeID: [UInt8]) {
+        _ = try ServerOrigin(server)
+        let origin = try origin ?? ServerOrigin(server)
+        let unsigned = RemoteStorage(server: server, origin: origin, storeID: [], vault: vault, timeout: timeout, logger: logger)
+        let info = try RemoteAPI.decode(RemoteAPI.Info.self, try await unsigned.send("GET", RemoteAPI.Path.info, signed: false), what: "server's answer")
+        guard info.storeID.count == 16 else { throw StoreError(.integrityFailure, "the server at \(origin) sent a store id that is not 16 bytes") }
+        let storeID = Array(info.storeID)
+        let check: ServerPin.Check
+        do { check = try vault.marks.checkPin(origin: origin.text, storeID: storeID) } catch let error as VaultError {
+            throw StoreError(error.code == .busy ? .busy : .integrityFailure, "your marks file cannot be read or written: \(error.message)", underlying: error)
         }
-        let remote = RemoteStorage(server: server, vault: vault, timeout: timeout, logger: logger)
+        switch check {
+        case .known, .pinned: break
+        case .otherStore(let pinned):
+            throw StoreError(.integrityFailure, "the server at \(origin) answers as store \(Hex.encode(storeID)), but you first met it as store \(Hex.encode(pinned)): it is another server, or its store was replaced; if it was moved or restored on purpose, run 'coffer server forget \(origin)' and connect again")
+        case .pinnedElsewhere(let other):
+            throw StoreError(.integrityFailure, "the server at \(origin) answers with the store id of the server you met at \(other): a server posing as another, or a store moved here; if it was moved on purpose, run 'coffer server forget \(other)' and connect again")
+        }
+        let remote = RemoteStorage(server: server, origin: origin, storeID: storeID, vault: vault, timeout: timeout, logger: logger)
         let card = try ContactCard(vault: vault).jsonData()
         _ = try await remote.send("POST", RemoteAPI.Path.publish, body: try RemoteAPI.encoder.encode(RemoteAPI.Publish(card: card)))
-        let info = try RemoteAPI.decode(RemoteAPI.Info.self, try await remote.send("GET", RemoteAPI.Path.info), what: "server's answer")
-        guard info.storeID.count == 16 else { throw StoreError(.integrityFailure, "the server at \(remote.serverDescription) sent a store id that is not 16 bytes") }
-        return (remote, Array(info.storeID))
+        return (remote, storeID)
     }
 
-    var serverDescription: String {
-        var text = "\(server.scheme ?? "http")://\(server.host ?? "?")"
-        if let port = server.port { text += ":\(port)" }
-        return text
-    }
+    var serverDescription: String { origin.text }
 
     var storeDescription: String { "a store on the server at \(serverDescription)" }
 
@@ -139,12 +161,14 @@ final class RemoteStorage: SnapshotDriver {
     /// - Throws: the server's error as a ``StoreError`` (its code mapped), ``SnapshotConflict``
     ///   for a batch that lost a race, `.serviceUnavailable` when the server cannot be reached
     ///   or does not answer within the timeout.
-    func send(_ method: String, _ path: String, query: String? = nil, body: Data = Data(), timeout: Duration? = nil) async throws -> Data {
+    func send(_ method: String, _ path: String, query: String? = nil, body: Data = Data(), timeout: Duration? = nil,
+              signed: Bool = true) async throws -> Data {
         let target = path + (query.map { "?" + $0 } ?? "")
         var request = HTTPClientRequest(url: server.absoluteString.trimmingSuffix("/") + target)
         request.method = HTTPMethod(rawValue: method)
-        for header in RequestSignature.sign(method: method, target: target, body: body, vault: vault).headers {
-            request.headers.add(name: header.name, value: header.value)
+        if signed {
+            let signature = RequestSignature.sign(method: method, target: target, body: body, vault: vault, origin: origin, storeID: storeID)
+            for header in signature.headers { request.headers.add(name: header.name, value: header.value) }
         }
         if !body.isEmpty {
             request.headers.add(name: "Content-Type", value: "application/json")
@@ -156,7 +180,11 @@ final class RemoteStorage: SnapshotDriver {
         do {
             response = try await Self.client.execute(request, timeout: .nanoseconds(Int64(limit.components.seconds) * 1_000_000_000
                                                                                         + limit.components.attoseconds / 1_000_000_000))
-            received = try await response.body.collect(upTo: 1 << 30)
+            do { received = try await response.body.collect(upTo: Self.maxAnswer) } catch is NIOTooManyBytesError {
+                throw StoreError(.limitExceeded, "the server at \(serverDescription) sent an answer over \(Self.maxAnswer >> 20) MiB; it was refused unread")
+            }
+        } catch let error as StoreError {
+            throw error
         } catch let error as HTTPClientError where [.connectTimeout, .remoteConnectionClosed, .readTimeout, .deadlineExceeded].contains(error) && method == "POST" {
             throw StoreError(.serviceUnavailable, "the server at \(serverDescription) did not answer within \(Self.seconds(limit)); try again",
                              underlying: LostAnswer())
@@ -206,7 +234,14 @@ extension Store {
     /// - Throws: `.serviceUnavailable` when the server cannot be reached; `.invalidArguments`
     ///   for a URL that is not http or https.
     public convenience init(server: URL, vault: Vault, timeout: Duration = .seconds(30), logger: Logger = Vault.disabledLogger) async throws {
-        let (remote, storeID) = try await RemoteStorage.open(server: server, vault: vault, timeout: timeout, logger: logger)
+        try await self.init(server: server, naming: nil, vault: vault, timeout: timeout, logger: logger)
+    }
+
+    /// A store on the server reached at `server` whose requests name the origin `origin`
+    /// (another instance, or a tunnel, to a server whose public URL is `origin`).
+    convenience init(server: URL, naming origin: URL?, vault: Vault, timeout: Duration = .seconds(30), logger: Logger = Vault.disabledLogger) async throws {
+        let (remote, storeID) = try await RemoteStorage.open(server: server, origin: try origin.map { try ServerOrigin($0) }, vault: vault,
+                                                             timeout: timeout, logger: logger)
         self.init(url: server, storeID: storeID, backend: .snapshot(remote), logger: logger)
         logger.debug("store opened", metadata: ["server": "\(remote.serverDescription)"])
     }
