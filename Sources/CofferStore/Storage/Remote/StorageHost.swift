@@ -131,10 +131,10 @@ package final class StorageHost: Sendable {
         guard request.needs.count <= RemoteAPI.maxNeeds else {
             throw StoreError(.limitExceeded, "a read request carries at most \(RemoteAPI.maxNeeds) reads")
         }
-        let plan = try await authorize(try request.needs.map { try $0.need() }, userID: userID)
+        let plan = try await authorize(try request.needs.map { try $0.need() }, basis: request.basis.basis, userID: userID)
         try await ensureIndexes(for: plan.needs)
         let snapshot = StorageSnapshot(writable: false)
-        snapshot.presetBasis = request.basis.basis
+        snapshot.presetBasis = plan.basis
         try await driver.fetch(plan.needs, into: snapshot)
         try await limit(&snapshot.fetched, to: plan, userID: userID)
         let response = RemoteAPI.ReadResponse(tables: WireTables(snapshot.fetched), moved: snapshot.lastFetchMoved)
@@ -182,13 +182,17 @@ package final class StorageHost: Sendable {
         var hidden = [ZoneID]()
         /// Zones whose user's part ended: their log through the entry that ended it, no keys.
         var history = [Int64: (seq: Int64, hash: Digest32)]()
+        /// What the client read before, as the fetch compares it with the store: a zone whose
+        /// user's part ended does not move on for them (its head they read is its last one
+        /// theirs), and one that gives them nothing is not compared.
+        var basis: StorageSnapshot.FetchBasis
     }
 
     /// Refuses a read of what `userID` may not read (`.permissionFailure`), and says what to
     /// hold back of the rest. A zone's readers are those its verified log names (see
     /// ``ZoneReading``), never the member lookup its owner writes.
-    private func authorize(_ needs: [StorageSnapshot.Need], userID: String) async throws -> ReadPlan {
-        var rowIDs = Set<Int64>(), named = Set<ZoneID>()
+    private func authorize(_ needs: [StorageSnapshot.Need], basis: StorageSnapshot.FetchBasis, userID: String) async throws -> ReadPlan {
+        var rowIDs = Set(basis.heads.keys).union(basis.zones), named = Set<ZoneID>()
         func own(_ id: String) throws {
             guard id == userID else { throw StoreError(.permissionFailure, "a user reads only their own zone lists and changes") }
         }
@@ -206,11 +210,18 @@ package final class StorageHost: Sendable {
                 rowIDs.insert(zone)
             }
         }
-        var plan = ReadPlan(needs: needs)
+        var plan = ReadPlan(needs: needs, basis: basis)
         guard !rowIDs.isEmpty || !named.isEmpty else { return plan }
         let zones = try await zoneAccess(rowIDs: rowIDs, named: named)
         var readings = [Int64: ZoneReading]()
         for zone in zones.values { readings[zone.rowID] = try await reading(zone, by: userID) }
+        for (zone, reading) in readings {
+            switch reading {
+            case .all, .share: break
+            case .history: if plan.basis.heads.removeValue(forKey: zone) != nil { plan.basis.zones.insert(zone) }
+            case .nothing: plan.basis.heads[zone] = nil; plan.basis.zones.remove(zone)
+            }
+        }
         let byName = Dictionary(zones.values.map { ($0.id, $0.rowID) }, uniquingKeysWith: { a, _ in a })
         for need in needs {
             switch need {
@@ -677,9 +688,11 @@ package final class StorageHost: Sendable {
     static func whyEnded(_ before: ZoneState?, _ after: ZoneState, _ userID: String, zone: ZoneID) -> String {
         let what = "zone '\(zone.name)' of \(zone.ownerID)"
         guard let share = after.share else { return "the owner stopped sharing \(what)" }
-        if share.participants[userID]?.status == .removed { return "you were removed from \(what)" }
         if after.acceptances[userID] == .left || after.linkJoiners[userID] == .left { return "you left \(what)" }
-        if before?.linkJoiners[userID] == .accepted { return "the public link you joined \(what) with was turned off" }
+        if before?.linkJoiners[userID] == .accepted, share.publicPermission == .none || share.linkPublicKey != before?.share?.linkPublicKey {
+            return "the public link you joined \(what) with was turned off"
+        }
+        if share.participants[userID]?.status == .removed { return "you were removed from \(what)" }
         return "\(what) is not shared with you any more"
     }
 
