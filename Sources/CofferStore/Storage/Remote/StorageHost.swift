@@ -131,7 +131,10 @@ package final class StorageHost: Sendable {
         guard request.needs.count <= RemoteAPI.maxNeeds else {
             throw StoreError(.limitExceeded, "a read request carries at most \(RemoteAPI.maxNeeds) reads")
         }
-        let plan = try await authorize(try request.needs.map { try $0.need() }, basis: request.basis.basis, userID: userID)
+        let needs = try request.needs.map { try $0.need() }
+        for case .zoneUID(let uid) in needs where uid.count != 16 { throw StoreError(.invalidArguments, "operation zones/exists: 'uid' is 16 bytes") }
+        for case .shareZones(let uid) in needs where uid.count != 16 { throw StoreError(.invalidArguments, "operation shares/zones: 'uid' is 16 bytes") }
+        let plan = try await authorize(needs, basis: request.basis.basis, userID: userID)
         try await ensureIndexes(for: plan.needs)
         let snapshot = StorageSnapshot(writable: false)
         snapshot.presetBasis = plan.basis
