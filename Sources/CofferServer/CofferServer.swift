@@ -107,6 +107,22 @@ package enum CofferServer {
                 return try await host.wait(after: after, timeout: .milliseconds(millis))
             }
         }
+        // A method a known path does not take: a JSON 405 naming the one it does (the router
+        // alone would answer 404, as for a path it does not have).
+        let declared: [(String, HTTPRequest.Method)] = [
+            (RemoteAPI.Path.health, .get), (RemoteAPI.Path.info, .get), (RemoteAPI.Path.publish, .post),
+            (RemoteAPI.Path.read, .post), (RemoteAPI.Path.modify, .post), (RemoteAPI.Path.wait, .get),
+        ]
+        for (path, method) in declared {
+            for other in [HTTPRequest.Method.get, .post, .put, .delete, .patch, .options] where other != method {
+                router.on(RouterPath(path), method: other) { _, _ in
+                    var response = json(encode(RemoteAPI.Failure(code: "methodNotAllowed", message: "\(path) takes \(method.rawValue) only")),
+                                        status: .methodNotAllowed)
+                    response.headers[.allow] = method.rawValue
+                    return response
+                }
+            }
+        }
     }
 
     /// A request that fails authentication (answered 401).

@@ -146,9 +146,13 @@ struct ServerHostileTests {
             let privateRow = try await scene.head(scene.alice.session, scene.privateZone).row
             try await expectRefused(scene, bob.store, [.addZoneMember(zoneRowID: privateRow.rowID, userID: bob.vault.identity.userID)], "lists its members")
             for need: StorageSnapshot.Need in [.records(zoneRowID: privateRow.rowID, names: ["p1"]), .allRows(zoneRowID: privateRow.rowID),
-                                                .zone(scene.privateZone), .ownedZones(scene.alice.vault.identity.userID)] {
+                                                .ownedZones(scene.alice.vault.identity.userID)] {
                 await #expect(throws: StoreError.self) { try await scene.driver(bob.store).fetch([need], into: StorageSnapshot(writable: false)) }
             }
+            // A lookup of the zone by name answers as for a zone the store does not have.
+            let lookup = StorageSnapshot(writable: false)
+            try await scene.driver(bob.store).fetch([.zone(scene.privateZone)], into: lookup)
+            #expect(lookup.fetched.zones[scene.privateZone].map { $0 == nil } == true)
             // Nothing landed: the zone is where it was, and every user's audit is clean.
             #expect(try await scene.head(scene.alice.session, scene.family).state.headSeq == head.state.headSeq)
             for session in [scene.alice.session, bob.session, carol.session] { #expect(try await session.audit().findings.isEmpty) }

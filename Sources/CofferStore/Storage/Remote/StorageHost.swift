@@ -132,11 +132,14 @@ package final class StorageHost: Sendable {
             throw StoreError(.limitExceeded, "a read request carries at most \(RemoteAPI.maxNeeds) reads")
         }
         let needs = try request.needs.map { try $0.need() }
-        try await authorize(needs, userID: userID)
-        try await ensureIndexes(for: needs)
+        for case .zoneUID(let uid) in needs where uid.count != 16 { throw StoreError(.invalidArguments, "operation zones/exists: 'uid' is 16 bytes") }
+        for case .shareZones(let uid) in needs where uid.count != 16 { throw StoreError(.invalidArguments, "operation shares/zones: 'uid' is 16 bytes") }
+        let plan = try await authorize(needs, basis: request.basis.basis, userID: userID)
+        try await ensureIndexes(for: plan.needs)
         let snapshot = StorageSnapshot(writable: false)
-        snapshot.presetBasis = request.basis.basis
-        try await driver.fetch(needs, into: snapshot)
+        snapshot.presetBasis = plan.basis
+        try await driver.fetch(plan.needs, into: snapshot)
+        try await limit(&snapshot.fetched, to: plan, userID: userID)
         let response = RemoteAPI.ReadResponse(tables: WireTables(snapshot.fetched), moved: snapshot.lastFetchMoved)
         return try RemoteAPI.encoder.encode(response)
     }
@@ -173,9 +176,26 @@ package final class StorageHost: Sendable {
         }
     }
 
-    /// Refuses a read of what `userID` may not read.
-    private func authorize(_ needs: [StorageSnapshot.Need], userID: String) async throws {
-        var rowIDs = Set<Int64>(), named = Set<ZoneID>()
+    /// What a read request may fetch for its user, and what is held back of what it fetches.
+    struct ReadPlan {
+        /// The needs to fetch: those asked for, less lookups of zones the user may not read.
+        var needs: [StorageSnapshot.Need]
+        /// Zones looked up by name that exist but are not the user's to read: answered as
+        /// missing, as a zone the store does not have is.
+        var hidden = [ZoneID]()
+        /// Zones whose user's part ended: their log through the entry that ended it, no keys.
+        var history = [Int64: (seq: Int64, hash: Digest32)]()
+        /// What the client read before, as the fetch compares it with the store: a zone whose
+        /// user's part ended does not move on for them (its head they read is its last one
+        /// theirs), and one that gives them nothing is not compared.
+        var basis: StorageSnapshot.FetchBasis
+    }
+
+    /// Refuses a read of what `userID` may not read (`.permissionFailure`), and says what to
+    /// hold back of the rest. A zone's readers are those its verified log names (see
+    /// ``ZoneReading``), never the member lookup its owner writes.
+    private func authorize(_ needs: [StorageSnapshot.Need], basis: StorageSnapshot.FetchBasis, userID: String) async throws -> ReadPlan {
+        var rowIDs = Set(basis.heads.keys).union(basis.zones), named = Set<ZoneID>()
         func own(_ id: String) throws {
             guard id == userID else { throw StoreError(.permissionFailure, "a user reads only their own zone lists and changes") }
         }
@@ -193,10 +213,94 @@ package final class StorageHost: Sendable {
                 rowIDs.insert(zone)
             }
         }
-        guard !rowIDs.isEmpty || !named.isEmpty else { return }
+        var plan = ReadPlan(needs: needs, basis: basis)
+        guard !rowIDs.isEmpty || !named.isEmpty else { return plan }
         let zones = try await zoneAccess(rowIDs: rowIDs, named: named)
-        for zone in zones.values where !zone.readable(by: userID) {
-            throw StoreError(.permissionFailure, "zone '\(zone.id.name)' of \(zone.id.ownerID) is not shared with you")
+        var readings = [Int64: ZoneReading]()
+        for zone in zones.values { readings[zone.rowID] = try await reading(zone, by: userID) }
+        for (zone, reading) in readings {
+            switch reading {
+            case .all, .share: break
+            case .history: if plan.basis.heads.removeValue(forKey: zone) != nil { plan.basis.zones.insert(zone) }
+            case .nothing: plan.basis.heads[zone] = nil; plan.basis.zones.remove(zone)
+            }
+        }
+        let byName = Dictionary(zones.values.map { ($0.id, $0.rowID) }, uniquingKeysWith: { a, _ in a })
+        for need in needs {
+            switch need {
+            case .zone(let id):
+                guard let rowID = byName[id], let reading = readings[rowID] else { continue } // missing: answered as such
+                switch reading {
+                case .all, .share: break
+                case .history(let seq, let hash, _): plan.history[rowID] = (seq, hash)
+                case .nothing: plan.hidden.append(id)
+                }
+            case .log(let zone, _), .logHashes(let zone), .logEntry(let zone, _):
+                guard let reading = readings[zone], let found = zones[zone] else { continue }
+                switch reading {
+                case .all, .share: break
+                case .nothing: throw Self.notShared(found)
+                case .history(let seq, let hash, let why):
+                    if case .logEntry(_, let asked) = need, asked > seq { throw StoreError(.permissionFailure, why) }
+                    plan.history[zone] = (seq, hash)
+                }
+            default:
+                guard let zone = WireNeed(need).zoneRowID, let reading = readings[zone], let found = zones[zone] else { continue }
+                switch reading {
+                case .all: break
+                case .share: throw StoreError(.permissionFailure, "zone '\(found.id.name)' of \(found.id.ownerID): its records are read by participants who accepted its share")
+                case .history(_, _, let why): throw StoreError(.permissionFailure, why)
+                case .nothing: throw Self.notShared(found)
+                }
+            }
+        }
+        // A zone whose lookup is held back is not fetched at all.
+        let hidden = Set(plan.hidden)
+        plan.needs = needs.filter { if case .zone(let id) = $0 { !hidden.contains(id) } else { true } }
+        return plan
+    }
+
+    private static func notShared(_ zone: ZoneAccess) -> StoreError {
+        StoreError(.permissionFailure, "zone '\(zone.id.name)' of \(zone.id.ownerID) is not shared with you")
+    }
+
+    /// Holds back of what a fetch read what the plan says `userID` may not see: zones looked up
+    /// that are not theirs (answered as missing), the keys and later entries of zones whose
+    /// part ended, and the zones the store's member lookup lists that the zones' logs do not
+    /// give them.
+    private func limit(_ f: inout StorageSnapshot.Tables<StoredRow>, to plan: ReadPlan, userID: String) async throws {
+        // Listings come from the member lookup (a cache the owner writes): each zone listed is
+        // checked against its log.
+        var listed = [Int64: ZoneRow]()
+        for rows in f.listingZones.values { for row in rows { listed[row.rowID] = row } }
+        for list in f.sharedZones.values { for item in list { listed[item.zone.rowID] = item.zone } }
+        for bySince in f.changedSharedZones.values { for rows in bySince.values { for row in rows { listed[row.rowID] = row } } }
+        var refused = Set<Int64>()
+        for (rowID, row) in listed where row.id.ownerID != userID {
+            let zone = ZoneAccess(rowID: rowID, uid: row.uid, id: row.id, members: [], hasLink: false)
+            let given = try? await self.reading(zone, by: userID)
+            if given == nil || given == .nothing { refused.insert(rowID) }
+        }
+        if !refused.isEmpty {
+            f.listingZones = f.listingZones.mapValues { $0.filter { !refused.contains($0.rowID) } }
+            f.sharedZones = f.sharedZones.mapValues { $0.filter { !refused.contains($0.zone.rowID) } }
+            f.changedSharedZones = f.changedSharedZones.mapValues { $0.mapValues { $0.filter { !refused.contains($0.rowID) } } }
+            for (id, row) in f.zones { if let row, refused.contains(row.rowID) { f.zones[id] = nil } }
+        }
+        for id in plan.hidden { f.zones[id] = .some(nil) }
+        for (id, row) in f.zones {
+            guard let row, let end = plan.history[row.rowID], row.sequence > end.seq else { continue }
+            f.zones[id] = .some(ZoneRow(rowID: row.rowID, uid: row.uid, id: row.id, sequence: end.seq, created: row.created, logFormat: row.logFormat))
+        }
+        for (zone, end) in plan.history {
+            if f.heads[zone] != nil { f.heads[zone] = .some((end.seq, end.hash)) }
+            if let log = f.logs[zone] { f.logs[zone] = (log.after, log.entries.filter { $0.seq <= end.seq }) }
+            if let entries = f.entries[zone] { f.entries[zone] = entries.filter { $0.key <= end.seq } }
+            if let hashes = f.logHashes[zone] { f.logHashes[zone] = hashes.filter { $0.key <= end.seq } }
+            if f.wrappedKeys[zone] != nil { f.wrappedKeys[zone] = [:] }
+            if f.chainedKeys[zone] != nil { f.chainedKeys[zone] = [:] }
+            if f.shareLinks[zone] != nil { f.shareLinks[zone] = .some(nil) }
+            if f.zoneMembers[zone] != nil { f.zoneMembers[zone] = [] }
         }
     }
 
@@ -520,8 +624,84 @@ package final class StorageHost: Sendable {
 
     // MARK: - Access
 
-    /// A zone's owner, members and link, as the store's own lookups say (what the server uses
-    /// to decide who reads a zone).
+    /// What a user may read of a zone, as its verified log says.
+    enum ZoneReading: Equatable {
+        /// Everything: its owner, a named participant who accepted, a joiner of the link while
+        /// it stands.
+        case all
+        /// Its row, keys and log but no record rows: a named participant who has not accepted
+        /// (or left, and may accept again), and anyone while a public link stands (to join).
+        case share
+        /// Its row and its log through the entry that ended the user's part (`seq`, its hash):
+        /// no keys, no record rows. `why`: the refusal of anything else.
+        case history(seq: Int64, hash: Digest32, why: String)
+        /// Nothing: a lookup by name answers as for a zone the store does not have.
+        case nothing
+
+        static func == (a: ZoneReading, b: ZoneReading) -> Bool {
+            switch (a, b) {
+            case (.all, .all), (.share, .share), (.nothing, .nothing): true
+            case (.history(let s, let h, _), .history(let t, let k, _)): s == t && h == k
+            default: false
+            }
+        }
+    }
+
+    /// What `userID` may read of `zone`: its owner everything; anyone else what the zone's
+    /// verified log gives them now, or, if it gave them a part that ended, its log up to the
+    /// entry that ended it.
+    func reading(_ zone: ZoneAccess, by userID: String) async throws -> ZoneReading {
+        if zone.id.ownerID == userID { return .all }
+        let state = try await verifiedState(zone)
+        let now = Self.standing(state, userID, linkOpen: true)
+        guard now == .nothing else { return now }
+        // Their part, if they had one, ended: the last entry that ended it, replayed from the
+        // genesis on the entries whose chain reaches the verified head.
+        let stored = try await store.read { db in try db.logEntries(zoneRowID: zone.rowID, after: 0) }
+        var replay: ZoneState?, had = false, ended: (seq: Int64, hash: Digest32, why: String)?
+        for entry in stored {
+            guard let decoded = LogEntry.decode(entry.body), decoded.seq == entry.seq else { return .nothing }
+            let before = replay
+            guard let next = try? ZoneState.next(replay, decoded, hash: entry.hash, uid: zone.uid, zone: zone.id, refusal: .integrityFailure) else {
+                return .nothing
+            }
+            replay = next
+            let takes = Self.standing(next, userID, linkOpen: false) != .nothing
+            if had, !takes { ended = (entry.seq, entry.hash, Self.whyEnded(before, next, userID, zone: zone.id)) }
+            had = takes
+        }
+        guard !had, let ended, replay?.headHash == state.headHash else { return .nothing }
+        return .history(seq: ended.seq, hash: ended.hash, why: ended.why)
+    }
+
+    /// What `state` gives `userID` now (not its owner's part, checked before, nor a part that
+    /// ended). `linkOpen`: whether a public link that stands lets anyone read the share.
+    static func standing(_ state: ZoneState, _ userID: String, linkOpen: Bool) -> ZoneReading {
+        if userID == state.ownerID { return .all }
+        guard let share = state.share else { return .nothing }
+        let participant = share.participants[userID]
+        if participant?.status == .removed { return .nothing }
+        if participant?.role == .privateUser { return state.acceptances[userID] == .accepted ? .all : .share }
+        guard share.publicPermission != .none, share.linkPublicKey != nil else { return .nothing }
+        if state.linkJoiners[userID] == .accepted { return .all }
+        return linkOpen ? .share : .nothing
+    }
+
+    /// Why the entry that took `before` to `after` ended `userID`'s part, as a refusal's message.
+    static func whyEnded(_ before: ZoneState?, _ after: ZoneState, _ userID: String, zone: ZoneID) -> String {
+        let what = "zone '\(zone.name)' of \(zone.ownerID)"
+        guard let share = after.share else { return "the owner stopped sharing \(what)" }
+        if after.acceptances[userID] == .left || after.linkJoiners[userID] == .left { return "you left \(what)" }
+        if before?.linkJoiners[userID] == .accepted, share.publicPermission == .none || share.linkPublicKey != before?.share?.linkPublicKey {
+            return "the public link you joined \(what) with was turned off"
+        }
+        if share.participants[userID]?.status == .removed { return "you were removed from \(what)" }
+        return "\(what) is not shared with you any more"
+    }
+
+    /// A zone's owner, members and link, as the store's own lookups say. The member lookup and
+    /// link rows are caches the owner writes: who reads a zone is ``reading(_:by:)``'s to say,
+    /// from the zone's verified log.
     struct ZoneAccess: Sendable {
         let rowID: Int64
         let uid: [UInt8]

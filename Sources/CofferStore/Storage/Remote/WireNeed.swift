@@ -29,6 +29,15 @@ struct WireNeed: Codable, Sendable {
             guard let value else { throw StoreError(.invalidArguments, "operation \(op) lacks '\(key)'") }
             return value
         }
+        // Numbers in their ranges, whichever operation carries them: a row id is positive, a
+        // sequence, epoch or counter is not negative, a limit is from 1 to 2^31 - 1.
+        if let zone, zone < 1 { throw StoreError(.invalidArguments, "operation \(op): 'zone' is a zone's row id, from 1") }
+        for (key, value) in [("after", after), ("seq", seq), ("since", since)] {
+            if let value, value < 0 { throw StoreError(.invalidArguments, "operation \(op): '\(key)' is not negative") }
+        }
+        if let limit, !(1...Int(Int32.max)).contains(limit) {
+            throw StoreError(.invalidArguments, "operation \(op): 'limit' is from 1 to \(Int32.max)")
+        }
         let need: StorageSnapshot.Need
         switch op {
         case "zones/lookup": need = .zone(ZoneID(name: try field(name, "name"), ownerID: try field(owner, "owner")))

@@ -82,6 +82,9 @@ struct WireWrite: Codable, Sendable, Equatable {
             return value
         }
         func bytes(_ value: Data?, _ key: String) throws -> [UInt8] { Array(try field(value, key)) }
+        // A zone row a client sends is its request's to get right (one the server sends is
+        // checked again by the client, as a damaged row).
+        if let zoneRow, zoneRow.uid.count != 16 { throw StoreError(.invalidArguments, "operation \(op): a zone uid is 16 bytes") }
         let write: StorageSnapshot.Write
         switch op {
         case "zones/create":
