@@ -74,7 +74,7 @@ struct ServerBatchTests {
             try await expectRefused(scene, carol.store, [empty.write, tombstone], "does not delete it")
 
             // A deleted mark removed by a commit that does not name it.
-            try await expectRefused(scene, carol.store, [empty.write, .removeTombstone(zoneRowID: head.row.rowID, name: "gone")], "names it")
+            try await expectRefused(scene, carol.store, [empty.write, .removeTombstone(zoneRowID: head.row.rowID, name: "gone")], "no signed commit names")
 
             // A commit whose stored lists are not the ones it signs.
             let signed = scene.commit(by: carol.vault, on: head, entries: deletion, names: named("n1", deleted: true))
@@ -150,7 +150,7 @@ struct ServerBatchTests {
             try await expectRefused(scene, mallory.store, [.zoneGone(renamed, users: [mallory.vault.identity.userID], reason: "deleted")],
                                     "as the server has it")
             // From the owner, without an entry of hers, or naming a user who never took part.
-            try await expectRefused(scene, alice.store, [.zoneGone(family.row, users: [bobID], reason: "deleted")], "signed log entry")
+            try await expectRefused(scene, alice.store, [.zoneGone(family.row, users: [bobID], reason: "deleted")], "signed entry of the owner's")
             let aliceCommit = scene.commit(by: alice.vault, on: family)
             try await expectRefused(scene, alice.store, [aliceCommit.write, .zoneGone(family.row, users: [mallory.vault.identity.userID], reason: "removed")],
                                     "did not take part")
@@ -160,7 +160,7 @@ struct ServerBatchTests {
             // Taking a notice back: with a zone row not the zone's, by the owner without an entry
             // of hers, or for someone who does not take part.
             try await expectRefused(scene, mallory.store, [.zoneBack(dressed, user: bobID)], "as the server has it")
-            try await expectRefused(scene, alice.store, [.zoneBack(family.row, user: bobID)], "signed log entry")
+            try await expectRefused(scene, alice.store, [.zoneBack(family.row, user: bobID)], "signed entry of the owner's")
             try await expectRefused(scene, alice.store, [aliceCommit.write, .zoneBack(family.row, user: mallory.vault.identity.userID)], "does not take part")
             try await expectRefused(scene, mallory.store, [.zoneBack(family.row, user: mallory.vault.identity.userID)], "does not take part")
 

@@ -325,7 +325,7 @@ package final class StorageHost: Sendable {
                 state = try ZoneState.next(state, entry, hash: stored.hash, uid: uid, zone: id, refusal: .permissionFailure)
                 if SignedRecords.writesRecords(entry.kind) {
                     guard let signed = SignedRecords(entry, stored) else {
-                        throw StoreError(.permissionFailure, "zone '\(id.name)': entry \(entry.seq) carries lists of records that are not the ones it signs")
+                        throw StoreError(.permissionFailure, "an entry's record lists are not the ones it signs: zone '\(id.name)', entry \(entry.seq)")
                     }
                     listings[rowID, default: [:]][entry.seq] = signed
                 }
@@ -427,16 +427,16 @@ package final class StorageHost: Sendable {
                 if isOwner {
                     guard users.contains(where: { $0 != userID }) else { break }
                     guard entries.contains(where: { $0.entry.authorID == userID }) else {
-                        throw StoreError(.permissionFailure, "zone '\(access.id.name)': its owner notes it gone for others only with a signed log entry of theirs in the same batch")
+                        throw StoreError(.permissionFailure, "a notice for others needs a signed entry of the owner's in the batch: zone '\(access.id.name)'")
                     }
                     let before = try await stateBefore(rowID)
                     for user in users.sorted() where user != userID && !before.readers.contains(user) && !before.takesPart(user) {
-                        throw StoreError(.permissionFailure, "zone '\(access.id.name)': a deletion notice names \(user), who did not take part in it")
+                        throw StoreError(.permissionFailure, "a notice names a user who did not take part: zone '\(access.id.name)'")
                     }
                 } else {
                     guard entries.contains(where: { $0.entry.kind == .acceptance && $0.entry.authorID == userID }),
                           !(try await stateAfter(rowID).readers.contains(userID)) else {
-                        throw StoreError(.permissionFailure, "zone '\(access.id.name)': a participant notes it gone only with their signed leaving in the same batch")
+                        throw StoreError(.permissionFailure, "a participant's notice needs their signed leaving in the batch: zone '\(access.id.name)'")
                     }
                 }
             case .zoneBack(let zone, let user):
@@ -449,12 +449,12 @@ package final class StorageHost: Sendable {
                 guard user != owner else { break }
                 if user != userID {
                     guard entries.contains(where: { $0.entry.authorID == userID }) else {
-                        throw StoreError(.permissionFailure, "zone '\(access.id.name)': its owner puts it back in others' lists only with a signed log entry of theirs in the same batch")
+                        throw StoreError(.permissionFailure, "a notice taken back for others needs a signed entry of the owner's: zone '\(access.id.name)'")
                     }
                 }
                 let after = try await stateAfter(rowID)
                 guard after.takesPart(user) || after.readers.contains(user) else {
-                    throw StoreError(.permissionFailure, "zone '\(access.id.name)': \(user) does not take part in it, so it is not put back in their list")
+                    throw StoreError(.permissionFailure, "a notice taken back for a user who does not take part: zone '\(access.id.name)'")
                 }
             case .fieldSchema:
                 // Its owner moving a zone here sends its schema after its log.
@@ -466,10 +466,10 @@ package final class StorageHost: Sendable {
                 // (its owner moving a zone here sends them after its log, and its older ones).
                 if let listing = signed[seq] {
                     guard listing.deleted.contains(name) else {
-                        throw StoreError(.permissionFailure, "record '\(Names.printable(name))' is marked deleted at entry \(seq), which does not delete it")
+                        throw StoreError(.permissionFailure, "a deleted mark at an entry that does not delete it: record '\(Names.printable(name))'")
                     }
                 } else if !isOwner {
-                    throw StoreError(.permissionFailure, "record '\(Names.printable(name))' is marked deleted without a signed commit of the same batch that deletes it")
+                    throw StoreError(.permissionFailure, "a deleted mark without a signed commit that deletes it: record '\(Names.printable(name))'")
                 }
             case .dropFieldSchema:
                 // Only the owner changes a field's type: a drop lets the name be fixed again. Its
@@ -483,14 +483,14 @@ package final class StorageHost: Sendable {
                 // at that entry for the change feeds.
                 let deleting = signed.filter { $0.value.deleted.contains(name) }.keys
                 guard !deleting.isEmpty else {
-                    throw StoreError(.permissionFailure, "record '\(Names.printable(name))' is deleted only by a signed commit of the same batch that names the deletion")
+                    throw StoreError(.permissionFailure, "no signed commit of the batch names the deletion of record '\(Names.printable(name))'")
                 }
                 guard deleting.contains(where: { marked[rowID]?.contains(TombstoneMark(name: name, seq: $0)) == true }) else {
-                    throw StoreError(.permissionFailure, "the deletion of record '\(Names.printable(name))' is not marked for the change feeds at the signed commit that deletes it")
+                    throw StoreError(.permissionFailure, "a deletion not marked for the change feeds: record '\(Names.printable(name))'")
                 }
             case .removeTombstone(_, let name):
                 guard signed.values.contains(where: { $0.saved.contains(name) || $0.deleted.contains(name) }) else {
-                    throw StoreError(.permissionFailure, "the deleted mark of record '\(Names.printable(name))' goes only with a signed commit of the same batch that names it")
+                    throw StoreError(.permissionFailure, "a deleted mark removed that no signed commit names: record '\(Names.printable(name))'")
                 }
             case .insertRecord(_, let version), .replaceRecord(_, let version, _, _):
                 var isInsert = false
@@ -585,7 +585,7 @@ package final class StorageHost: Sendable {
     /// uid, name and owner are those its verified log starts from).
     static func checkNotice(_ zone: ZoneRow, _ access: ZoneAccess) throws {
         guard zone.rowID == access.rowID, zone.uid == access.uid, zone.id == access.id else {
-            throw StoreError(.permissionFailure, "a zone's deletion notice names the zone as the server has it")
+            throw StoreError(.permissionFailure, "a notice must name the zone as the server has it")
         }
     }
 
