@@ -79,7 +79,14 @@ extension Session {
             guard zone.id.ownerID == me else {
                 throw StoreError(.permissionFailure, "only the owner can delete zone '\(zoneID.name)'")
             }
-            let viewers = (try? self.zoneState(db, zone: zone).readers) ?? [me]
+            var viewers = [me]
+            if var log = try? self.zoneLog(db, zone: zone), log.refusedTail == nil, log.state.readers.contains(where: { $0 != me }) {
+                // Others learn of the deletion with an entry of the owner's in the same write
+                // (an empty commit): a server notes a zone gone for others only then.
+                viewers = log.state.readers
+                try CommitBuilder(zoneUID: zone.uid, seq: log.state.headSeq + 1, capacity: 0)
+                    .write(db, session: self, zone: zone, log: &log, kind: .commit, label: "coffer.zone-delete", time: Date().timeIntervalSince1970)
+            }
             try db.noteZoneGone(zone, for: Set(viewers), reason: "deleted")
             try db.deleteZone(zoneRowID: zone.rowID)
             return (zone.rowID, zone.uid)

@@ -76,3 +76,47 @@ struct CommitBuilder {
                      + BigEndian.bytes(Int64(seq)))
     }
 }
+
+/// What an entry that writes records (a commit, a rewrite, a genesis) signs of them: its list of
+/// version hashes, and the names it saves and deletes. A server takes a row, a deletion or a
+/// deleted mark only when such an entry names it.
+struct SignedRecords: Sendable {
+    /// The 32-byte version hashes (a deletion's is its deletion hash).
+    let entries: [UInt8]
+    let saved: Set<String>
+    let deleted: Set<String>
+
+    static func writesRecords(_ kind: LogEntry.Kind) -> Bool { kind == .commit || kind == .rewrite || kind == .genesis }
+
+    /// nil for an entry that writes no records, or whose stored lists are not the ones its body
+    /// signs or are damaged (what a client refuses).
+    init?(_ entry: LogEntry, _ stored: StoredLogEntry) {
+        let records: RecordsSummary
+        switch entry.kind {
+        case .commit, .rewrite:
+            guard let payload = RecordsPayload.decode(entry.payload) else { return nil }
+            records = payload.records
+        case .genesis:
+            guard let payload = GenesisPayload.decode(entry.payload) else { return nil }
+            records = payload.records
+        case .membership, .acceptance:
+            return nil
+        }
+        guard records.matches(entries: stored.entries, names: stored.names),
+              let named = CommitBuilder.parseNames(stored.names ?? [], entries: records.count) else { return nil }
+        entries = stored.entries ?? []
+        var saved = Set<String>(), deleted = Set<String>()
+        for item in named {
+            if item.deleted { deleted.insert(item.name) } else { saved.insert(item.name) }
+        }
+        self.saved = saved
+        self.deleted = deleted
+    }
+
+    /// Whether the list of version hashes holds `digest`.
+    func lists(_ digest: Digest32) -> Bool {
+        guard entries.count % 32 == 0 else { return false }
+        let bytes = digest.bytes
+        return stride(from: 0, to: entries.count, by: 32).contains { entries[$0..<$0 + 32].elementsEqual(bytes) }
+    }
+}

@@ -117,6 +117,14 @@ struct StoredLogEntry: Sendable {
     var hash: Digest32 { LogEntry.hash(body: body, signature: signature) }
 }
 
+/// The one check of a log entry's signature, made by clients verifying a zone's log and by a
+/// server checking a batch and its stored logs: Ed25519 by the author's key over the body.
+enum LogEntrySignature {
+    static func verify(stored: StoredLogEntry, key: Ed25519.PublicKey) -> Bool {
+        key.isValidSignature(stored.signature, for: stored.body)
+    }
+}
+
 /// User ids: 32 lowercase hexadecimal characters (BLAKE2b-128 of a signing key).
 enum UserIDs {
     static func isValid(_ id: String) -> Bool {

@@ -204,7 +204,7 @@ extension Session {
         do { key = try signingKey(db, of: entry.authorID) } catch let error as StoreError where error.code == .unknownItem {
             throw refused(zone, ZoneState.Refusal(seq: entry.seq, reason: "it is signed by \(entry.authorID), who is not a contact of this store"))
         }
-        guard key.isValidSignature(stored.signature, for: stored.body) else {
+        guard LogEntrySignature.verify(stored: stored, key: key) else {
             throw refused(zone, ZoneState.Refusal(seq: entry.seq, reason: "its signature by \(describeUser(entry.authorID)) does not verify"))
         }
     }

@@ -13,8 +13,14 @@ import PostgresNIO
 /// - that each log entry extends the zone's head, is signed by the requester (or, for a zone
 ///   a batch creates, by whoever its verified log says), and is allowed by the zone's state as
 ///   its owner-signed log says (a read-only participant's or a removed member's commit fails);
-/// - that every record row written belongs to a commit of the same batch, whose signed list of
-///   version hashes holds it;
+/// - that every record row written or kept belongs to a commit of the same batch, whose signed
+///   list of version hashes holds it (a kept row's hash with its stored creator and creation
+///   time), and that every row deleted and every deleted mark removed is named by that commit's
+///   signed list of names (a deletion as deleted, and marked for the change feeds at it);
+/// - that a record entry's lists are the ones its body signs;
+/// - that a zone's deletion notices name the zone as the store has it, and come from its owner
+///   with an entry of theirs in the batch (naming only users who took part), or from a
+///   participant about themselves with their signed leaving;
 /// - that every record version's plain values follow the zone's schema;
 /// - that only a zone's owner writes its keys, links and member lookups, or deletes it;
 /// - that a contact card is self-signed.
@@ -387,8 +393,9 @@ package final class StorageHost: Sendable {
         for zone in existing where zones[zone] == nil {
             throw StoreError(.zoneNotFound, "the batch writes to a zone the store does not have")
         }
-        // The entries each zone's log gains, checked in order against its verified state.
-        var states = [Int64: ZoneState]()
+        // The entries each zone's log gains, checked in order against its verified state; for
+        // each zone already stored, its state before the batch; what each record entry signs.
+        var states = [Int64: ZoneState](), prior = [Int64: ZoneState](), listings = [Int64: [Int64: SignedRecords]]()
         for (rowID, list) in appends {
             var state: ZoneState?
             let uid: [UInt8], id: ZoneID
@@ -403,6 +410,7 @@ package final class StorageHost: Sendable {
                 uid = zone.uid
                 id = zone.id
                 state = try await verifiedState(zone)
+                prior[rowID] = state
             }
             for (head, entry, stored) in list {
                 guard entry.seq == (state?.headSeq ?? 0) + 1, head == state?.headSeq ?? 0 else { throw Conflict() }
@@ -415,10 +423,16 @@ package final class StorageHost: Sendable {
                 if let k = published[entry.authorID] { key = k } else if let k = try await signingKey(of: entry.authorID) { key = k } else {
                     throw StoreError(.permissionFailure, "zone '\(id.name)': entry \(entry.seq) is signed by \(entry.authorID), whose card the server does not have")
                 }
-                guard key.isValidSignature(stored.signature, for: stored.body) else {
+                guard LogEntrySignature.verify(stored: stored, key: key) else {
                     throw StoreError(.permissionFailure, "zone '\(id.name)': the signature of entry \(entry.seq) does not verify")
                 }
                 state = try ZoneState.next(state, entry, hash: stored.hash, uid: uid, zone: id, refusal: .permissionFailure)
+                if SignedRecords.writesRecords(entry.kind) {
+                    guard let signed = SignedRecords(entry, stored) else {
+                        throw StoreError(.permissionFailure, "an entry's record lists are not the ones it signs: zone '\(id.name)', entry \(entry.seq)")
+                    }
+                    listings[rowID, default: [:]][entry.seq] = signed
+                }
             }
             states[rowID] = state
         }
@@ -441,12 +455,48 @@ package final class StorageHost: Sendable {
         guard recordWrites <= Limits.maxBatchRecords * commits, recordBytes <= 2 * Limits.maxBatchBytes * commits else {
             throw StoreError(.limitExceeded, "a batch writes at most \(Limits.maxBatchRecords) records and \(Limits.maxBatchBytes / (1 << 20)) MiB of fields per commit")
         }
+        // The rows a batch replaces keeping their creator and creation time: the version hash
+        // their commit signs is made with the stored ones, read here.
+        var keptNames = [Int64: [String]]()
+        for case .replaceRecord(let rowID, let version, _, true) in writes { keptNames[rowID, default: []].append(version.stamp.name) }
+        var kept = [Int64: [String: (seq: Int64, creatorID: String, created: Double)]]()
+        for (rowID, names) in keptNames where created[rowID] == nil {
+            kept[rowID] = try await store.read { db in
+                var rows = [String: (seq: Int64, creatorID: String, created: Double)]()
+                try db.readRecordRows(zoneRowID: rowID, names: names) { rows[$0.name] = ($0.seq, $0.creatorID, $0.created) }
+                return rows
+            }
+        }
+        // The deleted names the batch marks for the change feeds, by zone.
+        var marked = [Int64: Set<TombstoneMark>]()
+        for case .addTombstone(let rowID, let name, let seq, _, _, _) in writes { marked[rowID, default: []].insert(TombstoneMark(name: name, seq: seq)) }
+        // Record entries already stored (a zone its owner moves here sends its rows after its log).
+        var storedListings = [Int64: [Int64: SignedRecords?]]()
+        func storedListing(_ rowID: Int64, _ seq: Int64) async throws -> SignedRecords? {
+            if let known = storedListings[rowID]?[seq] { return known }
+            let listing = try await self.storedListing(zoneRowID: rowID, seq: seq)
+            storedListings[rowID, default: [:]][seq] = listing
+            return listing
+        }
+        // A zone's state before the batch, and after it.
+        func stateBefore(_ rowID: Int64) async throws -> ZoneState {
+            if let known = prior[rowID] { return known }
+            guard let zone = zones[rowID] else { throw StoreError(.zoneNotFound, "the batch writes to a zone the store does not have") }
+            let state = try await verifiedState(zone)
+            prior[rowID] = state
+            return state
+        }
+        func stateAfter(_ rowID: Int64) async throws -> ZoneState {
+            if let known = states[rowID] { return known }
+            return try await stateBefore(rowID)
+        }
         // Every other write, against the zone's owner and the batch's own entries.
         for write in writes {
             guard let rowID = write.zoneRowID else { continue }
             let owner = created[rowID]?.ownerID ?? zones[rowID]?.id.ownerID
             let isOwner = owner == userID
             let entries = appends[rowID] ?? []
+            let signed = listings[rowID] ?? [:]
             func refuse(_ what: String) -> StoreError {
                 StoreError(.permissionFailure, "only a zone's owner \(what)")
             }
@@ -464,25 +514,66 @@ package final class StorageHost: Sendable {
                 // A participant lists themselves once the zone's signed state says they take part.
                 guard isOwner || user == userID else { throw refuse("lists its members") }
                 if !isOwner {
-                    let state: ZoneState
-                    if let known = states[rowID] { state = known } else {
-                        guard let zone = zones[rowID] else { throw StoreError(.zoneNotFound, "the batch writes to a zone the store does not have") }
-                        state = try await verifiedState(zone)
-                    }
-                    guard state.takesPart(userID) else { throw refuse("lists its members") }
+                    guard try await stateAfter(rowID).takesPart(userID) else { throw refuse("lists its members") }
                 }
             case .touchZone:
                 guard isOwner || !entries.isEmpty || zones[rowID]?.readable(by: userID) == true else { throw refuse("touches it") }
             case .compactTombstones:
                 guard isOwner || !entries.isEmpty else { throw refuse("compacts its history outside a write") }
             case .zoneGone(let zone, let users, _):
-                guard zone.rowID == rowID, isOwner || users == [userID] else { throw refuse("removes it from others' lists") }
+                // A notice in users' change feeds that the zone went: of the zone as the store
+                // has it, from its owner (with an entry of theirs in the batch when it names
+                // anyone else, who must have taken part), or from a participant about
+                // themselves, with their signed leaving.
+                guard let access = zones[rowID] else { throw refuse("removes it from others' lists") }
+                guard isOwner || users == [userID] else { throw refuse("removes it from others' lists") }
+                try Self.checkNotice(zone, access)
+                if isOwner {
+                    guard users.contains(where: { $0 != userID }) else { break }
+                    guard entries.contains(where: { $0.entry.authorID == userID }) else {
+                        throw StoreError(.permissionFailure, "a notice for others needs a signed entry of the owner's in the batch: zone '\(access.id.name)'")
+                    }
+                    let before = try await stateBefore(rowID)
+                    for user in users.sorted() where user != userID && !before.readers.contains(user) && !before.takesPart(user) {
+                        throw StoreError(.permissionFailure, "a notice names a user who did not take part: zone '\(access.id.name)'")
+                    }
+                } else {
+                    guard entries.contains(where: { $0.entry.kind == .acceptance && $0.entry.authorID == userID }),
+                          !(try await stateAfter(rowID).readers.contains(userID)) else {
+                        throw StoreError(.permissionFailure, "a participant's notice needs their signed leaving in the batch: zone '\(access.id.name)'")
+                    }
+                }
             case .zoneBack(let zone, let user):
-                guard zone.rowID == rowID, isOwner || user == userID else { throw refuse("puts it back in others' lists") }
-            case .fieldSchema, .addTombstone:
-                // Its owner moving a zone here sends its schema and deleted names after its log.
-                guard isOwner || entries.contains(where: { [.commit, .rewrite, .genesis].contains($0.entry.kind) }) else {
+                // Takes a notice back: a user for themselves while the zone's signed state says
+                // they take part; its owner for a participant only with an entry of theirs in
+                // the batch after which that participant takes part.
+                guard let access = zones[rowID] else { throw refuse("puts it back in others' lists") }
+                guard isOwner || user == userID else { throw refuse("puts it back in others' lists") }
+                try Self.checkNotice(zone, access)
+                guard user != owner else { break }
+                if user != userID {
+                    guard entries.contains(where: { $0.entry.authorID == userID }) else {
+                        throw StoreError(.permissionFailure, "a notice taken back for others needs a signed entry of the owner's: zone '\(access.id.name)'")
+                    }
+                }
+                let after = try await stateAfter(rowID)
+                guard after.takesPart(user) || after.readers.contains(user) else {
+                    throw StoreError(.permissionFailure, "a notice taken back for a user who does not take part: zone '\(access.id.name)'")
+                }
+            case .fieldSchema:
+                // Its owner moving a zone here sends its schema after its log.
+                guard isOwner || !signed.isEmpty else {
                     throw StoreError(.permissionFailure, "record rows change only with a signed commit in the same batch")
+                }
+            case .addTombstone(_, let name, let seq, _, _, _):
+                // A deleted name for the change feeds: the entry at its sequence must delete it
+                // (its owner moving a zone here sends them after its log, and its older ones).
+                if let listing = signed[seq] {
+                    guard listing.deleted.contains(name) else {
+                        throw StoreError(.permissionFailure, "a deleted mark at an entry that does not delete it: record '\(Names.printable(name))'")
+                    }
+                } else if !isOwner {
+                    throw StoreError(.permissionFailure, "a deleted mark without a signed commit that deletes it: record '\(Names.printable(name))'")
                 }
             case .dropFieldSchema:
                 // Only the owner changes a field's type: a drop lets the name be fixed again. Its
@@ -491,29 +582,41 @@ package final class StorageHost: Sendable {
                 guard isOwner, entries.contains(where: { $0.entry.authorID == userID }) else {
                     throw refuse("drops fields of its schema, with a log entry of theirs in the same batch")
                 }
-            case .deleteRecord, .removeTombstone:
-                guard entries.contains(where: { [.commit, .rewrite, .genesis].contains($0.entry.kind) }) else {
-                    throw StoreError(.permissionFailure, "record rows change only with a signed commit in the same batch")
+            case .deleteRecord(_, let name, _):
+                // Deleted only by a signed entry of the batch that names the deletion, and marked
+                // at that entry for the change feeds.
+                let deleting = signed.filter { $0.value.deleted.contains(name) }.keys
+                guard !deleting.isEmpty else {
+                    throw StoreError(.permissionFailure, "no signed commit of the batch names the deletion of record '\(Names.printable(name))'")
+                }
+                guard deleting.contains(where: { marked[rowID]?.contains(TombstoneMark(name: name, seq: $0)) == true }) else {
+                    throw StoreError(.permissionFailure, "a deletion not marked for the change feeds: record '\(Names.printable(name))'")
+                }
+            case .removeTombstone(_, let name):
+                guard signed.values.contains(where: { $0.saved.contains(name) || $0.deleted.contains(name) }) else {
+                    throw StoreError(.permissionFailure, "a deleted mark removed that no signed commit names: record '\(Names.printable(name))'")
                 }
             case .insertRecord(_, let version), .replaceRecord(_, let version, _, _):
-                var keepsCreator = false, isInsert = false
-                if case .replaceRecord(_, _, _, let keep) = write { keepsCreator = keep }
+                var isInsert = false
                 if case .insertRecord = write { isInsert = true }
-                let listing: StoredLogEntry
-                if let entry = entries.first(where: { $0.entry.seq == version.stamp.seq && [.commit, .rewrite, .genesis].contains($0.entry.kind) }) {
-                    listing = entry.stored
-                } else if isOwner, isInsert, let stored = try await storedListing(zoneRowID: rowID, seq: version.stamp.seq) {
+                let listing: SignedRecords
+                if let entry = signed[version.stamp.seq] {
+                    listing = entry
+                } else if isOwner, isInsert, let stored = try await storedListing(rowID, version.stamp.seq) {
                     // A zone moving here whole: its owner sends its rows after its log.
                     listing = stored
                 } else {
                     throw StoreError(.permissionFailure, "record '\(Names.printable(version.stamp.name))' is not written by a signed commit of the same batch")
                 }
-                if !keepsCreator {
-                    let uid = zones[rowID]?.uid ?? writes.compactMap { if case .insertZone(rowID, let u, _, _) = $0 { u } else { nil } }.first ?? []
-                    let digest = version.digest(zoneUID: uid, creatorID: version.stamp.creatorID, created: version.stamp.created)
-                    guard Self.lists(listing.entries, digest) else {
-                        throw StoreError(.permissionFailure, "record '\(Names.printable(version.stamp.name))' is not the version its commit signs")
-                    }
+                var creatorID = version.stamp.creatorID, createdAt = version.stamp.created
+                if case .replaceRecord(_, _, let storedSeq, true) = write {
+                    // The row keeps its stored creator and creation time, which its hash signs.
+                    guard let row = kept[rowID]?[version.stamp.name], row.seq == storedSeq else { throw Conflict() }
+                    (creatorID, createdAt) = (row.creatorID, row.created)
+                }
+                let uid = zones[rowID]?.uid ?? writes.compactMap { if case .insertZone(rowID, let u, _, _) = $0 { u } else { nil } }.first ?? []
+                guard listing.lists(version.digest(zoneUID: uid, creatorID: creatorID, created: createdAt)) else {
+                    throw StoreError(.permissionFailure, "record '\(Names.printable(version.stamp.name))' is not the version its commit signs")
                 }
             }
         }
@@ -573,19 +676,27 @@ package final class StorageHost: Sendable {
         }
     }
 
-    /// The stored entry `seq` of a zone when it is one that lists record versions (a commit, a
-    /// rewrite, a genesis of a zone that had records).
-    private func storedListing(zoneRowID: Int64, seq: Int64) async throws -> StoredLogEntry? {
+    /// What the stored entry `seq` of a zone signs of its records, when it is one that lists
+    /// them (a commit, a rewrite, a genesis of a zone that had records) and its lists are the
+    /// ones it signs.
+    private func storedListing(zoneRowID: Int64, seq: Int64) async throws -> SignedRecords? {
         let stored = try await store.read { db in try db.logEntry(zoneRowID: zoneRowID, seq: seq) }
-        guard let stored, let entry = LogEntry.decode(stored.body), entry.seq == seq, [.commit, .rewrite, .genesis].contains(entry.kind) else { return nil }
-        return stored
+        guard let stored, let entry = LogEntry.decode(stored.body), entry.seq == seq else { return nil }
+        return SignedRecords(entry, stored)
     }
 
-    /// Whether a commit's list of 32-byte version hashes holds `digest`.
-    static func lists(_ entries: [UInt8]?, _ digest: Digest32) -> Bool {
-        guard let entries, entries.count % 32 == 0 else { return false }
-        let bytes = digest.bytes
-        return stride(from: 0, to: entries.count, by: 32).contains { entries[$0..<$0 + 32].elementsEqual(bytes) }
+    /// Refuses a zone deletion notice whose zone row is not the zone's as the store has it (its
+    /// uid, name and owner are those its verified log starts from).
+    static func checkNotice(_ zone: ZoneRow, _ access: ZoneAccess) throws {
+        guard zone.rowID == access.rowID, zone.uid == access.uid, zone.id == access.id else {
+            throw StoreError(.permissionFailure, "a notice must name the zone as the server has it")
+        }
+    }
+
+    /// A deleted name a batch marks for the change feeds, at the entry that deletes it.
+    struct TombstoneMark: Hashable {
+        let name: String
+        let seq: Int64
     }
 
     // MARK: - Zone state
@@ -603,7 +714,7 @@ package final class StorageHost: Sendable {
             for stored in try db.logEntries(zoneRowID: zone.rowID, after: cached?.headSeq ?? 0) {
                 guard let entry = LogEntry.decode(stored.body), entry.seq == stored.seq,
                       let key = try store.verifiedContact(db, userID: entry.authorID)?.identity.signingKey,
-                      key.isValidSignature(stored.signature, for: stored.body) else {
+                      LogEntrySignature.verify(stored: stored, key: key) else {
                     throw StoreError(.integrityFailure, "entry \(stored.seq) of zone '\(zone.id.name)' does not verify on the server")
                 }
                 state = try ZoneState.next(state, entry, hash: stored.hash, uid: zone.uid, zone: zone.id, refusal: .integrityFailure)
