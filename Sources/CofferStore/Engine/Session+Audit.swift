@@ -55,7 +55,6 @@ extension Session {
         let listed = owned.zones.map(\.id) + owned.refused.map(\.0) + shared.zones.map(\.id) + shared.refused.map(\.0)
         // Every zone this user verified before, whatever the store lists now: a zone the list
         // leaves out is not thereby left out of the audit.
-        progress("marked zones")
         let marked = try await unlistedMarkedZones(listed: listed)
         report.marks = marked.checked
         report.findings += marked.findings

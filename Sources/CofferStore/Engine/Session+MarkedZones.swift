@@ -25,8 +25,14 @@ extension Session {
         let shown = try await zoneUIDs(listed)
         var findings = [AuditFinding]()
         for mark in open where !shown.contains(mark.zoneUID) && !skipping.contains(mark.zoneUID) {
-            let finding: AuditFinding? = try await read { db in try self.checkUnlisted(db, mark) }
-            if let finding { findings.append(finding) }
+            do {
+                if let finding = try await read({ db in try self.checkUnlisted(db, mark) }) { findings.append(finding) }
+            } catch let error as StoreError {
+                // A store (a server) that refuses to show it.
+                findings.append(AuditFinding(kind: .log, zone: nil, subject: "zone \(Hex.encode(mark.zoneUID))",
+                                             message: "\(describeZone(uid: mark.zoneUID, ownerID: mark.ownerID)) cannot be read (you verified its log up to entry \(mark.seq)): \(error.message)",
+                                             zoneOwnerID: mark.ownerID))
+            }
         }
         return (open.count, findings)
     }

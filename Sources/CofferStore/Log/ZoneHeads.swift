@@ -224,9 +224,9 @@ extension Session {
         var reported = Set<[UInt8]>()
         let who = other.userID
         for head in other.heads {
-            let outcome: HeadOutcome = try await read { db in
+            let here: HeadOutcome? = try await read { db in
                 guard let zone = try readable.lazy.compactMap({ try db.zoneRow($0) }).first(where: { $0.uid == head.zoneUID }) else {
-                    return try self.unshown(db, head, who: who)
+                    return nil
                 }
                 let log = try self.zoneLog(db, zone: zone)
                 func fork(_ message: String) -> HeadOutcome {
@@ -245,6 +245,17 @@ extension Session {
                     return fork("this entry is not the one \(who) verified: the log forked (you and \(who) were shown different histories)")
                 }
                 return .compared(nil)
+            }
+            let outcome: HeadOutcome
+            if let here {
+                outcome = here
+            } else {
+                do { outcome = try await read { db in try self.unshown(db, head, who: who) } } catch let error as StoreError {
+                    // A store (a server) that refuses to show it.
+                    outcome = .unshown(AuditFinding(kind: .log, zone: nil, subject: "zone \(Hex.encode(head.zoneUID))",
+                                                    message: "\(who) verified \(describeZone(uid: head.zoneUID, ownerID: head.ownerID)) up to entry \(head.seq), but this store does not let you read it: \(error.message)",
+                                                    zoneOwnerID: head.ownerID))
+                }
             }
             switch outcome {
             case .notShared: notHere += 1
