@@ -18,6 +18,11 @@ extension Coffer {
                 signed with your key, to standard output or --output FILE. Another user who can open the same \
                 zones runs --compare FILE with it: an entry that one of you saw and the other's log does not have \
                 (a fork, or entries hidden from one of you) is a finding, and the command exits 1.
+
+                Both cover every zone of your marks (the newest entry you verified, per zone, kept beside your \
+                vault), not only those the store lists: a marked zone the store no longer shows you is a finding, \
+                unless its log, verified, says you may no longer read it, or you deleted it. So is a zone of the \
+                compared file that the store does not show you, unless its log here says it is not shared with you.
                 """)
 
         @Option(name: .customLong("plaintext"), help: ArgumentHelp(
@@ -83,13 +88,11 @@ extension Coffer {
             if progress { FileHandle.standardError.write(Data("\r\u{1b}[K".utf8)) }
             let checked: [String: Any] = ["zones": report.zones, "shares": report.shares, "memberships": report.memberships,
                                           "commits": report.commits, "records": report.records, "files": report.files,
-                                          "bytesScanned": report.bytesScanned, "plaintexts": plaintexts.count]
+                                          "bytesScanned": report.bytesScanned, "plaintexts": plaintexts.count,
+                                          "marks": report.marks]
             if global.json {
                 try RecordOutput.printJSON([
-                    "findings": report.findings.map { f -> [String: Any] in
-                        ["kind": f.kind.rawValue, "zone": f.zone?.name ?? NSNull(), "owner": f.zone?.ownerID ?? NSNull(),
-                         "subject": f.subject, "message": f.message]
-                    },
+                    "findings": report.findings.map(Self.json),
                     "checked": checked,
                     "ok": report.findings.isEmpty,
                 ] as [String: Any])
@@ -106,6 +109,14 @@ extension Coffer {
             }
             if !report.findings.isEmpty { throw ExitCode(ExitStatus.failure) }
         }
+        /// A finding as JSON: a zone the store does not show is named by its uid (in `subject`),
+        /// with its owner.
+        static func json(_ f: AuditFinding) -> [String: Any] {
+            let owner: String? = f.zone?.ownerID ?? f.zoneOwnerID
+            return ["kind": f.kind.rawValue, "zone": f.zone?.name ?? NSNull(), "owner": owner ?? NSNull(),
+                    "subject": f.subject, "message": f.message]
+        }
+
         /// --heads: the verified heads, signed, to standard output or --output.
         func writeHeads() async throws {
             let context = try await SessionContext(global, createStore: false)
@@ -136,10 +147,8 @@ extension Coffer {
                     "user": result.other.userID,
                     "compared": result.compared,
                     "notHere": result.notHere,
-                    "findings": result.findings.map { f -> [String: Any] in
-                        ["kind": f.kind.rawValue, "zone": f.zone?.name ?? NSNull(), "owner": f.zone?.ownerID ?? NSNull(),
-                         "subject": f.subject, "message": f.message]
-                    },
+                    "findings": result.findings.map(Self.json),
+                    "checked": ["zones": result.compared, "notHere": result.notHere, "marks": result.marks],
                     "ok": result.findings.isEmpty,
                 ] as [String: Any])
             } else {
@@ -149,7 +158,7 @@ extension Coffer {
                 for f in result.findings {
                     Output.line("FAIL \(f.kind.rawValue) \(f.zone.map { "\($0.name): " } ?? "")\(f.subject): \(f.message)")
                 }
-                Output.line(result.findings.isEmpty ? "No fork found." : "\(result.findings.count == 1 ? "1 fork" : "\(result.findings.count) forks") found.")
+                Output.line(result.findings.isEmpty ? "No fork found." : "\(result.findings.count == 1 ? "1 problem" : "\(result.findings.count) problems") found.")
             }
             if !result.findings.isEmpty { throw ExitCode(ExitStatus.failure) }
         }

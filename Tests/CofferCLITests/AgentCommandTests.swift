@@ -209,6 +209,60 @@ struct AgentCommandTests {
         #expect(!FileManager.default.fileExists(atPath: socket))
     }
 
+    @Test("/tmp/coffer-UID made first by another user: unlock puts the socket under the home, says so once on stderr, and later commands find the agent there",
+          .enabled(if: runuser != nil, "needs root, runuser and the user nobody, to run coffer as a user whose /tmp folder root can take first"))
+    func squattedTmpFolder() throws {
+        let runuser = try #require(Self.runuser)
+        let binFolder = sandbox.path("bin")
+        try FileManager.default.createDirectory(atPath: binFolder, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o755])
+        let binary = binFolder + "/coffer"
+        try FileManager.default.copyItem(atPath: try CofferProcess.executableURL().path, toPath: binary)
+        try sandbox.chmod(binary, 0o755)
+        // nobody's home (short: a socket path has at most 107 bytes), vault and passphrase file.
+        let home = "/tmp/cfh-" + UUID().uuidString.prefix(8).lowercased()
+        try FileManager.default.createDirectory(atPath: home, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
+        defer { try? FileManager.default.removeItem(atPath: home) }
+        let vault = home + "/vault.coffer"
+        try FileManager.default.copyItem(atPath: agent.vault, toPath: vault)
+        let passphrase = home + "/pass.txt"
+        try Data((CofferProcess.passphrase + "\n").utf8).write(to: URL(fileURLWithPath: passphrase))
+        for path in [home, vault, passphrase] { #expect(chown(path, 65534, 65534) == 0) }
+        // root takes nobody's folder in /tmp first (a leftover of this test is root's too).
+        let squatted = "/tmp/coffer-65534"
+        var st = stat()
+        if lstat(squatted, &st) == 0 {
+            try #require(st.st_uid == 0, "\(squatted) exists and is not a leftover of this test")
+            try FileManager.default.removeItem(atPath: squatted)
+        }
+        try FileManager.default.createDirectory(atPath: squatted, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
+        defer { try? FileManager.default.removeItem(atPath: squatted) }
+        func asNobody(_ arguments: [String]) throws -> CofferResult {
+            try CofferProcess.run(["-u", "nobody", "--", "/usr/bin/env", "-i", "HOME=\(home)", binary] + arguments + ["--vault", vault],
+                                  environment: sandbox.baseEnvironment, stdin: .null, directory: URL(fileURLWithPath: "/"),
+                                  executable: URL(fileURLWithPath: runuser))
+        }
+        let folder = home + "/.cache/coffer/agent"
+        let unlocked = try asNobody(["unlock", "--json", "--passphrase-file", passphrase])
+        #expect(unlocked.status == 0, "\(unlocked)")
+        #expect(unlocked.err == "note: \(squatted) belongs to another user (user id 0); the agent's socket is in \(folder)\n", "\(unlocked)")
+        let pid = try agent.pid(try jsonObject(unlocked))
+        defer { kill(pid, SIGKILL) }
+        let socket = try #require(try jsonObject(unlocked)["socket"] as? String)
+        #expect(socket.hasPrefix(folder + "/"), "\(socket)")
+        #expect(try posixMode(folder) == 0o700)
+        #expect(try folderContents(URL(fileURLWithPath: squatted)).isEmpty)
+        // Later commands find the agent there: no passphrase, no note.
+        let shown = try asNobody(["vault", "show", "--json"])
+        expectSuccess(shown)
+        #expect((try? jsonObject(shown))?["name"] as? String == "Alice", "\(shown)")
+        let status = try asNobody(["unlock", "--status"])
+        expectSuccess(status)
+        #expect(status.out.hasPrefix("Unlocked"), "\(status)")
+        expectSuccess(try asNobody(["lock"]))
+        #expect(agent.waitGone(pid))
+        #expect(!FileManager.default.fileExists(atPath: socket))
+    }
+
     @Test("vault passwd --rekey stops the agent, whose key no longer opens the file")
     func rekeyStopsAgent() throws {
         let pid = try agent.pid(try agent.unlock())

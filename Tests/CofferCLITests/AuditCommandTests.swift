@@ -187,4 +187,63 @@ struct AuditCommandTests {
         let refused = try run(.alice, ["audit", "--compare", edited], in: one)
         expectFailure(refused, 65, mentioning: "signature")
     }
+
+    /// The uid of `zone` in the store, as lowercase hex.
+    func zoneUID(_ zone: String) throws -> String {
+        let uid = try SQLiteShell.run(team.store, "SELECT lower(hex(uid)) FROM zone WHERE name = '\(zone)';").trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(uid.count == 32, "\(uid)")
+        return uid
+    }
+
+    @Test("a zone of the user's marks that the store no longer shows (its rows deleted) is a finding (1) naming its uid, not a clean audit")
+    func markedZoneGone() throws {
+        let uid = try zoneUID("Notes")
+        try SQLiteShell.run(team.store, "PRAGMA foreign_keys = ON; DELETE FROM zone WHERE name = 'Notes';")
+        #expect(try SQLiteShell.run(team.store, "SELECT count(*) FROM zone;").trimmingCharacters(in: .whitespacesAndNewlines) == "0")
+        let (status, report) = try audit()
+        #expect(status == 1, "\(report)")
+        let findings = objects(report, "findings")
+        #expect(findings.count == 1 && json(findings.first ?? [:], "subject") == .string("zone \(uid)")
+                && json(findings.first ?? [:], "owner") == .string(team.id(.alice)) && json(findings.first ?? [:], "kind") == .string("log"), "\(report)")
+        #expect(json(checked(report), "marks") == .int(1), "\(report)")
+        let text = try team.run(.alice, ["audit"])
+        #expect(text.status == 1 && text.out.contains(uid) && !text.out.contains("No problems found"), "\(text)")
+    }
+
+    @Test("zones that left the user's view on purpose are no findings: one they deleted, one whose share removed them")
+    func zonesLeftOnPurpose() throws {
+        try team.createZone(.alice, "Tmp")
+        try team.put(.alice, "Tmp", "t1", type: "Note", set: ["title=Temporary"])
+        try team.ok(.alice, ["zone", "delete", "Tmp"])
+        try team.share(.alice, "Notes", with: [(.bob, "read-only")])
+        #expect(try audit(as: .bob).0 == 0)
+        try team.ok(.alice, ["share", "remove", "Notes", "--participant", team.id(.bob)])
+        let (aliceStatus, aliceReport) = try audit()
+        #expect(aliceStatus == 0, "\(aliceReport)")
+        let (bobStatus, bobReport) = try audit(as: .bob)
+        #expect(bobStatus == 0 && JSON(bobReport["findings"]) == .array([]), "\(bobReport)")
+        #expect(json(checked(bobReport), "marks") == .int(1), "\(bobReport)")
+    }
+
+    @Test("audit --compare: a zone of the file that the store does not show is a finding (1); one whose log here says it is not yours is not")
+    func compareZoneNotShown() throws {
+        try team.createZone(.alice, "Private")
+        try team.share(.alice, "Notes", with: [(.bob, "read-write")])
+        let heads = team.sandbox.path("alice.heads")
+        try team.ok(.alice, ["audit", "--heads", "--output", heads])
+        let fine = try team.json(.bob, ["audit", "--compare", heads])
+        #expect(json(fine, "ok") == .bool(true) && json(fine, "compared") == .int(1) && json(fine, "notHere") == .int(1), "\(fine)")
+
+        let uid = try zoneUID("Notes")
+        try SQLiteShell.run(team.store, "PRAGMA foreign_keys = ON; DELETE FROM zone WHERE name = 'Notes';")
+        let r = try team.run(.bob, ["audit", "--compare", heads, "--json"])
+        #expect(r.status == 1, "\(r)")
+        let report = try jsonObject(r)
+        let findings = objects(report, "findings")
+        #expect(findings.contains { json($0, "subject") == .string("zone \(uid)") && ($0["message"] as? String)?.contains("up to entry") == true },
+                "\(report)")
+        #expect(report["checked"] is [String: Any], "\(report)")
+        let text = try team.run(.alice, ["audit", "--compare", heads])
+        #expect(text.status == 1 && text.out.contains(uid) && !text.out.contains("No fork found"), "\(text)")
+    }
 }

@@ -128,14 +128,21 @@ final class Team: Sendable {
     }
 
     /// Each user adds every other user's card (`vault export-contact`, `contact add`), as users
-    /// of a server do before sharing: through a server, names and emails resolve only to cards
-    /// the user added.
+    /// do before sharing: names and emails resolve only to cards the user added.
     func exchangeCards(_ users: [Who], sourceLocation: SourceLocation = #_sourceLocation) throws {
         for who in users {
-            let card = sandbox.path("\(who.rawValue)-card.json")
-            try ok(who, ["vault", "export-contact", "--output", card], sourceLocation: sourceLocation)
-            for other in users where other != who { try ok(other, ["contact", "add", card], sourceLocation: sourceLocation) }
+            for other in users where other != who { try pin(other, who, sourceLocation: sourceLocation) }
         }
+    }
+
+    /// `who` adds `other`'s card (`vault export-contact` once, then `contact add`), as a user does
+    /// before sharing with them or naming their zones.
+    func pin(_ who: Who, _ other: Who, sourceLocation: SourceLocation = #_sourceLocation) throws {
+        let card = sandbox.path("\(other.rawValue)-card.json")
+        if !FileManager.default.fileExists(atPath: card) {
+            try ok(other, ["vault", "export-contact", "--output", card], sourceLocation: sourceLocation)
+        }
+        try ok(who, ["contact", "add", card], sourceLocation: sourceLocation)
     }
 
     /// Shares `zone` of `owner` (if not shared yet), invites each participant with a permission,
@@ -146,6 +153,9 @@ final class Team: Sendable {
         let created = try json(owner, ["share", "create", zone], sourceLocation: sourceLocation)
         let url = try #require(created["url"] as? String, "no url in share create --json", sourceLocation: sourceLocation)
         for (who, permission) in participants {
+            // Each adds the other's card first, as users do: names and emails resolve only to those.
+            try pin(owner, who, sourceLocation: sourceLocation)
+            try pin(who, owner, sourceLocation: sourceLocation)
             try ok(owner, ["share", "add", zone, "--participant", who.email, "--permission", permission], sourceLocation: sourceLocation)
             if accept { try ok(who, ["share", "accept", url], sourceLocation: sourceLocation) }
         }

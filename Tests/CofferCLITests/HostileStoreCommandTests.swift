@@ -92,9 +92,42 @@ struct HostileStoreCommandTests {
         try team.createZone(.alice, "Notes")
         let created = try team.json(.alice, ["share", "create", "Notes"])
         let url = try #require(created["url"] as? String)
+        try team.pin(.alice, .bob)
         try team.ok(.alice, ["share", "add", "Notes", "--participant", "bob@example.com", "--permission", "read-only"])
         let fingerprint = try #require(try team.json(.alice, ["vault", "show"])["fingerprint"] as? String)
         let r = try team.ok(.bob, ["share", "accept", url])
         #expect(r.out.contains("Alice <alice@example.com>") && r.out.contains(team.id(.alice)) && r.out.contains(fingerprint), "\(r)")
+    }
+
+    @Test("on a local store, names and emails resolve only to cards the user added: a card planted in the store under Bob's email is never picked")
+    func plantedCardNotPicked() throws {
+        let team = try Team([.alice, .bob])
+        try team.createZone(.alice, "Notes")
+        try team.ok(.alice, ["share", "create", "Notes"])
+        // Someone who can write the store's rows puts in a card of their own key, named Bob, with Bob's email.
+        let mallory = try team.sandbox.initVault("m.coffer", name: "Bob", email: Who.bob.email)
+        let planted = team.sandbox.path("planted-card.json")
+        expectSuccess(try team.sandbox.coffer(["vault", "export-contact", "--output", planted, "--vault", mallory], env: withPassphrase))
+        expectSuccess(try team.sandbox.coffer(["contact", "add", planted, "--store", team.store]))
+        let malloryID = try #require(try team.sandbox.showJSON(mallory)["userID"] as? String)
+        func participants() throws -> [String] {
+            objects(try team.json(.alice, ["share", "show", "Notes"]), "participants").compactMap { $0["user"] as? String }
+        }
+        // Alice added no card: neither Bob's email nor his name names anyone.
+        for who in [Who.bob.email, "Bob"] {
+            try team.fails(.alice, ["share", "add", "Notes", "--participant", who, "--permission", "read-only"], 66, mentioning: "contact add")
+        }
+        try team.fails(.alice, ["record", "list", "Notes@\(Who.bob.email)"], 66, mentioning: "contact add")
+        #expect(try participants() == [team.id(.alice)])
+        // Once she added Bob's own card, his email names him, not the planted card.
+        try team.pin(.alice, .bob)
+        let added = try team.ok(.alice, ["share", "add", "Notes", "--participant", Who.bob.email, "--permission", "read-only"])
+        #expect(added.out.contains(team.id(.bob)) && !added.out.contains(malloryID), "\(added)")
+        #expect(try participants().sorted() == [team.id(.alice), team.id(.bob)].sorted())
+        try team.ok(.alice, ["share", "permission", "Notes", "--participant", "Bob", "--permission", "read-write"])
+        try team.ok(.alice, ["share", "remove", "Notes", "--participant", Who.bob.email])
+        // A user id still names any card of that id in the store.
+        try team.ok(.alice, ["share", "add", "Notes", "--participant", malloryID, "--permission", "read-only"])
+        #expect(try participants().contains(malloryID))
     }
 }

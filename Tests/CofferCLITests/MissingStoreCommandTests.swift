@@ -186,7 +186,7 @@ struct PostgresStoreURLCommandTests {
         let bob = try sandbox.initVault("b.coffer", name: "Bob", email: "bob@example.com")
         let card = sandbox.path("bob.json")
         expectSuccess(try sandbox.coffer(["vault", "export-contact", "--output", card, "--vault", bob], env: withPassphrase))
-        expectSuccess(try sandbox.coffer(["contact", "add", card], env: env))
+        expectSuccess(try sandbox.coffer(["contact", "add", card, "--vault", vault], env: env))
         let contacts = try sandbox.coffer(["contact", "list"], env: env)
         expectSuccess(contacts)
         #expect(contacts.out.contains("bob@example.com"), "\(contacts)")
@@ -194,6 +194,10 @@ struct PostgresStoreURLCommandTests {
         let share = try sandbox.coffer(["share", "create", "Notes", "--json", "--vault", vault], env: env)
         expectSuccess(share)
         let bobEnv = env.merging(["COFFER_VAULT": bob]) { $1 }
+        // Bob adds Alice's card, as Alice added his: names resolve only to cards one added.
+        let aliceCard = sandbox.path("alice.json")
+        expectSuccess(try sandbox.coffer(["vault", "export-contact", "--output", aliceCard, "--vault", vault], env: withPassphrase))
+        expectSuccess(try sandbox.coffer(["contact", "add", aliceCard], env: bobEnv))
         expectSuccess(try sandbox.coffer(["share", "add", "Notes", "--participant", "bob@example.com", "--permission", "read-only",
                                           "--vault", vault], env: env))
         let shown = try sandbox.coffer(["share", "url", "Notes", "--vault", vault], env: env)

@@ -8,6 +8,8 @@ struct ShareCommandTests {
 
     init() throws {
         team = try Team()
+        // Users add each other's cards before sharing: names and emails resolve only to those.
+        try team.exchangeCards(Who.allCases)
         try team.createZone(.alice, "Notes")
         try team.put(.alice, "Notes", "n1", type: "Note", set: ["title=Shared note"], secret: ["pin=4321"])
         try team.put(.alice, "Notes", "n2", type: "Note", set: ["title=Child"], extra: ["--parent", "n1"])

@@ -19,6 +19,9 @@ public struct AuditFinding: Sendable, Hashable {
     /// The record, entry or file concerned.
     public let subject: String
     public let message: String
+    /// The owner of a zone that this finding names by its uid only (a zone the store does not
+    /// show, so its name is not known here); nil otherwise.
+    public var zoneOwnerID: String? = nil
 }
 
 /// The result of ``Session/audit(plaintexts:progress:)``.
@@ -27,6 +30,8 @@ public struct AuditReport: Sendable {
     /// Zones checked, their shares, owner entries (genesis and membership), record entries
     /// (commits and rewrites), acceptances, records, and the files scanned.
     public var zones = 0, shares = 0, memberships = 0, commits = 0, acceptances = 0, records = 0, files = 0, bytesScanned = 0
+    /// The zones of this user's marks (those not closed by a deletion) looked for in the store.
+    public var marks = 0
 }
 
 extension Session {
@@ -47,7 +52,13 @@ extension Session {
             throw StoreError(.notSupported, "scanning for plaintext reads the store's own files, and \(store.isPostgres ? "a PostgreSQL store" : "a store on a server") has none on this machine")
         }
         await report.findings += try read { db in try self.auditContacts(db) }
-        for zone in owned.zones.map(\.id) + owned.refused.map(\.0) + shared.zones.map(\.id) + shared.refused.map(\.0) {
+        let listed = owned.zones.map(\.id) + owned.refused.map(\.0) + shared.zones.map(\.id) + shared.refused.map(\.0)
+        // Every zone this user verified before, whatever the store lists now: a zone the list
+        // leaves out is not thereby left out of the audit.
+        let marked = try await unlistedMarkedZones(listed: listed)
+        report.marks = marked.checked
+        report.findings += marked.findings
+        for zone in listed {
             progress("zone \(zone.name)")
             let part: AuditReport = try await read { db in try self.auditZone(db, zone) }
             report.findings += part.findings

@@ -176,10 +176,15 @@ public struct HeadsComparison: Sendable {
     public let other: ZoneHeads
     /// Zones both of you verified, compared entry by entry.
     public let compared: Int
-    /// Zones in the other file that this user cannot open in this store (not shared with them,
-    /// or not here): nothing to compare.
+    /// Zones in the other file that this user cannot open in this store: those whose log here
+    /// says they are not shared with this user (nothing to compare), and those the store does not
+    /// show (each also a finding).
     public let notHere: Int
-    /// Forks: a zone whose log the two of you saw part. Each names the zone and the entry.
+    /// This user's marks (those not closed by a deletion) checked against the store: a marked
+    /// zone it does not show is a finding.
+    public let marks: Int
+    /// Forks (a zone whose log the two of you saw part), zones of the other's file this store does
+    /// not show you, and marked zones it does not show you. Each names the zone and the entry.
     public let findings: [AuditFinding]
 }
 
@@ -205,7 +210,10 @@ extension Session {
     /// Compares another user's heads file (``ZoneHeads``) with the logs this user verifies in
     /// this store: for each zone both can open, the entry at the other's head must have the
     /// other's hash in this user's verified log, and the log must reach it. A zone where it does
-    /// not is a fork (or entries hidden from this user), reported as a `.log` finding.
+    /// not is a fork (or entries hidden from this user), reported as a `.log` finding. A zone of
+    /// the file that this store does not show this user is a finding too, unless its log here,
+    /// verified, says it is not shared with them; and so is each zone of this user's marks (not
+    /// closed by a deletion) that the store does not show them (see ``audit(plaintexts:progress:)``).
     /// - Throws: `.invalidArguments` for a file that is not a heads file, `.integrityFailure`
     ///   when its signature does not verify.
     public func compareHeads(_ data: Data) async throws -> HeadsComparison {
@@ -213,39 +221,97 @@ extension Session {
         let readable = try await ownedZones().map(\.id) + sharedZones().map(\.id)
         var findings = [AuditFinding]()
         var compared = 0, notHere = 0
+        var reported = Set<[UInt8]>()
+        let who = other.userID
         for head in other.heads {
-            let finding: AuditFinding?? = try await read { db in
+            let here: HeadOutcome? = try await read { db in
                 guard let zone = try readable.lazy.compactMap({ try db.zoneRow($0) }).first(where: { $0.uid == head.zoneUID }) else {
-                    return .none
+                    return nil
                 }
                 let log = try self.zoneLog(db, zone: zone)
-                let who = other.userID
-                func fork(_ message: String) -> AuditFinding {
-                    AuditFinding(kind: .log, zone: zone.id, subject: "entry \(head.seq)", message: message)
+                func fork(_ message: String) -> HeadOutcome {
+                    .compared(AuditFinding(kind: .log, zone: zone.id, subject: "entry \(head.seq)", message: message))
                 }
                 guard log.state.ownerID == head.ownerID else {
-                    return .some(fork("\(who) saw this zone owned by \(head.ownerID); its log here is owned by \(log.state.ownerID)"))
+                    return fork("\(who) saw this zone owned by \(head.ownerID); its log here is owned by \(log.state.ownerID)")
                 }
                 guard head.seq <= log.state.headSeq else {
-                    return .some(fork("\(who) verified the log up to this entry; here it reaches only entry \(log.state.headSeq): entries are hidden from you, or the log forked"))
+                    return fork("\(who) verified the log up to this entry; here it reaches only entry \(log.state.headSeq): entries are hidden from you, or the log forked")
                 }
                 guard let mine = log.hash(at: head.seq) else {
-                    return .some(nil) // before this zone's first entry here (a migrated zone): nothing to compare
+                    return .compared(nil) // before this zone's first entry here (a migrated zone): nothing to compare
                 }
                 guard mine.bytes == head.hash else {
-                    return .some(fork("this entry is not the one \(who) verified: the log forked (you and \(who) were shown different histories)"))
+                    return fork("this entry is not the one \(who) verified: the log forked (you and \(who) were shown different histories)")
                 }
-                return .some(nil)
+                return .compared(nil)
             }
-            switch finding {
-            case .none: notHere += 1
-            case .some(let found?):
-                compared += 1
+            let outcome: HeadOutcome
+            if let here {
+                outcome = here
+            } else {
+                do { outcome = try await read { db in try self.unshown(db, head, who: who) } } catch let error as StoreError {
+                    // A store (a server) that refuses to show it.
+                    outcome = .unshown(AuditFinding(kind: .log, zone: nil, subject: "zone \(Hex.encode(head.zoneUID))",
+                                                    message: "\(who) verified \(describeZone(uid: head.zoneUID, ownerID: head.ownerID)) up to entry \(head.seq), but this store does not let you read it: \(error.message)",
+                                                    zoneOwnerID: head.ownerID))
+                }
+            }
+            switch outcome {
+            case .notShared: notHere += 1
+            case .unshown(let found):
+                notHere += 1
+                reported.insert(head.zoneUID)
                 findings.append(found)
-            case .some(nil): compared += 1
+            case .compared(let found):
+                compared += 1
+                if let found { findings.append(found) }
             }
         }
+        // Every zone this user verified before, whatever the store lists now.
+        let marked = try await unlistedMarkedZones(listed: readable, skipping: reported)
+        findings += marked.findings
         try saveMarks()
-        return HeadsComparison(other: other, compared: compared, notHere: notHere, findings: findings)
+        return HeadsComparison(other: other, compared: compared, notHere: notHere, marks: marked.checked, findings: findings)
+    }
+
+    /// A zone of the other's heads that this store does not show this user.
+    private enum HeadOutcome: Sendable {
+        /// Compared with the log here: a fork, or nil.
+        case compared(AuditFinding?)
+        /// Its log here, verified, says this user may not read it (not shared with them).
+        case notShared
+        /// Not shown, and nothing here says why: a finding.
+        case unshown(AuditFinding)
+    }
+
+    /// ``HeadOutcome/notShared`` when the store holds the zone and its log, verified from its
+    /// genesis (without moving this user's marks), agrees with the head's owner and says this
+    /// user may not read it; else a finding: the store's lists are not signed, and one that
+    /// leaves out a zone another user verified proves nothing.
+    private func unshown(_ db: any StorageTransaction, _ head: ZoneHeads.Head, who: String) throws -> HeadOutcome {
+        let uid = Hex.encode(head.zoneUID)
+        func finding(_ why: String) -> HeadOutcome {
+            .unshown(AuditFinding(kind: .log, zone: nil, subject: "zone \(uid)", message: "\(who) verified \(describeZone(uid: head.zoneUID, ownerID: head.ownerID)) up to entry \(head.seq), but \(why)",
+                                  zoneOwnerID: head.ownerID))
+        }
+        let found: ZoneRow?
+        do { found = try zoneRow(db, uid: head.zoneUID, ownerID: head.ownerID) } catch let error as StoreError {
+            return finding("this store does not let you read it: \(error.message)")
+        }
+        guard let zone = found, zone.id.ownerID == head.ownerID else {
+            return finding("this store does not show it to you: it was hidden from you or lost here (a rollback, an interrupted restore), or it is not shared with you")
+        }
+        do {
+            let log = try walkLog(db, zone: zone, signaturesAfter: 0)
+            if let tail = log.refusedTail { return finding("its log here is refused: \(tail.error.message)") }
+            if let mark = try storedMark(zone) { _ = try extendsMark(db, log, zone: zone, mark: mark) }
+            guard !Self.mayRead(log.state, userID) else {
+                return finding("this store does not list it among your zones, yet its log says you may read it: it was hidden from you")
+            }
+            return .notShared
+        } catch let error as StoreError {
+            return finding("its log here is refused: \(error.message)")
+        }
     }
 }

@@ -9,7 +9,8 @@ import Glibc
 /// that it outlives the terminal. Swift cannot `fork` safely, hence `posix_spawn`.
 ///
 /// The child's standard input is a pipe that carries the 32-byte vault key, never its argv or
-/// environment (it gets only `XDG_RUNTIME_DIR`); its standard output is a pipe on which it
+/// environment (it gets only `XDG_RUNTIME_DIR`, and `HOME` and `XDG_CACHE_HOME` when its socket
+/// goes under the home, see ``AgentRuntime``); its standard output is a pipe on which it
 /// reports one line once it listens (``AgentReadiness``), or why it could not; its standard error
 /// is `/dev/null`, or the file `COFFER_AGENT_LOG` names (appended to, mode 0600).
 enum AgentLauncher {
@@ -59,7 +60,7 @@ enum AgentLauncher {
         posix_spawnattr_setflags(&attributes, spawnSetSID | Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
 
         let arguments = ["coffer", "agent-run", "--vault", vault, "--seconds", String(seconds)]
-        let environmentLines = environment["XDG_RUNTIME_DIR"].map { ["XDG_RUNTIME_DIR=\($0)"] } ?? []
+        let environmentLines = AgentRuntime.agentEnvironment(environment).sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }
         let argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
         let envp: [UnsafeMutablePointer<CChar>?] = environmentLines.map { strdup($0) } + [nil]
         defer { for pointer in argv + envp { free(pointer) } }

@@ -12,7 +12,10 @@ extension Coffer {
                 15m), 'coffer lock', or SIGTERM/SIGINT/SIGHUP. Commands of this user on this vault then \
                 get the key from it, unless --key-file or --passphrase-file is given. An agent already \
                 running for the vault is replaced. Its socket is in $XDG_RUNTIME_DIR/coffer/ (or \
-                /tmp/coffer-UID/), mode 0600; it answers only processes of this user.
+                /tmp/coffer-UID/), mode 0600; it answers only processes of this user. When /tmp/coffer-UID \
+                is another user's (or a symbolic link, or not mode 0700), the socket goes to \
+                ~/.cache/coffer/agent/ ($XDG_CACHE_HOME/coffer/agent/) instead, with a note on standard \
+                error, and later commands look there too.
                 """)
 
         @Option(name: .customLong("for"), help: ArgumentHelp("How long the agent keeps the key: 30s, 15m, 2h, 1h30m (1s to 24h).", valueName: "duration"))
@@ -33,7 +36,9 @@ extension Coffer {
             try global.requireVault()
             let environment = global.environment
             // A folder that is not safe fails before the passphrase is asked for.
-            try AgentUnlock.mapErrors { try AgentRuntime(environment: environment).prepareFolder() }
+            let runtime = AgentRuntime(environment: environment)
+            try AgentUnlock.mapErrors { try runtime.prepareFolder() }
+            if let note = runtime.note { FileHandle.standardError.write(Data((note + "\n").utf8)) }
             let vault = try global.openVault(agent: false)
             let realPath = try AgentUnlock.mapErrors { try AgentRuntime.realPath(ofVault: vault.url.path) }
             let replaced = try AgentUnlock.lock(vaultAt: vault.url, environment: environment)

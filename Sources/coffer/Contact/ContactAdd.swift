@@ -6,8 +6,8 @@ import Foundation
 extension Coffer.ContactCommand {
     struct Add: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Verify someone's contact card and add it to the store.",
-            discussion: "Compare the fingerprint it prints with its owner (aloud, or by another channel) before you share with them.")
+            abstract: "Verify someone's contact card, add it to the store and pin it in your vault.",
+            discussion: "Compare the fingerprint it prints with its owner (aloud, or by another channel) before you share with them. Names and emails given to share commands and ZONE@OWNER resolve only to cards you added so (or give the user id).")
 
         @Argument(help: ArgumentHelp("The card file ('-' for stdin).", valueName: "file")) var file: String
         @OptionGroup var quiet: QuietOption
@@ -24,10 +24,10 @@ extension Coffer.ContactCommand {
                 data = read
             }
             let card = try ContactCard.verify(data)
-            // Through a server, the card is also pinned in the vault: names and emails resolve
-            // only to pinned cards there.
-            let server = try global.serverURL()
-            let vault = try server.map { _ in try global.openVault() }
+            // The card is also pinned in the vault: names and emails resolve only to pinned cards.
+            // A local store takes a card without a vault (there is then no one to pin it for).
+            let hasVault = try global.serverURL() != nil || FileManager.default.fileExists(atPath: global.vaultURL.path)
+            let vault: Vault? = if hasVault { try global.openVault() } else { nil }
             let store = try await global.openStore(create: true) { try vault ?? global.openVault() }
             let result = try await store.addContactSuspending(card)
             try vault?.pin(card)

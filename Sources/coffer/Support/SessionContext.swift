@@ -62,15 +62,18 @@ struct SessionContext {
         return ZoneID(name: name, ownerID: ownerID)
     }
 
-    /// The contact `who` names (a user id, an email or a name), as ``Store/contact(matching:)`` finds it.
-    /// Through a server, whose directory holds anyone's self-signed cards under any name, a name
-    /// or an email resolves only to a card this user pinned in their vault with `contact add`
-    /// (a user id names its key: any verified card of that id is the user's).
+    /// The contact `who` names: a user id (any verified card of that id in the store is the
+    /// user's: the id is their key's), or an email or a name, which resolves only to a card this
+    /// user pinned in their vault with `contact add` (or to themselves). A store's directory of
+    /// cards holds whatever its writers put there, under any name and email, on a server and on a
+    /// local store alike.
     func contact(matching who: String) async throws -> Contact {
-        guard throughServer, !isUserID(who) else { return try await store.contactSuspending(matching: who) }
-        let ids = session.vault.pinnedUserIDs(matching: who)
+        guard !isUserID(who) else { return try await store.contactSuspending(matching: who) }
+        let me = session.vault.identity
+        var ids = session.vault.pinnedUserIDs(matching: who)
+        if ids.isEmpty, me.email?.lowercased() == who.lowercased() || me.name.lowercased() == who.lowercased() { ids = [me.userID] }
         guard !ids.isEmpty else {
-            throw CLIError(ExitStatus.notFound, "no contact you added matches '\(who)'; through a server, names and emails resolve only to cards you added with 'coffer contact add CARD' (or give the user id)")
+            throw CLIError(ExitStatus.notFound, "no contact you added matches '\(who)'; names and emails resolve only to cards you added with 'coffer contact add CARD' (or give the user id)")
         }
         guard ids.count == 1 else { throw CLIError(ExitStatus.dataError, "'\(who)' matches \(ids.count) of your contacts; name one by its user id") }
         return try await store.contactSuspending(matching: ids[0])

@@ -1,0 +1,93 @@
+import CofferCrypto
+import CofferVault
+import Foundation
+
+extension Session {
+    /// The uids of `zones`, rows of the store.
+    func zoneUIDs(_ zones: [ZoneID]) async throws -> Set<[UInt8]> {
+        try await read { db in Set(try zones.compactMap { try db.zoneRow($0)?.uid }) }
+    }
+
+    /// The zones of this user's marks (those a deletion mark does not close) that `listed`
+    /// leaves out. Each is a `.log` finding, unless the store holds the zone and its log, verified
+    /// from its genesis, extends the mark and says this user may not read it now (removed, left,
+    /// invited only, the share stopped): the store's lists are not signed, and a zone left out of
+    /// them is hidden, lost (a rollback to before it existed, an interrupted restore) or deleted.
+    /// - Parameter skipping: uids already reported.
+    /// - Returns: how many marks were checked, and the findings.
+    func unlistedMarkedZones(listed: [ZoneID], skipping: Set<[UInt8]> = []) async throws -> (checked: Int, findings: [AuditFinding]) {
+        let marks: [ZoneMark]
+        do { marks = try vault.marks.all() } catch let error as VaultError {
+            throw StoreError(.integrityFailure, "your marks file cannot be read: \(error.message)", underlying: error)
+        }
+        let open = marks.filter { !$0.isDeletion }.sorted { $0.zoneUID.lexicographicallyPrecedes($1.zoneUID) }
+        guard !open.isEmpty else { return (0, []) }
+        let shown = try await zoneUIDs(listed)
+        var findings = [AuditFinding]()
+        for mark in open where !shown.contains(mark.zoneUID) && !skipping.contains(mark.zoneUID) {
+            do {
+                if let finding = try await read({ db in try self.checkUnlisted(db, mark) }) { findings.append(finding) }
+            } catch let error as StoreError {
+                // A store (a server) that refuses to show it.
+                findings.append(AuditFinding(kind: .log, zone: nil, subject: "zone \(Hex.encode(mark.zoneUID))",
+                                             message: "\(describeZone(uid: mark.zoneUID, ownerID: mark.ownerID)) cannot be read (you verified its log up to entry \(mark.seq)): \(error.message)",
+                                             zoneOwnerID: mark.ownerID))
+            }
+        }
+        return (open.count, findings)
+    }
+
+    /// One marked zone the store does not list for this user: nil when its verified log says
+    /// this user may not read it now, else the finding.
+    private func checkUnlisted(_ db: any StorageTransaction, _ mark: ZoneMark) throws -> AuditFinding? {
+        let uid = Hex.encode(mark.zoneUID)
+        func finding(_ zone: ZoneID?, _ message: String) -> AuditFinding {
+            AuditFinding(kind: .log, zone: zone, subject: zone == nil ? "zone \(uid)" : "log", message: message, zoneOwnerID: mark.ownerID)
+        }
+        let seen = "you verified its log up to entry \(mark.seq)"
+        let named = describeZone(uid: mark.zoneUID, ownerID: mark.ownerID)
+        let found: ZoneRow?
+        do { found = try zoneRow(db, uid: mark.zoneUID, ownerID: mark.ownerID) } catch let error as StoreError {
+            return finding(nil, "\(named) cannot be read (\(seen)): \(error.message)")
+        }
+        guard let zone = found else {
+            return finding(nil, "\(named) is not in this store (\(seen)): it was hidden from you, "
+                           + "lost (a rollback, an interrupted restore) or deleted by its owner")
+        }
+        guard zone.id.ownerID == mark.ownerID else {
+            return finding(zone.id, "zone '\(zone.id.name)' is owned by \(describeUser(zone.id.ownerID)) in this store, but you saw it owned by \(describeUser(mark.ownerID)): the store was changed")
+        }
+        do {
+            let log = try walkLog(db, zone: zone, signaturesAfter: 0)
+            if let tail = log.refusedTail { return finding(zone.id, tail.error.message) }
+            _ = try extendsMark(db, log, zone: zone, mark: mark)
+            guard Self.mayRead(log.state, userID) else { return nil } // the signed log says why
+            return finding(zone.id, "\(describeZone(zone)) is not in the store's list of your zones, yet its log says you may read it (\(seen)): it was hidden from you")
+        } catch let error as StoreError {
+            return finding(zone.id, error.message)
+        }
+    }
+
+    /// "your zone 0a1b…" or "zone 0a1b… of Bob (id)", for a zone known by its uid only.
+    func describeZone(uid: [UInt8], ownerID: String) -> String {
+        ownerID == userID ? "your zone \(Hex.encode(uid))" : "zone \(Hex.encode(uid)) of \(describeUser(ownerID))"
+    }
+
+    /// The row of the zone `uid` owned by `ownerID`, among the zones this user owns or is listed
+    /// in, and those of `ownerID`; nil when the store shows it nowhere.
+    func zoneRow(_ db: any StorageTransaction, uid: [UInt8], ownerID: String) throws -> ZoneRow? {
+        if let row = try db.zoneRows(ownedByOrListing: userID).first(where: { $0.uid == uid }) { return row }
+        guard ownerID != userID else { return nil }
+        return try db.zoneRows(ownedBy: ownerID).first { $0.zone.uid == uid }?.zone
+    }
+
+    /// Whether the log's state lets `user` read the zone now (as ``access(_:zone:)`` decides).
+    static func mayRead(_ state: ZoneState, _ user: String) -> Bool {
+        if state.ownerID == user { return true }
+        guard let share = state.share else { return false }
+        if let p = share.participants[user], p.role == .privateUser {
+            return p.status != .removed && state.acceptances[user] == .accepted
+        }
+        return state.linkJoiners[user] == .accepted
+    }
+}

@@ -1,0 +1,87 @@
+import CofferCrypto
+import CofferTestSupport
+import CofferVault
+import Foundation
+import GRDB
+import Testing
+@testable import CofferStore
+#if canImport(Glibc)
+import Glibc
+#endif
+
+extension ServerHostileTests {
+    /// A fork shown to two members, and the forked zone left out of one member's zone list (its
+    /// `zone_member` row deleted from the server's store): that member's comparison with the
+    /// other's heads, and their own audit, still find it, because their marks and the other's
+    /// file name the zone whatever the list says.
+    @Test func forkHiddenFromTheZoneList() async throws {
+        try await withServer(.sqlite) { fixture in
+            let scene = try await Scene.make(fixture)
+            let path = try #require(fixture.storePath)
+            for session in [scene.alice.session, scene.carol.session] {
+                _ = try await session.database(for: scene.family).record(named: "n1", in: scene.family)
+                try session.saveMarks()
+            }
+            let familyRow = try await scene.head(scene.alice.session, scene.family).row
+            let carolID = scene.carol.vault.identity.userID
+            #expect(await fixture.server.stop().status == 0)
+            let copy = path + ".copy"
+            for suffix in ["", "-wal"] where FileManager.default.fileExists(atPath: path + suffix) {
+                try FileManager.default.copyItem(atPath: path + suffix, toPath: copy + suffix)
+            }
+            // Alice commits on the server's store; it keeps the copy from before.
+            let first = try await ServerChild.start(executable: try serverExecutable(), store: path, directory: fixture.folder.path,
+                                                    environment: fixture.serverEnvironment)
+            var a = Record(type: "Note", name: "a", zone: scene.family)
+            a.encryptedValues["body"] = "Alice's branch"
+            let aliceSession = try await fixture.client(scene.alice.vault, server: first).openSession(vault: scene.alice.vault)
+            _ = try await aliceSession.privateDatabase.save(a)
+            try aliceSession.saveMarks()
+            let aliceHeads = try await aliceSession.verifiedHeads()
+            await first.stop()
+            try FileManager.default.removeItem(atPath: path)
+            for suffix in ["-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
+            for suffix in ["", "-wal"] where FileManager.default.fileExists(atPath: copy + suffix) {
+                try FileManager.default.moveItem(atPath: copy + suffix, toPath: path + suffix)
+            }
+            // Carol commits on the copy: the zone forked.
+            let second = try await ServerChild.start(executable: try serverExecutable(), store: path, directory: fixture.folder.path,
+                                                     environment: fixture.serverEnvironment)
+            do {
+                let carolSession = try await fixture.client(scene.carol.vault, server: second).openSession(vault: scene.carol.vault)
+                var c = Record(type: "Note", name: "c", zone: scene.family)
+                c.encryptedValues["body"] = "Carol's branch"
+                _ = try await carolSession.sharedDatabase.save(c)
+                try carolSession.saveMarks()
+                await second.stop()
+            } catch {
+                await second.stop(SIGKILL)
+                throw error
+            }
+            // The server then leaves the zone out of Carol's list of zones.
+            let queue = try DatabaseQueue(path: path)
+            try await queue.write { db in
+                try db.execute(sql: "DELETE FROM zone_member WHERE zone_id = ? AND user_id = ?", arguments: [familyRow.rowID, carolID])
+            }
+            try queue.close()
+            let third = try await ServerChild.start(executable: try serverExecutable(), store: path, directory: fixture.folder.path,
+                                                    environment: fixture.serverEnvironment)
+            do {
+                let carolSession = try await fixture.client(scene.carol.vault, server: third).openSession(vault: scene.carol.vault)
+                #expect(try await carolSession.sharedZones().map(\.id) == [], "the zone is hidden from Carol's list")
+                let uid = Hex.encode(familyRow.uid)
+                func names(_ f: AuditFinding) -> Bool { f.zone == scene.family || f.subject == "zone \(uid)" }
+                let comparison = try await carolSession.compareHeads(aliceHeads.encoded())
+                #expect(comparison.findings.contains(where: names), "Carol's comparison finds the hidden zone: \(comparison.findings)")
+                let fresh = try await fixture.client(scene.carol.vault, server: third).openSession(vault: scene.carol.vault)
+                let report = try await fresh.audit()
+                #expect(report.findings.contains(where: names), "Carol's audit finds the hidden zone: \(report.findings)")
+                #expect(report.marks >= 1)
+                await third.stop()
+            } catch {
+                await third.stop(SIGKILL)
+                throw error
+            }
+        }
+    }
+}
