@@ -15,6 +15,8 @@ struct SecretInputCommandTests {
     init() throws {
         team = try Team([.alice, .bob])
         try team.createZone(.alice, "Notes")
+        // Bob names Alice's zones by her email: he adds her card first, as a user does.
+        try team.pin(.bob, .alice)
     }
 
     func secrets(_ record: [String: Any]) -> [String: Any] { record["encryptedValues"] as? [String: Any] ?? [:] }

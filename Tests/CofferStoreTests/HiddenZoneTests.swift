@@ -30,8 +30,7 @@ extension ServerHostileTests {
                 try FileManager.default.copyItem(atPath: path + suffix, toPath: copy + suffix)
             }
             // Alice commits on the server's store; it keeps the copy from before.
-            let first = try await ServerChild.start(executable: try serverExecutable(), store: path, directory: fixture.folder.path,
-                                                    environment: fixture.serverEnvironment)
+            let first = try await fixture.secondInstance()
             var a = Record(type: "Note", name: "a", zone: scene.family)
             a.encryptedValues["body"] = "Alice's branch"
             let aliceSession = try await fixture.client(scene.alice.vault, server: first).openSession(vault: scene.alice.vault)
@@ -45,8 +44,7 @@ extension ServerHostileTests {
                 try FileManager.default.moveItem(atPath: copy + suffix, toPath: path + suffix)
             }
             // Carol commits on the copy: the zone forked.
-            let second = try await ServerChild.start(executable: try serverExecutable(), store: path, directory: fixture.folder.path,
-                                                     environment: fixture.serverEnvironment)
+            let second = try await fixture.secondInstance()
             do {
                 let carolSession = try await fixture.client(scene.carol.vault, server: second).openSession(vault: scene.carol.vault)
                 var c = Record(type: "Note", name: "c", zone: scene.family)
@@ -64,8 +62,7 @@ extension ServerHostileTests {
                 try db.execute(sql: "DELETE FROM zone_member WHERE zone_id = ? AND user_id = ?", arguments: [familyRow.rowID, carolID])
             }
             try queue.close()
-            let third = try await ServerChild.start(executable: try serverExecutable(), store: path, directory: fixture.folder.path,
-                                                    environment: fixture.serverEnvironment)
+            let third = try await fixture.secondInstance()
             do {
                 let carolSession = try await fixture.client(scene.carol.vault, server: third).openSession(vault: scene.carol.vault)
                 #expect(try await carolSession.sharedZones().map(\.id) == [], "the zone is hidden from Carol's list")

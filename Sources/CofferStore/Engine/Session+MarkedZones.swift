@@ -3,9 +3,19 @@ import CofferVault
 import Foundation
 
 extension Session {
-    /// The uids of `zones`, rows of the store.
+    /// The uids of `zones`, rows of the store: those this user owns or is listed in from one
+    /// read of their list (a read a zone costs a round of reads through a server or PostgreSQL),
+    /// any other one by one.
     func zoneUIDs(_ zones: [ZoneID]) async throws -> Set<[UInt8]> {
-        try await read { db in Set(try zones.compactMap { try db.zoneRow($0)?.uid }) }
+        let wanted = Set(zones)
+        return try await read { db in
+            var found = [ZoneID: [UInt8]]()
+            for row in try db.zoneRows(ownedByOrListing: self.userID) where wanted.contains(row.id) { found[row.id] = row.uid }
+            for id in wanted where found[id] == nil {
+                if let row = try db.zoneRow(id) { found[id] = row.uid }
+            }
+            return Set(found.values)
+        }
     }
 
     /// The zones of this user's marks (those a deletion mark does not close) that `listed`
