@@ -58,7 +58,7 @@ struct ServerPinCommandTests {
         let process = try ChildProcess.Running(try CofferProcess.executableURL().path,
                                                ["serve", "--listen", "127.0.0.1:0", "--store", sandbox.path("s.sqlite"), "--json",
                                                 "--public-url", "https://Coffer.Example.com/api/"],
-                                               environment: sandbox.baseEnvironment, directory: sandbox.root.path, timeout: 300)
+                                               environment: sandbox.baseEnvironment, directory: sandbox.root.path, timeout: 1800)
         let line = await process.waitForOutput(seconds: 120) { out -> String? in out.hasSuffix("\n") ? out : nil }
         let stopped = await process.stop()
         let object = try jsonObject(Data(try #require(line).utf8))
