@@ -59,7 +59,7 @@ extension ServerHostileTests {
             // The server then leaves the zone out of Carol's list of zones.
             let queue = try DatabaseQueue(path: path)
             try await queue.write { db in
-                try db.execute(sql: "DELETE FROM zone_member WHERE zone_id = ? AND user_id = ?", arguments: [familyRow.rowID, carolID])
+                try db.execute(sql: "DELETE FROM zone_member WHERE zone_id = ? AND user_id = ?", arguments: [try serverRowID(db, familyRow), carolID])
             }
             try queue.close()
             let third = try await fixture.secondInstance()

@@ -24,13 +24,21 @@ struct ServerAccessTests {
         return (answer.status, answer.body, try JSONDecoder().decode(RemoteAPI.ReadResponse.self, from: data).tables)
     }
 
+    /// A zone as a request names it: its uid, in base64.
+    static func wire(_ row: ZoneRow) -> String { Data(row.uid).base64EncodedString() }
+
+    /// A zone of `session`'s as a request names it.
+    static func wire(_ session: Session, _ zone: ZoneID) async throws -> String {
+        wire(try await session.store.read { db in try session.zoneRow(db, zone) })
+    }
+
     /// The head of the zone's log as `session` verifies it now.
     static func headSeq(_ session: Session, _ zone: ZoneID) async throws -> Int64 {
         try await session.store.read { db in try session.zoneLog(db, zone: try session.zoneRow(db, zone)).state.headSeq }
     }
 
     /// A read of each kind that reads a zone's record rows (or their deletions).
-    static func rowReads(_ zone: Int64) -> [[String: Any]] {
+    static func rowReads(_ zone: String) -> [[String: Any]] {
         [["op": "records/lookup", "zone": zone, "names": ["n1", "n3"]],
          ["op": "records/page", "zone": zone, "afterName": "", "limit": 100],
          ["op": "records/sealedPage", "zone": zone, "seq": 1_000, "afterName": "", "limit": 100],
@@ -45,7 +53,7 @@ struct ServerAccessTests {
 
     /// Expects each row read of `zone` as `vault` refused (403, `permissionFailure`) with a
     /// message holding `reason`.
-    static func expectRowsRefused(_ fixture: ServerFixture, _ vault: Vault, _ zone: Int64, _ reason: String,
+    static func expectRowsRefused(_ fixture: ServerFixture, _ vault: Vault, _ zone: String, _ reason: String,
                                   sourceLocation: SourceLocation = #_sourceLocation) async throws {
         for need in rowReads(zone) {
             let answer = try await read(fixture, vault, [need])
@@ -57,7 +65,7 @@ struct ServerAccessTests {
 
     /// Expects `vault`'s reads of the zone's log to answer up to and including entry `end` and
     /// no further (heads, entries, hashes), and its lookup to carry no keys.
-    static func expectLogThrough(_ fixture: ServerFixture, _ vault: Vault, _ zone: ZoneID, rowID: Int64, end: Int64,
+    static func expectLogThrough(_ fixture: ServerFixture, _ vault: Vault, _ zone: ZoneID, rowID: String, end: Int64,
                                  sourceLocation: SourceLocation = #_sourceLocation) async throws {
         let log = try await read(fixture, vault, [["op": "log/entries", "zone": rowID, "after": 0]])
         #expect(log.status == 200, "\(log.body)", sourceLocation: sourceLocation)
@@ -71,7 +79,7 @@ struct ServerAccessTests {
         #expect(hashes.tables?.logHashes?.first?.v.map(\.k).max() == end, sourceLocation: sourceLocation)
         let lookup = try await read(fixture, vault, [["op": "zones/lookup", "name": zone.name, "owner": zone.ownerID]])
         #expect(lookup.status == 200, sourceLocation: sourceLocation)
-        #expect(lookup.tables?.zones?.first?.v.value?.id == rowID, sourceLocation: sourceLocation)
+        #expect(lookup.tables?.zones?.first?.v.value?.uid == Data(base64Encoded: rowID), sourceLocation: sourceLocation)
         #expect(lookup.tables?.heads?.first?.v.value?.seq == end, sourceLocation: sourceLocation)
         #expect((lookup.tables?.wrappedKeys ?? []).allSatisfy { $0.v.isEmpty }, "no keys", sourceLocation: sourceLocation)
         #expect((lookup.tables?.chainedKeys ?? []).allSatisfy { $0.v.isEmpty }, "no keys", sourceLocation: sourceLocation)
@@ -85,7 +93,7 @@ struct ServerAccessTests {
         try await withServer(backend) { fixture in
             let scene = try await Scene.make(fixture)
             let before = try await scene.head(scene.alice.session, scene.family)
-            let rowID = before.row.rowID
+            let rowID = Self.wire(before.row)
             #expect(try await Self.read(fixture, scene.bob.vault, Self.rowReads(rowID)).status == 200)
             _ = try await scene.alice.session.removeParticipant(scene.bob.vault.identity.userID, from: scene.family)
             var later = Record(type: "Note", name: "n3", zone: scene.family)
@@ -113,7 +121,7 @@ struct ServerAccessTests {
     func participantWhoLeft(_ backend: TestBackend) async throws {
         try await withServer(backend) { fixture in
             let scene = try await Scene.make(fixture)
-            let rowID = try await scene.head(scene.alice.session, scene.family).row.rowID
+            let rowID = Self.wire(try await scene.head(scene.alice.session, scene.family).row)
             try await scene.carol.session.leaveShare(zone: scene.family)
             let left = try await scene.head(scene.alice.session, scene.family)
             try await Self.expectRowsRefused(fixture, scene.carol.vault, rowID, "accepted")
@@ -141,7 +149,7 @@ struct ServerAccessTests {
             note.encryptedValues["body"] = "for anyone with the link"
             _ = try await alice.session.privateDatabase.save(note)
             let share = try await alice.session.share(zone: zone, publicPermission: .readOnly)
-            let rowID = try await alice.session.store.read { db in try alice.session.zoneRow(db, zone).rowID }
+            let rowID = try await Self.wire(alice.session, zone)
             // Before joining, anyone with the link reads the share, not its rows.
             #expect(try await Self.read(fixture, dave.vault, [["op": "log/entries", "zone": rowID, "after": 0]]).status == 200)
             try await Self.expectRowsRefused(fixture, dave.vault, rowID, "accepted")
@@ -185,11 +193,11 @@ struct ServerAccessTests {
             #expect(try await Self.read(fixture, alice.vault, lookup).tables?.zones?.first?.v.value != nil)
             // A member lookup that lists Bob, written by Alice, gives him nothing: the log does
             // not name him.
-            let rowID = try await alice.session.store.read { db in try alice.session.zoneRow(db, zone).rowID }
+            let row = try await alice.session.store.read { db in try alice.session.zoneRow(db, zone) }
             let driver = try #require({ if case .snapshot(let d as RemoteStorage) = alice.store.backend { d } else { nil } }())
-            try await driver.apply([.addZoneMember(zoneRowID: rowID, userID: bob.vault.identity.userID)], operation: nil)
+            try await driver.apply([.addZoneMember(zoneRowID: row.rowID, userID: bob.vault.identity.userID)], operation: nil)
             #expect(try canonical(try await Self.read(fixture, bob.vault, lookup)) == missing)
-            try await Self.expectRowsRefused(fixture, bob.vault, rowID, "not shared")
+            try await Self.expectRowsRefused(fixture, bob.vault, Self.wire(row), "not shared")
             let user = bob.vault.identity.userID
             let lists = try await Self.read(fixture, bob.vault, [["op": "zones/shared", "user": user], ["op": "zones/listing", "user": user],
                                                                 ["op": "changes/database/shared", "user": user, "since": 0]])
@@ -210,12 +218,13 @@ struct ServerAccessTests {
             let alice = try await fixture.user("Alice Liddell", "alice@example.com")
             let me = alice.vault.identity.userID
             let zone = try await alice.session.privateDatabase.createZone(named: "Kept")
-            let rowID = try await alice.session.store.read { db in try alice.session.zoneRow(db, zone).rowID }
+            let row = try await alice.session.store.read { db in try alice.session.zoneRow(db, zone) }
+            let rowID = Self.wire(row)
             let uid = Data(repeating: 7, count: 16).base64EncodedString()
             let plan: [String: Any] = ["recordType": "Note", "predicates": [], "sorts": [], "limit": 10]
             let valid: [[String: Any]] = [
                 ["op": "zones/lookup", "name": "Kept", "owner": me], ["op": "zones/list", "owner": me],
-                ["op": "zones/reserve", "name": "New", "owner": me], ["op": "zones/exists", "uid": uid],
+                ["op": "zones/exists", "uid": uid],
                 ["op": "zones/listing", "user": me], ["op": "zones/shared", "user": me], ["op": "shares/zones", "uid": uid],
                 ["op": "log/entries", "zone": rowID, "after": 0], ["op": "log/entry", "zone": rowID, "seq": 1],
                 ["op": "log/hashes", "zone": rowID], ["op": "contacts/lookup", "user": me],
@@ -233,7 +242,7 @@ struct ServerAccessTests {
                 ["op": "changes/database/deleted", "user": me, "since": 0, "owned": true],
             ]
             let optional: Set<String> = ["email", "name", "afterName"] // optional where contacts/search and changes/zone take them
-            let numbers: Set<String> = ["zone", "after", "seq", "since", "limit"]
+            let numbers: Set<String> = ["after", "seq", "since", "limit"]
             var tried = 0
             for need in valid {
                 let op = need["op"] as! String
@@ -249,10 +258,11 @@ struct ServerAccessTests {
                         mutants.append(("\(key) fractional", with(2.5)))
                     }
                     if key == "limit" { mutants.append(("limit 0", with(0))); mutants.append(("limit huge", with(Int64.max))) }
-                    if key == "uid" {
-                        mutants.append(("uid short", with(Data([1, 2, 3]).base64EncodedString())))
-                        mutants.append(("uid long", with(Data(repeating: 1, count: 64).base64EncodedString())))
-                        mutants.append(("uid not base64", with("%%%")))
+                    if key == "uid" || key == "zone" {
+                        mutants.append(("\(key) short", with(Data([1, 2, 3]).base64EncodedString())))
+                        mutants.append(("\(key) long", with(Data(repeating: 1, count: 64).base64EncodedString())))
+                        mutants.append(("\(key) not base64", with("%%%")))
+                        mutants.append(("\(key) as a row id", with(1)))
                     }
                     if key == "names" { mutants.append(("names of numbers", with([1, 2]))) }
                     if key == "plan" {
@@ -284,10 +294,11 @@ struct ServerAccessTests {
                 }
             }
             #expect(tried > 100)
-            // A batch whose zone row's uid is not 16 bytes.
-            let row: [String: Any] = ["id": rowID, "uid": Data([1, 2, 3]).base64EncodedString(), "owner": me, "name": "Kept",
-                                      "sequence": 1, "created": 0.0, "logFormat": 1]
-            for write: [String: Any] in [["op": "zones/gone", "zoneRow": row, "users": [me], "reason": "x"], ["op": "zones/back", "zoneRow": row, "user": me]] {
+            // A batch whose zone uid is not 16 bytes, or that names a zone by a row as it once did.
+            let short = Data([1, 2, 3]).base64EncodedString()
+            let oldRow: [String: Any] = ["id": 1, "uid": rowID, "owner": me, "name": "Kept", "sequence": 1, "created": 0.0, "logFormat": 1]
+            for write: [String: Any] in [["op": "zones/gone", "zone": short, "users": [me], "reason": "x"], ["op": "zones/back", "zone": short, "user": me],
+                                         ["op": "zones/gone", "zoneRow": oldRow, "users": [me], "reason": "x"], ["op": "zones/touch", "zone": 1]] {
                 let body = try JSONSerialization.data(withJSONObject: ["operation": Data(repeating: 9, count: 16).base64EncodedString(), "writes": [write]])
                 let answer = try await fixture.signed(alice.vault, "POST", RemoteAPI.Path.modify, body: body)
                 #expect(answer.status == 400, "\(answer.body)")

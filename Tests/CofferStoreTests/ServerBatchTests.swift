@@ -8,7 +8,8 @@ import Testing
 /// A read-write participant, or a zone owner, who bypasses their client and sends the server
 /// batches of their own making: every row a batch writes, keeps or deletes, and every deleted
 /// mark it removes, must be named by a signed commit of the batch; a zone's deletion notices
-/// come only from whom the zone's verified log allows, and name the zone as the server has it.
+/// come only from whom the zone's verified log allows, and name the zone by its uid alone (its
+/// name and owner are the server's).
 /// What a client sends the same way still lands, and every deletion shows in the change feeds.
 @Suite("coffer serve: each batch's rows and notices as its signed entries name them")
 struct ServerBatchTests {
@@ -124,9 +125,10 @@ struct ServerBatchTests {
         }
     }
 
-    /// Deletion notices in others' change feeds: forged ones are refused (a zone row that is not
-    /// the zone's, an owner without an entry of theirs, users who never took part, a
-    /// participant who did not leave), and the real ones still land.
+    /// Deletion notices in others' change feeds: forged ones are refused (another's zone dressed
+    /// as one's own, an owner without an entry of theirs, users who never took part, a
+    /// participant who did not leave), a name sent with a notice is not taken, and the real ones
+    /// still land.
     @Test(arguments: [TestBackend.sqlite])
     func zoneNoticesComeFromTheVerifiedLog(_ backend: TestBackend) async throws {
         try await withServer(backend) { fixture in
@@ -142,13 +144,17 @@ struct ServerBatchTests {
                                   created: own.row.created, logFormat: own.row.logFormat)
             let bobFeed = try await bob.session.sharedDatabase.databaseChanges(since: nil)
 
-            // From someone who is not the zone's owner, or with a zone row not the zone's.
+            // From someone who is not the zone's owner, or with her zone's row dressed as Alice's:
+            // a notice names its zone by uid alone, so the dressed row names Alice's zone.
             try await expectRefused(scene, mallory.store, [.zoneGone(family.row, users: [bobID], reason: "deleted")], "others' lists")
-            try await expectRefused(scene, mallory.store, [.zoneGone(dressed, users: [bobID], reason: "deleted")], "as the server has it")
+            try await expectRefused(scene, mallory.store, [.zoneGone(dressed, users: [bobID], reason: "deleted")], "others' lists")
+            // Her own zone's notice sent under the name "Family" lands under the name the server
+            // has for it.
             let renamed = ZoneRow(rowID: own.row.rowID, uid: own.row.uid, id: scene.family, sequence: own.row.sequence,
                                   created: own.row.created, logFormat: own.row.logFormat)
-            try await expectRefused(scene, mallory.store, [.zoneGone(renamed, users: [mallory.vault.identity.userID], reason: "deleted")],
-                                    "as the server has it")
+            let malloryFeed = try await mallory.session.privateDatabase.databaseChanges(since: nil)
+            try await scene.driver(mallory.store).apply([.zoneGone(renamed, users: [mallory.vault.identity.userID], reason: "deleted")], operation: nil)
+            #expect(try await mallory.session.privateDatabase.databaseChanges(since: malloryFeed.token).deleted == [DeletedZone(zoneID: notes, reason: "deleted")])
             // From the owner, without an entry of hers, or naming a user who never took part.
             try await expectRefused(scene, alice.store, [.zoneGone(family.row, users: [bobID], reason: "deleted")], "signed entry of the owner's")
             let aliceCommit = scene.commit(by: alice.vault, on: family)
@@ -159,7 +165,7 @@ struct ServerBatchTests {
 
             // Taking a notice back: with a zone row not the zone's, by the owner without an entry
             // of hers, or for someone who does not take part.
-            try await expectRefused(scene, mallory.store, [.zoneBack(dressed, user: bobID)], "as the server has it")
+            try await expectRefused(scene, mallory.store, [.zoneBack(dressed, user: bobID)], "others' lists")
             try await expectRefused(scene, alice.store, [.zoneBack(family.row, user: bobID)], "signed entry of the owner's")
             try await expectRefused(scene, alice.store, [aliceCommit.write, .zoneBack(family.row, user: mallory.vault.identity.userID)], "does not take part")
             try await expectRefused(scene, mallory.store, [.zoneBack(family.row, user: mallory.vault.identity.userID)], "does not take part")
@@ -170,7 +176,9 @@ struct ServerBatchTests {
             try await alice.session.privateDatabase.deleteZone(scene.family)
             let gone = try await bob.session.sharedDatabase.databaseChanges(since: bobFeed.token)
             #expect(gone.deleted == [DeletedZone(zoneID: scene.family, reason: "deleted")])
-            try await expectRefused(scene, mallory.store, [.zoneBack(dressed, user: bobID)], "as the server has it")
+            await #expect { try await scene.driver(mallory.store).apply([.zoneBack(dressed, user: bobID)], operation: nil) } throws: { error in
+                (error as? StoreError)?.code == .zoneNotFound // the zone of that uid is gone
+            }
             #expect(try await bob.session.sharedDatabase.databaseChanges(since: bobFeed.token).deleted == gone.deleted)
         }
     }

@@ -51,6 +51,10 @@ struct ServerHostileTests {
             return driver
         }
 
+        /// The row id `store`'s client knows a zone by (each client numbers the zones it meets
+        /// for itself: requests name them by uid).
+        func rowID(_ row: ZoneRow, in store: Store) throws -> Int64 { try driver(store).zones.handle(row.uid) }
+
         /// The zone's row and the state of its log, as `session` verifies them now.
         func head(_ session: Session, _ zone: ZoneID) async throws -> (row: ZoneRow, state: ZoneState) {
             try await session.store.read { db in
@@ -91,6 +95,7 @@ struct ServerHostileTests {
             let scene = try await Scene.make(fixture)
             let head = try await scene.head(scene.bob.session, scene.family)
             let bob = scene.bob, carol = scene.carol
+            let carolHead = try await scene.head(carol.session, scene.family)
             // A read-only participant's commit, validly signed, on the head.
             try await expectRefused(scene, bob.store, [scene.commit(by: bob.vault, on: head).write], "commit by")
             // An entry in another user's name, or with a signature that does not verify.
@@ -106,21 +111,21 @@ struct ServerHostileTests {
                                      membershipSeq: head.state.ownerSeq, creatorID: carol.vault.identity.userID,
                                      modifierID: carol.vault.identity.userID, created: 1, modified: 1)
             let planted = SealedVersion(stamp: stamp, plain: Array("{}".utf8), plainTypes: [], sealed: nil, digest: .zero)
-            try await expectRefused(scene, carol.store, [.insertRecord(zoneRowID: head.row.rowID, planted)], "signed commit")
-            let listed = scene.commit(by: carol.vault, on: head, entries: SecureRandom.bytes(count: 32), names: [0, 7] + Array("planted".utf8))
-            try await expectRefused(scene, carol.store, [listed.write, .insertRecord(zoneRowID: head.row.rowID, planted)], "not the version its commit signs")
+            try await expectRefused(scene, carol.store, [.insertRecord(zoneRowID: carolHead.row.rowID, planted)], "signed commit")
+            let listed = scene.commit(by: carol.vault, on: carolHead, entries: SecureRandom.bytes(count: 32), names: [0, 7] + Array("planted".utf8))
+            try await expectRefused(scene, carol.store, [listed.write, .insertRecord(zoneRowID: carolHead.row.rowID, planted)], "not the version its commit signs")
             // A version its commit lists, whose plain values break the schema: "body" is an
             // encrypted field of Note in this zone, here in the clear.
             var clearStamp = stamp
             clearStamp.name = "clear"
             let clear = SealedVersion(stamp: clearStamp, plain: Array(#"{"body":"in the clear"}"#.utf8), plainTypes: [1], sealed: nil, digest: .zero)
             let clearDigest = clear.digest(zoneUID: head.row.uid, creatorID: clearStamp.creatorID, created: clearStamp.created)
-            let clearCommit = scene.commit(by: carol.vault, on: head, entries: clearDigest.bytes, names: [0, 5] + Array("clear".utf8))
-            await #expect { try await scene.driver(carol.store).apply([clearCommit.write, .insertRecord(zoneRowID: head.row.rowID, clear)], operation: nil) } throws: { error in
+            let clearCommit = scene.commit(by: carol.vault, on: carolHead, entries: clearDigest.bytes, names: [0, 5] + Array("clear".utf8))
+            await #expect { try await scene.driver(carol.store).apply([clearCommit.write, .insertRecord(zoneRowID: carolHead.row.rowID, clear)], operation: nil) } throws: { error in
                 (error as? StoreError)?.code == .invalidArguments && (error as? StoreError)?.message.contains("schema") == true
             }
             // Over the local limits: 401 records for one commit.
-            let many = (0..<401).map { StorageSnapshot.Write.deleteRecord(zoneRowID: head.row.rowID, name: "x\($0)", storedSeq: 1) }
+            let many = (0..<401).map { StorageSnapshot.Write.deleteRecord(zoneRowID: carolHead.row.rowID, name: "x\($0)", storedSeq: 1) }
             await #expect { try await scene.driver(carol.store).apply([listed.write] + many, operation: nil) } throws: { error in
                 (error as? StoreError)?.code == .limitExceeded
             }
@@ -132,7 +137,7 @@ struct ServerHostileTests {
             try await expectRefused(scene, carol.store, [.compactTombstones(zoneRowID: familyRow.rowID, through: head.state.headSeq)], "compacts")
             let outsider = try await fixture.user("Mallory Mint", "mallory@example.com")
             let privateHead = try await scene.head(scene.alice.session, scene.privateZone)
-            try await expectRefused(scene, outsider.store, [.touchZone(rowID: privateHead.row.rowID)], "touches it")
+            try await expectRefused(scene, outsider.store, [.touchZone(rowID: try scene.rowID(privateHead.row, in: outsider.store))], "touches it")
             // A card whose columns are not the card's (another name in the directory).
             let card = try ContactCard(vault: bob.vault)
             let identity = card.identity
@@ -143,9 +148,9 @@ struct ServerHostileTests {
                 (error as? StoreError)?.code == .invalidArguments
             }
             // Reads and listings of what is not theirs.
-            let privateRow = try await scene.head(scene.alice.session, scene.privateZone).row
-            try await expectRefused(scene, bob.store, [.addZoneMember(zoneRowID: privateRow.rowID, userID: bob.vault.identity.userID)], "lists its members")
-            for need: StorageSnapshot.Need in [.records(zoneRowID: privateRow.rowID, names: ["p1"]), .allRows(zoneRowID: privateRow.rowID),
+            let privateRow = try scene.rowID(try await scene.head(scene.alice.session, scene.privateZone).row, in: bob.store)
+            try await expectRefused(scene, bob.store, [.addZoneMember(zoneRowID: privateRow, userID: bob.vault.identity.userID)], "lists its members")
+            for need: StorageSnapshot.Need in [.records(zoneRowID: privateRow, names: ["p1"]), .allRows(zoneRowID: privateRow),
                                                 .ownedZones(scene.alice.vault.identity.userID)] {
                 await #expect(throws: StoreError.self) { try await scene.driver(bob.store).fetch([need], into: StorageSnapshot(writable: false)) }
             }
@@ -177,10 +182,11 @@ struct ServerHostileTests {
             let head = try await scene.head(alice.session, scene.family)
             // A dropped commit: the last entry and its row go.
             let queue = try DatabaseQueue(path: path)
+            let stored = try await queue.read { db in try serverRowID(db, head.row) }
             try await queue.write { db in
-                try db.execute(sql: "DELETE FROM zone_log WHERE zone_id = ? AND seq = ?", arguments: [head.row.rowID, head.state.headSeq])
-                try db.execute(sql: "UPDATE zone SET sequence = ? WHERE id = ?", arguments: [head.state.headSeq - 1, head.row.rowID])
-                try db.execute(sql: "DELETE FROM record WHERE zone_id = ? AND name = 'n2'", arguments: [head.row.rowID])
+                try db.execute(sql: "DELETE FROM zone_log WHERE zone_id = ? AND seq = ?", arguments: [stored, head.state.headSeq])
+                try db.execute(sql: "UPDATE zone SET sequence = ? WHERE id = ?", arguments: [head.state.headSeq - 1, stored])
+                try db.execute(sql: "DELETE FROM record WHERE zone_id = ? AND name = 'n2'", arguments: [stored])
             }
             let fresh = try await fixture.client(alice.vault).openSession(vault: alice.vault)
             await #expect { _ = try await fresh.privateDatabase.record(named: "n1", in: scene.family) } throws: { error in
@@ -191,7 +197,7 @@ struct ServerHostileTests {
             let bobID = scene.bob.vault.identity.userID
             let planted = Session.wrapZoneKey(SymmetricKey(), zoneUID: head.row.uid, epoch: head.state.epoch, to: scene.bob.vault.boxKey.publicKey)
             try await queue.write { db in
-                try db.execute(sql: "UPDATE zone_key SET wrapped_key = ? WHERE zone_id = ? AND member_id = ?", arguments: [Data(planted), head.row.rowID, bobID])
+                try db.execute(sql: "UPDATE zone_key SET wrapped_key = ? WHERE zone_id = ? AND member_id = ?", arguments: [Data(planted), stored, bobID])
             }
             let bobFresh = try await fixture.client(scene.bob.vault).openSession(vault: scene.bob.vault)
             await #expect { _ = try await bobFresh.sharedDatabase.record(named: "n1", in: scene.family) } throws: { error in
@@ -213,8 +219,9 @@ struct ServerHostileTests {
             try scene.alice.session.saveMarks()
             let queue = try DatabaseQueue(path: path)
             try await queue.write { db in
-                try db.execute(sql: "DELETE FROM zone_log WHERE zone_id = ? AND seq > ?", arguments: [before.row.rowID, before.state.headSeq])
-                try db.execute(sql: "UPDATE zone SET sequence = ? WHERE id = ?", arguments: [before.state.headSeq, before.row.rowID])
+                let stored = try serverRowID(db, before.row)
+                try db.execute(sql: "DELETE FROM zone_log WHERE zone_id = ? AND seq > ?", arguments: [stored, before.state.headSeq])
+                try db.execute(sql: "UPDATE zone SET sequence = ? WHERE id = ?", arguments: [before.state.headSeq, stored])
             }
             try queue.close()
             let fresh = try await fixture.client(scene.alice.vault).openSession(vault: scene.alice.vault)

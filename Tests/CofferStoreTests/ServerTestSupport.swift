@@ -3,6 +3,7 @@ import CofferCrypto
 import CofferTestSupport
 import CofferVault
 import Foundation
+import GRDB
 import NIOCore
 import NIOHTTP1
 import Testing
@@ -95,6 +96,12 @@ struct ServerFixture {
 }
 
 /// The `coffer` executable next to the test bundle.
+/// The row id a server's SQLite store keeps a zone under (requests name zones by uid, and each
+/// client numbers them for itself).
+func serverRowID(_ db: Database, _ row: ZoneRow) throws -> Int64 {
+    try #require(try Int64.fetchOne(db, sql: "SELECT id FROM zone WHERE uid = ?", arguments: [Data(row.uid)]))
+}
+
 func serverExecutable() throws -> String {
     try #require(signedCofferExecutable(), "the coffer executable is not built next to the tests (swift build --build-tests)").path
 }

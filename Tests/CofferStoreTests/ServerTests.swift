@@ -174,7 +174,7 @@ struct ServerTests {
                          try JSONSerialization.data(withJSONObject: ["needs": [], "basis": ["heads": [], "zones": [], "contacts": [], "x": true]]),
                          try JSONSerialization.data(withJSONObject: ["needs": [], "basis": ["heads": [], "zones": [], "contacts": []], "admin": true]),
                          try JSONSerialization.data(withJSONObject: ["needs": [["op": "records/drop"]], "basis": ["heads": [], "zones": [], "contacts": []]]),
-                         try JSONSerialization.data(withJSONObject: ["needs": [["op": "changes/database/counter", "zone": 1]],
+                         try JSONSerialization.data(withJSONObject: ["needs": [["op": "changes/database/counter", "zone": Data(count: 16).base64EncodedString()]],
                                                                      "basis": ["heads": [], "zones": [], "contacts": []]])] {
                 let bad = try await fixture.signed(alice.vault, "POST", "/v1/storage/read", body: body)
                 #expect(bad.status == 400)
@@ -316,16 +316,16 @@ struct APIDocumentTests {
 
     @Test func everyDocumentedOperationIsKnown() throws {
         let needs = try Self.operations("Need"), writes = try Self.operations("Write")
-        #expect(needs.count == 29)
+        #expect(needs.count == 28)
         #expect(writes.count == 24)
         for op in needs {
             // Known: it fails for its missing fields, or decodes, never as an unknown operation.
-            do { _ = try WireNeed(op: op).need() } catch let error as StoreError { #expect(!error.message.contains("unknown"), "\(op): \(error.message)") }
+            do { _ = try WireNeed(op: op).need(Self.names) } catch let error as StoreError { #expect(!error.message.contains("unknown"), "\(op): \(error.message)") }
         }
         for op in writes {
-            do { _ = try WireWrite(op: op).write() } catch let error as StoreError { #expect(!error.message.contains("unknown"), "\(op): \(error.message)") }
+            do { _ = try WireWrite(op: op).write(Self.names, row: { _ in throw StoreError(.zoneNotFound, "none") }) } catch let error as StoreError { #expect(!error.message.contains("unknown"), "\(op): \(error.message)") }
         }
-        #expect(throws: StoreError.self) { try WireNeed(op: "records/drop").need() }
+        #expect(throws: StoreError.self) { try WireNeed(op: "records/drop").need(Self.names) }
     }
 
     /// Every read and write round-trips through its wire form.
@@ -333,6 +333,12 @@ struct APIDocumentTests {
         let zone = ZoneID(name: "Notes", ownerID: String(repeating: "a", count: 32))
         let needs: [StorageSnapshot.Need] = [.zone(zone), .records(zoneRowID: 7, names: ["a", "b"]), .changes(zoneRowID: 7, afterSeq: 3, afterName: "x", limit: 10),
                                              .zoneTombstones(userID: zone.ownerID, since: 4, owned: true), .counter, .zoneUID([1, 2, 3])]
-        for need in needs { #expect(try WireNeed(need).need() == need) }
+        for need in needs { #expect(try WireNeed(need, Self.names).need(Self.names) == need) }
+        // The zone crosses as its uid, and a row id is never asked of a server.
+        #expect(try WireNeed(.records(zoneRowID: 7, names: ["a"]), Self.names).zone == Data(repeating: 7, count: 16))
+        #expect(throws: StoreError.self) { try WireNeed(.newZoneID(zone), Self.names) }
     }
+
+    /// Test names: the zone of row id n has the uid of 16 bytes n.
+    static var names: ZoneNames { ZoneNames(uid: { [UInt8](repeating: UInt8($0), count: 16) }, rowID: { Int64($0[0]) }) }
 }

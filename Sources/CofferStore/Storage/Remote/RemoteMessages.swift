@@ -38,22 +38,25 @@ package enum RemoteAPI {
         var card: Data
     }
 
-    /// The client's ``StorageSnapshot/FetchBasis``.
+    /// The client's ``StorageSnapshot/FetchBasis``, its zones named by their uids.
     struct Basis: Codable, Sendable {
-        struct Head: Codable, Sendable { var zone: Int64; var seq: Int64? }
+        struct Head: Codable, Sendable { var zone: Data; var seq: Int64? }
         var heads: [Head]
-        var zones: [Int64]
+        var zones: [Data]
         var contacts: [String]
 
-        init(_ basis: StorageSnapshot.FetchBasis) {
-            heads = basis.heads.sorted { $0.key < $1.key }.map { Head(zone: $0.key, seq: $0.value) }
-            zones = basis.zones.sorted()
+        init(_ basis: StorageSnapshot.FetchBasis, _ names: ZoneNames) throws {
+            heads = try basis.heads.sorted { $0.key < $1.key }.map { Head(zone: try names.uid($0.key), seq: $0.value) }
+            zones = try basis.zones.sorted().map { try names.uid($0) }
             contacts = basis.contacts.sorted()
         }
 
-        var basis: StorageSnapshot.FetchBasis {
-            StorageSnapshot.FetchBasis(heads: Dictionary(heads.map { ($0.zone, $0.seq) }, uniquingKeysWith: { a, _ in a }),
-                                       zones: Set(zones), contacts: Set(contacts))
+        /// Every zone the basis names, by uid.
+        var uids: [Data] { heads.map(\.zone) + zones }
+
+        func basis(_ names: ZoneNames) throws -> StorageSnapshot.FetchBasis {
+            StorageSnapshot.FetchBasis(heads: Dictionary(try heads.map { (try names.rowID(wire: $0.zone, "a read's basis"), $0.seq) }, uniquingKeysWith: { a, _ in a }),
+                                       zones: Set(try zones.map { try names.rowID(wire: $0, "a read's basis") }), contacts: Set(contacts))
         }
     }
 

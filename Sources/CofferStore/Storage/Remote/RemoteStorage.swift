@@ -36,6 +36,8 @@ final class RemoteStorage: SnapshotDriver {
     /// Answers to give for the next reads, in order, instead of asking the server, as a network
     /// or server that replays old answers would (tests).
     let replayedReadAnswers = Locked<[Data]>([])
+    /// The handles this client's engine knows the server's zones by.
+    let zones = ZoneHandles()
     /// How often a batch whose answer was lost is sent again.
     static let resends = 2
     /// The largest answer a client reads; a larger one is refused unread past this many bytes.
@@ -101,8 +103,36 @@ final class RemoteStorage: SnapshotDriver {
 
     // MARK: - SnapshotDriver
 
+    /// The names of one request's zones: the uid of each handle, and for a zone the engine is
+    /// about to create (its handle reserved, its uid not sent yet) a random uid of the request's
+    /// own, under which the server finds nothing.
+    private func requestNames() -> ZoneNames {
+        let pending = Locked<(byHandle: [Int64: [UInt8]], byUID: [[UInt8]: Int64])>(([:], [:]))
+        return ZoneNames(uid: { [zones] handle in
+            if let uid = zones.uid(handle) { return uid }
+            return pending.withLock { p in
+                if let uid = p.byHandle[handle] { return uid }
+                let uid = SecureRandom.bytes(count: ZoneNames.uidCount)
+                p.byHandle[handle] = uid
+                p.byUID[uid] = handle
+                return uid
+            }
+        }, rowID: { [zones] uid in pending.withLock { $0.byUID[uid] } ?? zones.handle(uid) })
+    }
+
     func fetch(_ needs: [StorageSnapshot.Need], into snapshot: StorageSnapshot) async throws {
-        let request = RemoteAPI.ReadRequest(needs: needs.map(WireNeed.init), basis: RemoteAPI.Basis(snapshot.basis))
+        // A zone about to be created gets its handle here: no server is asked for a row id.
+        var reserved = [ZoneID: Int64]()
+        for case .newZoneID(let id) in needs { reserved[id] = zones.reserve() }
+        let asked = needs.filter { if case .newZoneID = $0 { false } else { true } }
+        guard !asked.isEmpty else {
+            var tables = StorageSnapshot.Tables<StoredRow>()
+            tables.newZoneIDs = reserved
+            snapshot.absorb(tables, moved: false) { $0 }
+            return
+        }
+        let names = requestNames()
+        let request = RemoteAPI.ReadRequest(needs: try asked.map { try WireNeed($0, names) }, basis: try RemoteAPI.Basis(snapshot.basis, names))
         let data: Data
         if let replayed = replayedReadAnswers.withLock({ $0.isEmpty ? nil : $0.removeFirst() }) {
             data = replayed
@@ -114,11 +144,19 @@ final class RemoteStorage: SnapshotDriver {
         do { response = try RemoteAPI.decode(RemoteAPI.ReadResponse.self, data, what: "read") } catch let error as StoreError {
             throw StoreError(.integrityFailure, "the server at \(serverDescription) sent a read that is not valid: \(error.message)")
         }
-        snapshot.absorb(try response.tables.tables(), moved: response.moved) { $0 }
+        var tables: StorageSnapshot.Tables<StoredRow>
+        do { tables = try response.tables.tables(names) } catch let error as StoreError {
+            throw StoreError(.integrityFailure, "the server at \(serverDescription) sent a read that is not valid: \(error.message)")
+        }
+        tables.newZoneIDs = reserved
+        snapshot.absorb(tables, moved: response.moved) { $0 }
     }
 
     func apply(_ writes: [StorageSnapshot.Write], operation: SnapshotOperation?) async throws {
-        let request = RemoteAPI.ModifyRequest(operation: Data(SecureRandom.bytes(count: 16)), writes: writes.map(WireWrite.init))
+        // A zone the batch creates is named from now on by the uid it is created with.
+        for case .insertZone(let handle, let uid, _, _) in writes { zones.bind(handle, to: uid) }
+        let names = requestNames()
+        let request = RemoteAPI.ModifyRequest(operation: Data(SecureRandom.bytes(count: 16)), writes: try writes.map { try WireWrite($0, names) })
         let body = try RemoteAPI.encoder.encode(request)
         var attempt = 0
         while true {

@@ -18,9 +18,9 @@ import PostgresNIO
 ///   time), and that every row deleted and every deleted mark removed is named by that commit's
 ///   signed list of names (a deletion as deleted, and marked for the change feeds at it);
 /// - that a record entry's lists are the ones its body signs;
-/// - that a zone's deletion notices name the zone as the store has it, and come from its owner
-///   with an entry of theirs in the batch (naming only users who took part), or from a
-///   participant about themselves with their signed leaving;
+/// - that a zone's deletion notices come from its owner with an entry of theirs in the batch
+///   (naming only users who took part), or from a participant about themselves with their
+///   signed leaving (a notice names the zone by uid: its name and owner are the store's);
 /// - that every record version's plain values follow the zone's schema;
 /// - that only a zone's owner writes its keys, links and member lookups, or deletes it;
 /// - that a contact card is self-signed.
@@ -137,17 +137,26 @@ package final class StorageHost: Sendable {
         guard request.needs.count <= RemoteAPI.maxNeeds else {
             throw StoreError(.limitExceeded, "a read request carries at most \(RemoteAPI.maxNeeds) reads")
         }
-        let needs = try request.needs.map { try $0.need() }
+        let names = try await zoneNames(Set(request.needs.compactMap(\.zone) + request.basis.uids))
+        let needs = try request.needs.map { try $0.need(names.names) }
         for case .zoneUID(let uid) in needs where uid.count != 16 { throw StoreError(.invalidArguments, "operation zones/exists: 'uid' is 16 bytes") }
         for case .shareZones(let uid) in needs where uid.count != 16 { throw StoreError(.invalidArguments, "operation shares/zones: 'uid' is 16 bytes") }
-        let plan = try await authorize(needs, basis: request.basis.basis, userID: userID)
+        let plan = try await authorize(needs, basis: try request.basis.basis(names.names), userID: userID)
         try await ensureIndexes(for: plan.needs)
         let snapshot = StorageSnapshot(writable: false)
         snapshot.presetBasis = plan.basis
         try await driver.fetch(plan.needs, into: snapshot)
         try await limit(&snapshot.fetched, to: plan, userID: userID)
-        let response = RemoteAPI.ReadResponse(tables: WireTables(snapshot.fetched), moved: snapshot.lastFetchMoved)
+        let response = RemoteAPI.ReadResponse(tables: try await names.wire(snapshot.fetched, host: self), moved: snapshot.lastFetchMoved)
         return try RemoteAPI.encoder.encode(response)
+    }
+
+    /// The zones a request names by uid, as this store has them (see ``HostZoneNames``).
+    private func zoneNames(_ uids: Set<Data>) async throws -> HostZoneNames {
+        for uid in uids where uid.count != ZoneNames.uidCount {
+            throw StoreError(.invalidArguments, "a zone uid is \(ZoneNames.uidCount) bytes")
+        }
+        return HostZoneNames(try await zoneAccess(rowIDs: [], named: [], uids: Set(uids.map(Array.init))).values)
     }
 
     /// Makes the query indexes the store lacks for the fields a query filters or sorts on, as a
@@ -211,12 +220,7 @@ package final class StorageHost: Sendable {
             case .newZoneID(let id): try own(id.ownerID)
             case .listingZones(let user), .sharedZones(let user), .changedSharedZones(let user, _), .zoneTombstones(let user, _, _): try own(user)
             case .zone(let id): named.insert(id)
-            case .contact, .contactIDs, .contactColumns, .counter, .zoneUID, .shareZones: break
-            case .log(let zone, _), .logEntry(let zone, _), .records(let zone, _), .page(let zone, _, _), .children(let zone, _),
-                 .childrenOfAny(let zone, _), .tombstones(let zone), .changes(let zone, _, _, _), .tombstoneCount(let zone, _),
-                 .query(let zone, _), .sealedPage(let zone, _, _, _), .ancestors(let zone, _), .logHashes(let zone), .allRows(let zone),
-                 .tombstoneList(let zone):
-                rowIDs.insert(zone)
+            default: if let zone = need.zoneRowID { rowIDs.insert(zone) }
             }
         }
         var plan = ReadPlan(needs: needs, basis: basis)
@@ -251,7 +255,7 @@ package final class StorageHost: Sendable {
                     plan.history[zone] = (seq, hash)
                 }
             default:
-                guard let zone = WireNeed(need).zoneRowID, let reading = readings[zone], let found = zones[zone] else { continue }
+                guard let zone = need.zoneRowID, let reading = readings[zone], let found = zones[zone] else { continue }
                 switch reading {
                 case .all: break
                 case .share: throw StoreError(.permissionFailure, "zone '\(found.id.name)' of \(found.id.ownerID): its records are read by participants who accepted its share")
@@ -324,7 +328,25 @@ package final class StorageHost: Sendable {
         guard request.writes.count <= RemoteAPI.maxWrites else {
             throw StoreError(.limitExceeded, "a batch carries at most \(RemoteAPI.maxWrites) writes")
         }
-        let writes = try request.writes.map { try $0.write() }
+        // The zones the batch names, and a row id reserved for each one it creates.
+        let names = try await zoneNames(Set(request.writes.compactMap(\.zone)))
+        var creating = [ZoneID: [UInt8]]()
+        for write in request.writes where write.op == "zones/create" {
+            guard let uid = write.zone.map(Array.init), let name = write.name, let owner = write.owner else { continue } // refused below
+            guard names.zones[uid] == nil else { throw StoreError(.alreadyExists, "the store has a zone of the uid a batch creates") }
+            guard creating.updateValue(uid, forKey: ZoneID(name: name, ownerID: owner)) == nil else {
+                throw StoreError(.invalidArguments, "a batch creates one zone of a name")
+            }
+        }
+        if !creating.isEmpty {
+            let reserved = StorageSnapshot(writable: false)
+            try await driver.fetch(creating.keys.map { .newZoneID($0) }, into: reserved)
+            for (id, uid) in creating {
+                guard let rowID = reserved.fetched.newZoneIDs[id] else { throw StoreError(.internalError, "the store reserved no zone id") }
+                names.reserve(rowID, for: uid)
+            }
+        }
+        let writes = try request.writes.map { try $0.write(names.names, row: names.notice) }
         let operation = SnapshotOperation(id: Array(request.operation), userID: userID)
         if try await wasApplied(operation) { return try RemoteAPI.encoder.encode(RemoteAPI.ModifyResponse(replayed: true)) }
         let states: [Int64: ZoneState]
@@ -520,14 +542,13 @@ package final class StorageHost: Sendable {
                 guard isOwner || !entries.isEmpty || zones[rowID]?.readable(by: userID) == true else { throw refuse("touches it") }
             case .compactTombstones:
                 guard isOwner || !entries.isEmpty else { throw refuse("compacts its history outside a write") }
-            case .zoneGone(let zone, let users, _):
+            case .zoneGone(_, let users, _):
                 // A notice in users' change feeds that the zone went: of the zone as the store
                 // has it, from its owner (with an entry of theirs in the batch when it names
                 // anyone else, who must have taken part), or from a participant about
                 // themselves, with their signed leaving.
                 guard let access = zones[rowID] else { throw refuse("removes it from others' lists") }
                 guard isOwner || users == [userID] else { throw refuse("removes it from others' lists") }
-                try Self.checkNotice(zone, access)
                 if isOwner {
                     guard users.contains(where: { $0 != userID }) else { break }
                     guard entries.contains(where: { $0.entry.authorID == userID }) else {
@@ -543,13 +564,12 @@ package final class StorageHost: Sendable {
                         throw StoreError(.permissionFailure, "a participant's notice needs their signed leaving in the batch: zone '\(access.id.name)'")
                     }
                 }
-            case .zoneBack(let zone, let user):
+            case .zoneBack(_, let user):
                 // Takes a notice back: a user for themselves while the zone's signed state says
                 // they take part; its owner for a participant only with an entry of theirs in
                 // the batch after which that participant takes part.
                 guard let access = zones[rowID] else { throw refuse("puts it back in others' lists") }
                 guard isOwner || user == userID else { throw refuse("puts it back in others' lists") }
-                try Self.checkNotice(zone, access)
                 guard user != owner else { break }
                 if user != userID {
                     guard entries.contains(where: { $0.entry.authorID == userID }) else {
@@ -685,14 +705,6 @@ package final class StorageHost: Sendable {
         return SignedRecords(entry, stored)
     }
 
-    /// Refuses a zone deletion notice whose zone row is not the zone's as the store has it (its
-    /// uid, name and owner are those its verified log starts from).
-    static func checkNotice(_ zone: ZoneRow, _ access: ZoneAccess) throws {
-        guard zone.rowID == access.rowID, zone.uid == access.uid, zone.id == access.id else {
-            throw StoreError(.permissionFailure, "a notice must name the zone as the server has it")
-        }
-    }
-
     /// A deleted name a batch marks for the change feeds, at the entry that deletes it.
     struct TombstoneMark: Hashable {
         let name: String
@@ -823,9 +835,9 @@ package final class StorageHost: Sendable {
         func readable(by userID: String) -> Bool { id.ownerID == userID || members.contains(userID) || hasLink }
     }
 
-    /// The zones of these row ids and names that exist, by row id.
-    func zoneAccess(rowIDs: Set<Int64>, named: Set<ZoneID>) async throws -> [Int64: ZoneAccess] {
-        guard !rowIDs.isEmpty || !named.isEmpty else { return [:] }
+    /// The zones of these row ids, names and uids that exist, by row id.
+    func zoneAccess(rowIDs: Set<Int64>, named: Set<ZoneID>, uids: Set<[UInt8]> = []) async throws -> [Int64: ZoneAccess] {
+        guard !rowIDs.isEmpty || !named.isEmpty || !uids.isEmpty else { return [:] }
         var zones = [Int64: ZoneAccess]()
         switch store.backend {
         case .sqlite(let pool):
@@ -833,6 +845,9 @@ package final class StorageHost: Sendable {
                 var ids = rowIDs
                 for id in named {
                     if let row = try Int64.fetchOne(db, sql: "SELECT id FROM zone WHERE owner_id = ? AND name = ?", arguments: [id.ownerID, id.name]) { ids.insert(row) }
+                }
+                for uid in uids {
+                    if let row = try Int64.fetchOne(db, sql: "SELECT id FROM zone WHERE uid = ?", arguments: [Data(uid)]) { ids.insert(row) }
                 }
                 let list = ids.sorted()
                 let marks = Array(repeating: "?", count: list.count).joined(separator: ",")
@@ -852,6 +867,12 @@ package final class StorageHost: Sendable {
             var ids = rowIDs
             for id in named {
                 if let row = try await storage.connector.query("SELECT id FROM zone WHERE owner_id = \(id.ownerID) AND name = \(id.name)").first {
+                    ids.insert(try row.decode(Int64.self))
+                }
+            }
+            if !uids.isEmpty {
+                let hex = uids.map { Hex.encode($0) }
+                for row in try await storage.connector.query("SELECT id FROM zone WHERE uid IN (SELECT decode(h, 'hex') FROM unnest(\(hex)::text[]) AS h)") {
                     ids.insert(try row.decode(Int64.self))
                 }
             }
@@ -938,5 +959,67 @@ extension StorageSnapshot.Write {
         case .contact:
             return nil
         }
+    }
+}
+
+/// The zones a request to a server names by uid, as the server's store has them: each uid's row
+/// id in the store, and for a uid the store does not have a row id no zone has (negative), so a
+/// read of it finds nothing and a write to it is refused as to a missing zone. A zone a batch
+/// creates has the row id reserved for it.
+final class HostZoneNames: @unchecked Sendable {
+    /// The zones found, by uid.
+    private(set) var zones = [[UInt8]: StorageHost.ZoneAccess]()
+    private var byUID = [[UInt8]: Int64]()
+    private var byRowID = [Int64: [UInt8]]()
+    /// Row ids the encoding of an answer met that no uid named (looked up, then encoded again).
+    private var missed = Set<Int64>()
+
+    init(_ found: some Sequence<StorageHost.ZoneAccess>) {
+        for zone in found { note(zone) }
+    }
+
+    private func note(_ zone: StorageHost.ZoneAccess) {
+        zones[zone.uid] = zone
+        byUID[zone.uid] = zone.rowID
+        byRowID[zone.rowID] = zone.uid
+    }
+
+    func reserve(_ rowID: Int64, for uid: [UInt8]) {
+        byUID[uid] = rowID
+        byRowID[rowID] = uid
+    }
+
+    var names: ZoneNames {
+        ZoneNames(uid: { [self] rowID in
+            if let uid = byRowID[rowID] { return uid }
+            missed.insert(rowID)
+            return [UInt8](repeating: 0, count: ZoneNames.uidCount)
+        }, rowID: { [self] uid in
+            if let rowID = byUID[uid] { return rowID }
+            let placeholder = -Int64(byUID.count + 1)
+            byUID[uid] = placeholder
+            byRowID[placeholder] = uid
+            return placeholder
+        })
+    }
+
+    /// The zone row a deletion notice names by uid: its uid, name and owner as the store has
+    /// them (which its verified log binds), never as a request says.
+    func notice(_ uid: [UInt8]) throws -> ZoneRow {
+        guard let zone = zones[uid] else { throw StoreError(.zoneNotFound, "a notice names a zone the store does not have") }
+        return ZoneRow(rowID: zone.rowID, uid: zone.uid, id: zone.id, sequence: 0, created: Date(timeIntervalSince1970: 0), logFormat: 1)
+    }
+
+    /// `tables` on the wire, each zone by its uid: those a read found by name or list are
+    /// looked up by row id.
+    func wire(_ tables: StorageSnapshot.Tables<StoredRow>, host: StorageHost) async throws -> WireTables {
+        missed = []
+        let first = try WireTables(tables, names)
+        guard !missed.isEmpty else { return first }
+        for zone in try await host.zoneAccess(rowIDs: missed, named: []).values { note(zone) }
+        missed = []
+        let second = try WireTables(tables, names)
+        guard missed.isEmpty else { throw StoreError(.internalError, "a read found a zone the store does not have") }
+        return second
     }
 }

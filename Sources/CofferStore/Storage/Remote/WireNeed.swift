@@ -3,10 +3,11 @@ import Foundation
 /// A ``StorageSnapshot/Need`` as a Coffer server's API carries it: an operation name (`op`,
 /// after CloudKit Web Services where one fits: `records/lookup`, `records/query`,
 /// `changes/zone`, `changes/database`, `zones/lookup`…) and the fields that operation takes.
-/// Decoding refuses an unknown operation, a field it does not take and a missing one.
+/// A zone is named by its uid (`zone`, 16 bytes; see ``ZoneNames``). Decoding refuses an
+/// unknown operation, a field it does not take and a missing one.
 struct WireNeed: Codable, Sendable {
     var op: String
-    var zone: Int64?
+    var zone: Data?
     var owner: String?
     var name: String?
     var user: String?
@@ -23,15 +24,16 @@ struct WireNeed: Codable, Sendable {
 
     init(op: String) { self.op = op }
 
-    /// The need, or `.invalidArguments` naming what is wrong.
-    func need() throws -> StorageSnapshot.Need {
+    /// The need, its zone named by the row id `names` gives its uid, or `.invalidArguments`
+    /// naming what is wrong.
+    func need(_ zones: ZoneNames) throws -> StorageSnapshot.Need {
         func field<T>(_ value: T?, _ key: String) throws -> T {
             guard let value else { throw StoreError(.invalidArguments, "operation \(op) lacks '\(key)'") }
             return value
         }
-        // Numbers in their ranges, whichever operation carries them: a row id is positive, a
-        // sequence, epoch or counter is not negative, a limit is from 1 to 2^31 - 1.
-        if let zone, zone < 1 { throw StoreError(.invalidArguments, "operation \(op): 'zone' is a zone's row id, from 1") }
+        // Numbers in their ranges, whichever operation carries them: a sequence, epoch or
+        // counter is not negative, a limit is from 1 to 2^31 - 1.
+        let zone = try self.zone.map { try zones.rowID(wire: $0, "operation \(op)") }
         for (key, value) in [("after", after), ("seq", seq), ("since", since)] {
             if let value, value < 0 { throw StoreError(.invalidArguments, "operation \(op): '\(key)' is not negative") }
         }
@@ -42,7 +44,6 @@ struct WireNeed: Codable, Sendable {
         switch op {
         case "zones/lookup": need = .zone(ZoneID(name: try field(name, "name"), ownerID: try field(owner, "owner")))
         case "zones/list": need = .ownedZones(try field(owner, "owner"))
-        case "zones/reserve": need = .newZoneID(ZoneID(name: try field(name, "name"), ownerID: try field(owner, "owner")))
         case "zones/exists": need = .zoneUID(Array(try field(uid, "uid")))
         case "zones/listing": need = .listingZones(userID: try field(user, "user"))
         case "zones/shared": need = .sharedZones(memberID: try field(user, "user"))
@@ -76,15 +77,19 @@ struct WireNeed: Codable, Sendable {
             need = .zoneTombstones(userID: try field(user, "user"), since: try field(since, "since"), owned: try field(owned, "owned"))
         default: throw StoreError(.invalidArguments, "unknown read operation '\(Names.printable(op))'")
         }
-        guard WireNeed(need) == self else { throw StoreError(.invalidArguments, "operation \(op) carries fields it does not take") }
+        guard try WireNeed(need, zones) == self else { throw StoreError(.invalidArguments, "operation \(op) carries fields it does not take") }
         return need
     }
 
-    init(_ need: StorageSnapshot.Need) {
+    /// The need on the wire, its zone named by its uid. A zone's row id is reserved by each
+    /// side on its own: `.newZoneID` never crosses.
+    init(_ need: StorageSnapshot.Need, _ zones: ZoneNames) throws {
+        self.init(op: "")
+        var zone: Int64?
         switch need {
         case .zone(let id): op = "zones/lookup"; name = id.name; owner = id.ownerID
         case .ownedZones(let o): op = "zones/list"; owner = o
-        case .newZoneID(let id): op = "zones/reserve"; name = id.name; owner = id.ownerID
+        case .newZoneID: throw StoreError(.internalError, "a zone's row id is not asked of a server")
         case .zoneUID(let u): op = "zones/exists"; uid = Data(u)
         case .listingZones(let u): op = "zones/listing"; user = u
         case .sharedZones(let u): op = "zones/shared"; user = u
@@ -112,10 +117,23 @@ struct WireNeed: Codable, Sendable {
         case .changedSharedZones(let u, let s): op = "changes/database/shared"; user = u; since = s
         case .zoneTombstones(let u, let s, let o): op = "changes/database/deleted"; user = u; since = s; owned = o
         }
+        self.zone = try zone.map { try zones.uid($0) }
     }
+}
 
-    /// The zone row id the need reads under, if any (the server checks the reader may read it).
-    var zoneRowID: Int64? { zone }
+extension StorageSnapshot.Need {
+    /// The zone the need reads under, by row id, if any (a server checks its reader may read it).
+    var zoneRowID: Int64? {
+        switch self {
+        case .log(let z, _), .logEntry(let z, _), .logHashes(let z), .records(let z, _), .page(let z, _, _), .sealedPage(let z, _, _, _),
+             .allRows(let z), .children(let z, _), .childrenOfAny(let z, _), .ancestors(let z, _), .query(let z, _), .tombstones(let z),
+             .tombstoneList(let z), .tombstoneCount(let z, _), .changes(let z, _, _, _):
+            z
+        case .zone, .ownedZones, .newZoneID, .zoneUID, .listingZones, .sharedZones, .shareZones, .contact, .contactIDs, .contactColumns,
+             .counter, .changedZones, .changedSharedZones, .zoneTombstones:
+            nil
+        }
+    }
 }
 
 extension WireNeed: Equatable {}

@@ -1,8 +1,9 @@
 import Foundation
 
 /// What a Coffer server read for a client's snapshot (``StorageSnapshot/Tables``), on the wire:
-/// each table as a list of key–value pairs (`k`, `v`), left out when empty. The client believes
-/// none of it until the engine has checked it against signed data, as with any backend.
+/// each table as a list of key–value pairs (`k`, `v`), left out when empty, a zone's tables keyed
+/// by its uid (see ``ZoneNames``). The client believes none of it until the engine has checked it
+/// against signed data, as with any backend.
 struct WireTables: Codable, Sendable {
     struct Pair<K: Codable & Sendable, V: Codable & Sendable>: Codable, Sendable {
         var k: K
@@ -31,10 +32,10 @@ struct WireTables: Codable, Sendable {
     /// An optional value that is present in its table (`.some(nil)`: known to be missing).
     struct Maybe<V: Codable & Sendable>: Codable, Sendable { var value: V? }
 
-    typealias Z = Int64
+    /// A zone, by its uid.
+    typealias Z = Data
     var zones: [Pair<String, Maybe<WireZone>>]?
     var ownedZones: [Pair<String, [Counted]>]?
-    var newZoneIDs: [Pair<String, Int64>]?
     var heads: [Pair<Z, Maybe<Head>>]?
     var logs: [Pair<Z, Log>]?
     var entries: [Pair<Z, [Pair<Int64, Maybe<Entry>>]>]?
@@ -77,8 +78,8 @@ struct WireTables: Codable, Sendable {
     }
 }
 
-private func pairs<K: Comparable, V, WK, WV>(_ d: [K: V], _ k: (K) -> WK, _ v: (V) -> WV) -> [WireTables.Pair<WK, WV>]? {
-    d.isEmpty ? nil : d.sorted { $0.key < $1.key }.map { WireTables.Pair(k: k($0.key), v: v($0.value)) }
+private func pairs<K: Comparable, V, WK, WV>(_ d: [K: V], _ k: (K) throws -> WK, _ v: (V) throws -> WV) rethrows -> [WireTables.Pair<WK, WV>]? {
+    d.isEmpty ? nil : try d.sorted { $0.key < $1.key }.map { WireTables.Pair(k: try k($0.key), v: try v($0.value)) }
 }
 private func pairs<K: Comparable, V>(_ d: [K: V]) -> [WireTables.Pair<K, V>]? { pairs(d, { $0 }, { $0 }) }
 private func dict<WK, WV, K: Hashable, V>(_ p: [WireTables.Pair<WK, WV>]?, _ k: (WK) throws -> K, _ v: (WV) throws -> V) rethrows -> [K: V] {
@@ -91,94 +92,99 @@ private func data(_ b: [UInt8]) -> Data { Data(b) }
 private func bytes(_ d: Data) -> [UInt8] { Array(d) }
 
 extension WireTables {
-    init(_ t: StorageSnapshot.Tables<StoredRow>) {
+    /// The tables on the wire, each zone named by its uid.
+    init(_ t: StorageSnapshot.Tables<StoredRow>, _ names: ZoneNames) throws {
+        func z(_ rowID: Int64) throws -> Data { try names.uid(rowID) }
         zones = pairs(t.zones.mapKeys(Self.key), { $0 }, { Maybe(value: $0.map(WireZone.init)) })
         ownedZones = pairs(t.ownedZones, { $0 }, { $0.map { Counted(zone: WireZone($0.zone), count: $0.recordCount) } })
-        newZoneIDs = pairs(t.newZoneIDs.mapKeys(Self.key))
-        heads = pairs(t.heads, { $0 }, { Maybe(value: $0.map { Head(seq: $0.seq, hash: Data($0.hash.bytes)) }) })
-        logs = pairs(t.logs, { $0 }, { Log(after: $0.after, entries: $0.entries.map(Entry.init)) })
-        entries = pairs(t.entries, { $0 }, { pairs($0, { $0 }, { Maybe(value: $0.map(Entry.init)) }) ?? [] })
-        wrappedKeys = pairs(t.wrappedKeys, { $0 }, { pairs($0, { $0 }, { pairs($0, { $0 }, data) ?? [] }) ?? [] })
-        chainedKeys = pairs(t.chainedKeys, { $0 }, { pairs($0, { $0 }, data) ?? [] })
-        schemaRows = pairs(t.schemaRows, { $0 }, { pairs($0, { $0 }, { $0.map { SchemaRow(field: $0.field, valueType: $0.valueType, encrypted: $0.encrypted) } }) ?? [] })
+        heads = try pairs(t.heads, z, { Maybe(value: $0.map { Head(seq: $0.seq, hash: Data($0.hash.bytes)) }) })
+        logs = try pairs(t.logs, z, { Log(after: $0.after, entries: $0.entries.map(Entry.init)) })
+        entries = try pairs(t.entries, z, { pairs($0, { $0 }, { Maybe(value: $0.map(Entry.init)) }) ?? [] })
+        wrappedKeys = try pairs(t.wrappedKeys, z, { pairs($0, { $0 }, { pairs($0, { $0 }, data) ?? [] }) ?? [] })
+        chainedKeys = try pairs(t.chainedKeys, z, { pairs($0, { $0 }, data) ?? [] })
+        schemaRows = try pairs(t.schemaRows, z, { pairs($0, { $0 }, { $0.map { SchemaRow(field: $0.field, valueType: $0.valueType, encrypted: $0.encrypted) } }) ?? [] })
         contacts = pairs(t.contacts, { $0 }, { Maybe(value: $0.map { Card(card: Data($0.card), added: $0.added) }) })
         contactSearches = pairs(t.contactSearches)
-        records = pairs(t.records, { $0 }, { pairs($0, { $0 }, { Maybe(value: $0.map(WireVersion.init)) }) ?? [] })
-        pages = pairs(t.pages, { $0 }, { pairs($0) ?? [] })
-        childNames = pairs(t.childNames, { $0 }, { pairs($0, { $0 }, { $0.sorted() }) ?? [] })
-        tombstoneFlags = pairs(t.tombstoneFlags)
-        zoneDetails = t.zoneDetails.isEmpty ? nil : t.zoneDetails.sorted()
-        compacted = pairs(t.compacted)
+        records = try pairs(t.records, z, { pairs($0, { $0 }, { Maybe(value: $0.map(WireVersion.init)) }) ?? [] })
+        pages = try pairs(t.pages, z, { pairs($0) ?? [] })
+        childNames = try pairs(t.childNames, z, { pairs($0, { $0 }, { $0.sorted() }) ?? [] })
+        tombstoneFlags = try pairs(t.tombstoneFlags, z, { $0 })
+        zoneDetails = t.zoneDetails.isEmpty ? nil : try t.zoneDetails.sorted().map(z)
+        compacted = try pairs(t.compacted, z, { $0 })
         uids = t.uids.isEmpty ? nil : t.uids.map { Pair(k: Data($0.key), v: $0.value) }
-        changePages = pairs(t.changePages, { $0 }, { pairs($0) ?? [] })
-        tombstonePages = pairs(t.tombstonePages, { $0 }, { pairs($0, { $0 }, { $0.map { Named(seq: $0.seq, name: $0.name) } }) ?? [] })
-        tombstoneCounts = pairs(t.tombstoneCounts, { $0 }, { pairs($0) ?? [] })
+        changePages = try pairs(t.changePages, z, { pairs($0) ?? [] })
+        tombstonePages = try pairs(t.tombstonePages, z, { pairs($0, { $0 }, { $0.map { Named(seq: $0.seq, name: $0.name) } }) ?? [] })
+        tombstoneCounts = try pairs(t.tombstoneCounts, z, { pairs($0) ?? [] })
         counter = t.counter.map { Counter(current: $0.current, compacted: $0.compacted) }
         changedZones = pairs(t.changedZones, { $0 }, { pairs($0, { $0 }, { $0.map(WireZone.init) }) ?? [] })
         zoneTombstones = pairs(t.zoneTombstones, { $0 }, { $0.map { Deleted(owner: $0.zoneID.ownerID, name: $0.zoneID.name, reason: $0.reason) } })
-        queries = pairs(t.queries, { $0 }, { $0.map { Page(plan: WirePlan($0.key), names: $0.value.names, more: $0.value.more,
+        queries = try pairs(t.queries, z, { $0.map { Page(plan: WirePlan($0.key), names: $0.value.names, more: $0.value.more,
                                                             last: $0.value.lastSortValues.map { $0.map(WireSortValue.init) }) } })
-        shareLinks = pairs(t.shareLinks, { $0 }, { Maybe(value: $0.map { Link(epoch: $0.epoch, sealedKey: Data($0.sealedKey), sealedSecret: Data($0.sealedSecret)) }) })
+        shareLinks = try pairs(t.shareLinks, z, { Maybe(value: $0.map { Link(epoch: $0.epoch, sealedKey: Data($0.sealedKey), sealedSecret: Data($0.sealedSecret)) }) })
         shareZones = t.shareZones.isEmpty ? nil : t.shareZones.map { Pair(k: Data($0.key), v: $0.value.map(WireZone.init)) }
-        zoneShareUIDs = pairs(t.zoneShareUIDs, { $0 }, { Maybe(value: $0.map(data)) })
-        zoneMembers = pairs(t.zoneMembers, { $0 }, { $0.sorted() })
+        zoneShareUIDs = try pairs(t.zoneShareUIDs, z, { Maybe(value: $0.map(data)) })
+        zoneMembers = try pairs(t.zoneMembers, z, { $0.sorted() })
         contactColumns = t.contactColumns.map { $0.map { Columns(user: $0.userID, name: $0.name, email: $0.email, signingKey: Data($0.signingKey),
                                                                   boxKey: Data($0.boxKey), cardCreated: $0.cardCreated) } }
-        logHashes = pairs(t.logHashes, { $0 }, { pairs($0, { $0 }, data) ?? [] })
-        tombstoneLists = pairs(t.tombstoneLists, { $0 }, { pairs($0) ?? [] })
+        logHashes = try pairs(t.logHashes, z, { pairs($0, { $0 }, data) ?? [] })
+        tombstoneLists = try pairs(t.tombstoneLists, z, { pairs($0) ?? [] })
         listingZones = pairs(t.listingZones, { $0 }, { $0.map(WireZone.init) })
         sharedZones = pairs(t.sharedZones, { $0 }, { $0.map { Counted(zone: WireZone($0.zone), count: $0.recordCount) } })
         changedSharedZones = pairs(t.changedSharedZones, { $0 }, { pairs($0, { $0 }, { $0.map(WireZone.init) }) ?? [] })
     }
 
-    /// The tables, with every value of a shape no server of Coffer sends refused.
-    func tables() throws -> StorageSnapshot.Tables<StoredRow> {
+    /// The tables, each zone under the row id `names` gives its uid, with every value of a shape
+    /// no server of Coffer sends refused.
+    func tables(_ names: ZoneNames) throws -> StorageSnapshot.Tables<StoredRow> {
+        func z(_ uid: Data) throws -> Int64 {
+            guard uid.count == ZoneNames.uidCount else { throw StoreError(.integrityFailure, "the server named a zone by a uid that is not \(ZoneNames.uidCount) bytes") }
+            return try names.rowID(Array(uid))
+        }
         func digest(_ d: Data) throws -> Digest32 {
             guard d.count == 32 else { throw StoreError(.integrityFailure, "the server sent a hash that is not 32 bytes") }
             return Digest32(d)
         }
-        func counted(_ list: [Counted]) throws -> [(zone: ZoneRow, recordCount: Int)] { try list.map { (try $0.zone.row(), $0.count) } }
-        func rows(_ list: [WireZone]) throws -> [ZoneRow] { try list.map { try $0.row() } }
+        func counted(_ list: [Counted]) throws -> [(zone: ZoneRow, recordCount: Int)] { try list.map { (try $0.zone.row(names), $0.count) } }
+        func rows(_ list: [WireZone]) throws -> [ZoneRow] { try list.map { try $0.row(names) } }
         var t = StorageSnapshot.Tables<StoredRow>()
-        t.zones = try dict(zones, Self.zoneID, { try $0.value.map { try $0.row() } })
+        t.zones = try dict(zones, Self.zoneID, { try $0.value.map { try $0.row(names) } })
         t.ownedZones = try dict(ownedZones, { $0 }, counted)
-        t.newZoneIDs = try dict(newZoneIDs, Self.zoneID, { $0 })
-        t.heads = try dict(heads, { $0 }, { try $0.value.map { (seq: $0.seq, hash: try digest($0.hash)) } })
-        t.logs = dict(logs, { $0 }, { (after: $0.after, entries: $0.entries.map(\.stored)) })
-        t.entries = dict(entries, { $0 }, { dict($0, { $0 }, { $0.value.map(\.stored) }) })
-        t.wrappedKeys = dict(wrappedKeys, { $0 }, { dict($0, { $0 }, { dict($0, { $0 }, bytes) }) })
-        t.chainedKeys = dict(chainedKeys, { $0 }, { dict($0, { $0 }, bytes) })
-        t.schemaRows = dict(schemaRows, { $0 }, { dict($0, { $0 }, { $0.map { (field: $0.field, valueType: $0.valueType, encrypted: $0.encrypted) } }) })
+        t.heads = try dict(heads, z, { try $0.value.map { (seq: $0.seq, hash: try digest($0.hash)) } })
+        t.logs = try dict(logs, z, { (after: $0.after, entries: $0.entries.map(\.stored)) })
+        t.entries = try dict(entries, z, { dict($0, { $0 }, { $0.value.map(\.stored) }) })
+        t.wrappedKeys = try dict(wrappedKeys, z, { dict($0, { $0 }, { dict($0, { $0 }, bytes) }) })
+        t.chainedKeys = try dict(chainedKeys, z, { dict($0, { $0 }, bytes) })
+        t.schemaRows = try dict(schemaRows, z, { dict($0, { $0 }, { $0.map { (field: $0.field, valueType: $0.valueType, encrypted: $0.encrypted) } }) })
         t.contacts = dict(contacts, { $0 }, { $0.value.map { (card: Array($0.card), added: $0.added) } })
         t.contactSearches = dict(contactSearches)
-        t.records = dict(records, { $0 }, { dict($0, { $0 }, { $0.value.map(\.row) }) })
-        t.pages = dict(pages, { $0 }, { dict($0) })
-        t.childNames = dict(childNames, { $0 }, { dict($0, { $0 }, { Set($0) }) })
-        t.tombstoneFlags = dict(tombstoneFlags)
-        t.zoneDetails = Set(zoneDetails ?? [])
-        t.compacted = dict(compacted)
+        t.records = try dict(records, z, { dict($0, { $0 }, { $0.value.map(\.row) }) })
+        t.pages = try dict(pages, z, { dict($0) })
+        t.childNames = try dict(childNames, z, { dict($0, { $0 }, { Set($0) }) })
+        t.tombstoneFlags = try dict(tombstoneFlags, z, { $0 })
+        t.zoneDetails = Set(try (zoneDetails ?? []).map(z))
+        t.compacted = try dict(compacted, z, { $0 })
         t.uids = dict(uids, bytes, { $0 })
-        t.changePages = dict(changePages, { $0 }, { dict($0) })
-        t.tombstonePages = dict(tombstonePages, { $0 }, { dict($0, { $0 }, { $0.map { (seq: $0.seq, name: $0.name) } }) })
-        t.tombstoneCounts = dict(tombstoneCounts, { $0 }, { dict($0) })
+        t.changePages = try dict(changePages, z, { dict($0) })
+        t.tombstonePages = try dict(tombstonePages, z, { dict($0, { $0 }, { $0.map { (seq: $0.seq, name: $0.name) } }) })
+        t.tombstoneCounts = try dict(tombstoneCounts, z, { dict($0) })
         t.counter = counter.map { (current: $0.current, compacted: $0.compacted) }
         t.changedZones = try dict(changedZones, { $0 }, { try dict($0, { $0 }, rows) })
         t.zoneTombstones = dict(zoneTombstones, { $0 }, { $0.map { DeletedZone(zoneID: ZoneID(name: $0.name, ownerID: $0.owner), reason: $0.reason) } })
-        t.queries = try dict(queries, { $0 }, { pages in
+        t.queries = try dict(queries, z, { pages in
             var list = [QueryPlan: StorageSnapshot.QueryPage]()
             for page in pages {
                 list[try page.plan.plan()] = StorageSnapshot.QueryPage(names: page.names, more: page.more, lastSortValues: try page.last.map { try $0.map { try $0.value() } })
             }
             return list
         })
-        t.shareLinks = dict(shareLinks, { $0 }, { $0.value.map { (epoch: $0.epoch, sealedKey: Array($0.sealedKey), sealedSecret: Array($0.sealedSecret)) } })
+        t.shareLinks = try dict(shareLinks, z, { $0.value.map { (epoch: $0.epoch, sealedKey: Array($0.sealedKey), sealedSecret: Array($0.sealedSecret)) } })
         t.shareZones = try dict(shareZones, bytes, rows)
-        t.zoneShareUIDs = dict(zoneShareUIDs, { $0 }, { $0.value.map(bytes) })
-        t.zoneMembers = dict(zoneMembers, { $0 }, { Set($0) })
+        t.zoneShareUIDs = try dict(zoneShareUIDs, z, { $0.value.map(bytes) })
+        t.zoneMembers = try dict(zoneMembers, z, { Set($0) })
         t.contactColumns = contactColumns.map { $0.map { (userID: $0.user, name: $0.name, email: $0.email, signingKey: Array($0.signingKey),
                                                           boxKey: Array($0.boxKey), cardCreated: $0.cardCreated) } }
-        t.logHashes = dict(logHashes, { $0 }, { dict($0, { $0 }, bytes) })
-        t.tombstoneLists = dict(tombstoneLists, { $0 }, { dict($0) })
+        t.logHashes = try dict(logHashes, z, { dict($0, { $0 }, bytes) })
+        t.tombstoneLists = try dict(tombstoneLists, z, { dict($0) })
         t.listingZones = try dict(listingZones, { $0 }, rows)
         t.sharedZones = try dict(sharedZones, { $0 }, counted)
         t.changedSharedZones = try dict(changedSharedZones, { $0 }, { try dict($0, { $0 }, rows) })

@@ -2,11 +2,12 @@ import Foundation
 
 /// A ``StorageSnapshot/Write`` as a Coffer server's API carries it in a `records/modify` batch:
 /// an operation name and its fields. A log entry travels as its signed body and signature (the
-/// server decodes the entry and hashes it itself); a record version as its stamp and bytes.
-/// Decoding refuses an unknown operation, a field it does not take and a missing one.
+/// server decodes the entry and hashes it itself); a record version as its stamp and bytes; a
+/// zone as its uid (`zone`, see ``ZoneNames``), also for the zone a batch creates. Decoding
+/// refuses an unknown operation, a field it does not take and a missing one.
 struct WireWrite: Codable, Sendable, Equatable {
     var op: String
-    var zone: Int64?
+    var zone: Data?
     var uid: Data?
     var owner: String?
     var name: String?
@@ -37,18 +38,22 @@ struct WireWrite: Codable, Sendable, Equatable {
     var signingKey: Data?
     var boxKey: Data?
     var cardCreated: String?
-    var zoneRow: WireZone?
 
     init(op: String) { self.op = op }
 
-    init(_ write: StorageSnapshot.Write) {
+    /// The write on the wire, its zone named by its uid (a zone it creates by the uid it
+    /// creates it with; a deletion notice by the zone's uid alone: the server takes its name and
+    /// owner from the zone it has).
+    init(_ write: StorageSnapshot.Write, _ zones: ZoneNames) throws {
+        self.init(op: "")
+        var zone: Int64?
         switch write {
-        case .insertZone(let rowID, let u, let id, let c):
-            op = "zones/create"; zone = rowID; uid = Data(u); owner = id.ownerID; name = id.name; created = c
+        case .insertZone(_, let u, let id, let c):
+            op = "zones/create"; self.zone = Data(u); owner = id.ownerID; name = id.name; created = c
         case .deleteZone(let z): op = "zones/delete"; zone = z
         case .touchZone(let z): op = "zones/touch"; zone = z
-        case .zoneGone(let row, let u, let r): op = "zones/gone"; zoneRow = WireZone(row); users = u.sorted(); reason = r
-        case .zoneBack(let row, let u): op = "zones/back"; zoneRow = WireZone(row); user = u
+        case .zoneGone(let row, let u, let r): op = "zones/gone"; self.zone = Data(row.uid); users = u.sorted(); reason = r
+        case .zoneBack(let row, let u): op = "zones/back"; self.zone = Data(row.uid); user = u
         case .appendLog(let z, let h, _, let b, let s, _, let e, let n):
             op = "log/append"; zone = z; head = h; body = Data(b); signature = Data(s); entries = e.map { Data($0) }; names = n.map { Data($0) }
         case .wrappedKey(let z, let e, let m, let w): op = "keys/insert"; zone = z; epoch = e; user = m; bytes = Data(w)
@@ -72,30 +77,34 @@ struct WireWrite: Codable, Sendable, Equatable {
         case .contact(let u, let n, let e, let sk, let bk, let c, let cc, let a):
             op = "contacts/publish"; user = u; name = n; email = e; signingKey = Data(sk); boxKey = Data(bk); card = Data(c); cardCreated = cc; time = a
         }
+        if let zone { self.zone = try zones.uid(zone) }
     }
 
-    /// The write, or `.invalidArguments` naming what is wrong. A log entry's body is decoded
-    /// and hashed here: nothing the client says about it is taken.
-    func write() throws -> StorageSnapshot.Write {
+    /// The write, or `.invalidArguments` naming what is wrong. Its zone is the row id `names`
+    /// gives its uid (for a zone it creates, the one reserved for it); a deletion notice's zone
+    /// is the row `row` gives its uid. A log entry's body is decoded and hashed here: nothing
+    /// the client says about it is taken.
+    func write(_ zones: ZoneNames, row: (_ uid: [UInt8]) throws -> ZoneRow) throws -> StorageSnapshot.Write {
         func field<T>(_ value: T?, _ key: String) throws -> T {
             guard let value else { throw StoreError(.invalidArguments, "operation \(op) lacks '\(key)'") }
             return value
         }
         func bytes(_ value: Data?, _ key: String) throws -> [UInt8] { Array(try field(value, key)) }
-        // A zone row a client sends is its request's to get right (one the server sends is
-        // checked again by the client, as a damaged row).
-        if let zoneRow, zoneRow.uid.count != 16 { throw StoreError(.invalidArguments, "operation \(op): a zone uid is 16 bytes") }
+        let uidOfZone = try self.zone.map { uid -> [UInt8] in
+            guard uid.count == ZoneNames.uidCount else { throw StoreError(.invalidArguments, "operation \(op): a zone uid is \(ZoneNames.uidCount) bytes") }
+            return Array(uid)
+        }
+        let zone = try uidOfZone.map { try zones.rowID($0) }
         let write: StorageSnapshot.Write
         switch op {
         case "zones/create":
-            let u = try bytes(uid, "uid")
-            guard u.count == 16 else { throw StoreError(.invalidArguments, "a zone uid is 16 bytes") }
-            write = .insertZone(rowID: try field(zone, "zone"), uid: u, id: ZoneID(name: try field(name, "name"), ownerID: try field(owner, "owner")),
-                                created: try field(created, "created"))
+            write = .insertZone(rowID: try field(zone, "zone"), uid: try field(uidOfZone, "zone"),
+                                id: ZoneID(name: try field(name, "name"), ownerID: try field(owner, "owner")), created: try field(created, "created"))
         case "zones/delete": write = .deleteZone(rowID: try field(zone, "zone"))
         case "zones/touch": write = .touchZone(rowID: try field(zone, "zone"))
-        case "zones/gone": write = .zoneGone(try field(zoneRow, "zoneRow").row(), users: Set(try field(users, "users")), reason: try field(reason, "reason"))
-        case "zones/back": write = .zoneBack(try field(zoneRow, "zoneRow").row(), user: try field(user, "user"))
+        case "zones/gone":
+            write = .zoneGone(try row(try field(uidOfZone, "zone")), users: Set(try field(users, "users")), reason: try field(reason, "reason"))
+        case "zones/back": write = .zoneBack(try row(try field(uidOfZone, "zone")), user: try field(user, "user"))
         case "log/append":
             let b = try bytes(body, "body"), s = try bytes(signature, "signature")
             guard let entry = LogEntry.decode(b) else { throw StoreError(.invalidArguments, "a log entry that is malformed") }
@@ -139,14 +148,13 @@ struct WireWrite: Codable, Sendable, Equatable {
                              added: try field(time, "time"))
         default: throw StoreError(.invalidArguments, "unknown write operation '\(Names.printable(op))'")
         }
-        guard WireWrite(write) == self else { throw StoreError(.invalidArguments, "operation \(op) carries fields it does not take") }
+        guard try WireWrite(write, zones) == self else { throw StoreError(.invalidArguments, "operation \(op) carries fields it does not take") }
         return write
     }
 }
 
-/// A zone row on the wire.
+/// A zone row on the wire: the zone named by its uid, never by the server's row id.
 struct WireZone: Codable, Sendable, Equatable {
-    var id: Int64
     var uid: Data
     var owner: String
     var name: String
@@ -155,13 +163,14 @@ struct WireZone: Codable, Sendable, Equatable {
     var logFormat: Int64
 
     init(_ row: ZoneRow) {
-        id = row.rowID; uid = Data(row.uid); owner = row.id.ownerID; name = row.id.name; sequence = row.sequence
+        uid = Data(row.uid); owner = row.id.ownerID; name = row.id.name; sequence = row.sequence
         created = row.created.timeIntervalSince1970; logFormat = row.logFormat
     }
 
-    func row() throws -> ZoneRow {
-        guard uid.count == 16 else { throw StoreError(.integrityFailure, "zone '\(Names.printable(name))' has a damaged row: the store was changed") }
-        return ZoneRow(rowID: id, uid: Array(uid), id: ZoneID(name: name, ownerID: owner), sequence: sequence,
+    /// The row, under the row id `names` gives its uid.
+    func row(_ zones: ZoneNames) throws -> ZoneRow {
+        guard uid.count == ZoneNames.uidCount else { throw StoreError(.integrityFailure, "zone '\(Names.printable(name))' has a damaged row: the store was changed") }
+        return ZoneRow(rowID: try zones.rowID(Array(uid)), uid: Array(uid), id: ZoneID(name: name, ownerID: owner), sequence: sequence,
                        created: Date(timeIntervalSince1970: created), logFormat: logFormat)
     }
 }
