@@ -2,6 +2,7 @@ import CofferCrypto
 import CofferTestSupport
 import CofferVault
 import Foundation
+import GRDB
 import Testing
 @testable import CofferStore
 
@@ -191,11 +192,10 @@ struct ServerAccessTests {
             #expect(missing.hasPrefix("200 "))
             // Alice sees her zone.
             #expect(try await Self.read(fixture, alice.vault, lookup).tables?.zones?.first?.v.value != nil)
-            // A member lookup that lists Bob, written by Alice, gives him nothing: the log does
-            // not name him.
+            // A member lookup that lists Bob (the server's clients cannot write one: someone with
+            // the store's file did) gives him nothing: the log does not name him.
             let row = try await alice.session.store.read { db in try alice.session.zoneRow(db, zone) }
-            let driver = try #require({ if case .snapshot(let d as RemoteStorage) = alice.store.backend { d } else { nil } }())
-            try await driver.apply([.addZoneMember(zoneRowID: row.rowID, userID: bob.vault.identity.userID)], operation: nil)
+            try await fixture.listInMemberLookup(row, bob.vault.identity.userID)
             #expect(try canonical(try await Self.read(fixture, bob.vault, lookup)) == missing)
             try await Self.expectRowsRefused(fixture, bob.vault, Self.wire(row), "not shared")
             let user = bob.vault.identity.userID
@@ -206,6 +206,112 @@ struct ServerAccessTests {
             #expect((lists.tables?.listingZones ?? []).allSatisfy { $0.v.isEmpty })
             #expect((lists.tables?.changedSharedZones ?? []).allSatisfy { $0.v.allSatisfy { $0.v.isEmpty } })
             #expect((lists.tables?.zones ?? []).isEmpty)
+        }
+    }
+
+    /// Every field of a well-formed write of each kind (refused or applied for what it means,
+    /// never for its form), made malformed (another type, negative, too large, fractional, the
+    /// wrong length, not base64, not a user id or name, missing), is a 400 `invalidArguments`,
+    /// never a 500; so is each field of a record version's stamp.
+    @Test func malformedWritesAre400() async throws {
+        try await withServer(.sqlite) { fixture in
+            let alice = try await fixture.user("Alice Liddell", "alice@example.com")
+            let mallory = try await fixture.user("Mallory Mint", "mallory@example.com")
+            let aliceID = alice.vault.identity.userID, me = mallory.vault.identity.userID
+            let zone = try await alice.session.privateDatabase.createZone(named: "Kept")
+            let row = try await alice.session.store.read { db in try alice.session.zoneRow(db, zone) }
+            let uid = Self.wire(row)
+            func b64(_ bytes: [UInt8]) -> String { Data(bytes).base64EncodedString() }
+            let entry = LogEntry(zoneUID: row.uid, seq: 2, prev: Digest32(SecureRandom.bytes(count: 32)), kind: .commit, authorID: me, time: 1,
+                                 payload: RecordsPayload(epoch: 1, ownerSeq: 1, label: nil, records: RecordsSummary(entries: [], names: [])).encoded)
+            let card = try ContactCard(vault: mallory.vault), identity = card.identity
+            let version: [String: Any] = ["name": "n1", "type": "Note", "seq": 2, "epoch": 1, "membershipSeq": 1, "creator": me, "modifier": me,
+                                          "created": 1.0, "modified": 1.0, "plain": b64(Array("{}".utf8)), "plainTypes": b64([])]
+            let valid: [[String: Any]] = [
+                ["op": "zones/create", "zone": b64(SecureRandom.bytes(count: 16)), "owner": aliceID, "name": "New", "created": 1.0],
+                ["op": "zones/delete", "zone": uid], ["op": "zones/touch", "zone": uid],
+                ["op": "zones/gone", "zone": uid, "users": [aliceID], "reason": "deleted"], ["op": "zones/back", "zone": uid, "user": aliceID],
+                ["op": "log/append", "zone": uid, "head": 1, "body": b64(entry.body), "signature": b64(mallory.vault.signingKey.signature(for: entry.body))],
+                ["op": "keys/insert", "zone": uid, "epoch": 1, "user": aliceID, "bytes": b64(SecureRandom.bytes(count: 80))],
+                ["op": "keys/store", "zone": uid, "epoch": 1, "user": aliceID, "bytes": b64(SecureRandom.bytes(count: 80))],
+                ["op": "keys/delete", "zone": uid, "user": aliceID], ["op": "keys/chain", "zone": uid, "epoch": 1, "bytes": b64(SecureRandom.bytes(count: 72))],
+                ["op": "keys/deleteOlder", "zone": uid, "epoch": 1],
+                ["op": "shares/link", "zone": uid, "epoch": 1, "bytes": b64(SecureRandom.bytes(count: 80)), "secret": b64(SecureRandom.bytes(count: 80))],
+                ["op": "shares/unlink", "zone": uid], ["op": "zones/members", "zone": uid, "users": [me]],
+                ["op": "zones/addMember", "zone": uid, "user": me],
+                ["op": "schema/insert", "zone": uid, "recordType": "Note", "field": "title", "valueType": "string", "encrypted": false],
+                ["op": "schema/drop", "zone": uid, "recordType": "Note", "field": "title"],
+                ["op": "records/insert", "zone": uid, "version": version],
+                ["op": "records/replace", "zone": uid, "version": version, "storedSeq": 1, "keep": false],
+                ["op": "records/delete", "zone": uid, "name": "n1", "storedSeq": 1],
+                ["op": "tombstones/add", "zone": uid, "name": "n1", "seq": 2, "user": me, "time": 1.0],
+                ["op": "tombstones/remove", "zone": uid, "name": "n1"], ["op": "tombstones/compact", "zone": uid, "seq": 1],
+                ["op": "contacts/publish", "user": me, "name": identity.name, "email": identity.email ?? "", "signingKey": b64(Array(identity.signingKey.rawRepresentation)),
+                 "boxKey": b64(Array(identity.boxKey.rawRepresentation)), "card": b64(Array(card.jsonData())), "cardCreated": card.created, "time": 1.0],
+            ]
+            #expect(Set(valid.map { $0["op"] as! String }).count == 24) // every write the API document lists
+            func send(_ write: [String: Any]) async throws -> (status: Int, body: [String: Any]) {
+                let body = try JSONSerialization.data(withJSONObject: ["operation": b64(SecureRandom.bytes(count: 16)), "writes": [write]])
+                return try await fixture.signed(mallory.vault, "POST", RemoteAPI.Path.modify, body: body)
+            }
+            let optional: Set<String> = ["entries", "names", "uid", "label", "email", "parent", "sealed"]
+            let numbers: Set<String> = ["head", "epoch", "storedSeq", "seq", "membershipSeq"]
+            let bytes: Set<String> = ["zone", "body", "signature", "bytes", "secret", "signingKey", "boxKey", "card", "plain", "plainTypes"]
+            let users: Set<String> = ["user", "owner", "creator", "modifier"]
+            /// The mutants of one object's fields, each as the whole write it makes.
+            func mutants(of object: [String: Any], in write: @escaping ([String: Any]) -> [String: Any]) -> [(String, [String: Any])] {
+                var list = [(String, [String: Any])]()
+                for (key, value) in object where key != "op" {
+                    func with(_ v: Any?) -> [String: Any] { var o = object; o[key] = v; return write(o) }
+                    list.append(("\(key) as another type", with(value is String || value is [Any] || value is [String: Any] ? 12 : "12")))
+                    if value is Bool { list.append(("\(key) as a number", with(1.5))) }
+                    if numbers.contains(key) {
+                        list.append(("\(key) negative", with(-1)))
+                        list.append(("\(key) past 64 bits", with(1e30)))
+                        list.append(("\(key) fractional", with(2.5)))
+                    }
+                    if bytes.contains(key) { list.append(("\(key) not base64", with("%%%"))) }
+                    if key == "zone" {
+                        list.append(("zone short", with(b64([1, 2, 3]))))
+                        list.append(("zone as a row id", with(1)))
+                    }
+                    if key == "signature" { list.append(("signature short", with(b64([1, 2, 3])))) }
+                    if key == "body" { list.append(("body not an entry", with(b64([1, 2, 3])))) }
+                    if users.contains(key) { list.append(("\(key) not a user id", with("mallory"))) }
+                    if key == "users" { list.append(("users not user ids", with(["mallory"]))) }
+                    if key == "recordType" || key == "type" { list.append(("\(key) not an identifier", with("9 lives"))) }
+                    if key == "field" { list.append(("field not an identifier", with("a-b"))) }
+                    if key == "name", object["op"] as? String != "contacts/publish" { list.append(("name empty", with(""))) }
+                    // (keys/delete without a user deletes every member's keys.)
+                    if !optional.contains(key), !(key == "user" && object["op"] as? String == "keys/delete") {
+                        var missing = object
+                        missing.removeValue(forKey: key)
+                        list.append(("\(key) missing", write(missing)))
+                    }
+                }
+                list.append(("an unknown field", write(object.merging(["zoneRow": ["uid": "AAAA"]]) { a, _ in a })))
+                return list
+            }
+            var tried = 0
+            for write in valid {
+                let op = write["op"] as! String
+                let sent = try await send(write)
+                #expect(sent.status != 400 && sent.status != 500, "\(op) as sent: \(sent.status) \(sent.body)")
+                var list = mutants(of: write) { $0 }
+                if let stamp = write["version"] as? [String: Any] {
+                    list += mutants(of: stamp) { var w = write; w["version"] = $0; return w }.map { ("version's \($0.0)", $0.1) }
+                }
+                for (what, mutant) in list {
+                    let answer = try await send(mutant)
+                    #expect(answer.status == 400, "\(op), \(what): \(answer.status) \(answer.body)")
+                    #expect(answer.body["code"] as? String == "invalidArguments", "\(op), \(what)")
+                    tried += 1
+                }
+            }
+            #expect(tried > 200)
+            // Nothing of it landed: Alice's zone is as she made it.
+            #expect(try await alice.session.audit().findings.isEmpty)
+            #expect(try await alice.session.privateDatabase.zones().map(\.id) == [zone])
         }
     }
 

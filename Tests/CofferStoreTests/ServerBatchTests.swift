@@ -2,6 +2,7 @@ import CofferCrypto
 import CofferTestSupport
 import CofferVault
 import Foundation
+import GRDB
 import Testing
 @testable import CofferStore
 
@@ -180,6 +181,35 @@ struct ServerBatchTests {
                 (error as? StoreError)?.code == .zoneNotFound // the zone of that uid is gone
             }
             #expect(try await bob.session.sharedDatabase.databaseChanges(since: bobFeed.token).deleted == gone.deleted)
+        }
+    }
+
+    /// The member lookup (which zones name a user: a cache of each zone's log) is written only as
+    /// the zone's verified log says: its owner cannot list someone the log does not name, nor
+    /// leave out someone it does, nor give it another share's uid; and a zone is touched outside
+    /// a write only by whom its log lets read it, whatever the lookup lists.
+    @Test(arguments: [TestBackend.sqlite])
+    func memberLookupFollowsTheLog(_ backend: TestBackend) async throws {
+        try await withServer(backend) { fixture in
+            let scene = try await Scene.make(fixture)
+            let alice = scene.alice
+            let mallory = try await fixture.user("Mallory Mint", "mallory@example.com")
+            let malloryID = mallory.vault.identity.userID, carolID = scene.carol.vault.identity.userID
+            let family = try await scene.head(alice.session, scene.family)
+            let named = family.state.lookupMembers, shareUID = family.state.share?.shareUID
+            #expect(named == [scene.bob.vault.identity.userID, carolID])
+            let rowID = family.row.rowID
+            try await expectRefused(scene, alice.store, [.setZoneMembers(zoneRowID: rowID, members: named.union([malloryID]), shareUID: shareUID)], "member lookup")
+            try await expectRefused(scene, alice.store, [.setZoneMembers(zoneRowID: rowID, members: named.subtracting([carolID]), shareUID: shareUID)], "member lookup")
+            try await expectRefused(scene, alice.store, [.setZoneMembers(zoneRowID: rowID, members: named, shareUID: SecureRandom.bytes(count: 16))], "member lookup")
+            try await expectRefused(scene, alice.store, [.addZoneMember(zoneRowID: rowID, userID: malloryID)], "lists its members")
+            // As the log says, it lands.
+            try await scene.driver(alice.store).apply([.setZoneMembers(zoneRowID: rowID, members: named, shareUID: shareUID)], operation: nil)
+            // Mallory, listed by the lookup behind the server's back, still may not touch it.
+            try await fixture.listInMemberLookup(family.row, malloryID)
+            try await expectRefused(scene, mallory.store, [.touchZone(rowID: try scene.rowID(family.row, in: mallory.store))], "touches it")
+            // Bob, whom the log names, may.
+            try await scene.driver(scene.bob.store).apply([.touchZone(rowID: try scene.rowID(family.row, in: scene.bob.store))], operation: nil)
         }
     }
 

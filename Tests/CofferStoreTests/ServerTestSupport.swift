@@ -6,6 +6,7 @@ import Foundation
 import GRDB
 import NIOCore
 import NIOHTTP1
+import PostgresNIO
 import Testing
 @testable import CofferStore
 #if canImport(Glibc)
@@ -34,6 +35,22 @@ struct ServerFixture {
     }
 
     var url: URL { URL(string: server.url)! }
+
+    /// Lists `userID` in the member lookup of the zone `row` names, in the server's store (SQLite
+    /// or PostgreSQL) behind the server's back, as someone with the store's file or database can.
+    func listInMemberLookup(_ row: ZoneRow, _ userID: String) async throws {
+        if let storePath {
+            let queue = try DatabaseQueue(path: storePath)
+            try await queue.write { db in
+                try db.execute(sql: "INSERT INTO zone_member (zone_id, user_id) VALUES (?, ?)", arguments: [try serverRowID(db, row), userID])
+            }
+            try queue.close()
+        } else {
+            try await withPostgresAdmin(postgres) { admin in
+                try await admin.query("INSERT INTO zone_member (zone_id, user_id) SELECT id, \(userID) FROM zone WHERE uid = \(Data(row.uid))")
+            }
+        }
+    }
 
     /// A user of the server: a vault of their own, a store on the server, a session.
     func user(_ name: String, _ email: String) async throws -> (vault: Vault, store: Store, session: Session) {

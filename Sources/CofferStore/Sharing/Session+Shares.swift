@@ -27,7 +27,7 @@ extension Session {
 
     func addParticipant(_ who: String, permission: SharePermission, zone zoneID: ZoneID) async throws -> Share {
         guard permission != .none else { throw StoreError(.invalidArguments, "a participant's permission is read-only or read-write") }
-        let contact = try await store.contactSuspending(matching: who)
+        let contact = try await contact(matching: who)
         return try await store.write { db in
             let (zone, log0, loaded) = try self.ownedShare(db, zoneID, to: "add participants")
             var log = log0, share = loaded
@@ -55,7 +55,7 @@ extension Session {
 
     func setPermission(_ who: String, permission: SharePermission, zone zoneID: ZoneID) async throws -> Share {
         guard permission != .none else { throw StoreError(.invalidArguments, "to take away access, remove the participant") }
-        let contact = try await store.contactSuspending(matching: who)
+        let contact = try await contact(matching: who)
         return try await store.write { db in
             let (zone, log0, loaded) = try self.ownedShare(db, zoneID, to: "change permissions")
             var log = log0, share = loaded
@@ -117,7 +117,7 @@ extension Session {
     }
 
     func removeParticipant(_ who: String, zone zoneID: ZoneID) async throws -> Share {
-        let contact = try await store.contactSuspending(matching: who)
+        let contact = try await contact(matching: who)
         return try await store.write { db in
             let (zone, log0, loaded) = try self.ownedShare(db, zoneID, to: "remove participants")
             var log = log0, share = loaded
@@ -337,8 +337,7 @@ extension Session {
     /// Keeps the lookups of which zones name a user (as a participant or a link joiner) and of
     /// a share URL's zone: they only narrow searches, and every use checks the verified log.
     static func recordMembers(_ db: any StorageTransaction, zone: ZoneRow, state: ZoneState) throws {
-        let ids = Set((state.share?.participants.keys).map(Array.init) ?? []).union(state.linkJoiners.keys)
-        try db.setZoneMembers(zoneRowID: zone.rowID, members: ids, shareUID: state.share?.shareUID)
+        try db.setZoneMembers(zoneRowID: zone.rowID, members: state.lookupMembers, shareUID: state.share?.shareUID)
     }
 
     /// Appends this participant's acceptance entry (accepted or left) at the share's version.

@@ -22,7 +22,8 @@ import PostgresNIO
 ///   (naming only users who took part), or from a participant about themselves with their
 ///   signed leaving (a notice names the zone by uid: its name and owner are the store's);
 /// - that every record version's plain values follow the zone's schema;
-/// - that only a zone's owner writes its keys, links and member lookups, or deletes it;
+/// - that only a zone's owner writes its keys, links or deletes it, and that its member lookup (a
+///   cache) lists exactly whom its verified log names;
 /// - that a contact card is self-signed.
 /// Clients check everything again: a server is trusted for availability only.
 package final class StorageHost: Sendable {
@@ -287,7 +288,7 @@ package final class StorageHost: Sendable {
         for bySince in f.changedSharedZones.values { for rows in bySince.values { for row in rows { listed[row.rowID] = row } } }
         var refused = Set<Int64>()
         for (rowID, row) in listed where row.id.ownerID != userID {
-            let zone = ZoneAccess(rowID: rowID, uid: row.uid, id: row.id, members: [], hasLink: false)
+            let zone = ZoneAccess(rowID: rowID, uid: row.uid, id: row.id)
             let given = try? await self.reading(zone, by: userID)
             if given == nil || given == .nothing { refused.insert(rowID) }
         }
@@ -530,16 +531,27 @@ package final class StorageHost: Sendable {
                 // themselves): it can only hold what opens for them, and every key is checked
                 // against the owner's commitment before use.
                 guard isOwner || member == userID else { throw refuse("changes others' keys") }
-            case .deleteWrappedKeys, .storeChainedKey, .deleteOlderKeys, .storeShareLink, .deleteShareLink, .setZoneMembers:
+            case .deleteWrappedKeys, .storeChainedKey, .deleteOlderKeys, .storeShareLink, .deleteShareLink:
                 guard isOwner else { throw refuse("changes its keys, link and members") }
-            case .addZoneMember(_, let user):
-                // A participant lists themselves once the zone's signed state says they take part.
-                guard isOwner || user == userID else { throw refuse("lists its members") }
-                if !isOwner {
-                    guard try await stateAfter(rowID).takesPart(userID) else { throw refuse("lists its members") }
+            case .setZoneMembers(_, let members, let shareUID):
+                // The lookup of whom a zone names is a cache of its log: exactly whom the
+                // zone's verified state after the batch names, and its share's uid.
+                guard isOwner else { throw refuse("changes its keys, link and members") }
+                let after = try await stateAfter(rowID)
+                guard members == after.lookupMembers, shareUID == after.share?.shareUID else {
+                    throw StoreError(.permissionFailure, "a zone's member lookup lists only whom its signed log names: zone '\(Names.printable(zones[rowID]?.id.name ?? created[rowID]?.name ?? "?"))'")
                 }
+            case .addZoneMember(_, let user):
+                // A participant lists themselves once the zone's signed state says they take
+                // part; its owner lists only whom that state names.
+                guard isOwner || user == userID else { throw refuse("lists its members") }
+                let after = try await stateAfter(rowID)
+                guard isOwner ? after.lookupMembers.contains(user) : after.takesPart(userID) else { throw refuse("lists its members") }
             case .touchZone:
-                guard isOwner || !entries.isEmpty || zones[rowID]?.readable(by: userID) == true else { throw refuse("touches it") }
+                // Outside a write of theirs, only whom the zone's verified state lets read it.
+                if !isOwner, entries.isEmpty {
+                    guard Self.standing(try await stateAfter(rowID), userID, linkOpen: true) != .nothing else { throw refuse("touches it") }
+                }
             case .compactTombstones:
                 guard isOwner || !entries.isEmpty else { throw refuse("compacts its history outside a write") }
             case .zoneGone(_, let users, _):
@@ -822,17 +834,12 @@ package final class StorageHost: Sendable {
         return "\(what) is not shared with you any more"
     }
 
-    /// A zone's owner, members and link, as the store's own lookups say. The member lookup and
-    /// link rows are caches the owner writes: who reads a zone is ``reading(_:by:)``'s to say,
-    /// from the zone's verified log.
+    /// A zone as the store's row has it: its uid, name and owner, which its verified log binds.
+    /// Who reads it is ``reading(_:by:)``'s to say, from that log.
     struct ZoneAccess: Sendable {
         let rowID: Int64
         let uid: [UInt8]
         let id: ZoneID
-        var members: Set<String>
-        var hasLink: Bool
-
-        func readable(by userID: String) -> Bool { id.ownerID == userID || members.contains(userID) || hasLink }
     }
 
     /// The zones of these row ids, names and uids that exist, by row id.
@@ -854,13 +861,7 @@ package final class StorageHost: Sendable {
                 guard !list.isEmpty else { return }
                 for row in try Row.fetchAll(db, sql: "SELECT id, uid, owner_id, name FROM zone WHERE id IN (\(marks))", arguments: StatementArguments(list)) {
                     let id: Int64 = try row.required(0), uid: Data = try row.required(1)
-                    zones[id] = ZoneAccess(rowID: id, uid: Array(uid), id: ZoneID(name: try row.required(3), ownerID: try row.required(2)), members: [], hasLink: false)
-                }
-                for row in try Row.fetchAll(db, sql: "SELECT zone_id, user_id FROM zone_member WHERE zone_id IN (\(marks))", arguments: StatementArguments(list)) {
-                    zones[try row.required(0)]?.members.insert(try row.required(1))
-                }
-                for id in try Int64.fetchAll(db, sql: "SELECT zone_id FROM share_link WHERE zone_id IN (\(marks))", arguments: StatementArguments(list)) {
-                    zones[id]?.hasLink = true
+                    zones[id] = ZoneAccess(rowID: id, uid: Array(uid), id: ZoneID(name: try row.required(3), ownerID: try row.required(2)))
                 }
             }
         case .postgres(let storage):
@@ -880,14 +881,7 @@ package final class StorageHost: Sendable {
             guard !list.isEmpty else { return [:] }
             for row in try await storage.connector.query("SELECT id, uid, owner_id, name FROM zone WHERE id = ANY(\(list))") {
                 let (id, uid, owner, name) = try row.decode((Int64, Data, String, String).self)
-                zones[id] = ZoneAccess(rowID: id, uid: Array(uid), id: ZoneID(name: name, ownerID: owner), members: [], hasLink: false)
-            }
-            for row in try await storage.connector.query("SELECT zone_id, user_id FROM zone_member WHERE zone_id = ANY(\(list))") {
-                let (id, user) = try row.decode((Int64, String).self)
-                zones[id]?.members.insert(user)
-            }
-            for row in try await storage.connector.query("SELECT zone_id FROM share_link WHERE zone_id = ANY(\(list))") {
-                zones[try row.decode(Int64.self)]?.hasLink = true
+                zones[id] = ZoneAccess(rowID: id, uid: Array(uid), id: ZoneID(name: name, ownerID: owner))
             }
         case .snapshot:
             preconditionFailure("a server keeps a local store")
@@ -934,6 +928,12 @@ extension ZoneState {
         } catch let refusal as ZoneState.Refusal {
             throw StoreError(code, "zone '\(zone.name)': \(refusal.reason)")
         }
+    }
+
+    /// Whom a zone's member lookup lists (a cache that narrows searches of the zones a user
+    /// takes part in): every participant the share names, removed or not, and every link joiner.
+    var lookupMembers: Set<String> {
+        Set(share?.participants.keys.map { $0 } ?? []).union(linkJoiners.keys)
     }
 
     /// Whether the state lists `userID` as a participant who was not removed, or as a link

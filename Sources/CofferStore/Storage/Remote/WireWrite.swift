@@ -1,3 +1,4 @@
+import CofferCrypto
 import Foundation
 
 /// A ``StorageSnapshot/Write`` as a Coffer server's API carries it in a `records/modify` batch:
@@ -94,10 +95,12 @@ struct WireWrite: Codable, Sendable, Equatable {
             guard uid.count == ZoneNames.uidCount else { throw StoreError(.invalidArguments, "operation \(op): a zone uid is \(ZoneNames.uidCount) bytes") }
             return Array(uid)
         }
+        try checkFields()
         let zone = try uidOfZone.map { try zones.rowID($0) }
         let write: StorageSnapshot.Write
         switch op {
         case "zones/create":
+            try Names.validateZone(try field(name, "name"))
             write = .insertZone(rowID: try field(zone, "zone"), uid: try field(uidOfZone, "zone"),
                                 id: ZoneID(name: try field(name, "name"), ownerID: try field(owner, "owner")), created: try field(created, "created"))
         case "zones/delete": write = .deleteZone(rowID: try field(zone, "zone"))
@@ -108,6 +111,7 @@ struct WireWrite: Codable, Sendable, Equatable {
         case "log/append":
             let b = try bytes(body, "body"), s = try bytes(signature, "signature")
             guard let entry = LogEntry.decode(b) else { throw StoreError(.invalidArguments, "a log entry that is malformed") }
+            guard s.count == Ed25519.signatureByteCount else { throw StoreError(.invalidArguments, "a log entry's signature is \(Ed25519.signatureByteCount) bytes") }
             write = .appendLog(zoneRowID: try field(zone, "zone"), head: try field(head, "head"), entry: entry, body: b, signature: s,
                                hash: LogEntry.hash(body: b, signature: s), entries: entries.map(Array.init), names: names.map(Array.init))
         case "keys/insert":
@@ -136,11 +140,16 @@ struct WireWrite: Codable, Sendable, Equatable {
         case "records/replace":
             write = .replaceRecord(zoneRowID: try field(zone, "zone"), try field(version, "version").version(), storedSeq: try field(storedSeq, "storedSeq"),
                                    keep: try field(keep, "keep"))
-        case "records/delete": write = .deleteRecord(zoneRowID: try field(zone, "zone"), name: try field(name, "name"), storedSeq: try field(storedSeq, "storedSeq"))
+        case "records/delete":
+            try Names.validateRecord(try field(name, "name"))
+            write = .deleteRecord(zoneRowID: try field(zone, "zone"), name: try field(name, "name"), storedSeq: try field(storedSeq, "storedSeq"))
         case "tombstones/add":
+            try Names.validateRecord(try field(name, "name"))
             write = .addTombstone(zoneRowID: try field(zone, "zone"), name: try field(name, "name"), seq: try field(seq, "seq"), authorID: try field(user, "user"),
                                   label: label, time: try field(time, "time"))
-        case "tombstones/remove": write = .removeTombstone(zoneRowID: try field(zone, "zone"), name: try field(name, "name"))
+        case "tombstones/remove":
+            try Names.validateRecord(try field(name, "name"))
+            write = .removeTombstone(zoneRowID: try field(zone, "zone"), name: try field(name, "name"))
         case "tombstones/compact": write = .compactTombstones(zoneRowID: try field(zone, "zone"), through: try field(seq, "seq"))
         case "contacts/publish":
             write = .contact(userID: try field(user, "user"), name: try field(name, "name"), email: email, signingKey: try bytes(signingKey, "signingKey"),
@@ -150,6 +159,25 @@ struct WireWrite: Codable, Sendable, Equatable {
         }
         guard try WireWrite(write, zones) == self else { throw StoreError(.invalidArguments, "operation \(op) carries fields it does not take") }
         return write
+    }
+}
+
+extension WireWrite {
+    /// Refuses a field out of its range or form, whichever operation carries it: a sequence,
+    /// head, epoch or change tag is not negative; a user, owner or member is a user id; a record
+    /// type and a field are identifiers; a record version's stamp as ``WireVersion/version()``
+    /// checks it.
+    fileprivate func checkFields() throws {
+        func refuse(_ key: String, _ rule: String) -> StoreError { StoreError(.invalidArguments, "operation \(op): '\(key)' \(rule)") }
+        for (key, value) in [("head", head), ("epoch", epoch), ("storedSeq", storedSeq), ("seq", seq)] {
+            if let value, value < 0 { throw refuse(key, "is not negative") }
+        }
+        for (key, value) in [("owner", owner), ("user", user)] {
+            if let value, !UserIDs.isValid(value) { throw refuse(key, "is a user id (32 lowercase hexadecimal digits)") }
+        }
+        if let users, !users.allSatisfy(UserIDs.isValid) { throw refuse("users", "are user ids (32 lowercase hexadecimal digits)") }
+        if let recordType { try Names.validateRecordType(recordType) }
+        if let field { try Names.validateFieldKey(field) }
     }
 }
 
@@ -215,6 +243,11 @@ struct WireVersion: Codable, Sendable, Equatable {
     /// and the backends do not store it.
     func version() throws -> SealedVersion {
         guard let plainTypes else { throw StoreError(.invalidArguments, "a record version lacks its plain types") }
+        try Names.validateRecord(name)
+        if let parent { try Names.validateRecord(parent) }
+        try Names.validateRecordType(type)
+        guard seq >= 0, epoch >= 0, membershipSeq >= 0 else { throw StoreError(.invalidArguments, "a record version's sequences and epoch are not negative") }
+        guard UserIDs.isValid(creator), UserIDs.isValid(modifier) else { throw StoreError(.invalidArguments, "a record version's creator and modifier are user ids") }
         return SealedVersion(stamp: stamp, plain: Array(plain), plainTypes: Array(plainTypes), sealed: sealed.map(Array.init), digest: .zero)
     }
 
