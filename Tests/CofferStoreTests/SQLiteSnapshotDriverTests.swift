@@ -25,9 +25,11 @@ struct DriverFixture: Sendable {
     let store: Store
     let alice: Session
 
-    /// A new user with a vault of their own, acting through ``store``.
+    /// A new user with a vault of their own, acting through ``store``, whose card Alice pinned.
     func user(_ name: String, _ email: String) async throws -> Session {
-        try await store.openSession(vault: try makeShareVault(in: folder, name: name, email: email))
+        let vault = try makeShareVault(in: folder, name: name, email: email)
+        try alice.vault.pin(ContactCard(vault: vault))
+        return try await store.openSession(vault: vault)
     }
 
     /// A new session of the same user through ``store``: nothing cached, everything read and verified again.
@@ -360,7 +362,8 @@ struct SQLiteSnapshotDriverTests {
         t.append("by email, any case: \(bob.name)")
         t.append("by id: \(try await f.store.contactSuspending(matching: bobVault.identity.userID).name)")
         t.append("unknown: " + (await outcome { try await f.store.contactSuspending(matching: "nobody@example.com") }))
-        // A contact is whom a zone is shared with by email.
+        // A contact Alice pinned is whom a zone is shared with by email.
+        try f.alice.vault.pin(newer)
         let zone = try await f.alice.privateDatabase.createZone(named: "Z")
         _ = try await f.alice.share(zone: zone)
         let share = try await f.alice.addParticipant("bob@example.com", permission: .readOnly, to: zone)

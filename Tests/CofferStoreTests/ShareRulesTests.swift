@@ -164,6 +164,32 @@ struct ShareRulesTests {
         }
     }
 
+    /// Someone who can write the store's directory of cards (any user of a shared local file)
+    /// plants a card of their own under Bob's name and email. Alice's library calls resolve
+    /// "bob@example.com" and "Bob" only to a card she pinned: before she pins Bob's, they find
+    /// nobody, and after, the real Bob, whom the invitation wraps the zone key to.
+    @Test(arguments: TestBackend.all) func namesResolveOnlyToPinnedCards(_ backend: TestBackend) async throws {
+        try await ShareFixture.run(backend) { f in
+            let zone = try await f.aliceZone()
+            _ = try await f.alice.share(zone: zone)
+            let mallory = try makeShareVault(in: f.folder, name: "Bob", email: "bob@example.com")
+            _ = try await f.store.addContactSuspending(try ContactCard(vault: mallory))
+            for who in ["bob@example.com", "Bob"] {
+                await shareExpectError(.unknownItem) { try await f.alice.addParticipant(who, permission: .readOnly, to: zone) }
+                await shareExpectError(.unknownItem) { try await f.alice.contact(matching: who) }
+            }
+            let bob = try await f.user("Bob", "bob@example.com") // Alice pins the real Bob's card
+            #expect(try await f.alice.contact(matching: "bob@example.com").userID == bob.userID)
+            let share = try await f.alice.addParticipant("bob@example.com", permission: .readOnly, to: zone)
+            #expect(share.participants.map(\.userID).contains(bob.userID))
+            #expect(!share.participants.map(\.userID).contains(mallory.identity.userID))
+            _ = try await bob.acceptShare(url: share.url)
+            #expect(try await bob.sharedDatabase.record(named: "n1", in: zone).name == "n1")
+            // Mallory's own user id still names her: an id is the hash of its key.
+            #expect(try await f.alice.contact(matching: mallory.identity.userID).userID == mallory.identity.userID)
+        }
+    }
+
     @Test(arguments: [SharePermission.readWrite, .readOnly])
     func onlyTheOwnerChangesTheShare(_ permission: SharePermission) async throws {
         try await ShareFixture.run { f in

@@ -40,9 +40,13 @@ struct ShareFixture: Sendable {
         }
     }
 
-    /// A new user with a vault of their own and a session on the store (their card is registered).
+    /// A new user with a vault of their own and a session on the store (their card is
+    /// registered), whose card Alice pinned (as `coffer contact add` does): her names and
+    /// emails resolve to it.
     func user(_ name: String, _ email: String) async throws -> Session {
-        try await store.openSession(vault: try makeShareVault(in: folder, name: name, email: email))
+        let vault = try makeShareVault(in: folder, name: name, email: email)
+        try alice.vault.pin(try ContactCard(vault: vault))
+        return try await store.openSession(vault: vault)
     }
 
     /// A new session of the same user: empty key and verified-share caches.

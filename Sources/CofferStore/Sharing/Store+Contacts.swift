@@ -98,6 +98,10 @@ extension Store {
         try await read { db in try self.contact(db, matching: who) }
     }
 
+    /// The contact of a user id, an email or a name in the store's directory of cards. The
+    /// directory holds whatever the store's writers put there, under any name and email they
+    /// claim: to find the person a user means by a name or an email, use
+    /// ``Session/contact(matching:)``, which resolves them only to cards the user pinned.
     private func contact(_ db: any StorageTransaction, matching who: String) throws -> Contact {
         if let contact = try? verifiedContact(db, userID: who.lowercased()) { return contact }
         for field in ["email", "name"] {
@@ -149,5 +153,32 @@ extension Store {
             throw StoreError(.unknownItem, "no contact with user id \(userID)")
         }
         return contact
+    }
+}
+
+extension Session {
+    /// The contact `who` names for this user: a user id (any verified card of that id is the
+    /// user's: the id is the hash of their key), or an email or a name, which resolves only to a
+    /// card this user pinned in their vault (``Vault/pin(_:)``, `coffer contact add`) or to
+    /// themselves. A store's directory of cards, local or on a server, holds whatever its
+    /// writers put there under any name and email, so it never decides who a name is.
+    /// - Throws: `.unknownItem` when no pinned card matches; `.invalidArguments` when several do.
+    public func contact(matching who: String) async throws -> Contact {
+        guard !UserIDs.isValid(who) else { return try await store.contactSuspending(matching: who) }
+        let ids = pinnedUserIDs(matching: who)
+        guard !ids.isEmpty else {
+            throw StoreError(.unknownItem, "no contact you added matches '\(Names.printable(who))'; names and emails resolve only to cards you pinned ('coffer contact add CARD'), or give the user id")
+        }
+        guard ids.count == 1 else { throw StoreError(.invalidArguments, "'\(Names.printable(who))' matches \(ids.count) of your contacts; name one by its user id") }
+        return try await store.contactSuspending(matching: ids[0])
+    }
+
+    /// The user ids an email or a name may mean for this user: their pinned cards' (by email,
+    /// else by name), or their own.
+    public func pinnedUserIDs(matching who: String) -> [String] {
+        let ids = vault.pinnedUserIDs(matching: who)
+        let me = vault.identity
+        if ids.isEmpty, me.email?.lowercased() == who.lowercased() || me.name.lowercased() == who.lowercased() { return [me.userID] }
+        return ids
     }
 }

@@ -69,9 +69,7 @@ struct SessionContext {
     /// local store alike.
     func contact(matching who: String) async throws -> Contact {
         guard !isUserID(who) else { return try await store.contactSuspending(matching: who) }
-        let me = session.vault.identity
-        var ids = session.vault.pinnedUserIDs(matching: who)
-        if ids.isEmpty, me.email?.lowercased() == who.lowercased() || me.name.lowercased() == who.lowercased() { ids = [me.userID] }
+        let ids = session.pinnedUserIDs(matching: who)
         guard !ids.isEmpty else {
             throw CLIError(ExitStatus.notFound, "no contact you added matches '\(who)'; names and emails resolve only to cards you added with 'coffer contact add CARD' (or give the user id)")
         }
