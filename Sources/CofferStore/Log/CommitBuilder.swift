@@ -77,34 +77,74 @@ struct CommitBuilder {
     }
 }
 
-/// What an entry that writes records (a commit, a rewrite, a genesis) signs of them: its list of
-/// version hashes, and the names it saves and deletes. A server takes a row, a deletion or a
-/// deleted mark only when such an entry names it.
+/// What an entry that writes records (a commit, a rewrite, or a migrated zone's genesis) signs
+/// of them, read from its stored bytes the one way every verifier reads it: a client before it
+/// believes a row (``Session/verifiedCommit(_:zone:seq:log:cached:)``), a server before it takes
+/// a batch's rows, deletions and deleted marks (``SignedRecords``).
+struct RecordEntry: Sendable {
+    let epoch: Int64
+    /// The owner's genesis or membership entry in force at this entry.
+    let ownerSeq: Int64
+    let label: String?
+    /// The 32-byte version hashes (a deletion's is its deletion hash), as stored and signed.
+    let entries: [UInt8]
+    /// Each record's name, saved or deleted (see ``CommitBuilder/parseNames(_:entries:)``), as stored and signed.
+    let names: [UInt8]
+    /// How many records it names.
+    let count: Int
+
+    /// Why stored bytes are not a record entry's.
+    enum Damage: Error {
+        case malformed, writesNoRecords, unsignedLists
+
+        var reason: String {
+            switch self {
+            case .malformed: "is malformed"
+            case .writesNoRecords: "writes no records"
+            case .unsignedLists: "has lists of records it does not sign"
+            }
+        }
+    }
+
+    static func writesRecords(_ kind: LogEntry.Kind) -> Bool { kind == .commit || kind == .rewrite || kind == .genesis }
+
+    /// - Throws: ``Damage`` for an entry of another kind, a payload that does not decode, or
+    ///   stored lists that are not the ones the entry's body signs.
+    init(_ entry: LogEntry, _ stored: StoredLogEntry) throws(Damage) {
+        let records: RecordsSummary
+        switch entry.kind {
+        case .commit, .rewrite:
+            guard let payload = RecordsPayload.decode(entry.payload) else { throw .malformed }
+            (epoch, ownerSeq, label, records) = (payload.epoch, payload.ownerSeq, payload.label, payload.records)
+        case .genesis:
+            guard let payload = GenesisPayload.decode(entry.payload) else { throw .malformed }
+            (epoch, ownerSeq, label, records) = (payload.state.epoch, entry.seq, "coffer.upgrade", payload.records)
+        default:
+            throw .writesNoRecords
+        }
+        guard records.matches(entries: stored.entries, names: stored.names) else { throw .unsignedLists }
+        entries = stored.entries ?? []
+        names = stored.names ?? []
+        count = records.count
+    }
+}
+
+/// What an entry that writes records signs of them, as a server checks a batch against it: its
+/// list of version hashes, and the names it saves and deletes. A server takes a row, a deletion
+/// or a deleted mark only when such an entry names it.
 struct SignedRecords: Sendable {
     /// The 32-byte version hashes (a deletion's is its deletion hash).
     let entries: [UInt8]
     let saved: Set<String>
     let deleted: Set<String>
 
-    static func writesRecords(_ kind: LogEntry.Kind) -> Bool { kind == .commit || kind == .rewrite || kind == .genesis }
+    static func writesRecords(_ kind: LogEntry.Kind) -> Bool { RecordEntry.writesRecords(kind) }
 
     /// nil for an entry that writes no records, or whose stored lists are not the ones its body
     /// signs or are damaged (what a client refuses).
     init?(_ entry: LogEntry, _ stored: StoredLogEntry) {
-        let records: RecordsSummary
-        switch entry.kind {
-        case .commit, .rewrite:
-            guard let payload = RecordsPayload.decode(entry.payload) else { return nil }
-            records = payload.records
-        case .genesis:
-            guard let payload = GenesisPayload.decode(entry.payload) else { return nil }
-            records = payload.records
-        case .membership, .acceptance:
-            return nil
-        }
-        guard records.matches(entries: stored.entries, names: stored.names),
-              let named = CommitBuilder.parseNames(stored.names ?? [], entries: records.count) else { return nil }
-        entries = stored.entries ?? []
+        guard let records = try? RecordEntry(entry, stored), let named = CommitBuilder.parseNames(records.names, entries: records.count) else { return nil }
+        entries = records.entries
         var saved = Set<String>(), deleted = Set<String>()
         for item in named {
             if item.deleted { deleted.insert(item.name) } else { saved.insert(item.name) }

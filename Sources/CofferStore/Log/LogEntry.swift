@@ -125,6 +125,29 @@ enum LogEntrySignature {
     }
 }
 
+extension StoredLogEntry {
+    /// The entry, read as every verifier of a zone's log reads it (a client walking the log, a
+    /// server checking a batch or replaying its store): its body decodes, at the position it is
+    /// stored at, and, when `key` is given, is signed by its author (`key` gives the author's
+    /// key, nil for an author without a card). What the entry may change is ``ZoneState``'s to
+    /// say, applied next.
+    /// - Parameter describe: how a refusal names the author.
+    /// - Throws: ``ZoneState/Refusal`` naming the position and why; an error of `key`.
+    func checked(key: ((String) throws -> Ed25519.PublicKey?)?, describe: (String) -> String = { $0 }) throws -> LogEntry {
+        guard let entry = LogEntry.decode(body), entry.seq == seq else {
+            throw ZoneState.Refusal(seq: seq, reason: seq == 1 ? "the first entry is malformed" : "the entry is malformed")
+        }
+        guard let key else { return entry }
+        guard let authorKey = try key(entry.authorID) else {
+            throw ZoneState.Refusal(seq: seq, reason: "it is signed by \(entry.authorID), who is not a contact of this store")
+        }
+        guard LogEntrySignature.verify(stored: self, key: authorKey) else {
+            throw ZoneState.Refusal(seq: seq, reason: "its signature by \(describe(entry.authorID)) does not verify")
+        }
+        return entry
+    }
+}
+
 /// User ids: 32 lowercase hexadecimal characters (BLAKE2b-128 of a signing key).
 enum UserIDs {
     static func isValid(_ id: String) -> Bool {

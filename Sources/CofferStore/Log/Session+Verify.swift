@@ -53,21 +53,12 @@ extension Session {
         guard let stored = try db.logEntry(zoneRowID: zone.rowID, seq: seq) else { throw damaged("is missing") }
         guard stored.hash == expected else { throw damaged("is not the entry the chain names") }
         guard let entry = LogEntry.decode(stored.body) else { throw damaged("is malformed") }
-        let epoch: Int64, ownerSeq: Int64, label: String?, records: RecordsSummary
-        switch entry.kind {
-        case .commit, .rewrite:
-            guard let payload = RecordsPayload.decode(entry.payload) else { throw damaged("is malformed") }
-            (epoch, ownerSeq, label, records) = (payload.epoch, payload.ownerSeq, payload.label, payload.records)
-        case .genesis:
-            guard let payload = GenesisPayload.decode(entry.payload) else { throw damaged("is malformed") }
-            (epoch, ownerSeq, label, records) = (payload.state.epoch, entry.seq, "coffer.upgrade", payload.records)
-        case .membership, .acceptance:
-            throw damaged("writes no records")
-        }
-        guard records.matches(entries: stored.entries, names: stored.names) else { throw damaged("has lists of records it does not sign") }
-        let entries = stored.entries ?? []
-        let verified = VerifiedCommit(seq: seq, kind: entry.kind, authorID: entry.authorID, label: label, ownerSeq: ownerSeq, epoch: epoch,
-                                      time: entry.time, entries: entries.withUnsafeBytes { DigestSet(entries: $0) }, names: stored.names ?? [])
+        let records: RecordEntry
+        do { records = try RecordEntry(entry, stored) } catch { throw damaged(error.reason) }
+        let entries = records.entries
+        let verified = VerifiedCommit(seq: seq, kind: entry.kind, authorID: entry.authorID, label: records.label, ownerSeq: records.ownerSeq,
+                                      epoch: records.epoch, time: entry.time, entries: entries.withUnsafeBytes { DigestSet(entries: $0) },
+                                      names: records.names)
         if useCache { commits.withLock { $0[zone.rowID, default: [:]][seq] = verified } }
         return verified
     }

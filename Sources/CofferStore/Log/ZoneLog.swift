@@ -141,12 +141,9 @@ extension Session {
     func walkLog(_ db: any StorageTransaction, zone: ZoneRow, signaturesAfter: Int64) throws -> ZoneLog {
         let entries = try db.logEntries(zoneRowID: zone.rowID, after: 0)
         guard let first = entries.first else { throw StoreError(.integrityFailure, "zone '\(zone.id.name)' has no log: the store was changed") }
-        guard let genesis = LogEntry.decode(first.body), genesis.seq == first.seq else {
-            throw refused(zone, ZoneState.Refusal(seq: first.seq, reason: "the first entry is malformed"))
-        }
-        try checkSignature(db, first, entry: genesis, zone: zone)
         var log: ZoneLog
         do {
+            let genesis = try checked(db, first, signed: true)
             log = ZoneLog(state: try ZoneState(genesis: genesis, hash: first.hash, uid: zone.uid, name: zone.id.name, ownerID: zone.id.ownerID))
         } catch let refusal as ZoneState.Refusal {
             throw refused(zone, refusal)
@@ -190,23 +187,17 @@ extension Session {
     /// Checks one stored entry (its chain link, its author's signature unless the mark covers
     /// it, what it may change) and applies it.
     private func verify(_ db: any StorageTransaction, _ stored: StoredLogEntry, zone: ZoneRow, into log: inout ZoneLog, checkSignature check: Bool) throws {
-        guard let entry = LogEntry.decode(stored.body), entry.seq == stored.seq else {
-            throw refused(zone, ZoneState.Refusal(seq: stored.seq, reason: "the entry is malformed"))
-        }
-        if check { try checkSignature(db, stored, entry: entry, zone: zone) }
-        do { try log.append(entry, hash: stored.hash) } catch let refusal as ZoneState.Refusal {
+        do { try log.append(try checked(db, stored, signed: check), hash: stored.hash) } catch let refusal as ZoneState.Refusal {
             throw refused(zone, refusal)
         }
     }
 
-    private func checkSignature(_ db: any StorageTransaction, _ stored: StoredLogEntry, entry: LogEntry, zone: ZoneRow) throws {
-        let key: Ed25519.PublicKey
-        do { key = try signingKey(db, of: entry.authorID) } catch let error as StoreError where error.code == .unknownItem {
-            throw refused(zone, ZoneState.Refusal(seq: entry.seq, reason: "it is signed by \(entry.authorID), who is not a contact of this store"))
-        }
-        guard LogEntrySignature.verify(stored: stored, key: key) else {
-            throw refused(zone, ZoneState.Refusal(seq: entry.seq, reason: "its signature by \(describeUser(entry.authorID)) does not verify"))
-        }
+    /// The stored entry as every verifier reads it (``StoredLogEntry/checked(key:describe:)``),
+    /// its author's key from the store's verified cards.
+    private func checked(_ db: any StorageTransaction, _ stored: StoredLogEntry, signed: Bool) throws -> LogEntry {
+        try stored.checked(key: signed ? { author in
+            do { return try self.signingKey(db, of: author) } catch let error as StoreError where error.code == .unknownItem { return nil }
+        } : nil, describe: describeUser)
     }
 
     /// Keeps a verified log for this session and advances the user's mark to its head.

@@ -442,12 +442,10 @@ package final class StorageHost: Sendable {
                 guard created[rowID] != nil || entry.authorID == userID || id.ownerID == userID else {
                     throw StoreError(.permissionFailure, "a user signs only their own log entries")
                 }
-                let key: Ed25519.PublicKey
-                if let k = published[entry.authorID] { key = k } else if let k = try await signingKey(of: entry.authorID) { key = k } else {
-                    throw StoreError(.permissionFailure, "zone '\(id.name)': entry \(entry.seq) is signed by \(entry.authorID), whose card the server does not have")
-                }
-                guard LogEntrySignature.verify(stored: stored, key: key) else {
-                    throw StoreError(.permissionFailure, "zone '\(id.name)': the signature of entry \(entry.seq) does not verify")
+                var key = published[entry.authorID]
+                if key == nil { key = try await signingKey(of: entry.authorID) }
+                do { _ = try stored.checked(key: { _ in key }) } catch let refusal as ZoneState.Refusal {
+                    throw StoreError(.permissionFailure, "zone '\(id.name)': entry \(refusal.seq) does not verify (\(refusal.reason))")
                 }
                 state = try ZoneState.next(state, entry, hash: stored.hash, uid: uid, zone: id, refusal: .permissionFailure)
                 if SignedRecords.writesRecords(entry.kind) {
@@ -736,10 +734,9 @@ package final class StorageHost: Sendable {
             if let head = cached?.headSeq, try db.logEntry(zoneRowID: zone.rowID, seq: head).map({ $0.hash }) != cached?.headHash { cached = nil }
             var state = cached
             for stored in try db.logEntries(zoneRowID: zone.rowID, after: cached?.headSeq ?? 0) {
-                guard let entry = LogEntry.decode(stored.body), entry.seq == stored.seq,
-                      let key = try store.verifiedContact(db, userID: entry.authorID)?.identity.signingKey,
-                      LogEntrySignature.verify(stored: stored, key: key) else {
-                    throw StoreError(.integrityFailure, "entry \(stored.seq) of zone '\(zone.id.name)' does not verify on the server")
+                let entry: LogEntry
+                do { entry = try stored.checked(key: { try store.verifiedContact(db, userID: $0)?.identity.signingKey }) } catch let refusal as ZoneState.Refusal {
+                    throw StoreError(.integrityFailure, "entry \(stored.seq) of zone '\(zone.id.name)' does not verify on the server: \(refusal.reason)")
                 }
                 state = try ZoneState.next(state, entry, hash: stored.hash, uid: zone.uid, zone: zone.id, refusal: .integrityFailure)
             }
@@ -795,7 +792,7 @@ package final class StorageHost: Sendable {
         let stored = try await store.read { db in try db.logEntries(zoneRowID: zone.rowID, after: 0) }
         var replay: ZoneState?, had = false, ended: (seq: Int64, hash: Digest32, why: String)?
         for entry in stored {
-            guard let decoded = LogEntry.decode(entry.body), decoded.seq == entry.seq else { return .nothing }
+            guard let decoded = try? entry.checked(key: nil) else { return .nothing }
             let before = replay
             guard let next = try? ZoneState.next(replay, decoded, hash: entry.hash, uid: zone.uid, zone: zone.id, refusal: .integrityFailure) else {
                 return .nothing
