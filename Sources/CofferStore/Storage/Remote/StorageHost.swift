@@ -36,6 +36,9 @@ package final class StorageHost: Sendable {
     /// Each zone's state as its log verified, by row id: a cache, checked against the zone's
     /// uid and extended from its head on each use.
     private let states = Locked<[Int64: ZoneState]>([:])
+    /// What users whose part in a zone ended (or who never had one) may read of it, by row id,
+    /// as of the zone's head: a replay of the log from its genesis, kept until the head moves.
+    private let endings = Locked<[Int64: (uid: [UInt8], head: Digest32, readings: [String: ZoneReading])]>([:])
     /// Verified signing keys by user id (a user id is the hash of its signing key: a card of
     /// that id never names another key).
     private let keys = Locked<[String: Ed25519.PublicKey]>([:])
@@ -787,8 +790,24 @@ package final class StorageHost: Sendable {
         let state = try await verifiedState(zone)
         let now = Self.standing(state, userID, linkOpen: true)
         guard now == .nothing else { return now }
-        // Their part, if they had one, ended: the last entry that ended it, replayed from the
-        // genesis on the entries whose chain reaches the verified head.
+        if let known = endings.withLock({ $0[zone.rowID] }), known.uid == zone.uid, known.head == state.headHash, let reading = known.readings[userID] {
+            return reading
+        }
+        let reading = try await ended(zone, state: state, by: userID)
+        endings.withLock { endings in
+            if let known = endings[zone.rowID], known.uid == zone.uid, known.head == state.headHash, known.readings.count < 1_000 {
+                endings[zone.rowID]?.readings[userID] = reading
+            } else {
+                endings[zone.rowID] = (zone.uid, state.headHash, [userID: reading])
+            }
+        }
+        return reading
+    }
+
+    /// What a user the zone's `state` gives nothing may read of it: if they had a part that
+    /// ended, the log through the last entry that ended it (replayed from the genesis on the
+    /// entries whose chain reaches the verified head), else nothing.
+    private func ended(_ zone: ZoneAccess, state: ZoneState, by userID: String) async throws -> ZoneReading {
         let stored = try await store.read { db in try db.logEntries(zoneRowID: zone.rowID, after: 0) }
         var replay: ZoneState?, had = false, ended: (seq: Int64, hash: Digest32, why: String)?
         for entry in stored {
