@@ -213,11 +213,7 @@ struct AgentCommandTests {
           .enabled(if: runuser != nil, "needs root, runuser and the user nobody, to run coffer as a user whose /tmp folder root can take first"))
     func squattedTmpFolder() throws {
         let runuser = try #require(Self.runuser)
-        let binFolder = sandbox.path("bin")
-        try FileManager.default.createDirectory(atPath: binFolder, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o755])
-        let binary = binFolder + "/coffer"
-        try FileManager.default.copyItem(atPath: try CofferProcess.executableURL().path, toPath: binary)
-        try sandbox.chmod(binary, 0o755)
+        let binary = try copyOfCofferForAll()
         // nobody's home (short: a socket path has at most 107 bytes), vault and passphrase file.
         let home = "/tmp/cfh-" + UUID().uuidString.prefix(8).lowercased()
         try FileManager.default.createDirectory(atPath: home, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
@@ -313,6 +309,16 @@ struct AgentCommandTests {
         #expect(key.bytes.unsafeCopiedBytes() == (try agent.vaultKey()))
     }
 
+    /// A copy of coffer that any user (nobody too) may run, in a folder of the sandbox's.
+    func copyOfCofferForAll() throws -> String {
+        let binFolder = sandbox.path("bin")
+        try FileManager.default.createDirectory(atPath: binFolder, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o755])
+        let binary = binFolder + "/coffer"
+        try FileManager.default.copyItem(atPath: try CofferProcess.executableURL().path, toPath: binary)
+        try sandbox.chmod(binary, 0o755)
+        return binary
+    }
+
     /// `runuser`, when it is here, the user nobody exists and the tests run as root.
     static let runuser: String? = {
         guard getuid() == 0, getpwnam("nobody") != nil else { return nil }
@@ -323,12 +329,7 @@ struct AgentCommandTests {
           .enabled(if: runuser != nil, "needs root, runuser and the user nobody, to run coffer as another user"))
     func otherUserRefused() throws {
         let runuser = try #require(Self.runuser)
-        // A copy of coffer that nobody may run.
-        let binFolder = sandbox.path("bin")
-        try FileManager.default.createDirectory(atPath: binFolder, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o755])
-        let binary = binFolder + "/coffer"
-        try FileManager.default.copyItem(atPath: try CofferProcess.executableURL().path, toPath: binary)
-        try sandbox.chmod(binary, 0o755)
+        let binary = try copyOfCofferForAll()
 
         let log = sandbox.path("agent.log")
         let unlocked = try agent.unlock(env: ["COFFER_AGENT_LOG": log])
@@ -366,11 +367,7 @@ struct AgentCommandTests {
           .enabled(if: runuser != nil, "needs root, runuser and the user nobody, to run the agent as another user than root"))
     func notDumpable() throws {
         let runuser = try #require(Self.runuser)
-        let binFolder = sandbox.path("bin")
-        try FileManager.default.createDirectory(atPath: binFolder, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o755])
-        let binary = binFolder + "/coffer"
-        try FileManager.default.copyItem(atPath: try CofferProcess.executableURL().path, toPath: binary)
-        try sandbox.chmod(binary, 0o755)
+        let binary = try copyOfCofferForAll()
         // nobody's own vault, passphrase file and runtime folder.
         let home = sandbox.path("n") // short: a socket path has at most 107 bytes
         try FileManager.default.createDirectory(atPath: home + "/r", withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
