@@ -83,9 +83,9 @@ extension Coffer {
             let context = try await SessionContext(global, createStore: false)
             let progress = isatty(STDERR_FILENO) != 0 && !global.json
             let report = try await context.session.audit(plaintexts: plaintexts) { step in
-                if progress { FileHandle.standardError.write(Data("\rAuditing \(step)\u{1b}[K".utf8)) }
+                if progress { Output.err(Data("\rAuditing \(step)\u{1b}[K".utf8)) }
             }
-            if progress { FileHandle.standardError.write(Data("\r\u{1b}[K".utf8)) }
+            if progress { Output.err(Data("\r\u{1b}[K".utf8)) }
             let checked: [String: Any] = ["zones": report.zones, "shares": report.shares, "memberships": report.memberships,
                                           "commits": report.commits, "records": report.records, "files": report.files,
                                           "bytesScanned": report.bytesScanned, "plaintexts": plaintexts.count,

@@ -125,7 +125,7 @@ extension Coffer {
                     "token": page.token.string,
                     "moreComing": page.moreComing,
                 ]
-                FileHandle.standardOutput.write(try RecordOutput.data(object, pretty: !streaming) + Data("\n".utf8))
+                Output.out(try RecordOutput.data(object, pretty: !streaming) + Data("\n".utf8))
                 return
             }
             for z in page.changed { Output.line("changed \(ref(z))") }

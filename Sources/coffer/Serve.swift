@@ -91,7 +91,7 @@ struct Serve: AsyncParsableCommand {
                 // One JSON line, so that a script can read the address (port 0 picks a free one) and go on reading.
                 let line = ["url": "http://\(where_)", "store": shown, "listening": true, "publicURLs": served.map(\.text)] as [String: Any]
                 if let data = try? RecordOutput.data(line, pretty: false) {
-                    FileHandle.standardOutput.write(data + Data("\n".utf8))
+                    Output.out(data + Data("\n".utf8))
                 }
             } else {
                 let dialled = origins.isEmpty ? "" : "; clients dial \(served.map(\.text).joined(separator: ", "))"

@@ -236,6 +236,32 @@ struct DailyUseCommandTests {
         }
     }
 
+    @Test("record list into a pipe its reader closed (| head -1), locally and through a server: the command ends by SIGPIPE (141), with nothing on stderr, no crash")
+    func outputIntoAClosedPipe() async throws {
+        let sandbox = try Sandbox()
+        let server = try await ServerProcess.start(store: sandbox.path("server.sqlite"), in: sandbox)
+        defer { _ = Task { await server.stop(SIGKILL) } }
+        // Enough records that the list outgrows a pipe's buffer (64 KiB) long after head is gone.
+        let lines = (0..<3_000).map { #"{"name":"n\#($0)","type":"Note","values":{"title":"a title long enough to fill the line"},"encryptedValues":{}}"# }
+        let file = try sandbox.write("notes.jsonl", lines.joined(separator: "\n") + "\n")
+        for url in [nil, server.url] {
+            let label = url == nil ? "local" : "server"
+            let team = try Team([.alice], server: url)
+            try team.ok(.alice, ["zone", "create", "Notes"])
+            try team.ok(.alice, ["record", "import", "Notes", file])
+            let coffer = try CofferProcess.executableURL().path
+            let place = url.map { ["--server", $0] } ?? ["--store", team.store]
+            let command = ([coffer, "record", "list", "Notes", "--vault", team.vault(.alice)] + place).map { "'\($0)'" }.joined(separator: " ")
+            let errors = team.sandbox.path("err.txt")
+            let script = "\(command) 2>'\(errors)' | head -1 >/dev/null; echo \"${PIPESTATUS[0]}\""
+            let result = try CofferProcess.run(["-c", script], environment: team.sandbox.baseEnvironment.merging(withPassphrase) { _, new in new },
+                                               stdin: .null, directory: team.sandbox.root, executable: URL(fileURLWithPath: "/bin/bash"))
+            #expect(String(decoding: result.stdout, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines) == "141", "\(label): \(result)")
+            let stderr = String(decoding: try team.sandbox.read(errors), as: UTF8.self)
+            #expect(stderr.isEmpty, "\(label): \(stderr)")
+        }
+    }
+
     @Test("help lists only the flags a command uses; vault commands still accept --store and --server")
     func helpShowsWhatApplies() throws {
         let sandbox = try Sandbox()

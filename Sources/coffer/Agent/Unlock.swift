@@ -38,7 +38,7 @@ extension Coffer {
             // A folder that is not safe fails before the passphrase is asked for.
             let runtime = AgentRuntime(environment: environment)
             try AgentUnlock.mapErrors { try runtime.prepareFolder() }
-            if let note = runtime.note { FileHandle.standardError.write(Data((note + "\n").utf8)) }
+            if let note = runtime.note { Output.err(Data((note + "\n").utf8)) }
             let vault = try global.openVault(agent: false)
             let realPath = try AgentUnlock.mapErrors { try AgentRuntime.realPath(ofVault: vault.url.path) }
             let replaced = try AgentUnlock.lock(vaultAt: vault.url, environment: environment)

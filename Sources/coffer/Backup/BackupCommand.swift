@@ -32,9 +32,9 @@ extension Coffer {
             let context = try await SessionContext(global, createStore: false)
             let progress = isatty(STDERR_FILENO) != 0 && !global.json
             let backup = try await context.session.makeBackup { step in
-                if progress { FileHandle.standardError.write(Data("\rBackup: \(step)\u{1b}[K".utf8)) }
+                if progress { Output.err(Data("\rBackup: \(step)\u{1b}[K".utf8)) }
             }
-            if progress { FileHandle.standardError.write(Data("\r\u{1b}[K".utf8)) }
+            if progress { Output.err(Data("\r\u{1b}[K".utf8)) }
             let sealed = try backup.sealed(by: context.session.vault)
             let file = try PrivateFile(output, force: force)
             try file.write(Data(sealed))

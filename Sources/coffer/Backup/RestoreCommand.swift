@@ -62,9 +62,9 @@ extension Coffer {
             let session = try await store.openSession(vault: vault)
             let progress = isatty(STDERR_FILENO) != 0 && !global.json
             let result = try await session.restore(backup, resettingMarks: true) { step in
-                if progress { FileHandle.standardError.write(Data("\rRestore: \(step)\u{1b}[K".utf8)) }
+                if progress { Output.err(Data("\rRestore: \(step)\u{1b}[K".utf8)) }
             }
-            if progress { FileHandle.standardError.write(Data("\r\u{1b}[K".utf8)) }
+            if progress { Output.err(Data("\r\u{1b}[K".utf8)) }
             try? session.saveMarks()
             let reset = Set(result.marksReset)
             quiet.apply()

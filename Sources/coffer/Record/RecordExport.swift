@@ -45,7 +45,7 @@ extension Coffer.RecordCommand {
             let context = try await SessionContext(global, createStore: false)
             let zoneID = try await context.zone(zone)
             guard let output, output != "-" else {
-                let count = try await context.db(zoneID).exportRecords(in: zoneID) { FileHandle.standardOutput.write($0) }
+                let count = try await context.db(zoneID).exportRecords(in: zoneID) { Output.out($0) }
                 if isatty(STDERR_FILENO) != 0 { Output.note("Exported \(count) records from \(zoneID.name).") }
                 return
             }

@@ -83,7 +83,7 @@ extension Coffer.RecordCommand {
                 }
                 if resume { skipped = try await checked.skipStored(in: context.db(zoneID)) }
                 summary = try await checked.save(to: context.db(zoneID), progress: { imported, total in
-                    if progress { FileHandle.standardError.write(Data("\rImported \(imported) of \(total) records".utf8)) }
+                    if progress { Output.err(Data("\rImported \(imported) of \(total) records".utf8)) }
                 }, stopping: { stop.received != nil })
             } catch let e as StoreError {
                 if progress { Output.note("") }

@@ -84,9 +84,9 @@ enum ErrorReporter {
         let line = Output.oneLine(message)
         if json, let object = try? JSONSerialization.data(withJSONObject: ["error": line, "code": Int(status)] as [String: Any],
                                                             options: [.sortedKeys, .withoutEscapingSlashes]) {
-            FileHandle.standardError.write(object + Data("\n".utf8))
+            Output.err(object + Data("\n".utf8))
         } else {
-            FileHandle.standardError.write(Data("error: \(line)\n".utf8))
+            Output.err(Data("error: \(line)\n".utf8))
         }
         Foundation.exit(status)
     }

@@ -1,6 +1,9 @@
 import CofferStore
 import CofferVault
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Writing results: text for people, one JSON document for scripts.
 enum Output {
@@ -24,17 +27,57 @@ enum Output {
     }
 
     static func line(_ text: String = "") {
-        FileHandle.standardOutput.write(Data((text + "\n").utf8))
+        out(Data((text + "\n").utf8))
     }
 
     static func note(_ text: String) {
-        FileHandle.standardError.write(Data((text + "\n").utf8))
+        err(Data((text + "\n").utf8))
+    }
+
+    /// Writes `data` to standard output, whole. When the reader went away (a pipe into `head`
+    /// that has what it wanted), the command ends as command-line tools do: by SIGPIPE (exit
+    /// status 141), quietly, with no error and no crash, whatever the process's own handling
+    /// of SIGPIPE (its HTTP client ignores it).
+    static func out(_ data: Data) { data.withUnsafeBytes { out($0) } }
+
+    /// Bytes on standard output, as they are (see ``out(_:)-(Data)``).
+    static func out(_ bytes: UnsafeRawBufferPointer) {
+        guard !write(bytes, to: STDOUT_FILENO) else { return }
+        signal(SIGPIPE, SIG_DFL)
+        var pipe = sigset_t()
+        sigemptyset(&pipe)
+        sigaddset(&pipe, SIGPIPE)
+        pthread_sigmask(SIG_UNBLOCK, &pipe, nil)
+        raise(SIGPIPE)
+        _exit(141)
+    }
+
+    /// Writes `data` to standard error, whole; nothing more when it is gone.
+    static func err(_ data: Data) { data.withUnsafeBytes { _ = write($0, to: STDERR_FILENO) } }
+
+    /// Writes all of `bytes` to `fd`; false when the reader went away (EPIPE). Other errors end
+    /// the write: nothing more can be said on that stream.
+    private static func write(_ bytes: UnsafeRawBufferPointer, to fd: Int32) -> Bool {
+        guard var base = bytes.baseAddress else { return true }
+        var left = bytes.count
+        while left > 0 {
+            let n = Glibc.write(fd, base, left)
+            if n > 0 {
+                base += n
+                left -= n
+            } else if n < 0, errno == EINTR {
+                continue
+            } else {
+                return !(n < 0 && errno == EPIPE)
+            }
+        }
+        return true
     }
 
     static func json<T: Encodable>(_ value: T) throws {
         var data = try jsonData(value)
         data.append(0x0a)
-        FileHandle.standardOutput.write(data)
+        out(data)
     }
 
     /// `value` as the pretty JSON that ``json(_:)`` prints (sorted keys, ISO 8601 dates).
@@ -63,7 +106,7 @@ enum Output {
     @discardableResult
     static func file(_ data: Data, to output: String?) throws -> Bool {
         guard let output else {
-            FileHandle.standardOutput.write(data)
+            out(data)
             return false
         }
         let url = URL(fileURLWithPath: output)

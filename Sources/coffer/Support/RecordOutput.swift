@@ -28,10 +28,7 @@ enum RecordOutput {
     }
 
     /// Bytes on stdout, as they are (not copied into a `Data` first).
-    static func write(_ bytes: UnsafeRawBufferPointer) {
-        guard let base = bytes.baseAddress, bytes.count > 0 else { return }
-        FileHandle.standardOutput.write(Data(bytesNoCopy: UnsafeMutableRawPointer(mutating: base), count: bytes.count, deallocator: .none))
-    }
+    static func write(_ bytes: UnsafeRawBufferPointer) { Output.out(bytes) }
 
     static func data(_ object: Any, pretty: Bool) throws -> Data {
         var options: JSONSerialization.WritingOptions = [.sortedKeys, .withoutEscapingSlashes]
@@ -40,7 +37,7 @@ enum RecordOutput {
     }
 
     static func printJSON(_ object: Any) throws {
-        FileHandle.standardOutput.write(try data(object, pretty: true) + Data("\n".utf8))
+        Output.out(try data(object, pretty: true) + Data("\n".utf8))
     }
 
     /// The human form of `record get` (and, without `secrets`, of `record put`: encrypted fields by

@@ -39,7 +39,7 @@ struct SessionContext {
     static func saveMarks() {
         for session in opened.withLock({ $0 }) {
             do { try session.saveMarks() } catch {
-                FileHandle.standardError.write(Data("warning: \(Output.oneLine("\(error)"))\n".utf8))
+                Output.err(Data("warning: \(Output.oneLine("\(error)"))\n".utf8))
             }
         }
     }

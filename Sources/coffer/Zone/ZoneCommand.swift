@@ -111,7 +111,7 @@ extension Coffer.ZoneCommand {
             let id = try await context.zone(zone)
             let progress = isatty(STDERR_FILENO) != 0
             let count = try await context.session.rekey(zone: id) { done, total in
-                if progress { FileHandle.standardError.write(Data("\rRe-sealed \(done) of \(total) records".utf8)) }
+                if progress { Output.err(Data("\rRe-sealed \(done) of \(total) records".utf8)) }
             }
             if progress { Output.note("") }
             quiet.apply()
@@ -156,9 +156,9 @@ extension Coffer.ZoneCommand {
             let target = try await Store(server: server, vault: context.session.vault, logger: CLILog.logger)
             let progress = isatty(STDERR_FILENO) != 0 && !global.json
             let result = try await context.session.pushZone(zoneID, to: target) { done, total in
-                if progress { FileHandle.standardError.write(Data("\rPushing: batch \(done) of \(total)\u{1b}[K".utf8)) }
+                if progress { Output.err(Data("\rPushing: batch \(done) of \(total)\u{1b}[K".utf8)) }
             }
-            if progress { FileHandle.standardError.write(Data("\r\u{1b}[K".utf8)) }
+            if progress { Output.err(Data("\r\u{1b}[K".utf8)) }
             let shown = server.absoluteString
             quiet.apply()
             if global.json {
