@@ -58,6 +58,9 @@ struct SchemaChangeTests {
         ("RECORD TYPE Note ( a STRING", 1, 28, "found the end of the file"),
         ("RECORD Note ( a STRING )", 1, 8, "expected TYPE"),
         ("RECORD TYPE Note ( a\u{7} STRING )", 1, 21, "control character"),
+        ("-- a comment that rings \u{7}\nRECORD TYPE Note ( a STRING )", 1, 25, "control character"),
+        ("RECORD TYPE Note ( a STRING ) // \u{1b}[2J clears the screen", 1, 34, "control character"),
+        ("// reads as \u{202e}txt.exe\nRECORD TYPE Note ( a STRING )", 1, 13, "format character"),
         ("RECORD TYPE Note ( a STRING ENCRYPTED ENCRYPTED )", 1, 39, "given twice"),
     ])
     func fileErrors(_ text: String, _ line: Int, _ column: Int, _ message: String) {

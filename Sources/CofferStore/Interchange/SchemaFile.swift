@@ -182,7 +182,15 @@ extension SchemaFile {
                 if c == " " || c == "\t" || c == "\n" || c == "\r" {
                     advance()
                 } else if (c == "-" || c == "/"), i + 1 < scalars.count, scalars[i + 1] == c {
-                    while let d = current, d != "\n" { advance() }
+                    // A comment holds no control character but a tab (a terminal would act on
+                    // an escape sequence) and no invisible format character (a bidirectional
+                    // override could make it show as other text).
+                    while let d = current, d != "\n" {
+                        if d.properties.generalCategory == .control && d != "\t" && d != "\r" || !d.isASCII && d.properties.generalCategory == .format {
+                            throw fail("a \(d.properties.generalCategory == .control ? "control" : "format") character (U+\(String(d.value, radix: 16, uppercase: true))) is not allowed in a comment")
+                        }
+                        advance()
+                    }
                 } else if c.properties.generalCategory == .control || c == "\u{FEFF}" && i > 0 {
                     throw fail("a control character (U+\(String(c.value, radix: 16, uppercase: true))) is not allowed here")
                 } else if c == "\u{FEFF}" {
