@@ -57,6 +57,34 @@ struct Serve: AsyncParsableCommand {
 
     /// Linux's `prctl(PR_SET_PDEATHSIG, SIGTERM)`: SIGTERM when the parent process ends.
     /// (Swift's Glibc module does not declare `prctl`.)
+    /// Refuses an address this process cannot listen on (in use, not this machine's, not
+    /// allowed), naming it, with exit 69: a bind of a socket of its own, closed at once, with the
+    /// address reuse the server's own socket has.
+    static func checkCanListen(host: String, port: Int) throws {
+        var hints = addrinfo()
+        hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        var found: UnsafeMutablePointer<addrinfo>?
+        guard getaddrinfo(host, String(port), &hints, &found) == 0, let first = found else {
+            throw CLIError(ExitStatus.unavailable, "cannot listen on \(host):\(port): no address of this machine has that name")
+        }
+        defer { freeaddrinfo(found) }
+        let fd = socket(first.pointee.ai_family, first.pointee.ai_socktype, first.pointee.ai_protocol)
+        guard fd >= 0 else { return } // the server's own attempt says why
+        defer { close(fd) }
+        var on: Int32 = 1
+        _ = setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, socklen_t(MemoryLayout<Int32>.size))
+        guard bind(fd, first.pointee.ai_addr, first.pointee.ai_addrlen) != 0 else { return }
+        let why: String
+        switch errno {
+        case EADDRINUSE: why = "the address is in use (another coffer serve, or another program, listens there); give --listen another port"
+        case EADDRNOTAVAIL: why = "no network interface of this machine has that address"
+        case EACCES: why = "this user may not listen on that port (ports below 1024 need privileges)"
+        default: why = String(cString: strerror(errno))
+        }
+        throw CLIError(ExitStatus.unavailable, "cannot listen on \(host):\(port): \(why)")
+    }
+
     static func endWithParent() {
         typealias Prctl = @convention(c) (Int32, UInt, UInt, UInt, UInt) -> Int32
         guard let symbol = dlsym(dlopen(nil, RTLD_NOW), "prctl") else { return }
@@ -66,6 +94,8 @@ struct Serve: AsyncParsableCommand {
 
     func run() async throws {
         let (host, port) = try Self.address(listen)
+        // Before the store is opened (or made): a server that cannot listen leaves nothing behind.
+        try Self.checkCanListen(host: host, port: port)
         let environment = ProcessInfo.processInfo.environment
         if let parent = environment[Self.parentVariable].flatMap({ Int32($0) }) {
             Self.endWithParent()

@@ -150,4 +150,18 @@ struct ServerCommandTests {
             expectError(bad, 64, mentioning: "http")
         }
     }
+
+    /// A second `coffer serve` on the port the first listens on: exit 69, the address named and
+    /// why, no NIO error text, and no store file made.
+    @Test func serveOnAPortInUse() async throws {
+        try await Self.withServer([.alice]) { team, server in
+            let address = String(server.url.dropFirst("http://".count))
+            let store = team.sandbox.path("second.sqlite")
+            let r = try team.sandbox.coffer(["serve", "--listen", address, "--store", store])
+            expectFailure(r, 69, mentioning: "cannot listen on \(address): the address is in use")
+            #expect(!FileManager.default.fileExists(atPath: store))
+            // The first server is still there.
+            try team.ok(.alice, ["zone", "list"])
+        }
+    }
 }
