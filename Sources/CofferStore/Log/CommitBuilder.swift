@@ -99,7 +99,7 @@ struct SignedRecords: Sendable {
         case .genesis:
             guard let payload = GenesisPayload.decode(entry.payload) else { return nil }
             records = payload.records
-        case .membership, .acceptance:
+        case .membership, .acceptance, .deletion:
             return nil
         }
         guard records.matches(entries: stored.entries, names: stored.names),

@@ -61,7 +61,7 @@ extension Session {
         case .genesis:
             guard let payload = GenesisPayload.decode(entry.payload) else { throw damaged("is malformed") }
             (epoch, ownerSeq, label, records) = (payload.state.epoch, entry.seq, "coffer.upgrade", payload.records)
-        case .membership, .acceptance:
+        case .membership, .acceptance, .deletion:
             throw damaged("writes no records")
         }
         guard records.matches(entries: stored.entries, names: stored.names) else { throw damaged("has lists of records it does not sign") }

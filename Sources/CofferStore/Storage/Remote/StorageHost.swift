@@ -22,7 +22,8 @@ import PostgresNIO
 ///   with an entry of theirs in the batch (naming only users who took part), or from a
 ///   participant about themselves with their signed leaving;
 /// - that every record version's plain values follow the zone's schema;
-/// - that only a zone's owner writes its keys, links and member lookups, or deletes it;
+/// - that only a zone's owner writes its keys, links and member lookups, or deletes it, and
+///   only with their signed deletion entry;
 /// - that a contact card is self-signed.
 /// Clients check everything again: a server is trusted for availability only.
 package final class StorageHost: Sendable {
@@ -439,6 +440,11 @@ package final class StorageHost: Sendable {
         for id in created.keys where appends[id]?.first?.entry.kind != .genesis {
             throw StoreError(.invalidArguments, "a new zone's first entry is its genesis")
         }
+        // A deletion entry ends the zone: it comes with the zone's deletion, in the same batch.
+        let deleted = Set(writes.compactMap { write -> Int64? in if case .deleteZone(let z) = write { z } else { nil } })
+        for (rowID, list) in appends where list.contains(where: { $0.entry.kind == .deletion }) && !deleted.contains(rowID) {
+            throw StoreError(.permissionFailure, "a deletion entry comes only with the zone's deletion in the same batch")
+        }
         // The local limits, per signed commit: 400 records, 2 MiB of fields (counted here as
         // their encoded and sealed bytes, which may be up to twice that).
         let commits = max(1, appends.values.joined().filter { [.commit, .rewrite, .genesis].contains($0.entry.kind) }.count)
@@ -502,7 +508,13 @@ package final class StorageHost: Sendable {
             }
             switch write {
             case .insertZone, .appendLog, .contact: break
-            case .deleteZone: guard isOwner else { throw refuse("deletes it") }
+            case .deleteZone:
+                guard isOwner else { throw refuse("deletes it") }
+                // With its signed deletion as the batch's last entry of the zone (verified above
+                // as any entry): the store keeps it, with the genesis, for the zone's readers.
+                guard entries.last?.entry.kind == .deletion else {
+                    throw StoreError(.permissionFailure, "a zone is deleted only with its owner's signed deletion entry in the same batch: zone '\(zones[rowID]?.id.name ?? "")'")
+                }
             case .wrappedKey(_, _, let member, _), .storeWrappedKey(_, _, let member, _), .deleteWrappedKeys(_, let member?):
                 // A participant keeps their own key slot (a link joiner wraps the zone key to
                 // themselves): it can only hold what opens for them, and every key is checked

@@ -424,7 +424,7 @@ final class SQLiteSnapshotDriver: SnapshotDriver {
                 guard let payload = try? StatePayload.decode(&r), r.remaining == 0 else { return nil }
                 return payload.epoch
             }
-        case .commit, .acceptance, .rewrite:
+        case .commit, .acceptance, .rewrite, .deletion:
             return nil
         }
     }
