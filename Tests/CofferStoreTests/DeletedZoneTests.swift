@@ -9,6 +9,23 @@ import Testing
 /// not verify, stays a finding.
 @Suite("Deleted zones: the owner's signed deletion closes readers' marks")
 struct DeletedZoneTests {
+    @Test("the store keeps the genesis and the owner's deletion, nothing else; an unshared zone's too", arguments: TestBackend.all)
+    func theStoreKeepsTheGenesisAndTheDeletion(_ backend: TestBackend) async throws {
+        try await SignedHarness.run(backend) { h in
+            let zone = try await h.ownerZone("Alone", notes: ["n1", "n2"])
+            let row = try await h.zoneRow(zone)
+            let genesis = try #require(try await h.store.read { db in try db.logEntry(zoneRowID: row.rowID, seq: 1) })
+            try await h.ownerDB.deleteZone(zone)
+            let kept = try #require(try await h.store.read { db in try db.deletedZone(uid: row.uid) })
+            #expect(kept.id == zone && kept.uid == row.uid)
+            #expect(kept.genesis.body == genesis.body && kept.genesis.signature == genesis.signature)
+            let deletion = try #require(LogEntry.decode(kept.deletion.body))
+            #expect(deletion.kind == .deletion && deletion.seq == 4 && deletion.authorID == h.owner.userID && deletion.payload.isEmpty)
+            let unknown = SecureRandom.bytes(count: 16)
+            #expect(try await h.store.read { db in try db.deletedZone(uid: unknown) } == nil)
+        }
+    }
+
     @Test("an entry after a deletion, and a deletion by anyone but the owner, fail verification")
     func nothingFollowsADeletion() throws {
         let uid = SecureRandom.bytes(count: 16)

@@ -23,7 +23,7 @@ import PostgresNIO
 ///   participant about themselves with their signed leaving;
 /// - that every record version's plain values follow the zone's schema;
 /// - that only a zone's owner writes its keys, links and member lookups, or deletes it, and
-///   only with their signed deletion entry;
+///   only with their signed deletion entry, which the store keeps with the zone's genesis;
 /// - that a contact card is self-signed.
 /// Clients check everything again: a server is trusted for availability only.
 package final class StorageHost: Sendable {
@@ -140,6 +140,7 @@ package final class StorageHost: Sendable {
         }
         let needs = try request.needs.map { try $0.need() }
         for case .zoneUID(let uid) in needs where uid.count != 16 { throw StoreError(.invalidArguments, "operation zones/exists: 'uid' is 16 bytes") }
+        for case .deletedZone(let uid) in needs where uid.count != 16 { throw StoreError(.invalidArguments, "operation zones/deleted: 'uid' is 16 bytes") }
         for case .shareZones(let uid) in needs where uid.count != 16 { throw StoreError(.invalidArguments, "operation shares/zones: 'uid' is 16 bytes") }
         let plan = try await authorize(needs, basis: request.basis.basis, userID: userID)
         try await ensureIndexes(for: plan.needs)
@@ -212,7 +213,9 @@ package final class StorageHost: Sendable {
             case .newZoneID(let id): try own(id.ownerID)
             case .listingZones(let user), .sharedZones(let user), .changedSharedZones(let user, _), .zoneTombstones(let user, _, _): try own(user)
             case .zone(let id): named.insert(id)
-            case .contact, .contactIDs, .contactColumns, .counter, .zoneUID, .shareZones: break
+            // A deleted zone's genesis and deletion, to anyone who names its uid: they hold no
+            // rows and no keys, and a uid is not guessed.
+            case .contact, .contactIDs, .contactColumns, .counter, .zoneUID, .shareZones, .deletedZone: break
             case .log(let zone, _), .logEntry(let zone, _), .records(let zone, _), .page(let zone, _, _), .children(let zone, _),
                  .childrenOfAny(let zone, _), .tombstones(let zone), .changes(let zone, _, _, _), .tombstoneCount(let zone, _),
                  .query(let zone, _), .sealedPage(let zone, _, _, _), .ancestors(let zone, _), .logHashes(let zone), .allRows(let zone),

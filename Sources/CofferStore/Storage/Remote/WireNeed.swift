@@ -44,6 +44,7 @@ struct WireNeed: Codable, Sendable {
         case "zones/list": need = .ownedZones(try field(owner, "owner"))
         case "zones/reserve": need = .newZoneID(ZoneID(name: try field(name, "name"), ownerID: try field(owner, "owner")))
         case "zones/exists": need = .zoneUID(Array(try field(uid, "uid")))
+        case "zones/deleted": need = .deletedZone(uid: Array(try field(uid, "uid")))
         case "zones/listing": need = .listingZones(userID: try field(user, "user"))
         case "zones/shared": need = .sharedZones(memberID: try field(user, "user"))
         case "shares/zones": need = .shareZones(shareUID: Array(try field(uid, "uid")))
@@ -86,6 +87,7 @@ struct WireNeed: Codable, Sendable {
         case .ownedZones(let o): op = "zones/list"; owner = o
         case .newZoneID(let id): op = "zones/reserve"; name = id.name; owner = id.ownerID
         case .zoneUID(let u): op = "zones/exists"; uid = Data(u)
+        case .deletedZone(let u): op = "zones/deleted"; uid = Data(u)
         case .listingZones(let u): op = "zones/listing"; user = u
         case .sharedZones(let u): op = "zones/shared"; user = u
         case .shareZones(let u): op = "shares/zones"; uid = Data(u)

@@ -227,6 +227,8 @@ final class SQLiteSnapshotDriver: SnapshotDriver {
             f.tombstonePages[zone, default: [:]][key] = try db.tombstones(zoneRowID: zone, afterSeq: seq, afterName: name, limit: limit)
         case .zoneUID(let uid):
             f.uids[uid] = try db.zoneExists(uid: uid)
+        case .deletedZone(let uid):
+            f.deletedZones[uid] = .some(try db.deletedZone(uid: uid))
         case .counter:
             f.counter = try db.databaseCounter()
         case .changedZones(let owner, let since):
