@@ -50,4 +50,40 @@ extension ServerBatchTests {
             for session in [alice.session, scene.bob.session, carol.session] { #expect(try await session.audit().findings.isEmpty) }
         }
     }
+
+    @Test("the owner deletes a shared zone: the server keeps its genesis and deletion for anyone, and its readers' audits close their marks",
+          arguments: TestBackend.all)
+    func ownersDeletionIsKept(_ backend: TestBackend) async throws {
+        try await withServer(backend) { fixture in
+            let scene = try await Scene.make(fixture)
+            let alice = scene.alice, bob = scene.bob, carol = scene.carol
+            for session in [bob.session, carol.session] {
+                _ = try await session.sharedDatabase.record(named: "n1", in: scene.family)
+                try session.saveMarks()
+            }
+            let family = try await scene.head(alice.session, scene.family)
+            #expect(try bob.vault.marks.mark(forZone: family.row.uid)?.isDeletion == false)
+            try await alice.session.privateDatabase.deleteZone(scene.family)
+
+            // Read by a user who never took part: the genesis and the owner's deletion, no more.
+            let mallory = try await fixture.user("Mallory Mint", "mallory@example.com")
+            let kept = try #require(try await mallory.store.read { db in try db.deletedZone(uid: family.row.uid) })
+            #expect(kept.id == scene.family && kept.uid == family.row.uid)
+            let deletion = try #require(LogEntry.decode(kept.deletion.body))
+            #expect(deletion.kind == .deletion && deletion.seq == family.state.headSeq + 1 && deletion.prev == family.state.headHash)
+            let unknown = SecureRandom.bytes(count: 16)
+            #expect(try await mallory.store.read { db in try db.deletedZone(uid: unknown) } == nil)
+
+            for user in [bob, carol] {
+                let session = try await fixture.client(user.vault).openSession(vault: user.vault)
+                let report = try await session.audit()
+                #expect(report.findings.isEmpty, "\(report.findings)")
+                #expect(try user.vault.marks.mark(forZone: family.row.uid)?.isDeletion == true)
+            }
+            let error = await expectStoreError(.zoneNotFound) {
+                try await fixture.client(bob.vault).openSession(vault: bob.vault).sharedDatabase.record(named: "n1", in: scene.family)
+            }
+            #expect(error?.message.contains("was deleted by its owner") == true, "\(error?.message ?? "")")
+        }
+    }
 }
