@@ -40,9 +40,10 @@ public struct ZoneMark: Sendable, Hashable {
         self.hash = hash
     }
 
-    /// The mark a zone's owner keeps after deleting the zone: at a position no log reaches
-    /// (`Int64.max`, all-ones hash), so that no copy of the zone put back later is taken for
-    /// current, and no merge of marks lowers it.
+    /// The mark a zone's owner keeps after deleting the zone, and a reader once they verified the
+    /// owner's signed deletion: at a position no log reaches (`Int64.max`, all-ones hash), so
+    /// that no copy of the zone put back later is taken for current, and no merge of marks
+    /// lowers it.
     public static func deletion(zoneUID: [UInt8], ownerID: String) throws -> ZoneMark {
         try ZoneMark(zoneUID: zoneUID, ownerID: ownerID, seq: .max, hash: [UInt8](repeating: 0xff, count: hashByteCount))
     }

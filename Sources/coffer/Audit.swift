@@ -21,8 +21,10 @@ extension Coffer {
 
                 Both cover every zone of your marks (the newest entry you verified, per zone, kept beside your \
                 vault), not only those the store lists: a marked zone the store no longer shows you is a finding, \
-                unless its log, verified, says you may no longer read it, or you deleted it. So is a zone of the \
-                compared file that the store does not show you, unless its log here says it is not shared with you.
+                unless its log, verified, says you may no longer read it, you deleted it, or the store kept its \
+                owner's signed deletion and it verifies against your mark (the mark is then closed). So is a zone \
+                of the compared file that the store does not show you, unless its log here says it is not shared \
+                with you, or its owner's signed deletion verifies against the file's head.
                 """)
 
         @Option(name: .customLong("plaintext"), help: ArgumentHelp(

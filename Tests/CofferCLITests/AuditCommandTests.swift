@@ -225,6 +225,19 @@ struct AuditCommandTests {
         #expect(json(checked(bobReport), "marks") == .int(1), "\(bobReport)")
     }
 
+    @Test("a shared zone its owner deleted is no finding for a participant (0), whose next audit skips it; reading it says its owner deleted it (66)")
+    func zoneDeletedByItsOwner() throws {
+        try team.share(.alice, "Notes", with: [(.bob, "read-only")])
+        try team.ok(.bob, ["record", "list", "Notes@\(team.id(.alice))"])
+        try team.ok(.alice, ["zone", "delete", "Notes", "--yes"])
+        let (status, report) = try audit(as: .bob)
+        #expect(status == 0 && JSON(report["findings"]) == .array([]), "\(report)")
+        #expect(json(checked(report), "marks") == .int(1), "\(report)")
+        let (again, later) = try audit(as: .bob)
+        #expect(again == 0 && json(checked(later), "marks") == .int(0), "the closed mark is not looked for again: \(later)")
+        try team.fails(.bob, ["record", "list", "Notes@\(team.id(.alice))"], 66, mentioning: "was deleted by its owner")
+    }
+
     @Test("audit --compare: a zone of the file that the store does not show is a finding (1); one whose log here says it is not yours is not")
     func compareZoneNotShown() throws {
         try team.createZone(.alice, "Private")

@@ -316,7 +316,7 @@ struct APIDocumentTests {
 
     @Test func everyDocumentedOperationIsKnown() throws {
         let needs = try Self.operations("Need"), writes = try Self.operations("Write")
-        #expect(needs.count == 28)
+        #expect(needs.count == 29)
         #expect(writes.count == 24)
         for op in needs {
             // Known: it fails for its missing fields, or decodes, never as an unknown operation.
@@ -332,7 +332,7 @@ struct APIDocumentTests {
     @Test func wireFormsRoundTrip() throws {
         let zone = ZoneID(name: "Notes", ownerID: String(repeating: "a", count: 32))
         let needs: [StorageSnapshot.Need] = [.zone(zone), .records(zoneRowID: 7, names: ["a", "b"]), .changes(zoneRowID: 7, afterSeq: 3, afterName: "x", limit: 10),
-                                             .zoneTombstones(userID: zone.ownerID, since: 4, owned: true), .counter, .zoneUID([1, 2, 3])]
+                                             .zoneTombstones(userID: zone.ownerID, since: 4, owned: true), .counter, .zoneUID([1, 2, 3]), .deletedZone(uid: [4, 5, 6])]
         for need in needs { #expect(try WireNeed(need, Self.names).need(Self.names) == need) }
         // The zone crosses as its uid, and a row id is never asked of a server.
         #expect(try WireNeed(.records(zoneRowID: 7, names: ["a"]), Self.names).zone == Data(repeating: 7, count: 16))

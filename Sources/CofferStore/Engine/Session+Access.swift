@@ -17,9 +17,12 @@ struct ZoneAccess: Sendable {
 
 extension Session {
     /// The zone's row, found by name and owner; a missing zone's error names the acting user as
-    /// "you".
+    /// "you", or says that its owner deleted it when the store kept a deletion this user can
+    /// verify (``provenDeletion(_:_:)``).
     func zoneRow(_ db: any StorageTransaction, _ zoneID: ZoneID) throws -> ZoneRow {
-        guard let zone = try db.zoneRow(zoneID) else { throw ZoneRow.notFound(zoneID, owner: describeUser(zoneID.ownerID)) }
+        guard let zone = try db.zoneRow(zoneID) else {
+            throw try provenDeletion(db, zoneID) ?? ZoneRow.notFound(zoneID, owner: describeUser(zoneID.ownerID))
+        }
         return zone
     }
 

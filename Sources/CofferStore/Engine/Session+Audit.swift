@@ -159,6 +159,9 @@ extension Session {
             whole = false
         }
         let state = log.state
+        if let deleted = state.deletionSeq {
+            finding(.log, "entry \(deleted)", "zone '\(zoneID.name)' was deleted by its owner (entry \(deleted)), yet the store still holds it")
+        }
         if state.share != nil { report.shares += 1 }
         // Caches that repeat the log (they run ahead of a log whose tail is refused).
         if whole { try auditCaches(db, zone: zone, state: state, finding: finding) }
@@ -174,7 +177,7 @@ extension Session {
             }
             guard let entry = LogEntry.decode(stored.body) else { continue }
             switch entry.kind {
-            case .genesis, .membership: report.memberships += 1
+            case .genesis, .membership, .deletion: report.memberships += 1
             case .acceptance: report.acceptances += 1
             case .commit, .rewrite: report.commits += 1
             }

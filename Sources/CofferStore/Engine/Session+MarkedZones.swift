@@ -21,8 +21,11 @@ extension Session {
     /// The zones of this user's marks (those a deletion mark does not close) that `listed`
     /// leaves out. Each is a `.log` finding, unless the store holds the zone and its log, verified
     /// from its genesis, extends the mark and says this user may not read it now (removed, left,
-    /// invited only, the share stopped): the store's lists are not signed, and a zone left out of
-    /// them is hidden, lost (a rollback to before it existed, an interrupted restore) or deleted.
+    /// invited only, the share stopped), or the store kept the zone's genesis and its owner's
+    /// signed deletion at or past the mark (``verifiedDeletion(_:_:mark:)``): the mark is then
+    /// closed (made a deletion mark), and later audits skip it. The store's lists are not signed,
+    /// and a zone left out of them otherwise is hidden or lost (a rollback to before it existed,
+    /// an interrupted restore).
     /// - Parameter skipping: uids already reported.
     /// - Returns: how many marks were checked, and the findings.
     func unlistedMarkedZones(listed: [ZoneID], skipping: Set<[UInt8]> = []) async throws -> (checked: Int, findings: [AuditFinding]) {
@@ -35,34 +38,57 @@ extension Session {
         let shown = try await zoneUIDs(listed)
         var findings = [AuditFinding]()
         for mark in open where !shown.contains(mark.zoneUID) && !skipping.contains(mark.zoneUID) {
-            do {
-                if let finding = try await read({ db in try self.checkUnlisted(db, mark) }) { findings.append(finding) }
-            } catch let error as StoreError {
+            let outcome: Unlisted
+            do { outcome = try await read { db in try self.checkUnlisted(db, mark) } } catch let error as StoreError {
                 // A store (a server) that refuses to show it.
                 findings.append(AuditFinding(kind: .log, zone: nil, subject: "zone \(Hex.encode(mark.zoneUID))",
                                              message: "\(describeZone(uid: mark.zoneUID, ownerID: mark.ownerID)) cannot be read (you verified its log up to entry \(mark.seq)): \(error.message)",
                                              zoneOwnerID: mark.ownerID))
+                continue
+            }
+            switch outcome {
+            case .unreadable: break
+            case .finding(let finding): findings.append(finding)
+            case .deleted: try closeMark(mark)
             }
         }
         return (open.count, findings)
     }
 
-    /// One marked zone the store does not list for this user: nil when its verified log says
-    /// this user may not read it now, else the finding.
-    private func checkUnlisted(_ db: any StorageTransaction, _ mark: ZoneMark) throws -> AuditFinding? {
+    /// What ``checkUnlisted(_:_:)`` found of a marked zone the store does not list.
+    private enum Unlisted: Sendable {
+        /// Its verified log says this user may not read it now.
+        case unreadable
+        /// Its owner deleted it after the mark, as the store's record of the deletion proves.
+        case deleted
+        case finding(AuditFinding)
+    }
+
+    /// One marked zone the store does not list for this user.
+    private func checkUnlisted(_ db: any StorageTransaction, _ mark: ZoneMark) throws -> Unlisted {
         let uid = Hex.encode(mark.zoneUID)
-        func finding(_ zone: ZoneID?, _ message: String) -> AuditFinding {
-            AuditFinding(kind: .log, zone: zone, subject: zone == nil ? "zone \(uid)" : "log", message: message, zoneOwnerID: mark.ownerID)
+        func finding(_ zone: ZoneID?, _ message: String) -> Unlisted {
+            .finding(AuditFinding(kind: .log, zone: zone, subject: zone == nil ? "zone \(uid)" : "log", message: message, zoneOwnerID: mark.ownerID))
         }
         let seen = "you verified its log up to entry \(mark.seq)"
         let named = describeZone(uid: mark.zoneUID, ownerID: mark.ownerID)
+        // Deleted by its owner, if the store kept the genesis and the owner's signed deletion
+        // (a server does not show a participant the owner's list of zones).
+        do {
+            if let kept = try db.deletedZone(uid: mark.zoneUID) {
+                _ = try verifiedDeletion(db, kept, mark: mark)
+                return .deleted
+            }
+        } catch let error as StoreError {
+            return finding(nil, error.message)
+        }
         let found: ZoneRow?
         do { found = try zoneRow(db, uid: mark.zoneUID, ownerID: mark.ownerID) } catch let error as StoreError {
             return finding(nil, "\(named) cannot be read (\(seen)): \(error.message)")
         }
         guard let zone = found else {
-            return finding(nil, "\(named) is not in this store (\(seen)): it was hidden from you, "
-                           + "lost (a rollback, an interrupted restore) or deleted by its owner")
+            return finding(nil, "\(named) is not in this store (\(seen)), and the store has no record of its owner deleting it: "
+                           + "it was hidden from you or lost (a rollback, an interrupted restore)")
         }
         guard zone.id.ownerID == mark.ownerID else {
             return finding(zone.id, "zone '\(zone.id.name)' is owned by \(describeUser(zone.id.ownerID)) in this store, but you saw it owned by \(describeUser(mark.ownerID)): the store was changed")
@@ -71,11 +97,21 @@ extension Session {
             let log = try walkLog(db, zone: zone, signaturesAfter: 0)
             if let tail = log.refusedTail { return finding(zone.id, tail.error.message) }
             _ = try extendsMark(db, log, zone: zone, mark: mark)
-            guard Self.mayRead(log.state, userID) else { return nil } // the signed log says why
+            guard Self.mayRead(log.state, userID) else { return .unreadable } // the signed log says why
             return finding(zone.id, "\(describeZone(zone)) is not in the store's list of your zones, yet its log says you may read it (\(seen)): it was hidden from you")
         } catch let error as StoreError {
             return finding(zone.id, error.message)
         }
+    }
+
+    /// Closes the mark of a zone whose owner's deletion this user verified: it becomes a deletion
+    /// mark (see ``ZoneMark/deletion(zoneUID:ownerID:)``), which later audits skip and which
+    /// refuses a copy of the zone put back.
+    func closeMark(_ mark: ZoneMark) throws {
+        do { try vault.marks.reset(zone: mark.zoneUID, to: ZoneMark.deletion(zoneUID: mark.zoneUID, ownerID: mark.ownerID)) } catch {
+            throw StoreError(.internalError, "your marks file could not be written: \(error)", underlying: error as? VaultError)
+        }
+        store.logger.info("zone mark closed by its owner's deletion", metadata: ["zone": "\(Hex.encode(mark.zoneUID))"])
     }
 
     /// "your zone 0a1b…" or "zone 0a1b… of Bob (id)", for a zone known by its uid only.

@@ -80,12 +80,13 @@ extension Session {
                 throw StoreError(.permissionFailure, "only the owner can delete zone '\(zoneID.name)'")
             }
             var viewers = [me]
-            if var log = try? self.zoneLog(db, zone: zone), log.refusedTail == nil, log.state.readers.contains(where: { $0 != me }) {
-                // Others learn of the deletion with an entry of the owner's in the same write
-                // (an empty commit): a server notes a zone gone for others only then.
+            if var log = try? self.zoneLog(db, zone: zone), log.refusedTail == nil {
+                // The owner's signed deletion ends the log, in the same write: the store keeps it
+                // with the genesis, so that those who read the zone learn its owner deleted it (a
+                // server deletes a zone, and notes it gone for others, only with it). A zone whose
+                // log does not verify, or of the store's earlier format, goes without one.
                 viewers = log.state.readers
-                try CommitBuilder(zoneUID: zone.uid, seq: log.state.headSeq + 1, capacity: 0)
-                    .write(db, session: self, zone: zone, log: &log, kind: .commit, label: "coffer.zone-delete", time: Date().timeIntervalSince1970)
+                try self.appendEntry(db, zone: zone, log: &log, kind: .deletion, payload: [], time: Date().timeIntervalSince1970)
             }
             try db.noteZoneGone(zone, for: Set(viewers), reason: "deleted")
             try db.deleteZone(zoneRowID: zone.rowID)

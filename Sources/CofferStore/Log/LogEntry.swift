@@ -30,6 +30,9 @@ struct LogEntry: Sendable {
         case acceptance = 4
         /// Records re-sealed by the owner (re-key), keeping each one's modifier and times.
         case rewrite = 5
+        /// The zone deleted by its owner: the log's last entry (its payload is empty). The store
+        /// keeps it, with the genesis, after the zone's rows, keys and other entries are gone.
+        case deletion = 6
 
         var description: String {
             switch self {
@@ -38,6 +41,7 @@ struct LogEntry: Sendable {
             case .commit: return "commit"
             case .acceptance: return "acceptance"
             case .rewrite: return "rewrite"
+            case .deletion: return "deletion"
             }
         }
     }

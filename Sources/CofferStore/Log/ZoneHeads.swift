@@ -279,7 +279,8 @@ extension Session {
     private enum HeadOutcome: Sendable {
         /// Compared with the log here: a fork, or nil.
         case compared(AuditFinding?)
-        /// Its log here, verified, says this user may not read it (not shared with them).
+        /// Its log here, verified, says this user may not read it (not shared with them), or
+        /// the store kept its owner's signed deletion, past the other's head.
         case notShared
         /// Not shown, and nothing here says why: a finding.
         case unshown(AuditFinding)
@@ -294,6 +295,11 @@ extension Session {
         func finding(_ why: String) -> HeadOutcome {
             .unshown(AuditFinding(kind: .log, zone: nil, subject: "zone \(uid)", message: "\(who) verified \(describeZone(uid: head.zoneUID, ownerID: head.ownerID)) up to entry \(head.seq), but \(why)",
                                   zoneOwnerID: head.ownerID))
+        }
+        if let kept = try db.deletedZone(uid: head.zoneUID),
+           let seen = try? ZoneMark(zoneUID: head.zoneUID, ownerID: head.ownerID, seq: head.seq, hash: head.hash),
+           (try? verifiedDeletion(db, kept, mark: seen)) != nil {
+            return .notShared // its owner deleted it after the other's head
         }
         let found: ZoneRow?
         do { found = try zoneRow(db, uid: head.zoneUID, ownerID: head.ownerID) } catch let error as StoreError {

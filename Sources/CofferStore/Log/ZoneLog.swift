@@ -299,8 +299,9 @@ extension Session {
     }
 
     func deletedBefore(_ zone: ZoneRow) -> StoreError {
-        StoreError(.integrityFailure, "\(describeZone(zone)) is refused: you deleted it, and a copy of it was put back in the store",
-                   underlying: DeletedZoneSeen(zone: zone.id, uid: zone.uid))
+        let who = zone.id.ownerID == userID ? "you deleted it" : "its owner deleted it (you verified the deletion)"
+        return StoreError(.integrityFailure, "\(describeZone(zone)) is refused: \(who), and a copy of it was put back in the store",
+                          underlying: DeletedZoneSeen(zone: zone.id, uid: zone.uid))
     }
 
     /// What a ``deletedBefore(_:)`` refusal saw: a zone this user's mark says they deleted.
@@ -316,7 +317,8 @@ extension Session {
     func deletionRaced(_ error: StoreError) async -> StoreError {
         guard let seen = error.underlying as? DeletedZoneSeen else { return error }
         let gone = try? await store.read { db in try db.zoneRow(seen.zone).map { $0.uid != seen.uid } ?? true }
-        return gone == true ? StoreError(.zoneNotFound, "you deleted zone '\(seen.zone.name)' while this read ran") : error
+        let who = seen.zone.ownerID == userID ? "you deleted zone '\(seen.zone.name)'" : "zone '\(seen.zone.name)' was deleted by its owner"
+        return gone == true ? StoreError(.zoneNotFound, "\(who) while this read ran") : error
     }
 
     func forked(_ zone: ZoneRow, at seq: Int64) -> StoreError {

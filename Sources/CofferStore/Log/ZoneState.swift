@@ -28,6 +28,9 @@ struct ZoneState: Sendable {
     /// Link joiners of the current link, with their own answer (a joiner's acceptance carried a
     /// valid proof of the link secret).
     private(set) var linkJoiners: [String: AcceptancePayload.State] = [:]
+    /// The sequence of the owner's deletion entry, when the log has one: it is the log's last
+    /// entry, and nothing may follow it.
+    private(set) var deletionSeq: Int64?
 
     /// A refusal: which entry, and why.
     struct Refusal: Error {
@@ -70,6 +73,7 @@ struct ZoneState: Sendable {
     mutating func apply(_ entry: LogEntry, hash: Digest32) throws {
         func refuse(_ why: String) -> Refusal { Refusal(seq: entry.seq, reason: why) }
         guard entry.zoneUID == zoneUID else { throw refuse("the entry is of another zone") }
+        if let deletionSeq { throw refuse("the zone was deleted by its owner at entry \(deletionSeq): nothing follows its deletion") }
         guard entry.seq == headSeq + 1 else { throw refuse("the entry's sequence is \(entry.seq), not \(headSeq + 1)") }
         guard entry.prev == headHash else { throw refuse("the entry does not follow entry \(headSeq) (the chain is broken)") }
         switch entry.kind {
@@ -99,6 +103,10 @@ struct ZoneState: Sendable {
         case .acceptance:
             guard let payload = AcceptancePayload.decode(entry.payload) else { throw refuse("the acceptance is malformed") }
             try applyAcceptance(payload, author: entry.authorID, refuse: refuse)
+        case .deletion:
+            guard entry.authorID == ownerID else { throw refuse("a deletion signed by \(entry.authorID), not the owner") }
+            guard entry.payload.isEmpty else { throw refuse("the deletion is malformed") }
+            deletionSeq = entry.seq
         }
         headSeq = entry.seq
         headHash = hash

@@ -38,6 +38,8 @@ final class StorageSnapshot: StorageTransaction {
         case tombstones(zoneRowID: Int64)
         case changes(zoneRowID: Int64, afterSeq: Int64, afterName: String?, limit: Int)
         case zoneUID([UInt8])
+        /// What the store kept of a deleted zone, by its uid.
+        case deletedZone(uid: [UInt8])
         case counter
         case changedZones(ownerID: String, since: Int64)
         case zoneTombstones(userID: String, since: Int64, owned: Bool)
@@ -120,6 +122,8 @@ final class StorageSnapshot: StorageTransaction {
         var zoneDetails = Set<Int64>()
         var compacted = [Int64: Int64]()
         var uids = [[UInt8]: Bool]()
+        /// By zone uid: what the store kept of the deleted zone, `.some(nil)` when nothing.
+        var deletedZones = [[UInt8]: DeletedZoneRow?]()
         /// Per zone, by position and limit: the names of the changed rows read (the rows are in `records`).
         var changePages = [Int64: [String: [String]]]()
         var tombstonePages = [Int64: [String: [(seq: Int64, name: String)]]]()
@@ -161,6 +165,7 @@ final class StorageSnapshot: StorageTransaction {
             zoneDetails.formUnion(new.zoneDetails)
             compacted.merge(new.compacted) { _, new in new }
             uids.merge(new.uids) { _, new in new }
+            deletedZones.merge(new.deletedZones) { _, new in new }
             for (zone, list) in new.changePages { changePages[zone, default: [:]].merge(list) { _, new in new } }
             for (zone, list) in new.tombstonePages { tombstonePages[zone, default: [:]].merge(list) { _, new in new } }
             for (zone, list) in new.tombstoneCounts { tombstoneCounts[zone, default: [:]].merge(list) { _, new in new } }
@@ -292,6 +297,11 @@ final class StorageSnapshot: StorageTransaction {
     func deleteZone(zoneRowID: Int64) throws {
         try write(.deleteZone(rowID: zoneRowID))
         for (id, row) in t.zones where row?.rowID == zoneRowID { t.zones[id] = .some(nil) }
+    }
+
+    func deletedZone(uid: [UInt8]) throws -> DeletedZoneRow? {
+        guard let known = t.deletedZones[uid] else { throw miss(.deletedZone(uid: uid)) }
+        return known
     }
 
     func touchZone(zoneRowID: Int64) throws { try write(.touchZone(rowID: zoneRowID)) }

@@ -27,8 +27,13 @@ protocol StorageTransaction: AnyObject {
     func insertZone(uid: [UInt8], id: ZoneID, created: Double) throws -> Int64
     /// Marks a zone as having a log (a zone of the store's earlier format gets one on upgrade).
     func markZoneLogged(zoneRowID: Int64) throws
-    /// Deletes a zone's row and everything stored under it (records, log, keys, schema).
+    /// Deletes a zone's row and everything stored under it (records, log, keys, schema). When
+    /// the log's last entry is a deletion (by the kind it was stored with), the zone's uid, owner
+    /// and name and its log's first and last entries (its genesis and its owner's deletion) stay
+    /// in the store's deleted zones (see ``deletedZone(uid:)``).
     func deleteZone(zoneRowID: Int64) throws
+    /// What the store kept of the deleted zone `uid`; nil when it keeps nothing of such a zone.
+    func deletedZone(uid: [UInt8]) throws -> DeletedZoneRow?
     /// Moves the zone to the head of the store's database change feed.
     func touchZone(zoneRowID: Int64) throws
     /// Records that a zone left each user's view (deleted, removed from its share, left), for

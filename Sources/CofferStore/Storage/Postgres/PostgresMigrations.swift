@@ -188,6 +188,22 @@ enum PostgresMigrations {
             )
             """,
         ]),
+        // What the store keeps of a zone its owner deleted (see `StorageTransaction.deleteZone`):
+        // its uid, owner and name, its genesis and its owner's signed deletion entry, so that a
+        // reader who verified the zone learns that its owner deleted it.
+        ("v5-deleted-zones", [
+            """
+            CREATE TABLE deleted_zone (
+                uid bytea PRIMARY KEY CHECK (length(uid) = 16),
+                owner_id text COLLATE "C" NOT NULL,
+                name text COLLATE "C" NOT NULL,
+                genesis_body bytea NOT NULL,
+                genesis_signature bytea NOT NULL CHECK (length(genesis_signature) = 64),
+                deletion_body bytea NOT NULL,
+                deletion_signature bytea NOT NULL CHECK (length(deletion_signature) = 64)
+            )
+            """,
+        ]),
     ]
 
     /// A key for `pg_advisory_xact_lock`: processes that open one database at once set it up one

@@ -277,6 +277,15 @@ final class PostgresStorage: SnapshotDriver {
             f.tombstonePages[zone, default: [:]][key] = tombstones
         case .zoneUID(let uid):
             f.uids[uid] = try await tx.query("SELECT 1 FROM zone WHERE uid = \(Data(uid))").first != nil
+        case .deletedZone(let uid):
+            let row = try await tx.query("""
+                SELECT owner_id, name, genesis_body, genesis_signature, deletion_body, deletion_signature FROM deleted_zone WHERE uid = \(Data(uid))
+                """).first
+            f.deletedZones[uid] = .some(try row.map { row in
+                let (owner, name, genesis, genesisSignature, deletion, deletionSignature) = try row.decode((String, String, Data, Data, Data, Data).self)
+                return DeletedZoneRow(uid: uid, id: ZoneID(name: name, ownerID: owner), genesisBody: Array(genesis), genesisSignature: Array(genesisSignature),
+                                      deletionBody: Array(deletion), deletionSignature: Array(deletionSignature))
+            })
         case .counter:
             guard let row = try await tx.query("SELECT db_seq, compacted_db_seq FROM store_counter WHERE id = 1").first else {
                 throw StoreError(.integrityFailure, "the store has no change counter (its row was deleted): the store was changed")
@@ -575,6 +584,17 @@ final class PostgresStorage: SnapshotDriver {
                 ON CONFLICT DO NOTHING RETURNING id
                 """))
         case .deleteZone(let rowID):
+            // Its genesis and its owner's deletion stay, when the log ends with one (as on SQLite).
+            try await tx.query("""
+                INSERT INTO deleted_zone (uid, owner_id, name, genesis_body, genesis_signature, deletion_body, deletion_signature)
+                SELECT z.uid, z.owner_id, z.name, g.body, g.signature, d.body, d.signature
+                FROM zone z
+                JOIN zone_log g ON g.zone_id = z.id AND g.seq = (SELECT min(seq) FROM zone_log WHERE zone_id = z.id)
+                JOIN zone_log d ON d.zone_id = z.id AND d.seq = (SELECT max(seq) FROM zone_log WHERE zone_id = z.id)
+                WHERE z.id = \(rowID) AND d.kind = \(Int32(LogEntry.Kind.deletion.rawValue))
+                ON CONFLICT (uid) DO UPDATE SET owner_id = EXCLUDED.owner_id, name = EXCLUDED.name, genesis_body = EXCLUDED.genesis_body,
+                    genesis_signature = EXCLUDED.genesis_signature, deletion_body = EXCLUDED.deletion_body, deletion_signature = EXCLUDED.deletion_signature
+                """)
             try await tx.query("DELETE FROM zone WHERE id = \(rowID)")
         case .touchZone(let rowID):
             try await tx.query("UPDATE zone SET db_seq = (SELECT db_seq FROM store_counter WHERE id = 1) + 1 WHERE id = \(rowID)")

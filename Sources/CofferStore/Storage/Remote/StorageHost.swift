@@ -22,8 +22,9 @@ import PostgresNIO
 ///   (naming only users who took part), or from a participant about themselves with their
 ///   signed leaving (a notice names the zone by uid: its name and owner are the store's);
 /// - that every record version's plain values follow the zone's schema;
-/// - that only a zone's owner writes its keys, links or deletes it, and that its member lookup (a
-///   cache) lists exactly whom its verified log names;
+/// - that only a zone's owner writes its keys and links, or deletes it (only with their signed
+///   deletion entry, which the store keeps with the zone's genesis), and that its member lookup
+///   (a cache) lists exactly whom its verified log names;
 /// - that a contact card is self-signed.
 /// Clients check everything again: a server is trusted for availability only.
 package final class StorageHost: Sendable {
@@ -144,6 +145,7 @@ package final class StorageHost: Sendable {
         let names = try await zoneNames(Set(request.needs.compactMap(\.zone) + request.basis.uids))
         let needs = try request.needs.map { try $0.need(names.names) }
         for case .zoneUID(let uid) in needs where uid.count != 16 { throw StoreError(.invalidArguments, "operation zones/exists: 'uid' is 16 bytes") }
+        for case .deletedZone(let uid) in needs where uid.count != 16 { throw StoreError(.invalidArguments, "operation zones/deleted: 'uid' is 16 bytes") }
         for case .shareZones(let uid) in needs where uid.count != 16 { throw StoreError(.invalidArguments, "operation shares/zones: 'uid' is 16 bytes") }
         let plan = try await authorize(needs, basis: try request.basis.basis(names.names), userID: userID)
         try await ensureIndexes(for: plan.needs)
@@ -224,6 +226,8 @@ package final class StorageHost: Sendable {
             case .newZoneID(let id): try own(id.ownerID)
             case .listingZones(let user), .sharedZones(let user), .changedSharedZones(let user, _), .zoneTombstones(let user, _, _): try own(user)
             case .zone(let id): named.insert(id)
+            // A deleted zone's genesis and deletion, to anyone who names its uid: they hold no
+            // rows and no keys, and a uid is not guessed.
             default: if let zone = need.zoneRowID { rowIDs.insert(zone) }
             }
         }
@@ -463,6 +467,11 @@ package final class StorageHost: Sendable {
         for id in created.keys where appends[id]?.first?.entry.kind != .genesis {
             throw StoreError(.invalidArguments, "a new zone's first entry is its genesis")
         }
+        // A deletion entry ends the zone: it comes with the zone's deletion, in the same batch.
+        let deleted = Set(writes.compactMap { write -> Int64? in if case .deleteZone(let z) = write { z } else { nil } })
+        for (rowID, list) in appends where list.contains(where: { $0.entry.kind == .deletion }) && !deleted.contains(rowID) {
+            throw StoreError(.permissionFailure, "a deletion entry comes only with the zone's deletion in the same batch")
+        }
         // The local limits, per signed commit: 400 records, 2 MiB of fields (counted here as
         // their encoded and sealed bytes, which may be up to twice that).
         let commits = max(1, appends.values.joined().filter { [.commit, .rewrite, .genesis].contains($0.entry.kind) }.count)
@@ -526,7 +535,13 @@ package final class StorageHost: Sendable {
             }
             switch write {
             case .insertZone, .appendLog, .contact: break
-            case .deleteZone: guard isOwner else { throw refuse("deletes it") }
+            case .deleteZone:
+                guard isOwner else { throw refuse("deletes it") }
+                // With its signed deletion as the batch's last entry of the zone (verified above
+                // as any entry): the store keeps it, with the genesis, for the zone's readers.
+                guard entries.last?.entry.kind == .deletion else {
+                    throw StoreError(.permissionFailure, "a zone is deleted only with its owner's signed deletion entry in the same batch: zone '\(zones[rowID]?.id.name ?? "")'")
+                }
             case .wrappedKey(_, _, let member, _), .storeWrappedKey(_, _, let member, _), .deleteWrappedKeys(_, let member?):
                 // A participant keeps their own key slot (a link joiner wraps the zone key to
                 // themselves): it can only hold what opens for them, and every key is checked

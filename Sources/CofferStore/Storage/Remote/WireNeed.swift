@@ -45,6 +45,7 @@ struct WireNeed: Codable, Sendable {
         case "zones/lookup": need = .zone(ZoneID(name: try field(name, "name"), ownerID: try field(owner, "owner")))
         case "zones/list": need = .ownedZones(try field(owner, "owner"))
         case "zones/exists": need = .zoneUID(Array(try field(uid, "uid")))
+        case "zones/deleted": need = .deletedZone(uid: Array(try field(uid, "uid")))
         case "zones/listing": need = .listingZones(userID: try field(user, "user"))
         case "zones/shared": need = .sharedZones(memberID: try field(user, "user"))
         case "shares/zones": need = .shareZones(shareUID: Array(try field(uid, "uid")))
@@ -91,6 +92,7 @@ struct WireNeed: Codable, Sendable {
         case .ownedZones(let o): op = "zones/list"; owner = o
         case .newZoneID: throw StoreError(.internalError, "a zone's row id is not asked of a server")
         case .zoneUID(let u): op = "zones/exists"; uid = Data(u)
+        case .deletedZone(let u): op = "zones/deleted"; uid = Data(u)
         case .listingZones(let u): op = "zones/listing"; user = u
         case .sharedZones(let u): op = "zones/shared"; user = u
         case .shareZones(let u): op = "shares/zones"; uid = Data(u)
@@ -130,7 +132,7 @@ extension StorageSnapshot.Need {
              .tombstoneList(let z), .tombstoneCount(let z, _), .changes(let z, _, _, _):
             z
         case .zone, .ownedZones, .newZoneID, .zoneUID, .listingZones, .sharedZones, .shareZones, .contact, .contactIDs, .contactColumns,
-             .counter, .changedZones, .changedSharedZones, .zoneTombstones:
+             .counter, .changedZones, .changedSharedZones, .zoneTombstones, .deletedZone:
             nil
         }
     }

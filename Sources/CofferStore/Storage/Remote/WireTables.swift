@@ -25,6 +25,10 @@ struct WireTables: Codable, Sendable {
     struct Card: Codable, Sendable { var card: Data; var added: Double }
     struct Named: Codable, Sendable { var seq: Int64; var name: String }
     struct Deleted: Codable, Sendable { var owner: String; var name: String; var reason: String }
+    /// What the server kept of a deleted zone: its owner and name, its genesis and its deletion.
+    struct Kept: Codable, Sendable {
+        var owner: String, name: String, genesis: Data, genesisSignature: Data, deletion: Data, deletionSignature: Data
+    }
     struct Page: Codable, Sendable { var plan: WirePlan; var names: [String]; var more: Bool; var last: [WireSortValue]? }
     struct Link: Codable, Sendable { var epoch: Int64; var sealedKey: Data; var sealedSecret: Data }
     struct Columns: Codable, Sendable { var user: String; var name: String; var email: String?; var signingKey: Data; var boxKey: Data; var cardCreated: String }
@@ -51,6 +55,7 @@ struct WireTables: Codable, Sendable {
     var zoneDetails: [Z]?
     var compacted: [Pair<Z, Int64>]?
     var uids: [Pair<Data, Bool>]?
+    var deletedZones: [Pair<Data, Maybe<Kept>>]?
     var changePages: [Pair<Z, [Pair<String, [String]>]>]?
     var tombstonePages: [Pair<Z, [Pair<String, [Named]>]>]?
     var tombstoneCounts: [Pair<Z, [Pair<Int64, Int>]>]?
@@ -112,6 +117,12 @@ extension WireTables {
         zoneDetails = t.zoneDetails.isEmpty ? nil : try t.zoneDetails.sorted().map(z)
         compacted = try pairs(t.compacted, z, { $0 })
         uids = t.uids.isEmpty ? nil : t.uids.map { Pair(k: Data($0.key), v: $0.value) }
+        deletedZones = t.deletedZones.isEmpty ? nil : t.deletedZones.map { uid, row in
+            Pair(k: Data(uid), v: Maybe(value: row.map {
+                Kept(owner: $0.id.ownerID, name: $0.id.name, genesis: Data($0.genesis.body), genesisSignature: Data($0.genesis.signature),
+                     deletion: Data($0.deletion.body), deletionSignature: Data($0.deletion.signature))
+            }))
+        }
         changePages = try pairs(t.changePages, z, { pairs($0) ?? [] })
         tombstonePages = try pairs(t.tombstonePages, z, { pairs($0, { $0 }, { $0.map { Named(seq: $0.seq, name: $0.name) } }) ?? [] })
         tombstoneCounts = try pairs(t.tombstoneCounts, z, { pairs($0) ?? [] })
@@ -164,6 +175,13 @@ extension WireTables {
         t.zoneDetails = Set(try (zoneDetails ?? []).map(z))
         t.compacted = try dict(compacted, z, { $0 })
         t.uids = dict(uids, bytes, { $0 })
+        for pair in deletedZones ?? [] {
+            let uid = Array(pair.k)
+            t.deletedZones[uid] = .some(pair.v.value.map {
+                DeletedZoneRow(uid: uid, id: ZoneID(name: $0.name, ownerID: $0.owner), genesisBody: Array($0.genesis), genesisSignature: Array($0.genesisSignature),
+                               deletionBody: Array($0.deletion), deletionSignature: Array($0.deletionSignature))
+            })
+        }
         t.changePages = try dict(changePages, z, { dict($0) })
         t.tombstonePages = try dict(tombstonePages, z, { dict($0, { $0 }, { $0.map { (seq: $0.seq, name: $0.name) } }) })
         t.tombstoneCounts = try dict(tombstoneCounts, z, { dict($0) })

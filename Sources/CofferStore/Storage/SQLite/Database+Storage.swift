@@ -42,8 +42,26 @@ extension GRDB.Database: StorageTransaction {
     }
 
     func deleteZone(zoneRowID: Int64) throws {
+        // Its genesis and its owner's deletion stay, when the log ends with one.
+        try execute(sql: """
+            INSERT OR REPLACE INTO deleted_zone (uid, owner_id, name, genesis_body, genesis_signature, deletion_body, deletion_signature)
+            SELECT z.uid, z.owner_id, z.name, g.body, g.signature, d.body, d.signature
+            FROM zone z
+            JOIN zone_log g ON g.zone_id = z.id AND g.seq = (SELECT min(seq) FROM zone_log WHERE zone_id = z.id)
+            JOIN zone_log d ON d.zone_id = z.id AND d.seq = (SELECT max(seq) FROM zone_log WHERE zone_id = z.id)
+            WHERE z.id = ? AND d.kind = ?
+            """, arguments: [zoneRowID, Int64(LogEntry.Kind.deletion.rawValue)])
         // Records, keys, log and schema go with it (ON DELETE CASCADE); secure_delete zeroes the freed pages.
         try execute(sql: "DELETE FROM zone WHERE id = ?", arguments: [zoneRowID])
+    }
+
+    func deletedZone(uid: [UInt8]) throws -> DeletedZoneRow? {
+        guard let row = try Row.fetchOne(self, sql: """
+            SELECT owner_id, name, genesis_body, genesis_signature, deletion_body, deletion_signature FROM deleted_zone WHERE uid = ?
+            """, arguments: [Data(uid)]) else { return nil }
+        let bytes = try (2...5).map { Array(try row.required($0) as Data) }
+        return DeletedZoneRow(uid: uid, id: ZoneID(name: try row.required(1), ownerID: try row.required(0)),
+                              genesisBody: bytes[0], genesisSignature: bytes[1], deletionBody: bytes[2], deletionSignature: bytes[3])
     }
 
     func touchZone(zoneRowID: Int64) throws {

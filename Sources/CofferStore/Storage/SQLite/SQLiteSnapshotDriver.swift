@@ -227,6 +227,8 @@ final class SQLiteSnapshotDriver: SnapshotDriver {
             f.tombstonePages[zone, default: [:]][key] = try db.tombstones(zoneRowID: zone, afterSeq: seq, afterName: name, limit: limit)
         case .zoneUID(let uid):
             f.uids[uid] = try db.zoneExists(uid: uid)
+        case .deletedZone(let uid):
+            f.deletedZones[uid] = .some(try db.deletedZone(uid: uid))
         case .counter:
             f.counter = try db.databaseCounter()
         case .changedZones(let owner, let since):
@@ -424,7 +426,7 @@ final class SQLiteSnapshotDriver: SnapshotDriver {
                 guard let payload = try? StatePayload.decode(&r), r.remaining == 0 else { return nil }
                 return payload.epoch
             }
-        case .commit, .acceptance, .rewrite:
+        case .commit, .acceptance, .rewrite, .deletion:
             return nil
         }
     }

@@ -239,6 +239,22 @@ extension Store {
                 ) STRICT, WITHOUT ROWID;
                 """)
         }
+        // What the store keeps of a zone its owner deleted (see `StorageTransaction.deleteZone`):
+        // its uid, owner and name, its genesis and its owner's signed deletion entry, so that a
+        // reader who verified the zone learns that its owner deleted it.
+        migrator.registerMigration("v9-deleted-zones") { db in
+            try db.execute(sql: """
+                CREATE TABLE deleted_zone (
+                    uid BLOB PRIMARY KEY NOT NULL CHECK (length(uid) = 16),
+                    owner_id TEXT NOT NULL,
+                    name TEXT NOT NULL,
+                    genesis_body BLOB NOT NULL,
+                    genesis_signature BLOB NOT NULL CHECK (length(genesis_signature) = 64),
+                    deletion_body BLOB NOT NULL,
+                    deletion_signature BLOB NOT NULL CHECK (length(deletion_signature) = 64)
+                ) STRICT, WITHOUT ROWID;
+                """)
+        }
         return migrator
     }
 }
