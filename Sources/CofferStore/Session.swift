@@ -101,7 +101,7 @@ public final class Session: Sendable {
     /// last written more than two seconds ago: a long-running session keeps its marks current
     /// without a file write per operation.
     func advanceMark(_ mark: ZoneMark) {
-        vault.marks.advance(to: mark)
+        vault.marks.advance(to: mark, in: store.storeID)
         let now = Date().timeIntervalSince1970
         let due = lastMarkSave.withLock { last in
             guard now - last >= 2 else { return false }

@@ -26,6 +26,15 @@ public final class MarkBook: Sendable {
         var pins: [String: [UInt8]] = [:]
         /// Marks advanced in memory and not saved yet, each higher than what was known then.
         var pending: [[UInt8]: ZoneMark] = [:]
+        /// The stores each zone was verified in, as the file had them.
+        var stores: [[UInt8]: [[UInt8]]] = [:]
+        /// Stores zones were verified in, noted in memory and not saved yet.
+        var pendingStores: [[UInt8]: [[UInt8]]] = [:]
+
+        /// Whether the zone is noted as verified in the store, saved or not.
+        func noted(_ uid: [UInt8], in storeID: [UInt8]) -> Bool {
+            stores[uid]?.contains(storeID) == true || pendingStores[uid]?.contains(storeID) == true
+        }
 
         /// The newer of the saved and the pending mark (the saved one on equal seq).
         func mark(_ uid: [UInt8]) -> ZoneMark? {
@@ -73,6 +82,19 @@ public final class MarkBook: Sendable {
         try Self.checkZoneUID(uid)
         try load()
         return state.withLock { $0.mark(uid) }
+    }
+
+    /// The ids of the stores (16 bytes each) in which the zone `uid` was verified, as
+    /// ``advance(to:in:)`` noted them: empty for a zone noted before this was kept (a marks file
+    /// of an earlier build), which then counts as of any store. At most the 8 newest are kept.
+    public func stores(ofZone uid: [UInt8]) throws -> [[UInt8]] {
+        try Self.checkZoneUID(uid)
+        try load()
+        return state.withLock { state in
+            var ids = state.stores[uid] ?? []
+            for id in state.pendingStores[uid] ?? [] where !ids.contains(id) { ids.append(id) }
+            return Array(ids.suffix(MarksFormat.maxStoresPerZone))
+        }
     }
 
     /// Every mark, sorted by zone uid. Reads the file the first time the book is used.
@@ -137,17 +159,23 @@ public final class MarkBook: Sendable {
         }
     }
 
-    /// Whether ``advance(to:)`` raised a mark that ``save()`` has not written yet.
+    /// Whether ``advance(to:in:)`` raised a mark, or noted a store, that ``save()`` has not
+    /// written yet.
     public var hasUnsavedChanges: Bool {
-        state.withLock { !$0.pending.isEmpty }
+        state.withLock { !$0.pending.isEmpty || !$0.pendingStores.isEmpty }
     }
 
     // MARK: - Changing
 
     /// Raises the zone's mark to `mark`, in memory, when its seq is higher than the one known
-    /// (or none is known); otherwise does nothing. No I/O, never throws: ``save()`` writes it.
-    public func advance(to mark: ZoneMark) {
+    /// (or none is known); and notes that the zone was verified in the store `storeID` (16
+    /// bytes; nil: not noted), so that an audit of another store does not look for it there.
+    /// No I/O, never throws: ``save()`` writes it.
+    public func advance(to mark: ZoneMark, in storeID: [UInt8]? = nil) {
         state.withLock { state in
+            if let storeID, storeID.count == ServerPin.storeIDByteCount, !state.noted(mark.zoneUID, in: storeID) {
+                state.pendingStores[mark.zoneUID, default: []].append(storeID)
+            }
             if let known = state.mark(mark.zoneUID), mark.seq <= known.seq { return }
             state.pending[mark.zoneUID] = mark
         }
@@ -162,8 +190,8 @@ public final class MarkBook: Sendable {
     ///   file's error (nothing is written over it), `.invalidArguments` over the zones a file
     ///   holds, `.io`.
     public func save() throws {
-        let advanced = state.withLock { $0.pending }
-        guard !advanced.isEmpty else { return }
+        let (advanced, stores) = state.withLock { ($0.pending, $0.pendingStores) }
+        guard !advanced.isEmpty || !stores.isEmpty else { return }
         try rewrite(advanced) { _ in }
         logger.debug("zone marks saved", metadata: ["path": "\(url.path)", "zones": "\(advanced.count)"])
     }
@@ -177,7 +205,10 @@ public final class MarkBook: Sendable {
         try Self.checkZoneUID(uid)
         if let mark, mark.zoneUID != uid { throw VaultError(.invalidArguments, "the mark given is of another zone") }
         let advanced = state.withLock { $0.pending }
-        try rewrite(advanced) { $0.marks[uid] = mark }
+        try rewrite(advanced) { contents in
+            contents.marks[uid] = mark
+            if mark == nil { contents.stores[uid] = nil }
+        }
         logger.info("zone mark reset", metadata: ["path": "\(url.path)", "seq": "\(mark.map { String($0.seq) } ?? "none")"])
     }
 
@@ -186,10 +217,16 @@ public final class MarkBook: Sendable {
     /// Under the marks lock: the file merged with `advanced`, then `adjust`ed, written when it
     /// differs from the file; then memory takes the result and forgets what was written.
     private func rewrite(_ advanced: [[UInt8]: ZoneMark], adjust: (inout MarksFormat.Contents) -> Void) throws {
+        let noted = state.withLock { $0.pendingStores }
         let written = try VaultFile.withExclusiveLock(lockPath, guarding: "the marks file \(url.path)") {
             let onDisk = try readFile()
             var contents = onDisk
             for (uid, mark) in advanced { contents.marks[uid] = Self.newer(onDisk.marks[uid], mark) }
+            for (uid, ids) in noted where contents.marks[uid] != nil {
+                var list = contents.stores[uid] ?? []
+                for id in ids where !list.contains(id) { list.append(id) }
+                contents.stores[uid] = Array(list.suffix(MarksFormat.maxStoresPerZone))
+            }
             adjust(&contents)
             if contents != onDisk {
                 try VaultFile.replace(url, with: try MarksFormat.encode(contents, key: key, userID: userID))
@@ -199,7 +236,12 @@ public final class MarkBook: Sendable {
         state.withLock { state in
             state.saved = written.marks
             state.pins = written.pins
+            state.stores = written.stores
             for (uid, mark) in advanced where state.pending[uid] == mark { state.pending[uid] = nil }
+            for (uid, ids) in noted {
+                let left = (state.pendingStores[uid] ?? []).filter { !ids.contains($0) }
+                state.pendingStores[uid] = left.isEmpty ? nil : left
+            }
             state.prunePending()
         }
     }
@@ -212,6 +254,7 @@ public final class MarkBook: Sendable {
             guard state.saved == nil else { return }
             state.saved = onDisk.marks
             state.pins = onDisk.pins
+            state.stores = onDisk.stores
             state.prunePending()
         }
     }

@@ -1,6 +1,6 @@
 import CofferCrypto
 
-/// Marks file format v2 (and v1, which it reads). `Docs/VaultFormat.md` ("Marks file")
+/// Marks file format v3 (and v1 and v2, which it reads). `Docs/VaultFormat.md` ("Marks file")
 /// specifies it byte by byte; this file is the only code that reads or writes it.
 ///
 /// `magic ‖ version ‖ XChaCha20-Poly1305 box (nonce ‖ ciphertext ‖ tag)`, the box sealed under a
@@ -8,13 +8,17 @@ import CofferCrypto
 /// data. Plaintext: `u32 count`, then per mark, sorted by zone uid: `zone uid (16) ‖ owner id
 /// length (u8) ‖ owner id (ASCII) ‖ seq (u64, at most Int64.max) ‖ hash (32)`. Version 2 then
 /// holds the server pins: `u32 count`, then per pin, sorted by origin: `origin length (u8) ‖
-/// origin (ASCII, ``ServerPin``'s normal form) ‖ store id (16)`.
+/// origin (ASCII, ``ServerPin``'s normal form) ‖ store id (16)`. Version 3 then holds where each
+/// zone was verified: `u32 count`, then per zone that has a mark, sorted by uid: `zone uid (16) ‖
+/// count (u8, 1 or more) ‖ store id (16) × count`, the store ids sorted.
 enum MarksFormat {
     static let magic: [UInt8] = Array("COFFERMK".utf8)
     /// The version this build writes.
-    static let version: UInt16 = 2
+    static let version: UInt16 = 3
     /// The first version, without pins; still read.
     static let version1: UInt16 = 1
+    /// The second version, with pins and without the stores zones were verified in; still read.
+    static let version2: UInt16 = 2
     static let headerByteCount = 10 // magic, version
     /// `crypto_kdf` context and subkey id of the marks key.
     static let keyContext = "cofmarks"
@@ -27,9 +31,12 @@ enum MarksFormat {
     static let maxPins = 1_000
     /// The largest pin: an origin of at most 255 bytes and a store id.
     static let maxPinByteCount = 1 + ServerPin.maxOriginByteCount + ServerPin.storeIDByteCount
-    /// The largest file a reader accepts (`maxMarks` marks, `maxPins` pins); a larger one is
-    /// refused unread.
+    /// The most stores a zone is noted as verified in (the newest are kept).
+    static let maxStoresPerZone = 8
+    /// The largest file a reader accepts (`maxMarks` marks, `maxPins` pins, each zone in
+    /// `maxStoresPerZone` stores); a larger one is refused unread.
     static let maxFileSize = headerByteCount + XChaCha20Poly1305.overhead + 4 + maxMarks * markByteCount + 4 + maxPins * maxPinByteCount
+        + 4 + maxMarks * (ZoneMark.zoneUIDByteCount + 1 + maxStoresPerZone * ServerPin.storeIDByteCount)
 
     /// Said by every error about a damaged file.
     static let deletionNote = "deleting it loses this user's rollback protection for every zone"
@@ -45,10 +52,12 @@ enum MarksFormat {
         magic + BigEndian.bytes(version) + Array(userID.utf8)
     }
 
-    /// What a file holds: marks by zone uid, and store ids pinned by origin.
+    /// What a file holds: marks by zone uid, store ids pinned by origin, and the ids of the
+    /// stores each zone was verified in, by zone uid.
     struct Contents: Equatable {
         var marks: [[UInt8]: ZoneMark] = [:]
         var pins: [String: [UInt8]] = [:]
+        var stores: [[UInt8]: [[UInt8]]] = [:]
     }
 
     /// The file for `contents` (written sorted by zone uid and by origin).
@@ -76,6 +85,15 @@ enum MarksFormat {
             plaintext += Array(origin.utf8)
             plaintext += storeID
         }
+        let noted = contents.stores.filter { contents.marks[$0.key] != nil && !$0.value.isEmpty }
+        plaintext += BigEndian.bytes(UInt32(noted.count))
+        for (uid, stores) in noted.sorted(by: { $0.key.lexicographicallyPrecedes($1.key) }) {
+            let kept = stores.suffix(maxStoresPerZone)
+            precondition(kept.allSatisfy { $0.count == ServerPin.storeIDByteCount }, "store ids checked by MarkBook")
+            plaintext += uid
+            plaintext.append(UInt8(kept.count))
+            for id in kept.sorted(by: { $0.lexicographicallyPrecedes($1) }) { plaintext += id }
+        }
         return try seal(plaintext, key: key, userID: userID, version: version)
     }
 
@@ -98,8 +116,8 @@ enum MarksFormat {
         }
         guard file.count >= headerByteCount + XChaCha20Poly1305.overhead else { throw damaged(.malformed, "is truncated") }
         let v = UInt16(file[8]) << 8 | UInt16(file[9])
-        guard v == version || v == version1 else {
-            throw damaged(.malformed, "has format version \(v), which this build does not read (it reads versions \(version1) and \(version))")
+        guard (version1...version).contains(v) else {
+            throw damaged(.malformed, "has format version \(v), which this build does not read (it reads versions \(version1) to \(version))")
         }
         let plaintext: [UInt8]
         do {
@@ -109,16 +127,17 @@ enum MarksFormat {
             throw damaged(.integrityFailure, "fails authentication: it was changed or damaged, or belongs to another vault")
         }
         do {
-            return try parse(plaintext, withPins: v >= 2)
+            return try parse(plaintext, version: v)
         } catch let error as VaultError {
             throw damaged(.integrityFailure, "is damaged (\(error.message))")
         }
     }
 
-    /// The authenticated plaintext's marks (and pins, in version 2); every error names what is
-    /// wrong.
-    private static func parse(_ plaintext: [UInt8], withPins: Bool) throws -> Contents {
-        try plaintext.withUnsafeBytes { raw in
+    /// The authenticated plaintext's marks (pins from version 2 on, the stores zones were
+    /// verified in from version 3 on); every error names what is wrong.
+    private static func parse(_ plaintext: [UInt8], version v: UInt16) throws -> Contents {
+        let withPins = v >= version2
+        return try plaintext.withUnsafeBytes { raw in
             var r = ByteReader(raw, what: "a mark", errorCode: .integrityFailure)
             let count = Int(try r.u32())
             guard count <= maxMarks else { throw VaultError(.integrityFailure, "it lists \(count) zones, over \(maxMarks)") }
@@ -161,8 +180,29 @@ enum MarksFormat {
                     pins[origin] = try r.bytes(ServerPin.storeIDByteCount)
                 }
             }
+            var stores = [[UInt8]: [[UInt8]]]()
+            if v >= 3 {
+                let zoneCount = Int(try r.u32())
+                guard zoneCount <= marks.count else { throw VaultError(.integrityFailure, "it notes stores for \(zoneCount) zones, over its \(marks.count) marks") }
+                var previousZone: [UInt8]?
+                for _ in 0..<zoneCount {
+                    let uid = try r.bytes(ZoneMark.zoneUIDByteCount)
+                    guard marks[uid] != nil else { throw VaultError(.integrityFailure, "it notes stores for a zone it has no mark of") }
+                    if let previousZone { guard previousZone.lexicographicallyPrecedes(uid) else { throw VaultError(.integrityFailure, "its zones' stores are not in order") } }
+                    previousZone = uid
+                    let count = Int(try r.u8())
+                    guard (1...maxStoresPerZone).contains(count) else { throw VaultError(.integrityFailure, "a zone is noted in \(count) stores (1 to \(maxStoresPerZone))") }
+                    var ids = [[UInt8]]()
+                    for _ in 0..<count {
+                        let id = try r.bytes(ServerPin.storeIDByteCount)
+                        if let last = ids.last { guard last.lexicographicallyPrecedes(id) else { throw VaultError(.integrityFailure, "a zone's stores are not in order") } }
+                        ids.append(id)
+                    }
+                    stores[uid] = ids
+                }
+            }
             guard r.remaining == 0 else { throw VaultError(.integrityFailure, "it has trailing bytes") }
-            return Contents(marks: marks, pins: pins)
+            return Contents(marks: marks, pins: pins, stores: stores)
         }
     }
 }

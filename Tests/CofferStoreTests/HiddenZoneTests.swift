@@ -82,3 +82,39 @@ extension ServerHostileTests {
         }
     }
 }
+
+/// A vault used with two stores keeps marks of the zones of both: the audit of one store checks
+/// the marks of the zones verified in it (and those of a marks file that does not say where),
+/// not the other store's, and still finds a zone of its own that the store hides.
+@Suite("Audit: marks of the store audited")
+struct MarksOfTheStoreAuditedTests {
+    @Test func anotherStoresZonesAreNotFindings() async throws {
+        try await withTemporaryFolder { folder in
+            let vault = try makeVault(in: folder)
+            let home = try Store(path: folder.appendingPathComponent("home.sqlite").path)
+            let work = try Store(path: folder.appendingPathComponent("work.sqlite").path)
+            let atHome = try await home.openSession(vault: vault), atWork = try await work.openSession(vault: vault)
+            let kept = try await atHome.privateDatabase.createZone(named: "Kept")
+            let hidden = try await atHome.privateDatabase.createZone(named: "Hidden")
+            let office = try await atWork.privateDatabase.createZone(named: "Office")
+            for (session, zone) in [(atHome, kept), (atHome, hidden), (atWork, office)] {
+                var note = Record(type: "Note", name: "n1", zone: zone)
+                note.encryptedValues["body"] = "x"
+                _ = try await session.privateDatabase.save(note)
+                try session.saveMarks()
+            }
+            #expect(try await atHome.audit().findings.isEmpty)
+            #expect(try await atWork.audit().findings.isEmpty)
+            // Home's store loses "Hidden" behind the engine's back: its audit names that zone,
+            // and not work's "Office".
+            let queue = try DatabaseQueue(path: folder.appendingPathComponent("home.sqlite").path)
+            try await queue.write { db in try db.execute(sql: "DELETE FROM zone WHERE name = 'Hidden'") }
+            try queue.close()
+            let findings = try await home.openSession(vault: vault).audit().findings
+            let uid = try await atWork.store.read { db in try atWork.zoneRow(db, office).uid }
+            #expect(findings.count == 1, "\(findings)")
+            #expect(findings.allSatisfy { !$0.subject.contains(Hex.encode(uid)) && !$0.message.contains(Hex.encode(uid)) }, "\(findings)")
+            #expect(try await work.openSession(vault: vault).audit().findings.isEmpty)
+        }
+    }
+}

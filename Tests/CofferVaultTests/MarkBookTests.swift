@@ -42,8 +42,8 @@ struct MarkBookTests {
             let file = try readBytes(url)
             #expect(try permissions(url) & 0o777 == 0o600)
             #expect(Array(file[0..<8]) == Array("COFFERMK".utf8))
-            #expect(Array(file[8..<10]) == [0x00, 0x02])
-            #expect(file.count == 10 + 24 + 4 + 3 * 89 + 4 + 16, "header, nonce, count, three marks of 89 bytes, no pins, tag")
+            #expect(Array(file[8..<10]) == [0x00, 0x03])
+            #expect(file.count == 10 + 24 + 4 + 3 * 89 + 4 + 4 + 16, "header, nonce, count, three marks of 89 bytes, no pins, no stores, tag")
             for mark in marks {
                 #expect(!containsSubsequence(file, mark.hash), "a mark's hash is in the file in the clear")
                 #expect(!containsSubsequence(file, Array(mark.ownerID.utf8)))
@@ -259,7 +259,7 @@ struct MarkBookTests {
             magic.replaceSubrange(0..<8, with: Array("COFFERVT".utf8))
             try writeBytes(magic, to: Self.marksURL(vault))
             #expect(Self.expectRefused(vault, oneOf: [.malformed])?.message.contains("not a Coffer marks file") == true)
-            for version: UInt16 in [0, 3, 0x0100, 0xffff] {
+            for version: UInt16 in [0, 4, 0x0100, 0xffff] {
                 var other = file
                 putU16(version, into: &other, at: 8)
                 try writeBytes(other, to: Self.marksURL(vault))
@@ -291,7 +291,7 @@ struct MarkBookTests {
             let start = clock.now
             #expect(Self.expectRefused(vault, oneOf: [.malformed])?.message.contains("too large") == true)
             #expect(clock.now - start < .seconds(2))
-            #expect(MarksFormat.maxFileSize == 10 + 40 + 4 + 100_000 * 89 + 4 + 1_000 * (1 + 255 + 16))
+            #expect(MarksFormat.maxFileSize == 10 + 40 + 4 + 100_000 * 89 + 4 + 1_000 * (1 + 255 + 16) + 4 + 100_000 * (16 + 1 + 8 * 16))
         }
     }
 
@@ -367,6 +367,84 @@ struct MarkBookTests {
             #expect(try MarkBook(vault: vault).pins().count == 2)
             expectVaultError(.invalidArguments) { try vault.marks.checkPin(origin: "ftp://x", storeID: Self.storeA) }
             expectVaultError(.invalidArguments) { try vault.marks.checkPin(origin: a, storeID: [1, 2]) }
+        }
+    }
+
+    // MARK: - Stores zones were verified in
+
+    /// Each zone notes the stores it was verified in; books merge them as they merge marks; a
+    /// zone noted in more stores than are kept keeps the newest; a reset that removes the mark
+    /// drops them; a file of an earlier version (no stores) opens, its zones of no store.
+    @Test func storesOfZones() throws {
+        try withTemporaryFolder { folder in
+            let vault = try makeVault(in: folder)
+            let a = try Vault.open(at: vault.url, passphrase: secure(testPassphrase)).marks
+            let b = try Vault.open(at: vault.url, passphrase: secure(testPassphrase)).marks
+            a.advance(to: Self.mark(1, 5), in: Self.storeA)
+            b.advance(to: Self.mark(1, 5), in: Self.storeB) // the same mark, seen in another store
+            b.advance(to: Self.mark(2, 1))
+            #expect(b.hasUnsavedChanges)
+            try a.save()
+            try b.save()
+            let fresh = try MarkBook(vault: vault)
+            #expect(Set(try fresh.stores(ofZone: Self.zone(1))) == [Self.storeA, Self.storeB])
+            #expect(try fresh.stores(ofZone: Self.zone(2)).isEmpty)
+            // Noting a store already noted changes nothing.
+            fresh.advance(to: Self.mark(1, 5), in: Self.storeA)
+            #expect(!fresh.hasUnsavedChanges)
+            // At most 8 stores a zone: the newest stay.
+            let many = (0..<10).map { [UInt8](repeating: UInt8(0x10 + $0), count: 16) }
+            for id in many { fresh.advance(to: Self.mark(3, 1), in: id) }
+            try fresh.save()
+            #expect(try MarkBook(vault: vault).stores(ofZone: Self.zone(3)) == Array(many.suffix(8)).sorted { $0.lexicographicallyPrecedes($1) })
+            try fresh.reset(zone: Self.zone(1), to: nil)
+            #expect(try MarkBook(vault: vault).stores(ofZone: Self.zone(1)).isEmpty)
+            // A version 2 file (marks, no pins, no stores) opens, and is written as version 3.
+            let key = try MarksFormat.key(signingSeed: vault.read { $0.body.signingSeed })
+            let v2 = BigEndian.bytes(UInt32(1)) + Self.mark(1, 1).zoneUID + [32] + Array(Self.ownerA.utf8) + BigEndian.bytes(UInt64(1))
+                + Self.mark(1, 1).hash + BigEndian.bytes(UInt32(0))
+            try writeBytes(try MarksFormat.seal(v2, key: key, userID: vault.identity.userID, version: 2), to: Self.marksURL(vault))
+            let old = try MarkBook(vault: vault)
+            #expect(try old.stores(ofZone: Self.zone(1)).isEmpty)
+            old.advance(to: Self.mark(1, 1), in: Self.storeA)
+            try old.save()
+            let written = try Data(contentsOf: Self.marksURL(vault))
+            #expect(written[9] == 3)
+            #expect(try MarkBook(vault: vault).stores(ofZone: Self.zone(1)) == [Self.storeA])
+        }
+    }
+
+    /// Store sections of version 3 files that the writer never writes.
+    static let craftedStores: [(String, [UInt8])] = {
+        func id(_ n: UInt8, count: Int = 16) -> [UInt8] { [UInt8](repeating: n, count: count) }
+        let zone = id(1)
+        var nine = zone + [9]
+        for n in 1...9 { nine += id(UInt8(n)) }
+        return [
+            ("stores of a zone without a mark", id(9) + [1] + id(0xa1)),
+            ("a zone in no store", zone + [0]),
+            ("a zone in nine stores", nine),
+            ("stores out of order", zone + [2] + id(0xb2) + id(0xa1)),
+            ("a store id cut short", zone + [1] + id(0xa1, count: 15)),
+        ]
+    }()
+
+    /// Version 3 files sealed with the right key, but with stores the writer never writes.
+    @Test(arguments: craftedStores)
+    func craftedStoresAreRefused(_ what: String, _ section: [UInt8]) throws {
+        try withTemporaryFolder { folder in
+            let vault = try makeVault(in: folder)
+            let key = try MarksFormat.key(signingSeed: vault.read { $0.body.signingSeed })
+            let marks = BigEndian.bytes(UInt32(1)) + Self.mark(1, 1).zoneUID + [32] + Array(Self.ownerA.utf8) + BigEndian.bytes(UInt64(1))
+                + Self.mark(1, 1).hash + BigEndian.bytes(UInt32(0))
+            try writeBytes(try MarksFormat.seal(marks + BigEndian.bytes(UInt32(1)) + section, key: key, userID: vault.identity.userID, version: 3),
+                           to: Self.marksURL(vault))
+            Self.expectRefused(vault, oneOf: [.integrityFailure], Comment(rawValue: what))
+            // With a well-formed section, the same file opens.
+            let good = [UInt8](repeating: 1, count: 16) + [1] + [UInt8](repeating: 0xa1, count: 16)
+            try writeBytes(try MarksFormat.seal(marks + BigEndian.bytes(UInt32(1)) + good, key: key, userID: vault.identity.userID, version: 3),
+                           to: Self.marksURL(vault))
+            #expect(try MarkBook(vault: vault).stores(ofZone: Self.zone(1)) == [[UInt8](repeating: 0xa1, count: 16)])
         }
     }
 

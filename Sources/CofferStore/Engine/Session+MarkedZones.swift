@@ -26,14 +26,23 @@ extension Session {
     /// closed (made a deletion mark), and later audits skip it. The store's lists are not signed,
     /// and a zone left out of them otherwise is hidden or lost (a rollback to before it existed,
     /// an interrupted restore).
+    /// Only the marks of zones this user verified in this store are checked (or whose store the
+    /// marks file does not say: it was written by an earlier build): a vault used with several
+    /// stores holds marks of zones that another store keeps.
     /// - Parameter skipping: uids already reported.
     /// - Returns: how many marks were checked, and the findings.
     func unlistedMarkedZones(listed: [ZoneID], skipping: Set<[UInt8]> = []) async throws -> (checked: Int, findings: [AuditFinding]) {
-        let marks: [ZoneMark]
-        do { marks = try vault.marks.all() } catch let error as VaultError {
+        let open: [ZoneMark]
+        do {
+            let here = store.storeID
+            open = try vault.marks.all().filter { mark in
+                guard !mark.isDeletion else { return false }
+                let stores = try vault.marks.stores(ofZone: mark.zoneUID)
+                return stores.isEmpty || stores.contains(here)
+            }.sorted { $0.zoneUID.lexicographicallyPrecedes($1.zoneUID) }
+        } catch let error as VaultError {
             throw StoreError(.integrityFailure, "your marks file cannot be read: \(error.message)", underlying: error)
         }
-        let open = marks.filter { !$0.isDeletion }.sorted { $0.zoneUID.lexicographicallyPrecedes($1.zoneUID) }
         guard !open.isEmpty else { return (0, []) }
         let shown = try await zoneUIDs(listed)
         var findings = [AuditFinding]()
