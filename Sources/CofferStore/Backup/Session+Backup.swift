@@ -174,6 +174,15 @@ extension Session {
             tookStoreID = true
         }
 
+        // Every zone of the backup belongs in this store from now on: a mark of one that the
+        // restore does not finish writing is looked for here by audits.
+        for zone in zones {
+            if let mark = try? vault.marks.mark(forZone: zone.uid) { vault.marks.advance(to: mark, in: store.storeID) }
+        }
+        do { try vault.marks.save() } catch {
+            throw StoreError(.internalError, "your marks file could not be written: \(error)", underlying: error as? VaultError)
+        }
+
         // The cards the store lacks, then each zone whole.
         let cardUsers = try backup.cards.map { try ContactCard.verify(Data($0.card)).identity.userID }
         var present = StorageSnapshot.Tables<StoredRow>()
