@@ -1,3 +1,4 @@
+import CofferCrypto
 import Foundation
 import Logging
 import PostgresNIO
@@ -417,6 +418,28 @@ final class PostgresStorage: SnapshotDriver {
             let (field, name) = try row.decode((String, String).self)
             guard let type = FieldType(name: name), type.isQueryable else { return nil }
             return (field, type)
+        }
+    }
+
+    /// The row id, uid, name and owner of each zone of these row ids, names and uids that the
+    /// store has (what a server needs to look up the zones a request names).
+    func zoneIdentities(rowIDs: Set<Int64>, named: Set<ZoneID>, uids: Set<[UInt8]>) async throws -> [(rowID: Int64, uid: [UInt8], id: ZoneID)] {
+        var ids = rowIDs
+        for id in named {
+            if let row = try await connector.query("SELECT id FROM zone WHERE owner_id = \(id.ownerID) AND name = \(id.name)").first {
+                ids.insert(try row.decode(Int64.self))
+            }
+        }
+        if !uids.isEmpty {
+            let hex = uids.map { Hex.encode($0) }
+            for row in try await connector.query("SELECT id FROM zone WHERE uid IN (SELECT decode(h, 'hex') FROM unnest(\(hex)::text[]) AS h)") {
+                ids.insert(try row.decode(Int64.self))
+            }
+        }
+        guard !ids.isEmpty else { return [] }
+        return try await connector.query("SELECT id, uid, owner_id, name FROM zone WHERE id = ANY(\(ids.sorted()))").map { row in
+            let (id, uid, owner, name) = try row.decode((Int64, Data, String, String).self)
+            return (id, Array(uid), ZoneID(name: name, ownerID: owner))
         }
     }
 

@@ -877,46 +877,16 @@ package final class StorageHost: Sendable {
     func zoneAccess(rowIDs: Set<Int64>, named: Set<ZoneID>, uids: Set<[UInt8]> = []) async throws -> [Int64: ZoneAccess] {
         guard !rowIDs.isEmpty || !named.isEmpty || !uids.isEmpty else { return [:] }
         var zones = [Int64: ZoneAccess]()
+        let found: [(rowID: Int64, uid: [UInt8], id: ZoneID)]
         switch store.backend {
         case .sqlite(let pool):
-            try Store.readNow(pool) { db in
-                var ids = rowIDs
-                for id in named {
-                    if let row = try Int64.fetchOne(db, sql: "SELECT id FROM zone WHERE owner_id = ? AND name = ?", arguments: [id.ownerID, id.name]) { ids.insert(row) }
-                }
-                for uid in uids {
-                    if let row = try Int64.fetchOne(db, sql: "SELECT id FROM zone WHERE uid = ?", arguments: [Data(uid)]) { ids.insert(row) }
-                }
-                let list = ids.sorted()
-                let marks = Array(repeating: "?", count: list.count).joined(separator: ",")
-                guard !list.isEmpty else { return }
-                for row in try Row.fetchAll(db, sql: "SELECT id, uid, owner_id, name FROM zone WHERE id IN (\(marks))", arguments: StatementArguments(list)) {
-                    let id: Int64 = try row.required(0), uid: Data = try row.required(1)
-                    zones[id] = ZoneAccess(rowID: id, uid: Array(uid), id: ZoneID(name: try row.required(3), ownerID: try row.required(2)))
-                }
-            }
+            found = try Store.readNow(pool) { db in try db.zoneIdentities(rowIDs: rowIDs, named: named, uids: uids) }
         case .postgres(let storage):
-            var ids = rowIDs
-            for id in named {
-                if let row = try await storage.connector.query("SELECT id FROM zone WHERE owner_id = \(id.ownerID) AND name = \(id.name)").first {
-                    ids.insert(try row.decode(Int64.self))
-                }
-            }
-            if !uids.isEmpty {
-                let hex = uids.map { Hex.encode($0) }
-                for row in try await storage.connector.query("SELECT id FROM zone WHERE uid IN (SELECT decode(h, 'hex') FROM unnest(\(hex)::text[]) AS h)") {
-                    ids.insert(try row.decode(Int64.self))
-                }
-            }
-            let list = ids.sorted()
-            guard !list.isEmpty else { return [:] }
-            for row in try await storage.connector.query("SELECT id, uid, owner_id, name FROM zone WHERE id = ANY(\(list))") {
-                let (id, uid, owner, name) = try row.decode((Int64, Data, String, String).self)
-                zones[id] = ZoneAccess(rowID: id, uid: Array(uid), id: ZoneID(name: name, ownerID: owner))
-            }
+            found = try await storage.zoneIdentities(rowIDs: rowIDs, named: named, uids: uids)
         case .snapshot:
             preconditionFailure("a server keeps a local store")
         }
+        for zone in found { zones[zone.rowID] = ZoneAccess(rowID: zone.rowID, uid: zone.uid, id: zone.id) }
         return zones
     }
 

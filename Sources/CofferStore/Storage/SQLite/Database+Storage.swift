@@ -508,3 +508,24 @@ extension GRDB.Database: StorageTransaction {
         afterNextTransaction(onCommit: { _ in onCommit() }, onRollback: { _ in onRollback() })
     }
 }
+
+extension GRDB.Database {
+    /// The row id, uid, name and owner of each zone of these row ids, names and uids that the
+    /// store has (what a server needs to look up the zones a request names).
+    func zoneIdentities(rowIDs: Set<Int64>, named: Set<ZoneID>, uids: Set<[UInt8]>) throws -> [(rowID: Int64, uid: [UInt8], id: ZoneID)] {
+        var ids = rowIDs
+        for id in named {
+            if let row = try Int64.fetchOne(self, sql: "SELECT id FROM zone WHERE owner_id = ? AND name = ?", arguments: [id.ownerID, id.name]) { ids.insert(row) }
+        }
+        for uid in uids {
+            if let row = try Int64.fetchOne(self, sql: "SELECT id FROM zone WHERE uid = ?", arguments: [Data(uid)]) { ids.insert(row) }
+        }
+        guard !ids.isEmpty else { return [] }
+        let list = ids.sorted()
+        let marks = Array(repeating: "?", count: list.count).joined(separator: ",")
+        return try Row.fetchAll(self, sql: "SELECT id, uid, owner_id, name FROM zone WHERE id IN (\(marks))", arguments: StatementArguments(list)).map { row in
+            let uid: Data = try row.required(1)
+            return (try row.required(0), Array(uid), ZoneID(name: try row.required(3), ownerID: try row.required(2)))
+        }
+    }
+}
