@@ -19,21 +19,23 @@ extension Session {
         }
         guard kept.uid == mark.zoneUID else { throw refuse("the record is of another zone") }
         guard kept.id.ownerID == mark.ownerID else { throw refuse("the record names \(describeUser(kept.id.ownerID)) as the zone's owner") }
-        guard let genesis = LogEntry.decode(kept.genesis.body), let deletion = LogEntry.decode(kept.deletion.body) else {
-            throw refuse("an entry of the record is malformed")
-        }
         let key: Ed25519.PublicKey
         do { key = try signingKey(db, of: mark.ownerID) } catch let error as StoreError where error.code == .unknownItem {
             throw refuse("the zone's owner is not a contact of this store")
         }
-        guard LogEntrySignature.verify(stored: kept.genesis, key: key) else { throw refuse("its genesis is not signed by the zone's owner") }
-        do { _ = try ZoneState(genesis: genesis, hash: kept.genesis.hash, uid: mark.zoneUID, name: kept.id.name, ownerID: mark.ownerID) }
-        catch let refusal as ZoneState.Refusal { throw refuse(refusal.reason) }
+        // Both entries read as every verifier reads a stored entry, each signed by the owner's key.
+        let genesis: LogEntry, deletion: LogEntry
+        do {
+            genesis = try kept.genesis.checked(key: { _ in key }, describe: describeUser)
+            deletion = try kept.deletion.checked(key: { _ in key }, describe: describeUser)
+            _ = try ZoneState(genesis: genesis, hash: kept.genesis.hash, uid: mark.zoneUID, name: kept.id.name, ownerID: mark.ownerID)
+        } catch let refusal as ZoneState.Refusal {
+            throw refuse(refusal.reason)
+        }
         guard deletion.kind == .deletion else { throw refuse("its last entry is a \(deletion.kind), not a deletion") }
         guard deletion.authorID == mark.ownerID else { throw refuse("the deletion is signed by \(describeUser(deletion.authorID)), not the zone's owner") }
         guard deletion.zoneUID == mark.zoneUID else { throw refuse("the deletion is of another zone") }
         guard deletion.payload.isEmpty else { throw refuse("the deletion is malformed") }
-        guard LogEntrySignature.verify(stored: kept.deletion, key: key) else { throw refuse("the deletion's signature by the zone's owner does not verify") }
         guard deletion.seq > genesis.seq, deletion.seq > genesis.seq + 1 || deletion.prev == kept.genesis.hash else {
             throw refuse("the deletion does not follow the genesis")
         }
