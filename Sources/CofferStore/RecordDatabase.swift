@@ -45,6 +45,13 @@ public struct RecordDatabase: Sendable {
         scope == .private ? try await session.ownedZones() : try await session.sharedZones()
     }
 
+    /// ``zones()``, with the zones left out of it because they fail verification (their log
+    /// does not verify, or does not reach what this user saw before), each with why.
+    public func zoneList() async throws -> ZoneList {
+        let (zones, refused) = scope == .private ? try await session.ownedZoneAccess() : try await session.sharedZoneAccess()
+        return ZoneList(zones: zones, refused: refused.map { RefusedZone(id: $0.0, error: $0.1) })
+    }
+
     /// Deletes a zone with its records, keys and schema.
     /// - Throws: `.zoneNotFound`, `.permissionFailure`.
     public func deleteZone(_ zone: ZoneID) async throws {
@@ -195,18 +202,21 @@ extension RecordDatabase {
         try requireScope(zone)
         for name in names { try Names.validateRecord(name) }
         let session = self.session
-        return try await session.read { db in
-            let row = try session.zoneRow(db, zone)
-            try session.checkCanRead(db, zone: row)
-            var types = [String: String]()
-            var start = names.startIndex
-            while start < names.endIndex {
-                let chunk = Array(names[start..<min(start + 500, names.endIndex)])
-                types.merge(try db.recordTypes(zoneRowID: row.rowID, names: chunk)) { _, new in new }
-                start += chunk.count
-            }
-            return types
-        }
+        // One read per 1,000 names: each takes a bounded number of round trips and a bounded
+        // answer where the backend reads across a network, however many names there are.
+        var types = [String: String]()
+        var start = names.startIndex
+        guard !names.isEmpty else { return types }
+        repeat {
+            let chunk = Array(names[start..<min(start + 1_000, names.endIndex)])
+            types.merge(try await session.read { db in
+                let row = try session.zoneRow(db, zone)
+                try session.checkCanRead(db, zone: row)
+                return try db.recordTypes(zoneRowID: row.rowID, names: chunk)
+            }) { _, new in new }
+            start += chunk.count
+        } while start < names.endIndex
+        return types
     }
 
     /// Creates the query index of plain fields of a record type now, instead of at their first
@@ -237,4 +247,16 @@ extension RecordDatabase {
             return records
         }
     }
+}
+
+/// The zones of a database (``RecordDatabase/zoneList()``): those that verify, and those left out.
+public struct ZoneList: Sendable {
+    public let zones: [Zone]
+    public let refused: [RefusedZone]
+}
+
+/// A zone left out of a list because it fails verification, with why (`run 'coffer audit'`).
+public struct RefusedZone: Sendable {
+    public let id: ZoneID
+    public let error: StoreError
 }

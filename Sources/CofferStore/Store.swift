@@ -51,7 +51,7 @@ public final class Store: Sendable {
         defer { setup.close() }
         var config = Configuration()
         config.foreignKeysEnabled = true
-        config.busyMode = .timeout(10)
+        config.busyMode = .timeout(Double(Self.busyTimeout) / 1000)
         config.label = "coffer"
         config.prepareDatabase { db in
             try db.execute(sql: "PRAGMA secure_delete = ON")
@@ -78,8 +78,10 @@ public final class Store: Sendable {
             case .SQLITE_READONLY, .SQLITE_CANTOPEN, .SQLITE_PERM:
                 throw StoreError(.internalError, "cannot open the store at \(url.path): \(error.message ?? "\(error.resultCode)") "
                                  + "(this user must be able to read and write the file, its -wal and -shm files, and its folder)", underlying: error)
+            case .SQLITE_CORRUPT, .SQLITE_NOTADB:
+                throw Self.damaged(error, path: url.path) ?? error
             default:
-                throw StoreError(.internalError, "cannot open the store at \(url.path): \(error.message ?? "\(error.resultCode)")", underlying: error)
+                throw StoreError(.internalError, "cannot open the store at \(url.path): \(Names.printable(error.message ?? "\(error.resultCode)"))", underlying: error)
             }
         }
         logger.debug("store opened", metadata: ["path": "\(url.path)"])
@@ -140,7 +142,7 @@ public final class Store: Sendable {
     /// Calls after it fail with `.serviceUnavailable`.
     public func close() async {
         switch backend {
-        case .sqlite: break
+        case .sqlite(let pool): WriteAheadLogScrub.truncate(pool, logger: logger)
         case .postgres(let storage): await storage.close()
         case .snapshot(let driver): await driver.close()
         }
@@ -208,6 +210,16 @@ public final class Store: Sendable {
     /// record in `coffer-bench records`: see Docs/Performance.md.) On PostgreSQL: through
     /// ``SnapshotDriver/run(writing:_:)``, suspending while rows are fetched.
     func read<T: Sendable>(_ body: @escaping @Sendable (any StorageTransaction) throws -> T) async throws -> T {
+        switch PinnedReads.of(self) {
+        case .sqlite(let pin)?: return try pin.read(body)
+        case .driver(let pin)?:
+            switch backend {
+            case .postgres(let storage): return try await storage.run(writing: false, pinned: pin, body)
+            case .snapshot(let driver): return try await driver.run(writing: false, pinned: pin, body)
+            case .sqlite: preconditionFailure("an SQLite store's reads are pinned on its own connection")
+            }
+        case nil: break
+        }
         switch backend {
         case .sqlite(let pool): return try Self.readNow(pool, body)
         case .postgres(let storage): return try await storage.run(writing: false, body)
@@ -220,7 +232,11 @@ public final class Store: Sendable {
     /// against what it read (``SnapshotDriver/run(writing:_:)``).
     func write<T: Sendable>(_ body: @escaping @Sendable (any StorageTransaction) throws -> T) async throws -> T {
         switch backend {
-        case .sqlite(let pool): do { return try await pool.write(body) } catch { throw Self.map(error) }
+        case .sqlite(let pool):
+            let (result, deleted): (T, Bool)
+            do { (result, deleted) = try await pool.write { db in try WriteAheadLogScrub.noting(db, body) } } catch { throw Self.map(error) }
+            if deleted { WriteAheadLogScrub.truncate(pool, logger: logger) }
+            return result
         case .postgres(let storage):
             // Its reads may be older than what another session of this process verified since
             // (the write's checks then refuse its commit, and it runs again on fresh reads): a
@@ -274,7 +290,10 @@ public final class Store: Sendable {
     /// A write on GRDB's connection (see ``write(_:)``), for what runs only on SQLite so far.
     func sqliteWrite<T: Sendable>(_ what: @autoclosure () -> String, _ body: @escaping @Sendable (GRDB.Database) throws -> T) async throws -> T {
         let pool = try sqlite(for: what())
-        do { return try await pool.write(body) } catch { throw Self.map(error) }
+        let (result, deleted): (T, Bool)
+        do { (result, deleted) = try await pool.write { db in try WriteAheadLogScrub.noting(db, body) } } catch { throw Self.map(error) }
+        if deleted { WriteAheadLogScrub.truncate(pool, logger: logger) }
+        return result
     }
 
     /// A read on the calling thread, for the synchronous entry points (opening a store or a
@@ -293,7 +312,21 @@ public final class Store: Sendable {
     /// ``readBlocking(_:)`` for a write.
     func writeBlocking<T: Sendable>(_ body: (GRDB.Database) throws -> T) throws -> T {
         let pool = try sqlite(for: Self.synchronousCall)
-        do { return try pool.write(body) } catch { throw Self.map(error) }
+        let (result, deleted): (T, Bool)
+        do { (result, deleted) = try pool.write { db in try WriteAheadLogScrub.noting(db, body) } } catch { throw Self.map(error) }
+        if deleted { WriteAheadLogScrub.truncate(pool, logger: logger) }
+        return result
+    }
+
+    /// How long an SQLite connection waits for another one's lock, in milliseconds.
+    static let busyTimeout = 10_000
+
+    /// On SQLite, copies the write-ahead log into the store file and truncates it, so that
+    /// nothing deleted or replaced lingers there (a write that deletes does this itself; this is
+    /// for the end of a process that edited values). Gives up quietly while another connection
+    /// holds the log. Does nothing on other backends.
+    public func truncateWriteAheadLog() {
+        if case .sqlite(let pool) = backend { WriteAheadLogScrub.truncate(pool, logger: logger) }
     }
 
     /// Where a store keeps its rows.
@@ -310,7 +343,8 @@ public final class Store: Sendable {
             if db.resultCode == .SQLITE_BUSY || db.resultCode == .SQLITE_LOCKED {
                 return StoreError(.busy, "the store stayed busy (another process is writing); try again", underlying: db)
             }
-            return StoreError(.internalError, "database error: \(db.message ?? "\(db.resultCode)")", underlying: db)
+            if let damaged = damaged(db, path: nil) { return damaged }
+            return StoreError(.internalError, "database error: \(Names.printable(db.message ?? "\(db.resultCode)"))", underlying: db)
         }
         // GRDB's scalar fetches (`String.fetchAll`, `Int64.fetchCursor`) throw this on a NULL or
         // a value of another type: a row no Coffer code wrote (see `Row.required(_:)`).
@@ -319,6 +353,14 @@ public final class Store: Sendable {
                               + "(a NULL, or a value of another type): the store was changed", underlying: decoding)
         }
         return error
+    }
+
+    /// A damaged file (SQLite's "corrupt" or "not a database"), said in words of its own: the
+    /// error's text may hold bytes of the damaged file.
+    static func damaged(_ error: DatabaseError, path: String?) -> StoreError? {
+        guard error.resultCode == .SQLITE_CORRUPT || error.resultCode == .SQLITE_NOTADB else { return nil }
+        return StoreError(.integrityFailure, "the store file\(path.map { " at \($0)" } ?? "") is damaged; restore it from a backup (coffer restore)",
+                          underlying: error)
     }
 
     /// " in column 'name'" for the column a GRDB decoding error names, or "". Only a plain

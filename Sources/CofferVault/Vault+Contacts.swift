@@ -24,6 +24,11 @@ extension Vault {
         }
     }
 
+    /// Whether a card of `userID` is pinned.
+    public func isPinned(userID: String) -> Bool {
+        !items(matching: VaultItemQuery(service: Self.pinnedContactService, account: userID)).isEmpty
+    }
+
     /// The user ids of the pinned cards whose email, or else whose name, is `who` (compared
     /// without case). Each pinned card is verified again: an item whose card does not verify,
     /// or is of another user id than its account, is left out.

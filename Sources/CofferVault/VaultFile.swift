@@ -13,7 +13,7 @@ import Darwin
 /// `fsync`s it, renames it over the file, and `fsync`s the folder. Foundation's atomic write
 /// does neither the folder `fsync` nor the 0600 mode. Readers take no lock: a rename replaces
 /// a file whole.
-enum VaultFile {
+package enum VaultFile {
     /// Opens a path for reading without blocking on FIFOs or devices: non-blocking open, then
     /// only regular files are accepted.
     static func openRegular(_ url: URL, what: String) throws -> Int32 {
@@ -116,6 +116,8 @@ enum VaultFile {
     /// old file stays and no temporary file is left.
     static func replace(_ url: URL, with bytes: [UInt8]) throws {
         let folder = url.deletingLastPathComponent()
+        // What a writer killed before its rename left (the caller's lock keeps every live one out).
+        removeLeftovers(of: url, olderThan: nil)
         let tempPath = folder.appendingPathComponent(".\(url.lastPathComponent).tmp-\(Hex.encode(SecureRandom.bytes(count: 6)))").path
         let fd = open(tempPath, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw VaultError(.io, "cannot write in \(folder.path): \(String(cString: strerror(errno)))") }
@@ -142,6 +144,27 @@ enum VaultFile {
         }
         ok = true
         try syncFolder(folder)
+    }
+
+    /// Removes the temporary files (`.<name>.tmp-…`) that writers of `url` killed before their
+    /// rename left in its folder. A file another process still holds a lock on (`flock`, as
+    /// a live writer does), or modified within `olderThan` seconds, is left alone.
+    package static func removeLeftovers(of url: URL, olderThan age: TimeInterval?) {
+        let folder = url.deletingLastPathComponent()
+        let prefix = ".\(url.lastPathComponent).tmp-"
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: folder.path) else { return }
+        let now = Date().timeIntervalSince1970
+        for name in names where name.hasPrefix(prefix) {
+            let path = folder.appendingPathComponent(name).path
+            let fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)
+            guard fd >= 0 else { continue }
+            defer { close(fd) }
+            var info = stat()
+            guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG, info.st_uid == getuid() else { continue }
+            if let age, Double(info.st_mtim.tv_sec) > now - age { continue }
+            guard flock(fd, LOCK_EX | LOCK_NB) == 0 else { continue }
+            unlink(path)
+        }
     }
 
     static func syncFolder(_ folder: URL) throws {

@@ -40,14 +40,19 @@ struct PostgresBench: AsyncParsableCommand {
 
     /// The phases' figures, measured on a database made for the run beside the one `url` names.
     func results() async throws -> [String: Any] {
+        try await Self.withDatabase(beside: url) { database in try await measure(database) }
+    }
+
+    /// Runs `body` on a database of its own, made beside the one `url` names and dropped afterwards.
+    static func withDatabase<T>(beside url: String, _ body: (PostgresURL) async throws -> T) async throws -> T {
         let server = try PostgresURL(url)
         let admin = PostgresConnector(url: server, password: PostgresPassword.lookup(for: server))
         let name = "coffer_bench_" + String(UInt64.random(in: .min ... .max), radix: 16)
         try await admin.query(PostgresQuery(unsafeSQL: "CREATE DATABASE \(name)"))
         let database = PostgresURL(user: server.user, database: name, endpoint: server.endpoint)
-        let result: [String: Any]
+        let result: T
         do {
-            result = try await measure(database)
+            result = try await body(database)
         } catch {
             _ = try? await admin.query(PostgresQuery(unsafeSQL: "DROP DATABASE \(name) WITH (FORCE)"))
             await admin.close()

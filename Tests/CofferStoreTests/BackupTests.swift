@@ -1,4 +1,5 @@
 import CofferCrypto
+import CofferTestSupport
 import CofferVault
 import Foundation
 import Testing
@@ -37,6 +38,30 @@ struct BackupTests {
             }
             // Not empty any more: refused.
             await expectStoreError(.alreadyExists) { try await session.restore(backup, resettingMarks: true) }
+        }
+    }
+
+    @Test("a backup sealed by its user whose zone names another owner than its log is refused as damaged, before anything is written")
+    func changedOwnerIsDamaged() async throws {
+        try await withStore { f in
+            let notes = try await f.db.createZone(named: "Notes")
+            _ = try await f.db.save(makeRecord("Note", "a", in: notes, plain: ["title": .string("x")]))
+            var backup = try await f.session.makeBackup()
+            let bob = try makeVault(in: f.folder, file: "bob.coffer", name: "Bob", email: "bob@example.com")
+            let z = try #require(backup.zones.first)
+            for (id, uid) in [(ZoneID(name: z.id.name, ownerID: bob.identity.userID), z.uid), (ZoneID(name: "Renamed", ownerID: z.id.ownerID), z.uid),
+                              (z.id, SecureRandom.bytes(count: 16))] {
+                backup.zones[0] = ZoneCopy(id: id, uid: uid, created: z.created, log: z.log, wrappedKeys: z.wrappedKeys, chainedKeys: z.chainedKeys,
+                                           link: z.link, members: z.members, shareUID: z.shareUID, schema: z.schema, tombstones: z.tombstones, rows: z.rows)
+                let reopened = try Backup(sealed: try backup.sealed(by: f.vault), vault: f.vault)
+                try await withTemporaryFolder { folder in
+                    let target = try Store(path: folder.appendingPathComponent("restored.sqlite").path)
+                    let session = try target.session(vault: f.vault)
+                    let error = await expectStoreError(.integrityFailure) { _ = try await session.restore(reopened, resettingMarks: true) }
+                    #expect(error?.message.contains("the backup is damaged") == true, "\(String(describing: error))")
+                    #expect(try await !target.hasZones(), "a zone was written")
+                }
+            }
         }
     }
 

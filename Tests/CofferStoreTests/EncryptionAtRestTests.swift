@@ -211,6 +211,36 @@ struct EncryptionAtRestTests {
         }
     }
 
+    @Test("a deleted record's plain values leave the store file and its write-ahead log at once, while the store is open; the rest at close")
+    func deletedValuesLeaveTheWriteAheadLog() async throws {
+        try await withTemporaryFolder { folder async throws in
+            let path = storePath(in: folder)
+            let canaries = Canaries()
+            let vault = try makeVault(in: folder)
+            let store = try Store(path: path)
+            let db = try store.session(vault: vault).privateDatabase
+            let zone = try await db.createZone(named: "Kept")
+            _ = try await db.save(canaries.record("r", in: zone))
+            _ = try await db.save(makeRecord("Vault", "other", in: zone, plain: ["label": .string("other")]))
+            #expect(!Self.foundAnywhere(.string(canaries.plain, label: "plain"), in: path).isEmpty, "the plain control is not found: the scan is blind")
+            try await db.delete(recordNamed: "r", in: zone)
+            let hits = Self.foundAnywhere(.string(canaries.plain, label: "plain"), in: path)
+            #expect(hits.isEmpty, "a deleted plain value is still on disk while the store is open: \(hits)")
+            Self.expectAbsent(canaries.encrypted, in: path, when: "after deleting a record, the store open")
+
+            // A replaced plain value: gone once the log is truncated (at close, or when the CLI's command ends).
+            let replaced = "Replaced-\(UUID().uuidString)"
+            var other = try await db.record(named: "other", in: zone)
+            other.values["label"] = .string(replaced)
+            other = try await db.save(other)
+            other.values["label"] = .string("newer")
+            _ = try await db.save(other)
+            store.truncateWriteAheadLog()
+            let left = Self.foundAnywhere(.string(replaced, label: "replaced"), in: path)
+            #expect(left.isEmpty, "a replaced plain value is still on disk once the log was truncated: \(left)")
+        }
+    }
+
     @Test("the records of one batch (nonces drawn for the batch at once) and of the next batch all carry different nonces")
     func batchNoncesDiffer() async throws {
         try await withStore { f async throws in

@@ -19,9 +19,10 @@ public final class ServerChild: Sendable {
     /// Starts `executable serve --listen 127.0.0.1:0 --store STORE` and waits until it prints the
     /// address it listens on. `publicURL`: another URL it serves (`--public-url`), as a second
     /// instance or a restarted server serves the first one's, which its clients pinned.
+    /// `listen`: another address (the same port again, as a server restarted there).
     public static func start(executable: String, store: String, directory: String, environment: [String: String],
-                             publicURL: String? = nil) async throws -> ServerChild {
-        let process = try ChildProcess.Running(executable, ["serve", "--listen", "127.0.0.1:0", "--store", store]
+                             publicURL: String? = nil, listen: String = "127.0.0.1:0") async throws -> ServerChild {
+        let process = try ChildProcess.Running(executable, ["serve", "--listen", listen, "--store", store]
                                                    + (publicURL.map { ["--public-url", $0] } ?? []),
                                                environment: environment, directory: directory, timeout: 1800)
         let url = await process.waitForOutput(seconds: 180) { out -> String? in

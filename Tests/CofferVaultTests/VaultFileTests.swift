@@ -8,6 +8,36 @@ import Testing
 /// locked writes, and two writers on one file.
 @Suite("Vault file: format v1, damage, limits, atomic writes, concurrency")
 struct VaultFileTests {
+    // MARK: - Leftovers
+
+    @Test("a temporary file a killed writer left beside the vault is removed by the next write; one a live writer holds, or another name's, stays")
+    func leftoversOfKilledWritersGo() throws {
+        try withTemporaryFolder { folder in
+            let vault = try makeVault(in: folder)
+            let name = vault.url.lastPathComponent
+            func plant(_ file: String) throws -> String {
+                let path = folder.appendingPathComponent(file).path
+                #expect(FileManager.default.createFile(atPath: path, contents: Data("half a vault".utf8), attributes: [.posixPermissions: 0o600]))
+                return path
+            }
+            let killed = try plant(".\(name).tmp-0a1b2c3d4e5f"), held = try plant(".\(name).tmp-live00000000")
+            let other = try plant(".other.coffer.tmp-0a1b2c3d4e5f")
+            let holder = open(held, O_RDONLY)
+            defer { close(holder) }
+            #expect(holder >= 0 && flock(holder, LOCK_EX | LOCK_NB) == 0)
+            _ = try vault.addItem(service: "s", account: "a", secret: secure("1"))
+            #expect(!FileManager.default.fileExists(atPath: killed), "a killed writer's temporary file stays")
+            #expect(FileManager.default.fileExists(atPath: held), "a live writer's temporary file was removed")
+            #expect(FileManager.default.fileExists(atPath: other), "another file's temporary file was removed")
+
+            // The CLI's files wait a minute: a file as young as this one stays, an older one goes.
+            let young = try plant(".backup.coffer.tmp-12345678"), old = try plant(".backup.coffer.tmp-87654321")
+            try FileManager.default.setAttributes([.modificationDate: Date(timeIntervalSinceNow: -120)], ofItemAtPath: old)
+            VaultFile.removeLeftovers(of: folder.appendingPathComponent("backup.coffer"), olderThan: 60)
+            #expect(FileManager.default.fileExists(atPath: young) && !FileManager.default.fileExists(atPath: old))
+        }
+    }
+
     // MARK: - Layout
 
     @Test func formatV1Layout() throws {

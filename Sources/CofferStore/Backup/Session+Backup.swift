@@ -19,48 +19,74 @@ public struct RestoreResult: Sendable {
 }
 
 extension Session {
-    /// Makes a backup of everything this user owns or can read in the store (see ``Backup``):
-    /// each zone is verified first (as `audit` does: its whole log, its key and every record),
-    /// then every zone is read whole from one state of the store (a store on a server: from one
-    /// state for each 250 zones), and each zone's log checked to end where it verified.
+    /// Makes a backup of everything this user owns or can read in the store (see ``Backup``),
+    /// all of it from one state of the store (``Store/withPinnedReads(_:)``), so that writers
+    /// beside it never make it start over: each zone is verified first (as `audit` does: its
+    /// whole log, its key and every record), then read whole, and each zone's log checked to end
+    /// where it verified.
     ///
     /// ```swift
     /// let backup = try await session.makeBackup { print($0) }
     /// ```
     /// - Throws: `.integrityFailure` naming a zone that fails verification (nothing of a zone that
-    ///   fails is backed up: run `audit`); `.busy` when zones kept changing while they were read.
+    ///   fails is backed up: run `audit`).
     public func makeBackup(progress: @Sendable (String) -> Void = { _ in }) async throws -> Backup {
-        let owned = try await ownedZoneAccess(), shared = try await sharedZoneAccess()
-        if let refused = (owned.refused + shared.refused).first {
-            throw StoreError(.integrityFailure, "zone '\(refused.0.name)' fails verification, so no backup was made: \(refused.1.message); run 'coffer audit'")
+        // The marks are read before the pin is taken: none can be newer than the state it holds.
+        do { _ = try vault.marks.all() } catch let error as VaultError {
+            throw StoreError(.integrityFailure, "your marks file cannot be read: \(error.message)", underlying: error)
         }
-        let ids = owned.zones.map(\.id) + shared.zones.map(\.id)
-        let source = try Self.driver(of: store, reading: true)
-        for _ in 0..<3 {
+        let backup = try await store.withPinnedReads {
+            let owned = try await ownedZoneAccess(), shared = try await sharedZoneAccess()
+            if let refused = (owned.refused + shared.refused).first {
+                throw StoreError(.integrityFailure, "zone '\(refused.0.name)' fails verification, so no backup was made: \(refused.1.message); run 'coffer audit'")
+            }
+            let ids = owned.zones.map(\.id) + shared.zones.map(\.id)
+            let source = try Self.driver(of: store, reading: true)
+            let pin = PinnedReads.readPin(of: store)
             var verified = [(zone: ZoneRow, head: Int64, hash: Digest32)]()
-            for id in ids {
-                progress("verifying zone \(id.name)")
-                let (zone, state, report) = try await read { db in
+            for (n, id) in ids.enumerated() {
+                progress("verifying zone \(id.name) (\(n + 1) of \(ids.count))")
+                // The audit walks the log as the pin holds it, whatever this session verified since.
+                let (zone, head, report) = try await read { db in
                     let zone = try self.zoneRow(db, id)
-                    return (zone, try self.zoneState(db, zone: zone), try self.auditZone(db, id))
+                    let report = try self.auditZone(db, id)
+                    return (zone, try db.logHead(zoneRowID: zone.rowID), report)
                 }
                 if let finding = report.findings.first {
                     throw StoreError(.integrityFailure, "zone '\(id.name)' fails verification, so no backup was made: \(finding.message); run 'coffer audit'")
                 }
-                verified.append((zone, state.headSeq, state.headHash))
+                guard let head else { throw StoreError(.integrityFailure, "zone '\(id.name)' has no log: the store was changed") }
+                verified.append((zone, head.seq, head.hash))
             }
             progress("reading \(ids.count == 1 ? "1 zone" : "\(ids.count) zones")")
-            guard let zones = try await Self.readZones(verified, from: source) else { continue }
+            guard let zones = try await Self.readZones(verified, from: source, pin: pin) else {
+                // Only where the store could not hold one state for the whole backup (a server
+                // holding as many pins as it will).
+                throw StoreError(.busy, "zones changed while they were read; make the backup again")
+            }
             progress("reading contact cards")
-            let cards = try await Self.readCards(from: source)
+            let cards = try await Self.readCards(from: source, pin: pin)
             return Backup(userID: userID, created: Date(), storeID: store.storeID, cards: cards, zones: zones)
         }
-        throw StoreError(.busy, "zones kept changing while they were read; make the backup again")
+        // Each zone as backed up must be on the log this user verifies now (the state the backup
+        // held, or an older one of it): a store that pinned another branch for the backup is
+        // caught here. A zone gone since is left as it was backed up.
+        for zone in backup.zones {
+            let log: ZoneLog
+            do { log = try await read { db in try self.zoneLog(db, zone: try self.zoneRow(db, zone.id)) } } catch let error as StoreError where error.code == .zoneNotFound {
+                continue
+            }
+            guard let head = zone.log.last, log.hash(at: head.seq) == head.hash else {
+                throw StoreError(.integrityFailure, "zone '\(zone.id.name)' as the store showed it for the backup is not on its log as you verify it now: the store was forked; no backup was made; run 'coffer audit'")
+            }
+        }
+        return backup
     }
 
     /// The zones `verified` lists, read whole: nil when one's log no longer ends at the entry
     /// verified (it changed between its check and the read).
-    static func readZones(_ verified: [(zone: ZoneRow, head: Int64, hash: Digest32)], from source: any SnapshotDriver) async throws -> [ZoneCopy]? {
+    static func readZones(_ verified: [(zone: ZoneRow, head: Int64, hash: Digest32)], from source: any SnapshotDriver,
+                          pin: (any ReadPin)? = nil) async throws -> [ZoneCopy]? {
         var t = StorageSnapshot.Tables<StoredRow>()
         // Four reads a zone, at most 1000 a request to a server: each group from one state.
         for group in stride(from: 0, to: verified.count, by: 250).map({ verified[$0..<min($0 + 250, verified.count)] }) {
@@ -68,7 +94,7 @@ extension Session {
                 let rowID = item.zone.rowID
                 return [.zone(item.zone.id), .log(zoneRowID: rowID, after: 0), .allRows(zoneRowID: rowID), .tombstoneList(zoneRowID: rowID)]
             }
-            t.merge(try await fetch(needs, from: source)) { $0 }
+            t.merge(try await fetch(needs, from: source, pin: pin)) { $0 }
         }
         for item in verified {
             guard case .some(.some(let row)) = t.zones[item.zone.id], row.rowID == item.zone.rowID, row.uid == item.zone.uid,
@@ -79,19 +105,19 @@ extension Session {
             (t.logs[item.zone.rowID]?.entries ?? []).filter { ZoneCopy.isListed($0.body) }.map { StorageSnapshot.Need.logEntry(zoneRowID: item.zone.rowID, seq: $0.seq) }
         }
         for start in stride(from: 0, to: listed.count, by: 1_000) {
-            t.merge(try await fetch(Array(listed[start..<min(start + 1_000, listed.count)]), from: source)) { $0 }
+            t.merge(try await fetch(Array(listed[start..<min(start + 1_000, listed.count)]), from: source, pin: pin)) { $0 }
         }
         return try verified.map { try ZoneCopy(zone: $0.zone, from: t) }
     }
 
     /// The store's contact cards that verify, as stored.
-    static func readCards(from source: any SnapshotDriver) async throws -> [Backup.Card] {
-        guard let columns = try await fetch([.contactColumns], from: source).contactColumns else { return [] }
+    static func readCards(from source: any SnapshotDriver, pin: (any ReadPin)? = nil) async throws -> [Backup.Card] {
+        guard let columns = try await fetch([.contactColumns], from: source, pin: pin).contactColumns else { return [] }
         let ids = columns.map(\.userID).sorted()
         var cards = [Backup.Card]()
         for start in stride(from: 0, to: ids.count, by: 1_000) {
             let part = Array(ids[start..<min(start + 1_000, ids.count)])
-            let t = try await fetch(part.map { .contact($0) }, from: source)
+            let t = try await fetch(part.map { .contact($0) }, from: source, pin: pin)
             for id in part {
                 guard let stored = t.contacts[id] ?? nil, let card = try? ContactCard.verify(Data(stored.card)), card.identity.userID == id else { continue }
                 cards.append(Backup.Card(card: stored.card, added: stored.added))
@@ -145,6 +171,18 @@ extension Session {
                 zones.append(zone)
             }
         }
+        // Each zone's first entry must be the genesis of that zone, by its owner: a backup whose
+        // zone says otherwise is damaged (or was made to lie), and nothing of it is written.
+        for zone in zones {
+            guard let first = zone.log.first, let genesis = LogEntry.decode(first.body) else {
+                throw StoreError(.integrityFailure, "the backup is damaged: zone '\(zone.id.name)' has no readable first log entry; nothing was restored")
+            }
+            do {
+                _ = try ZoneState(genesis: genesis, hash: first.hash, uid: zone.uid, name: zone.id.name, ownerID: zone.id.ownerID)
+            } catch let refusal as ZoneState.Refusal {
+                throw StoreError(.integrityFailure, "the backup is damaged: zone '\(zone.id.name)' of \(zone.id.ownerID) does not match its log (\(refusal.reason)); nothing was restored")
+            }
+        }
         let checks = try backup.markChecks(against: vault.marks).filter { check in zones.contains { $0.id == check.zone } }
         if !resettingMarks, let first = checks.first(where: \.isRollback) {
             throw StoreError(.invalidArguments, "the backup takes zone '\(first.zone.name)' back before what you saw; confirm resetting your marks to restore it")
@@ -193,16 +231,40 @@ extension Session {
         for (card, user) in zip(backup.cards, cardUsers) where (present.contacts[user] ?? nil) == nil {
             cardWrites.append(try Self.contactWrite(card: card.card, added: card.added))
         }
-        for start in stride(from: 0, to: cardWrites.count, by: 500) {
-            try await target.apply(Array(cardWrites[start..<min(start + 500, cardWrites.count)]), operation: nil)
-        }
         let rowIDs = try await Self.fetch(zones.map { .newZoneID($0.id) }, from: target).newZoneIDs
+        var zoneBatches = [(zone: ZoneCopy, batches: [[StorageSnapshot.Write]])]()
         for zone in zones {
             guard let rowID = rowIDs[zone.id] else { throw StoreError(.internalError, "the store reserved no zone id") }
-            let batches = try zone.batches(zoneRowID: rowID)
-            for (i, batch) in batches.enumerated() {
-                progress("zone \(zone.id.name): batch \(i + 1) of \(batches.count)")
-                try await target.apply(batch, operation: nil)
+            zoneBatches.append((zone, try zone.batches(zoneRowID: rowID)))
+        }
+        /// A write the store refused as a conflict: in a store that was empty, rows of the backup
+        /// that contradict each other (or another writer that filled the store meanwhile).
+        func refusedWrite(_ zone: ZoneCopy?) -> StoreError {
+            StoreError(.integrityFailure, "the backup cannot be restored: "
+                + (zone.map { "the rows of zone '\($0.id.name)'" } ?? "its contact cards")
+                + " contradict each other or the store (the backup was changed, or another writer filled the store meanwhile); nothing was restored")
+        }
+        if throughServer {
+            // A server takes one checked batch a request.
+            for start in stride(from: 0, to: cardWrites.count, by: 500) {
+                do { try await target.apply(Array(cardWrites[start..<min(start + 500, cardWrites.count)]), operation: nil) } catch is SnapshotConflict {
+                    throw refusedWrite(nil)
+                }
+            }
+            for (zone, batches) in zoneBatches {
+                for (i, batch) in batches.enumerated() {
+                    progress("zone \(zone.id.name): batch \(i + 1) of \(batches.count)")
+                    do { try await target.apply(batch, operation: nil) } catch is SnapshotConflict {
+                        throw StoreError(.integrityFailure, "the server refused zone '\(zone.id.name)' of the backup as a conflict: its rows contradict each other or the store (the backup was changed, or another writer was there first)")
+                    }
+                }
+            }
+        } else {
+            // A local store takes everything in one transaction: a restore killed at any point
+            // leaves every zone or none (and then runs again from the start).
+            progress("writing \(zones.count == 1 ? "1 zone" : "\(zones.count) zones") in one transaction")
+            do { try await target.apply(cardWrites + zoneBatches.flatMap { $0.batches.joined() }, operation: nil) } catch is SnapshotConflict {
+                throw refusedWrite(zones.count == 1 ? zones.first : nil)
             }
         }
 

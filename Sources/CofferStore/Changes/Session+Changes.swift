@@ -36,49 +36,78 @@ extension Session {
             // `record_tombstone` only finds deletions: each is believed from the signed entry at
             // its sequence, which must delete that name, and its author and time come from there.
             let tombstones = try db.tombstones(zoneRowID: zone.rowID, afterSeq: seq, afterName: name, limit: limit + 1)
-            var deletedBy = [Int64: Result<(VerifiedCommit, Set<String>), StoreError>]()
-            func deletion(_ seq: Int64, _ name: String) -> Result<DeletedRecord, StoreError> {
-                let entry = deletedBy[seq] ?? Result {
-                    let commit = try self.verifiedCommit(db, zone: zone, seq: seq, log: access.log)
-                    let names = CommitBuilder.parseNames(commit.names, entries: commit.entries.count) ?? []
-                    return (commit, Set(names.filter(\.deleted).map(\.name)))
-                }.mapError { $0 as? StoreError ?? StoreError(.internalError, "\($0)") }
-                deletedBy[seq] = entry
-                return entry.flatMap { commit, names in
-                    guard names.contains(name) else {
-                        return .failure(StoreError(.integrityFailure, "the deletion of record '\(Names.printable(name))' in zone '\(zone.id.name)' at entry \(seq) is not in its signed log: the store was changed"))
-                    }
-                    return .success(DeletedRecord(name: name, authorID: commit.authorID, transactionAuthor: commit.label,
-                                                  deleted: Date(timeIntervalSince1970: commit.time)))
-                }
-            }
-            var changed = [Record](), deleted = [DeletedRecord](), refused = [String: StoreError]()
-            var last: (Int64, String)?
-            var taken = 0
-            var t = 0
             let rows = try db.changedRecordRows(zoneRowID: zone.rowID, afterSeq: seq, afterName: name, limit: limit + 1)
-            var r = 0
-            while taken < limit {
+            // The page: rows and deletions merged in (seq, name) order, up to `limit` items.
+            var page = [(record: Bool, index: Int)]()
+            var last: (Int64, String)?
+            var r = 0, t = 0
+            while page.count < limit {
                 let recordKey: (Int64, String)? = r < rows.count ? (rows[r].seq, rows[r].name) : nil
                 let tombKey: (Int64, String)? = t < tombstones.count ? (tombstones[t].seq, tombstones[t].name) : nil
                 guard recordKey != nil || tombKey != nil else { break }
                 let takeRecord: Bool
                 if let r = recordKey, let d = tombKey { takeRecord = r < d } else { takeRecord = recordKey != nil }
                 if takeRecord {
-                    do { changed.append(try self.decodeOne(db, zone: zone, row: rows[r].row.get())) } catch let e as StoreError where e.code == .integrityFailure {
-                        refused[rows[r].name] = e
-                    }
+                    page.append((true, r))
                     last = recordKey
                     r += 1
                 } else {
-                    switch deletion(tombstones[t].seq, tombstones[t].name) {
-                    case .success(let d): deleted.append(d)
-                    case .failure(let e): refused[tombstones[t].name] = e
-                    }
+                    page.append((false, t))
                     last = tombKey
                     t += 1
                 }
-                taken += 1
+            }
+            // Everything the page's items need is read at once, not item by item (one round of
+            // reads where the backend fetches): the commits its deletions name, and each row's
+            // commit, schema and key.
+            let deletionSeqs = Set(page.lazy.filter { !$0.record }.map { tombstones[$0.index].seq }).sorted()
+            let deleting = Dictionary(uniqueKeysWithValues: try db.eachGathering(deletionSeqs) { seq -> (Int64, Result<(VerifiedCommit, Set<String>), StoreError>)? in
+                do {
+                    let commit = try self.verifiedCommit(db, zone: zone, seq: seq, log: access.log)
+                    let names = CommitBuilder.parseNames(commit.names, entries: commit.entries.count) ?? []
+                    return (seq, .success((commit, Set(names.filter(\.deleted).map(\.name)))))
+                } catch let error as StoreError {
+                    return (seq, .failure(error))
+                }
+            })
+            var decoded = [String: Result<Record, StoreError>](minimumCapacity: page.count)
+            try self.decodeRows(db, zone: zone, expected: page.count, read: { add in
+                for item in page where item.record {
+                    switch rows[item.index].row {
+                    case .success(let row): add(row)
+                    case .failure(let error): decoded[rows[item.index].name] = .failure(error)
+                    }
+                }
+            }, deliver: { row, result in
+                switch consume result {
+                case .success(let record): decoded[row.name] = .success(record)
+                case .failure(let error as StoreError) where error.code == .integrityFailure: decoded[row.name] = .failure(error)
+                case .failure(let error): throw error
+                }
+            })
+            var changed = [Record](), deleted = [DeletedRecord](), refused = [String: StoreError]()
+            for item in page {
+                if item.record {
+                    let name = rows[item.index].name
+                    switch decoded[name] {
+                    case .success(let record)?: changed.append(record)
+                    case .failure(let error)?: refused[name] = error
+                    case nil: throw StoreError(.internalError, "record '\(Names.printable(name))' of a change page was not decoded")
+                    }
+                    continue
+                }
+                let (seq, name) = (tombstones[item.index].seq, tombstones[item.index].name)
+                switch deleting[seq] {
+                case .success(let (commit, names))?:
+                    guard names.contains(name) else {
+                        refused[name] = StoreError(.integrityFailure, "the deletion of record '\(Names.printable(name))' in zone '\(zone.id.name)' at entry \(seq) is not in its signed log: the store was changed")
+                        continue
+                    }
+                    deleted.append(DeletedRecord(name: name, authorID: commit.authorID, transactionAuthor: commit.label,
+                                                 deleted: Date(timeIntervalSince1970: commit.time)))
+                case .failure(let error)?: refused[name] = error
+                case nil: throw StoreError(.internalError, "the deletion of record '\(Names.printable(name))' was not read")
+                }
             }
             let more = r < rows.count || t < tombstones.count
             // When caught up, the token says "all of the latest commit"; mid-commit, it names the last item.

@@ -223,7 +223,8 @@ extension Session {
     /// another of its operations advanced a log after the read began (see ``zoneLog(_:zone:)``).
     /// Every read of the session goes through here; writes (which see the latest state) do not.
     func read<T: Sendable>(_ body: @escaping @Sendable (any StorageTransaction) throws -> T) async throws -> T {
-        let generation = Session.advances.withLock { $0.counter }
+        // A pinned read began when its pin was taken.
+        let generation = PinnedReads.generation(of: store) ?? Session.advances.withLock { $0.counter }
         do {
             return try await store.read { db in try Self.noting(db, generation, body) }
         } catch let error as StoreError where error.underlying is DeletedZoneSeen {

@@ -173,6 +173,34 @@ extension Session {
         return try await store.contactSuspending(matching: ids[0])
     }
 
+    /// Pins in this user's vault the store's card of `userID`, verified (a user id is the hash of
+    /// one key, so the card of that id is that user's, whatever name it carries): from then on
+    /// the name and email on it resolve to them (``contact(matching:)``). Returns the contact.
+    /// - Throws: `.invalidArguments` for a malformed user id; `.unknownItem` when the store has
+    ///   no card of it; `.integrityFailure` when the stored card does not verify.
+    @discardableResult
+    public func pinContact(userID: String) async throws -> Contact {
+        guard UserIDs.isValid(userID) else { throw StoreError(.invalidArguments, "'\(Names.printable(userID))' is not a user id") }
+        let stored = try await store.read { db in try db.contactCard(userID: userID)?.card }
+        guard let stored else { throw StoreError(.unknownItem, "the store has no contact card of \(userID)") }
+        let card: ContactCard
+        do { card = try ContactCard.verify(Data(stored)) } catch {
+            throw StoreError(.integrityFailure, "the stored contact card of \(userID) does not verify: the store was changed", underlying: error as? VaultError)
+        }
+        guard card.identity.userID == userID else {
+            throw StoreError(.integrityFailure, "the stored contact card of \(userID) is the card of \(card.identity.userID): the store was changed")
+        }
+        do { try vault.pin(card) } catch let error as VaultError {
+            throw StoreError(.internalError, "the card could not be pinned in your vault: \(error.message)", underlying: error)
+        }
+        return try await store.contactSuspending(matching: userID)
+    }
+
+    /// Whether this user pinned a card of `userID` in their vault (or is that user).
+    public func hasPinned(userID: String) -> Bool {
+        userID == vault.identity.userID || vault.isPinned(userID: userID)
+    }
+
     /// The user ids an email or a name may mean for this user: their pinned cards' (by email,
     /// else by name), or their own.
     public func pinnedUserIDs(matching who: String) -> [String] {

@@ -65,33 +65,43 @@ final class PostgresStorage: SnapshotDriver {
 
     private func fetchRows(_ needs: [StorageSnapshot.Need], into snapshot: StorageSnapshot) async throws {
         let basis = snapshot.basis
-        let knownContacts = basis.contacts, knownHeads = basis.heads, knownZones = basis.zones
         let (rows, moved) = try await connector.transaction { tx in
             try await tx.query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-            // Whether a zone read before moved on since, or went: what was read of it then is stale.
-            var moved = false
-            for (zone, seq) in knownHeads {
-                let now = try await tx.query("SELECT max(seq) FROM zone_log WHERE zone_id = \(zone)").first?.decode(Int64?.self)
-                if now != seq { moved = true }
-            }
-            if !moved, !knownZones.isEmpty {
-                let ids = knownZones.sorted()
-                let present = try await tx.query("SELECT count(*) FROM zone WHERE id = ANY(\(ids))").first?.decode(Int64.self) ?? 0
-                if present != Int64(ids.count) { moved = true }
-            }
-            var fetched = Fetched()
-            var cards = [String]()
-            for need in needs {
-                if case .contact(let user) = need { cards.append(user) } else { try await Self.fetch(need, tx, into: &fetched) }
-            }
-            // The authors of entries read, whose cards check their signatures.
-            let authors = Set(fetched.logs.values.flatMap { $0.entries.compactMap { LogEntry.decode($0.body)?.authorID } })
-                .subtracting(knownContacts).subtracting(fetched.contacts.keys)
-            try await Self.fetchContacts(Array(Set(cards).union(authors)).sorted(), tx, into: &fetched)
-            return (fetched, moved)
+            return try await Self.read(needs, basis: basis, tx)
         }
         snapshot.absorb(rows, moved: moved) { $0.row }
     }
+
+    /// Reads `needs` in the transaction `tx` (at REPEATABLE READ: one state of the database for
+    /// all of it), with whether a zone `basis` read before moved on since.
+    fileprivate static func read(_ needs: [StorageSnapshot.Need], basis: StorageSnapshot.FetchBasis,
+                                 _ tx: PostgresTransaction) async throws -> (Fetched, moved: Bool) {
+        // Whether a zone read before moved on since, or went: what was read of it then is stale.
+        var moved = false
+        for (zone, seq) in basis.heads {
+            let now = try await tx.query("SELECT max(seq) FROM zone_log WHERE zone_id = \(zone)").first?.decode(Int64?.self)
+            if now != seq { moved = true }
+        }
+        if !moved, !basis.zones.isEmpty {
+            let ids = basis.zones.sorted()
+            let present = try await tx.query("SELECT count(*) FROM zone WHERE id = ANY(\(ids))").first?.decode(Int64.self) ?? 0
+            if present != Int64(ids.count) { moved = true }
+        }
+        var fetched = Fetched()
+        var cards = [String]()
+        for need in needs {
+            if case .contact(let user) = need { cards.append(user) } else { try await Self.fetch(need, tx, into: &fetched) }
+        }
+        // The authors of entries read, whose cards check their signatures.
+        let authors = Set(fetched.logs.values.flatMap { $0.entries.compactMap { LogEntry.decode($0.body)?.authorID } })
+            .subtracting(basis.contacts).subtracting(fetched.contacts.keys)
+        try await Self.fetchContacts(Array(Set(cards).union(authors)).sorted(), tx, into: &fetched)
+        return (fetched, moved)
+    }
+
+    /// A pin of one REPEATABLE READ transaction, held open on one connection until closed
+    /// (see ``PostgresReadPin``).
+    func pinReads() async throws -> (any ReadPin)? { PostgresReadPin(connector: connector) }
 
     /// What one fetch read, merged into the snapshot once the read transaction ends.
     typealias Fetched = StorageSnapshot.Tables<RowValues>
@@ -731,5 +741,70 @@ final class PostgresStorage: SnapshotDriver {
         case .removeTombstone(let zone, let name):
             try await tx.query("DELETE FROM record_tombstone WHERE zone_id = \(zone) AND name = \(name)")
         }
+    }
+}
+
+/// Reads of one state of a PostgreSQL database across several fetches: one transaction at
+/// REPEATABLE READ (which writes nothing but a new zone's id from its sequence), on one
+/// connection leased from the pool, begun at the first fetch and committed at ``close()``. The
+/// transaction runs in a task of its own that takes the fetches one by one; a pin must be closed
+/// (``SnapshotDriver/run(writing:pinned:_:)`` closes each one it takes), or its connection stays
+/// leased.
+final class PostgresReadPin: ReadPin {
+    private struct Job: Sendable {
+        let needs: [StorageSnapshot.Need]
+        let basis: StorageSnapshot.FetchBasis
+        let reply: CheckedContinuation<(PostgresStorage.Fetched, Bool), any Error>
+    }
+
+    private let jobs: AsyncStream<Job>.Continuation
+    private let work: Task<Void, Never>
+
+    init(connector: PostgresConnector) {
+        let (stream, jobs) = AsyncStream<Job>.makeStream()
+        self.jobs = jobs
+        work = Task {
+            var failure: (any Error)?
+            do {
+                try await connector.transaction { tx in
+                    try await tx.query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+                    for await job in stream {
+                        do {
+                            let (rows, moved) = try await PostgresStorage.read(job.needs, basis: job.basis, tx)
+                            job.reply.resume(returning: (rows, moved))
+                        } catch {
+                            job.reply.resume(throwing: error)
+                            throw error // the transaction is aborted: every later fetch fails too
+                        }
+                    }
+                }
+            } catch {
+                failure = error
+            }
+            // A transaction that failed (or never began) fails the fetches still to come.
+            for await job in stream {
+                job.reply.resume(throwing: failure ?? StoreError(.internalError, "a PostgreSQL read pin was used after it was closed"))
+            }
+        }
+    }
+
+    func fetch(_ needs: [StorageSnapshot.Need], into snapshot: StorageSnapshot) async throws {
+        let basis = snapshot.basis
+        let (rows, moved): (PostgresStorage.Fetched, Bool)
+        do {
+            (rows, moved) = try await withCheckedThrowingContinuation { reply in
+                if case .terminated = jobs.yield(Job(needs: needs, basis: basis, reply: reply)) {
+                    reply.resume(throwing: StoreError(.internalError, "a PostgreSQL read pin was used after it was closed"))
+                }
+            }
+        } catch let error as PostgresDecodingError {
+            throw PostgresStorage.changed(error)
+        }
+        snapshot.absorb(rows, moved: moved) { $0.row }
+    }
+
+    func close() async {
+        jobs.finish()
+        await work.value
     }
 }

@@ -51,6 +51,13 @@ package enum RemoteAPI {
             contacts = basis.contacts.sorted()
         }
 
+        /// An empty basis (a request that reads nothing).
+        init() {
+            heads = []
+            zones = []
+            contacts = []
+        }
+
         /// Every zone the basis names, by uid.
         var uids: [Data] { heads.map(\.zone) + zones }
 
@@ -64,12 +71,28 @@ package enum RemoteAPI {
     struct ReadRequest: Codable, Sendable {
         var needs: [WireNeed]
         var basis: Basis
+        /// Read on a pin: ``newPin`` to have one opened, or the id of one the server handed out.
+        var pin: String?
+        /// The id of a pin to release once the reads are answered.
+        var unpin: String?
+
+        init(needs: [WireNeed], basis: Basis, pin: String? = nil, unpin: String? = nil) {
+            self.needs = needs
+            self.basis = basis
+            self.pin = pin
+            self.unpin = unpin
+        }
     }
+
+    /// A read request's `pin` asking for a new pin.
+    static let newPin = "new"
 
     struct ReadResponse: Codable, Sendable {
         var tables: WireTables
         /// A zone the client read before moved on since: it drops what it read before.
         var moved: Bool
+        /// The pin the reads were made on (nil: none, the server holds as many as it will).
+        var pin: String?
     }
 
     /// `POST /v1/records/modify`: one atomic batch of writes. `operation`: 16 random bytes the

@@ -121,6 +121,15 @@ final class RemoteStorage: SnapshotDriver {
     }
 
     func fetch(_ needs: [StorageSnapshot.Need], into snapshot: StorageSnapshot) async throws {
+        try await fetch(needs, into: snapshot, pin: nil)
+    }
+
+    /// A pin the server holds (see ``RemoteReadPin``), opened by its first fetch.
+    func pinReads() async throws -> (any ReadPin)? { RemoteReadPin(remote: self) }
+
+    /// Fetches `needs`; with `pin`, on the state the server pinned for it (asking for a pin at
+    /// its first fetch), and notes the pin the server answered on.
+    func fetch(_ needs: [StorageSnapshot.Need], into snapshot: StorageSnapshot, pin: RemoteReadPin?) async throws {
         // A zone about to be created gets its handle here: no server is asked for a row id.
         var reserved = [ZoneID: Int64]()
         for case .newZoneID(let id) in needs { reserved[id] = zones.reserve() }
@@ -132,7 +141,8 @@ final class RemoteStorage: SnapshotDriver {
             return
         }
         let names = requestNames()
-        let request = RemoteAPI.ReadRequest(needs: try asked.map { try WireNeed($0, names) }, basis: try RemoteAPI.Basis(snapshot.basis, names))
+        let request = RemoteAPI.ReadRequest(needs: try asked.map { try WireNeed($0, names) }, basis: try RemoteAPI.Basis(snapshot.basis, names),
+                                            pin: pin.map { $0.id.withLock { $0 } ?? RemoteAPI.newPin })
         let data: Data
         if let replayed = replayedReadAnswers.withLock({ $0.isEmpty ? nil : $0.removeFirst() }) {
             data = replayed
@@ -149,7 +159,18 @@ final class RemoteStorage: SnapshotDriver {
             throw StoreError(.integrityFailure, "the server at \(serverDescription) sent a read that is not valid: \(error.message)")
         }
         tables.newZoneIDs = reserved
+        if let pin {
+            // A pin the server dropped (expired, or one too many) is opened again there: the
+            // answer then says whether the state moved on since.
+            pin.id.withLock { $0 = response.pin }
+        }
         snapshot.absorb(tables, moved: response.moved) { $0 }
+    }
+
+    /// Asks the server to release a pin.
+    func unpin(_ id: String) async throws {
+        let request = RemoteAPI.ReadRequest(needs: [], basis: RemoteAPI.Basis(), unpin: id)
+        _ = try await send("POST", RemoteAPI.Path.read, body: try RemoteAPI.encoder.encode(request))
     }
 
     func apply(_ writes: [StorageSnapshot.Write], operation: SnapshotOperation?) async throws {
@@ -249,6 +270,32 @@ final class RemoteStorage: SnapshotDriver {
         if let error = error as? HTTPClientError { return "\(error)" }
         if error is CancellationError { return "cancelled" }
         return String(describing: type(of: error))
+    }
+}
+
+/// A pin of a server's store (see ``ReadPin``): the server holds one read of its store open for
+/// this client, named by an id it hands out at the first fetch, until the client releases it or
+/// it expires there (a fetch on an expired pin is answered on a new one, and says whether the
+/// store moved on).
+final class RemoteReadPin: ReadPin {
+    let remote: RemoteStorage
+    /// The server's name for the pin; nil until the first fetch opens one (or when the server
+    /// answered without one: it holds as many as it will).
+    let id = Locked<String?>(nil)
+
+    init(remote: RemoteStorage) { self.remote = remote }
+
+    func fetch(_ needs: [StorageSnapshot.Need], into snapshot: StorageSnapshot) async throws {
+        try await remote.fetch(needs, into: snapshot, pin: self)
+    }
+
+    /// Releases the server's pin; a server that cannot be reached lets it expire.
+    func close() async {
+        guard let held = id.withLock({ $0 }) else { return }
+        id.withLock { $0 = nil }
+        do { try await remote.unpin(held) } catch {
+            remote.logger.debug("a read pin was left to expire", metadata: ["error": "\(error)"])
+        }
     }
 }
 

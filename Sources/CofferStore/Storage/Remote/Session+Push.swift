@@ -78,10 +78,10 @@ extension Session {
     }
 
     /// What `needs` read from `driver`, in one fetch.
-    static func fetch(_ needs: [StorageSnapshot.Need], from driver: any SnapshotDriver) async throws -> StorageSnapshot.Tables<StoredRow> {
+    static func fetch(_ needs: [StorageSnapshot.Need], from driver: any SnapshotDriver, pin: (any ReadPin)? = nil) async throws -> StorageSnapshot.Tables<StoredRow> {
         guard !needs.isEmpty else { return StorageSnapshot.Tables() }
         let snapshot = StorageSnapshot(writable: false)
-        try await driver.fetch(needs, into: snapshot)
+        if let pin { try await pin.fetch(needs, into: snapshot) } else { try await driver.fetch(needs, into: snapshot) }
         return snapshot.fetched
     }
 

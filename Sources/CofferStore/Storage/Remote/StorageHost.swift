@@ -45,6 +45,8 @@ package final class StorageHost: Sendable {
     private let keys = Locked<[String: Ed25519.PublicKey]>([:])
     /// The (record type, fields) a query of this process made indexes for.
     private let indexed = Locked<Set<String>>([])
+    /// Read pins held for clients, by the id handed out (see ``readPin(_:userID:)``).
+    private let pins = Locked<[String: HostPin]>([:])
     /// When the nonce ledger was last pruned (seconds since 1970).
     private let pruned = Locked<Double>(0)
 
@@ -66,7 +68,14 @@ package final class StorageHost: Sendable {
         return StorageHost(store: store, driver: SQLiteSnapshotDriver(pool: store.dbPool, logger: logger), logger: logger)
     }
 
-    package func close() async { await store.close() }
+    package func close() async {
+        let held = pins.withLock { pins in
+            defer { pins = [:] }
+            return pins.values.map(\.pin)
+        }
+        for pin in held { await pin.close() }
+        await store.close()
+    }
 
     package var storeID: [UInt8] { store.storeID }
 
@@ -151,11 +160,89 @@ package final class StorageHost: Sendable {
         try await ensureIndexes(for: plan.needs)
         let snapshot = StorageSnapshot(writable: false)
         snapshot.presetBasis = plan.basis
-        try await driver.fetch(plan.needs, into: snapshot)
+        let pin = try await readPin(request.pin, userID: userID)
+        if !plan.needs.isEmpty {
+            if let pin {
+                do { try await pin.pin.fetch(plan.needs, into: snapshot) } catch {
+                    await release(pin.id, userID: userID)
+                    throw error
+                }
+            } else {
+                try await driver.fetch(plan.needs, into: snapshot)
+            }
+        }
         try await limit(&snapshot.fetched, to: plan, userID: userID)
-        let response = RemoteAPI.ReadResponse(tables: try await names.wire(snapshot.fetched, host: self), moved: snapshot.lastFetchMoved)
+        let response = RemoteAPI.ReadResponse(tables: try await names.wire(snapshot.fetched, host: self), moved: snapshot.lastFetchMoved,
+                                              pin: pin?.id)
+        if let unpin = request.unpin { await release(unpin, userID: userID) }
         return try RemoteAPI.encoder.encode(response)
     }
+
+    // MARK: - Read pins
+
+    /// A read of the store held open for one client across its requests (see ``ReadPin``).
+    private struct HostPin: Sendable {
+        let userID: String
+        let opened: ContinuousClock.Instant
+        let used: Locked<ContinuousClock.Instant>
+        let pin: any ReadPin
+
+        /// When the pin goes: ``pinIdle`` after its last use, and ``pinLifetime`` after it opened at the latest.
+        var expiry: ContinuousClock.Instant { min(used.withLock { $0 } + StorageHost.pinIdle, opened + StorageHost.pinLifetime) }
+    }
+
+    /// How many pins one user may hold, and the server in all (past either, reads are answered
+    /// without one), how long one lasts unused, and at most. Each holds a connection of the
+    /// store's (and, on SQLite, keeps a checkpoint from recycling the write-ahead log past its
+    /// state), so they are few and short: on PostgreSQL, at most half the pool's connections.
+    var pinsPerUser: Int { store.isPostgres ? 4 : 8 }
+    var maxPins: Int { store.isPostgres ? 8 : 32 }
+    static let pinIdle: Duration = .seconds(30)
+    static let pinLifetime: Duration = .seconds(600)
+
+    /// The pin a read asks for: the caller's pin of that id, or a new one (for ``RemoteAPI/newPin``,
+    /// or an id the server no longer holds); nil when the request asks for none, or the
+    /// server holds as many as it will.
+    private func readPin(_ requested: String?, userID: String) async throws -> (id: String, pin: any ReadPin)? {
+        guard let requested else { return nil }
+        let now = ContinuousClock.now
+        if requested != RemoteAPI.newPin, let held = pins.withLock({ $0[requested] }), held.userID == userID, held.expiry > now {
+            held.used.withLock { $0 = now }
+            return (requested, held.pin)
+        }
+        let expired = pins.withLock { pins in
+            pins.filter { $0.value.expiry <= now }.map(\.key).compactMap { pins.removeValue(forKey: $0)?.pin }
+        }
+        for pin in expired { await pin.close() }
+        // A pin held is never taken away for another: past the limits, a read goes unpinned.
+        let room = pins.withLock { pins in pins.count < maxPins && pins.values.count { $0.userID == userID } < pinsPerUser }
+        guard room, let pin = try await driver.pinReads() else { return nil }
+        let id = Base64URL.encode(SecureRandom.bytes(count: 16))
+        pins.withLock { $0[id] = HostPin(userID: userID, opened: now, used: Locked(now), pin: pin) }
+        // Released when it expires, whether or not the client releases it first.
+        Task { [weak self] in
+            while let expiry = self?.pins.withLock({ $0[id]?.expiry }) {
+                if ContinuousClock.now >= expiry {
+                    await self?.release(id, userID: nil)
+                    return
+                }
+                try? await Task.sleep(until: expiry, clock: .continuous)
+            }
+        }
+        return (id, pin)
+    }
+
+    /// Releases a pin of `userID`'s (nil: whoever holds it).
+    private func release(_ id: String, userID: String?) async {
+        let pin = pins.withLock { pins -> (any ReadPin)? in
+            guard let held = pins[id], userID == nil || held.userID == userID else { return nil }
+            return pins.removeValue(forKey: id)?.pin
+        }
+        await pin?.close()
+    }
+
+    /// The read pins held (tests).
+    var pinCount: Int { pins.withLock { $0.count } }
 
     /// The zones a request names by uid, as this store has them (see ``HostZoneNames``).
     private func zoneNames(_ uids: Set<Data>) async throws -> HostZoneNames {

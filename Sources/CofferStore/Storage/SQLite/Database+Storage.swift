@@ -53,6 +53,7 @@ extension GRDB.Database: StorageTransaction {
             """, arguments: [zoneRowID, Int64(LogEntry.Kind.deletion.rawValue)])
         // Records, keys, log and schema go with it (ON DELETE CASCADE); secure_delete zeroes the freed pages.
         try execute(sql: "DELETE FROM zone WHERE id = ?", arguments: [zoneRowID])
+        WriteAheadLogScrub.note(self)
     }
 
     func deletedZone(uid: [UInt8]) throws -> DeletedZoneRow? {
@@ -152,6 +153,7 @@ extension GRDB.Database: StorageTransaction {
     }
 
     func deleteWrappedKeys(zoneRowID: Int64, memberID: String?) throws {
+        WriteAheadLogScrub.note(self)
         if let memberID {
             try execute(sql: "DELETE FROM zone_key WHERE zone_id = ? AND member_id = ?", arguments: [zoneRowID, memberID])
         } else {
@@ -165,6 +167,7 @@ extension GRDB.Database: StorageTransaction {
     }
 
     func deleteOlderKeys(zoneRowID: Int64, before epoch: Int64) throws {
+        WriteAheadLogScrub.note(self)
         try execute(sql: "DELETE FROM zone_key_chain WHERE zone_id = ?", arguments: [zoneRowID])
         try execute(sql: "DELETE FROM zone_key WHERE zone_id = ? AND epoch < ?", arguments: [zoneRowID, epoch])
     }
@@ -368,7 +371,9 @@ extension GRDB.Database: StorageTransaction {
         // would compile it again on every save.
         try cachedStatement(sql: "DELETE FROM record WHERE zone_id = ? AND name = ? AND (? IS NULL OR seq = ?)")
             .execute(arguments: [zoneRowID, name, expectedSeq, expectedSeq])
-        return changesCount == 1
+        guard changesCount == 1 else { return false }
+        WriteAheadLogScrub.note(self)
+        return true
     }
 
     func prefetchRecords(zoneRowID: Int64, saving records: [Record], deleting deletions: [RecordDeletion]) throws {}
@@ -426,6 +431,7 @@ extension GRDB.Database: StorageTransaction {
     func compactTombstones(zoneRowID: Int64, through horizon: Int64) throws -> Int {
         try execute(sql: "DELETE FROM record_tombstone WHERE zone_id = ? AND seq <= ?", arguments: [zoneRowID, horizon])
         let removed = changesCount
+        if removed > 0 { WriteAheadLogScrub.note(self) }
         try execute(sql: "UPDATE zone SET compacted_seq = max(compacted_seq, ?) WHERE id = ?", arguments: [horizon, zoneRowID])
         return removed
     }

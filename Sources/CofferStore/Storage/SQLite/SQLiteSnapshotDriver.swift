@@ -49,7 +49,7 @@ final class SQLiteSnapshotDriver: SnapshotDriver {
     /// `@unchecked Sendable`: its record rows are ``StoredRow``s, which are made on the reader's
     /// thread and never change after (see ``StoredRow``), so handing them to the caller's task
     /// shares nothing that is written; every other value in the tables is `Sendable`.
-    private struct Fetched: @unchecked Sendable {
+    fileprivate struct Fetched: @unchecked Sendable {
         var tables = StorageSnapshot.Tables<StoredRow>()
         var moved = false
     }
@@ -58,37 +58,42 @@ final class SQLiteSnapshotDriver: SnapshotDriver {
     /// for all of it); drops what was read before when a zone read then has moved on since.
     func fetch(_ needs: [StorageSnapshot.Need], into snapshot: StorageSnapshot) async throws {
         let basis = snapshot.basis
-        let knownContacts = basis.contacts, knownHeads = basis.heads, knownZones = basis.zones
         let read: Fetched
-        do {
-            // On the calling thread, as every SQLite read of the store is (``Store/read(_:)``): GRDB's
-            // async read holds its reader connection until the awaiting task runs again, so that
-            // with threads of the cooperative pool blocked in reads waiting for a connection, the
-            // connections would never come back.
-            read = try Store.readNow(pool) { [lastReserved] db in
-                var fetched = Fetched()
-                fetched.moved = try Self.moved(db, knownHeads: knownHeads, knownZones: knownZones)
-                var cards = [String]()
-                for need in needs {
-                    switch need {
-                    case .contact(let user): cards.append(user)
-                    case .newZoneID(let id): fetched.tables.newZoneIDs[id] = try Self.reserveZoneID(db, after: lastReserved)
-                    default: try Self.fetch(need, db, into: &fetched.tables)
-                    }
-                }
-                // The authors of entries read, whose cards check their signatures.
-                let authors = Set(fetched.tables.logs.values.flatMap { $0.entries.compactMap { LogEntry.decode($0.body)?.authorID } })
-                    .subtracting(knownContacts).subtracting(fetched.tables.contacts.keys)
-                for user in Set(cards).union(authors) {
-                    // `.some(nil)`: the store has no card for the user (assigning nil would drop the key).
-                    fetched.tables.contacts[user] = .some(try db.contactCard(userID: user))
-                }
-                return fetched
-            }
-        } catch {
-            throw Store.map(error)
-        }
+        // On the calling thread, as every SQLite read of the store is (``Store/read(_:)``): GRDB's
+        // async read holds its reader connection until the awaiting task runs again, so that
+        // with threads of the cooperative pool blocked in reads waiting for a connection, the
+        // connections would never come back.
+        do { read = try Store.readNow(pool) { db in try self.read(needs, basis: basis, db) } } catch { throw Store.map(error) }
         snapshot.absorb(read.tables, moved: read.moved) { $0 }
+    }
+
+    /// A pin on a connection of its own that holds one read transaction open until closed
+    /// (GRDB's `DatabaseSnapshot`): every fetch through it reads the state its first read saw.
+    /// While it is open, a checkpoint cannot recycle the write-ahead log past that state.
+    func pinReads() async throws -> (any ReadPin)? {
+        do { return SQLiteReadPin(driver: self, reader: try pool.makeSnapshot()) } catch { throw Store.map(error) }
+    }
+
+    /// Reads `needs` in `db`'s transaction, with whether a zone `basis` read before moved on since.
+    fileprivate func read(_ needs: [StorageSnapshot.Need], basis: StorageSnapshot.FetchBasis, _ db: Database) throws -> Fetched {
+        var fetched = Fetched()
+        fetched.moved = try Self.moved(db, knownHeads: basis.heads, knownZones: basis.zones)
+        var cards = [String]()
+        for need in needs {
+            switch need {
+            case .contact(let user): cards.append(user)
+            case .newZoneID(let id): fetched.tables.newZoneIDs[id] = try Self.reserveZoneID(db, after: lastReserved)
+            default: try Self.fetch(need, db, into: &fetched.tables)
+            }
+        }
+        // The authors of entries read, whose cards check their signatures.
+        let authors = Set(fetched.tables.logs.values.flatMap { $0.entries.compactMap { LogEntry.decode($0.body)?.authorID } })
+            .subtracting(basis.contacts).subtracting(fetched.tables.contacts.keys)
+        for user in Set(cards).union(authors) {
+            // `.some(nil)`: the store has no card for the user (assigning nil would drop the key).
+            fetched.tables.contacts[user] = .some(try db.contactCard(userID: user))
+        }
+        return fetched
     }
 
     /// Whether a zone whose head was read has another head now (or none), or a zone whose row
@@ -296,14 +301,22 @@ final class SQLiteSnapshotDriver: SnapshotDriver {
     func apply(_ writes: [StorageSnapshot.Write], operation: SnapshotOperation?) async throws {
         logger.trace("snapshot apply", metadata: ["writes": "\(writes.count)"])
         do {
-            try await pool.write { db in
+            let deleted = try await pool.write { db in
                 if let operation {
                     try db.execute(sql: "INSERT INTO server_operation (id, user_id, applied_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
                                    arguments: [Data(operation.id), operation.userID, Date().timeIntervalSince1970])
-                    guard db.changesCount == 1 else { throw OperationApplied() }
+                    guard db.changesCount == 1 else {
+                        _ = WriteAheadLogScrub.take(db)
+                        throw OperationApplied()
+                    }
                 }
-                try Self.apply(writes, db)
+                do { try Self.apply(writes, db) } catch {
+                    _ = WriteAheadLogScrub.take(db)
+                    throw error
+                }
+                return WriteAheadLogScrub.take(db)
             }
+            if deleted { WriteAheadLogScrub.truncate(pool, logger: logger) }
         } catch let error as DatabaseError where Self.isConflict(error) {
             // Another writer took a name, a key or a log position this run meant to take, or
             // deleted the zone it writes under.
@@ -456,5 +469,37 @@ extension Store {
         }
         self.init(url: URL(fileURLWithPath: pool.path), storeID: storeID, backend: .snapshot(SQLiteSnapshotDriver(pool: pool, logger: logger)),
                   logger: logger)
+    }
+}
+
+/// Reads of one state of an SQLite store across several fetches (see
+/// ``SQLiteSnapshotDriver/pinReads()``).
+final class SQLiteReadPin: ReadPin {
+    private let driver: SQLiteSnapshotDriver
+    private let reader: Locked<DatabaseSnapshot?>
+
+    init(driver: SQLiteSnapshotDriver, reader: DatabaseSnapshot) {
+        self.driver = driver
+        self.reader = Locked(reader)
+    }
+
+    func fetch(_ needs: [StorageSnapshot.Need], into snapshot: StorageSnapshot) async throws {
+        let basis = snapshot.basis
+        let fetched = try read { db in try driver.read(needs, basis: basis, db) }
+        snapshot.absorb(fetched.tables, moved: fetched.moved) { $0 }
+    }
+
+    /// Runs a read of the engine's on the pin's connection (a local store's pinned read).
+    func read<T>(_ body: (Database) throws -> T) throws -> T {
+        guard let reader = reader.withLock({ $0 }) else { throw StoreError(.internalError, "an SQLite read pin was used after it was closed") }
+        do { return try reader.read(body) } catch { throw Store.map(error) }
+    }
+
+    func close() async {
+        let reader = self.reader.withLock { held in
+            defer { held = nil }
+            return held
+        }
+        try? reader?.close()
     }
 }
