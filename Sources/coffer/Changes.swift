@@ -9,7 +9,9 @@ extension Coffer {
             discussion: """
                 Without --since, from the beginning. Pass the printed token as --since next time; while \
                 moreComing is true, ask again at once. --follow keeps watching and prints each new page as one \
-                JSON line (with --json) or as text, until interrupted; it sees other processes' commits. A changed \
+                JSON line (with --json) or as text, until interrupted; it sees other processes' commits. When the \
+                server goes away (a Coffer server restarting, PostgreSQL), --follow says so on stderr and tries again, \
+                after 1 s and then twice as long each time (at most 30 s), resuming where it was. A changed \
                 record that fails verification (tampered) is left out: the page is printed with its token, then \
                 the command fails with exit 65 naming the records left out (--follow stops there), unless \
                 --allow-refused is given.
@@ -39,7 +41,13 @@ extension Coffer {
             if let database {
                 let db = database == .private ? context.session.privateDatabase : context.session.sharedDatabase
                 if follow {
-                    for try await page in db.databaseChangeStream(since: token) { try printDatabase(page, context: context, streaming: true) }
+                    var position = token
+                    try await reconnecting {
+                        for try await page in db.databaseChangeStream(since: position) {
+                            try printDatabase(page, context: context, streaming: true)
+                            position = page.token
+                        }
+                    }
                     return
                 }
                 try printDatabase(try await db.databaseChanges(since: token), context: context, streaming: false)
@@ -49,19 +57,40 @@ extension Coffer {
             let db = context.db(zoneID)
             if follow {
                 var position = token
-                // Catch up first, then watch.
-                while true {
-                    let page = try await db.changes(in: zoneID, since: position, limit: pageSize)
-                    try printZone(page, context: context, streaming: true)
-                    position = page.token
-                    if !page.moreComing { break }
-                }
-                for try await page in db.changeStream(in: zoneID, since: position, limit: pageSize) {
-                    try printZone(page, context: context, streaming: true)
+                try await reconnecting {
+                    // Catch up first, then watch.
+                    while true {
+                        let page = try await db.changes(in: zoneID, since: position, limit: pageSize)
+                        try printZone(page, context: context, streaming: true)
+                        position = page.token
+                        if !page.moreComing { break }
+                    }
+                    for try await page in db.changeStream(in: zoneID, since: position, limit: pageSize) {
+                        try printZone(page, context: context, streaming: true)
+                        position = page.token
+                    }
                 }
                 return
             }
             try printZone(try await db.changes(in: zoneID, since: token, limit: pageSize), context: context, streaming: false)
+        }
+
+        /// Runs `follow` until it ends; when the store's server (a Coffer server, PostgreSQL) goes
+        /// away, says so on stderr and runs it again, after 1 s, then twice as long each time up
+        /// to 30 s, as `tail -F` waits for a file to come back. `follow` resumes from the last
+        /// page it printed. Any other error ends it.
+        func reconnecting(_ follow: () async throws -> Void) async throws {
+            var delay = 1
+            while true {
+                do {
+                    try await follow()
+                    return
+                } catch let error as StoreError where error.code == .serviceUnavailable {
+                    Output.note("warning: \(Output.oneLine(error.message)); following again in \(delay) s")
+                    try await Task.sleep(for: .seconds(delay))
+                    delay = min(delay * 2, 30)
+                }
+            }
         }
 
         /// Prints a page (its token last), then fails if it left out records that fail verification.

@@ -53,7 +53,7 @@ enum CofferMain {
             } else {
                 try command.run()
             }
-            SessionContext.saveMarks()
+            SessionContext.finish()
         } catch {
             ErrorReporter.exit(with: error)
         }

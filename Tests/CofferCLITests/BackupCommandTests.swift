@@ -54,6 +54,42 @@ struct BackupCommandTests {
 
     // MARK: - Backup and restore, locally
 
+    @Test("a restore killed at random points leaves every zone or none, and running it again finishes it")
+    func restoreKilledIsAllOrNothing() async throws {
+        let team = try Team([.alice])
+        for zone in ["A", "B", "C", "D"] {
+            try team.createZone(.alice, zone)
+            for i in 0..<30 { try team.put(.alice, zone, "r\(i)", type: "Note", set: ["title=\(zone)\(i)"], secret: ["body=secret \(i)"]) }
+        }
+        let file = team.sandbox.path("all.backup")
+        expectSuccess(try Self.run(team, .alice, on: team.store, ["backup", "--output", file]))
+        let executable = try CofferProcess.executableURL().path
+        var seen = Set<Int>()
+        for attempt in 0..<12 {
+            let target = team.sandbox.path("killed-\(attempt).sqlite")
+            let restore = try ChildProcess.Running(executable, ["restore", file, "--yes", "--vault", team.vault(.alice), "--store", target],
+                                                   environment: team.sandbox.baseEnvironment.merging(withPassphrase) { $1 },
+                                                   directory: team.sandbox.root.path, timeout: 120)
+            try await Task.sleep(for: .milliseconds(Int.random(in: 0...400)))
+            _ = await restore.stop(SIGKILL)
+            // Killed before the store's tables were made, the file holds no zone table.
+            func count(_ sql: String) throws -> Int { Int(try SQLiteShell.run(target, sql).trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1 }
+            let exists = FileManager.default.fileExists(atPath: target)
+            let made = try exists && count("SELECT count(*) FROM sqlite_schema WHERE name = 'zone'") == 1
+            let zones = made ? try count("SELECT count(*) FROM zone") : 0
+            #expect(zones == 0 || zones == 4, "a killed restore left \(zones) of 4 zones")
+            seen.insert(zones)
+            if zones == 0 {
+                // Again, to the end.
+                expectSuccess(try Self.run(team, .alice, on: target, ["restore", file, "--yes"]))
+            }
+            let list = try Self.run(team, .alice, on: target, ["zone", "list", "--json"])
+            let listed = try jsonObject(list)["zones"] as? [Any]
+            #expect(list.status == 0 && listed?.count == 4, "\(list)")
+        }
+        print("restores killed: zone counts seen \(seen.sorted())")
+    }
+
     @Test("backup → restore into a new store: audit clean (but for a zone the backup lacks), records, tags, creators and dates identical; the shared zone works for both users")
     func roundTripLocal() throws {
         let team = try Team([.alice, .bob])

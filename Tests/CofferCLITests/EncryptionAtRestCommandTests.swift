@@ -63,6 +63,17 @@ struct EncryptionAtRestCommandTests {
         for text in [first, second, deleted] { try expectAbsent(text) }
     }
 
+    @Test("a deleted record's plain values, and a replaced plain value, are in no file of the store once the command ends, its write-ahead log included")
+    func deletedPlainValuesLeaveEveryFile() throws {
+        let deleted = Self.canary("DeletedPlain"), replaced = Self.canary("ReplacedPlain")
+        try team.put(.alice, "Vault", "gone", type: "Note", set: ["title=\(deleted)"])
+        try team.put(.alice, "Vault", "kept", type: "Note", set: ["title=\(replaced)"])
+        try expectPresent(deleted)
+        try team.ok(.alice, ["record", "delete", "Vault", "gone"])
+        try team.put(.alice, "Vault", "kept", type: "Note", set: ["title=newer"])
+        for text in [deleted, replaced] { try expectAbsent(text) }
+    }
+
     @Test("secrets imported from JSON lines are not at rest")
     func imported() throws {
         let secret = Self.canary("Imported"), plain = Self.canary("ImportedPlain")

@@ -56,6 +56,32 @@ struct ErrorContractTests {
         #expect(try sandbox.read(vault) == damaged)
     }
 
+    @Test("a damaged store file fails with 65, saying to restore it from a backup, with none of the file's bytes in the message",
+          arguments: ["header", "schema", "pages"])
+    func damagedStore(where part: String) throws {
+        let team = try Team([.alice], sandbox: sandbox)
+        try team.createZone(.alice, "Notes")
+        for i in 0..<40 { try team.put(.alice, "Notes", "n\(i)", type: "Note", set: ["title=\(String(repeating: "x", count: 200))"]) }
+        var bytes = try sandbox.read(team.store)
+        try #require(bytes.count > 16_384)
+        // Bytes that print as nothing sensible: control characters and invalid UTF-8.
+        let garbage: [UInt8] = [0x00, 0x1b, 0x5b, 0x32, 0x4a, 0xff, 0xfe, 0x07, 0x9b, 0x0d]
+        let range: Range<Int> = switch part {
+        case "header": 0..<100
+        case "schema": 100..<4096
+        default: 8_192..<bytes.count
+        }
+        for i in range { bytes[i] = garbage[i % garbage.count] }
+        try bytes.write(to: URL(fileURLWithPath: team.store))
+        for arguments in [["zone", "list"], ["record", "list", "Notes"], ["record", "list", "Notes", "--json"]] {
+            let r = try team.run(.alice, arguments)
+            expectError(r, 65)
+            #expect(r.err.contains("is damaged; restore it from a backup"), "\(r)")
+            #expect(r.err.unicodeScalars.allSatisfy { $0 == "\n" || ($0.value >= 0x20 && $0.value != 0x7f && $0.value != 0xfffd) },
+                    "the message holds bytes of the file: \(r.err.debugDescription)")
+        }
+    }
+
     @Test("a tampered body is refused even when unlocking with a key file")
     func tamperedBodyWithKeyFile() throws {
         let vault = try sandbox.initVault()

@@ -53,6 +53,37 @@ struct HostileStoreCommandTests {
         #expect(audit.out.contains("Notes"), "\(audit)")
     }
 
+    @Test("a zone that fails verification is listed as refused, with why: zone list fails with 65 naming it; --allow-refused exits 0 with a warning")
+    func refusedZoneIsListed() throws {
+        let team = try Team([.alice])
+        try team.createZone(.alice, "Notes")
+        try team.createZone(.alice, "Kept")
+        for i in 1...3 { try team.put(.alice, "Notes", "n\(i)", type: "Note", set: ["title=t\(i)"]) }
+        _ = try SQLiteShell.run(team.store, """
+            DELETE FROM zone_log WHERE zone_id = (SELECT id FROM zone WHERE name = 'Notes')
+              AND seq = (SELECT max(seq) FROM zone_log WHERE zone_id = (SELECT id FROM zone WHERE name = 'Notes'))
+            """)
+        let r = try team.run(.alice, ["zone", "list"])
+        #expect(r.status == 65 && isOneErrorLine(r.err), "\(r)")
+        #expect(r.err.contains("its log ends at entry") && r.err.contains("'Notes'") && r.err.contains("--allow-refused"), "\(r)")
+        let rows = r.out.split(separator: "\n").map(String.init)
+        #expect(rows.contains { $0.hasPrefix("Notes ") && $0.contains("refused") }, "the refused zone is not listed: \(r)")
+        #expect(rows.contains { $0.hasPrefix("Kept ") && !$0.contains("refused") }, "\(r)")
+
+        let json = try team.run(.alice, ["zone", "list", "--json"])
+        #expect(json.status == 65, "\(json)")
+        let listing = try #require(try JSONSerialization.jsonObject(with: Data(json.out.utf8)) as? [String: Any])
+        #expect((listing["zones"] as? [[String: Any]])?.map { $0["name"] as? String } == ["Kept"])
+        let refused = try #require(listing["refused"] as? [[String: Any]])
+        #expect(refused.count == 1 && refused.first?["name"] as? String == "Notes" && refused.first?["database"] as? String == "private"
+                && (refused.first?["message"] as? String)?.contains("its log ends at entry") == true, "\(listing)")
+
+        let allowed = try team.run(.alice, ["zone", "list", "--allow-refused"])
+        #expect(allowed.status == 0, "\(allowed)")
+        #expect(allowed.err.hasPrefix("warning: ") && allowed.err.contains("Notes"), "\(allowed)")
+        #expect(allowed.out.contains("refused"), "\(allowed)")
+    }
+
     /// `zone.name` holding NULL: the `NOT NULL` dropped from the table's text in `sqlite_schema`
     /// (`writable_schema`), the NULL written by another connection, the text put back word for
     /// word, so the schema check at open passes. `zone list` used to die on a trap (signal 4)

@@ -95,6 +95,47 @@ struct ServerCommandTests {
         }
     }
 
+    /// `changes --follow` through a server that restarts: it says so on stderr, tries again, and
+    /// goes on from where it was once the server is back, printing what was written meanwhile.
+    @Test func followReconnectsWhenTheServerRestarts() async throws {
+        let sandbox = try Sandbox()
+        let store = sandbox.path("server.sqlite")
+        var server = try await ServerProcess.start(store: store, in: sandbox)
+        do {
+            let team = try Team([.alice], sandbox: sandbox, server: server.url)
+            try team.createZone(.alice, "Live")
+            try team.put(.alice, "Live", "before", type: "Note", set: ["title=one"])
+            let follow = try ChildProcess.Running(try CofferProcess.executableURL().path,
+                                                  ["changes", "Live", "--follow", "--json", "--vault", team.vault(.alice), "--server", server.url],
+                                                  environment: team.sandbox.baseEnvironment.merging(["COFFER_PASSPHRASE": CofferProcess.passphrase]) { _, new in new },
+                                                  directory: team.sandbox.root.path, timeout: 300)
+            #expect(await follow.waitForOutput(seconds: 60) { $0.contains("before") ? true : nil } == true)
+            await server.stop(SIGKILL)
+            // It notices (its next poll fails) and says so, and keeps running.
+            let noticed = await { () async -> Bool in
+                for _ in 0..<300 {
+                    if follow.look().stderr.contains("following again in") { return true }
+                    try? await Task.sleep(for: .milliseconds(50))
+                }
+                return false
+            }()
+            #expect(noticed, "\(follow.look())")
+            #expect(follow.look().status == nil, "changes --follow ended: \(follow.look())")
+            // The server comes back on its port, with its store; a record written then is printed.
+            let port = try #require(server.url.split(separator: ":").last)
+            server = try await ServerProcess.start(store: store, in: sandbox, listen: "127.0.0.1:\(port)")
+            try team.put(.alice, "Live", "after", type: "Note", set: ["title=two"])
+            let seen = await follow.waitForOutput(seconds: 90) { $0.contains("after") ? true : nil }
+            let result = await follow.stop(SIGINT)
+            #expect(seen == true, "changes --follow did not go on after the restart: \(String(decoding: result.stdout, as: UTF8.self)) \(String(decoding: result.stderr, as: UTF8.self))")
+            #expect(result.status == 130, "\(String(decoding: result.stderr, as: UTF8.self))")
+            #expect(await server.stop().status == 0)
+        } catch {
+            await server.stop(SIGKILL)
+            throw error
+        }
+    }
+
     /// `zone push` moves a local zone onto the server whole: its log, keys, share and records as
     /// they were signed and sealed, its deletions; its owner's audit through the server is clean,
     /// and its participant reads it there.

@@ -173,6 +173,26 @@ struct ShareCommandTests {
         #expect(try team.get(.bob, zone, "n1")["name"] as? String == "n1")
     }
 
+    @Test("a link joiner who never pinned the owner's card is shown a zone name that works; with --pin, the owner's email names it")
+    func linkJoinerNamesTheZone() throws {
+        let solo = try Team([.alice, .bob])
+        try solo.createZone(.alice, "Notes")
+        try solo.put(.alice, "Notes", "n1", type: "Note", set: ["title=hello"])
+        let url = try #require(try solo.json(.alice, ["share", "create", "Notes", "--public", "read-only"])["url"] as? String)
+        // Bob never added Alice's card: her email names nothing for him.
+        let accepted = try solo.json(.bob, ["share", "accept", url])
+        let zone = try #require(accepted["zone"] as? String)
+        #expect(zone == "Notes@\(solo.id(.alice))" && accepted["ownerPinned"] as? Bool == false, "\(accepted)")
+        #expect(try solo.get(.bob, zone, "n1")["name"] as? String == "n1", "the printed name does not work")
+        try solo.fails(.bob, ["record", "get", "Notes@\(Who.alice.email)", "n1"], 66)
+        let text = try solo.ok(.bob, ["share", "accept", url])
+        #expect(text.out.contains("--pin") && text.out.contains("Notes@\(solo.id(.alice))"), "\(text)")
+
+        let pinned = try solo.json(.bob, ["share", "accept", url, "--pin"])
+        #expect(pinned["zone"] as? String == "Notes@\(Who.alice.email)" && pinned["ownerPinned"] as? Bool == true, "\(pinned)")
+        #expect(try solo.get(.bob, "Notes@\(Who.alice.email)", "n1")["name"] as? String == "n1")
+    }
+
     @Test("a read-only participant's record put and delete fail with 77; after read-write they succeed")
     func permissions() throws {
         try team.share(.alice, "Notes", with: [(.bob, "read-only")])

@@ -15,6 +15,8 @@ extension Coffer.ShareCommand {
         @Argument(help: ArgumentHelp("The share URL, or '-' to read it from standard input (safer: an argument is visible to other local users and in shell history).",
                                      valueName: "url"))
         var url: String
+        @Flag(help: "Pin the owner's card in your vault (as 'contact add' does), so that ZONE@THEIR-EMAIL names the zone. On a terminal, accept asks.")
+        var pin = false
         @OptionGroup var quiet: QuietOption
         @OptionGroup var global: GlobalOptions
 
@@ -43,20 +45,38 @@ extension Coffer.ShareCommand {
             let me = context.session.userID
             let mine = share.participants.first { $0.userID == me }
             let owner = share.participants[0]
-            let ownerRef = owner.email ?? owner.userID
             // The zone's owner, as its signed first log entry names them: compare the fingerprint
             // with theirs. From now on this user's marks pin that owner for the zone.
             let fingerprint = (try? await context.contact(matching: owner.userID).fingerprint) ?? "unknown"
+            let permission = mine?.permission.description ?? share.publicPermission.description
+            // A name or an email names the owner only once their card is pinned: offer to pin it.
+            var pinned = context.session.hasPinned(userID: owner.userID)
+            if !pinned, pin || askToPin(owner: owner, fingerprint: fingerprint, zone: share.zoneID.name) {
+                try await context.session.pinContact(userID: owner.userID)
+                pinned = true
+            }
+            let ownerRef = pinned ? owner.email ?? owner.userID : owner.userID
             quiet.apply()
             if global.json {
                 try RecordOutput.printJSON(["zone": "\(share.zoneID.name)@\(ownerRef)", "owner": share.zoneID.ownerID,
                                             "ownerName": owner.name ?? "", "ownerEmail": owner.email ?? "", "ownerFingerprint": fingerprint,
-                                            "permission": mine?.permission.description ?? share.publicPermission.description] as [String: Any])
+                                            "ownerPinned": pinned, "permission": permission] as [String: Any])
                 return
             }
-            Output.line("Accepted \(share.title.isEmpty ? "the share" : "'\(share.title)'") from \(owner.name ?? owner.userID): zone \(share.zoneID.name)@\(ownerRef) (\(mine?.permission.description ?? share.publicPermission.description)).")
+            Output.line("Accepted \(share.title.isEmpty ? "the share" : "'\(share.title)'") from \(owner.name ?? owner.userID): zone \(share.zoneID.name)@\(ownerRef) (\(permission)).")
             Output.line("Owner: \(owner.name ?? "-") <\(owner.email ?? "no email")>, user id \(owner.userID), fingerprint \(fingerprint)")
             Output.line("Compare the fingerprint with the owner's own ('coffer vault show' on their side) before you trust what they share.")
+            if !pinned, let handle = owner.email ?? owner.name {
+                Output.line("Their card is not pinned in your vault: name the zone \(share.zoneID.name)@\(owner.userID), or accept with --pin to name it \(share.zoneID.name)@\(handle).")
+            }
+        }
+
+        /// On a terminal, asks whether to pin the owner's card; false without one (a script).
+        func askToPin(owner: Share.Participant, fingerprint: String, zone: String) -> Bool {
+            guard !global.json, let tty = Terminal.open() else { return false }
+            defer { tty.close() }
+            let who = "\(owner.name ?? owner.userID)\(owner.email.map { " <\($0)>" } ?? "")"
+            return tty.confirm("Pin \(who)'s card (fingerprint \(fingerprint)) in your vault, so that \(zone)@\(owner.email ?? owner.name ?? owner.userID) names this zone? Compare the fingerprint with theirs first. [y/N] ")
         }
     }
 

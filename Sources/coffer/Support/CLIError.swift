@@ -34,7 +34,7 @@ struct CLIError: Error, CustomStringConvertible {
 /// Turns any error into one `error:` line on stderr and the documented exit code.
 enum ErrorReporter {
     static func exit(with error: any Error) -> Never {
-        SessionContext.saveMarks()
+        SessionContext.finish()
         if let e = error as? ExitCode, e != .success, e != .validationFailure {
             Foundation.exit(e.rawValue) // the command already said why
         }

@@ -208,11 +208,15 @@ extension CommandOptions {
         let url = storeURL
         if create {
             try ensureFolder(for: url)
-            return try Store(path: url.path, create: true, logger: CLILog.logger)
+            let store = try Store(path: url.path, create: true, logger: CLILog.logger)
+            SessionContext.opened(store)
+            return store
         }
         try requireStore()
         do {
-            return try Store(path: url.path, create: false, logger: CLILog.logger)
+            let store = try Store(path: url.path, create: false, logger: CLILog.logger)
+            SessionContext.opened(store)
+            return store
         } catch let error as StoreError where error.code == .unknownItem && !FileManager.default.fileExists(atPath: url.path) {
             throw noStore("") // removed since it was looked at
         }

@@ -1,3 +1,4 @@
+import CofferVault
 import Foundation
 #if canImport(Glibc)
 import Glibc
@@ -21,8 +22,12 @@ final class PrivateFile {
         try Self.checkTarget(path, force: force)
         let url = URL(fileURLWithPath: path)
         let folder = url.deletingLastPathComponent()
+        // What a command killed while writing this file left (unlocked, and a minute old).
+        VaultFile.removeLeftovers(of: url, olderThan: 60)
         tempPath = folder.appendingPathComponent(".\(url.lastPathComponent).tmp-\(UUID().uuidString.prefix(8))").path
         fd = open(tempPath, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        // Held while this process writes: another run leaves a locked temporary file alone.
+        if fd >= 0 { _ = flock(fd, LOCK_EX | LOCK_NB) }
         guard fd >= 0 else {
             let reason = String(cString: strerror(errno))
             if errno == ENOENT { throw CLIError(ExitStatus.notFound, "the folder \(folder.path) does not exist") }

@@ -32,16 +32,26 @@ struct SessionContext {
 
     /// The sessions this process opened: their marks are written when the command ends.
     private static let opened = Locked<[Session]>([])
+    /// The stores this process opened: their write-ahead logs are truncated when the command ends.
+    private static let stores = Locked<[Store]>([])
 
-    /// Writes the marks (the newest log entry verified, per zone) of every session the command
-    /// opened, whether it succeeded or not: what it verified stays verified. A failure to write
-    /// is a warning, not the command's failure.
-    static func saveMarks() {
+    /// Notes a store the command opened.
+    static func opened(_ store: Store) {
+        stores.withLock { $0.append(store) }
+    }
+
+    /// Ends the command, whether it succeeded or not. Writes the marks (the newest log entry
+    /// verified, per zone) of every session it opened: what it verified stays verified (a
+    /// failure to write is a warning, not the command's failure). Then truncates the
+    /// write-ahead log of each local store it opened, so that no value it deleted or replaced
+    /// lingers there.
+    static func finish() {
         for session in opened.withLock({ $0 }) {
             do { try session.saveMarks() } catch {
                 Output.err(Data("warning: \(Output.oneLine("\(error)"))\n".utf8))
             }
         }
+        for store in stores.withLock({ $0 }) { store.truncateWriteAheadLog() }
     }
 
     /// The private database: the zones this user owns.

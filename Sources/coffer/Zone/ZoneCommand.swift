@@ -33,32 +33,58 @@ extension Coffer.ZoneCommand {
     }
 
     struct List: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "List the zones you own (private) and those shared with you (shared).")
+        static let configuration = CommandConfiguration(
+            abstract: "List the zones you own (private) and those shared with you (shared).",
+            discussion: """
+                A zone that fails verification (its log was changed, or does not reach what you saw before) is listed as refused, \
+                with why; the command then fails with exit 65, unless --allow-refused is given.
+                """)
 
+        @Flag(help: "Exit 0 when zones fail verification (each is still listed as refused, with a warning).")
+        var allowRefused = false
         @OptionGroup var global: GlobalOptions
 
         func run() async throws {
             let context = try await SessionContext(global, createStore: false)
-            let zones = try await context.db.zones() + context.session.sharedDatabase.zones()
+            let owned = try await context.db.zoneList(), shared = try await context.session.sharedDatabase.zoneList()
+            let zones = owned.zones + shared.zones, refused = owned.refused + shared.refused
+            func database(_ id: ZoneID) -> String { id.ownerID == context.session.userID ? "private" : "shared" }
+            func name(_ id: ZoneID) -> String {
+                id.ownerID == context.session.userID ? id.name : "\(id.name)@\(context.displayName(id.ownerID))"
+            }
             if global.json {
                 struct Entry: Encodable {
                     let name: String, owner: String, database: String, records: Int, keyEpoch: Int64, created: Date
                 }
-                try Output.json(["zones": zones.map {
-                    Entry(name: $0.id.name, owner: $0.id.ownerID, database: $0.id.ownerID == context.session.userID ? "private" : "shared",
-                          records: $0.recordCount, keyEpoch: $0.keyEpoch, created: $0.created)
-                }])
-                return
-            }
-            if zones.isEmpty {
+                struct Refused: Encodable {
+                    let name: String, owner: String, database: String, message: String
+                }
+                struct Listing: Encodable {
+                    let zones: [Entry]
+                    let refused: [Refused]
+                }
+                try Output.json(Listing(zones: zones.map {
+                    Entry(name: $0.id.name, owner: $0.id.ownerID, database: database($0.id), records: $0.recordCount, keyEpoch: $0.keyEpoch,
+                          created: $0.created)
+                }, refused: refused.map {
+                    Refused(name: $0.id.name, owner: $0.id.ownerID, database: database($0.id), message: Output.oneLine($0.error.message))
+                }))
+            } else if zones.isEmpty && refused.isEmpty {
                 Output.line("No zones. Create one with 'coffer zone create NAME'.")
+            } else {
+                Table.print([["ZONE", "DATABASE", "OWNER", "RECORDS", "CREATED"]] + zones.map {
+                    [name($0.id), database($0.id), context.displayName($0.id.ownerID), String($0.recordCount), Output.iso($0.created)]
+                } + refused.map {
+                    [name($0.id), database($0.id), context.displayName($0.id.ownerID), "refused", "-"]
+                })
+            }
+            guard let first = refused.first else { return }
+            if allowRefused {
+                for zone in refused { Output.note("warning: \(Output.oneLine(zone.error.message)) (listed as refused; run 'coffer audit')") }
                 return
             }
-            Table.print([["ZONE", "DATABASE", "OWNER", "RECORDS", "CREATED"]] + zones.map {
-                let mine = $0.id.ownerID == context.session.userID
-                return [mine ? $0.id.name : "\($0.id.name)@\(context.displayName($0.id.ownerID))", mine ? "private" : "shared",
-                        context.displayName($0.id.ownerID), String($0.recordCount), Output.iso($0.created)]
-            })
+            let more = refused.count > 1 ? " (and \(refused.count - 1) more zone\(refused.count > 2 ? "s" : ""))" : ""
+            throw CLIError(ExitStatus.dataError, "\(Output.oneLine(first.error.message))\(more); run 'coffer audit' to see why, or pass --allow-refused to list the zones without failing")
         }
     }
 
