@@ -47,7 +47,9 @@ func withReadPath<R>(_ path: ReadPath, _ body: (ReadPathFixture) async throws ->
     }
 }
 
-@Suite("Reads that finish: a bounded number of read rounds, and reads beside busy writers")
+/// One case at a time: each runs writers, readers or a thousand commits at full speed, and
+/// together they would starve the suites that run beside them.
+@Suite("Reads that finish: a bounded number of read rounds, and reads beside busy writers", .serialized)
 struct ReadRoundsTests {
     static func note(_ zone: ZoneID, _ name: String, rank: Int) -> Record {
         var record = Record(type: "Note", name: name, zone: zone)

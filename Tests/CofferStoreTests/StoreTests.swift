@@ -168,13 +168,14 @@ struct StoreTests {
         }
     }
 
-    @Test("a file that is not a database is .internalError, not a crash, and is left as it was")
+    @Test("a file that is not a database is refused as a damaged store (.integrityFailure, with none of its bytes), not a crash, and is left as it was")
     func notADatabase() async throws {
         try await withTemporaryFolder { folder async throws in
             let path = storePath(in: folder)
             let garbage = Data((0..<8192).map { _ in UInt8.random(in: 0...255) })
             try garbage.write(to: URL(fileURLWithPath: path))
-            await expectStoreError(.internalError) { try Store(path: path) }
+            let error = await expectStoreError(.integrityFailure) { try Store(path: path) }
+            #expect(error?.message == "the store file at \(path) is damaged; restore it from a backup (coffer restore)")
             #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == garbage)
         }
     }
