@@ -239,3 +239,27 @@ struct ReadRoundsTests {
         }
     }
 }
+
+@Suite("A server's read pin outlives a client that works between two reads")
+struct ReadPinKeepAliveTests {
+    @Test("reads pinned through a server see one state for longer than the server keeps an unused pin, while another client writes")
+    func pinKeptAlive() async throws {
+        try await withServer(.sqlite) { server in
+            let alice = try await server.user("Alice Example", "alice@example.com")
+            let zone = try await alice.session.privateDatabase.createZone(named: "Pinned")
+            _ = try await alice.session.privateDatabase.save(ReadRoundsTests.note(zone, "first", rank: 1))
+            let reader = try await server.client(alice.vault)
+            let session = try await reader.openSession(vault: alice.vault)
+            let writer = try await server.client(alice.vault).openSession(vault: alice.vault)
+            let (before, after) = try await reader.withPinnedReads {
+                let before = try await session.privateDatabase.records(in: zone).map(\.name)
+                _ = try await writer.privateDatabase.save(ReadRoundsTests.note(zone, "second", rank: 2))
+                // Longer than the server keeps a pin nobody uses.
+                try await Task.sleep(for: StorageHost.pinIdle + .seconds(5))
+                return (before, try await session.privateDatabase.records(in: zone).map(\.name))
+            }
+            #expect(before == ["first"] && after == ["first"], "the pin was let go: \(after)")
+            #expect(try await session.privateDatabase.records(in: zone).map(\.name) == ["first", "second"])
+        }
+    }
+}

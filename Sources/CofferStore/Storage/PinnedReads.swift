@@ -78,12 +78,32 @@ extension Store {
         }
         let pinned = PinnedReads(store: self, pin: pin)
         do {
-            let result = try await PinnedReads.$current.withValue(pinned) { try await body() }
+            let result = try await PinnedReads.$current.withValue(pinned) { try await Self.keepingAlive(pinned.readPin, body) }
             await pinned.readPin.close()
             return result
         } catch {
             await pinned.readPin.close()
             throw error
+        }
+    }
+
+    /// How often a server's pin is told it is still in use while `body` runs: well within the
+    /// 30 s after which a server lets an unused pin go (a backup may verify a large zone for
+    /// minutes between two reads).
+    static let pinKeepAlive: Duration = .seconds(10)
+
+    /// Runs `body`; while it runs, a child task keeps a server's pin alive. Other pins need nothing.
+    private static func keepingAlive<T>(_ pin: any ReadPin, _ body: () async throws -> T) async throws -> T {
+        guard let remote = pin as? RemoteReadPin else { return try await body() }
+        return try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask {
+                while true {
+                    try await Task.sleep(for: pinKeepAlive)
+                    await remote.keepAlive()
+                }
+            }
+            defer { group.cancelAll() }
+            return try await body()
         }
     }
 }

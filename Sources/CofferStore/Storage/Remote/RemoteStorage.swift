@@ -289,6 +289,16 @@ final class RemoteReadPin: ReadPin {
         try await remote.fetch(needs, into: snapshot, pin: self)
     }
 
+    /// Tells the server the pin is still in use (a read of nothing on it), so that it does not
+    /// expire while the client works between two reads.
+    func keepAlive() async {
+        guard let held = id.withLock({ $0 }) else { return }
+        let request = RemoteAPI.ReadRequest(needs: [], basis: RemoteAPI.Basis(), pin: held)
+        do { _ = try await remote.send("POST", RemoteAPI.Path.read, body: try RemoteAPI.encoder.encode(request)) } catch {
+            remote.logger.debug("a read pin was not kept alive", metadata: ["error": "\(error)"])
+        }
+    }
+
     /// Releases the server's pin; a server that cannot be reached lets it expire.
     func close() async {
         guard let held = id.withLock({ $0 }) else { return }
