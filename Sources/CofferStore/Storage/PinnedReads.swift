@@ -1,5 +1,3 @@
-import GRDB
-
 /// One state of a store for every read a task makes inside ``Store/withPinnedReads(_:)``:
 /// however many operations it runs, and whatever other writers commit meanwhile, they all read
 /// the state the pin was taken at. Writes are not pinned.
@@ -66,9 +64,7 @@ extension Store {
         let pin: PinnedReads.Pin
         switch backend {
         case .sqlite(let pool):
-            do { pin = .sqlite(SQLiteReadPin(driver: SQLiteSnapshotDriver(pool: pool, logger: logger), reader: try pool.makeSnapshot())) } catch {
-                throw Self.map(error)
-            }
+            pin = .sqlite(try SQLiteSnapshotDriver(pool: pool, logger: logger).pin())
         case .postgres(let storage):
             guard let taken = try await storage.pinReads() else { return try await body() }
             pin = .driver(taken)

@@ -70,7 +70,10 @@ final class SQLiteSnapshotDriver: SnapshotDriver {
     /// A pin on a connection of its own that holds one read transaction open until closed
     /// (GRDB's `DatabaseSnapshot`): every fetch through it reads the state its first read saw.
     /// While it is open, a checkpoint cannot recycle the write-ahead log past that state.
-    func pinReads() async throws -> (any ReadPin)? {
+    func pinReads() async throws -> (any ReadPin)? { try pin() }
+
+    /// ``pinReads()``, as the SQLite pin it is (a local store's pinned reads run on its connection).
+    func pin() throws -> SQLiteReadPin {
         do { return SQLiteReadPin(driver: self, reader: try pool.makeSnapshot()) } catch { throw Store.map(error) }
     }
 
