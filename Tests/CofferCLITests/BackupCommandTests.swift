@@ -288,6 +288,61 @@ struct BackupCommandTests {
         #expect(try fileMode(folder + "/Notes.jsonl") == 0o600)
     }
 
+    @Test("through a server: a restore killed at random points is finished by running it again, every record back and audit clean")
+    func restoreKilledThroughServerResumes() async throws {
+        let team = try Team([.alice])
+        // Two zones of 1,000 records each: several batches of rows each.
+        for zone in ["A", "B"] {
+            let lines = (0..<1_000).map { #"{"name": "r\#($0)", "type": "Note", "values": {"title": "\#(zone) \#($0)"}, "encryptedValues": {"body": "secret \#($0)"}}"# }
+            let input = team.sandbox.path("\(zone).jsonl")
+            try Data((lines.joined(separator: "\n") + "\n").utf8).write(to: URL(fileURLWithPath: input))
+            try team.ok(.alice, ["record", "import", zone, input, "--create-zone"])
+        }
+        let file = team.sandbox.path("all.backup")
+        expectSuccess(try Self.run(team, .alice, on: team.store, ["backup", "--output", file]))
+        let expected = try ["A", "B"].map { try Self.run(team, .alice, on: team.store, ["record", "export", $0]).out.split(separator: "\n").sorted() }
+        let executable = try CofferProcess.executableURL().path
+        // How long a whole restore takes here: the kills below fall across it.
+        let whole = try await ServerProcess.start(store: team.sandbox.path("server-whole.sqlite"), in: team.sandbox)
+        defer { kill(whole.process.pid, SIGKILL) }
+        let clock = ContinuousClock(), started = clock.now
+        expectSuccessWithNotes(try Self.run(team, .alice, on: whole.url, ["restore", file, "--yes"]))
+        let duration = clock.now - started
+        var partial = 0
+        for attempt in 0..<6 {
+            let server = try await ServerProcess.start(store: team.sandbox.path("server-\(attempt).sqlite"), in: team.sandbox)
+            defer { kill(server.process.pid, SIGKILL) }
+            let restore = try ChildProcess.Running(executable, ["restore", file, "--yes", "--vault", team.vault(.alice), "--server", server.url],
+                                                   environment: team.sandbox.baseEnvironment.merging(withPassphrase) { $1 },
+                                                   directory: team.sandbox.root.path, timeout: 120)
+            try await Task.sleep(for: duration * (0.3 + 0.12 * Double(attempt) + Double.random(in: 0...0.05)))
+            let killed = await restore.stop(SIGKILL)
+            // What the killed run left: nothing, part of the zones, or all of them.
+            let list = try Self.run(team, .alice, on: server.url, ["zone", "list", "--json"])
+            let counts = ((try? jsonObject(list))?["zones"] as? [[String: Any]] ?? []).compactMap { $0["records"] as? Int }
+            if counts.reduce(0, +) > 0 && counts.reduce(0, +) < 2_000 { partial += 1 }
+            let again = try Self.run(team, .alice, on: server.url, ["restore", file, "--yes"])
+            if killed.status == 0 {
+                // It finished before the kill: the store has every zone, and a restore is refused.
+                #expect(again.status == 73, "\(again)")
+            } else if counts.count == 2 && counts.allSatisfy({ $0 == 1_000 }) {
+                // Killed after its last batch: every zone is there, so a restore finds nothing to do.
+                #expect(again.status == 0 || again.status == 73, "\(again)")
+            } else {
+                expectSuccessWithNotes(again)
+            }
+            for (zone, lines) in zip(["A", "B"], expected) {
+                let export = try Self.run(team, .alice, on: server.url, ["record", "export", zone])
+                #expect(export.out.split(separator: "\n").sorted() == lines, "attempt \(attempt), zone \(zone): \(counts)")
+            }
+            let audit = try Self.run(team, .alice, on: server.url, ["audit", "--json"])
+            let findings = objects(try jsonObject(audit), "findings")
+            #expect(audit.status == 0 && findings.isEmpty, "attempt \(attempt): \(audit)")
+        }
+        print("restores through a server killed part way: \(partial) of 6 (a whole one takes \(duration))")
+        #expect(partial > 0, "no kill fell while the zones were written")
+    }
+
     // MARK: - Export and import for migration
 
     @Test("export --output FILE and --all --output DIR: files 0600, the folder 0700, never over a file without --force; import --create-zone")

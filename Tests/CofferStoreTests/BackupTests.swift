@@ -86,31 +86,67 @@ struct BackupTests {
             let (_, file) = try await sealedBackup(f)
             let bob = try makeVault(in: f.folder, file: "bob.coffer", name: "Bob", email: "bob@example.com")
             await expectStoreError(.permissionFailure) { _ = try Backup(sealed: file, vault: bob) }
+            #expect(file[8] == 2, "backups are written in format version 2")
             var newer = file
-            newer[8] = 2
+            newer[8] = 3
             let error = await expectStoreError(.invalidArguments) { _ = try Backup(sealed: newer, vault: f.vault) }
-            #expect(error?.message.contains("version 2") == true)
+            #expect(error?.message.contains("version 3") == true)
+            // A file of version 2 read as version 1 (its header a field longer) fails its checks.
+            var older = file
+            older[8] = 1
+            await expectStoreError(.integrityFailure) { _ = try Backup(sealed: older, vault: f.vault) }
             var flagged = file
             flagged[9] = 1
             await expectStoreError(.integrityFailure) { _ = try Backup(sealed: flagged, vault: f.vault) }
         }
     }
 
-    @Test("the payload decoder refuses bytes after the last zone and counts beyond the data")
+    @Test("the payload decoder refuses bytes after the last zone, counts beyond the data, and a row marker other than 0 or 1")
     func strictPayload() async throws {
         try await withStore { f in
-            _ = try await f.db.createZone(named: "Notes")
+            let notes = try await f.db.createZone(named: "Notes")
+            _ = try await f.db.save(makeRecord("Note", "a", in: notes, plain: ["title": .string("x")]))
             let backup = try await f.session.makeBackup()
-            let payload = BackupFormat.encode(backup)
-            _ = try BackupFormat.decode(payload, userID: backup.userID, created: backup.created, storeID: backup.storeID)
-            #expect(throws: StoreError.self) {
-                _ = try BackupFormat.decode(payload + [0], userID: backup.userID, created: backup.created, storeID: backup.storeID)
+            var payload = [UInt8]()
+            try BackupFormat.encode(backup) { payload += $0 }
+            func decode(_ bytes: [UInt8]) throws -> Backup {
+                try BackupFormat.decode(bytes, version: 2, userID: backup.userID, created: backup.created, storeID: backup.storeID)
             }
+            #expect(try decode(payload).recordCount == 1)
+            #expect(throws: StoreError.self) { _ = try decode(payload + [0]) }
             var huge = payload
             huge.replaceSubrange(0..<4, with: [0x7f, 0xff, 0xff, 0xff])
-            #expect(throws: StoreError.self) {
-                _ = try BackupFormat.decode(huge, userID: backup.userID, created: backup.created, storeID: backup.storeID)
+            #expect(throws: StoreError.self) { _ = try decode(huge) }
+            // The zone's rows end with a 0, the payload's last byte: anything else is refused,
+            // and so is a payload cut before it.
+            #expect(payload.last == 0)
+            var marker = payload
+            marker[marker.count - 1] = 2
+            #expect(throws: StoreError.self) { _ = try decode(marker) }
+            #expect(throws: StoreError.self) { _ = try decode(Array(payload.dropLast())) }
+        }
+    }
+
+    @Test("a backup larger than a chunk is written chunk by chunk, opens whole, and refuses a file cut at a chunk's end")
+    func manyChunks() async throws {
+        try await withStore { f in
+            let notes = try await f.db.createZone(named: "Notes")
+            let big = String(repeating: "x", count: 60_000)
+            for batch in 0..<4 {
+                _ = try await f.db.modify(saving: (0..<10).map { makeRecord("Note", "n\(batch)-\($0)", in: notes, plain: ["body": .string(big)]) }, in: notes)
             }
+            let sink = BackupFormat.MemorySink()
+            let summary = try await f.session.writeBackup(to: sink)
+            #expect(summary.recordCount == 40 && summary.bytes == sink.bytes.count && sink.bytes.count > 2 * BackupFormat.chunkSize)
+            let backup = try Backup(sealed: sink.bytes, vault: f.vault)
+            #expect(backup.recordCount == 40 && backup.summaries == summary.zones)
+            // Cut after the first chunk and signed again by the same key: the first chunk was not
+            // sealed as the last, so it does not open as one.
+            let header = BackupFormat.headerByteCount(2)
+            var cut = Array(sink.bytes[..<(header + BackupFormat.chunkSize + XChaCha20Poly1305.overhead)])
+            cut += f.vault.signingKey.signature(for: BackupFormat.signedMessage(cut[...]))
+            let error = await expectStoreError(.integrityFailure) { _ = try Backup(sealed: cut, vault: f.vault) }
+            #expect(error?.message.contains("chunk 0 does not open") == true, "\(String(describing: error))")
         }
     }
 
@@ -135,16 +171,19 @@ struct BackupTests {
     }
 }
 
-/// The backup fixture in `Keys/`: a backup of format version 1 that must keep opening and
-/// restoring (made by Fixture Alice from `store-v7.sqlite`, see `Keys/README.md`).
-@Suite("Backup fixture in Keys/")
+/// The backup fixtures in `Keys/`: a backup of each format version, which must keep opening
+/// and restoring (made by Fixture Alice from `store-v7.sqlite`, see `Keys/README.md`).
+@Suite("Backup fixtures in Keys/")
 struct BackupFixtureTests {
-    static let file = "backup-v1.backup"
+    static let files = ["backup-v1.backup", "backup-v2.backup"]
+    /// The fixture of the version Coffer writes now.
+    static let current = "backup-v\(BackupFormat.version).backup"
 
-    @Test("Keys/backup-v1.backup opens with Fixture Alice's vault and restores her zones, which audit clean")
-    func fixtureRestores() async throws {
+    @Test("each Keys/backup-vN.backup opens with Fixture Alice's vault and restores her zones, which audit clean", arguments: files)
+    func fixtureRestores(file: String) async throws {
         try await StoreFixtureTests.withCopy(StoreFixtureTests.v7) { f in
-            let bytes = [UInt8](try Data(contentsOf: StoreFixtureTests.keysFolder.appendingPathComponent(Self.file)))
+            let bytes = [UInt8](try Data(contentsOf: StoreFixtureTests.keysFolder.appendingPathComponent(file)))
+            #expect(Int(bytes[8]) == Int(file.dropFirst("backup-v".count).prefix { $0.isNumber })!, "the fixture's format version")
             let backup = try Backup(sealed: bytes, vault: f.alice)
             #expect(backup.summaries.map(\.zone.name) == ["Notes", "Private"] && backup.recordCount == 4)
             await expectStoreError(.permissionFailure) { _ = try Backup(sealed: bytes, vault: f.bob) }
@@ -169,9 +208,10 @@ struct BackupFixtureTests {
     @Test(.enabled(if: ProcessInfo.processInfo.environment["COFFER_WRITE_FIXTURES"] == "1",
                    "writes the backup fixture in Keys/ only when COFFER_WRITE_FIXTURES=1"))
     func writeFixture() async throws {
-        let target = StoreFixtureTests.keysFolder.appendingPathComponent(Self.file)
+        #expect(Self.files.contains(Self.current), "the fixture of the version written now is listed")
+        let target = StoreFixtureTests.keysFolder.appendingPathComponent(Self.current)
         guard !FileManager.default.fileExists(atPath: target.path) else {
-            Issue.record("Keys/\(Self.file) exists; fixtures are never replaced (delete it by hand to re-make it)")
+            Issue.record("Keys/\(Self.current) exists; fixtures are never replaced (delete it by hand to re-make it)")
             return
         }
         try await StoreFixtureTests.withCopy(StoreFixtureTests.v7) { f in

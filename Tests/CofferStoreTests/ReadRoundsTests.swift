@@ -114,7 +114,7 @@ struct ReadRoundsTests {
         }
     }
 
-    @Test("an import of 6,000 records, and then again of the same lines (each record checked against the stored one), in a bounded number of read rounds",
+    @Test("an import of 6,000 records, then again of the same lines (each record checked against the stored one), then a backup and an audit of them, each in a bounded number of read rounds",
           arguments: ReadPath.all)
     func importInBoundedRounds(_ path: ReadPath) async throws {
         try await withReadPath(path) { f in
@@ -135,6 +135,15 @@ struct ReadRoundsTests {
             }
             #expect(again == 6_000)
             #expect(tally2.most <= Self.roundsBound, "\(tally2)")
+            // A backup reads the zone a page of rows at a time, each page in bounded rounds; an
+            // audit checks every record.
+            let reader = try await f.newSession()
+            let (summary, tally3) = try await Self.counting { try await reader.writeBackup(to: BackupFormat.MemorySink()) }
+            #expect(summary.recordCount == 6_000)
+            #expect(tally3.most <= Self.roundsBound, "\(tally3)")
+            let (report, tally4) = try await Self.counting { try await reader.audit() }
+            #expect(report.findings.isEmpty && report.records == 6_000, "\(report.findings)")
+            #expect(tally4.most <= Self.roundsBound, "\(tally4)")
         }
     }
 

@@ -2,56 +2,134 @@ import CofferCrypto
 import CofferVault
 import Foundation
 
+/// Where a backup file's bytes go, in order, as ``Session/writeBackup(to:progress:)`` makes them
+/// (a file being written, say): a backup of any size passes through one chunk's worth of memory.
+public protocol BackupSink: AnyObject {
+    func write(_ bytes: [UInt8]) throws
+}
+
 /// The backup file, byte by byte (`Docs/Backup.md`, "File format"): a header, the payload
 /// sealed in chunks under a file key that is sealed to the user's X25519 key, and the user's
 /// Ed25519 signature over everything before it. Every integer is big-endian.
+///
+/// Version 2 (written now) is made as it is read from the store: its header has no payload
+/// length, each chunk's associated data says whether it is the last, and the rows of a zone end
+/// with a marker rather than follow their count. Version 1 files still open.
 enum BackupFormat {
     static let magic = Array("COFFERBK".utf8)
-    static let version: UInt8 = 1
-    /// Magic, version, flags, signing key, creation time, store id, chunk size, payload length, sealed file key.
-    static let headerByteCount = 8 + 1 + 1 + 32 + 8 + 16 + 4 + 8 + sealedKeyByteCount
+    static let version: UInt8 = 2
+    static let versions: ClosedRange<UInt8> = 1...2
+    /// Magic, version, flags, signing key, creation time, store id, chunk size, (version 1: payload
+    /// length,) sealed file key.
+    static func headerByteCount(_ version: UInt8) -> Int { 8 + 1 + 1 + 32 + 8 + 16 + 4 + (version == 1 ? 8 : 0) + sealedKeyByteCount }
     static let sealedKeyByteCount = SymmetricKey.byteCount + SealedBoxWrap.overhead
     static let signatureByteCount = Ed25519.signatureByteCount
     /// The plaintext bytes of each chunk but the last.
     static let chunkSize = 1 << 20
     static let chunkSizes = (1 << 12)...(1 << 24)
-    /// The largest payload a file may declare (1 TiB): a bound on what a header can ask for.
+    /// The largest payload a version 1 file may declare (1 TiB): a bound on what a header can ask for.
     static let maxPayload: UInt64 = 1 << 40
     /// What the signature covers: this text, then the BLAKE2b-512 hash of the file before it.
     static let signatureContext = Array("coffer-backup-v1".utf8)
 
+    /// Each chunk's associated data: the header, the chunk's index, and (version 2) whether it is the last.
+    static func chunkData(header: [UInt8], version: UInt8, index: UInt64, last: Bool) -> [UInt8] {
+        header + BigEndian.bytes(index) + (version == 1 ? [] : [last ? 1 : 0])
+    }
+
     // MARK: - Sealing
 
-    /// The file: `backup` encoded, sealed and signed for `vault` (which must be its user's).
+    /// The file of a backup held in memory, sealed and signed for `vault` (its user's).
     static func seal(_ backup: Backup, by vault: Vault) throws -> [UInt8] {
-        let payload = encode(backup)
-        let fileKey = SymmetricKey()
-        let sealedKey = SealedBoxWrap.seal(fileKey.bytes, to: vault.identity.boxKey)
-        precondition(sealedKey.count == sealedKeyByteCount, "a sealed file key's size")
-        var header = ByteWriter()
-        header.append(magic)
-        header.u8(version)
-        header.u8(0)
-        header.append(vault.identity.signingKey.rawRepresentation)
-        header.i64(Int64((backup.created.timeIntervalSince1970 * 1000).rounded()))
-        header.append(backup.storeID)
-        header.u32(chunkSize)
-        header.u64(UInt64(payload.count))
-        header.append(sealedKey)
-        var file = header.bytes
-        file.reserveCapacity(headerByteCount + payload.count + (payload.count / chunkSize + 1) * XChaCha20Poly1305.overhead + signatureByteCount)
-        var index: UInt64 = 0
-        var start = 0
-        repeat {
-            let end = min(start + chunkSize, payload.count)
-            let box = try XChaCha20Poly1305.seal(Array(payload[start..<end]), using: fileKey,
-                                                 authenticating: header.bytes + BigEndian.bytes(index))
-            file += box.combined
+        let sink = MemorySink()
+        let file = try FileWriter(vault: vault, created: backup.created, storeID: backup.storeID, to: sink)
+        try encode(backup, to: file.append)
+        try file.finish()
+        return sink.bytes
+    }
+
+    /// The payload of `backup` (current version), handed to `output` in pieces.
+    static func encode(_ backup: Backup, to output: @escaping ([UInt8]) throws -> Void) throws {
+        var payload = PayloadWriter(output)
+        try payload.cards(backup.cards)
+        try payload.zoneCount(backup.zones.count)
+        for zone in backup.zones {
+            try payload.zoneHead(zone)
+            for row in zone.rows { try payload.row(row) }
+            try payload.endRows()
+        }
+        try payload.flush()
+    }
+
+    /// Bytes kept in memory.
+    final class MemorySink: BackupSink {
+        var bytes = [UInt8]()
+        func write(_ bytes: [UInt8]) throws { self.bytes += bytes }
+    }
+
+    /// Writes a file of the current version as its payload comes: the header first, each chunk
+    /// once it is full, then the last chunk and the signature (``finish()``). It holds one chunk.
+    final class FileWriter {
+        private let sink: any BackupSink
+        private let signingKey: Ed25519.PrivateKey
+        private let fileKey = SymmetricKey()
+        private let header: [UInt8]
+        private let hasher = BLAKE2b.Hasher(outputByteCount: 64)
+        private var pending = [UInt8]()
+        private var index: UInt64 = 0
+        /// Bytes written so far.
+        private(set) var written = 0
+
+        init(vault: Vault, created: Date, storeID: [UInt8], to sink: any BackupSink) throws {
+            precondition(storeID.count == 16, "a store id is 16 bytes")
+            self.sink = sink
+            signingKey = vault.signingKey
+            let sealedKey = SealedBoxWrap.seal(fileKey.bytes, to: vault.identity.boxKey)
+            precondition(sealedKey.count == sealedKeyByteCount, "a sealed file key's size")
+            var header = ByteWriter()
+            header.append(magic)
+            header.u8(version)
+            header.u8(0)
+            header.append(vault.identity.signingKey.rawRepresentation)
+            header.i64(Int64((created.timeIntervalSince1970 * 1000).rounded()))
+            header.append(storeID)
+            header.u32(chunkSize)
+            header.append(sealedKey)
+            self.header = header.bytes
+            try emit(header.bytes)
+        }
+
+        private func emit(_ bytes: [UInt8]) throws {
+            hasher.update(bytes)
+            try sink.write(bytes)
+            written += bytes.count
+        }
+
+        /// Payload bytes: every full chunk but the last is sealed and written now.
+        func append(_ bytes: [UInt8]) throws {
+            pending += bytes
+            // A chunk is sealed once more follows it: the last one is sealed by `finish()`.
+            while pending.count > chunkSize {
+                try seal(Array(pending[..<chunkSize]), last: false)
+                pending.removeFirst(chunkSize)
+            }
+        }
+
+        private func seal(_ plain: [UInt8], last: Bool) throws {
+            let box = try XChaCha20Poly1305.seal(plain, using: fileKey, authenticating: chunkData(header: header, version: version, index: index, last: last))
             index += 1
-            start = end
-        } while start < payload.count
-        file += vault.signingKey.signature(for: signedMessage(file[...]))
-        return file
+            try emit(box.combined)
+        }
+
+        /// The last chunk (the payload is never empty), then the signature.
+        func finish() throws {
+            precondition(!pending.isEmpty, "a backup's payload is never empty")
+            try seal(pending, last: true)
+            pending = []
+            let signature = signingKey.signature(for: signatureContext + hasher.finalize())
+            try sink.write(signature)
+            written += signature.count
+        }
     }
 
     static func signedMessage(_ signed: ArraySlice<UInt8>) -> [UInt8] {
@@ -66,32 +144,46 @@ enum BackupFormat {
         StoreError(.integrityFailure, "the backup file is damaged or was changed (\(detail)); nothing was restored")
     }
 
-    /// Opens a backup file with the vault of the user who made it.
+    /// Opens a backup file (of either version) with the vault of the user who made it.
     static func open(_ file: [UInt8], vault: Vault) throws -> Backup {
         guard file.count >= magic.count, Array(file[0..<magic.count]) == magic else {
             throw StoreError(.invalidArguments, "this is not a Coffer backup file (it does not start with COFFERBK)")
         }
-        guard file.count >= headerByteCount + signatureByteCount else { throw damaged("it ends early") }
-        var r = BackupReader(file[0..<headerByteCount])
-        _ = try r.bytes(magic.count)
-        let fileVersion = try r.u8()
-        guard fileVersion == version else {
-            throw StoreError(.invalidArguments, "this backup file is of format version \(fileVersion); this coffer reads version \(version)")
+        guard file.count > magic.count else { throw damaged("it ends early") }
+        let fileVersion = file[magic.count]
+        guard versions.contains(fileVersion) else {
+            throw StoreError(.invalidArguments, "this backup file is of format version \(fileVersion); this coffer reads versions \(versions.lowerBound) to \(versions.upperBound)")
         }
+        let headerBytes = headerByteCount(fileVersion)
+        guard file.count >= headerBytes + signatureByteCount else { throw damaged("it ends early") }
+        var r = BackupReader(file[0..<headerBytes])
+        _ = try r.bytes(magic.count + 1)
         let flags = try r.u8()
         guard flags == 0 else { throw damaged("unknown flags \(flags)") }
         let signingKey = try r.bytes(32)
         let createdMillis = try r.i64()
         let storeID = try r.bytes(16)
         let chunk = Int(try r.u32())
-        let length = try r.u64()
+        let declared: UInt64? = fileVersion == 1 ? try r.u64() : nil
         let sealedKey = try r.bytes(sealedKeyByteCount)
         guard chunkSizes.contains(chunk) else { throw damaged("a chunk size of \(chunk) bytes") }
-        guard length >= 1, length <= maxPayload else { throw damaged("a payload of \(length) bytes") }
-        let chunks = (Int(length) + chunk - 1) / chunk
-        let expected = headerByteCount + Int(length) + chunks * XChaCha20Poly1305.overhead + signatureByteCount
-        guard file.count == expected else {
-            throw damaged(file.count < expected ? "it ends \(expected - file.count) bytes early" : "\(file.count - expected) bytes follow its end")
+        // Each chunk's plaintext size, from the declared length (version 1) or the file's (version 2).
+        let sealedBytes = file.count - headerBytes - signatureByteCount
+        var sizes = [Int]()
+        if let length = declared {
+            guard length >= 1, length <= maxPayload else { throw damaged("a payload of \(length) bytes") }
+            let chunks = (Int(length) + chunk - 1) / chunk
+            let expected = headerBytes + Int(length) + chunks * XChaCha20Poly1305.overhead + signatureByteCount
+            guard file.count == expected else {
+                throw damaged(file.count < expected ? "it ends \(expected - file.count) bytes early" : "\(file.count - expected) bytes follow its end")
+            }
+            sizes = (0..<chunks).map { $0 == chunks - 1 ? Int(length) - $0 * chunk : chunk }
+        } else {
+            let whole = chunk + XChaCha20Poly1305.overhead
+            let chunks = max(1, (sealedBytes + whole - 1) / whole)
+            let last = sealedBytes - (chunks - 1) * whole - XChaCha20Poly1305.overhead
+            guard last >= 1 else { throw damaged("its last chunk is cut short") }
+            sizes = Array(repeating: chunk, count: chunks - 1) + [last]
         }
         // The signature, by the key the header names; then whether that key is this vault's.
         let key: Ed25519.PublicKey
@@ -109,43 +201,64 @@ enum BackupFormat {
         do { fileKey = try SymmetricKey(bytes: try SealedBoxWrap.open(sealedKey, with: vault.boxKey)) } catch {
             throw damaged("its file key does not open with this vault")
         }
-        let header = Array(file[0..<headerByteCount])
+        let header = Array(file[0..<headerBytes])
         var payload = [UInt8]()
-        payload.reserveCapacity(Int(length))
-        var offset = headerByteCount
-        for index in 0..<chunks {
-            let plain = index == chunks - 1 ? Int(length) - index * chunk : chunk
+        payload.reserveCapacity(sizes.reduce(0, +))
+        var offset = headerBytes
+        for (index, plain) in sizes.enumerated() {
             let end = offset + plain + XChaCha20Poly1305.overhead
             do {
                 let box = try XChaCha20Poly1305.SealedBox(combined: Array(file[offset..<end]))
-                payload += try XChaCha20Poly1305.open(box, using: fileKey, authenticating: header + BigEndian.bytes(UInt64(index)))
+                let data = chunkData(header: header, version: fileVersion, index: UInt64(index), last: index == sizes.count - 1)
+                payload += try XChaCha20Poly1305.open(box, using: fileKey, authenticating: data)
             } catch {
                 throw damaged("chunk \(index) does not open")
             }
             offset = end
         }
-        return try decode(payload, userID: maker, created: Date(timeIntervalSince1970: Double(createdMillis) / 1000), storeID: storeID)
+        return try decode(payload, version: fileVersion, userID: maker, created: Date(timeIntervalSince1970: Double(createdMillis) / 1000), storeID: storeID)
     }
 
     // MARK: - Payload
 
-    static func encode(_ backup: Backup) -> [UInt8] {
-        var w = ByteWriter()
-        func blob(_ b: [UInt8]) {
+    /// Encodes a payload of the current version part by part, handing the bytes on as they come
+    /// (in pieces of about a chunk) to `output` (a ``FileWriter``'s `append`).
+    struct PayloadWriter {
+        private let output: ([UInt8]) throws -> Void
+        private var w = ByteWriter()
+
+        init(_ output: @escaping ([UInt8]) throws -> Void) { self.output = output }
+
+        private mutating func flush(atLeast: Int) throws {
+            guard w.bytes.count >= atLeast else { return }
+            try output(w.bytes)
+            w = ByteWriter()
+        }
+
+        private mutating func blob(_ b: [UInt8]) {
             w.u32(b.count)
             w.append(b)
         }
-        func optionalBlob(_ b: [UInt8]?) {
+
+        private mutating func optionalBlob(_ b: [UInt8]?) {
             if let b { w.u8(1); blob(b) } else { w.u8(0) }
         }
-        func double(_ d: Double) { w.u64(d.bitPattern) }
-        w.u32(backup.cards.count)
-        for card in backup.cards {
-            blob(card.card)
-            double(card.added)
+
+        private mutating func double(_ d: Double) { w.u64(d.bitPattern) }
+
+        mutating func cards(_ cards: [Backup.Card]) throws {
+            w.u32(cards.count)
+            for card in cards {
+                blob(card.card)
+                double(card.added)
+                try flush(atLeast: chunkSize)
+            }
         }
-        w.u32(backup.zones.count)
-        for zone in backup.zones {
+
+        mutating func zoneCount(_ n: Int) throws { w.u32(n) }
+
+        /// Everything of `zone` but its rows, which follow (``row(_:)``, then ``endRows()``).
+        mutating func zoneHead(_ zone: ZoneCopy) throws {
             w.long(zone.id.name)
             w.long(zone.id.ownerID)
             w.append(zone.uid)
@@ -157,6 +270,7 @@ enum BackupFormat {
                 blob(entry.signature)
                 optionalBlob(entry.entries)
                 optionalBlob(entry.names)
+                try flush(atLeast: chunkSize)
             }
             w.u32(zone.wrappedKeys.count)
             for key in zone.wrappedKeys {
@@ -191,28 +305,37 @@ enum BackupFormat {
             for tombstone in zone.tombstones {
                 w.long(tombstone.name)
                 w.i64(tombstone.seq)
-            }
-            w.u32(zone.rows.count)
-            for row in zone.rows {
-                let s = row.stamp
-                w.long(s.name)
-                w.long(s.type)
-                if let parent = s.parent { w.u8(1); w.long(parent) } else { w.u8(0) }
-                w.i64(s.seq)
-                w.i64(s.epoch)
-                w.i64(s.membershipSeq)
-                w.long(s.creatorID)
-                w.long(s.modifierID)
-                double(s.created)
-                double(s.modified)
-                blob(row.plain)
-                optionalBlob(row.sealed)
+                try flush(atLeast: chunkSize)
             }
         }
-        return w.bytes
+
+        /// One row of the zone whose head came last: a marker, then the row.
+        mutating func row(_ row: ZoneCopy.Row) throws {
+            w.u8(1)
+            let s = row.stamp
+            w.long(s.name)
+            w.long(s.type)
+            if let parent = s.parent { w.u8(1); w.long(parent) } else { w.u8(0) }
+            w.i64(s.seq)
+            w.i64(s.epoch)
+            w.i64(s.membershipSeq)
+            w.long(s.creatorID)
+            w.long(s.modifierID)
+            double(s.created)
+            double(s.modified)
+            blob(row.plain)
+            optionalBlob(row.sealed)
+            try flush(atLeast: chunkSize)
+        }
+
+        /// The end of a zone's rows.
+        mutating func endRows() throws { w.u8(0) }
+
+        /// Hands on what is left.
+        mutating func flush() throws { try flush(atLeast: 1) }
     }
 
-    static func decode(_ payload: [UInt8], userID: String, created: Date, storeID: [UInt8]) throws -> Backup {
+    static func decode(_ payload: [UInt8], version: UInt8, userID: String, created: Date, storeID: [UInt8]) throws -> Backup {
         var r = BackupReader(payload[...])
         func readUserID(_ what: String) throws -> String {
             let id = try r.text()
@@ -259,7 +382,10 @@ enum BackupFormat {
             var tombstones = [ZoneCopy.Tombstone]()
             for _ in 0..<(try r.count()) { tombstones.append(ZoneCopy.Tombstone(name: try r.text(), seq: try r.i64())) }
             var rows = [ZoneCopy.Row]()
-            for _ in 0..<(try r.count()) {
+            // Version 1 counts a zone's rows; version 2 puts a 1 before each and a 0 after the last.
+            var count = version == 1 ? try r.count() : 0
+            while version == 1 ? count > 0 : try r.flag() {
+                count -= 1
                 let rowName = try r.text(), type = try r.text()
                 let parent: String? = try r.flag() ? try r.text() : nil
                 let stamp = VersionStamp(name: rowName, type: type, parent: parent, seq: try r.i64(), epoch: try r.i64(), membershipSeq: try r.i64(),

@@ -18,24 +18,60 @@ public struct RestoreResult: Sendable {
     public let tookStoreID: Bool
 }
 
+/// What ``Session/writeBackup(to:progress:)`` wrote.
+public struct BackupSummary: Sendable {
+    /// When the backup was made (to the millisecond).
+    public let created: Date
+    /// Each zone, in the file's order (zones the user owns, then those shared with them).
+    public let zones: [Backup.ZoneSummary]
+    /// Contact cards.
+    public let contactCount: Int
+    /// The file's size.
+    public let bytes: Int
+
+    /// Record rows in all zones.
+    public var recordCount: Int { zones.reduce(0) { $0 + $1.records } }
+}
+
 extension Session {
-    /// Makes a backup of everything this user owns or can read in the store (see ``Backup``),
-    /// all of it from one state of the store (``Store/withPinnedReads(_:)``), so that writers
-    /// beside it never make it start over: each zone is verified first (as `audit` does: its
-    /// whole log, its key and every record), then read whole, and each zone's log checked to end
-    /// where it verified.
+    /// Makes a backup of everything this user owns or can read in the store (see ``Backup``)
+    /// and holds it in memory: ``writeBackup(to:progress:)`` into memory, opened again.
     ///
     /// ```swift
     /// let backup = try await session.makeBackup { print($0) }
     /// ```
-    /// - Throws: `.integrityFailure` naming a zone that fails verification (nothing of a zone that
-    ///   fails is backed up: run `audit`).
+    /// - Throws: as ``writeBackup(to:progress:)``.
     public func makeBackup(progress: @Sendable (String) -> Void = { _ in }) async throws -> Backup {
+        let sink = BackupFormat.MemorySink()
+        _ = try await writeBackup(to: sink, progress: progress)
+        return try Backup(sealed: sink.bytes, vault: vault)
+    }
+
+    /// Writes a backup file of everything this user owns or can read in the store (see
+    /// ``Backup``) to `sink` as it is read, all of it from one state of the store
+    /// (``Store/withPinnedReads(_:)``), so that writers beside it never make it start over.
+    /// Each zone is verified as `audit` verifies it (its whole log, its key, every record), its
+    /// records read and checked a page at a time: memory holds a zone's log and one page of
+    /// rows, whatever the store's size. Once every zone is written, each zone's log is checked
+    /// to be on the log this user verifies now; only then does the file get its last chunk and
+    /// its signature.
+    ///
+    /// A backup that fails leaves `sink` with part of a file that does not open: write to a
+    /// temporary file, and give it its name only once this returns.
+    ///
+    /// ```swift
+    /// let summary = try await session.writeBackup(to: file) { print($0) }
+    /// ```
+    /// - Throws: `.integrityFailure` naming a zone that fails verification (run `audit`).
+    public func writeBackup(to sink: any BackupSink, progress: @Sendable (String) -> Void = { _ in }) async throws -> BackupSummary {
         // The marks are read before the pin is taken: none can be newer than the state it holds.
         do { _ = try vault.marks.all() } catch let error as VaultError {
             throw StoreError(.integrityFailure, "your marks file cannot be read: \(error.message)", underlying: error)
         }
-        let backup = try await store.withPinnedReads {
+        let created = Date(timeIntervalSince1970: (Date().timeIntervalSince1970 * 1000).rounded(.down) / 1000)
+        let file = try BackupFormat.FileWriter(vault: vault, created: created, storeID: store.storeID, to: sink)
+        var payload = BackupFormat.PayloadWriter(file.append)
+        let (zones, contacts) = try await store.withPinnedReads {
             let owned = try await ownedZoneAccess(), shared = try await sharedZoneAccess()
             if let refused = (owned.refused + shared.refused).first {
                 throw StoreError(.integrityFailure, "zone '\(refused.0.name)' fails verification, so no backup was made: \(refused.1.message); run 'coffer audit'")
@@ -43,71 +79,82 @@ extension Session {
             let ids = owned.zones.map(\.id) + shared.zones.map(\.id)
             let source = try Self.driver(of: store, reading: true)
             let pin = PinnedReads.readPin(of: store)
-            var verified = [(zone: ZoneRow, head: Int64, hash: Digest32)]()
-            for (n, id) in ids.enumerated() {
-                progress("verifying zone \(id.name) (\(n + 1) of \(ids.count))")
-                // The audit walks the log as the pin holds it, whatever this session verified since.
-                let (zone, head, report) = try await read { db in
-                    let zone = try self.zoneRow(db, id)
-                    let report = try self.auditZone(db, id)
-                    return (zone, try db.logHead(zoneRowID: zone.rowID), report)
-                }
-                if let finding = report.findings.first {
-                    throw StoreError(.integrityFailure, "zone '\(id.name)' fails verification, so no backup was made: \(finding.message); run 'coffer audit'")
-                }
-                guard let head else { throw StoreError(.integrityFailure, "zone '\(id.name)' has no log: the store was changed") }
-                verified.append((zone, head.seq, head.hash))
-            }
-            progress("reading \(ids.count == 1 ? "1 zone" : "\(ids.count) zones")")
-            guard let zones = try await Self.readZones(verified, from: source, pin: pin) else {
-                // Only where the store could not hold one state for the whole backup (a server
-                // holding as many pins as it will).
-                throw StoreError(.busy, "zones changed while they were read; make the backup again")
-            }
             progress("reading contact cards")
             let cards = try await Self.readCards(from: source, pin: pin)
-            return Backup(userID: userID, created: Date(), storeID: store.storeID, cards: cards, zones: zones)
+            try payload.cards(cards)
+            try payload.zoneCount(ids.count)
+            var zones = [(summary: Backup.ZoneSummary, hash: Digest32)]()
+            for (n, id) in ids.enumerated() {
+                zones.append(try await backUpZone(id, label: "zone \(id.name) (\(n + 1) of \(ids.count))", into: &payload, from: source, pin: pin, progress: progress))
+            }
+            return (zones, cards.count)
         }
         // Each zone as backed up must be on the log this user verifies now (the state the backup
         // held, or an older one of it): a store that pinned another branch for the backup is
         // caught here. A zone gone since is left as it was backed up.
-        for zone in backup.zones {
+        for zone in zones {
+            let id = zone.summary.zone
             let log: ZoneLog
-            do { log = try await read { db in try self.zoneLog(db, zone: try self.zoneRow(db, zone.id)) } } catch let error as StoreError where error.code == .zoneNotFound {
+            do { log = try await read { db in try self.zoneLog(db, zone: try self.zoneRow(db, id)) } } catch let error as StoreError where error.code == .zoneNotFound {
                 continue
             }
-            guard let head = zone.log.last, log.hash(at: head.seq) == head.hash else {
-                throw StoreError(.integrityFailure, "zone '\(zone.id.name)' as the store showed it for the backup is not on its log as you verify it now: the store was forked; no backup was made; run 'coffer audit'")
+            guard log.hash(at: zone.summary.headSeq) == zone.hash else {
+                throw StoreError(.integrityFailure, "zone '\(id.name)' as the store showed it for the backup is not on its log as you verify it now: the store was forked; no backup was made; run 'coffer audit'")
             }
         }
-        return backup
+        try payload.flush()
+        try file.finish()
+        return BackupSummary(created: created, zones: zones.map(\.summary), contactCount: contacts, bytes: file.written)
     }
 
-    /// The zones `verified` lists, read whole: nil when one's log no longer ends at the entry
-    /// verified (it changed between its check and the read).
-    static func readZones(_ verified: [(zone: ZoneRow, head: Int64, hash: Digest32)], from source: any SnapshotDriver,
-                          pin: (any ReadPin)? = nil) async throws -> [ZoneCopy]? {
-        var t = StorageSnapshot.Tables<StoredRow>()
-        // Four reads a zone, at most 1000 a request to a server: each group from one state.
-        for group in stride(from: 0, to: verified.count, by: 250).map({ verified[$0..<min($0 + 250, verified.count)] }) {
-            let needs = group.flatMap { item -> [StorageSnapshot.Need] in
-                let rowID = item.zone.rowID
-                return [.zone(item.zone.id), .log(zoneRowID: rowID, after: 0), .allRows(zoneRowID: rowID), .tombstoneList(zoneRowID: rowID)]
-            }
-            t.merge(try await fetch(needs, from: source, pin: pin)) { $0 }
+    /// One zone into a backup's payload: verified as `audit` verifies it, then its log, keys,
+    /// share, schema and deleted names, then its rows a page at a time, each checked before it is
+    /// written.
+    private func backUpZone(_ id: ZoneID, label: String, into payload: inout BackupFormat.PayloadWriter, from source: any SnapshotDriver,
+                            pin: (any ReadPin)?, progress: @Sendable (String) -> Void) async throws -> (summary: Backup.ZoneSummary, hash: Digest32) {
+        func refused(_ finding: AuditFinding) -> StoreError {
+            StoreError(.integrityFailure, "zone '\(id.name)' fails verification, so no backup was made: \(finding.message); run 'coffer audit'")
         }
-        for item in verified {
-            guard case .some(.some(let row)) = t.zones[item.zone.id], row.rowID == item.zone.rowID, row.uid == item.zone.uid,
-                  let last = t.logs[item.zone.rowID]?.entries.last, last.seq == item.head, last.hash == item.hash else { return nil }
+        progress("verifying \(label)")
+        // The audit walks the log as the pin holds it, whatever this session verified since.
+        var (audit, head) = try await read { db in
+            let audit = try self.beginZoneAudit(db, id)
+            return (audit, try db.logHead(zoneRowID: audit.zone.rowID))
+        }
+        if let finding = audit.report.findings.first { throw refused(finding) }
+        guard let log = audit.log, let head else { throw StoreError(.integrityFailure, "zone '\(id.name)' has no log: the store was changed") }
+        let zone = audit.zone
+        let copy = try await Self.zoneWithoutRows(zone, head: head, from: source, pin: pin)
+        try payload.zoneHead(copy)
+        var records = 0
+        try await auditRows(&audit, log: log) { findings, rows in
+            if let finding = findings.first { throw refused(finding) }
+            for row in rows { try payload.row(row) }
+            records += rows.count
+            progress("verifying \(label): \(records) records")
+        }
+        try payload.endRows()
+        if let finding = audit.finish().findings.first { throw refused(finding) }
+        return (Backup.ZoneSummary(zone: id, headSeq: head.seq, entries: copy.log.count, records: records), head.hash)
+    }
+
+    /// `zone` as the store holds it, but for its rows: its log (which must end at `head`, the
+    /// entry verified), with each record entry's lists, keys, share, schema and deleted names.
+    static func zoneWithoutRows(_ zone: ZoneRow, head: (seq: Int64, hash: Digest32), from source: any SnapshotDriver,
+                                pin: (any ReadPin)?) async throws -> ZoneCopy {
+        let rowID = zone.rowID
+        var t = try await fetch([.zone(zone.id), .log(zoneRowID: rowID, after: 0), .tombstoneList(zoneRowID: rowID)], from: source, pin: pin)
+        guard case .some(.some(let row)) = t.zones[zone.id], row.rowID == rowID, row.uid == zone.uid,
+              let last = t.logs[rowID]?.entries.last, last.seq == head.seq, last.hash == head.hash else {
+            // Only where the store could not hold one state for the whole backup.
+            throw StoreError(.busy, "zone '\(zone.id.name)' changed while it was read; make the backup again")
         }
         // The lists of each record entry, which never change once written.
-        let listed = verified.flatMap { item in
-            (t.logs[item.zone.rowID]?.entries ?? []).filter { ZoneCopy.isListed($0.body) }.map { StorageSnapshot.Need.logEntry(zoneRowID: item.zone.rowID, seq: $0.seq) }
-        }
+        let listed = (t.logs[rowID]?.entries ?? []).filter { ZoneCopy.isListed($0.body) }.map { StorageSnapshot.Need.logEntry(zoneRowID: rowID, seq: $0.seq) }
         for start in stride(from: 0, to: listed.count, by: 1_000) {
             t.merge(try await fetch(Array(listed[start..<min(start + 1_000, listed.count)]), from: source, pin: pin)) { $0 }
         }
-        return try verified.map { try ZoneCopy(zone: $0.zone, from: t) }
+        return try ZoneCopy(zone: zone, from: t)
     }
 
     /// The store's contact cards that verify, as stored.
@@ -192,10 +239,17 @@ extension Session {
         var needs: [StorageSnapshot.Need] = [.ownedZones(userID)]
         for zone in zones { needs += [.zone(zone.id), .zoneUID(zone.uid)] }
         let found = try await Self.fetch(needs, from: target)
-        if let zone = found.ownedZones[userID]?.first?.zone {
-            throw StoreError(.alreadyExists, "the store is not empty: it has your zone '\(zone.id.name)'; restore into an empty store")
+        // Through a server, zones of the backup that a restore cut short (killed, or the server
+        // stopped answering) left there are gone on with, from where it stopped.
+        var partial = [ZoneID: ZoneRow]()
+        for row in (found.ownedZones[userID] ?? []).map(\.zone) {
+            if throughServer, zones.contains(where: { $0.id == row.id && $0.uid == row.uid }) {
+                partial[row.id] = row
+            } else {
+                throw StoreError(.alreadyExists, "the store is not empty: it has your zone '\(row.id.name)'; restore into an empty store")
+            }
         }
-        for zone in zones {
+        for zone in zones where partial[zone.id] == nil {
             if case .some(.some) = found.zones[zone.id] {
                 throw StoreError(.alreadyExists, "the store is not empty: it has zone '\(zone.id.name)' of \(zone.id.ownerID); restore into an empty store")
             }
@@ -231,11 +285,25 @@ extension Session {
         for (card, user) in zip(backup.cards, cardUsers) where (present.contacts[user] ?? nil) == nil {
             cardWrites.append(try Self.contactWrite(card: card.card, added: card.added))
         }
-        let rowIDs = try await Self.fetch(zones.map { .newZoneID($0.id) }, from: target).newZoneIDs
-        var zoneBatches = [(zone: ZoneCopy, batches: [[StorageSnapshot.Write]])]()
+        var rowIDs = try await Self.fetch(zones.filter { partial[$0.id] == nil }.map { .newZoneID($0.id) }, from: target).newZoneIDs
+        for (id, row) in partial { rowIDs[id] = row.rowID }
+        var zoneBatches = [(zone: ZoneCopy, batches: [[StorageSnapshot.Write]], taken: Int)]()
         for zone in zones {
             guard let rowID = rowIDs[zone.id] else { throw StoreError(.internalError, "the store reserved no zone id") }
-            zoneBatches.append((zone, try zone.batches(zoneRowID: rowID)))
+            let batches = try zone.batches(zoneRowID: rowID)
+            var taken = 0
+            if partial[zone.id] != nil {
+                var t = try await Self.fetch([.zone(zone.id), .log(zoneRowID: rowID, after: 0), .tombstoneList(zoneRowID: rowID)], from: target)
+                let first = ZoneCopy.firstRecords(of: batches)
+                for start in stride(from: 0, to: first.count, by: 1_000) {
+                    t.merge(try await Self.fetch([.records(zoneRowID: rowID, names: Array(first[start..<min(start + 1_000, first.count)]))], from: target)) { $0 }
+                }
+                taken = try zone.batchesTaken(batches, zoneRowID: rowID, in: t)
+            }
+            zoneBatches.append((zone, batches, taken))
+        }
+        if !partial.isEmpty, partial.count == zones.count, zoneBatches.allSatisfy({ $0.taken == $0.batches.count }) {
+            throw StoreError(.alreadyExists, "the store is not empty: it has every zone of this backup already; restore into an empty store")
         }
         /// A write the store refused as a conflict: in a store that was empty, rows of the backup
         /// that contradict each other (or another writer that filled the store meanwhile).
@@ -251,8 +319,9 @@ extension Session {
                     throw refusedWrite(nil)
                 }
             }
-            for (zone, batches) in zoneBatches {
-                for (i, batch) in batches.enumerated() {
+            for (zone, batches, taken) in zoneBatches {
+                if taken > 0 { progress("zone \(zone.id.name): going on from batch \(taken + 1) of \(batches.count)") }
+                for (i, batch) in batches.enumerated().dropFirst(taken) {
                     progress("zone \(zone.id.name): batch \(i + 1) of \(batches.count)")
                     do { try await target.apply(batch, operation: nil) } catch is SnapshotConflict {
                         throw StoreError(.integrityFailure, "the server refused zone '\(zone.id.name)' of the backup as a conflict: its rows contradict each other or the store (the backup was changed, or another writer was there first)")
@@ -278,7 +347,7 @@ extension Session {
         var findings = [AuditFinding]()
         for zone in zones {
             progress("verifying zone \(zone.id.name)")
-            findings += try await read { db in try self.auditZone(db, zone.id) }.findings
+            findings += try await store.withPinnedReads { try await auditZone(zone.id) }.findings
         }
         store.logger.info("backup restored", metadata: ["zones": "\(zones.count)", "contacts": "\(cardWrites.count)"])
         let restoredIDs = Set(zones.map(\.id))

@@ -47,6 +47,23 @@ struct ZoneCopy: Sendable {
         let stamp: VersionStamp
         let plain: [UInt8]
         let sealed: [UInt8]?
+
+        init(stamp: VersionStamp, plain: [UInt8], sealed: [UInt8]?) {
+            self.stamp = stamp
+            self.plain = plain
+            self.sealed = sealed
+        }
+
+        /// A row as read from a store.
+        init(stored row: StoredRow) {
+            let count = row.plainCount
+            self = row.withBytes { bytes in
+                let stamp = VersionStamp(name: row.name, type: row.type, parent: row.parent, seq: row.seq, epoch: row.epoch,
+                                         membershipSeq: row.membershipSeq, creatorID: row.creatorID, modifierID: row.modifierID,
+                                         created: row.created, modified: row.modified)
+                return Row(stamp: stamp, plain: Array(bytes[..<count]), sealed: row.hasSealed ? Array(bytes[count...]) : nil)
+            }
+        }
     }
 
     let id: ZoneID
@@ -75,8 +92,8 @@ struct ZoneCopy: Sendable {
     }
 
     /// The zone `zone` as `t` read it: `t` holds the zone (``StorageSnapshot/Need/zone(_:)``), its
-    /// whole log, its rows (``StorageSnapshot/Need/allRows(zoneRowID:)``), its deleted names, and
-    /// the lists of its listed entries.
+    /// whole log, its deleted names, the lists of its listed entries, and its rows when it read
+    /// them (``StorageSnapshot/Need/allRows(zoneRowID:)``; none otherwise).
     init(zone: ZoneRow, from t: StorageSnapshot.Tables<StoredRow>) throws {
         let rowID = zone.rowID
         id = zone.id
@@ -104,18 +121,7 @@ struct ZoneCopy: Sendable {
             fields.sorted { $0.field < $1.field }.map { SchemaField(recordType: recordType, field: $0.field, valueType: $0.valueType, encrypted: $0.encrypted) }
         }
         tombstones = (t.tombstoneLists[rowID] ?? [:]).sorted { $0.key < $1.key }.map { Tombstone(name: $0.key, seq: $0.value) }
-        var rows = [Row]()
-        for name in t.pages[rowID]?["all"] ?? [] {
-            guard let row = t.records[rowID]?[name] ?? nil else { continue }
-            let count = row.plainCount
-            rows.append(row.withBytes { bytes in
-                let stamp = VersionStamp(name: row.name, type: row.type, parent: row.parent, seq: row.seq, epoch: row.epoch,
-                                         membershipSeq: row.membershipSeq, creatorID: row.creatorID, modifierID: row.modifierID,
-                                         created: row.created, modified: row.modified)
-                return Row(stamp: stamp, plain: Array(bytes[..<count]), sealed: row.hasSealed ? Array(bytes[count...]) : nil)
-            })
-        }
-        self.rows = rows
+        rows = (t.pages[rowID]?["all"] ?? []).compactMap { name in (t.records[rowID]?[name] ?? nil).map(Row.init(stored:)) }
     }
 
     init(id: ZoneID, uid: [UInt8], created: Double, log: [Entry], wrappedKeys: [WrappedKey], chainedKeys: [ChainedKey], link: Link?,
@@ -216,5 +222,57 @@ struct ZoneCopy: Sendable {
         }
         if !rows.isEmpty { batches.append(rows) }
         return batches
+    }
+}
+
+// MARK: - Going on with a copy cut short
+
+extension ZoneCopy {
+    /// How many of `batches` (this zone's, from ``batches(zoneRowID:head:)``, as zone row
+    /// `zoneRowID`) a store already took, from what `t` read of the zone there: its row, log,
+    /// keys, share, schema and deleted names (``StorageSnapshot/Need/zone(_:)``, `.log`,
+    /// `.tombstoneList`) and, of its records, the first of each batch of rows (`.records`). The
+    /// store takes batches in order, each whole or not at all, so it holds the first n.
+    ///
+    /// Each batch is known by the first of its writes that leaves a trace the store shows; a
+    /// batch with none (the member lookup, the zone's change count) counts as taken only when
+    /// the next one is, and is otherwise written again, which changes nothing.
+    ///
+    /// - Throws: `.alreadyExists` when the store's log of the zone is not the start of this one
+    ///   (another history of the zone is there, not a copy of this one cut short).
+    func batchesTaken(_ batches: [[StorageSnapshot.Write]], zoneRowID: Int64, in t: StorageSnapshot.Tables<StoredRow>) throws -> Int {
+        let stored = t.logs[zoneRowID]?.entries ?? []
+        for entry in stored where entry.seq < 1 || entry.seq > Int64(log.count) || log[Int(entry.seq) - 1].hash != entry.hash {
+            throw StoreError(.alreadyExists, "the store is not empty: it has zone '\(id.name)' with another history than the backup's; restore into an empty store")
+        }
+        let head = stored.last?.seq ?? 0
+        func trace(_ write: StorageSnapshot.Write) -> Bool? {
+            switch write {
+            case .insertZone: return true
+            case .appendLog(_, let before, _, _, _, _, _, _): return head > before
+            case .wrappedKey(_, let epoch, let member, _): return t.wrappedKeys[zoneRowID]?[epoch]?[member] != nil
+            case .storeChainedKey(_, let epoch, _): return t.chainedKeys[zoneRowID]?[epoch] != nil
+            case .storeShareLink(_, let epoch, _, _): return (t.shareLinks[zoneRowID] ?? nil)?.epoch == epoch
+            case .fieldSchema(_, let type, let field, _): return t.schemaRows[zoneRowID]?[type]?.contains { $0.field == field } == true
+            case .addTombstone(_, let name, _, _, _, _): return t.tombstoneLists[zoneRowID]?[name] != nil
+            case .insertRecord(_, let version):
+                guard case .some(.some) = t.records[zoneRowID]?[version.stamp.name] else { return false }
+                return true
+            default: return nil
+            }
+        }
+        let traces = batches.map { batch in batch.lazy.compactMap(trace).first }
+        var taken = traces.firstIndex { $0 == false } ?? batches.count
+        while taken > 0, traces[taken - 1] == nil { taken -= 1 }
+        return taken
+    }
+
+    /// The first record of each batch of rows in `batches`: what ``batchesTaken(_:zoneRowID:in:)``
+    /// reads of the records.
+    static func firstRecords(of batches: [[StorageSnapshot.Write]]) -> [String] {
+        batches.compactMap { batch in
+            guard case .insertRecord(_, let version) = batch.first else { return nil }
+            return version.stamp.name
+        }
     }
 }

@@ -58,16 +58,19 @@ extension Session {
         let marked = try await unlistedMarkedZones(listed: listed)
         report.marks = marked.checked
         report.findings += marked.findings
-        for zone in listed {
-            progress("zone \(zone.name)")
-            let part: AuditReport = try await read { db in try self.auditZone(db, zone) }
-            report.findings += part.findings
-            report.zones += part.zones
-            report.shares += part.shares
-            report.memberships += part.memberships
-            report.commits += part.commits
-            report.acceptances += part.acceptances
-            report.records += part.records
+        // Every zone from one state of the store, read a page of records at a time.
+        try await store.withPinnedReads {
+            for zone in listed {
+                progress("zone \(zone.name)")
+                let part = try await auditZone(zone) { progress("zone \(zone.name): \($0) records") }
+                report.findings += part.findings
+                report.zones += part.zones
+                report.shares += part.shares
+                report.memberships += part.memberships
+                report.commits += part.commits
+                report.acceptances += part.acceptances
+                report.records += part.records
+            }
         }
         if !plaintexts.isEmpty {
             let paths = [store.url.path, store.url.path + "-wal", store.url.path + "-shm"].filter { FileManager.default.fileExists(atPath: $0) }
@@ -134,20 +137,78 @@ extension Session {
         }
     }
 
-    func auditZone(_ db: any StorageTransaction, _ zoneID: ZoneID) throws -> AuditReport {
-        var report = AuditReport()
-        let zone = try zoneRow(db, zoneID)
-        report.zones += 1
-        func finding(_ kind: AuditFinding.Kind, _ subject: String, _ message: String) {
-            report.findings.append(AuditFinding(kind: kind, zone: zoneID, subject: subject, message: message))
+    /// One zone's whole audit (see ``audit(plaintexts:progress:)``): its log in one read, then
+    /// its rows a page at a time (run it with the store's reads pinned, ``Store/withPinnedReads(_:)``).
+    /// `progress` is told how many records were checked after each page that more follow.
+    func auditZone(_ zoneID: ZoneID, progress: (Int) -> Void = { _ in }) async throws -> AuditReport {
+        var audit = try await read { db in try self.beginZoneAudit(db, zoneID) }
+        guard let log = audit.log else { return audit.report }
+        var records = 0
+        try await auditRows(&audit, log: log) { _, rows in
+            records += rows.count
+            if rows.count == Self.auditPage { progress(records) }
         }
+        return audit.finish()
+    }
+
+    /// How many record rows an audit reads and checks at a time.
+    static let auditPage = 500
+
+    /// Checks the rows of the zone `audit` began (``beginZoneAudit(_:_:)``), a page at a time in
+    /// name order, each page in a read of its own (so run it with the store's reads pinned,
+    /// ``Store/withPinnedReads(_:)``), and hands each page to `checked` once it went through the
+    /// audit, with the zone's findings so far. Memory holds one page of rows.
+    func auditRows(_ audit: inout ZoneAudit, log: ZoneLog,
+                   checked: (_ findings: [AuditFinding], _ rows: [ZoneCopy.Row]) throws -> Void = { _, _ in }) async throws {
+        let zone = audit.zone, id = zone.id
+        var after = ""
+        while true {
+            let start = after
+            let page: [(row: ZoneCopy.Row, failure: String?)] = try await read { db in
+                // The zone's row and the page in one round of reads (on backends that fetch
+                // what a read needs), then what opening every row of the page needs in another.
+                var current: ZoneRow?, pending: (any StorageMiss)?
+                do { current = try self.zoneRow(db, id) } catch let miss as any StorageMiss { pending = miss }
+                var rows = [StoredRow]()
+                try db.readRecordRows(zoneRowID: zone.rowID, after: start, limit: Self.auditPage) { rows.append($0) }
+                if let pending { throw pending }
+                guard let current, current.rowID == zone.rowID, current.uid == zone.uid else {
+                    throw StoreError(.busy, "zone '\(id.name)' changed while it was read; try again")
+                }
+                return try db.eachGathering(rows) { row in
+                    (ZoneCopy.Row(stored: row), try Self.failure { _ = try self.decodeOne(db, zone: current, row: row, log: log) })
+                }
+            }
+            for (row, failure) in page { audit.check(name: row.stamp.name, seq: row.stamp.seq, failure: failure) }
+            try checked(audit.report.findings, page.map(\.row))
+            guard page.count == Self.auditPage, let last = page.last else { return }
+            after = last.row.stamp.name
+        }
+    }
+
+    /// What is wrong with a row, as `body` (which opens it) throws it; nil for a row that opens.
+    /// A read the backend has yet to make is rethrown (the read runs again once it is made).
+    static func failure(of body: () throws -> Void) throws -> String? {
+        do { try body() } catch let miss as StorageMiss { throw miss } catch { return "\(error)" }
+        return nil
+    }
+
+    /// The first part of a zone's audit: its whole log, the caches that repeat it, its key, and
+    /// from its record entries each name's latest version. Its rows then go through
+    /// ``ZoneAudit/check(name:seq:failure:)`` (in one read or page by page), then
+    /// ``ZoneAudit/finish()``.
+    func beginZoneAudit(_ db: any StorageTransaction, _ zoneID: ZoneID) throws -> ZoneAudit {
+        let zone = try zoneRow(db, zoneID)
+        var audit = ZoneAudit(zone: zone)
+        audit.report.zones += 1
+        func finding(_ kind: AuditFinding.Kind, _ subject: String, _ message: String) { audit.finding(kind, subject, message) }
         // The whole log again, every signature checked, whatever the marks say.
         let log: ZoneLog
         do {
             log = try walkLog(db, zone: zone, signaturesAfter: 0)
         } catch let error as StoreError {
             finding(.log, "log", error.message)
-            return report
+            return audit
         }
         var whole = true
         if let tail = log.refusedTail {
@@ -162,7 +223,7 @@ extension Session {
         if let deleted = state.deletionSeq {
             finding(.log, "entry \(deleted)", "zone '\(zoneID.name)' was deleted by its owner (entry \(deleted)), yet the store still holds it")
         }
-        if state.share != nil { report.shares += 1 }
+        if state.share != nil { audit.report.shares += 1 }
         // Caches that repeat the log (they run ahead of a log whose tail is refused).
         if whole { try auditCaches(db, zone: zone, state: state, finding: finding) }
         do { try checkZoneKey(db, zone: zone, state: state) } catch let error as StoreError {
@@ -177,33 +238,61 @@ extension Session {
             }
             guard let entry = LogEntry.decode(stored.body) else { continue }
             switch entry.kind {
-            case .genesis, .membership, .deletion: report.memberships += 1
-            case .acceptance: report.acceptances += 1
-            case .commit, .rewrite: report.commits += 1
+            case .genesis, .membership, .deletion: audit.report.memberships += 1
+            case .acceptance: audit.report.acceptances += 1
+            case .commit, .rewrite: audit.report.commits += 1
             }
         }
         var latest = [String: LatestVersion]()
         try latestVersions(db, zone: zone, log: log, after: 0, cached: false, into: &latest) { seq, error in
             finding(.commit, "entry \(seq)", error.message)
         }
-        var live = [String: Int64]()
-        try db.readAllRecordRows(zoneRowID: zone.rowID) { name, seq, row in
-            report.records += 1
-            guard let seq else {
-                finding(.record, name, "record '\(Names.printable(name))' has no entry in its row: the store was changed")
-                return
-            }
-            live[name] = seq // its entry
-            do { _ = try decodeOne(db, zone: zone, row: try row.get(), log: log) } catch {
-                finding(.record, name, "\(error)")
-            }
-        }
+        audit.log = log
+        audit.latest = latest
+        audit.compacted = try db.compactedSeq(zoneRowID: zone.rowID)
+        audit.tombstones = try db.tombstoneSeqs(zoneRowID: zone.rowID)
+        return audit
+    }
+}
+
+/// A zone's audit between its log and its rows (see ``Session/beginZoneAudit(_:_:)``).
+struct ZoneAudit: Sendable {
+    let zone: ZoneRow
+    var report = AuditReport()
+    /// The verified log; nil when it could not be read, and then rows are not checked.
+    var log: ZoneLog?
+    /// Each name's latest entry in the log.
+    var latest = [String: LatestVersion]()
+    /// Each row checked: its name's entry.
+    var live = [String: Int64]()
+    /// The entry through which deletions were compacted, and the change feed's deletions.
+    var compacted: Int64 = 0
+    var tombstones = [String: Int64]()
+
+    init(zone: ZoneRow) { self.zone = zone }
+
+    mutating func finding(_ kind: AuditFinding.Kind, _ subject: String, _ message: String) {
+        report.findings.append(AuditFinding(kind: kind, zone: zone.id, subject: subject, message: message))
+    }
+
+    /// One record row, in name order, with its entry and what opening it found wrong (see
+    /// ``Session/failure(of:)``).
+    mutating func check(name: String, seq: Int64, failure: String?) {
+        report.records += 1
+        live[name] = seq // its entry
+        if let failure { finding(.record, name, failure) }
+    }
+
+    /// The checks across all rows, once every row went through ``check(name:seq:failure:)``:
+    /// the report.
+    mutating func finish() -> AuditReport {
+        let zoneID = zone.id
         // Each row must be its name's latest version in the log, and each name the log last saved
         // must have its row: a row put back, rolled back to an older signed version, or deleted
         // from the file passes the per-row check, not this one.
         for (name, seq) in live.sorted(by: { $0.key < $1.key }) {
-            do { try Self.checkLatest(name: name, seq: seq, zone: zone, latest: latest) } catch let error as StoreError {
-                finding(.record, name, error.message)
+            do { try Session.checkLatest(name: name, seq: seq, zone: zone, latest: latest) } catch {
+                finding(.record, name, (error as? StoreError)?.message ?? "\(error)")
             }
         }
         for (name, last) in latest.sorted(by: { $0.key < $1.key }) where !last.deleted && live[name] == nil {
@@ -212,8 +301,6 @@ extension Session {
         // The change feed finds deletions through `record_tombstone`: each name the log last
         // deleted (after the compacted history) must have one at that entry, and each one must
         // be its name's latest deletion, or a reader's feed misses or misdates a deletion.
-        let compacted = try db.compactedSeq(zoneRowID: zone.rowID)
-        let tombstones = try db.tombstoneSeqs(zoneRowID: zone.rowID)
         for (name, last) in latest.sorted(by: { $0.key < $1.key }) where last.deleted && last.seq > compacted && tombstones[name] != last.seq {
             finding(.cache, name, "record '\(Names.printable(name))' was deleted by entry \(last.seq), but the change feed's list of deletions "
                     + (tombstones[name].map { "dates it at entry \($0)" } ?? "does not have it"))

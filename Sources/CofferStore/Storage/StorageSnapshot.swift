@@ -746,11 +746,6 @@ final class StorageSnapshot: StorageTransaction {
         return known
     }
 
-    func readAllRecordRows(zoneRowID: Int64, into add: (_ name: String, _ seq: Int64?, Result<StoredRow, StoreError>) throws -> Void) throws {
-        guard let names = t.pages[zoneRowID]?["all"] else { throw miss(.allRows(zoneRowID: zoneRowID)) }
-        for case let row? in try rows(zoneRowID, names) { try add(row.name, row.seq, .success(row)) }
-    }
-
     func tombstoneSeqs(zoneRowID: Int64) throws -> [String: Int64] {
         guard let known = t.tombstoneLists[zoneRowID] else { throw miss(.tombstoneList(zoneRowID: zoneRowID)) }
         return known

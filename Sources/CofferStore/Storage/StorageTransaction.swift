@@ -226,9 +226,6 @@ protocol StorageTransaction: AnyObject {
     func zoneMemberIDs(zoneRowID: Int64) throws -> Set<String>
     /// The hash column of each of the zone's log entries, by sequence.
     func storedLogHashes(zoneRowID: Int64) throws -> [Int64: [UInt8]]
-    /// Every row of the zone, in name order, handed to `add` one at a time with its name and
-    /// sequence as stored; a row holding what Coffer never writes comes as its `.integrityFailure`.
-    func readAllRecordRows(zoneRowID: Int64, into add: (_ name: String, _ seq: Int64?, Result<StoredRow, StoreError>) throws -> Void) throws
     /// Every tombstone of the zone: name → the sequence of the entry that deleted it.
     func tombstoneSeqs(zoneRowID: Int64) throws -> [String: Int64]
 

@@ -31,13 +31,12 @@ extension Coffer {
             try PrivateFile.checkTarget(output, force: force)
             let context = try await SessionContext(global, createStore: false)
             let progress = isatty(STDERR_FILENO) != 0 && !global.json
-            let backup = try await context.session.makeBackup { step in
+            // The file is written as the store is read; it takes its name only once it is whole.
+            let file = try PrivateFile(output, force: force)
+            let backup = try await context.session.writeBackup(to: file) { step in
                 if progress { Output.err(Data("\rBackup: \(step)\u{1b}[K".utf8)) }
             }
             if progress { Output.err(Data("\r\u{1b}[K".utf8)) }
-            let sealed = try backup.sealed(by: context.session.vault)
-            let file = try PrivateFile(output, force: force)
-            try file.write(Data(sealed))
             try file.commit()
             quiet.apply()
             if global.json {
@@ -47,18 +46,22 @@ extension Coffer {
                     let heads: [Head]
                 }
                 struct Head: Encodable { let zone: String, owner: String, sequence: Int64, records: Int }
-                try Output.json(Written(file: output, zones: backup.summaries.count, records: backup.recordCount, contacts: backup.contactCount,
-                                        bytes: sealed.count, created: backup.created,
-                                        heads: backup.summaries.map { Head(zone: $0.zone.name, owner: $0.zone.ownerID, sequence: $0.headSeq, records: $0.records) }))
+                try Output.json(Written(file: output, zones: backup.zones.count, records: backup.recordCount, contacts: backup.contactCount,
+                                        bytes: backup.bytes, created: backup.created,
+                                        heads: backup.zones.map { Head(zone: $0.zone.name, owner: $0.zone.ownerID, sequence: $0.headSeq, records: $0.records) }))
                 return
             }
-            for zone in backup.summaries {
+            for zone in backup.zones {
                 let name = zone.zone.ownerID == context.session.userID ? zone.zone.name : "\(zone.zone.name)@\(context.displayName(zone.zone.ownerID))"
                 Output.line("  \(name): sequence \(zone.headSeq), \(zone.records == 1 ? "1 record" : "\(zone.records) records")")
             }
-            let zones = backup.summaries.count == 1 ? "1 zone" : "\(backup.summaries.count) zones"
-            Output.line("Wrote a backup of \(zones) (\(Output.count(backup.recordCount, "record")), \(Output.count(backup.contactCount, "contact card"))) to \(output): \(sealed.count) bytes, sealed to your vault.")
+            let zones = backup.zones.count == 1 ? "1 zone" : "\(backup.zones.count) zones"
+            Output.line("Wrote a backup of \(zones) (\(Output.count(backup.recordCount, "record")), \(Output.count(backup.contactCount, "contact card"))) to \(output): \(backup.bytes) bytes, sealed to your vault.")
             Output.line("It opens only with this vault: keep the vault and its passphrase (or a key file) too, away from this machine.")
         }
     }
+}
+
+extension PrivateFile: BackupSink {
+    func write(_ bytes: [UInt8]) throws { try write(Data(bytes)) }
 }

@@ -36,7 +36,7 @@ extension Session {
             _ = try self.requireOwner(db, zone: zone, to: "push it")
             return (zone, try self.zoneState(db, zone: zone))
         }
-        let report: AuditReport = try await read { db in try self.auditZone(db, zoneID) }
+        let report = try await store.withPinnedReads { try await auditZone(zoneID) }
         if let finding = report.findings.first {
             throw StoreError(.integrityFailure, "zone '\(zoneID.name)' does not verify here, so it is not pushed: \(finding.message)")
         }
