@@ -168,6 +168,42 @@ struct ServerHostileTests {
         }
     }
 
+    /// A read pin is its user's: another user who sends its id (learned, or guessed) gets a
+    /// pin of their own, on the store as it is now, and the owner's pin keeps its state.
+    @Test func anotherUsersPinIsNotShared() async throws {
+        try await withServer(.sqlite) { fixture in
+            let scene = try await Scene.make(fixture)
+            let alice = try scene.driver(scene.alice.store), bob = try scene.driver(scene.bob.store)
+            func head(_ driver: RemoteStorage, _ pin: RemoteReadPin) async throws -> Int64? {
+                let t = StorageSnapshot(writable: false)
+                try await pin.fetch([.zone(scene.family)], into: t)
+                guard case .some(.some(let row)) = t.fetched.zones[scene.family] else { return nil }
+                let heads = StorageSnapshot(writable: false)
+                try await pin.fetch([.log(zoneRowID: row.rowID, after: Int64.max)], into: heads)
+                return heads.fetched.heads[row.rowID]??.seq
+            }
+            let alicePin = RemoteReadPin(remote: alice)
+            let pinned = try await head(alice, alicePin)
+            let id = try #require(alicePin.id.withLock { $0 })
+            // Alice writes: her pin still shows the state it was taken at.
+            var note = Record(type: "Note", name: "later", zone: scene.family)
+            note.encryptedValues["body"] = "after the pin"
+            _ = try await scene.alice.session.privateDatabase.save(note)
+            // Bob sends Alice's pin id: the server opens one of his own, on the state of now.
+            let bobPin = RemoteReadPin(remote: bob)
+            bobPin.id.withLock { $0 = id }
+            let bobSees = try await head(bob, bobPin)
+            #expect(bobPin.id.withLock { $0 } != id, "Bob was answered on Alice's pin")
+            #expect(bobSees == (pinned ?? 0) + 1, "Bob read Alice's pinned state")
+            #expect(try await head(alice, alicePin) == pinned && alicePin.id.withLock { $0 } == id, "Alice's pin moved")
+            // Nor can Bob release it.
+            try await bob.unpin(id)
+            #expect(try await head(alice, alicePin) == pinned && alicePin.id.withLock { $0 } == id, "Bob released Alice's pin")
+            await alicePin.close()
+            await bobPin.close()
+        }
+    }
+
     /// The server's store edited between requests: a dropped commit, a membership rolled back,
     /// a key planted. Each client that saw more, or whose key it is, refuses, naming the zone.
     @Test func clientsRefuseAHostileServer() async throws {

@@ -117,12 +117,9 @@ extension Session {
         }
         progress("verifying \(label)")
         // The audit walks the log as the pin holds it, whatever this session verified since.
-        var (audit, head) = try await read { db in
-            let audit = try self.beginZoneAudit(db, id)
-            return (audit, try db.logHead(zoneRowID: audit.zone.rowID))
-        }
+        var audit = try await read { db in try self.beginZoneAudit(db, id) }
         if let finding = audit.report.findings.first { throw refused(finding) }
-        guard let log = audit.log, let head else { throw StoreError(.integrityFailure, "zone '\(id.name)' has no log: the store was changed") }
+        guard let log = audit.log, let head = audit.head else { throw StoreError(.integrityFailure, "zone '\(id.name)' has no log: the store was changed") }
         let zone = audit.zone
         let copy = try await Self.zoneWithoutRows(zone, head: head, from: source, pin: pin)
         try payload.zoneHead(copy)

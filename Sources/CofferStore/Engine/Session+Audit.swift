@@ -160,19 +160,28 @@ extension Session {
     /// audit, with the zone's findings so far. Memory holds one page of rows.
     func auditRows(_ audit: inout ZoneAudit, log: ZoneLog,
                    checked: (_ findings: [AuditFinding], _ rows: [ZoneCopy.Row]) throws -> Void = { _, _ in }) async throws {
-        let zone = audit.zone, id = zone.id
+        let zone = audit.zone, id = zone.id, expected = audit.head
         var after = ""
         while true {
             let start = after
             let page: [(row: ZoneCopy.Row, failure: String?)] = try await read { db in
-                // The zone's row and the page in one round of reads (on backends that fetch
-                // what a read needs), then what opening every row of the page needs in another.
-                var current: ZoneRow?, pending: (any StorageMiss)?
-                do { current = try self.zoneRow(db, id) } catch let miss as any StorageMiss { pending = miss }
+                // The zone's row, its log's head and the page in one round of reads (on backends
+                // that fetch what a read needs), then what opening every row needs in another.
+                var pending: (any StorageMiss)?
+                func gathering<T>(_ body: () throws -> T) throws -> T? {
+                    do { return try body() } catch let miss as any StorageMiss {
+                        pending = pending ?? miss
+                        return nil
+                    }
+                }
+                let current = try gathering { try self.zoneRow(db, id) }
+                let head = try gathering { try db.logHead(zoneRowID: zone.rowID) }
                 var rows = [StoredRow]()
-                try db.readRecordRows(zoneRowID: zone.rowID, after: start, limit: Self.auditPage) { rows.append($0) }
+                _ = try gathering { try db.readRecordRows(zoneRowID: zone.rowID, after: start, limit: Self.auditPage) { rows.append($0) } }
                 if let pending { throw pending }
-                guard let current, current.rowID == zone.rowID, current.uid == zone.uid else {
+                // Every page from the state the log was read in (a store that could not hold it,
+                // such as a server past its pins, fails here rather than mixing two states).
+                guard let current, current.rowID == zone.rowID, current.uid == zone.uid, let head, head?.seq == expected?.seq, head?.hash == expected?.hash else {
                     throw StoreError(.busy, "zone '\(id.name)' changed while it was read; try again")
                 }
                 return try db.eachGathering(rows) { row in
@@ -200,6 +209,7 @@ extension Session {
     func beginZoneAudit(_ db: any StorageTransaction, _ zoneID: ZoneID) throws -> ZoneAudit {
         let zone = try zoneRow(db, zoneID)
         var audit = ZoneAudit(zone: zone)
+        audit.head = try db.logHead(zoneRowID: zone.rowID)
         audit.report.zones += 1
         func finding(_ kind: AuditFinding.Kind, _ subject: String, _ message: String) { audit.finding(kind, subject, message) }
         // The whole log again, every signature checked, whatever the marks say.
@@ -261,6 +271,8 @@ struct ZoneAudit: Sendable {
     var report = AuditReport()
     /// The verified log; nil when it could not be read, and then rows are not checked.
     var log: ZoneLog?
+    /// The last entry of the log as stored when it was read.
+    var head: (seq: Int64, hash: Digest32)?
     /// Each name's latest entry in the log.
     var latest = [String: LatestVersion]()
     /// Each row checked: its name's entry.
