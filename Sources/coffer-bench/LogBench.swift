@@ -16,10 +16,18 @@ struct LogBench: AsyncParsableCommand {
     @Option(help: "Entries in the zone's log (one record each).") var entries = 5000
     @Option(help: "Reads of the head-only case.") var reads = 2000
     @Flag(help: "One JSON object on stdout.") var json = false
+    @Option(help: ArgumentHelp("Make the store (store.sqlite) and its vault (bench.coffer, passphrase 'bench passphrase') in this new folder, and keep them, to try commands on a zone of many entries.", valueName: "folder"))
+    var keep: String?
 
     func run() async throws {
-        let folder = try Clock.temporaryFolder("coffer-bench-log")
-        defer { try? FileManager.default.removeItem(at: folder) }
+        let folder: URL
+        if let keep {
+            folder = URL(fileURLWithPath: keep)
+            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: false)
+        } else {
+            folder = try Clock.temporaryFolder("coffer-bench-log")
+        }
+        defer { if keep == nil { try? FileManager.default.removeItem(at: folder) } }
         let vaultURL = folder.appendingPathComponent("bench.coffer")
         let passphrase = SecureBytes(copying: Array("bench passphrase".utf8))
         _ = try Vault.create(at: vaultURL, name: "Bench", passphrase: passphrase, kdf: .interactive)

@@ -70,7 +70,7 @@ struct ReadRoundsTests {
     /// size of what it reads.
     static let roundsBound = 8
 
-    @Test("a change feed over 1,000 single-record commits, with deletions, pages through at every page size in a bounded number of read rounds",
+    @Test("a change feed over 1,000 single-record commits, with deletions, pages through at every page size in a bounded number of read rounds; an audit of them finishes",
           arguments: ReadPath.all)
     func feedOverManyCommits(_ path: ReadPath) async throws {
         try await withReadPath(path) { f in
@@ -111,6 +111,11 @@ struct ReadRoundsTests {
             }
             #expect(before.0.count == 100)
             #expect(before.1.most <= Self.roundsBound, "\(before.1)")
+            // An audit reads the lists of every one of the 1,100 commits: more reads than a
+            // server takes in one request.
+            let (report, tally) = try await Self.counting { try await f.newSession().audit() }
+            #expect(report.findings.isEmpty && report.commits == 1_100 && report.records == 900, "\(report)")
+            #expect(tally.most <= Self.roundsBound, "\(tally)")
         }
     }
 

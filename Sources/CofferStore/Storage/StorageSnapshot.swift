@@ -191,7 +191,10 @@ final class StorageSnapshot: StorageTransaction {
     /// What this run sees: ``fetched`` and this run's own writes.
     var t = Tables<StoredRow>()
 
+    /// What this run missed, in the order it missed it (``noted`` keeps each once: a run may miss
+    /// 100,000 entries of a log).
     private(set) var needs = [Need]()
+    private var noted = Set<Need>()
     private(set) var writes = [Write]()
     private var commitWork = [@Sendable () -> Void]()
     private var rollbackWork = [@Sendable () -> Void]()
@@ -206,6 +209,7 @@ final class StorageSnapshot: StorageTransaction {
     func beginRun() {
         t = fetched
         needs = []
+        noted = []
         writes = []
         commitWork = []
         rollbackWork = []
@@ -252,7 +256,7 @@ final class StorageSnapshot: StorageTransaction {
     }
 
     private func miss(_ need: Need) -> Miss {
-        if !needs.contains(need) { needs.append(need) }
+        if noted.insert(need).inserted { needs.append(need) }
         return Miss()
     }
 

@@ -130,6 +130,17 @@ final class RemoteStorage: SnapshotDriver {
     /// Fetches `needs`; with `pin`, on the state the server pinned for it (asking for a pin at
     /// its first fetch), and notes the pin the server answered on.
     func fetch(_ needs: [StorageSnapshot.Need], into snapshot: StorageSnapshot, pin: RemoteReadPin?) async throws {
+        // A server takes at most `RemoteAPI.maxNeeds` reads a request (an audit of a zone of
+        // 100,000 commits misses each one's lists): more go in several requests, each on the
+        // state those before it read (its basis says what they read), or on the pin. One that
+        // finds the state moved ends the fetch: the operation starts over.
+        if needs.count > RemoteAPI.maxNeeds {
+            for start in stride(from: 0, to: needs.count, by: RemoteAPI.maxNeeds) {
+                try await fetch(Array(needs[start..<min(start + RemoteAPI.maxNeeds, needs.count)]), into: snapshot, pin: pin)
+                if snapshot.lastFetchMoved { return }
+            }
+            return
+        }
         // A zone about to be created gets its handle here: no server is asked for a row id.
         var reserved = [ZoneID: Int64]()
         for case .newZoneID(let id) in needs { reserved[id] = zones.reserve() }
