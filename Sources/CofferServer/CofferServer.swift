@@ -97,6 +97,9 @@ package enum CofferServer {
         router.post(RouterPath(RemoteAPI.Path.modify)) { request, _ in
             await guardian.serve(request) { body, user in try await host.modify(body, userID: user) }
         }
+        router.post(RouterPath(RemoteAPI.Path.stage)) { request, _ in
+            await guardian.serve(request) { body, user in try await host.stage(body, userID: user) }
+        }
         router.get(RouterPath(RemoteAPI.Path.wait)) { request, _ in
             await guardian.serve(request) { _, _ in
                 let query = request.uri.queryParameters
@@ -111,7 +114,7 @@ package enum CofferServer {
         // alone would answer 404, as for a path it does not have).
         let declared: [(String, HTTPRequest.Method)] = [
             (RemoteAPI.Path.health, .get), (RemoteAPI.Path.info, .get), (RemoteAPI.Path.publish, .post),
-            (RemoteAPI.Path.read, .post), (RemoteAPI.Path.modify, .post), (RemoteAPI.Path.wait, .get),
+            (RemoteAPI.Path.read, .post), (RemoteAPI.Path.modify, .post), (RemoteAPI.Path.stage, .post), (RemoteAPI.Path.wait, .get),
         ]
         for (path, method) in declared {
             for other in [HTTPRequest.Method.get, .post, .put, .delete, .patch, .options] where other != method {

@@ -60,6 +60,17 @@ public struct Backup: Sendable {
     /// Record rows in all zones.
     public var recordCount: Int { zones.reduce(0) { $0 + $1.rows.count } }
 
+    /// The id under which a store records this backup's restore as done, in the restore's own
+    /// transaction: a restore stopped after its write, run again, finds it and goes on (a store
+    /// that holds the same zones without it was not made by restoring this backup). 16 bytes of
+    /// BLAKE2b over the user, the store id, the creation time and each zone's uid and log head.
+    var restoreID: [UInt8] {
+        var bytes = Array("coffer.restore.v1".utf8) + Array(userID.utf8) + storeID
+        withUnsafeBytes(of: created.timeIntervalSince1970.bitPattern.bigEndian) { bytes += $0 }
+        for zone in zones { bytes += zone.uid + (zone.log.last?.hash.bytes ?? []) }
+        return BLAKE2b.hash(bytes, outputByteCount: 16)
+    }
+
     /// Contact cards.
     public var contactCount: Int { cards.count }
 

@@ -16,6 +16,9 @@ public struct RestoreResult: Sendable {
     public let findings: [AuditFinding]
     /// Whether the store took the backup's store id (a local store does; a server keeps its own).
     public let tookStoreID: Bool
+    /// Whether the store held every zone already, as the backup does (a restore of it that
+    /// stopped after its write): nothing was written again.
+    public let foundWritten: Bool
 }
 
 /// What ``Session/writeBackup(to:progress:)`` wrote.
@@ -232,30 +235,47 @@ extension Session {
             throw StoreError(.invalidArguments, "the backup takes zone '\(first.zone.name)' back before what you saw; confirm resetting your marks to restore it")
         }
         let target = try Self.driver(of: store, reading: false)
-        // Empty: no zone of this user's, none of the backup's (by name or uid), and locally no zone at all.
+        // Empty: no zone of this user's, none of the backup's (by name or uid), and locally no
+        // zone at all. Or every zone of the backup there as the backup holds it (uid and log
+        // head), no other of this user's, and the store's record of this restore: a restore that
+        // stopped after its write, gone on with from there.
+        let operation = SnapshotOperation(id: backup.restoreID, userID: userID)
         var needs: [StorageSnapshot.Need] = [.ownedZones(userID)]
         for zone in zones { needs += [.zone(zone.id), .zoneUID(zone.uid)] }
-        let found = try await Self.fetch(needs, from: target)
-        // Through a server, zones of the backup that a restore cut short (killed, or the server
-        // stopped answering) left there are gone on with, from where it stopped.
-        var partial = [ZoneID: ZoneRow]()
-        for row in (found.ownedZones[userID] ?? []).map(\.zone) {
-            if throughServer, zones.contains(where: { $0.id == row.id && $0.uid == row.uid }) {
-                partial[row.id] = row
-            } else {
+        var found = try await Self.fetch(needs, from: target)
+        let owned = (found.ownedZones[userID] ?? []).map(\.zone)
+        var present = [ZoneID: ZoneRow]()
+        for zone in zones {
+            if case .some(.some(let row)) = found.zones[zone.id], row.uid == zone.uid { present[zone.id] = row }
+        }
+        let written: Bool
+        if !present.isEmpty, present.count == zones.count, owned.allSatisfy({ present[$0.id]?.rowID == $0.rowID }),
+           try await Self.wasApplied(operation, on: store) {
+            found.merge(try await Self.fetch(zones.map { .log(zoneRowID: present[$0.id]!.rowID, after: max(0, $0.headSeq - 1)) }, from: target)) { $0 }
+            written = zones.allSatisfy { zone in
+                found.logs[present[zone.id]!.rowID]?.entries.last.map { $0.seq == zone.headSeq && $0.hash == zone.log.last?.hash } == true
+            }
+        } else {
+            written = false
+        }
+        if !written {
+            if let row = owned.first {
                 throw StoreError(.alreadyExists, "the store is not empty: it has your zone '\(row.id.name)'; restore into an empty store")
             }
-        }
-        for zone in zones where partial[zone.id] == nil {
-            if case .some(.some) = found.zones[zone.id] {
-                throw StoreError(.alreadyExists, "the store is not empty: it has zone '\(zone.id.name)' of \(zone.id.ownerID); restore into an empty store")
+            for zone in zones {
+                if case .some(.some) = found.zones[zone.id] {
+                    throw StoreError(.alreadyExists, "the store is not empty: it has zone '\(zone.id.name)' of \(zone.id.ownerID); restore into an empty store")
+                }
+                if found.uids[zone.uid] == true {
+                    throw StoreError(.alreadyExists, "the store is not empty: it has a copy of zone '\(zone.id.name)'; restore into an empty store")
+                }
             }
-            if found.uids[zone.uid] == true {
-                throw StoreError(.alreadyExists, "the store is not empty: it has a copy of zone '\(zone.id.name)'; restore into an empty store")
+            if !throughServer, try await store.hasZones() {
+                throw StoreError(.alreadyExists, "the store is not empty: it has zones; restore into an empty store (a new file, or an empty database)")
             }
-        }
-        if !throughServer, try await store.hasZones() {
-            throw StoreError(.alreadyExists, "the store is not empty: it has zones; restore into an empty store (a new file, or an empty database)")
+            if try await Self.wasApplied(operation, on: store) {
+                throw StoreError(.alreadyExists, "this backup was restored into this store before, and its zones were deleted since; restore it into another store")
+            }
         }
         var tookStoreID = false
         if !throughServer, backup.storeID != store.storeID {
@@ -272,65 +292,37 @@ extension Session {
             throw StoreError(.internalError, "your marks file could not be written: \(error)", underlying: error as? VaultError)
         }
 
-        // The cards the store lacks, then each zone whole.
-        let cardUsers = try backup.cards.map { try ContactCard.verify(Data($0.card)).identity.userID }
-        var present = StorageSnapshot.Tables<StoredRow>()
-        for start in stride(from: 0, to: cardUsers.count, by: 1_000) {
-            present.merge(try await Self.fetch(cardUsers[start..<min(start + 1_000, cardUsers.count)].map { .contact($0) }, from: target)) { $0 }
-        }
         var cardWrites = [StorageSnapshot.Write]()
-        for (card, user) in zip(backup.cards, cardUsers) where (present.contacts[user] ?? nil) == nil {
-            cardWrites.append(try Self.contactWrite(card: card.card, added: card.added))
-        }
-        var rowIDs = try await Self.fetch(zones.filter { partial[$0.id] == nil }.map { .newZoneID($0.id) }, from: target).newZoneIDs
-        for (id, row) in partial { rowIDs[id] = row.rowID }
-        var zoneBatches = [(zone: ZoneCopy, batches: [[StorageSnapshot.Write]], taken: Int)]()
-        for zone in zones {
-            guard let rowID = rowIDs[zone.id] else { throw StoreError(.internalError, "the store reserved no zone id") }
-            let batches = try zone.batches(zoneRowID: rowID)
-            var taken = 0
-            if partial[zone.id] != nil {
-                var t = try await Self.fetch([.zone(zone.id), .log(zoneRowID: rowID, after: 0), .tombstoneList(zoneRowID: rowID)], from: target)
-                let first = ZoneCopy.firstRecords(of: batches)
-                for start in stride(from: 0, to: first.count, by: 1_000) {
-                    t.merge(try await Self.fetch([.records(zoneRowID: rowID, names: Array(first[start..<min(start + 1_000, first.count)]))], from: target)) { $0 }
-                }
-                taken = try zone.batchesTaken(batches, zoneRowID: rowID, in: t)
-            }
-            zoneBatches.append((zone, batches, taken))
-        }
-        if !partial.isEmpty, partial.count == zones.count, zoneBatches.allSatisfy({ $0.taken == $0.batches.count }) {
-            throw StoreError(.alreadyExists, "the store is not empty: it has every zone of this backup already; restore into an empty store")
-        }
-        /// A write the store refused as a conflict: in a store that was empty, rows of the backup
-        /// that contradict each other (or another writer that filled the store meanwhile).
-        func refusedWrite(_ zone: ZoneCopy?) -> StoreError {
-            StoreError(.integrityFailure, "the backup cannot be restored: "
-                + (zone.map { "the rows of zone '\($0.id.name)'" } ?? "its contact cards")
-                + " contradict each other or the store (the backup was changed, or another writer filled the store meanwhile); nothing was restored")
-        }
-        if throughServer {
-            // A server takes one checked batch a request.
-            for start in stride(from: 0, to: cardWrites.count, by: 500) {
-                do { try await target.apply(Array(cardWrites[start..<min(start + 500, cardWrites.count)]), operation: nil) } catch is SnapshotConflict {
-                    throw refusedWrite(nil)
-                }
-            }
-            for (zone, batches, taken) in zoneBatches {
-                if taken > 0 { progress("zone \(zone.id.name): going on from batch \(taken + 1) of \(batches.count)") }
-                for (i, batch) in batches.enumerated().dropFirst(taken) {
-                    progress("zone \(zone.id.name): batch \(i + 1) of \(batches.count)")
-                    do { try await target.apply(batch, operation: nil) } catch is SnapshotConflict {
-                        throw StoreError(.integrityFailure, "the server refused zone '\(zone.id.name)' of the backup as a conflict: its rows contradict each other or the store (the backup was changed, or another writer was there first)")
-                    }
-                }
-            }
+        if written {
+            progress("the store has every zone of this backup already, as the backup holds it (a restore that stopped after writing them)")
         } else {
-            // A local store takes everything in one transaction: a restore killed at any point
-            // leaves every zone or none (and then runs again from the start).
-            progress("writing \(zones.count == 1 ? "1 zone" : "\(zones.count) zones") in one transaction")
-            do { try await target.apply(cardWrites + zoneBatches.flatMap { $0.batches.joined() }, operation: nil) } catch is SnapshotConflict {
-                throw refusedWrite(zones.count == 1 ? zones.first : nil)
+            // The cards the store lacks, then each zone whole, all as one batch.
+            let cardUsers = try backup.cards.map { try ContactCard.verify(Data($0.card)).identity.userID }
+            var cards = StorageSnapshot.Tables<StoredRow>()
+            for start in stride(from: 0, to: cardUsers.count, by: 1_000) {
+                cards.merge(try await Self.fetch(cardUsers[start..<min(start + 1_000, cardUsers.count)].map { .contact($0) }, from: target)) { $0 }
+            }
+            for (card, user) in zip(backup.cards, cardUsers) where (cards.contacts[user] ?? nil) == nil {
+                cardWrites.append(try Self.contactWrite(card: card.card, added: card.added))
+            }
+            let rowIDs = try await Self.fetch(zones.map { .newZoneID($0.id) }, from: target).newZoneIDs
+            var batches = stride(from: 0, to: cardWrites.count, by: 500).map { Array(cardWrites[$0..<min($0 + 500, cardWrites.count)]) }
+            for zone in zones {
+                guard let rowID = rowIDs[zone.id] else { throw StoreError(.internalError, "the store reserved no zone id") }
+                batches += try zone.batches(zoneRowID: rowID)
+            }
+            // A local store takes them in one transaction, a server through its stage: a restore
+            // killed at any point leaves every zone or none, and runs again from where it was.
+            progress(throughServer ? "sending \(batches.count) parts to the server, to be applied at once"
+                                   : "writing \(zones.count == 1 ? "1 zone" : "\(zones.count) zones") in one transaction")
+            do {
+                try await Self.applyWhole(batches, to: target, operation: operation) { done, total, held in
+                    if throughServer { progress("part \(done) of \(total)" + (held ? ": on the server already" : "")) }
+                }
+            } catch is SnapshotConflict {
+                throw StoreError(.integrityFailure, "the backup cannot be restored: "
+                    + (zones.count == 1 ? "the rows of zone '\(zones[0].id.name)'" : "its zones' rows")
+                    + " contradict each other or the store (the backup was changed, or another writer filled the store meanwhile); nothing was restored")
             }
         }
 
@@ -350,6 +342,6 @@ extension Session {
         let restoredIDs = Set(zones.map(\.id))
         return RestoreResult(restored: backup.summaries.filter { restoredIDs.contains($0.zone) }, skipped: skipped, contacts: cardWrites.count,
                              marksReset: resets.compactMap { mark in zones.first { $0.uid == mark.zoneUID }?.id }, findings: findings,
-                             tookStoreID: tookStoreID)
+                             tookStoreID: tookStoreID, foundWritten: written)
     }
 }

@@ -15,6 +15,22 @@ extension Store {
         }
     }
 
+    /// Whether the store recorded `operation` as applied (a batch of a server's client, or a
+    /// restore; see ``Backup/restoreID``).
+    func wasApplied(_ operation: SnapshotOperation) async throws -> Bool {
+        switch backend {
+        case .sqlite(let pool):
+            return try Self.readNow(pool) { db in
+                try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM server_operation WHERE id = ? AND user_id = ?)",
+                                  arguments: [Data(operation.id), operation.userID]) ?? false
+            }
+        case .postgres(let storage):
+            return try await !storage.connector.query("SELECT 1 FROM server_operation WHERE id = \(Data(operation.id)) AND user_id = \(operation.userID)").isEmpty
+        case .snapshot:
+            throw StoreError(.notSupported, "a store on a server answers this through its stage")
+        }
+    }
+
     /// Gives a local store that holds no zone the id `id` (a restore's, so that share URLs and
     /// change tokens made before name it still). The store must be opened again to use it.
     func adoptStoreID(_ id: [UInt8]) async throws {

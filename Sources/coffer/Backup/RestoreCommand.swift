@@ -14,8 +14,9 @@ extension Coffer {
             discussion: """
                 Needs the vault that made the backup. Records, change tags, creators, dates and signed logs go back \
                 as they were (nothing is signed again); a local store (--store) takes the backup's store id, and is \
-                made if missing. Through a server (--server) the server checks every batch, and only zones you own \
-                go back. A store that has zones is refused (73).
+                made if missing. Through a server (--server) the server checks the batches, applies them at once, and \
+                only zones you own go back. A store that has zones is refused (73). A restore is all or nothing: \
+                killed at any point, it leaves every zone or none, and run again finishes.
 
                 A backup older than what you saw of a zone takes it back: restore shows how far for each zone and \
                 resets your marks to the backup's heads only once you confirm on a terminal, or with --yes. \
@@ -65,6 +66,9 @@ extension Coffer {
                 if progress { Output.err(Data("\rRestore: \(step)\u{1b}[K".utf8)) }
             }
             if progress { Output.err(Data("\r\u{1b}[K".utf8)) }
+            if result.foundWritten {
+                Output.note("the store had every zone of this backup already, as the backup holds it (a restore stopped after its write); nothing was written again")
+            }
             try? session.saveMarks()
             let reset = Set(result.marksReset)
             quiet.apply()

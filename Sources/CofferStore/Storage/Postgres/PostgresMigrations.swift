@@ -204,6 +204,21 @@ enum PostgresMigrations {
             )
             """,
         ]),
+        // A Coffer server's stages: each user's parts of a batch too large for one request,
+        // kept until the user commits them as one batch (see `RemoteAPI.StageRequest`).
+        ("v6-server-stage", [
+            """
+            CREATE TABLE server_stage (
+                user_id text COLLATE "C" NOT NULL,
+                part integer NOT NULL,
+                hash bytea NOT NULL CHECK (length(hash) = 16),
+                body bytea NOT NULL,
+                staged_at double precision NOT NULL,
+                PRIMARY KEY (user_id, part)
+            )
+            """,
+            "CREATE INDEX server_stage_staged ON server_stage (staged_at)",
+        ]),
     ]
 
     /// A key for `pg_advisory_xact_lock`: processes that open one database at once set it up one

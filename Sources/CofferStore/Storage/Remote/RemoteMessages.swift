@@ -13,12 +13,18 @@ package enum RemoteAPI {
     package static let maxWrites = 4_000
     /// The most reads one `storage/read` request may carry.
     package static let maxNeeds = 1_000
+    /// The most bytes of parts a user's stage holds (see ``StageRequest``): a server holds a
+    /// stage's writes in memory while it checks and applies them.
+    package static let maxStageBytes = 512 << 20
+    /// The most parts a stage holds.
+    package static let maxStageParts = 4_096
 
     package enum Path {
         package static let info = "/v1/store"
         package static let publish = "/v1/contacts/publish"
         package static let read = "/v1/storage/read"
         package static let modify = "/v1/records/modify"
+        package static let stage = "/v1/records/stage"
         package static let wait = "/v1/changes/wait"
         package static let health = "/v1/health"
     }
@@ -106,6 +112,40 @@ package enum RemoteAPI {
     package struct ModifyResponse: Codable, Sendable {
         /// True when the operation had been applied before (a retried request).
         var replayed: Bool
+    }
+
+    /// `POST /v1/records/stage`: writes too many for one request, applied as one batch. A user
+    /// has one stage on a server: parts (each a batch's writes, numbered from 0) put there one
+    /// request at a time, kept until the stage is committed, replaced, or 7 days old; then a
+    /// commit applies parts 0 to n - 1 as one atomic batch, checked as `records/modify` checks a
+    /// batch. What a restore or a zone copy writes through a server, so that a run cut short
+    /// leaves nothing, and a run again sends only the parts the server lacks.
+    ///
+    /// One of three requests:
+    /// - `part` and `writes`: puts part `part` (replacing one of that number);
+    /// - `commit` and `digest`: applies parts 0 to `commit` - 1 and empties the stage, when
+    ///   `digest` is the BLAKE2b (16 bytes) of their hashes in order (see
+    ///   ``StageResponse/parts``); `digest` is the batch's operation id, so a commit sent again
+    ///   is applied once;
+    /// - neither: asks what the stage holds.
+    ///
+    /// A commit may name its batch's operation id (`operation`, 16 bytes; `digest` otherwise),
+    /// and a request that asks may name one too, to learn whether it was applied.
+    struct StageRequest: Codable, Sendable {
+        var part: Int?
+        var writes: [WireWrite]?
+        var commit: Int?
+        var digest: Data?
+        var operation: Data?
+    }
+
+    struct StageResponse: Codable, Sendable {
+        /// The BLAKE2b (16 bytes) of each part's request body the stage holds, from part 0 up to
+        /// the first it lacks.
+        var parts: [Data]
+        /// After a commit: the batch is applied (now, or by a commit sent before). Asked with an
+        /// operation id: whether the batch of that id was applied.
+        var applied: Bool
     }
 
     /// `GET /v1/changes/wait?after=N&timeout=MS`: answers once the server's change counter

@@ -106,7 +106,7 @@ final class RemoteStorage: SnapshotDriver {
     /// The names of one request's zones: the uid of each handle, and for a zone the engine is
     /// about to create (its handle reserved, its uid not sent yet) a random uid of the request's
     /// own, under which the server finds nothing.
-    private func requestNames() -> ZoneNames {
+    func requestNames() -> ZoneNames {
         let pending = Locked<(byHandle: [Int64: [UInt8]], byUID: [[UInt8]: Int64])>(([:], [:]))
         return ZoneNames(uid: { [zones] handle in
             if let uid = zones.uid(handle) { return uid }

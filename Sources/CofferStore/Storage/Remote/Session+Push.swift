@@ -17,8 +17,9 @@ extension Session {
     /// record envelopes bind the zone, not the store, so every signature and ciphertext stays
     /// valid, and this user's marks for the zone hold on the copy. The zone stays here too.
     ///
-    /// The zone is verified here first (its log, and every record row against it), then sent
-    /// in batches: the zone with its log, keys and schema, then its rows, 400 at a time.
+    /// The zone is verified here first (its log, and every record row against it), then written
+    /// whole or not at all (see ``applyWhole(_:to:progress:)``): the zone with its log, keys
+    /// and schema, then its rows, 400 a batch.
     /// - Throws: `.permissionFailure` for a zone this user does not own; `.alreadyExists` when
     ///   `target` has a zone of that name of this user's; `.integrityFailure` when the zone here
     ///   fails verification; `.notSupported` when this store is a server's.
@@ -60,12 +61,32 @@ extension Session {
             return try Self.contactWrite(card: stored.card, added: stored.added)
         }
         let batches = try copy.batches(zoneRowID: newRowID, head: head)
-        for (i, batch) in batches.enumerated() {
-            try await destination.apply(batch, operation: nil)
-            progress(i + 1, batches.count)
-        }
+        try await Self.applyWhole(batches, to: destination) { done, total, _ in progress(done, total) }
         store.logger.info("zone pushed", metadata: ["zone": "\(zoneID.name)", "entries": "\(log.count)", "records": "\(copy.rows.count)"])
         return PushResult(entries: log.count, records: copy.rows.count)
+    }
+
+    /// Applies `batches` to `driver` as one batch, whole or not at all: a local store takes them
+    /// in one transaction; a Coffer server through its stage, each batch in a request of its
+    /// own, applied together by a last one (a run cut short and made again sends only what the
+    /// server lacks). `progress` gets the batches done and their number, and whether the server
+    /// had that one already (on a local store, once, after the transaction). With `operation`,
+    /// the store records it as applied in the same transaction (see ``wasApplied(_:on:)``).
+    static func applyWhole(_ batches: [[StorageSnapshot.Write]], to driver: any SnapshotDriver, operation: SnapshotOperation? = nil,
+                           progress: (_ done: Int, _ total: Int, _ held: Bool) -> Void = { _, _, _ in }) async throws {
+        if let remote = driver as? RemoteStorage {
+            try await remote.applyStaged(batches, operation: operation?.id, progress: progress)
+        } else {
+            try await driver.apply(Array(batches.joined()), operation: operation)
+            progress(batches.count, batches.count, false)
+        }
+    }
+
+    /// Whether `store` recorded this user's `operation` as applied (see
+    /// ``applyWhole(_:to:operation:progress:)``).
+    static func wasApplied(_ operation: SnapshotOperation, on store: Store) async throws -> Bool {
+        if case .snapshot(let driver as RemoteStorage) = store.backend { return try await driver.wasApplied(operation.id) }
+        return try await store.wasApplied(operation)
     }
 
     /// The write that stores a contact card as it was added.

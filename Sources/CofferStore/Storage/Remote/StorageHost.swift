@@ -423,27 +423,37 @@ package final class StorageHost: Sendable {
         guard request.writes.count <= RemoteAPI.maxWrites else {
             throw StoreError(.limitExceeded, "a batch carries at most \(RemoteAPI.maxWrites) writes")
         }
+        let replayed = try await apply(request.writes, operation: SnapshotOperation(id: Array(request.operation), userID: userID))
+        return try RemoteAPI.encoder.encode(RemoteAPI.ModifyResponse(replayed: replayed))
+    }
+
+    /// Checks a batch of writes a user sent and applies it, whole or not at all (see
+    /// ``check(_:userID:)``); returns true when `operation` had been applied before (nothing is
+    /// applied again).
+    /// - Throws: ``Conflict`` for a batch that lost a race for a zone's head or a row it read.
+    func apply(_ wire: [WireWrite], operation: SnapshotOperation) async throws -> Bool {
+        let userID = operation.userID
         // The zones the batch names, and a row id reserved for each one it creates.
-        let names = try await zoneNames(Set(request.writes.compactMap(\.zone)))
-        var creating = [ZoneID: [UInt8]]()
-        for write in request.writes where write.op == "zones/create" {
+        let names = try await zoneNames(Set(wire.compactMap(\.zone)))
+        // In the order the batch creates them: a store takes new zone ids in increasing order.
+        var creating = [(id: ZoneID, uid: [UInt8])]()
+        for write in wire where write.op == "zones/create" {
             guard let uid = write.zone.map(Array.init), let name = write.name, let owner = write.owner else { continue } // refused below
             guard names.zones[uid] == nil else { throw StoreError(.alreadyExists, "the store has a zone of the uid a batch creates") }
-            guard creating.updateValue(uid, forKey: ZoneID(name: name, ownerID: owner)) == nil else {
-                throw StoreError(.invalidArguments, "a batch creates one zone of a name")
-            }
+            let id = ZoneID(name: name, ownerID: owner)
+            guard !creating.contains(where: { $0.id == id }) else { throw StoreError(.invalidArguments, "a batch creates one zone of a name") }
+            creating.append((id, uid))
         }
         if !creating.isEmpty {
             let reserved = StorageSnapshot(writable: false)
-            try await driver.fetch(creating.keys.map { .newZoneID($0) }, into: reserved)
+            try await driver.fetch(creating.map { .newZoneID($0.id) }, into: reserved)
             for (id, uid) in creating {
                 guard let rowID = reserved.fetched.newZoneIDs[id] else { throw StoreError(.internalError, "the store reserved no zone id") }
                 names.reserve(rowID, for: uid)
             }
         }
-        let writes = try request.writes.map { try $0.write(names.names, row: names.notice) }
-        let operation = SnapshotOperation(id: Array(request.operation), userID: userID)
-        if try await wasApplied(operation) { return try RemoteAPI.encoder.encode(RemoteAPI.ModifyResponse(replayed: true)) }
+        let writes = try wire.map { try $0.write(names.names, row: names.notice) }
+        if try await wasApplied(operation) { return true }
         let states: [Int64: ZoneState]
         do {
             states = try await check(writes, userID: userID)
@@ -451,44 +461,36 @@ package final class StorageHost: Sendable {
         } catch is SnapshotConflict {
             // A batch sent again while its first copy was still being applied finds its own
             // commit ahead of it: it was applied.
-            if try await wasApplied(operation) { return try RemoteAPI.encoder.encode(RemoteAPI.ModifyResponse(replayed: true)) }
+            if try await wasApplied(operation) { return true }
             throw Conflict()
         } catch is OperationApplied {
-            return try RemoteAPI.encoder.encode(RemoteAPI.ModifyResponse(replayed: true))
+            return true
         }
         // The states the batch's entries lead to, once they are the store's.
         for (rowID, state) in states { remember(state, rowID: rowID) }
         signal.signal()
-        return try RemoteAPI.encoder.encode(RemoteAPI.ModifyResponse(replayed: false))
+        return false
     }
 
     /// Whether the store recorded this user's operation as applied.
     func wasApplied(_ operation: SnapshotOperation) async throws -> Bool {
-        switch store.backend {
-        case .sqlite(let pool):
-            return try Store.readNow(pool) { db in
-                try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM server_operation WHERE id = ? AND user_id = ?)",
-                                  arguments: [Data(operation.id), operation.userID]) ?? false
-            }
-        case .postgres(let storage):
-            return try await !storage.connector.query("SELECT 1 FROM server_operation WHERE id = \(Data(operation.id)) AND user_id = \(operation.userID)").isEmpty
-        case .snapshot:
-            preconditionFailure("a server keeps a local store")
-        }
+        try await store.wasApplied(operation)
     }
 
     /// Checks a batch against what the store's signed data says `userID` may do; returns the
     /// state of each zone the batch appends to, as its entries leave it.
     private func check(_ writes: [StorageSnapshot.Write], userID: String) async throws -> [Int64: ZoneState] {
         // Zones the batch creates, the entries it appends per zone, the zones it touches.
-        var created = [Int64: ZoneID](), appends = [Int64: [(head: Int64, entry: LogEntry, stored: StoredLogEntry)]](), touched = Set<Int64>()
+        var created = [Int64: ZoneID](), createdUIDs = [Int64: [UInt8]]()
+        var appends = [Int64: [(head: Int64, entry: LogEntry, stored: StoredLogEntry)]](), touched = Set<Int64>()
         var published = [String: Ed25519.PublicKey]()
         for write in writes {
             switch write {
-            case .insertZone(let rowID, _, let id, _):
+            case .insertZone(let rowID, let uid, let id, _):
                 guard id.ownerID == userID else { throw StoreError(.permissionFailure, "a user creates only zones of their own") }
                 try Names.validateZone(id.name)
                 created[rowID] = id
+                createdUIDs[rowID] = uid
             case .appendLog(let zone, let head, let entry, let body, let signature, _, let entries, let names):
                 appends[zone, default: []].append((head, entry, StoredLogEntry(seq: entry.seq, body: body, signature: signature, entries: entries, names: names)))
                 touched.insert(zone)
@@ -517,9 +519,7 @@ package final class StorageHost: Sendable {
             var state: ZoneState?
             let uid: [UInt8], id: ZoneID
             if let new = created[rowID] {
-                guard case .insertZone(_, let u, _, _)? = writes.first(where: { if case .insertZone(rowID, _, _, _) = $0 { true } else { false } }) else {
-                    preconditionFailure("a created zone has its insert")
-                }
+                guard let u = createdUIDs[rowID] else { preconditionFailure("a created zone has its insert") }
                 uid = u
                 id = new
             } else {
@@ -749,7 +749,7 @@ package final class StorageHost: Sendable {
                     guard let row = kept[rowID]?[version.stamp.name], row.seq == storedSeq else { throw Conflict() }
                     (creatorID, createdAt) = (row.creatorID, row.created)
                 }
-                let uid = zones[rowID]?.uid ?? writes.compactMap { if case .insertZone(rowID, let u, _, _) = $0 { u } else { nil } }.first ?? []
+                let uid = zones[rowID]?.uid ?? createdUIDs[rowID] ?? []
                 guard listing.lists(version.digest(zoneUID: uid, creatorID: creatorID, created: createdAt)) else {
                     throw StoreError(.permissionFailure, "record '\(Names.printable(version.stamp.name))' is not the version its commit signs")
                 }

@@ -255,6 +255,21 @@ extension Store {
                 ) STRICT, WITHOUT ROWID;
                 """)
         }
+        // A Coffer server's stages: each user's parts of a batch too large for one request,
+        // kept until the user commits them as one batch (see `RemoteAPI.StageRequest`).
+        migrator.registerMigration("v10-server-stage") { db in
+            try db.execute(sql: """
+                CREATE TABLE server_stage (
+                    user_id TEXT NOT NULL,
+                    part INTEGER NOT NULL,
+                    hash BLOB NOT NULL CHECK (length(hash) = 16),
+                    body BLOB NOT NULL,
+                    staged_at REAL NOT NULL,
+                    PRIMARY KEY (user_id, part)
+                ) STRICT, WITHOUT ROWID;
+                CREATE INDEX server_stage_staged ON server_stage (staged_at);
+                """)
+        }
         return migrator
     }
 }
