@@ -88,10 +88,15 @@ final class PostgresStorage: SnapshotDriver {
             if present != Int64(ids.count) { moved = true }
         }
         var fetched = Fetched()
-        var cards = [String]()
+        var cards = [String](), logEntries = [Int64: [Int64]]()
         for need in needs {
-            if case .contact(let user) = need { cards.append(user) } else { try await Self.fetch(need, tx, into: &fetched) }
+            switch need {
+            case .contact(let user): cards.append(user)
+            case .logEntry(let zone, let seq): logEntries[zone, default: []].append(seq)
+            default: try await Self.fetch(need, tx, into: &fetched)
+            }
         }
+        for (zone, seqs) in logEntries.sorted(by: { $0.key < $1.key }) { try await Self.fetchLogEntries(seqs, zone: zone, tx, into: &fetched) }
         // The authors of entries read, whose cards check their signatures.
         let authors = Set(fetched.logs.values.flatMap { $0.entries.compactMap { LogEntry.decode($0.body)?.authorID } })
             .subtracting(basis.contacts).subtracting(fetched.contacts.keys)
@@ -174,13 +179,7 @@ final class PostgresStorage: SnapshotDriver {
             }
             f.logs[zone] = (after, list)
         case .logEntry(let zone, let seq):
-            let row = try await tx.query("SELECT body, signature, entries, names FROM zone_log WHERE zone_id = \(zone) AND seq = \(seq)").first
-            let entry = try row.map { row in
-                let (body, signature, entries, names) = try row.decode((Data, Data, Data?, Data?).self)
-                return StoredLogEntry(seq: seq, body: Array(body), signature: Array(signature), entries: entries.map(Array.init), names: names.map(Array.init))
-            }
-            f.entries[zone, default: [:]][seq] = .some(entry)
-            if f.heads[zone] == nil { try await fetchHead(zone, tx, into: &f) }
+            try await fetchLogEntries([seq], zone: zone, tx, into: &f)
         case .contact(let user):
             let row = try await tx.query("SELECT card, added_at FROM contact WHERE user_id = \(user)").first
             // `.some(nil)`: the store has no card for the user (assigning nil would drop the key).
@@ -474,6 +473,22 @@ final class PostgresStorage: SnapshotDriver {
             f.zones[zone.id] = zone
             return (zone, Int(count))
         }
+    }
+
+    /// Log entries of a zone with their lists, a thousand a statement (`.some(nil)` for one the
+    /// store does not have), and the zone's head.
+    private static func fetchLogEntries(_ seqs: [Int64], zone: Int64, _ tx: PostgresTransaction, into f: inout Fetched) async throws {
+        for start in stride(from: 0, to: seqs.count, by: 1_000) {
+            let part = Array(seqs[start..<min(start + 1_000, seqs.count)])
+            for seq in part { f.entries[zone, default: [:]][seq] = .some(nil) }
+            for row in try await tx.query(PostgresQuery(unsafeSQL: "SELECT seq, body, signature, entries, names FROM zone_log WHERE zone_id = $1 AND seq = ANY($2)",
+                                                        binds: try binds(zone, part))) {
+                let (seq, body, signature, entries, names) = try row.decode((Int64, Data, Data, Data?, Data?).self)
+                f.entries[zone, default: [:]][seq] = .some(StoredLogEntry(seq: seq, body: Array(body), signature: Array(signature),
+                                                                          entries: entries.map(Array.init), names: names.map(Array.init)))
+            }
+        }
+        if f.heads[zone] == nil { try await fetchHead(zone, tx, into: &f) }
     }
 
     /// The cards of `users`, in one statement (`.some(nil)` for a user the store has no card of).
