@@ -282,11 +282,6 @@ public final class Store: Sendable {
         return pool
     }
 
-    /// A read on GRDB's connection (see ``read(_:)``), for what runs only on SQLite so far.
-    func sqliteRead<T: Sendable>(_ what: @autoclosure () -> String, _ body: @escaping @Sendable (GRDB.Database) throws -> T) async throws -> T {
-        try Self.readNow(try sqlite(for: what()), body)
-    }
-
     /// A write on GRDB's connection (see ``write(_:)``), for what runs only on SQLite so far.
     func sqliteWrite<T: Sendable>(_ what: @autoclosure () -> String, _ body: @escaping @Sendable (GRDB.Database) throws -> T) async throws -> T {
         let pool = try sqlite(for: what())

@@ -138,7 +138,7 @@ struct MicroBench: AsyncParsableCommand {
         try await time("  400 lookups, rows copied", 100) {
             try store.readBlocking { db in
                 let zr = try ZoneRow.fetch(db, z)
-                let statement = try RawStatement(db.cachedStatement(sql: "SELECT \(Session.recordColumns) FROM record WHERE zone_id = ? AND name = ?"))
+                let statement = try RawStatement(db.cachedStatement(sql: "SELECT \(type(of: db).recordColumns) FROM record WHERE zone_id = ? AND name = ?"))
                 var rows = [StoredRow]()
                 for name in names {
                     statement.bind(1, zr.rowID)

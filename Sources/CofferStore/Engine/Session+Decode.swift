@@ -275,7 +275,7 @@ extension Session {
         }
     }
 
-    /// Runs a statement selecting ``recordColumns`` (arguments already bound) and adds each
+    /// Runs a statement selecting `Database.recordColumns` (arguments already bound) and adds each
     /// row it returns, up to `limit` rows, then resets it. With `probe`, returns whether a row
     /// beyond the limit exists (a query's next page); otherwise false.
     @discardableResult

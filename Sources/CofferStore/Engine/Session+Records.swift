@@ -392,14 +392,6 @@ extension Session {
         try db.recordRow(zoneRowID: zone.rowID, name: name).map { try decodeOne(db, zone: zone, row: $0) }
     }
 
-    static let recordColumns = "name, type, parent, plain, sealed, epoch, seq, creator_id, modifier_id, created_at, modified_at, membership_seq"
-
-    /// Decodes a row selected with ``recordColumns`` (a GRDB row: for the less travelled
-    /// paths; the hot ones read with ``readRows(_:limit:probe:into:)`` and ``decodeRows(_:zone:expected:read:deliver:)``).
-    func decodeRecord(_ db: GRDB.Database, zone: ZoneRow, row: Row, log: ZoneLog? = nil) throws -> Record {
-        try decodeOne(db, zone: zone, row: StoredRow.make(row: row), log: log)
-    }
-
     /// Checks and opens one stored row on this thread.
     /// With `log`, the row is checked against that log (audit's own walk) instead of the
     /// session's.

@@ -68,7 +68,7 @@ final class StoredRow: ManagedBuffer<StoredRow.Fields, UInt8> {
         }
     }
 
-    /// Reads the current row of a statement selecting ``Session/recordColumns``.
+    /// Reads the current row of a statement selecting `Database.recordColumns`.
     static func read(_ s: RawStatement, creatorCache: inout Session.CreatorCache?) -> StoredRow {
         // Creators and modifiers repeat from row to row: keep one String for a run of equal ids.
         // The cache is used in place (a copy in and out would retain and release its four values
@@ -96,7 +96,7 @@ final class StoredRow: ManagedBuffer<StoredRow.Fields, UInt8> {
 }
 
 extension StoredRow {
-    /// Copies a GRDB row selected with ``Session/recordColumns``.
+    /// Copies a GRDB row selected with `Database.recordColumns`.
     static func make(row: Row) throws -> StoredRow {
         let sealed: Data? = try row.optional(4)
         return make(name: try row.required(0), type: try row.required(1), parent: try row.optional(2), epoch: try row.required(5),

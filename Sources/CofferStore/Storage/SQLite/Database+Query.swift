@@ -6,7 +6,7 @@ import GRDB
 /// compares values (text by bytes, NULL first).
 extension GRDB.Database {
     func queryRecordRows(zoneRowID: Int64, plan: QueryPlan, into add: (StoredRow) -> Void) throws -> Bool {
-        var sql = "SELECT \(Session.recordColumns) FROM record WHERE zone_id = ? AND type = '\(plan.recordType)'"
+        var sql = "SELECT \(GRDB.Database.recordColumns) FROM record WHERE zone_id = ? AND type = '\(plan.recordType)'"
         var arguments: [DatabaseValue] = [zoneRowID.databaseValue]
         func bind(_ value: QueryCursor.SortValue) -> String {
             arguments.append(value.databaseValue)

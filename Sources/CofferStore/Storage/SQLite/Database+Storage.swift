@@ -5,6 +5,9 @@ import GRDB
 /// the store (``Store/read(_:)``, ``Store/write(_:)``). Statements are cached on the connection;
 /// the hot ones (a save's rows, a lookup) run through SQLite's C API (``RawStatement``).
 extension GRDB.Database: StorageTransaction {
+    /// A record row's columns, in the order ``StoredRow/make(row:)`` and the raw readers take them.
+    static let recordColumns = "name, type, parent, plain, sealed, epoch, seq, creator_id, modifier_id, created_at, modified_at, membership_seq"
+
     // MARK: Zones
 
     func zoneRow(_ zoneID: ZoneID) throws -> ZoneRow? {
@@ -283,7 +286,7 @@ extension GRDB.Database: StorageTransaction {
     // MARK: Records
 
     func recordRow(zoneRowID: Int64, name: String) throws -> StoredRow? {
-        let statement = try RawStatement(cachedStatement(sql: "SELECT \(Session.recordColumns) FROM record WHERE zone_id = ? AND name = ?"))
+        let statement = try RawStatement(cachedStatement(sql: "SELECT \(Self.recordColumns) FROM record WHERE zone_id = ? AND name = ?"))
         statement.bind(1, zoneRowID)
         statement.bind(2, name)
         var found: StoredRow?
@@ -292,7 +295,7 @@ extension GRDB.Database: StorageTransaction {
     }
 
     func readRecordRows(zoneRowID: Int64, names: [String], into add: (StoredRow) -> Void) throws {
-        let statement = try RawStatement(cachedStatement(sql: "SELECT \(Session.recordColumns) FROM record WHERE zone_id = ? AND name = ?"))
+        let statement = try RawStatement(cachedStatement(sql: "SELECT \(Self.recordColumns) FROM record WHERE zone_id = ? AND name = ?"))
         var creators: Session.CreatorCache?
         defer { statement.reset() }
         for name in names {
@@ -303,14 +306,14 @@ extension GRDB.Database: StorageTransaction {
     }
 
     func readRecordRows(zoneRowID: Int64, after: String, limit: Int, into add: (StoredRow) -> Void) throws {
-        let statement = try RawStatement(cachedStatement(sql: "SELECT \(Session.recordColumns) FROM record WHERE zone_id = ? AND name > ? ORDER BY name LIMIT ?"),
+        let statement = try RawStatement(cachedStatement(sql: "SELECT \(Self.recordColumns) FROM record WHERE zone_id = ? AND name > ? ORDER BY name LIMIT ?"),
                                          arguments: [zoneRowID, after, limit])
         try Session.readRows(statement, into: add)
     }
 
     func readRecordRows(zoneRowID: Int64, sealedBefore epoch: Int64, after: String, limit: Int, into add: (StoredRow) -> Void) throws {
         let statement = try RawStatement(cachedStatement(sql: """
-            SELECT \(Session.recordColumns) FROM record WHERE zone_id = ? AND sealed IS NOT NULL AND epoch < ? AND name > ? ORDER BY name LIMIT ?
+            SELECT \(Self.recordColumns) FROM record WHERE zone_id = ? AND sealed IS NOT NULL AND epoch < ? AND name > ? ORDER BY name LIMIT ?
             """), arguments: [zoneRowID, epoch, after, limit])
         try Session.readRows(statement, into: add)
     }
@@ -415,7 +418,7 @@ extension GRDB.Database: StorageTransaction {
     func changedRecordRows(zoneRowID: Int64, afterSeq: Int64, afterName: String?, limit: Int) throws
         -> [(seq: Int64, name: String, row: Result<StoredRow, StoreError>)] {
         try Row.fetchAll(cachedStatement(sql: """
-            SELECT \(Session.recordColumns) FROM record WHERE zone_id = ? AND (seq > ? OR (seq = ? AND name > ? AND ?)) ORDER BY seq, name LIMIT ?
+            SELECT \(Self.recordColumns) FROM record WHERE zone_id = ? AND (seq > ? OR (seq = ? AND name > ? AND ?)) ORDER BY seq, name LIMIT ?
             """), arguments: [zoneRowID, afterSeq, afterSeq, afterName ?? "", afterName != nil, limit]).map { row in
             let stored = Result { try StoredRow.make(row: row) }.mapError { $0 as? StoreError ?? StoreError(.integrityFailure, "\($0)") }
             return (try row.required(6), try row.required(0), stored)
@@ -491,7 +494,7 @@ extension GRDB.Database: StorageTransaction {
     }
 
     func readAllRecordRows(zoneRowID: Int64, into add: (_ name: String, _ seq: Int64?, Result<StoredRow, StoreError>) throws -> Void) throws {
-        let rows = try Row.fetchCursor(self, sql: "SELECT \(Session.recordColumns) FROM record WHERE zone_id = ? ORDER BY name", arguments: [zoneRowID])
+        let rows = try Row.fetchCursor(self, sql: "SELECT \(Self.recordColumns) FROM record WHERE zone_id = ? ORDER BY name", arguments: [zoneRowID])
         while let row = try rows.next() { // one row in memory at a time
             let result: Result<StoredRow, StoreError>
             do { result = .success(try StoredRow.make(row: row)) } catch let error as StoreError { result = .failure(error) }
