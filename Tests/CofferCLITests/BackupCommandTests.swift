@@ -545,6 +545,12 @@ struct BackupCommandTests {
         expectSuccess(try Self.run(team, .alice, on: target.string!, ["audit"]))
         let url1 = try Self.run(team, .alice, on: target.string!, ["share", "url", "Notes"])
         #expect(url1.out == (try team.ok(.alice, ["share", "url", "Notes"])).out)
+        // Again into the database it was restored into, unchanged: nothing is written again, and
+        // it finishes. Once the database has another zone: refused.
+        let again = try Self.run(team, .alice, on: target.string!, ["restore", file])
+        expectSuccessWithNotes(again)
+        #expect(again.err.contains("nothing was written again"), "\(again)")
+        expectSuccess(try Self.run(team, .alice, on: target.string!, ["zone", "create", "Later"]))
         expectFailure(try Self.run(team, .alice, on: target.string!, ["restore", file]), 73)
     }
 }

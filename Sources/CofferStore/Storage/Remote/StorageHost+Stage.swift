@@ -142,16 +142,22 @@ extension StorageHost {
             return
         }
         let held = try await stagedParts(userID: userID)
-        func changed() -> StoreError {
-            StoreError(.busy, "the stage does not hold the parts this commit names (another run of yours replaced them); run it again")
+        /// The stage no longer holds the parts: another commit of the same batch (the first try
+        /// of one whose answer was lost, or a run killed while its commit went on) applied it and
+        /// emptied the stage meanwhile; or another run of the user's replaced them.
+        func changed() async throws -> StoreError? {
+            if try await wasApplied(operation) { return nil }
+            return StoreError(.busy, "the stage does not hold the parts this commit names (another run of yours replaced them); run it again")
         }
         guard held.count >= count, BLAKE2b.hash(held[..<count].reduce(into: Data()) { $0 += $1 }, outputByteCount: 16) == digest else {
-            throw changed()
+            if let error = try await changed() { throw error }
+            return
         }
         var writes = [WireWrite]()
         for part in 0..<count {
             guard let body = try await stagedBody(part, userID: userID), BLAKE2b.hash(body, outputByteCount: 16) == Array(held[part]) else {
-                throw changed()
+                if let error = try await changed() { throw error }
+                return
             }
             let request = try RemoteAPI.decode(RemoteAPI.StageRequest.self, body, what: "stage's part")
             writes += request.writes ?? []
