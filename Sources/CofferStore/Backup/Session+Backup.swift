@@ -270,7 +270,7 @@ extension Session {
                     throw StoreError(.alreadyExists, "the store is not empty: it has a copy of zone '\(zone.id.name)'; restore into an empty store")
                 }
             }
-            if !throughServer, try await store.hasZones() {
+            if !throughServer, try await store.localStorage(for: "a restore into a store that holds no zone").hasZones() {
                 throw StoreError(.alreadyExists, "the store is not empty: it has zones; restore into an empty store (a new file, or an empty database)")
             }
             if try await Self.wasApplied(operation, on: store) {
@@ -279,7 +279,7 @@ extension Session {
         }
         var tookStoreID = false
         if !throughServer, backup.storeID != store.storeID {
-            try await store.adoptStoreID(backup.storeID)
+            try await store.localStorage(for: "a restore's store id").adoptStoreID(backup.storeID)
             tookStoreID = true
         }
 

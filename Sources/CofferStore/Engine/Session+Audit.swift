@@ -298,7 +298,6 @@ struct ZoneAudit: Sendable {
     /// The checks across all rows, once every row went through ``check(name:seq:failure:)``:
     /// the report.
     mutating func finish() -> AuditReport {
-        let zoneID = zone.id
         // Each row must be its name's latest version in the log, and each name the log last saved
         // must have its row: a row put back, rolled back to an older signed version, or deleted
         // from the file passes the per-row check, not this one.

@@ -84,9 +84,14 @@ struct SnapshotConflict: Error {}
 
 /// A client's batch as a server applies it: its operation id (16 bytes the client chose) and
 /// its user.
-struct SnapshotOperation: Sendable {
-    let id: [UInt8]
-    let userID: String
+package struct SnapshotOperation: Sendable {
+    package let id: [UInt8]
+    package let userID: String
+
+    package init(id: [UInt8], userID: String) {
+        self.id = id
+        self.userID = userID
+    }
 }
 
 /// A batch whose operation id the store has recorded: it was applied before (a request sent again).

@@ -86,7 +86,7 @@ extension Session {
     /// ``applyWhole(_:to:operation:progress:)``).
     static func wasApplied(_ operation: SnapshotOperation, on store: Store) async throws -> Bool {
         if case .snapshot(let driver as RemoteStorage) = store.backend { return try await driver.wasApplied(operation.id) }
-        return try await store.wasApplied(operation)
+        return try await store.localStorage(for: "an operation's record").wasApplied(operation)
     }
 
     /// The write that stores a contact card as it was added.

@@ -30,6 +30,8 @@ import PostgresNIO
 package final class StorageHost: Sendable {
     package let store: Store
     let driver: any SnapshotDriver
+    /// The nonces, operation ids, stages and zone lookups the server keeps in the store.
+    let ledger: any ServerLedger
     let logger: Logger
     /// Wakes `changes/wait` requests when a batch of this process lands (other instances' batches
     /// wake them through PostgreSQL, or within the wait's poll).
@@ -50,9 +52,10 @@ package final class StorageHost: Sendable {
     /// When the nonce ledger was last pruned (seconds since 1970).
     private let pruned = Locked<Double>(0)
 
-    private init(store: Store, driver: any SnapshotDriver, logger: Logger) {
+    private init(store: Store, driver: any SnapshotDriver, logger: Logger) throws {
         self.store = store
         self.driver = driver
+        ledger = try store.localStorage(for: "serving")
         self.logger = logger
     }
 
@@ -62,10 +65,10 @@ package final class StorageHost: Sendable {
             let url = try PostgresURL(location)
             let store = try await Store(postgres: url, password: PostgresPassword.lookup(for: url), logger: logger)
             guard case .postgres(let storage) = store.backend else { preconditionFailure("a PostgreSQL store") }
-            return StorageHost(store: store, driver: storage, logger: logger)
+            return try StorageHost(store: store, driver: storage, logger: logger)
         }
         let store = try Store(path: location, logger: logger)
-        return StorageHost(store: store, driver: SQLiteSnapshotDriver(pool: store.dbPool, logger: logger), logger: logger)
+        return try StorageHost(store: store, driver: SQLiteSnapshotDriver(pool: store.dbPool, logger: logger), logger: logger)
     }
 
     package func close() async {
@@ -125,22 +128,7 @@ package final class StorageHost: Sendable {
             last = seen
             return true
         }
-        switch store.backend {
-        case .sqlite(let pool):
-            return try await pool.write { db in
-                if prune { try db.execute(sql: "DELETE FROM server_nonce WHERE seen_at < ?", arguments: [horizon]) }
-                try db.execute(sql: "INSERT INTO server_nonce (user_id, nonce, seen_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
-                               arguments: [userID, Data(nonce), seen])
-                return db.changesCount == 1
-            }
-        case .postgres(let storage):
-            if prune { try await storage.connector.query("DELETE FROM server_nonce WHERE seen_at < \(horizon)") }
-            return try await !storage.connector.query("""
-                INSERT INTO server_nonce (user_id, nonce, seen_at) VALUES (\(userID), \(Data(nonce)), \(seen)) ON CONFLICT DO NOTHING RETURNING 1
-                """).isEmpty
-        case .snapshot:
-            preconditionFailure("a server keeps a local store")
-        }
+        return try await ledger.noteNonce(nonce, userID: userID, seenAt: seen, forgetBefore: prune ? horizon : nil)
     }
 
     // MARK: - Reads
@@ -261,25 +249,7 @@ package final class StorageHost: Sendable {
             let names = plan.fields.map(\.field)
             let key = plan.recordType + "\u{0}" + names.joined(separator: ",")
             guard !indexed.withLock({ $0.contains(key) }) else { continue }
-            switch store.backend {
-            case .sqlite(let pool):
-                let plain = Set(try Store.readNow(pool) { db in try db.fieldSchemaRows(zoneRowID: zone, recordType: plan.recordType) }
-                    .filter { !$0.encrypted }.map(\.field))
-                let fields = names.filter(plain.contains)
-                if !fields.isEmpty {
-                    try await pool.write { db in
-                        for field in fields {
-                            try db.execute(sql: Session.indexSQL(recordType: plan.recordType, field: field))
-                            try db.execute(sql: "DROP INDEX IF EXISTS \(Session.indexName(recordType: plan.recordType, field: field, version: 1))")
-                        }
-                    }
-                }
-            case .postgres(let storage):
-                let typed = try await storage.fieldTypes(recordType: plan.recordType, fields: names)
-                if !typed.isEmpty { try await storage.ensureQueryIndexes(recordType: plan.recordType, fields: typed) }
-            case .snapshot:
-                break
-            }
+            try await ledger.ensureQueryIndexes(zoneRowID: zone, recordType: plan.recordType, fields: names)
             indexed.withLock { _ = $0.insert(key) }
         }
     }
@@ -474,7 +444,7 @@ package final class StorageHost: Sendable {
 
     /// Whether the store recorded this user's operation as applied.
     func wasApplied(_ operation: SnapshotOperation) async throws -> Bool {
-        try await store.wasApplied(operation)
+        try await ledger.wasApplied(operation)
     }
 
     /// Checks a batch against what the store's signed data says `userID` may do; returns the
@@ -964,15 +934,7 @@ package final class StorageHost: Sendable {
     func zoneAccess(rowIDs: Set<Int64>, named: Set<ZoneID>, uids: Set<[UInt8]> = []) async throws -> [Int64: ZoneAccess] {
         guard !rowIDs.isEmpty || !named.isEmpty || !uids.isEmpty else { return [:] }
         var zones = [Int64: ZoneAccess]()
-        let found: [(rowID: Int64, uid: [UInt8], id: ZoneID)]
-        switch store.backend {
-        case .sqlite(let pool):
-            found = try Store.readNow(pool) { db in try db.zoneIdentities(rowIDs: rowIDs, named: named, uids: uids) }
-        case .postgres(let storage):
-            found = try await storage.zoneIdentities(rowIDs: rowIDs, named: named, uids: uids)
-        case .snapshot:
-            preconditionFailure("a server keeps a local store")
-        }
+        let found = try await ledger.zoneIdentities(rowIDs: rowIDs, named: named, uids: uids)
         for zone in found { zones[zone.rowID] = ZoneAccess(rowID: zone.rowID, uid: zone.uid, id: zone.id) }
         return zones
     }
@@ -992,14 +954,9 @@ package final class StorageHost: Sendable {
             }
             // A commit of this process signals at once; PostgreSQL's wake-ups cross instances.
             let slice = min(left, .seconds(1))
-            switch store.backend {
-            case .postgres(let storage):
-                async let local: Void = signal.wait(after: generation, upTo: slice)
-                async let remote: Void = storage.waitForChange(upTo: slice)
-                _ = try await (local, remote)
-            default:
-                try await signal.wait(after: generation, upTo: slice)
-            }
+            async let local: Void = signal.wait(after: generation, upTo: slice)
+            async let remote: Void = ledger.waitForOtherInstances(upTo: slice)
+            _ = try await (local, remote)
         }
     }
 }
