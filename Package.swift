@@ -91,10 +91,21 @@ let package = Package(
         .testTarget(
             name: "CofferStoreTests",
             dependencies: [
-                "CofferStore", "CofferVault", "CofferCrypto", "CofferTestSupport",
+                "CofferStore", "CofferServer", "CofferVault", "CofferCrypto", "CofferTestSupport",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            ]
+        ),
+        // The server's routes in process, through HummingbirdTesting (the real-process tests of
+        // the server are in CofferStoreTests, beside the client they serve).
+        .testTarget(
+            name: "CofferServerTests",
+            dependencies: [
+                "CofferServer", "CofferStore", "CofferVault", "CofferCrypto", "CofferTestSupport",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
         .testTarget(name: "CofferCLITests", dependencies: ["CofferCrypto", "CofferVault", "CofferTestSupport"]),

@@ -34,9 +34,8 @@ package enum CofferServer {
                             ready: @escaping @Sendable (Int, [ServerOrigin]) async -> Void) async throws {
         raiseOpenFileLimit(logger: logger)
         let storage = try await StorageHost.open(location, logger: logger)
-        let router = Router()
         let origins = Locked<Set<String>>(Set(publicURLs.map(\.text)))
-        routes(router, storage, origins: origins, logger: logger)
+        let router = router(storage, origins: origins, logger: logger)
         let app = Application(
             router: router,
             server: .http1(configuration: .init(idleTimeout: idleTimeout)),
@@ -74,42 +73,50 @@ package enum CofferServer {
         }
     }
 
-    static func routes(_ router: Router<BasicRequestContext>, _ host: StorageHost, origins: Locked<Set<String>>, logger: Logger) {
-        let guardian = Gate(host: host, origins: origins, logger: logger)
+    /// The server's routes, grouped by resource, behind ``ErrorAnswers``; every route but
+    /// `health` and `store` behind ``SignatureAuthenticator``.
+    static func router(_ host: StorageHost, origins: Locked<Set<String>>, logger: Logger) -> Router<ServerRequestContext> {
+        let router = Router(context: ServerRequestContext.self)
+        router.add(middleware: ErrorAnswers(logger: logger))
         router.get(RouterPath(RemoteAPI.Path.health)) { _, _ in
             json(Data(#"{"ok":true}"#.utf8))
         }
         // Unsigned: a client learns the store id here at first contact, pins it to the origin it
         // dialled, and signs every later request for it.
         router.get(RouterPath(RemoteAPI.Path.info)) { _, _ in
-            let info = RemoteAPI.Info(storeID: Data(host.storeID), api: RemoteAPI.version)
-            return json((try? RemoteAPI.encoder.encode(info)) ?? Data())
+            json(try RemoteAPI.encoder.encode(RemoteAPI.Info(storeID: Data(host.storeID), api: RemoteAPI.version)))
         }
-        router.post(RouterPath(RemoteAPI.Path.publish)) { request, _ in
-            await guardian.serve(request, publishing: true) { body, user in
-                try await host.publish(body, signedBy: user)
-                return Data("{}".utf8)
+        let signed = SignatureAuthenticator(host: host, origins: origins, keys: .stored)
+        // Contacts: a user's own card, signed by the key it holds (how a user becomes known).
+        router.group(RouterPath(RemoteAPI.Path.contacts))
+            .add(middleware: SignatureAuthenticator(host: host, origins: origins, keys: .published))
+            .post("publish") { _, context in
+                try await host.publish(context.body, signedBy: try context.user())
+                return served(Data("{}".utf8), context, logger: logger)
             }
-        }
-        router.post(RouterPath(RemoteAPI.Path.read)) { request, _ in
-            await guardian.serve(request) { body, user in try await host.read(body, userID: user) }
-        }
-        router.post(RouterPath(RemoteAPI.Path.modify)) { request, _ in
-            await guardian.serve(request) { body, user in try await host.modify(body, userID: user) }
-        }
-        router.post(RouterPath(RemoteAPI.Path.stage)) { request, _ in
-            await guardian.serve(request) { body, user in try await host.stage(body, userID: user) }
-        }
-        router.get(RouterPath(RemoteAPI.Path.wait)) { request, _ in
-            await guardian.serve(request) { _, _ in
+        // Storage: reads of what the user may see.
+        router.group(RouterPath(RemoteAPI.Path.storage)).add(middleware: signed)
+            .post("read") { _, context in
+                served(try await host.read(context.body, userID: try context.user()), context, logger: logger)
+            }
+        // Records: batches, whole or staged.
+        router.group(RouterPath(RemoteAPI.Path.records)).add(middleware: signed)
+            .post("modify") { _, context in
+                served(try await host.modify(context.body, userID: try context.user()), context, logger: logger)
+            }
+            .post("stage") { _, context in
+                served(try await host.stage(context.body, userID: try context.user()), context, logger: logger)
+            }
+        // Changes: a wait for the store's change counter to pass a value.
+        router.group(RouterPath(RemoteAPI.Path.changes)).add(middleware: signed)
+            .get("wait") { request, context in
                 let query = request.uri.queryParameters
                 guard let after = query["after"].flatMap({ Int64($0) }), let millis = query["timeout"].flatMap({ Int($0) }),
                       (0...60_000).contains(millis) else {
                     throw StoreError(.invalidArguments, "changes/wait takes after=N and timeout=MS (at most 60000)")
                 }
-                return try await host.wait(after: after, timeout: .milliseconds(millis))
+                return served(try await host.wait(after: after, timeout: .milliseconds(millis)), context, logger: logger)
             }
-        }
         // A method a known path does not take: a JSON 405 naming the one it does (the router
         // alone would answer 404, as for a path it does not have).
         let declared: [(String, HTTPRequest.Method)] = [
@@ -118,116 +125,22 @@ package enum CofferServer {
         ]
         for (path, method) in declared {
             for other in [HTTPRequest.Method.get, .post, .put, .delete, .patch, .options] where other != method {
-                router.on(RouterPath(path), method: other) { _, _ in
-                    var response = json(encode(RemoteAPI.Failure(code: "methodNotAllowed", message: "\(path) takes \(method.rawValue) only")),
-                                        status: .methodNotAllowed)
-                    response.headers[.allow] = method.rawValue
-                    return response
+                router.on(RouterPath(path), method: other) { _, _ -> Response in
+                    throw ServerError(status: .methodNotAllowed, code: "methodNotAllowed", message: "\(path) takes \(method.rawValue) only",
+                                      headers: [.allow: method.rawValue])
                 }
             }
         }
+        return router
     }
 
-    /// A request that fails authentication (answered 401).
-    struct Unauthenticated: Error {
-        let error: StoreError
-    }
-
-    /// What every signed route goes through: the body read within its limits, the signature
-    /// checked against the origins served and the store's id, the nonce noted, errors answered
-    /// as JSON.
-    struct Gate: Sendable {
-        let host: StorageHost
-        let origins: Locked<Set<String>>
-        let logger: Logger
-
-        /// Reads a request's body (at most ``RemoteAPI/maxBody``, within ``bodyTimeout``),
-        /// checks its signature and nonce, runs `work` as its user and answers with what it
-        /// returns, or with the error as JSON.
-        func serve(_ request: Request, publishing: Bool = false, _ work: (Data, String) async throws -> Data) async -> Response {
-            let target = request.uri.string
-            do {
-                let body = try await Self.collectBody(request)
-                let user = try await authenticate(request, target: target, body: body, publishing: publishing)
-                let answer = try await work(body, user)
-                logger.debug("served", metadata: ["method": "\(request.method)", "path": "\(request.uri.path)", "user": "\(user)"])
-                return json(answer)
-            } catch let failure as Unauthenticated {
-                logger.info("refused", metadata: ["path": "\(request.uri.path)", "why": "\(failure.error.message)"])
-                return json(failure.error, status: .unauthorized)
-            } catch is StorageHost.Conflict {
-                return json(encode(RemoteAPI.Failure(code: "conflict", message: "another writer changed the zone first; read again")), status: .conflict)
-            } catch let error as StoreError {
-                logger.debug("failed", metadata: ["path": "\(request.uri.path)", "code": "\(RemoteAPI.name(error.code))"])
-                return json(error, status: HTTPResponse.Status(code: RemoteAPI.status(error.code)))
-            } catch {
-                logger.error("request failed", metadata: ["path": "\(request.uri.path)", "error": "\(type(of: error))"])
-                return json(StoreError(.internalError, "the server failed"), status: .internalServerError)
-            }
-        }
-
-        /// The body, at most ``RemoteAPI/maxBody``, arrived within ``bodyTimeout``.
-        static func collectBody(_ request: Request) async throws -> Data {
-            let collected = try await withThrowingTaskGroup(of: ByteBuffer?.self) { group in
-                group.addTask {
-                    var request = request
-                    do { return try await request.collectBody(upTo: RemoteAPI.maxBody) } catch is CancellationError {
-                        return nil
-                    } catch {
-                        throw StoreError(.limitExceeded, "the request body is over \(RemoteAPI.maxBody / (1024 * 1024)) MiB")
-                    }
-                }
-                group.addTask {
-                    try await Task.sleep(for: bodyTimeout)
-                    return nil
-                }
-                defer { group.cancelAll() }
-                guard let first = try await group.next(), let buffer = first else {
-                    throw StoreError(.invalidArguments, "the request body did not arrive within \(bodyTimeout.components.seconds) s")
-                }
-                return buffer
-            }
-            return Data(collected.readableBytesView)
-        }
-
-        /// The request's user, once its origin, signature, date and nonce pass.
-        func authenticate(_ request: Request, target: String, body: Data, publishing: Bool) async throws -> String {
-            do {
-                let signature = try RequestSignature { name in HTTPField.Name(name).flatMap { request.headers[$0] } }
-                let key: Ed25519.PublicKey
-                if publishing {
-                    let published = try StorageHost.publishedKey(body)
-                    guard published.userID == signature.userID else {
-                        throw StoreError(.permissionFailure, "a user publishes only their own card")
-                    }
-                    key = published.key
-                } else {
-                    guard let known = try await host.signingKey(of: signature.userID) else {
-                        throw StoreError(.permissionFailure, "user \(signature.userID) is not known to this server: a user becomes known by publishing their card")
-                    }
-                    key = known
-                }
-                try signature.verify(method: request.method.rawValue, target: target, body: body, signingKey: key,
-                                     storeID: host.storeID, origins: origins.withLock { $0 })
-                guard try await host.noteNonce(signature.nonce, userID: signature.userID) else {
-                    throw StoreError(.permissionFailure, "the request's nonce was used before: a request is served once")
-                }
-                return signature.userID
-            } catch let error as StoreError where error.code == .permissionFailure || error.code == .invalidArguments {
-                throw Unauthenticated(error: error)
-            }
-        }
+    /// A signed route's answer, logged with its user.
+    static func served(_ answer: Data, _ context: ServerRequestContext, logger: Logger) -> Response {
+        logger.debug("served", metadata: ["user": "\(context.userID ?? "")"])
+        return json(answer)
     }
 
     static func json(_ data: Data, status: HTTPResponse.Status = .ok) -> Response {
         Response(status: status, headers: [.contentType: "application/json"], body: ResponseBody(byteBuffer: ByteBuffer(bytes: data)))
-    }
-
-    static func json(_ error: StoreError, status: HTTPResponse.Status) -> Response {
-        json(encode(RemoteAPI.Failure(code: RemoteAPI.name(error.code), message: error.message)), status: status)
-    }
-
-    static func encode(_ failure: RemoteAPI.Failure) -> Data {
-        (try? RemoteAPI.encoder.encode(failure)) ?? Data(#"{"code":"internalError","message":"the server failed"}"#.utf8)
     }
 }

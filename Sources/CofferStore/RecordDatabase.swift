@@ -1,5 +1,4 @@
 import Foundation
-import GRDB
 
 /// A user's view of the store's zones, as CloudKit's `CKDatabase`: the private database
 /// holds the zones the user owns.

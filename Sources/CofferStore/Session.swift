@@ -1,7 +1,6 @@
 import CofferCrypto
 import CofferVault
 import Foundation
-import GRDB
 
 /// One user acting on a store: their vault's keys, and caches of the zone keys and schemas
 /// they have opened. Zone keys are unwrapped once per session and kept in guarded memory.

@@ -59,7 +59,7 @@ struct BackupTests {
                     let session = try target.session(vault: f.vault)
                     let error = await expectStoreError(.integrityFailure) { _ = try await session.restore(reopened, resettingMarks: true) }
                     #expect(error?.message.contains("the backup is damaged") == true, "\(String(describing: error))")
-                    #expect(try await !target.hasZones(), "a zone was written")
+                    #expect(try await !target.localStorage(for: "a test").hasZones(), "a zone was written")
                 }
             }
         }
@@ -163,7 +163,7 @@ struct BackupTests {
             let target = try Store(path: f.folder.appendingPathComponent("restored.sqlite").path)
             let session = try target.session(vault: f.vault)
             await expectStoreError(.invalidArguments) { try await session.restore(backup, resettingMarks: false) }
-            #expect(try await !target.hasZones(), "a refused restore wrote nothing")
+            #expect(try await !target.localStorage(for: "a test").hasZones(), "a refused restore wrote nothing")
             let result = try await session.restore(backup, resettingMarks: true)
             #expect(result.marksReset == [notes] && result.findings.isEmpty)
             #expect(try await session.privateDatabase.record(named: "a", in: notes).name == "a")

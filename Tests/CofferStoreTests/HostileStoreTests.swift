@@ -611,7 +611,7 @@ struct HostileStoreTests {
             let byKind = Query(recordType: "Item", predicates: [.init("kind", .equal, .string("A"))])
             #expect(try await db.query(byKind, in: zone).records.map(\.name) == ["r2"])
             _ = try await db.query(Query(recordType: "Item", predicates: [.init("title", .equal, .string("A"))]), in: zone)
-            let kindIndex = Session.indexName(recordType: "Item", field: "kind"), titleIndex = Session.indexName(recordType: "Item", field: "title")
+            let kindIndex = SQLiteFieldIndex.name(recordType: "Item", field: "kind"), titleIndex = SQLiteFieldIndex.name(recordType: "Item", field: "title")
             try s.raw { db in
                 let pages = try Row.fetchAll(db, sql: "SELECT name, rootpage FROM sqlite_schema WHERE name IN (?, ?)", arguments: [kindIndex, titleIndex])
                     .reduce(into: [String: Int64]()) { $0[$1[0]] = $1[1] }

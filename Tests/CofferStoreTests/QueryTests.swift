@@ -486,14 +486,14 @@ struct QueryTests {
             let indexes = try await f.store.dbPool.read { db in
                 try Row.fetchAll(db, sql: "SELECT name, sql FROM sqlite_master WHERE type = 'index' AND name LIKE 'record_field_%' ORDER BY name")
             }
-            #expect(indexes.map { $0["name"] as String } == [Session.indexName(recordType: "Note", field: field)])
+            #expect(indexes.map { $0["name"] as String } == [SQLiteFieldIndex.name(recordType: "Note", field: field)])
             let indexSQL: String = indexes.first?["sql"] ?? ""
-            #expect(indexSQL.contains(Session.fieldExpression(field)))
+            #expect(indexSQL.contains(SQLiteFieldIndex.expression(field)))
             #expect(indexSQL.contains("type = 'Note'"))
-            let indexName = Session.indexName(recordType: "Note", field: field)
+            let indexName = SQLiteFieldIndex.name(recordType: "Note", field: field)
             let zoneRowID = try await f.store.dbPool.read { db in try Int64.fetchOne(db, sql: "SELECT id FROM zone") }
-            let expr = Session.fieldExpression(field)
-            let pivotValue = try Session.sqlValue(pivot, for: pivot.fieldType, field: field)
+            let expr = SQLiteFieldIndex.expression(field)
+            let pivotValue = try Session.comparedValue(pivot, for: pivot.fieldType, field: field).databaseValue
             for comparison in ["=", "<", "<=", ">", ">="] {
                 let details = try plan(f.store, type: "Note", whereSQL: " AND \(expr) \(comparison) ?", orderSQL: "+name",
                                        arguments: [zoneRowID, pivotValue])
@@ -511,7 +511,7 @@ struct QueryTests {
             #expect(!expected.records.isEmpty)
             #expect(expected.records.allSatisfy { $0.values[field] == pivot })
             // The store, with the index a query made, still passes the schema check at open.
-            #expect(Session.isFieldIndex(name: indexName, sql: indexSQL))
+            #expect(SQLiteFieldIndex.isFieldIndex(name: indexName, sql: indexSQL))
             _ = try Store(path: f.store.url.path)
         }
     }
@@ -550,8 +550,8 @@ struct QueryTests {
             }
             #expect(keys.count == 24 && keys == keys.sorted())
             let zoneRowID = try await f.store.dbPool.read { db in try Int64.fetchOne(db, sql: "SELECT id FROM zone") }
-            let indexName = Session.indexName(recordType: "Note", field: "k")
-            let details = try plan(f.store, type: "Note", whereSQL: " AND \(Session.fieldExpression("k")) = ?", orderSQL: "name",
+            let indexName = SQLiteFieldIndex.name(recordType: "Note", field: "k")
+            let details = try plan(f.store, type: "Note", whereSQL: " AND \(SQLiteFieldIndex.expression("k")) = ?", orderSQL: "name",
                                    arguments: [zoneRowID, 1])
             #expect(details.contains { $0.contains("USING INDEX \(indexName)") }, "\(details)")
             #expect(!details.contains { $0.contains("TEMP B-TREE") }, "\(details)")
@@ -563,9 +563,9 @@ struct QueryTests {
         try await withStore { f async throws in
             let zone = try await f.db.createZone(named: "Z")
             _ = try await f.db.save(makeRecord("Note", "a", in: zone, plain: ["k": .int(1)], encrypted: ["body": "b"]))
-            let old = Session.indexName(recordType: "Note", field: "k", version: 1)
+            let old = SQLiteFieldIndex.name(recordType: "Note", field: "k", version: 1)
             try await f.store.dbPool.write { db in
-                try db.execute(sql: "CREATE INDEX \(old) ON record (zone_id, \(Session.fieldExpression("k"))) WHERE type = 'Note'")
+                try db.execute(sql: "CREATE INDEX \(old) ON record (zone_id, \(SQLiteFieldIndex.expression("k"))) WHERE type = 'Note'")
             }
             let fresh = try Store(path: f.store.url.path) // knows no index yet, as after an upgrade
             let result = try await fresh.session(vault: f.vault).privateDatabase.query(
@@ -574,7 +574,7 @@ struct QueryTests {
             let indexes = try await f.store.dbPool.read { db in
                 try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'index' AND name LIKE 'record_field_%'")
             }
-            #expect(indexes == [Session.indexName(recordType: "Note", field: "k")])
+            #expect(indexes == [SQLiteFieldIndex.name(recordType: "Note", field: "k")])
         }
     }
 
@@ -615,7 +615,7 @@ struct QueryTests {
             #expect(recordNames(try await f.db.query(Query(recordType: "A_1_x", predicates: [.init("y", .equal, 7)]), in: zone).records) == ["b7"])
             let zoneRowID = try await f.store.dbPool.read { db in try Int64.fetchOne(db, sql: "SELECT id FROM zone") }
             for (type, field) in [("A", "x_5_y"), ("A_1_x", "y")] {
-                let details = try plan(f.store, type: type, whereSQL: " AND \(Session.fieldExpression(field)) = ?", orderSQL: "+name",
+                let details = try plan(f.store, type: type, whereSQL: " AND \(SQLiteFieldIndex.expression(field)) = ?", orderSQL: "+name",
                                        arguments: [zoneRowID, 1])
                 #expect(details.contains { $0.contains("USING INDEX record_field_") }, "\(type).\(field): \(details)")
             }

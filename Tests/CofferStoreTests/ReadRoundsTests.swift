@@ -3,6 +3,7 @@ import CofferTestSupport
 import CofferVault
 import Foundation
 import Testing
+@testable import CofferServer
 @testable import CofferStore
 
 /// Where a test's store lives: a local file, a PostgreSQL database, or a Coffer server process

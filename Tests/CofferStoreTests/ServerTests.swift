@@ -121,7 +121,7 @@ struct ServerTests {
             case .sqlite:
                 let path = try #require(fixture.storePath)
                 let names = try await DatabaseQueue(path: path).read { try String.fetchAll($0, sql: "SELECT name FROM sqlite_master WHERE type = 'index'") }
-                #expect(names.contains(Session.indexName(recordType: "Note", field: "count")))
+                #expect(names.contains(SQLiteFieldIndex.name(recordType: "Note", field: "count")))
             case .postgres:
                 let names = try await withPostgresAdmin(fixture.postgres) { admin in
                     try await admin.query("SELECT indexname FROM pg_indexes WHERE tablename = 'record'").map { try $0.decode(String.self) }

@@ -1,5 +1,4 @@
 import Foundation
-import GRDB
 
 extension Session {
     /// The zone's changes after `token` (from the beginning when nil), at most `limit` items

@@ -8,19 +8,19 @@ import Foundation
 /// fraction or exponent; bool → true/false; date → seconds since 2001-01-01 (Foundation's
 /// reference date, its exact storage) as a number;
 /// bytes → base64 string; list → array. The field's type comes from the schema on decode.
-enum PlainValuesCodec {
-    static func encode(_ values: [String: RecordValue]) -> String {
+package enum PlainValuesCodec {
+    package static func encode(_ values: [String: RecordValue]) -> String {
         String(decoding: encodeBytes(values), as: UTF8.self)
     }
 
     /// ``encode(_:)`` as UTF-8 bytes, the form bound to SQLite and hashed.
-    static func encodeBytes(_ values: [String: RecordValue]) -> [UInt8] {
+    package static func encodeBytes(_ values: [String: RecordValue]) -> [UInt8] {
         var types: [UInt8]?
         return encodeBytes(values, types: &types)
     }
 
     /// ``encodeBytes(_:)`` and, in the same pass, the ``typeCodes(_:)`` of the values.
-    static func encodeWithTypes(_ values: [String: RecordValue]) -> (json: [UInt8], types: [UInt8]) {
+    package static func encodeWithTypes(_ values: [String: RecordValue]) -> (json: [UInt8], types: [UInt8]) {
         var types: [UInt8]? = []
         let json = encodeBytes(values, types: &types)
         return (json, types ?? [])
@@ -44,7 +44,7 @@ enum PlainValuesCodec {
         return out
     }
 
-    static func appendValue(_ value: RecordValue, to out: inout [UInt8]) {
+    package static func appendValue(_ value: RecordValue, to out: inout [UInt8]) {
         switch value {
         case .string(let s), .reference(let s): appendString(s, to: &out)
         case .int(let v): appendInt(v, to: &out)
@@ -63,7 +63,7 @@ enum PlainValuesCodec {
     }
 
     /// Decimal digits of `v`, without going through a String.
-    static func appendInt(_ v: Int64, to out: inout [UInt8]) {
+    package static func appendInt(_ v: Int64, to out: inout [UInt8]) {
         if v < 0 { out.append(UInt8(ascii: "-")) }
         var magnitude = v.magnitude
         withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { digits in
@@ -78,13 +78,13 @@ enum PlainValuesCodec {
     }
 
     /// Shortest round-trip form, always with a fraction or exponent so SQLite reads a REAL.
-    static func formatDouble(_ v: Double) -> String {
+    package static func formatDouble(_ v: Double) -> String {
         precondition(v.isFinite, "non-finite doubles are rejected before encoding")
         let s = v.description
         return s.utf8.contains(where: { $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: "e") }) ? s : s + ".0"
     }
 
-    static func appendString(_ s: String, to out: inout [UInt8]) {
+    package static func appendString(_ s: String, to out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
         // The common case, nothing to escape, scanned and copied as one buffer (iterating the
         // UTF-8 view byte by byte cost more than the rest of encoding a record).
@@ -117,12 +117,12 @@ enum PlainValuesCodec {
     /// Decodes a stored object, typing each field by `typeOf`. Anything unexpected (bad
     /// JSON, a field the schema does not know, a value of the wrong shape) throws
     /// `.integrityFailure`: the row was not written by Coffer.
-    static func decode(_ text: String, typeOf: (String) -> FieldType?) throws -> [String: RecordValue] {
+    package static func decode(_ text: String, typeOf: (String) -> FieldType?) throws -> [String: RecordValue] {
         var text = text
         return try text.withUTF8 { try decode(UnsafeRawBufferPointer($0), typeOf: typeOf) }
     }
 
-    static func decode(_ raw: UnsafeRawBufferPointer, typeOf: (String) -> FieldType?) throws -> [String: RecordValue] {
+    package static func decode(_ raw: UnsafeRawBufferPointer, typeOf: (String) -> FieldType?) throws -> [String: RecordValue] {
         var parser = Parser(bytes: raw.bindMemory(to: UInt8.self))
         let values = try parser.object(typeOf: typeOf)
         parser.skipSpace()
@@ -133,7 +133,7 @@ enum PlainValuesCodec {
     /// ``decode(_:typeOf:)`` that also writes each field's ``typeCode(_:)`` into `codes`, in
     /// the order of the object's keys (sorted, in what Coffer writes). Returns the values and
     /// the number of codes written; more fields than `codes` holds throws.
-    static func decode(_ raw: UnsafeRawBufferPointer, typeOf: (String) -> FieldType?,
+    package static func decode(_ raw: UnsafeRawBufferPointer, typeOf: (String) -> FieldType?,
                        codes: UnsafeMutableBufferPointer<UInt8>) throws -> (values: [String: RecordValue], codes: Int) {
         var parser = Parser(bytes: raw.bindMemory(to: UInt8.self), codes: codes)
         let values = try parser.object(typeOf: typeOf)
@@ -145,35 +145,35 @@ enum PlainValuesCodec {
     /// The type codes of plain values, one byte per field in key order: what a record's
     /// version hash signs of their types, so that the (unsigned) schema cannot make a reader
     /// take a value for another type (a string for a reference, a double for a date).
-    static func typeCodes(_ values: [String: RecordValue]) -> [UInt8] {
+    package static func typeCodes(_ values: [String: RecordValue]) -> [UInt8] {
         values.sorted { $0.key < $1.key }.map { typeCode($0.value) }
     }
 
     /// A scalar's tag in the sealed encoding (string 1, int 2, double 3, bool 4, date 5,
     /// bytes 6, reference 7); a list is `0x80` plus its items' code (`0x80` alone when empty).
-    static func typeCode(_ value: RecordValue) -> UInt8 {
+    package static func typeCode(_ value: RecordValue) -> UInt8 {
         guard case .list(let items) = value else { return SealedValuesCodec.tag(of: value.fieldType) }
         return 0x80 | (items.first.map(typeCode) ?? 0)
     }
 
-    struct Parser {
-        let bytes: UnsafeBufferPointer<UInt8>
-        var index = 0
+    package struct Parser {
+        package let bytes: UnsafeBufferPointer<UInt8>
+        package var index = 0
         /// Where the type code of each field goes, when asked for.
-        var codes: UnsafeMutableBufferPointer<UInt8>?
-        var codeCount = 0
+        package var codes: UnsafeMutableBufferPointer<UInt8>?
+        package var codeCount = 0
 
-        init(bytes: UnsafeBufferPointer<UInt8>, codes: UnsafeMutableBufferPointer<UInt8>? = nil) {
+        package init(bytes: UnsafeBufferPointer<UInt8>, codes: UnsafeMutableBufferPointer<UInt8>? = nil) {
             self.bytes = bytes
             self.codes = codes
         }
 
-        func fail(_ what: String) -> StoreError {
+        package func fail(_ what: String) -> StoreError {
             StoreError(.integrityFailure, "a stored record's plain values are damaged (\(what))")
         }
 
         @inline(__always)
-        mutating func skipSpace() {
+        package mutating func skipSpace() {
             while index < bytes.count {
                 let c = bytes[index]
                 guard c == 0x20 || c == 0x0a || c == 0x0d || c == 0x09 else { return }
@@ -181,18 +181,18 @@ enum PlainValuesCodec {
             }
         }
 
-        mutating func expect(_ c: UInt8) throws {
+        package mutating func expect(_ c: UInt8) throws {
             skipSpace()
             guard index < bytes.count, bytes[index] == c else { throw fail("expected '\(Character(Unicode.Scalar(c)))'") }
             index += 1
         }
 
-        mutating func peek() -> UInt8? {
+        package mutating func peek() -> UInt8? {
             skipSpace()
             return index < bytes.count ? bytes[index] : nil
         }
 
-        mutating func object(typeOf: (String) -> FieldType?) throws -> [String: RecordValue] {
+        package mutating func object(typeOf: (String) -> FieldType?) throws -> [String: RecordValue] {
             try expect(UInt8(ascii: "{"))
             var result = [String: RecordValue](minimumCapacity: 8)
             if peek() == UInt8(ascii: "}") { index += 1; return result }
@@ -215,7 +215,7 @@ enum PlainValuesCodec {
             }
         }
 
-        mutating func value(of type: FieldType) throws -> RecordValue {
+        package mutating func value(of type: FieldType) throws -> RecordValue {
             switch type {
             case .string: return .string(try string())
             case .reference: return .reference(try string())
@@ -255,7 +255,7 @@ enum PlainValuesCodec {
             }
         }
 
-        mutating func match(_ word: StaticString) -> Bool {
+        package mutating func match(_ word: StaticString) -> Bool {
             let n = word.utf8CodeUnitCount
             guard index + n <= bytes.count else { return false }
             let w = word.utf8Start
@@ -264,9 +264,9 @@ enum PlainValuesCodec {
             return true
         }
 
-        enum Number { case int(Int64), double(Double) }
+        package enum Number { case int(Int64), double(Double) }
 
-        mutating func number() throws -> Number {
+        package mutating func number() throws -> Number {
             skipSpace()
             let start = index
             // Fast path: a plain integer that fits in Int64.
@@ -309,13 +309,13 @@ enum PlainValuesCodec {
         }
 
         /// Powers of ten that a Double holds exactly.
-        static let exactPowersOfTen: [Double] = (0...22).map { (0..<$0).reduce(1.0) { r, _ in r * 10 } }
+        package static let exactPowersOfTen: [Double] = (0...22).map { (0..<$0).reduce(1.0) { r, _ in r * 10 } }
 
         /// `integer.fraction` at `i` (the '.'), when it converts exactly without `strtod`: a
         /// significand of at most 2^53 over at most 22 fraction digits, no exponent. Both are then
         /// exact Doubles and one IEEE division rounds correctly (Clinger's fast path), so the
         /// result equals `strtod`'s. Otherwise nil, for the general path.
-        static func exactDecimal(_ bytes: UnsafeBufferPointer<UInt8>, from start: Int, integer: Int64,
+        package static func exactDecimal(_ bytes: UnsafeBufferPointer<UInt8>, from start: Int, integer: Int64,
                                  negative: Bool) -> (value: Double, end: Int)? {
             guard start < bytes.count, bytes[start] == UInt8(ascii: "."), integer >= 0, integer <= 1 << 53 else { return nil }
             var significand = UInt64(integer)
@@ -336,7 +336,7 @@ enum PlainValuesCodec {
             return (negative ? -magnitude : magnitude, i)
         }
 
-        mutating func string() throws -> String {
+        package mutating func string() throws -> String {
             try expect(UInt8(ascii: "\""))
             // Fast path: no escapes before the closing quote.
             var scan = index
@@ -385,7 +385,7 @@ enum PlainValuesCodec {
             throw fail("unterminated string")
         }
 
-        mutating func hex4() throws -> UInt32 {
+        package mutating func hex4() throws -> UInt32 {
             guard index + 4 <= bytes.count else { throw fail("short \\u escape") }
             var v: UInt32 = 0
             for _ in 0..<4 {

@@ -2,36 +2,36 @@ import CofferCrypto
 
 /// What a record version's row stores besides its fields' bytes, and what its version hash
 /// covers with them.
-struct VersionStamp: Sendable, Equatable {
-    var name: String
-    var type: String
-    var parent: String?
+package struct VersionStamp: Sendable, Equatable {
+    package var name: String
+    package var type: String
+    package var parent: String?
     /// The log entry that wrote this version (its change tag).
-    var seq: Int64
-    var epoch: Int64
+    package var seq: Int64
+    package var epoch: Int64
     /// The owner's log entry in force when it was written.
-    var membershipSeq: Int64
-    var creatorID: String
-    var modifierID: String
-    var created: Double
-    var modified: Double
+    package var membershipSeq: Int64
+    package var creatorID: String
+    package var modifierID: String
+    package var created: Double
+    package var modified: Double
 }
 
 /// A record version encoded, sealed and hashed: what every write path other than a save stores
 /// (a save builds its rows in place, through the same sealer).
-struct SealedVersion: Sendable {
-    let stamp: VersionStamp
+package struct SealedVersion: Sendable {
+    package let stamp: VersionStamp
     /// The plain values' JSON (UTF-8).
-    let plain: [UInt8]
+    package let plain: [UInt8]
     /// The plain values' type codes, in key order.
-    let plainTypes: [UInt8]
-    let sealed: [UInt8]?
+    package let plainTypes: [UInt8]
+    package let sealed: [UInt8]?
     /// The version hash its log entry signs.
-    let digest: Digest32
+    package let digest: Digest32
 
     /// The version hash of this version with an earlier version's creator and creation time
     /// (what an update keeps).
-    func digest(zoneUID: [UInt8], creatorID: String, created: Double) -> Digest32 {
+    package func digest(zoneUID: [UInt8], creatorID: String, created: Double) -> Digest32 {
         var kept = stamp
         kept.creatorID = creatorID
         kept.created = created
@@ -46,7 +46,7 @@ struct SealedVersion: Sendable {
 /// Where a record version is sealed and hashed: the associated data of its sealed values, the
 /// seal, and the version hash that its log entry signs. Every write path (save, re-key, move,
 /// upgrade) and every read use these, so each is defined once.
-enum RecordSealer {
+package enum RecordSealer {
     /// Seals a version's encrypted values (if any) under `key` and hashes the version.
     /// `zone` is the zone it is written to.
     /// `presealed`: this record as sealed and hashed ahead of its transaction: taken whole when
@@ -73,7 +73,7 @@ enum RecordSealer {
 
     /// A record's encrypted values (encoded) sealed as an envelope under `key`, bound by
     /// ``withAssociatedData(zone:name:type:epoch:_:)`` to the record, its zone and the epoch.
-    static func seal(_ plaintext: [UInt8], key: SymmetricKey, zone: ZoneRow, name: String, type: String, epoch: Int64,
+    package static func seal(_ plaintext: [UInt8], key: SymmetricKey, zone: ZoneRow, name: String, type: String, epoch: Int64,
                      nonces: NonceReserve? = nil) -> [UInt8] {
         plaintext.withUnsafeBytes { p in
             withAssociatedData(zone: zone, name: name, type: type, epoch: epoch) { ad in
@@ -86,13 +86,13 @@ enum RecordSealer {
     /// epoch, each length-prefixed. Moving a ciphertext to another record, zone or epoch makes it
     /// fail to open. The zone uid is bound to its owner by the zone's first log entry, and no
     /// store id is bound, so a zone moves between stores whole.
-    static func associatedData(zone: ZoneRow, name: String, type: String, epoch: Int64) -> [UInt8] {
+    package static func associatedData(zone: ZoneRow, name: String, type: String, epoch: Int64) -> [UInt8] {
         withAssociatedData(zone: zone, name: name, type: type, epoch: epoch) { Array($0) }
     }
 
     /// ``associatedData(zone:name:type:epoch:)`` built on the stack: `"coffer.record.v2"`, then
     /// the zone uid, owner, name and type (each after a two-byte length), then the epoch.
-    static func withAssociatedData<R>(zone: ZoneRow, name: String, type: String, epoch: Int64,
+    package static func withAssociatedData<R>(zone: ZoneRow, name: String, type: String, epoch: Int64,
                                       _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
         let domain: StaticString = "coffer.record.v2"
         let owner = zone.id.ownerID
@@ -116,7 +116,7 @@ enum RecordSealer {
 
     /// ``versionHash(zoneUID:name:type:parent:seq:epoch:membershipSeq:creatorID:modifierID:created:modified:plain:plainTypes:sealed:)``
     /// of a stamped version.
-    static func versionHash(zoneUID: [UInt8], _ stamp: VersionStamp, plain: UnsafeRawBufferPointer, plainTypes: UnsafeRawBufferPointer,
+    package static func versionHash(zoneUID: [UInt8], _ stamp: VersionStamp, plain: UnsafeRawBufferPointer, plainTypes: UnsafeRawBufferPointer,
                             sealed: UnsafeRawBufferPointer?) -> Digest32 {
         versionHash(zoneUID: zoneUID, name: stamp.name, type: stamp.type, parent: stamp.parent, seq: stamp.seq, epoch: stamp.epoch,
                     membershipSeq: stamp.membershipSeq, creatorID: stamp.creatorID, modifierID: stamp.modifierID, created: stamp.created,
@@ -130,7 +130,7 @@ enum RecordSealer {
     /// follows, and the type code of each plain field in key order:
     /// ``PlainValuesCodec/typeCodes(_:)``), then the plain values' JSON and the sealed bytes.
     /// Computed without allocating: it runs for every record written and read.
-    static func versionHash(zoneUID: [UInt8], name: String, type: String, parent: String?, seq: Int64, epoch: Int64, membershipSeq: Int64,
+    package static func versionHash(zoneUID: [UInt8], name: String, type: String, parent: String?, seq: Int64, epoch: Int64, membershipSeq: Int64,
                             creatorID: String, modifierID: String, created: Double, modified: Double,
                             plain: UnsafeRawBufferPointer, plainTypes: UnsafeRawBufferPointer, sealed: UnsafeRawBufferPointer?) -> Digest32 {
         let domain: StaticString = "coffer.record-version.v3"
@@ -164,18 +164,18 @@ enum RecordSealer {
 }
 
 /// Big-endian writes into a buffer sized in advance (headers built on the stack).
-struct HeaderWriter {
-    let base: UnsafeMutableRawPointer
-    var offset = 0
+package struct HeaderWriter {
+    package let base: UnsafeMutableRawPointer
+    package var offset = 0
 
-    mutating func u8(_ v: UInt8) { base.storeBytes(of: v, toByteOffset: offset, as: UInt8.self); offset += 1 }
-    mutating func u32(_ v: Int) { base.storeBytes(of: UInt32(truncatingIfNeeded: v).bigEndian, toByteOffset: offset, as: UInt32.self); offset += 4 }
-    mutating func u64(_ v: UInt64) { base.storeBytes(of: v.bigEndian, toByteOffset: offset, as: UInt64.self); offset += 8 }
-    mutating func bytes(_ b: UnsafeRawBufferPointer) {
+    package mutating func u8(_ v: UInt8) { base.storeBytes(of: v, toByteOffset: offset, as: UInt8.self); offset += 1 }
+    package mutating func u32(_ v: Int) { base.storeBytes(of: UInt32(truncatingIfNeeded: v).bigEndian, toByteOffset: offset, as: UInt32.self); offset += 4 }
+    package mutating func u64(_ v: UInt64) { base.storeBytes(of: v.bigEndian, toByteOffset: offset, as: UInt64.self); offset += 8 }
+    package mutating func bytes(_ b: UnsafeRawBufferPointer) {
         if b.count > 0 { (base + offset).copyMemory(from: b.baseAddress!, byteCount: b.count) }
         offset += b.count
     }
-    mutating func text(_ s: String) {
+    package mutating func text(_ s: String) {
         var s = s
         u32(s.utf8.count)
         s.withUTF8 { bytes(UnsafeRawBufferPointer($0)) }

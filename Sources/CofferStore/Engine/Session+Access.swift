@@ -1,7 +1,6 @@
 import CofferCrypto
 import CofferVault
 import Foundation
-import GRDB
 
 /// What the acting user may do in a zone, from its verified log.
 struct ZoneAccess: Sendable {

@@ -1,7 +1,5 @@
 import CofferCrypto
 import Foundation
-import GRDB
-internal import GRDBSQLite
 
 enum DecodeOutcome: Sendable {
     case record(Record)
@@ -273,52 +271,5 @@ extension Session {
                 }
             }
         }
-    }
-
-    /// Runs a statement selecting `Database.recordColumns` (arguments already bound) and adds each
-    /// row it returns, up to `limit` rows, then resets it. With `probe`, returns whether a row
-    /// beyond the limit exists (a query's next page); otherwise false.
-    @discardableResult
-    static func readRows(_ statement: RawStatement, limit: Int = .max, probe: Bool = false, into add: (StoredRow) -> Void) throws -> Bool {
-        var creators: CreatorCache?
-        return try readRows(statement, limit: limit, probe: probe, creators: &creators, into: add)
-    }
-
-    /// The last creator and modifier ids read, kept from row to row (and from lookup to lookup)
-    /// so that a run of rows by one user shares one `String`.
-    struct CreatorCache {
-        var creator: (bytes: [UInt8], id: String)?
-        var modifier: (bytes: [UInt8], id: String)?
-    }
-
-    /// Whether `bytes` are `kept`, byte for byte.
-    static func sameBytes(_ bytes: UnsafeRawBufferPointer, _ kept: [UInt8]?) -> Bool {
-        guard let kept, kept.count == bytes.count else { return false }
-        return kept.withUnsafeBytes { bytes.count == 0 || memcmp($0.baseAddress!, bytes.baseAddress!, bytes.count) == 0 }
-    }
-
-    /// The text of `bytes`, as the kept `String` when it is the same as the last one.
-    static func cachedText(_ bytes: UnsafeRawBufferPointer, in slot: inout (bytes: [UInt8], id: String)?) -> String {
-        if let kept = slot, sameBytes(bytes, kept.bytes) { return kept.id }
-        let text = String(decoding: bytes, as: UTF8.self)
-        slot = (Array(bytes), text)
-        return text
-    }
-
-    /// ``readRows(_:limit:probe:into:)`` for a loop of lookups on one statement: the creator
-    /// cache carries over between calls, and with `keepingBindings` the statement is reset
-    /// without dropping its bindings (the caller binds every parameter again before the next
-    /// call, and calls ``RawStatement/reset()`` once the loop ends).
-    @discardableResult
-    static func readRows(_ statement: RawStatement, limit: Int = .max, probe: Bool = false, keepingBindings: Bool = false,
-                         creators: inout CreatorCache?, into add: (StoredRow) -> Void) throws -> Bool {
-        defer { if keepingBindings { statement.resetKeepingBindings() } else { statement.reset() } }
-        var n = 0
-        while n < limit {
-            guard try statement.step() else { return false }
-            add(StoredRow.read(statement, creatorCache: &creators))
-            n += 1
-        }
-        return probe ? try statement.step() : false
     }
 }

@@ -1,6 +1,5 @@
 import CofferCrypto
 import Foundation
-import GRDB
 
 extension Session {
     /// The zone key of `epoch`: unwrapped with this user's X25519 key when one is wrapped to

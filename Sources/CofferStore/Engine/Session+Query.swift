@@ -1,5 +1,4 @@
 import Foundation
-import GRDB
 
 extension Session {
     func query(_ query: Query, zone zoneID: ZoneID, cursor: QueryCursor?) async throws -> QueryResult {
@@ -12,7 +11,7 @@ extension Session {
         // depends on the field's type, once the query has run (see below).
         let fields = Set(query.predicates.map(\.field) + query.sort.map(\.field))
         let known = store.knownIndexes.withLock { $0 }
-        let allIndexed = fields.allSatisfy { Names.isIdentifier($0) && known.contains(Self.indexName(recordType: query.recordType, field: $0)) }
+        let allIndexed = fields.allSatisfy { Names.isIdentifier($0) && known.contains(SQLiteFieldIndex.name(recordType: query.recordType, field: $0)) }
         if store.isSQLite && !fields.isEmpty && !allIndexed {
             let valid: [(field: String, type: FieldType)]? = try await read { db in
                 let zone = try self.zoneRow(db, zoneID)
@@ -244,11 +243,6 @@ extension Session {
         default:
             throw StoreError(.invalidArguments, "field '\(field)' has type \(type); cannot compare it with a \(value.fieldType)")
         }
-    }
-
-    /// ``comparedValue(_:for:field:)`` as SQLite binds it.
-    static func sqlValue(_ value: RecordValue, for type: FieldType, field: String) throws -> DatabaseValue {
-        try comparedValue(value, for: type, field: field).databaseValue
     }
 
     /// The smallest string above every string that starts with `prefix` (byte order of UTF-8

@@ -1,6 +1,5 @@
 import CofferCrypto
 import Foundation
-import GRDB
 
 extension Session {
     /// The schema of a record type in a zone, from the cache or the database.
@@ -120,56 +119,6 @@ extension Session {
         if case .list(let items) = value, items.isEmpty { return type.isList }
         return value.fieldType == type
     }
-
-    /// The SQL expression that reads a plain field; the same text in indexes and queries.
-    static func fieldExpression(_ field: String) -> String {
-        "json_extract(plain, '$.\(field)')" // field keys are [A-Za-z][A-Za-z0-9_]*: safe inline
-    }
-
-    /// A partial expression index per (record type, plain field), shared by all zones. Its
-    /// last column is the record name, so the rows of one value come out in name order: a
-    /// query on `field = v` (or sorted on the field, ascending) needs no sorting, and returns its
-    /// first row before it has read the others.
-    static func indexSQL(recordType: String, field: String) -> String {
-        "CREATE INDEX IF NOT EXISTS \(indexName(recordType: recordType, field: field)) ON record (zone_id, \(fieldExpression(field)), name) WHERE type = '\(recordType)'"
-    }
-
-    /// Whether `sql` is, word for word, the field index `name` that ``indexSQL(recordType:field:)``
-    /// makes (as SQLite stores it) or its version 1 predecessor: the only schema objects a store
-    /// gains after its migrations.
-    static func isFieldIndex(name: String, sql: String) -> Bool {
-        let shape = /CREATE INDEX (record_field_[0-9a-f]{16}) ON record \(zone_id, json_extract\(plain, '\$\.([A-Za-z][A-Za-z0-9_]*)'\)(, name)?\) WHERE type = '([A-Za-z][A-Za-z0-9_]*)'/
-        guard let match = sql.wholeMatch(of: shape), match.1 == name else { return false }
-        let type = String(match.4), field = String(match.2)
-        guard Names.isIdentifier(type), Names.isIdentifier(field) else { return false }
-        return name == indexName(recordType: type, field: field, version: match.3 == nil ? 1 : 2)
-    }
-
-    /// `record_field_` and 16 hex digits of BLAKE2b over the type and field: unambiguous.
-    static func indexName(recordType: String, field: String) -> String {
-        let key = SchemaFieldKey(recordType: recordType, field: field)
-        if let known = indexNames.withLock({ $0[key] }) { return known }
-        let name = indexName(recordType: recordType, field: field, version: 2)
-        indexNames.withLock { names in
-            if names.count >= 4096 { names.removeAll() } // a bound, for processes that meet many types
-            names[key] = name
-        }
-        return name
-    }
-
-    private struct SchemaFieldKey: Hashable {
-        let recordType: String
-        let field: String
-    }
-
-    /// Index names already computed (each is a BLAKE2b hash, and every query looks them up).
-    private static let indexNames = Locked<[SchemaFieldKey: String]>([:])
-
-    /// Version 1 indexes were (zone_id, expression) and are replaced by version 2 when met.
-    static func indexName(recordType: String, field: String, version: Int) -> String {
-        "record_field_" + Hex.encode(BLAKE2b.hash(Array("coffer.index.v\(version)".utf8) + [0] + Array(recordType.utf8) + [0] + Array(field.utf8),
-                                                  outputByteCount: 16).prefix(8))
-    }
 }
 
 extension Session {
@@ -192,7 +141,7 @@ extension Session {
         // remembers those it has seen by their PostgreSQL names.
         let names = fields.map { item in
             (field: item.field, type: item.type, index: store.isPostgres ? PostgresQueries.indexName(recordType: recordType, field: item.field, type: item.type)
-                                                                         : Self.indexName(recordType: recordType, field: item.field))
+                                                                         : SQLiteFieldIndex.name(recordType: recordType, field: item.field))
         }
         let known = store.knownIndexes.withLock { $0 }
         let missing = names.filter { !known.contains($0.index) }
@@ -203,18 +152,9 @@ extension Session {
         case .snapshot:
             return
         case .sqlite(let pool):
-            let existing = Set(try Store.readNow(pool) { db in
-                try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'index' AND name LIKE 'record_field_%'")
-            })
-            let toCreate = missing.filter { !existing.contains($0.index) }
-            if !toCreate.isEmpty {
-                try await store.sqliteWrite("a query index") { db in
-                    for item in toCreate {
-                        try db.execute(sql: Self.indexSQL(recordType: recordType, field: item.field))
-                        try db.execute(sql: "DROP INDEX IF EXISTS \(Self.indexName(recordType: recordType, field: item.field, version: 1))")
-                    }
-                }
-                store.logger.info("query index created", metadata: ["type": "\(recordType)", "fields": "\(toCreate.map { $0.field })"])
+            let created = try await SQLiteLocalStorage(pool: pool).ensureFieldIndexes(recordType: recordType, fields: missing.map(\.field))
+            if !created.isEmpty {
+                store.logger.info("query index created", metadata: ["type": "\(recordType)", "fields": "\(created)"])
             }
         }
         store.knownIndexes.withLock { set in for item in missing { set.insert(item.index) } }

@@ -1,7 +1,6 @@
 import CofferCrypto
 import CofferVault
 import Foundation
-import GRDB
 
 extension Session {
     func createZone(named name: String) async throws -> Zone {

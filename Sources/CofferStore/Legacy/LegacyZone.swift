@@ -1,7 +1,6 @@
 import CofferCrypto
 import CofferVault
 import Foundation
-import GRDB
 
 /// A zone of the store's earlier format (migrations up to `v5-commit-names`): signed commits
 /// and an owner-signed membership log in tables of their own, a signed share row, participants'
@@ -9,7 +8,10 @@ import GRDB
 /// its owner verifies it here as it stands, exactly as that format's readers did, and then signs
 /// the zone's first log entry over it (`Session.upgradeLegacyZones`).
 struct LegacyZone {
-    let db: GRDB.Database
+    /// The store's transaction, for the cards and schema the checks use.
+    let db: any StorageTransaction
+    /// The zone's rows of the earlier format.
+    let tables: LegacyTables
     let zone: ZoneRow
     let storeID: [UInt8]
     let session: Session
@@ -34,8 +36,8 @@ struct LegacyZone {
     // MARK: - Verify
 
     func verify() throws -> Verified {
-        let row = try Row.fetchOne(db, sql: "SELECT current_epoch, sequence, membership_seq FROM zone WHERE id = ?", arguments: [zone.rowID])!
-        let epoch: Int64 = try row.required(0), membershipSeq: Int64 = try row.required(2)
+        guard let counters = try tables.counters(zoneRowID: zone.rowID) else { throw refuse("its row is gone") }
+        let epoch = counters.epoch, membershipSeq = counters.membershipSeq
         guard epoch >= 1, epoch < Limits.maxLogSequence else { throw refuse("its key epoch is out of range") }
         let share = try loadShare()
         guard share == nil || share!.content.epoch == epoch else { throw refuse("its share is at another key epoch than the zone") }
@@ -47,7 +49,7 @@ struct LegacyZone {
             // Rows alone say nothing of who made a zone: someone who can write the store could
             // have added them. Only a zone its owner signed something of (the share, or a
             // commit) is theirs to sign a log for.
-            let sequence: Int64 = try row.required(1)
+            let sequence = counters.sequence
             guard sequence > 0, sequence < Limits.maxLogSequence else {
                 throw refuse("nothing in it is signed (no share and no commit), so nothing shows it is its owner's")
             }
@@ -70,15 +72,10 @@ struct LegacyZone {
             verified.share = ShareState(shareUID: content.shareUID, title: content.title, publicPermission: content.publicPermission,
                                         linkPublicKey: link, participants: participants)
         }
-        let rows = try Row.fetchAll(db, sql: "SELECT name, type, parent, plain, sealed, epoch, seq, membership_seq, creator_id, created_at, modified_at FROM record WHERE zone_id = ? ORDER BY name",
-                                    arguments: [zone.rowID])
         var schemas = [String: [String: FieldSchema]]()
-        for r in rows {
-            let name: String = try r.required(0), type: String = try r.required(1), parent: String? = try r.optional(2)
-            let plain: String = try r.required(3), sealed: Data? = try r.optional(4)
-            let rEpoch: Int64 = try r.required(5), seq: Int64 = try r.required(6), rMembership: Int64 = try r.required(7)
-            let creator: String = try r.required(8)
-            let created: Double = try r.required(9), modified: Double = try r.required(10)
+        for r in try tables.records(zoneRowID: zone.rowID) {
+            let name = r.name, type = r.type, parent = r.parent, plain = r.plain, sealed = r.sealed
+            let rEpoch = r.epoch, seq = r.seq, rMembership = r.membershipSeq, creator = r.creatorID, created = r.created, modified = r.modified
             if commits[seq] == nil {
                 commits[seq] = try commit(seq, membershipSeq: membershipSeq, memberships: &memberships)
             }
@@ -121,17 +118,15 @@ struct LegacyZone {
     func key(epoch: Int64, share: LegacyShare?, current: (Int64, SymmetricKey)? = nil) throws -> SymmetricKey {
         if let current, current.0 == epoch { return current.1 }
         let key: SymmetricKey
-        if let wrapped = try Data.fetchOne(db, sql: "SELECT wrapped_key FROM zone_key WHERE zone_id = ? AND epoch = ? AND member_id = ?",
-                                           arguments: [zone.rowID, epoch, session.userID]) {
-            guard let opened = try? Session.unwrapZoneKey(Array(wrapped), zoneUID: zone.uid, epoch: epoch, with: session.vault.boxKey) else {
+        if let wrapped = try db.wrappedKey(zoneRowID: zone.rowID, epoch: epoch, memberID: session.userID) {
+            guard let opened = try? Session.unwrapZoneKey(wrapped, zoneUID: zone.uid, epoch: epoch, with: session.vault.boxKey) else {
                 throw refuse("the key of epoch \(epoch) wrapped to its owner does not open")
             }
             key = opened
         } else if let current, epoch < current.0,
-                  let sealed = try Data.fetchOne(db, sql: "SELECT sealed_key FROM zone_key_chain WHERE zone_id = ? AND epoch = ?",
-                                                 arguments: [zone.rowID, epoch]) {
+                  let sealed = try db.chainedKey(zoneRowID: zone.rowID, epoch: epoch) {
             let newer = try self.key(epoch: epoch + 1, share: share, current: current)
-            guard let envelope = try? Envelope(bytes: Array(sealed)), Int64(envelope.keyID) == epoch + 1,
+            guard let envelope = try? Envelope(bytes: sealed), Int64(envelope.keyID) == epoch + 1,
                   let opened = try? envelope.openSecret(using: newer, authenticating: Session.chainAD(zoneUID: zone.uid, epoch: epoch)),
                   let chained = try? SymmetricKey(bytes: opened) else {
                 throw refuse("its key chain is damaged at epoch \(epoch)")
@@ -150,15 +145,9 @@ struct LegacyZone {
 
     func commit(_ seq: Int64, membershipSeq zoneMembership: Int64,
                 memberships: inout [Int64: LegacyMembership]) throws -> (author: String, time: Double, entries: Set<[UInt8]>) {
-        guard let row = try Row.fetchOne(db, sql: "SELECT * FROM zone_commit WHERE zone_id = ? AND seq = ?", arguments: [zone.rowID, seq]) else {
-            throw refuse("commit \(seq) is missing")
-        }
-        let author: String = try row.required("author_id"), label: String? = try row.optional("author_label")
-        let membershipSeq: Int64 = try row.required("membership_seq"), epoch: Int64 = try row.required("epoch")
-        let time: Double = try row.required("committed_at")
-        let prev = Array(try row.required("prev_hash") as Data), entries = Array(try row.required("entries") as Data)
-        let signature = Array(try row.required("signature") as Data)
-        let names = (try row.optional("names") as Data?).map(Array.init)
+        guard let row = try tables.commit(zoneRowID: zone.rowID, seq: seq) else { throw refuse("commit \(seq) is missing") }
+        let author = row.authorID, label = row.authorLabel, membershipSeq = row.membershipSeq, epoch = row.epoch, time = row.time
+        let prev = row.prevHash, entries = row.entries, signature = row.signature, names = row.names
         guard entries.count % 32 == 0 else { throw refuse("commit \(seq) is damaged") }
         let bytes = Self.commitBytes(zoneUID: zone.uid, seq: seq, membershipSeq: membershipSeq, epoch: epoch, authorID: author, authorLabel: label,
                                      time: time, prevHash: prev, entries: entries, names: names)
@@ -188,9 +177,7 @@ struct LegacyZone {
 
     func membership(_ seq: Int64, cache: inout [Int64: LegacyMembership]) throws -> LegacyMembership {
         if let known = cache[seq] { return known }
-        guard let row = try Row.fetchOne(db, sql: "SELECT content, signature FROM membership_log WHERE zone_id = ? AND seq = ?",
-                                         arguments: [zone.rowID, seq]) else { throw refuse("membership \(seq) is missing") }
-        let content = Array(try row.required(0) as Data), signature = Array(try row.required(1) as Data)
+        guard let (content, signature) = try tables.membership(zoneRowID: zone.rowID, seq: seq) else { throw refuse("membership \(seq) is missing") }
         guard try session.signingKey(db, of: zone.id.ownerID).isValidSignature(signature, for: content),
               let entry = Self.decodeMembership(content, zoneUID: zone.uid, seq: seq) else {
             throw refuse("membership \(seq) fails its owner's signature")
@@ -247,28 +234,24 @@ struct LegacyZone {
 
     /// The share row, its participants and their wrapped keys, with the owner's signature checked.
     func loadShare() throws -> (content: LegacyShare, signature: [UInt8])? {
-        guard let row = try Row.fetchOne(db, sql: "SELECT * FROM share WHERE zone_id = ?", arguments: [zone.rowID]) else { return nil }
-        guard let permission = SharePermission(rawValue: try row.required("public_permission")) else { throw refuse("its share is damaged") }
-        let epoch: Int64 = try row.required("epoch")
+        guard let row = try tables.share(zoneRowID: zone.rowID) else { return nil }
+        guard let permission = SharePermission(rawValue: row.publicPermission) else { throw refuse("its share is damaged") }
+        let epoch = row.epoch
         var entries = [LegacyShare.Entry]()
-        for p in try Row.fetchAll(db, sql: "SELECT * FROM share_participant WHERE zone_id = ? ORDER BY user_id", arguments: [zone.rowID]) {
-            let userID: String = try p.required("user_id")
-            guard let role = Share.Participant.Role(rawValue: try p.required("role")), role != .owner,
-                  let perm = SharePermission(rawValue: try p.required("permission")), perm != .none,
-                  let status = Share.Participant.Status(rawValue: try p.required("status")), status != .accepted else {
+        for p in try tables.participants(zoneRowID: zone.rowID) {
+            guard let role = Share.Participant.Role(rawValue: p.role), role != .owner,
+                  let perm = SharePermission(rawValue: p.permission), perm != .none,
+                  let status = Share.Participant.Status(rawValue: p.status), status != .accepted else {
                 throw refuse("its share is damaged")
             }
-            let wrapped = try Data.fetchOne(db, sql: "SELECT wrapped_key FROM zone_key WHERE zone_id = ? AND epoch = ? AND member_id = ?",
-                                            arguments: [zone.rowID, epoch, userID])
-            entries.append(.init(userID: userID, role: role, permission: perm, status: status,
-                                 wrappedKey: status == .removed || role == .publicUser ? [] : Array(wrapped ?? Data())))
+            let wrapped = try db.wrappedKey(zoneRowID: zone.rowID, epoch: epoch, memberID: p.userID)
+            entries.append(.init(userID: p.userID, role: role, permission: perm, status: status,
+                                 wrappedKey: status == .removed || role == .publicUser ? [] : wrapped ?? []))
         }
-        let content = LegacyShare(shareUID: Array(try row.required("share_uid") as Data), title: try row.required("title"), publicPermission: permission,
-                                  version: try row.required("version"), epoch: epoch, keyCommitment: Array(try row.required("key_commitment") as Data),
-                                  linkSealedKey: (try row.optional("link_sealed_key") as Data?).map(Array.init),
-                                  linkSecretSealed: (try row.optional("link_secret_sealed") as Data?).map(Array.init),
-                                  entries: entries, created: try row.required("created_at"), modified: try row.required("modified_at"))
-        let signature = Array(try row.required("signature") as Data)
+        let content = LegacyShare(shareUID: row.shareUID, title: row.title, publicPermission: permission, version: row.version, epoch: epoch,
+                                  keyCommitment: row.keyCommitment, linkSealedKey: row.linkSealedKey, linkSecretSealed: row.linkSecretSealed,
+                                  entries: entries, created: row.created, modified: row.modified)
+        let signature = row.signature
         guard try session.signingKey(db, of: zone.id.ownerID).isValidSignature(signature, for: shareBytes(content)) else {
             throw refuse("its share fails its owner's signature")
         }

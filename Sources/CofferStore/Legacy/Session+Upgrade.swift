@@ -1,7 +1,6 @@
 import CofferCrypto
 import CofferVault
 import Foundation
-import GRDB
 
 extension Session {
     /// Upgrades the zones of the store's earlier format that this user owns. Each is verified as
@@ -19,9 +18,7 @@ extension Session {
     /// upgraded.
     func upgradeLegacyZones() throws {
         let me = userID
-        let legacy = try readBlocking { db in
-            try Row.fetchAll(db, sql: "SELECT * FROM zone WHERE owner_id = ? AND log_format = 0 ORDER BY id", arguments: [me]).map(ZoneRow.init)
-        }
+        let legacy = try store.readLegacyBlocking { tables in try tables.zones(ownedBy: me) }
         for zone in legacy {
             do {
                 try upgrade(zone)
@@ -34,10 +31,9 @@ extension Session {
     }
 
     private func upgrade(_ listed: ZoneRow) throws {
-        try store.writeBlocking { db in
+        try store.writeLegacyBlocking { db, tables in
             // Another process may have upgraded it since.
-            guard let row = try Row.fetchOne(db, sql: "SELECT * FROM zone WHERE id = ?", arguments: [listed.rowID]) else { return }
-            let zone = try ZoneRow(row: row)
+            guard let zone = try tables.zone(rowID: listed.rowID) else { return }
             guard zone.uid == listed.uid, zone.logFormat == 0, try db.logHead(zoneRowID: zone.rowID) == nil else { return }
             // A zone this user already saw with a log cannot turn back into the earlier format:
             // someone put old rows back, and upgrading them again would sign a rollback.
@@ -47,17 +43,16 @@ extension Session {
             guard zone.sequence >= 0, zone.sequence < Limits.maxLogSequence else {
                 throw StoreError(.integrityFailure, "zone '\(zone.id.name)' cannot be upgraded: its sequence is out of range; the store was changed")
             }
-            let verified = try LegacyZone(db: db, zone: zone, storeID: self.store.storeID, session: self).verify()
+            let verified = try LegacyZone(db: db, tables: tables, zone: zone, storeID: self.store.storeID, session: self).verify()
             let seq = zone.sequence + 1
             let epoch = verified.epoch + 1, key = SymmetricKey()
-            try db.execute(sql: "DELETE FROM zone_key WHERE zone_id = ?", arguments: [zone.rowID])
+            try db.deleteWrappedKeys(zoneRowID: zone.rowID, memberID: nil)
             for member in Set([zone.id.ownerID] + (verified.share?.activeNamed ?? [])).sorted() {
                 let contact = try self.store.contactRow(db, userID: member)
-                try db.execute(sql: "INSERT INTO zone_key (zone_id, epoch, member_id, wrapped_key) VALUES (?, ?, ?, ?)",
-                               arguments: [zone.rowID, epoch, member,
-                                           Data(Self.wrapZoneKey(key, zoneUID: zone.uid, epoch: epoch, to: contact.identity.boxKey))])
+                try db.insertWrappedKey(zoneRowID: zone.rowID, epoch: epoch, memberID: member,
+                                        wrapped: Self.wrapZoneKey(key, zoneUID: zone.uid, epoch: epoch, to: contact.identity.boxKey))
             }
-            try db.execute(sql: "UPDATE zone SET current_epoch = ? WHERE id = ?", arguments: [epoch, zone.rowID])
+            try db.noteZoneEpoch(zoneRowID: zone.rowID, epoch: epoch)
             var commit = CommitBuilder(zoneUID: zone.uid, seq: seq)
             try self.writeVersions(db, zone: zone, records: verified.records, seq: seq, epoch: epoch, ownerSeq: seq, key: key, into: &commit)
             if let share = verified.share, let secret = verified.linkSecret {
@@ -70,22 +65,17 @@ extension Session {
                                          records: commit.summary)
             let log = try self.writeGenesis(db, zone: zone, seq: seq, payload: genesis, time: Date().timeIntervalSince1970,
                                             entries: commit.entries, names: commit.names)
-            // Every record is now under the new key: the rows of the earlier format go.
-            for table in ["zone_commit", "membership_log", "share", "share_participant", "share_acceptance", "zone_key_chain"] {
-                try db.execute(sql: "DELETE FROM \(table) WHERE zone_id = ?", arguments: [zone.rowID])
-            }
-            // The earlier format's deletions are not in the log: change tokens from before the
-            // upgrade expire (their holders fetch the zone afresh, as after a compaction).
-            try db.execute(sql: "DELETE FROM record_tombstone WHERE zone_id = ?", arguments: [zone.rowID])
-            try db.execute(sql: "UPDATE zone SET compacted_seq = ? WHERE id = ?", arguments: [zone.sequence, zone.rowID])
+            // Every record is now under the new key: the rows of the earlier format go. Its
+            // deletions are not in the log: change tokens from before the upgrade expire (their
+            // holders fetch the zone afresh, as after a compaction).
+            try tables.dropEarlierRows(zoneRowID: zone.rowID, compactedThrough: zone.sequence, shareUID: verified.share?.shareUID)
             try Self.recordMembers(db, zone: zone, state: log.state)
-            try db.execute(sql: "UPDATE zone SET share_uid = ? WHERE id = ?", arguments: [verified.share.map { Data($0.shareUID) }, zone.rowID])
             try db.touchZone(zoneRowID: zone.rowID)
             let rowID = zone.rowID
-            db.afterNextTransaction(onCommit: { [self] _ in
+            db.afterTransaction(onCommit: { [self] in
                 self.zoneKeys.withLock { $0[rowID] = [epoch: key] }
                 self.forgetRowContexts(zoneRowID: rowID)
-            })
+            }, onRollback: {})
         }
     }
 }

@@ -1,38 +1,37 @@
 import CofferCrypto
 import Foundation
-import GRDB
 
 /// The records part of a log entry being written: the version hash of every record saved and
 /// the deletion hash of every record deleted, and the name of each (see ``RecordsSummary``).
 /// ``write(_:session:zone:log:kind:label:time:)`` signs it as the zone's next log entry.
-struct CommitBuilder {
-    let zoneUID: [UInt8]
-    let seq: Int64
-    private(set) var entries = [UInt8]()
+package struct CommitBuilder {
+    package let zoneUID: [UInt8]
+    package let seq: Int64
+    package private(set) var entries = [UInt8]()
     /// Per entry, in order: `0` a saved version or `1` a deletion, the name's length, its bytes.
-    private(set) var names = [UInt8]()
+    package private(set) var names = [UInt8]()
 
     /// `capacity`: the number of entries expected (the lists grow past it if need be).
-    init(zoneUID: [UInt8], seq: Int64, capacity: Int = 64) {
+    package init(zoneUID: [UInt8], seq: Int64, capacity: Int = 64) {
         self.zoneUID = zoneUID
         self.seq = seq
         entries.reserveCapacity(32 * capacity)
         names.reserveCapacity(16 * capacity)
     }
 
-    var isEmpty: Bool { entries.isEmpty }
+    package var isEmpty: Bool { entries.isEmpty }
 
-    mutating func addRecord(_ hash: [UInt8], name: String) {
+    package mutating func addRecord(_ hash: [UInt8], name: String) {
         entries += hash
         addName(name, deleted: false)
     }
 
-    mutating func addRecord(_ digest: Digest32, name: String) {
+    package mutating func addRecord(_ digest: Digest32, name: String) {
         withUnsafeBytes(of: digest) { entries.append(contentsOf: $0) }
         addName(name, deleted: false)
     }
 
-    mutating func addDeletion(name: String) {
+    package mutating func addDeletion(name: String) {
         entries += Self.deletionHash(zoneUID: zoneUID, name: name, seq: seq)
         addName(name, deleted: true)
     }
@@ -44,7 +43,7 @@ struct CommitBuilder {
         names.append(contentsOf: name.utf8)
     }
 
-    var summary: RecordsSummary { RecordsSummary(entries: entries, names: names) }
+    package var summary: RecordsSummary { RecordsSummary(entries: entries, names: names) }
 
     /// Signs the records as the zone's next log entry (a commit, or the owner's rewrite) at
     /// `log`'s head, which must be at `seq - 1`.
@@ -57,7 +56,7 @@ struct CommitBuilder {
 
     /// The entries' names, in entry order, or nil when `names` is not
     /// exactly one well-formed name per entry (the commit is then damaged).
-    static func parseNames(_ names: [UInt8], entries: Int) -> [(name: String, deleted: Bool)]? {
+    package static func parseNames(_ names: [UInt8], entries: Int) -> [(name: String, deleted: Bool)]? {
         var out = [(name: String, deleted: Bool)](), i = 0
         out.reserveCapacity(entries)
         while i < names.count {
@@ -71,7 +70,7 @@ struct CommitBuilder {
         return out.count == entries ? out : nil
     }
 
-    static func deletionHash(zoneUID: [UInt8], name: String, seq: Int64) -> [UInt8] {
+    package static func deletionHash(zoneUID: [UInt8], name: String, seq: Int64) -> [UInt8] {
         BLAKE2b.hash(Array("coffer.record-deletion.v1".utf8) + zoneUID + BigEndian.bytes(UInt32(name.utf8.count)) + Array(name.utf8)
                      + BigEndian.bytes(Int64(seq)))
     }
@@ -81,23 +80,23 @@ struct CommitBuilder {
 /// of them, read from its stored bytes the one way every verifier reads it: a client before it
 /// believes a row (``Session/verifiedCommit(_:zone:seq:log:cached:)``), a server before it takes
 /// a batch's rows, deletions and deleted marks (``SignedRecords``).
-struct RecordEntry: Sendable {
-    let epoch: Int64
+package struct RecordEntry: Sendable {
+    package let epoch: Int64
     /// The owner's genesis or membership entry in force at this entry.
-    let ownerSeq: Int64
-    let label: String?
+    package let ownerSeq: Int64
+    package let label: String?
     /// The 32-byte version hashes (a deletion's is its deletion hash), as stored and signed.
-    let entries: [UInt8]
+    package let entries: [UInt8]
     /// Each record's name, saved or deleted (see ``CommitBuilder/parseNames(_:entries:)``), as stored and signed.
-    let names: [UInt8]
+    package let names: [UInt8]
     /// How many records it names.
-    let count: Int
+    package let count: Int
 
     /// Why stored bytes are not a record entry's.
-    enum Damage: Error {
+    package enum Damage: Error {
         case malformed, writesNoRecords, unsignedLists
 
-        var reason: String {
+        package var reason: String {
             switch self {
             case .malformed: "is malformed"
             case .writesNoRecords: "writes no records"
@@ -106,11 +105,11 @@ struct RecordEntry: Sendable {
         }
     }
 
-    static func writesRecords(_ kind: LogEntry.Kind) -> Bool { kind == .commit || kind == .rewrite || kind == .genesis }
+    package static func writesRecords(_ kind: LogEntry.Kind) -> Bool { kind == .commit || kind == .rewrite || kind == .genesis }
 
     /// - Throws: ``Damage`` for an entry of another kind, a payload that does not decode, or
     ///   stored lists that are not the ones the entry's body signs.
-    init(_ entry: LogEntry, _ stored: StoredLogEntry) throws(Damage) {
+    package init(_ entry: LogEntry, _ stored: StoredLogEntry) throws(Damage) {
         let records: RecordsSummary
         switch entry.kind {
         case .commit, .rewrite:
@@ -132,17 +131,17 @@ struct RecordEntry: Sendable {
 /// What an entry that writes records signs of them, as a server checks a batch against it: its
 /// list of version hashes, and the names it saves and deletes. A server takes a row, a deletion
 /// or a deleted mark only when such an entry names it.
-struct SignedRecords: Sendable {
+package struct SignedRecords: Sendable {
     /// The 32-byte version hashes (a deletion's is its deletion hash).
-    let entries: [UInt8]
-    let saved: Set<String>
-    let deleted: Set<String>
+    package let entries: [UInt8]
+    package let saved: Set<String>
+    package let deleted: Set<String>
 
-    static func writesRecords(_ kind: LogEntry.Kind) -> Bool { RecordEntry.writesRecords(kind) }
+    package static func writesRecords(_ kind: LogEntry.Kind) -> Bool { RecordEntry.writesRecords(kind) }
 
     /// nil for an entry that writes no records, or whose stored lists are not the ones its body
     /// signs or are damaged (what a client refuses).
-    init?(_ entry: LogEntry, _ stored: StoredLogEntry) {
+    package init?(_ entry: LogEntry, _ stored: StoredLogEntry) {
         guard let records = try? RecordEntry(entry, stored), let named = CommitBuilder.parseNames(records.names, entries: records.count) else { return nil }
         entries = records.entries
         var saved = Set<String>(), deleted = Set<String>()
@@ -154,7 +153,7 @@ struct SignedRecords: Sendable {
     }
 
     /// Whether the list of version hashes holds `digest`.
-    func lists(_ digest: Digest32) -> Bool {
+    package func lists(_ digest: Digest32) -> Bool {
         guard entries.count % 32 == 0 else { return false }
         let bytes = digest.bytes
         return stride(from: 0, to: entries.count, by: 32).contains { entries[$0..<$0 + 32].elementsEqual(bytes) }

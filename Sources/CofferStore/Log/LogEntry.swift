@@ -18,8 +18,8 @@ import Foundation
 ///
 /// The entry's hash, which the next entry names, is BLAKE2b-256 of the body and the signature.
 /// A decoder refuses any other layout, an unknown kind or trailing bytes.
-struct LogEntry: Sendable {
-    enum Kind: UInt8, Sendable, CustomStringConvertible {
+package struct LogEntry: Sendable {
+    package enum Kind: UInt8, Sendable, CustomStringConvertible {
         /// The zone's first entry, by its owner: the zone's uid, name and owner, its first state.
         case genesis = 1
         /// A new state of members, permissions and key epoch, by the owner.
@@ -34,7 +34,7 @@ struct LogEntry: Sendable {
         /// keeps it, with the genesis, after the zone's rows, keys and other entries are gone.
         case deletion = 6
 
-        var description: String {
+        package var description: String {
             switch self {
             case .genesis: return "genesis"
             case .membership: return "membership"
@@ -46,18 +46,18 @@ struct LogEntry: Sendable {
         }
     }
 
-    static let domain = Array("coffer.log.v1".utf8) + [0]
+    package static let domain = Array("coffer.log.v1".utf8) + [0]
 
-    let zoneUID: [UInt8]
-    let seq: Int64
-    let prev: Digest32
-    let kind: Kind
-    let authorID: String
-    let time: Double
-    let payload: [UInt8]
+    package let zoneUID: [UInt8]
+    package let seq: Int64
+    package let prev: Digest32
+    package let kind: Kind
+    package let authorID: String
+    package let time: Double
+    package let payload: [UInt8]
 
     /// The canonical bytes the author signs.
-    var body: [UInt8] {
+    package var body: [UInt8] {
         var w = ByteWriter()
         w.append(Self.domain)
         w.append(zoneUID)
@@ -72,7 +72,7 @@ struct LogEntry: Sendable {
     }
 
     /// Parses a body; nil for anything that is not exactly one well-formed entry.
-    static func decode(_ body: [UInt8]) -> LogEntry? {
+    package static func decode(_ body: [UInt8]) -> LogEntry? {
         body.withUnsafeBytes { raw in
             var r = RawReader(raw, what: "log entry")
             do {
@@ -96,7 +96,7 @@ struct LogEntry: Sendable {
     }
 
     /// BLAKE2b-256 of a body and its signature: what the next entry names.
-    static func hash(body: [UInt8], signature: [UInt8]) -> Digest32 {
+    package static func hash(body: [UInt8], signature: [UInt8]) -> Digest32 {
         body.withUnsafeBytes { b in
             signature.withUnsafeBytes { s in
                 var digest = Digest32.zero
@@ -109,22 +109,30 @@ struct LogEntry: Sendable {
 
 /// A log entry as stored: its body and signature, and for record entries the lists the body
 /// names by hash.
-struct StoredLogEntry: Sendable {
-    let seq: Int64
-    let body: [UInt8]
-    let signature: [UInt8]
+package struct StoredLogEntry: Sendable {
+    package let seq: Int64
+    package let body: [UInt8]
+    package let signature: [UInt8]
     /// The 32-byte version hashes of a commit, rewrite or migrated genesis.
-    let entries: [UInt8]?
+    package let entries: [UInt8]?
     /// Per entry: `0` saved or `1` deleted, the name's length in one byte, the name.
-    let names: [UInt8]?
+    package let names: [UInt8]?
 
-    var hash: Digest32 { LogEntry.hash(body: body, signature: signature) }
+    package var hash: Digest32 { LogEntry.hash(body: body, signature: signature) }
+
+    package init(seq: Int64, body: [UInt8], signature: [UInt8], entries: [UInt8]?, names: [UInt8]?) {
+        self.seq = seq
+        self.body = body
+        self.signature = signature
+        self.entries = entries
+        self.names = names
+    }
 }
 
 /// The one check of a log entry's signature, made by clients verifying a zone's log and by a
 /// server checking a batch and its stored logs: Ed25519 by the author's key over the body.
-enum LogEntrySignature {
-    static func verify(stored: StoredLogEntry, key: Ed25519.PublicKey) -> Bool {
+package enum LogEntrySignature {
+    package static func verify(stored: StoredLogEntry, key: Ed25519.PublicKey) -> Bool {
         key.isValidSignature(stored.signature, for: stored.body)
     }
 }
@@ -137,7 +145,7 @@ extension StoredLogEntry {
     /// say, applied next.
     /// - Parameter describe: how a refusal names the author.
     /// - Throws: ``ZoneState/Refusal`` naming the position and why; an error of `key`.
-    func checked(key: ((String) throws -> Ed25519.PublicKey?)?, describe: (String) -> String = { $0 }) throws -> LogEntry {
+    package func checked(key: ((String) throws -> Ed25519.PublicKey?)?, describe: (String) -> String = { $0 }) throws -> LogEntry {
         guard let entry = LogEntry.decode(body), entry.seq == seq else {
             throw ZoneState.Refusal(seq: seq, reason: seq == 1 ? "the first entry is malformed" : "the entry is malformed")
         }
@@ -153,55 +161,55 @@ extension StoredLogEntry {
 }
 
 /// User ids: 32 lowercase hexadecimal characters (BLAKE2b-128 of a signing key).
-enum UserIDs {
-    static func isValid(_ id: String) -> Bool {
+package enum UserIDs {
+    package static func isValid(_ id: String) -> Bool {
         id.utf8.count == 32 && id.utf8.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) }
     }
 }
 
 /// Big-endian, length-prefixed writes for canonical encodings.
-struct ByteWriter {
-    var bytes = [UInt8]()
+package struct ByteWriter {
+    package var bytes = [UInt8]()
 
-    mutating func append(_ b: [UInt8]) { bytes += b }
-    mutating func u8(_ v: UInt8) { bytes.append(v) }
-    mutating func u16(_ v: Int) { bytes += BigEndian.bytes(UInt16(truncatingIfNeeded: v)) }
-    mutating func u32(_ v: Int) { bytes += BigEndian.bytes(UInt32(truncatingIfNeeded: v)) }
-    mutating func u64(_ v: UInt64) { bytes += BigEndian.bytes(v) }
-    mutating func i64(_ v: Int64) { u64(UInt64(bitPattern: v)) }
+    package mutating func append(_ b: [UInt8]) { bytes += b }
+    package mutating func u8(_ v: UInt8) { bytes.append(v) }
+    package mutating func u16(_ v: Int) { bytes += BigEndian.bytes(UInt16(truncatingIfNeeded: v)) }
+    package mutating func u32(_ v: Int) { bytes += BigEndian.bytes(UInt32(truncatingIfNeeded: v)) }
+    package mutating func u64(_ v: UInt64) { bytes += BigEndian.bytes(v) }
+    package mutating func i64(_ v: Int64) { u64(UInt64(bitPattern: v)) }
     /// Text of at most 255 bytes, after its length in one byte.
-    mutating func short(_ s: String) {
+    package mutating func short(_ s: String) {
         precondition(s.utf8.count <= 255, "short texts are at most 255 bytes")
         u8(UInt8(s.utf8.count))
         bytes += Array(s.utf8)
     }
     /// Text after its length in four bytes.
-    mutating func long(_ s: String) {
+    package mutating func long(_ s: String) {
         u32(s.utf8.count)
         bytes += Array(s.utf8)
     }
-    mutating func optionalBytes(_ b: [UInt8]?) {
+    package mutating func optionalBytes(_ b: [UInt8]?) {
         if let b { u8(1); append(b) } else { u8(0) }
     }
 }
 
 extension RawReader {
     /// Text after its length in one byte.
-    mutating func short() throws -> String { try utf8(count: Int(try u8())) }
+    package mutating func short() throws -> String { try utf8(count: Int(try u8())) }
     /// Text after its length in four bytes.
-    mutating func long(max: Int) throws -> String {
+    package mutating func long(max: Int) throws -> String {
         let n = Int(try u32())
         guard n <= max else { throw fail("text too long") }
         return try utf8(count: n)
     }
-    mutating func bytes(_ n: Int) throws -> [UInt8] { Array(try take(n)) }
+    package mutating func bytes(_ n: Int) throws -> [UInt8] { Array(try take(n)) }
     /// `0`, or `1` and `n` bytes.
-    mutating func optionalBytes(_ n: Int) throws -> [UInt8]? {
+    package mutating func optionalBytes(_ n: Int) throws -> [UInt8]? {
         switch try u8() {
         case 0: return nil
         case 1: return try bytes(n)
         default: throw fail("bad flag")
         }
     }
-    mutating func i64() throws -> Int64 { Int64(bitPattern: try u64()) }
+    package mutating func i64() throws -> Int64 { Int64(bitPattern: try u64()) }
 }

@@ -5,23 +5,23 @@ import Foundation
 /// The share as its owner states it in a genesis or membership entry. Participants are those
 /// named by the owner: invited by name (pending until their own acceptance entry), or removed
 /// (named participants and link joiners the owner took out).
-struct ShareState: Sendable, Equatable {
-    struct Participant: Sendable, Equatable {
-        let role: Share.Participant.Role
-        let permission: SharePermission
+package struct ShareState: Sendable, Equatable {
+    package struct Participant: Sendable, Equatable {
+        package let role: Share.Participant.Role
+        package let permission: SharePermission
         /// `.pending` (named, not removed) or `.removed`.
-        let status: Share.Participant.Status
+        package let status: Share.Participant.Status
     }
 
-    let shareUID: [UInt8]
-    var title: String
-    var publicPermission: SharePermission
+    package let shareUID: [UInt8]
+    package var title: String
+    package var publicPermission: SharePermission
     /// The public half of the Ed25519 key derived from the link secret, while the public
     /// permission is not none: link joiners prove they hold the secret by signing with it.
-    var linkPublicKey: [UInt8]?
-    var participants: [String: Participant]
+    package var linkPublicKey: [UInt8]?
+    package var participants: [String: Participant]
 
-    var activeNamed: [String] {
+    package var activeNamed: [String] {
         participants.filter { $0.value.role == .privateUser && $0.value.status != .removed }.map(\.key).sorted()
     }
 }
@@ -39,12 +39,12 @@ struct ShareState: Sendable, Equatable {
 /// | 1 | public permission (0 none, 1 read-only, 2 read-write) |
 /// | 1 (+ 32) | `1` and the link public key, or `0` |
 /// | 2 + … | participants, sorted by user id: id (1 + 32), role (1 named, 2 link), permission (1, 2), status (0 pending, 2 removed) |
-struct StatePayload: Sendable, Equatable {
-    var epoch: Int64
-    var newCommitments: [Int64: [UInt8]]
-    var share: ShareState?
+package struct StatePayload: Sendable, Equatable {
+    package var epoch: Int64
+    package var newCommitments: [Int64: [UInt8]]
+    package var share: ShareState?
 
-    func encode(into w: inout ByteWriter) {
+    package func encode(into w: inout ByteWriter) {
         w.i64(epoch)
         w.u16(newCommitments.count)
         for (epoch, commitment) in newCommitments.sorted(by: { $0.key < $1.key }) {
@@ -115,12 +115,12 @@ struct StatePayload: Sendable, Equatable {
 /// | 1 + n | zone name |
 /// | … | the first state (``StatePayload``); every named participant is pending (a participant of a zone upgraded from a store without a log accepts again) |
 /// | 68 | the records a zone upgraded from a store without a log holds (``RecordsSummary``; none for a new zone) |
-struct GenesisPayload: Sendable {
-    let zoneName: String
-    let state: StatePayload
-    let records: RecordsSummary
+package struct GenesisPayload: Sendable {
+    package let zoneName: String
+    package let state: StatePayload
+    package let records: RecordsSummary
 
-    var encoded: [UInt8] {
+    package var encoded: [UInt8] {
         var w = ByteWriter()
         w.short(zoneName)
         state.encode(into: &w)
@@ -128,7 +128,7 @@ struct GenesisPayload: Sendable {
         return w.bytes
     }
 
-    static func decode(_ payload: [UInt8]) -> GenesisPayload? {
+    package static func decode(_ payload: [UInt8]) -> GenesisPayload? {
         payload.withUnsafeBytes { raw in
             var r = RawReader(raw, what: "genesis entry")
             do {
@@ -153,26 +153,26 @@ struct GenesisPayload: Sendable {
 /// | 4 | number of version hashes |
 /// | 32 | BLAKE2b-256 of the version hashes (32 bytes each, in order) |
 /// | 32 | BLAKE2b-256 of the names (per entry: `0` saved or `1` deleted, length (1), name) |
-struct RecordsSummary: Sendable, Equatable {
-    let count: Int
-    let entriesHash: [UInt8]
-    let namesHash: [UInt8]
+package struct RecordsSummary: Sendable, Equatable {
+    package let count: Int
+    package let entriesHash: [UInt8]
+    package let namesHash: [UInt8]
 
-    static let empty = RecordsSummary(entries: [], names: [])
+    package static let empty = RecordsSummary(entries: [], names: [])
 
-    init(entries: [UInt8], names: [UInt8]) {
+    package init(entries: [UInt8], names: [UInt8]) {
         count = entries.count / 32
         entriesHash = BLAKE2b.hash(entries)
         namesHash = BLAKE2b.hash(names)
     }
 
-    init(count: Int, entriesHash: [UInt8], namesHash: [UInt8]) {
+    package init(count: Int, entriesHash: [UInt8], namesHash: [UInt8]) {
         self.count = count
         self.entriesHash = entriesHash
         self.namesHash = namesHash
     }
 
-    func encode(into w: inout ByteWriter) {
+    package func encode(into w: inout ByteWriter) {
         w.u32(count)
         w.append(entriesHash)
         w.append(namesHash)
@@ -183,7 +183,7 @@ struct RecordsSummary: Sendable, Equatable {
     }
 
     /// Whether stored lists are the ones this summary names.
-    func matches(entries: [UInt8]?, names: [UInt8]?) -> Bool {
+    package func matches(entries: [UInt8]?, names: [UInt8]?) -> Bool {
         let entries = entries ?? [], names = names ?? []
         return entries.count == count * 32 && BLAKE2b.hash(entries) == entriesHash && BLAKE2b.hash(names) == namesHash
     }
@@ -197,13 +197,13 @@ struct RecordsSummary: Sendable, Equatable {
 /// | 8 | sequence of the owner's latest genesis or membership entry before this one |
 /// | 1 (+ 2 + n) | `1` and the transaction author label (UTF-8, at most 255 bytes), or `0` |
 /// | 68 | ``RecordsSummary`` |
-struct RecordsPayload: Sendable {
-    let epoch: Int64
-    let ownerSeq: Int64
-    let label: String?
-    let records: RecordsSummary
+package struct RecordsPayload: Sendable {
+    package let epoch: Int64
+    package let ownerSeq: Int64
+    package let label: String?
+    package let records: RecordsSummary
 
-    var encoded: [UInt8] {
+    package var encoded: [UInt8] {
         var w = ByteWriter()
         w.i64(epoch)
         w.i64(ownerSeq)
@@ -218,7 +218,7 @@ struct RecordsPayload: Sendable {
         return w.bytes
     }
 
-    static func decode(_ payload: [UInt8]) -> RecordsPayload? {
+    package static func decode(_ payload: [UInt8]) -> RecordsPayload? {
         payload.withUnsafeBytes { raw in
             var r = RawReader(raw, what: "commit")
             do {
@@ -255,17 +255,17 @@ struct RecordsPayload: Sendable {
 /// | 1 | role: 1 named participant, 2 link joiner |
 /// | 1 | state: 1 accepted, 2 left |
 /// | 1 (+ 64) | for a link joiner who accepts: `1` and the link proof, an Ed25519 signature by the link key over `"coffer.link-proof.v2\0"` ‖ zone uid ‖ share uid ‖ user id; else `0` |
-struct AcceptancePayload: Sendable {
-    enum State: UInt8, Sendable { case accepted = 1, left = 2 }
+package struct AcceptancePayload: Sendable {
+    package enum State: UInt8, Sendable { case accepted = 1, left = 2 }
 
-    let shareUID: [UInt8]
-    let ownerID: String
-    let version: Int64
-    let role: Share.Participant.Role
-    let state: State
-    let linkProof: [UInt8]?
+    package let shareUID: [UInt8]
+    package let ownerID: String
+    package let version: Int64
+    package let role: Share.Participant.Role
+    package let state: State
+    package let linkProof: [UInt8]?
 
-    var encoded: [UInt8] {
+    package var encoded: [UInt8] {
         var w = ByteWriter()
         w.append(shareUID)
         w.short(ownerID)
@@ -276,7 +276,7 @@ struct AcceptancePayload: Sendable {
         return w.bytes
     }
 
-    static func decode(_ payload: [UInt8]) -> AcceptancePayload? {
+    package static func decode(_ payload: [UInt8]) -> AcceptancePayload? {
         payload.withUnsafeBytes { raw in
             var r = RawReader(raw, what: "acceptance")
             do {
@@ -296,7 +296,7 @@ struct AcceptancePayload: Sendable {
     }
 
     /// What a link joiner signs with the link key.
-    static func proofMessage(zoneUID: [UInt8], shareUID: [UInt8], userID: String) -> [UInt8] {
+    package static func proofMessage(zoneUID: [UInt8], shareUID: [UInt8], userID: String) -> [UInt8] {
         Array("coffer.link-proof.v2".utf8) + [0] + zoneUID + shareUID + Array(userID.utf8)
     }
 }

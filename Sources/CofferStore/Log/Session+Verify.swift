@@ -1,6 +1,5 @@
 import CofferCrypto
 import Foundation
-import GRDB
 
 /// A log entry that writes records (a commit, a rewrite, or a migrated zone's genesis), checked
 /// against the verified chain: what a row needs to be believed.

@@ -1,7 +1,6 @@
 import CofferCrypto
 import CofferVault
 import Foundation
-import GRDB
 
 /// A zone's log as one session has verified it: the state at its head and the hash of every
 /// entry, so that any entry read later is checked against the chain without another signature.
@@ -87,10 +86,10 @@ extension Session {
             // A zone this user verified before has a log: without one, its log was taken away,
             // whatever its row says of its format.
             if let mark = try storedMark(zone) { throw mark.isDeletion ? deletedBefore(zone) : rolledBack(zone, storeHead: 0, seen: mark.seq) }
-            if zone.logFormat == 0, zone.id.ownerID == userID, let sqlite = db as? GRDB.Database {
+            if zone.logFormat == 0, zone.id.ownerID == userID, let tables = LegacyTables.of(db) {
                 // Its upgrade, when this session began, was refused: say why. (Only SQLite
                 // stores hold zones of the earlier format.)
-                _ = try LegacyZone(db: sqlite, zone: zone, storeID: store.storeID, session: self).verify()
+                _ = try LegacyZone(db: db, tables: tables, zone: zone, storeID: store.storeID, session: self).verify()
                 throw StoreError(.integrityFailure, "zone '\(zone.id.name)' is still in the store's earlier format: a new session upgrades it")
             }
             if zone.logFormat == 0 {
@@ -241,9 +240,9 @@ extension Session {
     }
 
     /// ``read(_:)`` on the calling thread, for the synchronous entry points (opening a session).
-    func readBlocking<T: Sendable>(_ body: (GRDB.Database) throws -> T) throws -> T {
+    func readBlocking<T: Sendable>(_ body: (any StorageTransaction) throws -> T) throws -> T {
         let generation = Session.advances.withLock { $0.counter }
-        return try store.readBlocking { db in try Self.noting(db, generation, body) }
+        return try store.readBlocking { db in try Self.noting(db, generation) { try body($0) } }
     }
 
     /// This user's high-water mark for a zone, from the marks file.

@@ -5,41 +5,41 @@ import Foundation
 /// members and their acceptances. Built by applying entries in order from the genesis; each
 /// entry is checked against the state before it (who may write it, and what it may change).
 /// Signatures are checked by the caller (``ZoneLog``); everything else is checked here.
-struct ZoneState: Sendable {
-    let zoneUID: [UInt8]
-    let name: String
-    let ownerID: String
+package struct ZoneState: Sendable {
+    package let zoneUID: [UInt8]
+    package let name: String
+    package let ownerID: String
     /// The genesis entry's sequence.
-    let base: Int64
+    package let base: Int64
     /// The genesis entry's time: when the zone was made (or upgraded from a store without a log).
-    let created: Double
-    private(set) var headSeq: Int64
-    private(set) var headHash: Digest32
+    package let created: Double
+    package private(set) var headSeq: Int64
+    package private(set) var headHash: Digest32
     /// The sequence and time of the owner's latest genesis or membership entry.
-    private(set) var ownerSeq: Int64
-    private(set) var ownerTime: Double
-    private(set) var epoch: Int64
-    private(set) var commitments: [Int64: [UInt8]]
-    private(set) var share: ShareState?
+    package private(set) var ownerSeq: Int64
+    package private(set) var ownerTime: Double
+    package private(set) var epoch: Int64
+    package private(set) var commitments: [Int64: [UInt8]]
+    package private(set) var share: ShareState?
     /// When the current share was created (the time of the entry that created it).
-    private(set) var shareCreated: Double = 0
+    package private(set) var shareCreated: Double = 0
     /// Named participants' own answer since they were last invited.
-    private(set) var acceptances: [String: AcceptancePayload.State] = [:]
+    package private(set) var acceptances: [String: AcceptancePayload.State] = [:]
     /// Link joiners of the current link, with their own answer (a joiner's acceptance carried a
     /// valid proof of the link secret).
-    private(set) var linkJoiners: [String: AcceptancePayload.State] = [:]
+    package private(set) var linkJoiners: [String: AcceptancePayload.State] = [:]
     /// The sequence of the owner's deletion entry, when the log has one: it is the log's last
     /// entry, and nothing may follow it.
-    private(set) var deletionSeq: Int64?
+    package private(set) var deletionSeq: Int64?
 
     /// A refusal: which entry, and why.
-    struct Refusal: Error {
-        let seq: Int64
-        let reason: String
+    package struct Refusal: Error {
+        package let seq: Int64
+        package let reason: String
     }
 
     /// The state after the genesis entry of the zone whose row says `uid`, `name`, `ownerID`.
-    init(genesis entry: LogEntry, hash: Digest32, uid: [UInt8], name: String, ownerID: String) throws {
+    package init(genesis entry: LogEntry, hash: Digest32, uid: [UInt8], name: String, ownerID: String) throws {
         func refuse(_ why: String) -> Refusal { Refusal(seq: entry.seq, reason: why) }
         guard entry.kind == .genesis else { throw refuse("the first entry is a \(entry.kind), not the genesis") }
         guard entry.prev == .zero else { throw refuse("the genesis names a previous entry") }
@@ -70,7 +70,7 @@ struct ZoneState: Sendable {
 
     /// Applies the next entry: it must name this head as its previous entry and be allowed by
     /// this state. `hash` is the entry's own hash.
-    mutating func apply(_ entry: LogEntry, hash: Digest32) throws {
+    package mutating func apply(_ entry: LogEntry, hash: Digest32) throws {
         func refuse(_ why: String) -> Refusal { Refusal(seq: entry.seq, reason: why) }
         guard entry.zoneUID == zoneUID else { throw refuse("the entry is of another zone") }
         if let deletionSeq { throw refuse("the zone was deleted by its owner at entry \(deletionSeq): nothing follows its deletion") }
@@ -185,7 +185,7 @@ struct ZoneState: Sendable {
     }
 
     /// Why `userID` may not write records now, or nil when they may.
-    func writeRefusal(_ userID: String) -> String? {
+    package func writeRefusal(_ userID: String) -> String? {
         if userID == ownerID { return nil }
         guard let share else { return "is not a member (the zone is not shared)" }
         if let p = share.participants[userID], p.role == .privateUser {
@@ -199,7 +199,7 @@ struct ZoneState: Sendable {
 
     /// Everyone who may read the zone now: the owner, named participants who accepted, and
     /// joiners of the current link.
-    var readers: [String] {
+    package var readers: [String] {
         var out = [ownerID]
         out += acceptances.filter { $0.value == .accepted }.map(\.key)
         if share?.publicPermission != SharePermission.none { out += linkJoiners.filter { $0.value == .accepted }.map(\.key) }
@@ -208,12 +208,40 @@ struct ZoneState: Sendable {
 
     /// The members a new key epoch is wrapped to: the owner, named participants who are not
     /// removed (pending or accepted), and joiners of the current link.
-    var keyHolders: [String] {
+    package var keyHolders: [String] {
         var out = Set([ownerID])
         if let share {
             out.formUnion(share.activeNamed)
             if share.publicPermission != .none { out.formUnion(linkJoiners.filter { $0.value == .accepted }.map(\.key)) }
         }
         return out.sorted()
+    }
+}
+
+extension ZoneState {
+    /// `state` with `entry` applied, or the state its genesis starts; a refusal as a
+    /// ``StoreError`` of `code` naming the zone.
+    package static func next(_ state: ZoneState?, _ entry: LogEntry, hash: Digest32, uid: [UInt8], zone: ZoneID,
+                     refusal code: StoreError.Code) throws -> ZoneState {
+        do {
+            guard var current = state else { return try ZoneState(genesis: entry, hash: hash, uid: uid, name: zone.name, ownerID: zone.ownerID) }
+            try current.apply(entry, hash: hash)
+            return current
+        } catch let refusal as ZoneState.Refusal {
+            throw StoreError(code, "zone '\(zone.name)': \(refusal.reason)")
+        }
+    }
+
+    /// Whom a zone's member lookup lists (a cache that narrows searches of the zones a user
+    /// takes part in): every participant the share names, removed or not, and every link joiner.
+    package var lookupMembers: Set<String> {
+        Set(share?.participants.keys.map { $0 } ?? []).union(linkJoiners.keys)
+    }
+
+    /// Whether the state lists `userID` as a participant who was not removed, or as a link
+    /// joiner who accepted.
+    package func takesPart(_ userID: String) -> Bool {
+        if let participant = share?.participants[userID], participant.status != .removed { return true }
+        return linkJoiners[userID] == .accepted
     }
 }

@@ -1,15 +1,15 @@
 /// The naming rules (CloudKit's): names of zones and records are ASCII, at most
 /// 255 characters, printable, with no leading `_`; zone names also exclude `@` (used by
 /// `NAME@OWNER`). Record types and field keys start with a letter, then letters, digits, `_`.
-enum Names {
-    static let maxLength = 255
+package enum Names {
+    package static let maxLength = 255
 
-    static func validateZone(_ name: String) throws {
+    package static func validateZone(_ name: String) throws {
         try validateName(name, what: "zone name")
         guard !name.contains("@") else { throw StoreError(.invalidArguments, "zone name '\(name)' contains '@', which names an owner") }
     }
 
-    static func validateRecord(_ name: String) throws {
+    package static func validateRecord(_ name: String) throws {
         try validateName(name, what: "record name")
     }
 
@@ -22,20 +22,20 @@ enum Names {
         guard name.utf8.first != UInt8(ascii: "_") else { throw StoreError(.invalidArguments, "\(what) '\(name)' cannot start with '_'") }
     }
 
-    static func validateRecordType(_ type: String) throws {
+    package static func validateRecordType(_ type: String) throws {
         guard isIdentifier(type) else {
             throw StoreError(.invalidArguments, "record type '\(printable(type))' must start with a letter, then letters, digits or '_' (at most \(maxLength))")
         }
     }
 
-    static func validateFieldKey(_ key: String) throws {
+    package static func validateFieldKey(_ key: String) throws {
         guard isIdentifier(key) else {
             throw StoreError(.invalidArguments, "field key '\(printable(key))' must start with a letter, then letters, digits or '_' (at most \(maxLength))")
         }
     }
 
     /// `[A-Za-z][A-Za-z0-9_]*`, at most 255: safe to inline in SQL and JSON paths.
-    static func isIdentifier(_ s: String) -> Bool {
+    package static func isIdentifier(_ s: String) -> Bool {
         let bytes = s.utf8
         guard let first = bytes.first, bytes.count <= maxLength, isLetter(first) else { return false }
         return bytes.allSatisfy { isLetter($0) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x5f }
@@ -45,7 +45,7 @@ enum Names {
 
     /// The name with control characters (C0, DEL and C1: a terminal reads some of them as
     /// escape sequences) replaced by `?`, for error messages.
-    static func printable(_ s: String) -> String {
+    package static func printable(_ s: String) -> String {
         String(s.unicodeScalars.prefix(80).map { $0.properties.generalCategory == .control ? "?" : Character($0) })
     }
 }

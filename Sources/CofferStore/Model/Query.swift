@@ -1,6 +1,5 @@
 import CofferCrypto
 import Foundation
-import GRDB
 
 /// A query over the plain fields of one record type in a zone (CloudKit's `CKQuery`).
 ///
@@ -127,15 +126,6 @@ public struct QueryCursor: Sendable, Hashable {
         case double(Double)
         case text(String)
 
-        /// What SQLite compares it as.
-        var databaseValue: DatabaseValue {
-            switch self {
-            case .null: return .null
-            case .int(let v): return v.databaseValue
-            case .double(let v): return v.databaseValue
-            case .text(let v): return v.databaseValue
-            }
-        }
 
         /// Whether a plain field of `type` can have this value (as `json_extract` yields it).
         func fits(_ type: FieldType) -> Bool {

@@ -1,5 +1,4 @@
 import Foundation
-import GRDB
 
 /// Sharing, as CloudKit's `CKShare` and Core Data's `share(_:to:)`: see `Docs/Sharing.md`.
 ///

@@ -8,38 +8,38 @@ import Foundation
 /// plain and queryable, and each value is in the form the field's values compare as. A backend
 /// only selects rows; the engine checks each row it returns against the record's verified
 /// values, since no signature covers an index.
-struct QueryPlan: Hashable, Sendable {
-    struct Predicate: Hashable, Sendable {
-        let field: String
-        let type: FieldType
-        let comparison: Query.Comparison
+package struct QueryPlan: Hashable, Sendable {
+    package struct Predicate: Hashable, Sendable {
+        package let field: String
+        package let type: FieldType
+        package let comparison: Query.Comparison
         /// The value compared with, never `.null`: text for string and reference fields, an
         /// integer for int and bool fields (1 is true), a double for double and date fields.
         let value: QueryCursor.SortValue
     }
 
-    struct Sort: Hashable, Sendable {
-        let field: String
-        let type: FieldType
-        let ascending: Bool
+    package struct Sort: Hashable, Sendable {
+        package let field: String
+        package let type: FieldType
+        package let ascending: Bool
     }
 
     /// Where the previous page ended: its last row's sort values, as ``sortValues`` gave them,
     /// and its name.
-    struct Position: Hashable, Sendable {
+    package struct Position: Hashable, Sendable {
         let values: [QueryCursor.SortValue]
-        let name: String
+        package let name: String
     }
 
-    let recordType: String
-    let predicates: [Predicate]
-    let sorts: [Sort]
-    let after: Position?
+    package let recordType: String
+    package let predicates: [Predicate]
+    package let sorts: [Sort]
+    package let after: Position?
     /// At most this many rows; nil for all of them.
-    let limit: Int?
+    package let limit: Int?
 
     /// The fields the plan reads, with their types, each once (the fields a backend indexes).
-    var fields: [(field: String, type: FieldType)] {
+    package var fields: [(field: String, type: FieldType)] {
         var seen = Set<String>(), list = [(field: String, type: FieldType)]()
         for (field, type) in predicates.map({ ($0.field, $0.type) }) + sorts.map({ ($0.field, $0.type) }) where seen.insert(field).inserted {
             list.append((field, type))
@@ -94,7 +94,7 @@ extension QueryPlan {
     /// field's expression index; but where that index gives name order itself (equality on one
     /// field, or an ascending sort on the one field used), plain `name` lets SQLite stream rows
     /// from it instead of reading and sorting them all before returning the first.
-    static func sqliteTieOrder(fields: Set<String>, comparisons: [Query.Comparison], ascending: [Bool]) -> String {
+    package static func sqliteTieOrder(fields: Set<String>, comparisons: [Query.Comparison], ascending: [Bool]) -> String {
         let streams = fields.count == 1 && (ascending.isEmpty ? comparisons.allSatisfy { $0 == .equal }
                                                               : ascending.count == 1 && ascending[0])
         return fields.isEmpty || streams ? "name" : "+name"

@@ -5,7 +5,7 @@ import Logging
 /// the operation missed, and applies a run's writes at once, checked against what it read.
 /// PostgreSQL is one (``PostgresStorage``); a Coffer server's client is another
 /// (``RemoteStorage``).
-protocol SnapshotDriver: Sendable {
+package protocol SnapshotDriver: Sendable {
     var logger: Logger { get }
     /// Fetches what a run of `snapshot` missed, all of it of one state of the store, and merges
     /// it into `snapshot.fetched`. When a zone read before moved on since, what was read
@@ -35,7 +35,7 @@ protocol SnapshotDriver: Sendable {
 /// overtaken a second time however busy the zone is. A pin holds something of the store's (a
 /// PostgreSQL transaction, an SQLite read, a server's pin), so it is closed as soon as the run
 /// that took it ends.
-protocol ReadPin: Sendable {
+package protocol ReadPin: Sendable {
     /// As ``SnapshotDriver/fetch(_:into:)``, of the pinned state.
     func fetch(_ needs: [StorageSnapshot.Need], into snapshot: StorageSnapshot) async throws
     /// Releases what the pin holds. Fetches after it fail.
@@ -67,7 +67,7 @@ package final class ReadRounds: Sendable {
 
     package init() {}
 
-    func noteOperation(rounds: Int, restarts: Int, pinnedRuns: Int) {
+    package func noteOperation(rounds: Int, restarts: Int, pinnedRuns: Int) {
         tally.withLock {
             $0.operations += 1
             $0.rounds += rounds
@@ -80,7 +80,7 @@ package final class ReadRounds: Sendable {
 }
 
 /// A write that found the store changed since its reads: the operation runs again on fresh reads.
-struct SnapshotConflict: Error {}
+package struct SnapshotConflict: Error {}
 
 /// A client's batch as a server applies it: its operation id (16 bytes the client chose) and
 /// its user.
@@ -95,18 +95,18 @@ package struct SnapshotOperation: Sendable {
 }
 
 /// A batch whose operation id the store has recorded: it was applied before (a request sent again).
-struct OperationApplied: Error {}
+package struct OperationApplied: Error {}
 
 extension SnapshotDriver {
     /// How often an operation may run again because it needed more rows (each run fetches what
     /// the last one missed; counted from its last fresh start), and how often it may start
     /// afresh because another writer committed first (its write lost, or a fetch found a zone
     /// moved on since the operation's earlier reads).
-    static var maxFetches: Int { 64 }
-    static var maxConflicts: Int { 32 }
+    package static var maxFetches: Int { 64 }
+    package static var maxConflicts: Int { 32 }
 
     /// No pins by default.
-    func pinReads() async throws -> (any ReadPin)? { nil }
+    package func pinReads() async throws -> (any ReadPin)? { nil }
 
     /// Runs one store operation (see ``StorageSnapshot``): fetches what it reads, runs it again
     /// until it runs through, then applies its writes in one transaction, or runs it once more on

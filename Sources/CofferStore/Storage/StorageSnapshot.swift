@@ -16,13 +16,13 @@ import Foundation
 ///
 /// Reads see the operation's own writes (a record saved earlier in a batch is its parent's
 /// child, a new zone has its row).
-final class StorageSnapshot: StorageTransaction {
+package final class StorageSnapshot: StorageTransaction {
     /// A read the snapshot could not answer: the driver fetches what ``needs`` lists and runs
     /// the operation again.
-    struct Miss: StorageMiss {}
+    package struct Miss: StorageMiss {}
 
     /// What the driver fetches for a snapshot.
-    enum Need: Hashable, Sendable {
+    package enum Need: Hashable, Sendable {
         case zone(ZoneID)
         case ownedZones(String)
         case newZoneID(ZoneID)
@@ -59,14 +59,14 @@ final class StorageSnapshot: StorageTransaction {
 
     /// The rows a query selected (the rows are in ``Tables/records``), whether more follow,
     /// and the last row's sort values.
-    struct QueryPage: Sendable {
-        let names: [String]
-        let more: Bool
+    package struct QueryPage: Sendable {
+        package let names: [String]
+        package let more: Bool
         let lastSortValues: [QueryCursor.SortValue]?
     }
 
     /// A write to apply, with what it expects to find.
-    enum Write: Sendable {
+    package enum Write: Sendable {
         case insertZone(rowID: Int64, uid: [UInt8], id: ZoneID, created: Double)
         case deleteZone(rowID: Int64)
         case touchZone(rowID: Int64)
@@ -103,50 +103,50 @@ final class StorageSnapshot: StorageTransaction {
 
     /// What was read, by kind; `Row` is how record rows are held (``StoredRow`` here, their
     /// values while a fetch runs).
-    struct Tables<Row> {
-        var zones = [ZoneID: ZoneRow?]()
-        var ownedZones = [String: [(zone: ZoneRow, recordCount: Int)]]()
-        var newZoneIDs = [ZoneID: Int64]()
-        var heads = [Int64: (seq: Int64, hash: Digest32)?]()
-        var logs = [Int64: (after: Int64, entries: [StoredLogEntry])]()
-        var entries = [Int64: [Int64: StoredLogEntry?]]()
-        var wrappedKeys = [Int64: [Int64: [String: [UInt8]]]]()
-        var chainedKeys = [Int64: [Int64: [UInt8]]]()
-        var schemaRows = [Int64: [String: [(field: String, valueType: String, encrypted: Bool)]]]()
-        var contacts = [String: (card: [UInt8], added: Double)?]()
-        var contactSearches = [String: [String]]()
-        var records = [Int64: [String: Row?]]()
-        var pages = [Int64: [String: [String]]]()
-        var childNames = [Int64: [String: Set<String>]]()
-        var tombstoneFlags = [Int64: Bool]()
-        var zoneDetails = Set<Int64>()
-        var compacted = [Int64: Int64]()
-        var uids = [[UInt8]: Bool]()
+    package struct Tables<Row> {
+        package var zones = [ZoneID: ZoneRow?]()
+        package var ownedZones = [String: [(zone: ZoneRow, recordCount: Int)]]()
+        package var newZoneIDs = [ZoneID: Int64]()
+        package var heads = [Int64: (seq: Int64, hash: Digest32)?]()
+        package var logs = [Int64: (after: Int64, entries: [StoredLogEntry])]()
+        package var entries = [Int64: [Int64: StoredLogEntry?]]()
+        package var wrappedKeys = [Int64: [Int64: [String: [UInt8]]]]()
+        package var chainedKeys = [Int64: [Int64: [UInt8]]]()
+        package var schemaRows = [Int64: [String: [(field: String, valueType: String, encrypted: Bool)]]]()
+        package var contacts = [String: (card: [UInt8], added: Double)?]()
+        package var contactSearches = [String: [String]]()
+        package var records = [Int64: [String: Row?]]()
+        package var pages = [Int64: [String: [String]]]()
+        package var childNames = [Int64: [String: Set<String>]]()
+        package var tombstoneFlags = [Int64: Bool]()
+        package var zoneDetails = Set<Int64>()
+        package var compacted = [Int64: Int64]()
+        package var uids = [[UInt8]: Bool]()
         /// By zone uid: what the store kept of the deleted zone, `.some(nil)` when nothing.
-        var deletedZones = [[UInt8]: DeletedZoneRow?]()
+        package var deletedZones = [[UInt8]: DeletedZoneRow?]()
         /// Per zone, by position and limit: the names of the changed rows read (the rows are in `records`).
-        var changePages = [Int64: [String: [String]]]()
-        var tombstonePages = [Int64: [String: [(seq: Int64, name: String)]]]()
-        var tombstoneCounts = [Int64: [Int64: Int]]()
-        var counter: (current: Int64, compacted: Int64)?
-        var changedZones = [String: [Int64: [ZoneRow]]]()
-        var zoneTombstones = [String: [DeletedZone]]()
+        package var changePages = [Int64: [String: [String]]]()
+        package var tombstonePages = [Int64: [String: [(seq: Int64, name: String)]]]()
+        package var tombstoneCounts = [Int64: [Int64: Int]]()
+        package var counter: (current: Int64, compacted: Int64)?
+        package var changedZones = [String: [Int64: [ZoneRow]]]()
+        package var zoneTombstones = [String: [DeletedZone]]()
         var queries = [Int64: [QueryPlan: QueryPage]]()
         /// Per zone (fetched with its keys): its public link, `.some(nil)` when it has none.
-        var shareLinks = [Int64: (epoch: Int64, sealedKey: [UInt8], sealedSecret: [UInt8])?]()
-        var shareZones = [[UInt8]: [ZoneRow]]()
+        package var shareLinks = [Int64: (epoch: Int64, sealedKey: [UInt8], sealedSecret: [UInt8])?]()
+        package var shareZones = [[UInt8]: [ZoneRow]]()
         /// Per zone (fetched with its keys): its share uid and member lookup.
-        var zoneShareUIDs = [Int64: [UInt8]?]()
-        var zoneMembers = [Int64: Set<String>]()
-        var contactColumns: [(userID: String, name: String, email: String?, signingKey: [UInt8], boxKey: [UInt8], cardCreated: String)]?
-        var logHashes = [Int64: [Int64: [UInt8]]]()
-        var tombstoneLists = [Int64: [String: Int64]]()
-        var listingZones = [String: [ZoneRow]]()
-        var sharedZones = [String: [(zone: ZoneRow, recordCount: Int)]]()
-        var changedSharedZones = [String: [Int64: [ZoneRow]]]()
+        package var zoneShareUIDs = [Int64: [UInt8]?]()
+        package var zoneMembers = [Int64: Set<String>]()
+        package var contactColumns: [(userID: String, name: String, email: String?, signingKey: [UInt8], boxKey: [UInt8], cardCreated: String)]?
+        package var logHashes = [Int64: [Int64: [UInt8]]]()
+        package var tombstoneLists = [Int64: [String: Int64]]()
+        package var listingZones = [String: [ZoneRow]]()
+        package var sharedZones = [String: [(zone: ZoneRow, recordCount: Int)]]()
+        package var changedSharedZones = [String: [Int64: [ZoneRow]]]()
 
         /// Adds what `new` read (a newer read of the same thing wins), its rows made by `make`.
-        mutating func merge<Other>(_ new: Tables<Other>, rows make: (Other) -> Row) {
+        package mutating func merge<Other>(_ new: Tables<Other>, rows make: (Other) -> Row) {
             zones.merge(new.zones) { _, new in new }
             ownedZones.merge(new.ownedZones) { _, new in new }
             newZoneIDs.merge(new.newZoneIDs) { old, _ in old }
@@ -187,26 +187,26 @@ final class StorageSnapshot: StorageTransaction {
     }
 
     /// What the fetches read.
-    var fetched = Tables<StoredRow>()
+    package var fetched = Tables<StoredRow>()
     /// What this run sees: ``fetched`` and this run's own writes.
-    var t = Tables<StoredRow>()
+    package var t = Tables<StoredRow>()
 
     /// What this run missed, in the order it missed it (``noted`` keeps each once: a run may miss
     /// 100,000 entries of a log).
     private(set) var needs = [Need]()
     private var noted = Set<Need>()
-    private(set) var writes = [Write]()
+    package private(set) var writes = [Write]()
     private var commitWork = [@Sendable () -> Void]()
     private var rollbackWork = [@Sendable () -> Void]()
-    let writable: Bool
+    package let writable: Bool
 
-    init(writable: Bool) {
+    package init(writable: Bool) {
         self.writable = writable
     }
 
     /// Starts a new run of the operation: what it asked for and wrote in the last run is
     /// dropped (what was fetched stays).
-    func beginRun() {
+    package func beginRun() {
         t = fetched
         needs = []
         noted = []
@@ -217,28 +217,28 @@ final class StorageSnapshot: StorageTransaction {
 
     /// Drops everything fetched, for a run after another writer came first (contact cards stay:
     /// the engine verifies each one it uses).
-    func forgetRows() {
+    package func forgetRows() {
         fetched = Tables(contacts: fetched.contacts)
     }
 
-    var missed: Bool { !needs.isEmpty }
+    package var missed: Bool { !needs.isEmpty }
 
     /// What a fetch compares with the store to tell whether what was read before is still of
     /// its current state: the log head read of each zone, the zones whose rows were read but not
     /// their heads, and the users whose cards were read.
-    struct FetchBasis: Sendable {
-        var heads: [Int64: Int64?]
-        var zones: Set<Int64>
-        var contacts: Set<String>
+    package struct FetchBasis: Sendable {
+        package var heads: [Int64: Int64?]
+        package var zones: Set<Int64>
+        package var contacts: Set<String>
     }
 
     /// Set by the server that fetches for a client's snapshot: the client's basis, not this
     /// snapshot's own.
-    var presetBasis: FetchBasis?
+    package var presetBasis: FetchBasis?
     /// Whether the last ``absorb(_:moved:rows:)`` found a zone moved on.
-    private(set) var lastFetchMoved = false
+    package private(set) var lastFetchMoved = false
 
-    var basis: FetchBasis {
+    package var basis: FetchBasis {
         if let presetBasis { return presetBasis }
         let heads = fetched.heads.mapValues { $0?.seq }
         // Zones whose rows were read, whether or not their heads were yet.
@@ -249,7 +249,7 @@ final class StorageSnapshot: StorageTransaction {
     /// Adds what a fetch read. Every read of a run is of one state of the store: when the fetch
     /// found a zone moved on, what was read before goes first (contact cards stay: each is
     /// verified on use), and the run asks again.
-    func absorb<Other>(_ rows: Tables<Other>, moved: Bool, rows make: (Other) -> StoredRow) {
+    package func absorb<Other>(_ rows: Tables<Other>, moved: Bool, rows make: (Other) -> StoredRow) {
         lastFetchMoved = moved
         if moved { fetched = Tables(contacts: fetched.contacts) }
         fetched.merge(rows, rows: make)
@@ -265,22 +265,22 @@ final class StorageSnapshot: StorageTransaction {
         writes.append(write)
     }
 
-    func committed() { for work in commitWork { work() } }
-    func rolledBack() { for work in rollbackWork { work() } }
+    package func committed() { for work in commitWork { work() } }
+    package func rolledBack() { for work in rollbackWork { work() } }
 
     // MARK: Zones
 
-    func zoneRow(_ zoneID: ZoneID) throws -> ZoneRow? {
+    package func zoneRow(_ zoneID: ZoneID) throws -> ZoneRow? {
         guard let known = t.zones[zoneID] else { throw miss(.zone(zoneID)) }
         return known
     }
 
-    func zoneRows(ownedBy ownerID: String) throws -> [(zone: ZoneRow, recordCount: Int)] {
+    package func zoneRows(ownedBy ownerID: String) throws -> [(zone: ZoneRow, recordCount: Int)] {
         guard let known = t.ownedZones[ownerID] else { throw miss(.ownedZones(ownerID)) }
         return known
     }
 
-    func insertZone(uid: [UInt8], id: ZoneID, created: Double) throws -> Int64 {
+    package func insertZone(uid: [UInt8], id: ZoneID, created: Double) throws -> Int64 {
         if try zoneRow(id) != nil { throw StoreError(.alreadyExists, "zone '\(id.name)' already exists") }
         guard let rowID = t.newZoneIDs[id] else { throw miss(.newZoneID(id)) }
         try write(.insertZone(rowID: rowID, uid: uid, id: id, created: created))
@@ -296,45 +296,45 @@ final class StorageSnapshot: StorageTransaction {
         return rowID
     }
 
-    func markZoneLogged(zoneRowID: Int64) throws {} // every zone on PostgreSQL has a log
+    package func markZoneLogged(zoneRowID: Int64) throws {} // every zone on PostgreSQL has a log
 
-    func deleteZone(zoneRowID: Int64) throws {
+    package func deleteZone(zoneRowID: Int64) throws {
         try write(.deleteZone(rowID: zoneRowID))
         for (id, row) in t.zones where row?.rowID == zoneRowID { t.zones[id] = .some(nil) }
     }
 
-    func deletedZone(uid: [UInt8]) throws -> DeletedZoneRow? {
+    package func deletedZone(uid: [UInt8]) throws -> DeletedZoneRow? {
         guard let known = t.deletedZones[uid] else { throw miss(.deletedZone(uid: uid)) }
         return known
     }
 
-    func touchZone(zoneRowID: Int64) throws { try write(.touchZone(rowID: zoneRowID)) }
+    package func touchZone(zoneRowID: Int64) throws { try write(.touchZone(rowID: zoneRowID)) }
 
-    func noteZoneGone(_ zone: ZoneRow, for users: Set<String>, reason: String) throws {
+    package func noteZoneGone(_ zone: ZoneRow, for users: Set<String>, reason: String) throws {
         try write(.zoneGone(zone, users: users, reason: reason))
     }
 
-    func noteZoneBack(_ zone: ZoneRow, for user: String) throws { try write(.zoneBack(zone, user: user)) }
+    package func noteZoneBack(_ zone: ZoneRow, for user: String) throws { try write(.zoneBack(zone, user: user)) }
 
     // MARK: Zone logs
 
-    func logHead(zoneRowID: Int64) throws -> (seq: Int64, hash: Digest32)? {
+    package func logHead(zoneRowID: Int64) throws -> (seq: Int64, hash: Digest32)? {
         guard let head = t.heads[zoneRowID] else { throw miss(.log(zoneRowID: zoneRowID, after: Int64.max)) }
         return head
     }
 
-    func logEntries(zoneRowID: Int64, after seq: Int64) throws -> [StoredLogEntry] {
+    package func logEntries(zoneRowID: Int64, after seq: Int64) throws -> [StoredLogEntry] {
         guard let known = t.logs[zoneRowID], known.after <= seq else { throw miss(.log(zoneRowID: zoneRowID, after: seq)) }
         return known.entries.filter { $0.seq > seq }
     }
 
-    func logEntry(zoneRowID: Int64, seq: Int64) throws -> StoredLogEntry? {
+    package func logEntry(zoneRowID: Int64, seq: Int64) throws -> StoredLogEntry? {
         if let known = t.entries[zoneRowID]?[seq] { return known }
         if let head = t.heads[zoneRowID], (head?.seq ?? 0) < seq { return nil }
         throw miss(.logEntry(zoneRowID: zoneRowID, seq: seq))
     }
 
-    func appendLogEntry(zoneRowID: Int64, entry: LogEntry, body: [UInt8], signature: [UInt8], hash: Digest32,
+    package func appendLogEntry(zoneRowID: Int64, entry: LogEntry, body: [UInt8], signature: [UInt8], hash: Digest32,
                         entries list: [UInt8]?, names: [UInt8]?) throws {
         let head = try logHead(zoneRowID: zoneRowID)?.seq ?? 0
         // The session verified a newer head than this run read (another of its operations
@@ -364,29 +364,29 @@ final class StorageSnapshot: StorageTransaction {
         }
     }
 
-    func wrappedKey(zoneRowID: Int64, epoch: Int64, memberID: String) throws -> [UInt8]? {
+    package func wrappedKey(zoneRowID: Int64, epoch: Int64, memberID: String) throws -> [UInt8]? {
         try requireDetails(zoneRowID)
         return t.wrappedKeys[zoneRowID]?[epoch]?[memberID]
     }
 
-    func chainedKey(zoneRowID: Int64, epoch: Int64) throws -> [UInt8]? {
+    package func chainedKey(zoneRowID: Int64, epoch: Int64) throws -> [UInt8]? {
         try requireDetails(zoneRowID)
         return t.chainedKeys[zoneRowID]?[epoch]
     }
 
-    func insertWrappedKey(zoneRowID: Int64, epoch: Int64, memberID: String, wrapped: [UInt8]) throws {
+    package func insertWrappedKey(zoneRowID: Int64, epoch: Int64, memberID: String, wrapped: [UInt8]) throws {
         try write(.wrappedKey(zoneRowID: zoneRowID, epoch: epoch, memberID: memberID, wrapped: wrapped))
         t.wrappedKeys[zoneRowID, default: [:]][epoch, default: [:]][memberID] = wrapped
     }
 
     // MARK: Shares
 
-    func storeWrappedKey(zoneRowID: Int64, epoch: Int64, memberID: String, wrapped: [UInt8]) throws {
+    package func storeWrappedKey(zoneRowID: Int64, epoch: Int64, memberID: String, wrapped: [UInt8]) throws {
         try write(.storeWrappedKey(zoneRowID: zoneRowID, epoch: epoch, memberID: memberID, wrapped: wrapped))
         t.wrappedKeys[zoneRowID, default: [:]][epoch, default: [:]][memberID] = wrapped
     }
 
-    func deleteWrappedKeys(zoneRowID: Int64, memberID: String?) throws {
+    package func deleteWrappedKeys(zoneRowID: Int64, memberID: String?) throws {
         try write(.deleteWrappedKeys(zoneRowID: zoneRowID, memberID: memberID))
         if let memberID {
             for epoch in (t.wrappedKeys[zoneRowID] ?? [:]).keys { t.wrappedKeys[zoneRowID]?[epoch]?[memberID] = nil }
@@ -395,75 +395,75 @@ final class StorageSnapshot: StorageTransaction {
         }
     }
 
-    func storeChainedKey(zoneRowID: Int64, epoch: Int64, sealed: [UInt8]) throws {
+    package func storeChainedKey(zoneRowID: Int64, epoch: Int64, sealed: [UInt8]) throws {
         try write(.storeChainedKey(zoneRowID: zoneRowID, epoch: epoch, sealed: sealed))
         t.chainedKeys[zoneRowID, default: [:]][epoch] = sealed
     }
 
-    func deleteOlderKeys(zoneRowID: Int64, before epoch: Int64) throws {
+    package func deleteOlderKeys(zoneRowID: Int64, before epoch: Int64) throws {
         try write(.deleteOlderKeys(zoneRowID: zoneRowID, before: epoch))
         t.chainedKeys[zoneRowID] = [:]
         t.wrappedKeys[zoneRowID] = t.wrappedKeys[zoneRowID]?.filter { $0.key >= epoch }
     }
 
-    func noteZoneEpoch(zoneRowID: Int64, epoch: Int64) throws {} // PostgreSQL keeps no copy of the log's epoch
+    package func noteZoneEpoch(zoneRowID: Int64, epoch: Int64) throws {} // PostgreSQL keeps no copy of the log's epoch
 
-    func shareLink(zoneRowID: Int64) throws -> (epoch: Int64, sealedKey: [UInt8], sealedSecret: [UInt8])? {
+    package func shareLink(zoneRowID: Int64) throws -> (epoch: Int64, sealedKey: [UInt8], sealedSecret: [UInt8])? {
         try requireDetails(zoneRowID)
         return t.shareLinks[zoneRowID] ?? nil
     }
 
-    func storeShareLink(zoneRowID: Int64, epoch: Int64, sealedKey: [UInt8], sealedSecret: [UInt8]) throws {
+    package func storeShareLink(zoneRowID: Int64, epoch: Int64, sealedKey: [UInt8], sealedSecret: [UInt8]) throws {
         try write(.storeShareLink(zoneRowID: zoneRowID, epoch: epoch, sealedKey: sealedKey, sealedSecret: sealedSecret))
         t.shareLinks[zoneRowID] = .some((epoch, sealedKey, sealedSecret))
     }
 
-    func deleteShareLink(zoneRowID: Int64) throws {
+    package func deleteShareLink(zoneRowID: Int64) throws {
         try write(.deleteShareLink(zoneRowID: zoneRowID))
         t.shareLinks[zoneRowID] = .some(nil)
     }
 
-    func setZoneMembers(zoneRowID: Int64, members: Set<String>, shareUID: [UInt8]?) throws {
+    package func setZoneMembers(zoneRowID: Int64, members: Set<String>, shareUID: [UInt8]?) throws {
         try write(.setZoneMembers(zoneRowID: zoneRowID, members: members, shareUID: shareUID))
     }
 
-    func addZoneMember(zoneRowID: Int64, userID: String) throws {
+    package func addZoneMember(zoneRowID: Int64, userID: String) throws {
         try write(.addZoneMember(zoneRowID: zoneRowID, userID: userID))
     }
 
-    func zoneRows(shareUID: [UInt8]) throws -> [ZoneRow] {
+    package func zoneRows(shareUID: [UInt8]) throws -> [ZoneRow] {
         guard let known = t.shareZones[shareUID] else { throw miss(.shareZones(shareUID: shareUID)) }
         return known
     }
 
-    func zoneRows(ownedByOrListing userID: String) throws -> [ZoneRow] {
+    package func zoneRows(ownedByOrListing userID: String) throws -> [ZoneRow] {
         guard let known = t.listingZones[userID] else { throw miss(.listingZones(userID: userID)) }
         return known
     }
 
-    func zoneRows(sharedWith memberID: String) throws -> [(zone: ZoneRow, recordCount: Int)] {
+    package func zoneRows(sharedWith memberID: String) throws -> [(zone: ZoneRow, recordCount: Int)] {
         guard let known = t.sharedZones[memberID] else { throw miss(.sharedZones(memberID: memberID)) }
         return known
     }
 
     // MARK: Schema
 
-    func fieldSchemaRows(zoneRowID: Int64, recordType: String) throws -> [(field: String, valueType: String, encrypted: Bool)] {
+    package func fieldSchemaRows(zoneRowID: Int64, recordType: String) throws -> [(field: String, valueType: String, encrypted: Bool)] {
         try requireDetails(zoneRowID)
         return t.schemaRows[zoneRowID]?[recordType] ?? []
     }
 
-    func insertFieldSchema(zoneRowID: Int64, recordType: String, field: String, schema: FieldSchema) throws {
+    package func insertFieldSchema(zoneRowID: Int64, recordType: String, field: String, schema: FieldSchema) throws {
         try write(.fieldSchema(zoneRowID: zoneRowID, recordType: recordType, field: field, schema: schema))
         t.schemaRows[zoneRowID, default: [:]][recordType, default: []].append((field, schema.type.description, schema.encrypted))
     }
 
-    func allFieldSchemaRows(zoneRowID: Int64) throws -> [String: [(field: String, valueType: String, encrypted: Bool)]] {
+    package func allFieldSchemaRows(zoneRowID: Int64) throws -> [String: [(field: String, valueType: String, encrypted: Bool)]] {
         try requireDetails(zoneRowID)
         return t.schemaRows[zoneRowID] ?? [:]
     }
 
-    func deleteFieldSchema(zoneRowID: Int64, recordType: String, field: String) throws {
+    package func deleteFieldSchema(zoneRowID: Int64, recordType: String, field: String) throws {
         try write(.dropFieldSchema(zoneRowID: zoneRowID, recordType: recordType, field: field))
         t.schemaRows[zoneRowID]?[recordType]?.removeAll { $0.field == field }
         if t.schemaRows[zoneRowID]?[recordType]?.isEmpty == true { t.schemaRows[zoneRowID]?[recordType] = nil }
@@ -471,26 +471,26 @@ final class StorageSnapshot: StorageTransaction {
 
     // MARK: Contacts
 
-    func contactCard(userID: String) throws -> (card: [UInt8], added: Double)? {
+    package func contactCard(userID: String) throws -> (card: [UInt8], added: Double)? {
         guard let known = t.contacts[userID] else { throw miss(.contact(userID)) }
         return known
     }
 
-    func prefetchContacts(userIDs: [String]) throws {
+    package func prefetchContacts(userIDs: [String]) throws {
         let unknown = Set(userIDs).filter { t.contacts[$0] == nil }
         guard !unknown.isEmpty else { return }
         for id in unknown.sorted() { _ = miss(.contact(id)) }
         throw Miss()
     }
 
-    static func searchKey(email: String?, name: String?) -> String { "\(email.map { "e:" + $0 } ?? "")\u{0}\(name.map { "n:" + $0 } ?? "")" }
+    package static func searchKey(email: String?, name: String?) -> String { "\(email.map { "e:" + $0 } ?? "")\u{0}\(name.map { "n:" + $0 } ?? "")" }
 
-    func contactUserIDs(email: String?, name: String?) throws -> [String] {
+    package func contactUserIDs(email: String?, name: String?) throws -> [String] {
         guard let ids = t.contactSearches[Self.searchKey(email: email, name: name)] else { throw miss(.contactIDs(email: email, name: name)) }
         return ids
     }
 
-    func storeContact(userID: String, name: String, email: String?, signingKey: [UInt8], boxKey: [UInt8], card: [UInt8],
+    package func storeContact(userID: String, name: String, email: String?, signingKey: [UInt8], boxKey: [UInt8], card: [UInt8],
                       cardCreated: String, added: Double) throws {
         try write(.contact(userID: userID, name: name, email: email, signingKey: signingKey, boxKey: boxKey, card: card,
                            cardCreated: cardCreated, added: added))
@@ -509,35 +509,35 @@ final class StorageSnapshot: StorageTransaction {
 
     private func row(_ zoneRowID: Int64, _ name: String) throws -> StoredRow? { try rows(zoneRowID, [name])[0] }
 
-    func recordRow(zoneRowID: Int64, name: String) throws -> StoredRow? { try row(zoneRowID, name) }
+    package func recordRow(zoneRowID: Int64, name: String) throws -> StoredRow? { try row(zoneRowID, name) }
 
-    func readRecordRows(zoneRowID: Int64, names: [String], into add: (StoredRow) -> Void) throws {
+    package func readRecordRows(zoneRowID: Int64, names: [String], into add: (StoredRow) -> Void) throws {
         for case let row? in try rows(zoneRowID, names) { add(row) }
     }
 
-    func readRecordRows(zoneRowID: Int64, after: String, limit: Int, into add: (StoredRow) -> Void) throws {
+    package func readRecordRows(zoneRowID: Int64, after: String, limit: Int, into add: (StoredRow) -> Void) throws {
         guard let names = t.pages[zoneRowID]?["\(limit):\(after)"] else { throw miss(.page(zoneRowID: zoneRowID, after: after, limit: limit)) }
         for case let row? in try rows(zoneRowID, names) { add(row) }
     }
 
-    func readRecordRows(zoneRowID: Int64, sealedBefore epoch: Int64, after: String, limit: Int, into add: (StoredRow) -> Void) throws {
+    package func readRecordRows(zoneRowID: Int64, sealedBefore epoch: Int64, after: String, limit: Int, into add: (StoredRow) -> Void) throws {
         let key = "sealed<\(epoch):\(limit):\(after)"
         guard let names = t.pages[zoneRowID]?[key] else { throw miss(.sealedPage(zoneRowID: zoneRowID, before: epoch, after: after, limit: limit)) }
         for case let row? in try rows(zoneRowID, names) { add(row) }
     }
 
-    func recordTypes(zoneRowID: Int64, names: [String]) throws -> [String: String] {
+    package func recordTypes(zoneRowID: Int64, names: [String]) throws -> [String: String] {
         var types = [String: String]()
         for case let row? in try rows(zoneRowID, names) { types[row.name] = row.type }
         return types
     }
 
-    func recordParent(zoneRowID: Int64, name: String) throws -> String?? {
+    package func recordParent(zoneRowID: Int64, name: String) throws -> String?? {
         guard let row = try row(zoneRowID, name) else { return nil }
         return .some(row.parent)
     }
 
-    func children(zoneRowID: Int64, of parent: String) throws -> [String] {
+    package func children(zoneRowID: Int64, of parent: String) throws -> [String] {
         guard let fetched = t.childNames[zoneRowID]?[parent] else { throw miss(.children(zoneRowID: zoneRowID, parent: parent)) }
         // As this operation's writes leave them: a fetched child may have moved or gone, and a
         // row written here may name the parent.
@@ -547,11 +547,11 @@ final class StorageSnapshot: StorageTransaction {
         return names.sorted()
     }
 
-    func hasChildren(zoneRowID: Int64, parent: String) throws -> Bool { try !children(zoneRowID: zoneRowID, of: parent).isEmpty }
+    package func hasChildren(zoneRowID: Int64, parent: String) throws -> Bool { try !children(zoneRowID: zoneRowID, of: parent).isEmpty }
 
-    func recordExists(zoneRowID: Int64, name: String) throws -> Bool { try row(zoneRowID, name) != nil }
+    package func recordExists(zoneRowID: Int64, name: String) throws -> Bool { try row(zoneRowID, name) != nil }
 
-    func insertRecord(_ version: SealedVersion, zoneRowID: Int64) throws {
+    package func insertRecord(_ version: SealedVersion, zoneRowID: Int64) throws {
         guard try row(zoneRowID, version.stamp.name) == nil else {
             throw StoreError(.internalError, "record '\(version.stamp.name)' could not be written: the zone has a row of that name")
         }
@@ -559,7 +559,7 @@ final class StorageSnapshot: StorageTransaction {
         t.records[zoneRowID, default: [:]][version.stamp.name] = .some(Self.row(version))
     }
 
-    func replaceRecord(_ version: SealedVersion, zoneRowID: Int64) throws {
+    package func replaceRecord(_ version: SealedVersion, zoneRowID: Int64) throws {
         guard let stored = try row(zoneRowID, version.stamp.name), stored.type == version.stamp.type else {
             throw StoreError(.internalError, "record '\(version.stamp.name)' could not be rewritten")
         }
@@ -567,7 +567,7 @@ final class StorageSnapshot: StorageTransaction {
         t.records[zoneRowID, default: [:]][version.stamp.name] = .some(Self.row(version))
     }
 
-    func deleteRecord(zoneRowID: Int64, name: String, expectedSeq: Int64?) throws -> Bool {
+    package func deleteRecord(zoneRowID: Int64, name: String, expectedSeq: Int64?) throws -> Bool {
         guard let stored = try row(zoneRowID, name), expectedSeq == nil || stored.seq == expectedSeq else { return false }
         try write(.deleteRecord(zoneRowID: zoneRowID, name: name, storedSeq: stored.seq))
         t.records[zoneRowID, default: [:]][name] = .some(nil)
@@ -578,11 +578,11 @@ final class StorageSnapshot: StorageTransaction {
         PostgresRecordWriter(snapshot: self, zoneRowID: zoneRowID)
     }
 
-    func prefetchRecords(zoneRowID: Int64, saving records: [Record], deleting deletions: [RecordDeletion]) throws {
+    package func prefetchRecords(zoneRowID: Int64, saving records: [Record], deleting deletions: [RecordDeletion]) throws {
         _ = try rows(zoneRowID, records.map(\.name) + deletions.map(\.name))
     }
 
-    func prefetchAncestors(zoneRowID: Int64, of name: String) throws {
+    package func prefetchAncestors(zoneRowID: Int64, of name: String) throws {
         // Known when the walk up from `name` through the rows read ends at a root or a missing row.
         var current: String? = name, seen = Set<String>()
         while let step = current, seen.insert(step).inserted {
@@ -591,7 +591,7 @@ final class StorageSnapshot: StorageTransaction {
         }
     }
 
-    func prefetchParentChecks(zoneRowID: Int64, children: [String], parents: [String]) throws {
+    package func prefetchParentChecks(zoneRowID: Int64, children: [String], parents: [String]) throws {
         let known = t.records[zoneRowID] ?? [:]
         let rowsNeeded = Array(Set(parents).filter { known[$0] == nil })
         let childrenNeeded = Array(Set(children).filter { t.childNames[zoneRowID]?[$0] == nil })
@@ -600,22 +600,22 @@ final class StorageSnapshot: StorageTransaction {
         if missed { throw Miss() }
     }
 
-    final class PostgresRecordWriter: RecordRowWriter {
-        let snapshot: StorageSnapshot
-        let zoneRowID: Int64
+    package final class PostgresRecordWriter: RecordRowWriter {
+        package let snapshot: StorageSnapshot
+        package let zoneRowID: Int64
 
-        init(snapshot: StorageSnapshot, zoneRowID: Int64) {
+        package init(snapshot: StorageSnapshot, zoneRowID: Int64) {
             self.snapshot = snapshot
             self.zoneRowID = zoneRowID
         }
 
-        func insertIfAbsent(_ version: SealedVersion) throws -> Bool {
+        package func insertIfAbsent(_ version: SealedVersion) throws -> Bool {
             guard try snapshot.row(zoneRowID, version.stamp.name) == nil else { return false }
             try snapshot.insertRecord(version, zoneRowID: zoneRowID)
             return true
         }
 
-        func update(_ version: SealedVersion, expectedSeq: Int64?) throws -> (creator: String, created: Double)? {
+        package func update(_ version: SealedVersion, expectedSeq: Int64?) throws -> (creator: String, created: Double)? {
             guard let stored = try snapshot.row(zoneRowID, version.stamp.name), stored.type == version.stamp.type,
                   expectedSeq == nil || stored.seq == expectedSeq else { return nil }
             try snapshot.write(.replaceRecord(zoneRowID: zoneRowID, version, storedSeq: stored.seq, keep: true))
@@ -627,10 +627,10 @@ final class StorageSnapshot: StorageTransaction {
             return (stored.creatorID, stored.created)
         }
 
-        func finish() {}
+        package func finish() {}
     }
 
-    static func row(_ version: SealedVersion) -> StoredRow {
+    package static func row(_ version: SealedVersion) -> StoredRow {
         let v = version.stamp
         return StoredRow.make(name: v.name, type: v.type, parent: v.parent, epoch: v.epoch, seq: v.seq, membershipSeq: v.membershipSeq,
                               creatorID: v.creatorID, modifierID: v.modifierID, created: v.created, modified: v.modified,
@@ -655,16 +655,16 @@ final class StorageSnapshot: StorageTransaction {
 
     // MARK: Tombstones
 
-    func addTombstone(zoneRowID: Int64, name: String, seq: Int64, authorID: String, label: String?, time: Double) throws {
+    package func addTombstone(zoneRowID: Int64, name: String, seq: Int64, authorID: String, label: String?, time: Double) throws {
         try write(.addTombstone(zoneRowID: zoneRowID, name: name, seq: seq, authorID: authorID, label: label, time: time))
         t.tombstoneFlags[zoneRowID] = true
     }
 
-    func removeTombstone(zoneRowID: Int64, name: String) throws {
+    package func removeTombstone(zoneRowID: Int64, name: String) throws {
         try write(.removeTombstone(zoneRowID: zoneRowID, name: name))
     }
 
-    func hasTombstones(zoneRowID: Int64) throws -> Bool {
+    package func hasTombstones(zoneRowID: Int64) throws -> Bool {
         guard let known = t.tombstoneFlags[zoneRowID] else { throw miss(.tombstones(zoneRowID: zoneRowID)) }
         return known
     }
@@ -672,19 +672,19 @@ final class StorageSnapshot: StorageTransaction {
     // MARK: Change feeds
 
     /// The key of a page of a change feed in ``Tables``.
-    static func pageKey(_ seq: Int64, _ name: String?, _ limit: Int) -> String { "\(seq):\(limit):\(name.map { "+" + $0 } ?? "")" }
+    package static func pageKey(_ seq: Int64, _ name: String?, _ limit: Int) -> String { "\(seq):\(limit):\(name.map { "+" + $0 } ?? "")" }
 
-    func compactedSeq(zoneRowID: Int64) throws -> Int64 {
+    package func compactedSeq(zoneRowID: Int64) throws -> Int64 {
         try requireDetails(zoneRowID)
         return t.compacted[zoneRowID] ?? 0
     }
 
-    func zoneExists(uid: [UInt8]) throws -> Bool {
+    package func zoneExists(uid: [UInt8]) throws -> Bool {
         guard let known = t.uids[uid] else { throw miss(.zoneUID(uid)) }
         return known
     }
 
-    func changedRecordRows(zoneRowID: Int64, afterSeq: Int64, afterName: String?, limit: Int) throws
+    package func changedRecordRows(zoneRowID: Int64, afterSeq: Int64, afterName: String?, limit: Int) throws
         -> [(seq: Int64, name: String, row: Result<StoredRow, StoreError>)] {
         guard let names = t.changePages[zoneRowID]?[Self.pageKey(afterSeq, afterName, limit)] else {
             throw miss(.changes(zoneRowID: zoneRowID, afterSeq: afterSeq, afterName: afterName, limit: limit))
@@ -692,47 +692,47 @@ final class StorageSnapshot: StorageTransaction {
         return try rows(zoneRowID, names).compactMap { $0.map { ($0.seq, $0.name, .success($0)) } }
     }
 
-    func tombstones(zoneRowID: Int64, afterSeq: Int64, afterName: String?, limit: Int) throws -> [(seq: Int64, name: String)] {
+    package func tombstones(zoneRowID: Int64, afterSeq: Int64, afterName: String?, limit: Int) throws -> [(seq: Int64, name: String)] {
         guard let list = t.tombstonePages[zoneRowID]?[Self.pageKey(afterSeq, afterName, limit)] else {
             throw miss(.changes(zoneRowID: zoneRowID, afterSeq: afterSeq, afterName: afterName, limit: limit))
         }
         return list
     }
 
-    func compactTombstones(zoneRowID: Int64, through horizon: Int64) throws -> Int {
+    package func compactTombstones(zoneRowID: Int64, through horizon: Int64) throws -> Int {
         guard let count = t.tombstoneCounts[zoneRowID]?[horizon] else { throw miss(.tombstoneCount(zoneRowID: zoneRowID, through: horizon)) }
         try write(.compactTombstones(zoneRowID: zoneRowID, through: horizon))
         return count
     }
 
-    func databaseCounter() throws -> (current: Int64, compacted: Int64) {
+    package func databaseCounter() throws -> (current: Int64, compacted: Int64) {
         guard let counter = t.counter else { throw miss(.counter) }
         return counter
     }
 
-    func zoneRowsChanged(ownedBy ownerID: String, since: Int64) throws -> [ZoneRow] {
+    package func zoneRowsChanged(ownedBy ownerID: String, since: Int64) throws -> [ZoneRow] {
         guard let rows = t.changedZones[ownerID]?[since] else { throw miss(.changedZones(ownerID: ownerID, since: since)) }
         return rows
     }
 
-    func zoneRowsChanged(sharedWith memberID: String, since: Int64) throws -> [ZoneRow] {
+    package func zoneRowsChanged(sharedWith memberID: String, since: Int64) throws -> [ZoneRow] {
         guard let rows = t.changedSharedZones[memberID]?[since] else { throw miss(.changedSharedZones(memberID: memberID, since: since)) }
         return rows
     }
 
-    func zoneTombstones(userID: String, since: Int64, owned: Bool) throws -> [DeletedZone] {
+    package func zoneTombstones(userID: String, since: Int64, owned: Bool) throws -> [DeletedZone] {
         guard let list = t.zoneTombstones["\(owned):\(since):\(userID)"] else { throw miss(.zoneTombstones(userID: userID, since: since, owned: owned)) }
         return list
     }
 
     // MARK: Audit
 
-    func contactColumns() throws -> [(userID: String, name: String, email: String?, signingKey: [UInt8], boxKey: [UInt8], cardCreated: String)] {
+    package func contactColumns() throws -> [(userID: String, name: String, email: String?, signingKey: [UInt8], boxKey: [UInt8], cardCreated: String)] {
         guard let known = t.contactColumns else { throw miss(.contactColumns) }
         return known
     }
 
-    func zoneCaches(zoneRowID: Int64) throws -> (sequence: Int64, epoch: Int64?, shareUID: [UInt8]?) {
+    package func zoneCaches(zoneRowID: Int64) throws -> (sequence: Int64, epoch: Int64?, shareUID: [UInt8]?) {
         try requireDetails(zoneRowID)
         guard let zone = t.zones.values.first(where: { $0?.rowID == zoneRowID }) ?? nil else {
             throw StoreError(.zoneNotFound, "the zone was deleted")
@@ -740,17 +740,17 @@ final class StorageSnapshot: StorageTransaction {
         return (zone.sequence, nil, t.zoneShareUIDs[zoneRowID] ?? nil)
     }
 
-    func zoneMemberIDs(zoneRowID: Int64) throws -> Set<String> {
+    package func zoneMemberIDs(zoneRowID: Int64) throws -> Set<String> {
         try requireDetails(zoneRowID)
         return t.zoneMembers[zoneRowID] ?? []
     }
 
-    func storedLogHashes(zoneRowID: Int64) throws -> [Int64: [UInt8]] {
+    package func storedLogHashes(zoneRowID: Int64) throws -> [Int64: [UInt8]] {
         guard let known = t.logHashes[zoneRowID] else { throw miss(.logHashes(zoneRowID: zoneRowID)) }
         return known
     }
 
-    func tombstoneSeqs(zoneRowID: Int64) throws -> [String: Int64] {
+    package func tombstoneSeqs(zoneRowID: Int64) throws -> [String: Int64] {
         guard let known = t.tombstoneLists[zoneRowID] else { throw miss(.tombstoneList(zoneRowID: zoneRowID)) }
         return known
     }
@@ -759,10 +759,28 @@ final class StorageSnapshot: StorageTransaction {
 
     func afterCommit(using hooks: CommitHooks, _ work: @escaping @Sendable () -> Void) { commitWork.append(work) }
 
-    func afterTransaction(onCommit: @escaping @Sendable () -> Void, onRollback: @escaping @Sendable () -> Void) {
+    package func afterTransaction(onCommit: @escaping @Sendable () -> Void, onRollback: @escaping @Sendable () -> Void) {
         commitWork.append(onCommit)
         rollbackWork.append(onRollback)
     }
 }
 
 extension StorageSnapshot.Tables: Sendable where Row: Sendable {}
+
+extension StorageSnapshot.Write {
+    /// The zone a write is to, by row id (nil for a contact card).
+    package var zoneRowID: Int64? {
+        switch self {
+        case .insertZone(let z, _, _, _), .deleteZone(let z), .touchZone(let z), .appendLog(let z, _, _, _, _, _, _, _),
+             .wrappedKey(let z, _, _, _), .fieldSchema(let z, _, _, _), .dropFieldSchema(let z, _, _), .insertRecord(let z, _), .replaceRecord(let z, _, _, _),
+             .deleteRecord(let z, _, _), .addTombstone(let z, _, _, _, _, _), .removeTombstone(let z, _), .compactTombstones(let z, _),
+             .storeWrappedKey(let z, _, _, _), .deleteWrappedKeys(let z, _), .storeChainedKey(let z, _, _), .storeShareLink(let z, _, _, _),
+             .deleteShareLink(let z), .deleteOlderKeys(let z, _), .setZoneMembers(let z, _, _), .addZoneMember(let z, _):
+            return z
+        case .zoneGone(let zone, _, _), .zoneBack(let zone, _):
+            return zone.rowID
+        case .contact:
+            return nil
+        }
+    }
+}

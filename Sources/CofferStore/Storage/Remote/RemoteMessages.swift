@@ -21,12 +21,17 @@ package enum RemoteAPI {
 
     package enum Path {
         package static let info = "/v1/store"
-        package static let publish = "/v1/contacts/publish"
-        package static let read = "/v1/storage/read"
-        package static let modify = "/v1/records/modify"
-        package static let stage = "/v1/records/stage"
-        package static let wait = "/v1/changes/wait"
         package static let health = "/v1/health"
+        // The signed routes, by resource.
+        package static let contacts = "/v1/contacts"
+        package static let storage = "/v1/storage"
+        package static let records = "/v1/records"
+        package static let changes = "/v1/changes"
+        package static let publish = contacts + "/publish"
+        package static let read = storage + "/read"
+        package static let modify = records + "/modify"
+        package static let stage = records + "/stage"
+        package static let wait = changes + "/wait"
     }
 
     /// `GET /v1/store`.
@@ -41,46 +46,48 @@ package enum RemoteAPI {
 
     /// `POST /v1/contacts/publish`: the caller's own self-signed card, signed by the key it holds.
     package struct Publish: Codable, Sendable {
-        var card: Data
+        package var card: Data
+
+        package init(card: Data) { self.card = card }
     }
 
     /// The client's ``StorageSnapshot/FetchBasis``, its zones named by their uids.
-    struct Basis: Codable, Sendable {
-        struct Head: Codable, Sendable { var zone: Data; var seq: Int64? }
-        var heads: [Head]
-        var zones: [Data]
-        var contacts: [String]
+    package struct Basis: Codable, Sendable {
+        package struct Head: Codable, Sendable { var zone: Data; var seq: Int64? }
+        package var heads: [Head]
+        package var zones: [Data]
+        package var contacts: [String]
 
-        init(_ basis: StorageSnapshot.FetchBasis, _ names: ZoneNames) throws {
+        package init(_ basis: StorageSnapshot.FetchBasis, _ names: ZoneNames) throws {
             heads = try basis.heads.sorted { $0.key < $1.key }.map { Head(zone: try names.uid($0.key), seq: $0.value) }
             zones = try basis.zones.sorted().map { try names.uid($0) }
             contacts = basis.contacts.sorted()
         }
 
         /// An empty basis (a request that reads nothing).
-        init() {
+        package init() {
             heads = []
             zones = []
             contacts = []
         }
 
         /// Every zone the basis names, by uid.
-        var uids: [Data] { heads.map(\.zone) + zones }
+        package var uids: [Data] { heads.map(\.zone) + zones }
 
-        func basis(_ names: ZoneNames) throws -> StorageSnapshot.FetchBasis {
+        package func basis(_ names: ZoneNames) throws -> StorageSnapshot.FetchBasis {
             StorageSnapshot.FetchBasis(heads: Dictionary(try heads.map { (try names.rowID(wire: $0.zone, "a read's basis"), $0.seq) }, uniquingKeysWith: { a, _ in a }),
                                        zones: Set(try zones.map { try names.rowID(wire: $0, "a read's basis") }), contacts: Set(contacts))
         }
     }
 
     /// `POST /v1/storage/read`: reads of one state of the store.
-    struct ReadRequest: Codable, Sendable {
-        var needs: [WireNeed]
-        var basis: Basis
+    package struct ReadRequest: Codable, Sendable {
+        package var needs: [WireNeed]
+        package var basis: Basis
         /// Read on a pin: ``newPin`` to have one opened, or the id of one the server handed out.
-        var pin: String?
+        package var pin: String?
         /// The id of a pin to release once the reads are answered.
-        var unpin: String?
+        package var unpin: String?
 
         init(needs: [WireNeed], basis: Basis, pin: String? = nil, unpin: String? = nil) {
             self.needs = needs
@@ -91,27 +98,35 @@ package enum RemoteAPI {
     }
 
     /// A read request's `pin` asking for a new pin.
-    static let newPin = "new"
+    package static let newPin = "new"
 
-    struct ReadResponse: Codable, Sendable {
-        var tables: WireTables
+    package struct ReadResponse: Codable, Sendable {
+        package var tables: WireTables
         /// A zone the client read before moved on since: it drops what it read before.
-        var moved: Bool
+        package var moved: Bool
         /// The pin the reads were made on (nil: none, the server holds as many as it will).
-        var pin: String?
+        package var pin: String?
+
+        package init(tables: WireTables, moved: Bool, pin: String?) {
+            self.tables = tables
+            self.moved = moved
+            self.pin = pin
+        }
     }
 
     /// `POST /v1/records/modify`: one atomic batch of writes. `operation`: 16 random bytes the
     /// client picks per batch and sends again when it retries the same request; a batch whose
     /// operation was applied already is not applied again.
-    struct ModifyRequest: Codable, Sendable {
-        var operation: Data
-        var writes: [WireWrite]
+    package struct ModifyRequest: Codable, Sendable {
+        package var operation: Data
+        package var writes: [WireWrite]
     }
 
     package struct ModifyResponse: Codable, Sendable {
         /// True when the operation had been applied before (a retried request).
-        var replayed: Bool
+        package var replayed: Bool
+
+        package init(replayed: Bool) { self.replayed = replayed }
     }
 
     /// `POST /v1/records/stage`: writes too many for one request, applied as one batch. A user
@@ -131,27 +146,34 @@ package enum RemoteAPI {
     ///
     /// A commit may name its batch's operation id (`operation`, 16 bytes; `digest` otherwise),
     /// and a request that asks may name one too, to learn whether it was applied.
-    struct StageRequest: Codable, Sendable {
-        var part: Int?
-        var writes: [WireWrite]?
-        var commit: Int?
-        var digest: Data?
-        var operation: Data?
+    package struct StageRequest: Codable, Sendable {
+        package var part: Int?
+        package var writes: [WireWrite]?
+        package var commit: Int?
+        package var digest: Data?
+        package var operation: Data?
     }
 
-    struct StageResponse: Codable, Sendable {
+    package struct StageResponse: Codable, Sendable {
         /// The BLAKE2b (16 bytes) of each part's request body the stage holds, from part 0 up to
         /// the first it lacks.
-        var parts: [Data]
+        package var parts: [Data]
         /// After a commit: the batch is applied (now, or by a commit sent before). Asked with an
         /// operation id: whether the batch of that id was applied.
-        var applied: Bool
+        package var applied: Bool
+
+        package init(parts: [Data], applied: Bool) {
+            self.parts = parts
+            self.applied = applied
+        }
     }
 
     /// `GET /v1/changes/wait?after=N&timeout=MS`: answers once the server's change counter
     /// passes `after`, or after the timeout.
     package struct WaitResponse: Codable, Sendable {
-        var counter: Int64
+        package var counter: Int64
+
+        package init(counter: Int64) { self.counter = counter }
     }
 
     /// Every error: a code (a ``StoreError/Code`` name, or `conflict` for a batch that lost a
@@ -230,7 +252,7 @@ package enum RemoteAPI {
     /// each array holds one type, whose every key present is encoded again. Both are scanned as
     /// bytes, holding only their sets of paths (a read's answer of 100,000 log entries, read
     /// into two trees of objects to compare, took over 400 MB).
-    static func unknownKey<T: Encodable>(in data: Data, decoded value: T) throws -> String? {
+    package static func unknownKey<T: Encodable>(in data: Data, decoded value: T) throws -> String? {
         guard let original = keyPaths(data) else { return "" }
         guard let known = keyPaths(try encoder.encode(value)) else { return "" }
         return original.subtracting(known).map { String(decoding: $0, as: UTF8.self) }.min()
@@ -238,7 +260,7 @@ package enum RemoteAPI {
 
     /// The paths of every key in the JSON text `data` whose value is not null (`.a.b[].c`), or
     /// nil when it is not JSON this scan reads (which a decoder took: so never, in practice).
-    static func keyPaths(_ data: Data) -> Set<[UInt8]>? {
+    package static func keyPaths(_ data: Data) -> Set<[UInt8]>? {
         data.withUnsafeBytes { raw -> Set<[UInt8]>? in
             let p = raw.bindMemory(to: UInt8.self)
             var i = 0, paths = Set<[UInt8]>(), path = [UInt8]()

@@ -5,28 +5,28 @@ import Foundation
 /// `changes/zone`, `changes/database`, `zones/lookup`…) and the fields that operation takes.
 /// A zone is named by its uid (`zone`, 16 bytes; see ``ZoneNames``). Decoding refuses an
 /// unknown operation, a field it does not take and a missing one.
-struct WireNeed: Codable, Sendable {
-    var op: String
-    var zone: Data?
-    var owner: String?
-    var name: String?
-    var user: String?
-    var email: String?
-    var names: [String]?
-    var after: Int64?
-    var afterName: String?
-    var seq: Int64?
-    var limit: Int?
-    var uid: Data?
-    var since: Int64?
-    var owned: Bool?
-    var plan: WirePlan?
+package struct WireNeed: Codable, Sendable {
+    package var op: String
+    package var zone: Data?
+    package var owner: String?
+    package var name: String?
+    package var user: String?
+    package var email: String?
+    package var names: [String]?
+    package var after: Int64?
+    package var afterName: String?
+    package var seq: Int64?
+    package var limit: Int?
+    package var uid: Data?
+    package var since: Int64?
+    package var owned: Bool?
+    package var plan: WirePlan?
 
-    init(op: String) { self.op = op }
+    package init(op: String) { self.op = op }
 
     /// The need, its zone named by the row id `names` gives its uid, or `.invalidArguments`
     /// naming what is wrong.
-    func need(_ zones: ZoneNames) throws -> StorageSnapshot.Need {
+    package func need(_ zones: ZoneNames) throws -> StorageSnapshot.Need {
         func field<T>(_ value: T?, _ key: String) throws -> T {
             guard let value else { throw StoreError(.invalidArguments, "operation \(op) lacks '\(key)'") }
             return value
@@ -84,7 +84,7 @@ struct WireNeed: Codable, Sendable {
 
     /// The need on the wire, its zone named by its uid. A zone's row id is reserved by each
     /// side on its own: `.newZoneID` never crosses.
-    init(_ need: StorageSnapshot.Need, _ zones: ZoneNames) throws {
+    package init(_ need: StorageSnapshot.Need, _ zones: ZoneNames) throws {
         self.init(op: "")
         var zone: Int64?
         switch need {
@@ -125,7 +125,7 @@ struct WireNeed: Codable, Sendable {
 
 extension StorageSnapshot.Need {
     /// The zone the need reads under, by row id, if any (a server checks its reader may read it).
-    var zoneRowID: Int64? {
+    package var zoneRowID: Int64? {
         switch self {
         case .log(let z, _), .logEntry(let z, _), .logHashes(let z), .records(let z, _), .page(let z, _, _), .sealedPage(let z, _, _, _),
              .allRows(let z), .children(let z, _), .childrenOfAny(let z, _), .ancestors(let z, _), .query(let z, _), .tombstones(let z),
@@ -141,21 +141,21 @@ extension StorageSnapshot.Need {
 extension WireNeed: Equatable {}
 
 /// A ``QueryPlan`` on the wire.
-struct WirePlan: Codable, Sendable, Equatable {
-    struct Predicate: Codable, Sendable, Equatable {
-        var field: String, type: String, comparison: String, value: WireSortValue
+package struct WirePlan: Codable, Sendable, Equatable {
+    package struct Predicate: Codable, Sendable, Equatable {
+        package var field: String, type: String, comparison: String, value: WireSortValue
     }
-    struct Sort: Codable, Sendable, Equatable {
-        var field: String, type: String, ascending: Bool
+    package struct Sort: Codable, Sendable, Equatable {
+        package var field: String, type: String, ascending: Bool
     }
-    var recordType: String
-    var predicates: [Predicate]
-    var sorts: [Sort]
-    var afterValues: [WireSortValue]?
-    var afterName: String?
-    var limit: Int?
+    package var recordType: String
+    package var predicates: [Predicate]
+    package var sorts: [Sort]
+    package var afterValues: [WireSortValue]?
+    package var afterName: String?
+    package var limit: Int?
 
-    init(_ plan: QueryPlan) {
+    package init(_ plan: QueryPlan) {
         recordType = plan.recordType
         predicates = plan.predicates.map { Predicate(field: $0.field, type: $0.type.description, comparison: $0.comparison.rawValue, value: WireSortValue($0.value)) }
         sorts = plan.sorts.map { Sort(field: $0.field, type: $0.type.description, ascending: $0.ascending) }
@@ -164,7 +164,7 @@ struct WirePlan: Codable, Sendable, Equatable {
         limit = plan.limit
     }
 
-    func plan() throws -> QueryPlan {
+    package func plan() throws -> QueryPlan {
         func type(_ name: String) throws -> FieldType {
             guard let type = FieldType(name: name), type.isQueryable else { throw StoreError(.invalidArguments, "a query on a field of unknown type") }
             return type
@@ -194,10 +194,10 @@ struct WirePlan: Codable, Sendable, Equatable {
 }
 
 /// A ``QueryCursor/SortValue`` on the wire: exactly one of its fields, or none for null.
-struct WireSortValue: Codable, Sendable, Equatable {
-    var int: Int64?
-    var double: Double?
-    var text: String?
+package struct WireSortValue: Codable, Sendable, Equatable {
+    package var int: Int64?
+    package var double: Double?
+    package var text: String?
 
     init(_ value: QueryCursor.SortValue) {
         switch value {

@@ -4,79 +4,79 @@ import Foundation
 /// each table as a list of key–value pairs (`k`, `v`), left out when empty, a zone's tables keyed
 /// by its uid (see ``ZoneNames``). The client believes none of it until the engine has checked it
 /// against signed data, as with any backend.
-struct WireTables: Codable, Sendable {
-    struct Pair<K: Codable & Sendable, V: Codable & Sendable>: Codable, Sendable {
-        var k: K
-        var v: V
+package struct WireTables: Codable, Sendable {
+    package struct Pair<K: Codable & Sendable, V: Codable & Sendable>: Codable, Sendable {
+        package var k: K
+        package var v: V
     }
-    struct Head: Codable, Sendable { var seq: Int64; var hash: Data }
-    struct Entry: Codable, Sendable {
-        var seq: Int64, body: Data, signature: Data, entries: Data?, names: Data?
-        init(_ e: StoredLogEntry) {
+    package struct Head: Codable, Sendable { var seq: Int64; var hash: Data }
+    package struct Entry: Codable, Sendable {
+        package var seq: Int64, body: Data, signature: Data, entries: Data?, names: Data?
+        package init(_ e: StoredLogEntry) {
             seq = e.seq; body = Data(e.body); signature = Data(e.signature); entries = e.entries.map { Data($0) }; names = e.names.map { Data($0) }
         }
-        var stored: StoredLogEntry {
+        package var stored: StoredLogEntry {
             StoredLogEntry(seq: seq, body: Array(body), signature: Array(signature), entries: entries.map(Array.init), names: names.map(Array.init))
         }
     }
-    struct Log: Codable, Sendable { var after: Int64; var entries: [Entry] }
-    struct Counted: Codable, Sendable { var zone: WireZone; var count: Int }
-    struct SchemaRow: Codable, Sendable { var field: String; var valueType: String; var encrypted: Bool }
-    struct Card: Codable, Sendable { var card: Data; var added: Double }
-    struct Named: Codable, Sendable { var seq: Int64; var name: String }
-    struct Deleted: Codable, Sendable { var owner: String; var name: String; var reason: String }
+    package struct Log: Codable, Sendable { var after: Int64; var entries: [Entry] }
+    package struct Counted: Codable, Sendable { var zone: WireZone; var count: Int }
+    package struct SchemaRow: Codable, Sendable { var field: String; var valueType: String; var encrypted: Bool }
+    package struct Card: Codable, Sendable { var card: Data; var added: Double }
+    package struct Named: Codable, Sendable { var seq: Int64; var name: String }
+    package struct Deleted: Codable, Sendable { var owner: String; var name: String; var reason: String }
     /// What the server kept of a deleted zone: its owner and name, its genesis and its deletion.
-    struct Kept: Codable, Sendable {
-        var owner: String, name: String, genesis: Data, genesisSignature: Data, deletion: Data, deletionSignature: Data
+    package struct Kept: Codable, Sendable {
+        package var owner: String, name: String, genesis: Data, genesisSignature: Data, deletion: Data, deletionSignature: Data
     }
-    struct Page: Codable, Sendable { var plan: WirePlan; var names: [String]; var more: Bool; var last: [WireSortValue]? }
-    struct Link: Codable, Sendable { var epoch: Int64; var sealedKey: Data; var sealedSecret: Data }
-    struct Columns: Codable, Sendable { var user: String; var name: String; var email: String?; var signingKey: Data; var boxKey: Data; var cardCreated: String }
-    struct Counter: Codable, Sendable { var current: Int64; var compacted: Int64 }
+    package struct Page: Codable, Sendable { var plan: WirePlan; var names: [String]; var more: Bool; var last: [WireSortValue]? }
+    package struct Link: Codable, Sendable { var epoch: Int64; var sealedKey: Data; var sealedSecret: Data }
+    package struct Columns: Codable, Sendable { var user: String; var name: String; var email: String?; var signingKey: Data; var boxKey: Data; var cardCreated: String }
+    package struct Counter: Codable, Sendable { var current: Int64; var compacted: Int64 }
     /// An optional value that is present in its table (`.some(nil)`: known to be missing).
-    struct Maybe<V: Codable & Sendable>: Codable, Sendable { var value: V? }
+    package struct Maybe<V: Codable & Sendable>: Codable, Sendable { var value: V? }
 
     /// A zone, by its uid.
-    typealias Z = Data
-    var zones: [Pair<String, Maybe<WireZone>>]?
-    var ownedZones: [Pair<String, [Counted]>]?
-    var heads: [Pair<Z, Maybe<Head>>]?
-    var logs: [Pair<Z, Log>]?
-    var entries: [Pair<Z, [Pair<Int64, Maybe<Entry>>]>]?
-    var wrappedKeys: [Pair<Z, [Pair<Int64, [Pair<String, Data>]>]>]?
-    var chainedKeys: [Pair<Z, [Pair<Int64, Data>]>]?
-    var schemaRows: [Pair<Z, [Pair<String, [SchemaRow]>]>]?
-    var contacts: [Pair<String, Maybe<Card>>]?
-    var contactSearches: [Pair<String, [String]>]?
-    var records: [Pair<Z, [Pair<String, Maybe<WireVersion>>]>]?
-    var pages: [Pair<Z, [Pair<String, [String]>]>]?
-    var childNames: [Pair<Z, [Pair<String, [String]>]>]?
-    var tombstoneFlags: [Pair<Z, Bool>]?
-    var zoneDetails: [Z]?
-    var compacted: [Pair<Z, Int64>]?
-    var uids: [Pair<Data, Bool>]?
-    var deletedZones: [Pair<Data, Maybe<Kept>>]?
-    var changePages: [Pair<Z, [Pair<String, [String]>]>]?
-    var tombstonePages: [Pair<Z, [Pair<String, [Named]>]>]?
-    var tombstoneCounts: [Pair<Z, [Pair<Int64, Int>]>]?
-    var counter: Counter?
-    var changedZones: [Pair<String, [Pair<Int64, [WireZone]>]>]?
-    var zoneTombstones: [Pair<String, [Deleted]>]?
-    var queries: [Pair<Z, [Page]>]?
-    var shareLinks: [Pair<Z, Maybe<Link>>]?
-    var shareZones: [Pair<Data, [WireZone]>]?
-    var zoneShareUIDs: [Pair<Z, Maybe<Data>>]?
-    var zoneMembers: [Pair<Z, [String]>]?
-    var contactColumns: [Columns]?
-    var logHashes: [Pair<Z, [Pair<Int64, Data>]>]?
-    var tombstoneLists: [Pair<Z, [Pair<String, Int64>]>]?
-    var listingZones: [Pair<String, [WireZone]>]?
-    var sharedZones: [Pair<String, [Counted]>]?
-    var changedSharedZones: [Pair<String, [Pair<Int64, [WireZone]>]>]?
+    package typealias Z = Data
+    package var zones: [Pair<String, Maybe<WireZone>>]?
+    package var ownedZones: [Pair<String, [Counted]>]?
+    package var heads: [Pair<Z, Maybe<Head>>]?
+    package var logs: [Pair<Z, Log>]?
+    package var entries: [Pair<Z, [Pair<Int64, Maybe<Entry>>]>]?
+    package var wrappedKeys: [Pair<Z, [Pair<Int64, [Pair<String, Data>]>]>]?
+    package var chainedKeys: [Pair<Z, [Pair<Int64, Data>]>]?
+    package var schemaRows: [Pair<Z, [Pair<String, [SchemaRow]>]>]?
+    package var contacts: [Pair<String, Maybe<Card>>]?
+    package var contactSearches: [Pair<String, [String]>]?
+    package var records: [Pair<Z, [Pair<String, Maybe<WireVersion>>]>]?
+    package var pages: [Pair<Z, [Pair<String, [String]>]>]?
+    package var childNames: [Pair<Z, [Pair<String, [String]>]>]?
+    package var tombstoneFlags: [Pair<Z, Bool>]?
+    package var zoneDetails: [Z]?
+    package var compacted: [Pair<Z, Int64>]?
+    package var uids: [Pair<Data, Bool>]?
+    package var deletedZones: [Pair<Data, Maybe<Kept>>]?
+    package var changePages: [Pair<Z, [Pair<String, [String]>]>]?
+    package var tombstonePages: [Pair<Z, [Pair<String, [Named]>]>]?
+    package var tombstoneCounts: [Pair<Z, [Pair<Int64, Int>]>]?
+    package var counter: Counter?
+    package var changedZones: [Pair<String, [Pair<Int64, [WireZone]>]>]?
+    package var zoneTombstones: [Pair<String, [Deleted]>]?
+    package var queries: [Pair<Z, [Page]>]?
+    package var shareLinks: [Pair<Z, Maybe<Link>>]?
+    package var shareZones: [Pair<Data, [WireZone]>]?
+    package var zoneShareUIDs: [Pair<Z, Maybe<Data>>]?
+    package var zoneMembers: [Pair<Z, [String]>]?
+    package var contactColumns: [Columns]?
+    package var logHashes: [Pair<Z, [Pair<Int64, Data>]>]?
+    package var tombstoneLists: [Pair<Z, [Pair<String, Int64>]>]?
+    package var listingZones: [Pair<String, [WireZone]>]?
+    package var sharedZones: [Pair<String, [Counted]>]?
+    package var changedSharedZones: [Pair<String, [Pair<Int64, [WireZone]>]>]?
 
     /// A zone id as a table key: its owner and name, which a NUL cannot be part of.
-    static func key(_ id: ZoneID) -> String { "\(id.ownerID)\u{0}\(id.name)" }
-    static func zoneID(_ key: String) throws -> ZoneID {
+    package static func key(_ id: ZoneID) -> String { "\(id.ownerID)\u{0}\(id.name)" }
+    package static func zoneID(_ key: String) throws -> ZoneID {
         let parts = key.split(separator: "\u{0}", maxSplits: 1, omittingEmptySubsequences: false)
         guard parts.count == 2 else { throw StoreError(.integrityFailure, "the server sent a zone key that is malformed") }
         return ZoneID(name: String(parts[1]), ownerID: String(parts[0]))
@@ -98,7 +98,7 @@ private func bytes(_ d: Data) -> [UInt8] { Array(d) }
 
 extension WireTables {
     /// The tables on the wire, each zone named by its uid.
-    init(_ t: StorageSnapshot.Tables<StoredRow>, _ names: ZoneNames) throws {
+    package init(_ t: StorageSnapshot.Tables<StoredRow>, _ names: ZoneNames) throws {
         func z(_ rowID: Int64) throws -> Data { try names.uid(rowID) }
         zones = pairs(t.zones.mapKeys(Self.key), { $0 }, { Maybe(value: $0.map(WireZone.init)) })
         ownedZones = pairs(t.ownedZones, { $0 }, { $0.map { Counted(zone: WireZone($0.zone), count: $0.recordCount) } })
@@ -146,7 +146,7 @@ extension WireTables {
 
     /// The tables, each zone under the row id `names` gives its uid, with every value of a shape
     /// no server of Coffer sends refused.
-    func tables(_ names: ZoneNames) throws -> StorageSnapshot.Tables<StoredRow> {
+    package func tables(_ names: ZoneNames) throws -> StorageSnapshot.Tables<StoredRow> {
         func z(_ uid: Data) throws -> Int64 {
             guard uid.count == ZoneNames.uidCount else { throw StoreError(.integrityFailure, "the server named a zone by a uid that is not \(ZoneNames.uidCount) bytes") }
             return try names.rowID(Array(uid))
@@ -211,7 +211,7 @@ extension WireTables {
 }
 
 private extension Dictionary {
-    func mapKeys<K: Hashable>(_ f: (Key) -> K) -> [K: Value] {
+    package func mapKeys<K: Hashable>(_ f: (Key) -> K) -> [K: Value] {
         var d = [K: Value]()
         for (k, v) in self { d[f(k)] = v }
         return d

@@ -6,46 +6,46 @@ import Foundation
 /// server decodes the entry and hashes it itself); a record version as its stamp and bytes; a
 /// zone as its uid (`zone`, see ``ZoneNames``), also for the zone a batch creates. Decoding
 /// refuses an unknown operation, a field it does not take and a missing one.
-struct WireWrite: Codable, Sendable, Equatable {
-    var op: String
-    var zone: Data?
-    var uid: Data?
-    var owner: String?
-    var name: String?
-    var created: Double?
-    var users: [String]?
-    var user: String?
-    var reason: String?
-    var head: Int64?
-    var body: Data?
-    var signature: Data?
-    var entries: Data?
-    var names: Data?
-    var epoch: Int64?
-    var bytes: Data?
-    var secret: Data?
-    var recordType: String?
-    var field: String?
-    var valueType: String?
-    var encrypted: Bool?
-    var version: WireVersion?
-    var storedSeq: Int64?
-    var keep: Bool?
-    var seq: Int64?
-    var label: String?
-    var time: Double?
-    var card: Data?
-    var email: String?
-    var signingKey: Data?
-    var boxKey: Data?
-    var cardCreated: String?
+package struct WireWrite: Codable, Sendable, Equatable {
+    package var op: String
+    package var zone: Data?
+    package var uid: Data?
+    package var owner: String?
+    package var name: String?
+    package var created: Double?
+    package var users: [String]?
+    package var user: String?
+    package var reason: String?
+    package var head: Int64?
+    package var body: Data?
+    package var signature: Data?
+    package var entries: Data?
+    package var names: Data?
+    package var epoch: Int64?
+    package var bytes: Data?
+    package var secret: Data?
+    package var recordType: String?
+    package var field: String?
+    package var valueType: String?
+    package var encrypted: Bool?
+    package var version: WireVersion?
+    package var storedSeq: Int64?
+    package var keep: Bool?
+    package var seq: Int64?
+    package var label: String?
+    package var time: Double?
+    package var card: Data?
+    package var email: String?
+    package var signingKey: Data?
+    package var boxKey: Data?
+    package var cardCreated: String?
 
-    init(op: String) { self.op = op }
+    package init(op: String) { self.op = op }
 
     /// The write on the wire, its zone named by its uid (a zone it creates by the uid it
     /// creates it with; a deletion notice by the zone's uid alone: the server takes its name and
     /// owner from the zone it has).
-    init(_ write: StorageSnapshot.Write, _ zones: ZoneNames) throws {
+    package init(_ write: StorageSnapshot.Write, _ zones: ZoneNames) throws {
         self.init(op: "")
         var zone: Int64?
         switch write {
@@ -85,7 +85,7 @@ struct WireWrite: Codable, Sendable, Equatable {
     /// gives its uid (for a zone it creates, the one reserved for it); a deletion notice's zone
     /// is the row `row` gives its uid. A log entry's body is decoded and hashed here: nothing
     /// the client says about it is taken.
-    func write(_ zones: ZoneNames, row: (_ uid: [UInt8]) throws -> ZoneRow) throws -> StorageSnapshot.Write {
+    package func write(_ zones: ZoneNames, row: (_ uid: [UInt8]) throws -> ZoneRow) throws -> StorageSnapshot.Write {
         func field<T>(_ value: T?, _ key: String) throws -> T {
             guard let value else { throw StoreError(.invalidArguments, "operation \(op) lacks '\(key)'") }
             return value
@@ -182,21 +182,21 @@ extension WireWrite {
 }
 
 /// A zone row on the wire: the zone named by its uid, never by the server's row id.
-struct WireZone: Codable, Sendable, Equatable {
-    var uid: Data
-    var owner: String
-    var name: String
-    var sequence: Int64
-    var created: Double
-    var logFormat: Int64
+package struct WireZone: Codable, Sendable, Equatable {
+    package var uid: Data
+    package var owner: String
+    package var name: String
+    package var sequence: Int64
+    package var created: Double
+    package var logFormat: Int64
 
-    init(_ row: ZoneRow) {
+    package init(_ row: ZoneRow) {
         uid = Data(row.uid); owner = row.id.ownerID; name = row.id.name; sequence = row.sequence
         created = row.created.timeIntervalSince1970; logFormat = row.logFormat
     }
 
     /// The row, under the row id `names` gives its uid.
-    func row(_ zones: ZoneNames) throws -> ZoneRow {
+    package func row(_ zones: ZoneNames) throws -> ZoneRow {
         guard uid.count == ZoneNames.uidCount else { throw StoreError(.integrityFailure, "zone '\(Names.printable(name))' has a damaged row: the store was changed") }
         return ZoneRow(rowID: try zones.rowID(Array(uid)), uid: Array(uid), id: ZoneID(name: name, ownerID: owner), sequence: sequence,
                        created: Date(timeIntervalSince1970: created), logFormat: logFormat)
@@ -204,44 +204,44 @@ struct WireZone: Codable, Sendable, Equatable {
 }
 
 /// A record version (a ``SealedVersion`` to write, or a ``StoredRow`` read) on the wire.
-struct WireVersion: Codable, Sendable, Equatable {
-    var name: String
-    var type: String
-    var parent: String?
-    var seq: Int64
-    var epoch: Int64
-    var membershipSeq: Int64
-    var creator: String
-    var modifier: String
-    var created: Double
-    var modified: Double
-    var plain: Data
+package struct WireVersion: Codable, Sendable, Equatable {
+    package var name: String
+    package var type: String
+    package var parent: String?
+    package var seq: Int64
+    package var epoch: Int64
+    package var membershipSeq: Int64
+    package var creator: String
+    package var modifier: String
+    package var created: Double
+    package var modified: Double
+    package var plain: Data
     /// The plain values' type codes (written versions only: a stored row does not keep them).
-    var plainTypes: Data?
-    var sealed: Data?
+    package var plainTypes: Data?
+    package var sealed: Data?
 
-    init(_ v: SealedVersion) {
+    package init(_ v: SealedVersion) {
         let s = v.stamp
         name = s.name; type = s.type; parent = s.parent; seq = s.seq; epoch = s.epoch; membershipSeq = s.membershipSeq
         creator = s.creatorID; modifier = s.modifierID; created = s.created; modified = s.modified
         plain = Data(v.plain); plainTypes = Data(v.plainTypes); sealed = v.sealed.map { Data($0) }
     }
 
-    init(_ row: StoredRow) {
+    package init(_ row: StoredRow) {
         name = row.name; type = row.type; parent = row.parent; seq = row.seq; epoch = row.epoch; membershipSeq = row.membershipSeq
         creator = row.creatorID; modifier = row.modifierID; created = row.created; modified = row.modified
         let count = row.plainCount
         (plain, sealed) = row.withBytes { bytes in (Data(bytes.prefix(count)), row.hasSealed ? Data(bytes.dropFirst(count)) : nil) }
     }
 
-    var stamp: VersionStamp {
+    package var stamp: VersionStamp {
         VersionStamp(name: name, type: type, parent: parent, seq: seq, epoch: epoch, membershipSeq: membershipSeq, creatorID: creator,
                      modifierID: modifier, created: created, modified: modified)
     }
 
     /// The version to write. Its digest is left zero: the server never takes a client's hash,
     /// and the backends do not store it.
-    func version() throws -> SealedVersion {
+    package func version() throws -> SealedVersion {
         guard let plainTypes else { throw StoreError(.invalidArguments, "a record version lacks its plain types") }
         try Names.validateRecord(name)
         if let parent { try Names.validateRecord(parent) }
@@ -251,7 +251,7 @@ struct WireVersion: Codable, Sendable, Equatable {
         return SealedVersion(stamp: stamp, plain: Array(plain), plainTypes: Array(plainTypes), sealed: sealed.map(Array.init), digest: .zero)
     }
 
-    var row: StoredRow {
+    package var row: StoredRow {
         StoredRow.make(name: name, type: type, parent: parent, epoch: epoch, seq: seq, membershipSeq: membershipSeq, creatorID: creator,
                        modifierID: modifier, created: created, modified: modified, plain: Array(plain), sealed: sealed.map(Array.init))
     }

@@ -6,36 +6,41 @@ import Foundation
 /// its own at the wire: a server into its store's (``StorageHost``), a client into handles it
 /// gives out (``ZoneHandles``). So a request means the same zone at any server, and nothing a
 /// server hands out addresses a zone.
-struct ZoneNames {
+package struct ZoneNames {
     /// The uid of a zone the engine knows by `rowID`.
-    let uid: (_ rowID: Int64) throws -> [UInt8]
+    package let uid: (_ rowID: Int64) throws -> [UInt8]
     /// The row id of the zone whose uid is `uid` (16 bytes: the wire's decoders check).
-    let rowID: (_ uid: [UInt8]) throws -> Int64
+    package let rowID: (_ uid: [UInt8]) throws -> Int64
 
-    func uid(_ rowID: Int64) throws -> Data { Data(try uid(rowID)) }
+    package init(uid: @escaping (_ rowID: Int64) throws -> [UInt8], rowID: @escaping (_ uid: [UInt8]) throws -> Int64) {
+        self.uid = uid
+        self.rowID = rowID
+    }
+
+    package func uid(_ rowID: Int64) throws -> Data { Data(try uid(rowID)) }
 
     /// The row id of a uid that came off the wire: `.invalidArguments` unless it is 16 bytes.
-    func rowID(wire uid: Data, _ what: @autoclosure () -> String) throws -> Int64 {
+    package func rowID(wire uid: Data, _ what: @autoclosure () -> String) throws -> Int64 {
         guard uid.count == ZoneNames.uidCount else { throw StoreError(.invalidArguments, "\(what()): a zone uid is \(ZoneNames.uidCount) bytes") }
         return try rowID(Array(uid))
     }
 
-    static let uidCount = 16
+    package static let uidCount = 16
 }
 
 /// A client's names for a server's zones: a handle (the row id its engine uses) per zone uid,
 /// given out as zones are first seen, and for zones the client is about to create. Handles
 /// live as long as the client's connection to the server.
-final class ZoneHandles: Sendable {
+package final class ZoneHandles: Sendable {
     private struct Table {
-        var byUID = [[UInt8]: Int64]()
-        var byHandle = [Int64: [UInt8]]()
-        var next: Int64 = 1
+        package var byUID = [[UInt8]: Int64]()
+        package var byHandle = [Int64: [UInt8]]()
+        package var next: Int64 = 1
     }
     private let table = Locked(Table())
 
     /// The handle of the zone `uid`, given out now if it has none.
-    func handle(_ uid: [UInt8]) -> Int64 {
+    package func handle(_ uid: [UInt8]) -> Int64 {
         table.withLock { t in
             if let known = t.byUID[uid] { return known }
             let handle = t.next
@@ -47,7 +52,7 @@ final class ZoneHandles: Sendable {
     }
 
     /// A handle for a zone not created yet (its uid is bound when its creation is sent).
-    func reserve() -> Int64 {
+    package func reserve() -> Int64 {
         table.withLock { t in
             defer { t.next += 1 }
             return t.next
@@ -56,7 +61,7 @@ final class ZoneHandles: Sendable {
 
     /// Binds a reserved handle to the uid of the zone created under it (a batch made again
     /// after a conflict may create it with another uid: the last one sent stands).
-    func bind(_ handle: Int64, to uid: [UInt8]) {
+    package func bind(_ handle: Int64, to uid: [UInt8]) {
         table.withLock { t in
             if let bound = t.byHandle[handle], bound != uid, t.byUID[bound] == handle { t.byUID[bound] = nil }
             t.byHandle[handle] = uid
@@ -65,5 +70,5 @@ final class ZoneHandles: Sendable {
     }
 
     /// The uid of a handle; nil for one reserved and not yet bound.
-    func uid(_ handle: Int64) -> [UInt8]? { table.withLock { $0.byHandle[handle] } }
+    package func uid(_ handle: Int64) -> [UInt8]? { table.withLock { $0.byHandle[handle] } }
 }

@@ -2,7 +2,7 @@ import Foundation
 import GRDB
 
 /// Queries on SQLite: each plain field is `json_extract(plain, '$.field')`, the expression the
-/// field's index is built on (``Session/indexSQL(recordType:field:)``), compared as SQLite
+/// field's index is built on (``SQLiteFieldIndex/sql(recordType:field:)``), compared as SQLite
 /// compares values (text by bytes, NULL first).
 extension GRDB.Database {
     func queryRecordRows(zoneRowID: Int64, plan: QueryPlan, into add: (StoredRow) -> Void) throws -> Bool {
@@ -13,7 +13,7 @@ extension GRDB.Database {
             return "?"
         }
         for predicate in plan.predicates {
-            let expr = Session.fieldExpression(predicate.field)
+            let expr = SQLiteFieldIndex.expression(predicate.field)
             if predicate.comparison == .beginsWith, case .text(let prefix) = predicate.value {
                 sql += " AND \(expr) >= \(bind(.text(prefix)))"
                 if let upper = Session.prefixUpperBound(prefix) { sql += " AND \(expr) < \(bind(.text(upper)))" }
@@ -22,24 +22,24 @@ extension GRDB.Database {
             }
         }
         if let after = plan.after {
-            let condition = QueryPlan.keysetCondition(expressions: plan.sorts.map { Session.fieldExpression($0.field) },
+            let condition = QueryPlan.keysetCondition(expressions: plan.sorts.map { SQLiteFieldIndex.expression($0.field) },
                                                       ascending: plan.sorts.map(\.ascending), after: after) { value, _ in bind(value) }
             sql += " AND (\(condition))"
         }
-        var order = plan.sorts.map { "\(Session.fieldExpression($0.field)) \($0.ascending ? "ASC" : "DESC")" }
+        var order = plan.sorts.map { "\(SQLiteFieldIndex.expression($0.field)) \($0.ascending ? "ASC" : "DESC")" }
         order.append(QueryPlan.sqliteTieOrder(fields: Set(plan.fields.map(\.field)), comparisons: plan.predicates.map(\.comparison),
                                               ascending: plan.sorts.map(\.ascending)))
         sql += " ORDER BY " + order.joined(separator: ", ")
         if let limit = plan.limit { sql += " LIMIT \(bind(.int(Int64(limit) + 1)))" }
         let statement = try RawStatement(cachedStatement(sql: sql), arguments: StatementArguments(arguments))
-        return try Session.readRows(statement, limit: plan.limit ?? .max, probe: plan.limit != nil, into: add)
+        return try RecordRows.read(statement, limit: plan.limit ?? .max, probe: plan.limit != nil, into: add)
     }
 
     /// The values the named row was sorted on, as SQLite compared them (in the page's read
     /// transaction, so they are the ones the page was ordered by).
     func querySortValues(zoneRowID: Int64, plan: QueryPlan, name: String) throws -> [QueryCursor.SortValue] {
         guard !plan.sorts.isEmpty else { return [] }
-        let columns = plan.sorts.map { Session.fieldExpression($0.field) }.joined(separator: ", ")
+        let columns = plan.sorts.map { SQLiteFieldIndex.expression($0.field) }.joined(separator: ", ")
         guard let row = try Row.fetchOne(self, sql: "SELECT \(columns) FROM record WHERE zone_id = ? AND name = ?", arguments: [zoneRowID, name]) else {
             throw StoreError(.internalError, "record '\(name)' left the zone during its own read")
         }
@@ -51,6 +51,18 @@ extension GRDB.Database {
             case .string(let v): return .text(v)
             case .blob: throw StoreError(.internalError, "a sort value of record '\(name)' is a blob")
             }
+        }
+    }
+}
+
+extension QueryCursor.SortValue {
+    /// What SQLite compares it as.
+    var databaseValue: DatabaseValue {
+        switch self {
+        case .null: return .null
+        case .int(let v): return v.databaseValue
+        case .double(let v): return v.databaseValue
+        case .text(let v): return v.databaseValue
         }
     }
 }

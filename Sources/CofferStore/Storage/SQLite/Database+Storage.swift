@@ -290,32 +290,32 @@ extension GRDB.Database: StorageTransaction {
         statement.bind(1, zoneRowID)
         statement.bind(2, name)
         var found: StoredRow?
-        try Session.readRows(statement, limit: 1) { found = $0 }
+        try RecordRows.read(statement, limit: 1) { found = $0 }
         return found
     }
 
     func readRecordRows(zoneRowID: Int64, names: [String], into add: (StoredRow) -> Void) throws {
         let statement = try RawStatement(cachedStatement(sql: "SELECT \(Self.recordColumns) FROM record WHERE zone_id = ? AND name = ?"))
-        var creators: Session.CreatorCache?
+        var creators: RecordRows.CreatorCache?
         defer { statement.reset() }
         for name in names {
             statement.bind(1, zoneRowID)
             statement.bind(2, name)
-            try Session.readRows(statement, limit: 1, keepingBindings: true, creators: &creators, into: add)
+            try RecordRows.read(statement, limit: 1, keepingBindings: true, creators: &creators, into: add)
         }
     }
 
     func readRecordRows(zoneRowID: Int64, after: String, limit: Int, into add: (StoredRow) -> Void) throws {
         let statement = try RawStatement(cachedStatement(sql: "SELECT \(Self.recordColumns) FROM record WHERE zone_id = ? AND name > ? ORDER BY name LIMIT ?"),
                                          arguments: [zoneRowID, after, limit])
-        try Session.readRows(statement, into: add)
+        try RecordRows.read(statement, into: add)
     }
 
     func readRecordRows(zoneRowID: Int64, sealedBefore epoch: Int64, after: String, limit: Int, into add: (StoredRow) -> Void) throws {
         let statement = try RawStatement(cachedStatement(sql: """
             SELECT \(Self.recordColumns) FROM record WHERE zone_id = ? AND sealed IS NOT NULL AND epoch < ? AND name > ? ORDER BY name LIMIT ?
             """), arguments: [zoneRowID, epoch, after, limit])
-        try Session.readRows(statement, into: add)
+        try RecordRows.read(statement, into: add)
     }
 
     func recordTypes(zoneRowID: Int64, names: [String]) throws -> [String: String] {
@@ -536,5 +536,18 @@ extension GRDB.Database {
             let uid: Data = try row.required(1)
             return (try row.required(0), Array(uid), ZoneID(name: try row.required(3), ownerID: try row.required(2)))
         }
+    }
+}
+
+extension ZoneRow {
+    /// A zone's row as SQLite's `zone` table holds it.
+    init(row: Row) throws {
+        let uid: Data = try row.required("uid")
+        rowID = try row.required("id")
+        self.uid = Array(uid)
+        id = ZoneID(name: try row.required("name"), ownerID: try row.required("owner_id"))
+        sequence = try row.required("sequence")
+        created = Date(timeIntervalSince1970: try row.required("created_at"))
+        logFormat = try row.required("log_format")
     }
 }

@@ -70,20 +70,32 @@ struct SQLiteLocalStorage: LocalStorage {
     func ensureQueryIndexes(zoneRowID: Int64, recordType: String, fields: [String]) async throws {
         let plain = Set(try await read { db in try db.fieldSchemaRows(zoneRowID: zoneRowID, recordType: recordType) }
             .filter { !$0.encrypted }.map(\.field))
-        let indexed = fields.filter(plain.contains)
-        guard !indexed.isEmpty else { return }
+        _ = try await ensureFieldIndexes(recordType: recordType, fields: fields.filter(plain.contains))
+    }
+
+    /// Makes the field indexes of `recordType` the store lacks for `fields` (replacing a
+    /// field's index of the earlier shape); returns the fields whose index it made.
+    func ensureFieldIndexes(recordType: String, fields: [String]) async throws -> [String] {
+        guard !fields.isEmpty else { return [] }
+        let existing = Set(try await read { db in
+            try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'index' AND name LIKE 'record_field_%'")
+        })
+        let missing = fields.filter { !existing.contains(SQLiteFieldIndex.name(recordType: recordType, field: $0)) }
+        guard !missing.isEmpty else { return [] }
         try await write { db in
-            for field in indexed {
-                try db.execute(sql: Session.indexSQL(recordType: recordType, field: field))
-                try db.execute(sql: "DROP INDEX IF EXISTS \(Session.indexName(recordType: recordType, field: field, version: 1))")
+            for field in missing {
+                try db.execute(sql: SQLiteFieldIndex.sql(recordType: recordType, field: field))
+                try db.execute(sql: "DROP INDEX IF EXISTS \(SQLiteFieldIndex.name(recordType: recordType, field: field, version: 1))")
             }
         }
+        return missing
     }
 
     func waitForOtherInstances(upTo interval: Duration) async throws {}
 
+    /// A read on the calling thread, as the store's reads are (see ``Store/read(_:)``).
     private func read<T: Sendable>(_ body: @escaping @Sendable (GRDB.Database) throws -> T) async throws -> T {
-        do { return try await pool.read(body) } catch { throw Store.map(error) }
+        try Store.readNow(pool, body)
     }
 
     private func write<T: Sendable>(_ body: @escaping @Sendable (GRDB.Database) throws -> T) async throws -> T {

@@ -20,27 +20,27 @@ import Logging
 /// exactly what a need asks for, so a row reads the same whether the engine runs on the file or
 /// through this driver. Writes keep the columns only SQLite has (a zone's key epoch and log
 /// format) as the engine's SQLite path keeps them.
-final class SQLiteSnapshotDriver: SnapshotDriver {
-    let pool: DatabasePool
-    let logger: Logger
+package final class SQLiteSnapshotDriver: SnapshotDriver {
+    package let pool: DatabasePool
+    package let logger: Logger
     /// The last zone id this driver handed out (see ``reserveZoneID(_:after:)``).
     private let lastReserved = Locked<Int64>(0)
 
     /// A driver over `pool`, a store the SQLite migrations set up (``Store/init(path:create:logger:)``).
-    init(pool: DatabasePool, logger: Logger) {
+    package init(pool: DatabasePool, logger: Logger) {
         self.pool = pool
         self.logger = logger
     }
 
-    var storeDescription: String { "the SQLite store at \(pool.path)" }
+    package var storeDescription: String { "the SQLite store at \(pool.path)" }
 
     /// Sleeps `interval`: nothing here hears of another connection's commits.
-    func waitForChange(upTo interval: Duration) async throws {
+    package func waitForChange(upTo interval: Duration) async throws {
         try await Task.sleep(for: interval)
     }
 
     /// Nothing to end: the pool belongs to whoever made it, and closes when released.
-    func close() async {}
+    package func close() async {}
 
     // MARK: - Reads
 
@@ -50,13 +50,13 @@ final class SQLiteSnapshotDriver: SnapshotDriver {
     /// thread and never change after (see ``StoredRow``), so handing them to the caller's task
     /// shares nothing that is written; every other value in the tables is `Sendable`.
     fileprivate struct Fetched: @unchecked Sendable {
-        var tables = StorageSnapshot.Tables<StoredRow>()
-        var moved = false
+        package var tables = StorageSnapshot.Tables<StoredRow>()
+        package var moved = false
     }
 
     /// Fetches what a run of `snapshot` missed, in one read transaction (one state of the file
     /// for all of it); drops what was read before when a zone read then has moved on since.
-    func fetch(_ needs: [StorageSnapshot.Need], into snapshot: StorageSnapshot) async throws {
+    package func fetch(_ needs: [StorageSnapshot.Need], into snapshot: StorageSnapshot) async throws {
         let basis = snapshot.basis
         let read: Fetched
         // On the calling thread, as every SQLite read of the store is (``Store/read(_:)``): GRDB's
@@ -70,10 +70,10 @@ final class SQLiteSnapshotDriver: SnapshotDriver {
     /// A pin on a connection of its own that holds one read transaction open until closed
     /// (GRDB's `DatabaseSnapshot`): every fetch through it reads the state its first read saw.
     /// While it is open, a checkpoint cannot recycle the write-ahead log past that state.
-    func pinReads() async throws -> (any ReadPin)? { try pin() }
+    package func pinReads() async throws -> (any ReadPin)? { try pin() }
 
     /// ``pinReads()``, as the SQLite pin it is (a local store's pinned reads run on its connection).
-    func pin() throws -> SQLiteReadPin {
+    package func pin() throws -> SQLiteReadPin {
         do { return SQLiteReadPin(driver: self, reader: try pool.makeSnapshot()) } catch { throw Store.map(error) }
     }
 
@@ -301,7 +301,7 @@ final class SQLiteSnapshotDriver: SnapshotDriver {
     /// the head the run extended, and each record row it replaces or deletes at the sequence
     /// it read; a new row must find its name free. Otherwise nothing is written, and the run
     /// reads again (``SnapshotConflict``).
-    func apply(_ writes: [StorageSnapshot.Write], operation: SnapshotOperation?) async throws {
+    package func apply(_ writes: [StorageSnapshot.Write], operation: SnapshotOperation?) async throws {
         logger.trace("snapshot apply", metadata: ["writes": "\(writes.count)"])
         do {
             let deleted = try await pool.write { db in
@@ -459,7 +459,7 @@ extension Store {
     /// ```
     /// - Throws: `.internalError` when the file is not set up as a store; `.integrityFailure`
     ///   when its schema is not the one Coffer made.
-    convenience init(snapshotOver pool: DatabasePool, logger: Logger = Vault.disabledLogger) throws {
+    package convenience init(snapshotOver pool: DatabasePool, logger: Logger = Vault.disabledLogger) throws {
         let storeID: [UInt8]
         do {
             guard let id = try Self.readyStoreID(pool) else {
@@ -477,28 +477,28 @@ extension Store {
 
 /// Reads of one state of an SQLite store across several fetches (see
 /// ``SQLiteSnapshotDriver/pinReads()``).
-final class SQLiteReadPin: ReadPin {
+package final class SQLiteReadPin: ReadPin {
     private let driver: SQLiteSnapshotDriver
     private let reader: Locked<DatabaseSnapshot?>
 
-    init(driver: SQLiteSnapshotDriver, reader: DatabaseSnapshot) {
+    package init(driver: SQLiteSnapshotDriver, reader: DatabaseSnapshot) {
         self.driver = driver
         self.reader = Locked(reader)
     }
 
-    func fetch(_ needs: [StorageSnapshot.Need], into snapshot: StorageSnapshot) async throws {
+    package func fetch(_ needs: [StorageSnapshot.Need], into snapshot: StorageSnapshot) async throws {
         let basis = snapshot.basis
         let fetched = try read { db in try driver.read(needs, basis: basis, db) }
         snapshot.absorb(fetched.tables, moved: fetched.moved) { $0 }
     }
 
     /// Runs a read of the engine's on the pin's connection (a local store's pinned read).
-    func read<T>(_ body: (Database) throws -> T) throws -> T {
+    package func read<T>(_ body: (Database) throws -> T) throws -> T {
         guard let reader = reader.withLock({ $0 }) else { throw StoreError(.internalError, "an SQLite read pin was used after it was closed") }
         do { return try reader.read(body) } catch { throw Store.map(error) }
     }
 
-    func close() async {
+    package func close() async {
         let reader = self.reader.withLock { held in
             defer { held = nil }
             return held

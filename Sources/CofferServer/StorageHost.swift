@@ -1,9 +1,8 @@
 import CofferCrypto
+import CofferStore
 import CofferVault
 import Foundation
-import GRDB
 import Logging
-import PostgresNIO
 
 /// What a Coffer server does with a local store, without an HTTP layer: it answers a client's
 /// reads (``StorageSnapshot`` needs) and applies its batches of writes, after checking what can
@@ -61,14 +60,8 @@ package final class StorageHost: Sendable {
 
     /// Opens the store a server keeps: an SQLite file (made if missing) or a `postgres://` URL.
     package static func open(_ location: String, logger: Logger) async throws -> StorageHost {
-        if PostgresURL.isPostgresURL(location.lowercased()) {
-            let url = try PostgresURL(location)
-            let store = try await Store(postgres: url, password: PostgresPassword.lookup(for: url), logger: logger)
-            guard case .postgres(let storage) = store.backend else { preconditionFailure("a PostgreSQL store") }
-            return try StorageHost(store: store, driver: storage, logger: logger)
-        }
-        let store = try Store(path: location, logger: logger)
-        return try StorageHost(store: store, driver: SQLiteSnapshotDriver(pool: store.dbPool, logger: logger), logger: logger)
+        let (store, driver) = try await Store.openServed(location, logger: logger)
+        return try StorageHost(store: store, driver: driver, logger: logger)
     }
 
     package func close() async {
@@ -88,9 +81,9 @@ package final class StorageHost: Sendable {
     package func signingKey(of userID: String) async throws -> Ed25519.PublicKey? {
         if let key = keys.withLock({ $0[userID] }) { return key }
         guard UserIDs.isValid(userID) else { return nil }
-        guard let contact = try await store.read({ [store] db in try store.verifiedContact(db, userID: userID) }) else { return nil }
-        keys.withLock { $0[userID] = contact.identity.signingKey }
-        return contact.identity.signingKey
+        guard let key = try await store.verifiedSigningKey(of: userID) else { return nil }
+        keys.withLock { $0[userID] = key }
+        return key
     }
 
     /// Stores a user's own self-signed card (how a user becomes known). The card must verify,
@@ -551,11 +544,7 @@ package final class StorageHost: Sendable {
         for case .replaceRecord(let rowID, let version, _, true) in writes { keptNames[rowID, default: []].append(version.stamp.name) }
         var kept = [Int64: [String: (seq: Int64, creatorID: String, created: Double)]]()
         for (rowID, names) in keptNames where created[rowID] == nil {
-            kept[rowID] = try await store.read { db in
-                var rows = [String: (seq: Int64, creatorID: String, created: Double)]()
-                try db.readRecordRows(zoneRowID: rowID, names: names) { rows[$0.name] = ($0.seq, $0.creatorID, $0.created) }
-                return rows
-            }
+            kept[rowID] = try await store.storedStamps(zoneRowID: rowID, names: names)
         }
         // The deleted names the batch marks for the change feeds, by zone.
         var marked = [Int64: Set<TombstoneMark>]()
@@ -747,13 +736,7 @@ package final class StorageHost: Sendable {
             // A zone the batch creates has only the batch's schema.
             var stored = [String: [(field: String, valueType: String, encrypted: Bool)]]()
             if let id = zones[zone] {
-                stored = try await store.read { db in
-                    // (PostgreSQL's snapshot reads a zone's schema with its row.)
-                    _ = try db.zoneRow(id)
-                    return try types.reduce(into: [String: [(field: String, valueType: String, encrypted: Bool)]]()) {
-                        $0[$1] = try db.fieldSchemaRows(zoneRowID: zone, recordType: $1)
-                    }
-                }
+                stored = try await store.fieldSchemaRows(zone: id, zoneRowID: zone, recordTypes: types)
             }
             var schema = [String: [String: FieldSchema]]()
             for (recordType, rows) in stored {
@@ -785,7 +768,7 @@ package final class StorageHost: Sendable {
     /// them (a commit, a rewrite, a genesis of a zone that had records) and its lists are the
     /// ones it signs.
     private func storedListing(zoneRowID: Int64, seq: Int64) async throws -> SignedRecords? {
-        let stored = try await store.read { db in try db.logEntry(zoneRowID: zoneRowID, seq: seq) }
+        let stored = try await store.storedLogEntry(zoneRowID: zoneRowID, seq: seq)
         guard let stored, let entry = LogEntry.decode(stored.body), entry.seq == seq else { return nil }
         return SignedRecords(entry, stored)
     }
@@ -802,22 +785,7 @@ package final class StorageHost: Sendable {
     /// allowed by the state before it), read from the cached state's head on.
     private func verifiedState(_ zone: ZoneAccess) async throws -> ZoneState {
         let known = states.withLock { $0[zone.rowID] }.flatMap { $0.zoneUID == zone.uid ? $0 : nil }
-        let store = self.store
-        let state = try await store.read { db in
-            // The cache only stands while the store's log still holds its head.
-            var cached = known
-            if let head = cached?.headSeq, try db.logEntry(zoneRowID: zone.rowID, seq: head).map({ $0.hash }) != cached?.headHash { cached = nil }
-            var state = cached
-            for stored in try db.logEntries(zoneRowID: zone.rowID, after: cached?.headSeq ?? 0) {
-                let entry: LogEntry
-                do { entry = try stored.checked(key: { try store.verifiedContact(db, userID: $0)?.identity.signingKey }) } catch let refusal as ZoneState.Refusal {
-                    throw StoreError(.integrityFailure, "entry \(stored.seq) of zone '\(zone.id.name)' does not verify on the server: \(refusal.reason)")
-                }
-                state = try ZoneState.next(state, entry, hash: stored.hash, uid: zone.uid, zone: zone.id, refusal: .integrityFailure)
-            }
-            guard let state else { throw StoreError(.integrityFailure, "zone '\(zone.id.name)' has no log") }
-            return state
-        }
+        let state = try await store.verifiedZoneState(rowID: zone.rowID, uid: zone.uid, zone: zone.id, from: known)
         remember(state, rowID: zone.rowID)
         return state
     }
@@ -880,7 +848,7 @@ package final class StorageHost: Sendable {
     /// ended, the log through the last entry that ended it (replayed from the genesis on the
     /// entries whose chain reaches the verified head), else nothing.
     private func ended(_ zone: ZoneAccess, state: ZoneState, by userID: String) async throws -> ZoneReading {
-        let stored = try await store.read { db in try db.logEntries(zoneRowID: zone.rowID, after: 0) }
+        let stored = try await store.storedLogEntries(zoneRowID: zone.rowID, after: 0)
         var replay: ZoneState?, had = false, ended: (seq: Int64, hash: Digest32, why: String)?
         for entry in stored {
             guard let decoded = try? entry.checked(key: nil) else { return .nothing }
@@ -947,7 +915,7 @@ package final class StorageHost: Sendable {
         let clock = ContinuousClock(), deadline = clock.now + timeout
         while true {
             let generation = signal.generation
-            let counter = try await store.read { db in try db.databaseCounter().current }
+            let counter = try await store.changeCounter()
             let left = deadline - clock.now
             if counter > after || left <= .zero {
                 return try RemoteAPI.encoder.encode(RemoteAPI.WaitResponse(counter: counter))
@@ -957,52 +925,6 @@ package final class StorageHost: Sendable {
             async let local: Void = signal.wait(after: generation, upTo: slice)
             async let remote: Void = ledger.waitForOtherInstances(upTo: slice)
             _ = try await (local, remote)
-        }
-    }
-}
-
-extension ZoneState {
-    /// `state` with `entry` applied, or the state its genesis starts; a refusal as a
-    /// ``StoreError`` of `code` naming the zone.
-    static func next(_ state: ZoneState?, _ entry: LogEntry, hash: Digest32, uid: [UInt8], zone: ZoneID,
-                     refusal code: StoreError.Code) throws -> ZoneState {
-        do {
-            guard var current = state else { return try ZoneState(genesis: entry, hash: hash, uid: uid, name: zone.name, ownerID: zone.ownerID) }
-            try current.apply(entry, hash: hash)
-            return current
-        } catch let refusal as ZoneState.Refusal {
-            throw StoreError(code, "zone '\(zone.name)': \(refusal.reason)")
-        }
-    }
-
-    /// Whom a zone's member lookup lists (a cache that narrows searches of the zones a user
-    /// takes part in): every participant the share names, removed or not, and every link joiner.
-    var lookupMembers: Set<String> {
-        Set(share?.participants.keys.map { $0 } ?? []).union(linkJoiners.keys)
-    }
-
-    /// Whether the state lists `userID` as a participant who was not removed, or as a link
-    /// joiner who accepted.
-    func takesPart(_ userID: String) -> Bool {
-        if let participant = share?.participants[userID], participant.status != .removed { return true }
-        return linkJoiners[userID] == .accepted
-    }
-}
-
-extension StorageSnapshot.Write {
-    /// The zone a write is to, by row id (nil for a contact card).
-    var zoneRowID: Int64? {
-        switch self {
-        case .insertZone(let z, _, _, _), .deleteZone(let z), .touchZone(let z), .appendLog(let z, _, _, _, _, _, _, _),
-             .wrappedKey(let z, _, _, _), .fieldSchema(let z, _, _, _), .dropFieldSchema(let z, _, _), .insertRecord(let z, _), .replaceRecord(let z, _, _, _),
-             .deleteRecord(let z, _, _), .addTombstone(let z, _, _, _, _, _), .removeTombstone(let z, _), .compactTombstones(let z, _),
-             .storeWrappedKey(let z, _, _, _), .deleteWrappedKeys(let z, _), .storeChainedKey(let z, _, _), .storeShareLink(let z, _, _, _),
-             .deleteShareLink(let z), .deleteOlderKeys(let z, _), .setZoneMembers(let z, _, _), .addZoneMember(let z, _):
-            return z
-        case .zoneGone(let zone, _, _), .zoneBack(let zone, _):
-            return zone.rowID
-        case .contact:
-            return nil
         }
     }
 }

@@ -1,4 +1,5 @@
 import CofferCrypto
+import CofferStore
 import Foundation
 
 /// A user's stage on the server (see ``RemoteAPI/StageRequest``): parts of one batch, put one
