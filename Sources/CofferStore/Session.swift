@@ -12,8 +12,8 @@ import Foundation
 public final class Session: Sendable {
     public let store: Store
     public let vault: Vault
-    /// Zone row id → key epoch → zone key, each checked against its commitment in the log.
-    let zoneKeys = Locked<[Int64: [Int64: SymmetricKey]]>([:])
+    /// The zone keys this user opened.
+    let keyRing: KeyRing
     /// (zone row id, record type) → field → spec. A field's entry keeps its type until its
     /// zone's owner drops it (``dropFields(_:of:zone:label:)``), when no record uses it.
     let schemas = Locked<[SchemaKey: [String: FieldSchema]]>([:])
@@ -59,6 +59,7 @@ public final class Session: Sendable {
     init(store: Store, vault: Vault) {
         self.store = store
         self.vault = vault
+        keyRing = KeyRing(vault: vault)
     }
 
     /// The acting user's id.

@@ -124,7 +124,7 @@ struct HostileStoreTests {
             let row = try await s.f.zoneRow(zone)
             try s.raw { db in
                 for (user, epoch) in [(s.alice, Int64(2))] + (shared ? [(s.carol, Int64(2))] : []) {
-                    let wrapped = Session.wrapZoneKey(injected, zoneUID: row.uid, epoch: epoch, to: user.vault.identity.boxKey)
+                    let wrapped = KeyRing.wrapZoneKey(injected, zoneUID: row.uid, epoch: epoch, to: user.vault.identity.boxKey)
                     try db.execute(sql: "INSERT INTO zone_key (zone_id, epoch, member_id, wrapped_key) VALUES (?, ?, ?, ?)",
                                    arguments: [row.rowID, epoch, user.userID, Data(wrapped)])
                 }
@@ -151,7 +151,7 @@ struct HostileStoreTests {
             let injected = SymmetricKey()
             let row = try await s.f.zoneRow(zone)
             try s.raw { db in
-                let wrapped = Session.wrapZoneKey(injected, zoneUID: row.uid, epoch: 1, to: victim.vault.identity.boxKey)
+                let wrapped = KeyRing.wrapZoneKey(injected, zoneUID: row.uid, epoch: 1, to: victim.vault.identity.boxKey)
                 try db.execute(sql: "UPDATE zone_key SET wrapped_key = ? WHERE zone_id = ? AND member_id = ?",
                                arguments: [Data(wrapped), row.rowID, victim.userID])
                 #expect(db.changesCount == 1)
@@ -190,10 +190,10 @@ struct HostileStoreTests {
             let zone = try await s.sharedZone()
             _ = try await s.alice.removeParticipant(s.bob.userID, from: zone) // epoch 2; n1, n2 sealed under epoch 1
             let row = try await s.f.zoneRow(zone)
-            let current = try s.raw { db in try s.carol.zoneKey(db, zone: row, epoch: 2, state: try s.carol.zoneState(db, zone: row)) }
+            let current = try s.raw { db in try s.carol.keyRing.zoneKey(db, zone: row, epoch: 2, state: try s.carol.zoneState(db, zone: row)) }
             let substitute = SymmetricKey()
             try s.raw { db in
-                let link = Envelope.seal(substitute.bytes, using: current, keyID: 2, authenticating: Session.chainAD(zoneUID: row.uid, epoch: 1))
+                let link = Envelope.seal(substitute.bytes, using: current, keyID: 2, authenticating: KeyRing.chainAD(zoneUID: row.uid, epoch: 1))
                 try db.execute(sql: "UPDATE zone_key_chain SET sealed_key = ? WHERE zone_id = ? AND epoch = 1", arguments: [Data(link.bytes), row.rowID])
             }
             let error = await shareExpectError(.integrityFailure) { try await s.fresh(s.alice).privateDatabase.record(named: "n1", in: zone) }
@@ -229,7 +229,7 @@ struct HostileStoreTests {
             for key in try await s.f.zoneKeyRows(zone) where key.member == s.bob.userID {
                 let wrapped = try #require(try await s.f.wrappedKey(zone, member: s.bob.userID, epoch: key.epoch))
                 #expect(throws: CryptoError.self) { _ = try SealedBoxWrap.open(wrapped, with: s.mallory.vault.boxKey) }
-                _ = try Session.unwrapZoneKey(wrapped, zoneUID: row.uid, epoch: key.epoch, with: s.bob.vault.boxKey)
+                _ = try KeyRing.unwrapZoneKey(wrapped, zoneUID: row.uid, epoch: key.epoch, with: s.bob.vault.boxKey)
             }
             #expect(shareBody(try await s.fresh(s.bob).sharedDatabase.record(named: "n1", in: zone)) == "body of n1")
             // The contact as the store reports it is the card's, not the row's.

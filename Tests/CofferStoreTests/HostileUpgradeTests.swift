@@ -30,7 +30,7 @@ struct HostileUpgradeTests {
                 WHERE z.name = ? AND z.owner_id = ? AND k.epoch = ? AND k.member_id = ?
                 """, arguments: [name, aliceID, epoch, aliceID]))
             let uid = Array(row[0] as Data)
-            return (uid, try Session.unwrapZoneKey(Array(row[1] as Data), zoneUID: uid, epoch: epoch, with: f.alice.boxKey))
+            return (uid, try KeyRing.unwrapZoneKey(Array(row[1] as Data), zoneUID: uid, epoch: epoch, with: f.alice.boxKey))
         }
     }
 
@@ -85,7 +85,7 @@ struct HostileUpgradeTests {
             let planted = SymmetricKey()
             try await f.store.dbPool.write { db in
                 try db.execute(sql: "UPDATE zone_key SET wrapped_key = ? WHERE zone_id = (SELECT id FROM zone WHERE name = 'Private') AND epoch = 1",
-                               arguments: [Data(Session.wrapZoneKey(planted, zoneUID: priv.uid, epoch: 1, to: f.alice.identity.boxKey))])
+                               arguments: [Data(KeyRing.wrapZoneKey(planted, zoneUID: priv.uid, epoch: 1, to: f.alice.identity.boxKey))])
             }
             let alice = try f.store.session(vault: f.alice)
             let zone = ZoneID(name: "Private", ownerID: f.alice.identity.userID)
@@ -121,7 +121,7 @@ struct HostileUpgradeTests {
                     """, arguments: [Data(uid), aliceID, variant == "no commit" ? 0 : 1])
                 let id = db.lastInsertedRowID
                 try db.execute(sql: "INSERT INTO zone_key (zone_id, epoch, member_id, wrapped_key) VALUES (?, 1, ?, ?)",
-                               arguments: [id, aliceID, Data(Session.wrapZoneKey(key, zoneUID: uid, epoch: 1, to: f.alice.identity.boxKey))])
+                               arguments: [id, aliceID, Data(KeyRing.wrapZoneKey(key, zoneUID: uid, epoch: 1, to: f.alice.identity.boxKey))])
                 if variant == "a forged commit" {
                     let plain = Array(#"{"title":"mallory"}"#.utf8)
                     let hash = LegacyZone.recordHash(zoneUID: uid, name: "m1", type: "Note", parent: nil, seq: 1, epoch: 1, membershipSeq: 0,

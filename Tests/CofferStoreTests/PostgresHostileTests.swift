@@ -108,11 +108,11 @@ struct PostgresHostileTests {
         try await Self.scene { s in
             let id = try await s.rowID()
             let row = try await s.f.zoneRow(s.zone)
-            let planted = Session.wrapZoneKey(SymmetricKey(), zoneUID: row.uid, epoch: 1, to: s.bob.vault.identity.boxKey)
+            let planted = KeyRing.wrapZoneKey(SymmetricKey(), zoneUID: row.uid, epoch: 1, to: s.bob.vault.identity.boxKey)
             #expect(try await s.attack("UPDATE zone_key SET wrapped_key = \(Data(planted)) WHERE zone_id = \(id) AND member_id = \(s.bob.userID) RETURNING epoch") == 1)
             await shareExpectError(.integrityFailure) { try await s.f.fresh(s.bob).sharedDatabase.record(named: "n1", in: s.zone) }
             // And a key planted for a stranger gives them nothing: the log does not make them a member.
-            let stranger = Session.wrapZoneKey(SymmetricKey(), zoneUID: row.uid, epoch: 1, to: s.mallory.vault.identity.boxKey)
+            let stranger = KeyRing.wrapZoneKey(SymmetricKey(), zoneUID: row.uid, epoch: 1, to: s.mallory.vault.identity.boxKey)
             try await s.attack("INSERT INTO zone_key (zone_id, epoch, member_id, wrapped_key) VALUES (\(id), 1, \(s.mallory.userID), \(Data(stranger)))")
             try await s.attack("INSERT INTO zone_member (zone_id, user_id) VALUES (\(id), \(s.mallory.userID))")
             #expect(try await s.f.fresh(s.mallory).sharedZones().isEmpty)
@@ -230,7 +230,7 @@ struct PostgresHostileTests {
             #expect(shareBody(try await s.f.fresh(s.bob).sharedDatabase.record(named: "n1", in: s.zone)) == "body of n1")
             let wrapped = try #require(try await s.f.wrappedKey(s.zone, member: s.bob.userID, epoch: 2))
             let uid = try await s.f.zoneRow(s.zone).uid
-            #expect(throws: (any Error).self) { _ = try Session.unwrapZoneKey(wrapped, zoneUID: uid, epoch: 2, with: s.mallory.vault.boxKey) }
+            #expect(throws: (any Error).self) { _ = try KeyRing.unwrapZoneKey(wrapped, zoneUID: uid, epoch: 2, with: s.mallory.vault.boxKey) }
             let report = try await s.f.fresh(s.f.alice).audit()
             #expect(report.findings.contains { $0.kind == .contact && $0.subject == s.bob.userID }, "\(report.findings)")
         }
@@ -382,9 +382,9 @@ struct PostgresHostileTests {
             let zone = s.zone
             let current = try await s.f.store.read { db in
                 let row = try #require(try db.zoneRow(zone))
-                return try carol.zoneKey(db, zone: row, epoch: 2, state: try carol.zoneState(db, zone: row))
+                return try carol.keyRing.zoneKey(db, zone: row, epoch: 2, state: try carol.zoneState(db, zone: row))
             }
-            let link = Envelope.seal(SymmetricKey().bytes, using: current, keyID: 2, authenticating: Session.chainAD(zoneUID: row.uid, epoch: 1))
+            let link = Envelope.seal(SymmetricKey().bytes, using: current, keyID: 2, authenticating: KeyRing.chainAD(zoneUID: row.uid, epoch: 1))
             #expect(try await s.attack("UPDATE zone_key_chain SET sealed_key = \(Data(link.bytes)) WHERE zone_id = \(row.rowID) AND epoch = 1 RETURNING epoch") == 1)
             let error = await shareExpectError(.integrityFailure) { try await s.f.fresh(s.f.alice).privateDatabase.record(named: "n1", in: s.zone) }
             #expect(error?.message.contains("not the one its owner committed to") == true, "\(error?.message ?? "")")

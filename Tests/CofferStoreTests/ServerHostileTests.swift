@@ -231,7 +231,7 @@ struct ServerHostileTests {
             }
             // A planted key: Bob's wrapped key replaced by another key wrapped to him.
             let bobID = scene.bob.vault.identity.userID
-            let planted = Session.wrapZoneKey(SymmetricKey(), zoneUID: head.row.uid, epoch: head.state.epoch, to: scene.bob.vault.boxKey.publicKey)
+            let planted = KeyRing.wrapZoneKey(SymmetricKey(), zoneUID: head.row.uid, epoch: head.state.epoch, to: scene.bob.vault.boxKey.publicKey)
             try await queue.write { db in
                 try db.execute(sql: "UPDATE zone_key SET wrapped_key = ? WHERE zone_id = ? AND member_id = ?", arguments: [Data(planted), stored, bobID])
             }

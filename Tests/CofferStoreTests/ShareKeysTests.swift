@@ -44,7 +44,7 @@ struct ShareKeysTests {
             // The key matches the owner-signed commitment in the log, and opens the records.
             let commitment = try #require(try await f.state(zone).commitments[1])
             let uid = try f.sqliteZoneRow(zone).uid
-            #expect(Session.commitment(to: bobKey, zoneUID: uid, epoch: 1) == commitment)
+            #expect(KeyRing.commitment(to: bobKey, zoneUID: uid, epoch: 1) == commitment)
             let plaintext = try open(try await f.sealedBlob(zone, "n1"), key: bobKey, f: f, zone: zone, name: "n1", epoch: 1)
             #expect(try SealedValuesCodec.decode(plaintext)["body"] == .string("body of n1"))
         }
@@ -149,7 +149,7 @@ struct ShareKeysTests {
             // Nor does her old key open the new key's chain link (the chain goes the other way).
             let link = try f.raw { db in Array(try #require(try Data.fetchOne(db, sql: "SELECT sealed_key FROM zone_key_chain"))) }
             #expect(throws: CryptoError.self) {
-                _ = try Envelope(bytes: link).openSecret(using: carolsOldKey, authenticating: Session.chainAD(zoneUID: try f.sqliteZoneRow(zone).uid, epoch: 1))
+                _ = try Envelope(bytes: link).openSecret(using: carolsOldKey, authenticating: KeyRing.chainAD(zoneUID: try f.sqliteZoneRow(zone).uid, epoch: 1))
             }
         }
     }
@@ -241,10 +241,10 @@ struct ShareKeysTests {
             let (zone, _) = try await f.sharedWith(bob, .readOnly)
             let rowID = try f.zoneRowID(zone)
             let session = try await f.fresh(bob)
-            #expect(session.zoneKeys.withLock { $0[rowID]?.keys.sorted() } == nil)
+            #expect(session.keyRing.cache.withLock { $0[rowID]?.keys.sorted() } == nil)
             _ = try await session.sharedDatabase.records(in: zone)
-            #expect(session.zoneKeys.withLock { $0[rowID]?.keys.sorted() } == [1])
-            #expect(session.zoneKeys.withLock { $0[rowID]?[1] } == (try unwrap(try await f.wrappedKey(zone, member: bob.userID, epoch: 1), for: bob)))
+            #expect(session.keyRing.cache.withLock { $0[rowID]?.keys.sorted() } == [1])
+            #expect(session.keyRing.cache.withLock { $0[rowID]?[1] } == (try unwrap(try await f.wrappedKey(zone, member: bob.userID, epoch: 1), for: bob)))
         }
     }
 }

@@ -159,7 +159,7 @@ func forgeCommit(_ db: any StorageTransaction, zone: ZoneID, signer: Session, na
     let plain = Array(PlainValuesCodec.encode(["title": .string(title)]).utf8)
     var sealed: [UInt8]?
     if let body {
-        let key = try given ?? signer.zoneKey(db, zone: row, epoch: epoch, state: state.state)
+        let key = try given ?? signer.keyRing.zoneKey(db, zone: row, epoch: epoch, state: state.state)
         let ad = RecordSealer.associatedData(zone: row, name: name, type: "Note", epoch: epoch)
         sealed = Envelope.seal(SealedValuesCodec.encode(["body": .string(body)]), using: key,
                                keyID: UInt32(epoch), authenticating: ad).bytes

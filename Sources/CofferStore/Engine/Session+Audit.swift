@@ -236,7 +236,7 @@ extension Session {
         if state.share != nil { audit.report.shares += 1 }
         // Caches that repeat the log (they run ahead of a log whose tail is refused).
         if whole { try auditCaches(db, zone: zone, state: state, finding: finding) }
-        do { try checkZoneKey(db, zone: zone, state: state) } catch let error as StoreError {
+        do { try keyRing.checkZoneKey(db, zone: zone, state: state) } catch let error as StoreError {
             finding(.key, "key", error.message)
         }
         // Each name's latest entry in the signed log.

@@ -194,7 +194,7 @@ extension Session {
             }
             let generation = schemaGeneration.withLock { $0 }
             let schema = try self.schema(db, zoneRowID: zone.rowID, recordType: row.type)
-            let key = row.hasSealed ? Result { try zoneKey(db, zone: zone, epoch: row.epoch, state: log.state, cached: given == nil) } : nil
+            let key = row.hasSealed ? Result { try keyRing.zoneKey(db, zone: zone, epoch: row.epoch, state: log.state, cached: given == nil) } : nil
             return RowContext(commit: commit, schema: schema, key: key, schemaGeneration: generation)
         }
         // Only whole contexts of the session's own log are kept: a missing key (no access yet,

@@ -132,7 +132,7 @@ extension Session {
         try await read { db in
             let zone = try self.zoneRow(db, zoneID)
             let access = try self.checkCanWrite(db, zone: zone)
-            let key = try self.zoneKey(db, zone: zone, epoch: access.state.epoch, state: access.state)
+            let key = try self.keyRing.zoneKey(db, zone: zone, epoch: access.state.epoch, state: access.state)
             return SealingKey(zone: zone, epoch: access.state.epoch, key: key, headSeq: access.state.headSeq,
                               membershipSeq: access.state.ownerSeq, authorID: self.userID)
         }
@@ -186,7 +186,7 @@ extension Session {
             try db.prefetchRecords(zoneRowID: zone.rowID, saving: records, deleting: deletions)
             _ = try self.declareFields(db, zoneRowID: zone.rowID, declarations)
             let epoch = log.state.epoch
-            let key = try self.zoneKey(db, zone: zone, epoch: epoch, state: log.state)
+            let key = try self.keyRing.zoneKey(db, zone: zone, epoch: epoch, state: log.state)
             let seq = log.state.headSeq + 1
             let membershipSeq = log.state.ownerSeq
             var commit = CommitBuilder(zoneUID: zone.uid, seq: seq, capacity: total)
@@ -453,7 +453,7 @@ extension Session {
     @discardableResult
     func checkCanRead(_ db: any StorageTransaction, zone: ZoneRow) throws -> ZoneAccess {
         let access = try requireRead(db, zone: zone)
-        _ = try zoneKey(db, zone: zone, epoch: access.state.epoch, state: access.state)
+        _ = try keyRing.zoneKey(db, zone: zone, epoch: access.state.epoch, state: access.state)
         return access
     }
 
@@ -461,7 +461,7 @@ extension Session {
     @discardableResult
     func checkCanWrite(_ db: any StorageTransaction, zone: ZoneRow) throws -> ZoneAccess {
         let access = try requireWrite(db, zone: zone)
-        _ = try zoneKey(db, zone: zone, epoch: access.state.epoch, state: access.state)
+        _ = try keyRing.zoneKey(db, zone: zone, epoch: access.state.epoch, state: access.state)
         return access
     }
 }

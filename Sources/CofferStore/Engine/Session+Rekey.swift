@@ -59,7 +59,7 @@ extension Session {
                     try db.deleteOlderKeys(zoneRowID: zone.rowID, before: current)
                     let rowID = zone.rowID
                     db.afterTransaction(onCommit: { [self] in
-                        self.zoneKeys.withLock { cache in cache[rowID] = cache[rowID]?.filter { $0.key == current } }
+                        self.keyRing.keepOnly(epoch: current, zoneRowID: rowID)
                         self.forgetRowContexts(zoneRowID: rowID) // they hold the dropped keys too
                     }, onRollback: {})
                     return (0, latest, through)
@@ -95,7 +95,7 @@ extension Session {
         let seq = state.headSeq + 1
         var commit = CommitBuilder(zoneUID: zone.uid, seq: seq)
         try writeVersions(db, zone: zone, records: records, seq: seq, epoch: state.epoch, ownerSeq: state.ownerSeq,
-                          key: try zoneKey(db, zone: zone, epoch: state.epoch, state: state), into: &commit)
+                          key: try keyRing.zoneKey(db, zone: zone, epoch: state.epoch, state: state), into: &commit)
         try commit.write(db, session: self, zone: zone, log: &log, kind: .rewrite, label: label, time: Date().timeIntervalSince1970)
     }
 
@@ -152,7 +152,7 @@ extension Session {
                 }
                 let state = targetLog.state
                 let epoch = state.epoch
-                let key = try self.zoneKey(db, zone: target, epoch: epoch, state: state)
+                let key = try self.keyRing.zoneKey(db, zone: target, epoch: epoch, state: state)
                 let seq = state.headSeq + 1, sourceSeq = sourceLog.state.headSeq + 1
                 let now = Date().timeIntervalSince1970
                 var added = CommitBuilder(zoneUID: target.uid, seq: seq)

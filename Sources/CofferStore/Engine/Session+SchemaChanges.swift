@@ -38,7 +38,7 @@ extension Session {
         return try await store.write { db in
             let zone = try self.zoneRow(db, zoneID)
             let access = try self.requireOwner(db, zone: zone, to: "change its schema")
-            _ = try self.zoneKey(db, zone: zone, epoch: access.state.epoch, state: access.state)
+            _ = try self.keyRing.zoneKey(db, zone: zone, epoch: access.state.epoch, state: access.state)
             let current = try Self.schemaTable(db.allFieldSchemaRows(zoneRowID: zone.rowID), zone: zone)
             var new = [FieldDeclaration](), seen = Set<String>()
             for declaration in declarations {
@@ -72,7 +72,7 @@ extension Session {
         try await store.write { db in
             let zone = try self.zoneRow(db, zoneID)
             var log = try self.requireOwner(db, zone: zone, to: "change its schema").log
-            _ = try self.zoneKey(db, zone: zone, epoch: log.state.epoch, state: log.state)
+            _ = try self.keyRing.zoneKey(db, zone: zone, epoch: log.state.epoch, state: log.state)
             let current = try self.schema(db, zoneRowID: zone.rowID, recordType: recordType, fresh: true)
             let typeText = "record type \(recordType)"
             guard !current.isEmpty else { throw StoreError(.unknownItem, "zone '\(zoneID.name)' has no \(typeText) in its schema") }

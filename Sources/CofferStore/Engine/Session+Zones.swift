@@ -7,7 +7,7 @@ extension Session {
         try Names.validateZone(name)
         let zoneKey = SymmetricKey()
         let uid = SecureRandom.bytes(count: 16)
-        let wrapped = Self.wrapZoneKey(zoneKey, zoneUID: uid, epoch: 1, to: vault.boxKey.publicKey)
+        let wrapped = KeyRing.wrapZoneKey(zoneKey, zoneUID: uid, epoch: 1, to: vault.boxKey.publicKey)
         let owner = userID
         let now = Date()
         let rowID: Int64 = try await store.write { db in
@@ -18,13 +18,13 @@ extension Session {
             try db.insertWrappedKey(zoneRowID: rowID, epoch: 1, memberID: owner, wrapped: wrapped)
             let zone = ZoneRow(rowID: rowID, uid: uid, id: id, sequence: 0, created: now, logFormat: 1)
             let genesis = GenesisPayload(zoneName: name,
-                                         state: StatePayload(epoch: 1, newCommitments: [1: Self.commitment(to: zoneKey, zoneUID: uid, epoch: 1)], share: nil),
+                                         state: StatePayload(epoch: 1, newCommitments: [1: KeyRing.commitment(to: zoneKey, zoneUID: uid, epoch: 1)], share: nil),
                                          records: .empty)
             try self.writeGenesis(db, zone: zone, seq: 1, payload: genesis, time: now.timeIntervalSince1970)
             try db.touchZone(zoneRowID: rowID)
             return rowID
         }
-        zoneKeys.withLock { $0[rowID] = [1: zoneKey] }
+        keyRing.replace(zoneRowID: rowID, with: zoneKey, epoch: 1)
         forgetRowContexts(zoneRowID: rowID) // a new zone may have the row id of a deleted one
         commits.withLock { _ = $0.removeValue(forKey: rowID) }
         store.logger.info("zone created", metadata: ["zone": "\(name)"])

@@ -119,7 +119,7 @@ struct LegacyZone {
         if let current, current.0 == epoch { return current.1 }
         let key: SymmetricKey
         if let wrapped = try db.wrappedKey(zoneRowID: zone.rowID, epoch: epoch, memberID: session.userID) {
-            guard let opened = try? Session.unwrapZoneKey(wrapped, zoneUID: zone.uid, epoch: epoch, with: session.vault.boxKey) else {
+            guard let opened = try? KeyRing.unwrapZoneKey(wrapped, zoneUID: zone.uid, epoch: epoch, with: session.vault.boxKey) else {
                 throw refuse("the key of epoch \(epoch) wrapped to its owner does not open")
             }
             key = opened
@@ -127,7 +127,7 @@ struct LegacyZone {
                   let sealed = try db.chainedKey(zoneRowID: zone.rowID, epoch: epoch) {
             let newer = try self.key(epoch: epoch + 1, share: share, current: current)
             guard let envelope = try? Envelope(bytes: sealed), Int64(envelope.keyID) == epoch + 1,
-                  let opened = try? envelope.openSecret(using: newer, authenticating: Session.chainAD(zoneUID: zone.uid, epoch: epoch)),
+                  let opened = try? envelope.openSecret(using: newer, authenticating: KeyRing.chainAD(zoneUID: zone.uid, epoch: epoch)),
                   let chained = try? SymmetricKey(bytes: opened) else {
                 throw refuse("its key chain is damaged at epoch \(epoch)")
             }
@@ -135,7 +135,7 @@ struct LegacyZone {
         } else {
             throw refuse("its owner holds no key for epoch \(epoch)")
         }
-        if let share, share.epoch == epoch, !constantTimeEquals(Session.commitment(to: key, zoneUID: zone.uid, epoch: epoch), share.keyCommitment) {
+        if let share, share.epoch == epoch, !constantTimeEquals(KeyRing.commitment(to: key, zoneUID: zone.uid, epoch: epoch), share.keyCommitment) {
             throw refuse("its key does not match its share's signed commitment")
         }
         return key

@@ -50,7 +50,7 @@ extension Session {
             for member in Set([zone.id.ownerID] + (verified.share?.activeNamed ?? [])).sorted() {
                 let contact = try self.store.contactRow(db, userID: member)
                 try db.insertWrappedKey(zoneRowID: zone.rowID, epoch: epoch, memberID: member,
-                                        wrapped: Self.wrapZoneKey(key, zoneUID: zone.uid, epoch: epoch, to: contact.identity.boxKey))
+                                        wrapped: KeyRing.wrapZoneKey(key, zoneUID: zone.uid, epoch: epoch, to: contact.identity.boxKey))
             }
             try db.noteZoneEpoch(zoneRowID: zone.rowID, epoch: epoch)
             var commit = CommitBuilder(zoneUID: zone.uid, seq: seq)
@@ -60,7 +60,7 @@ extension Session {
                 _ = try self.setLink(db, zone: zone, share: share, epoch: epoch, key: key, secret: secret)
             }
             let genesis = GenesisPayload(zoneName: zone.id.name,
-                                         state: StatePayload(epoch: epoch, newCommitments: [epoch: Self.commitment(to: key, zoneUID: zone.uid, epoch: epoch)],
+                                         state: StatePayload(epoch: epoch, newCommitments: [epoch: KeyRing.commitment(to: key, zoneUID: zone.uid, epoch: epoch)],
                                                              share: verified.share),
                                          records: commit.summary)
             let log = try self.writeGenesis(db, zone: zone, seq: seq, payload: genesis, time: Date().timeIntervalSince1970,
@@ -73,7 +73,7 @@ extension Session {
             try db.touchZone(zoneRowID: zone.rowID)
             let rowID = zone.rowID
             db.afterTransaction(onCommit: { [self] in
-                self.zoneKeys.withLock { $0[rowID] = [epoch: key] }
+                self.keyRing.replace(zoneRowID: rowID, with: key, epoch: epoch)
                 self.forgetRowContexts(zoneRowID: rowID)
             }, onRollback: {})
         }

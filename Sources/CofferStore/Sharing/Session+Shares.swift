@@ -16,7 +16,7 @@ extension Session {
             var share = ShareState(shareUID: SecureRandom.bytes(count: 16), title: title, publicPermission: publicPermission,
                                    linkPublicKey: nil, participants: [:])
             if publicPermission != .none {
-                let key = try self.zoneKey(db, zone: zone, epoch: log.state.epoch, state: log.state)
+                let key = try self.keyRing.zoneKey(db, zone: zone, epoch: log.state.epoch, state: log.state)
                 share.linkPublicKey = try self.setLink(db, zone: zone, share: share, epoch: log.state.epoch, key: key, secret: .random(count: 32))
             }
             try self.writeMembership(db, zone: zone, log: &log, share: share)
@@ -42,9 +42,9 @@ extension Session {
                 throw StoreError(.limitExceeded, "a share has at most \(Limits.maxParticipants) participants")
             }
             let epoch = log.state.epoch
-            let key = try self.zoneKey(db, zone: zone, epoch: epoch, state: log.state)
+            let key = try self.keyRing.zoneKey(db, zone: zone, epoch: epoch, state: log.state)
             // Wrapped to the box key of their verified card.
-            let wrapped = Self.wrapZoneKey(key, zoneUID: zone.uid, epoch: epoch, to: contact.identity.boxKey)
+            let wrapped = KeyRing.wrapZoneKey(key, zoneUID: zone.uid, epoch: epoch, to: contact.identity.boxKey)
             try db.storeWrappedKey(zoneRowID: zone.rowID, epoch: epoch, memberID: contact.userID, wrapped: wrapped)
             // A former participant coming back starts over: the log drops their earlier answer.
             share.participants[contact.userID] = .init(role: .privateUser, permission: permission, status: .pending)
@@ -106,7 +106,7 @@ extension Session {
                 let joiners = permission == .none ? [] : state.linkJoiners.filter { $0.value == .accepted }.map(\.key)
                 try self.rotate(db, zone: zone, log: &log, share: share, joiners: joiners)
             } else if old == .none {
-                let key = try self.zoneKey(db, zone: zone, epoch: state.epoch, state: state)
+                let key = try self.keyRing.zoneKey(db, zone: zone, epoch: state.epoch, state: state)
                 share.linkPublicKey = try self.setLink(db, zone: zone, share: share, epoch: state.epoch, key: key, secret: .random(count: 32))
                 try self.writeMembership(db, zone: zone, log: &log, share: share)
             } else {
@@ -179,7 +179,7 @@ extension Session {
                 guard p.status != .removed else {
                     throw StoreError(.permissionFailure, "you were removed from the share of zone '\(zone.id.name)'")
                 }
-                _ = try self.zoneKey(db, zone: zone, epoch: state.epoch, state: state) // wrapped to you, and the owner's
+                _ = try self.keyRing.zoneKey(db, zone: zone, epoch: state.epoch, state: state) // wrapped to you, and the owner's
                 if state.acceptances[me] != .accepted {
                     try self.writeAcceptance(db, zone: zone, log: &log, role: .privateUser, state: .accepted, proof: nil, time: now)
                 }
@@ -192,7 +192,7 @@ extension Session {
                     throw StoreError(.permissionFailure, "you were removed from the share of zone '\(zone.id.name)'")
                 }
                 let key = try self.openLinkKey(db, zone: zone, state: state, secret: secret)
-                let wrapped = Self.wrapZoneKey(key, zoneUID: zone.uid, epoch: state.epoch, to: self.vault.boxKey.publicKey)
+                let wrapped = KeyRing.wrapZoneKey(key, zoneUID: zone.uid, epoch: state.epoch, to: self.vault.boxKey.publicKey)
                 try db.storeWrappedKey(zoneRowID: zone.rowID, epoch: state.epoch, memberID: me, wrapped: wrapped)
                 if state.linkJoiners[me] != .accepted {
                     let proof = signer.signature(for: AcceptancePayload.proofMessage(zoneUID: zone.uid, shareUID: share.shareUID, userID: me))
@@ -229,7 +229,7 @@ extension Session {
             }
             let rowID = zone.rowID
             db.afterTransaction(onCommit: { [self] in
-                self.zoneKeys.withLock { _ = $0.removeValue(forKey: rowID) }
+                self.keyRing.forget(zoneRowID: rowID)
                 self.forgetRowContexts(zoneRowID: rowID)
             }, onRollback: {})
         }
@@ -357,10 +357,10 @@ extension Session {
     func rotate(_ db: any StorageTransaction, zone: ZoneRow, log: inout ZoneLog, share: ShareState?, joiners: [String]) throws {
         let state = log.state
         let oldEpoch = state.epoch, newEpoch = oldEpoch + 1
-        let oldKey = try zoneKey(db, zone: zone, epoch: oldEpoch, state: state)
+        let oldKey = try keyRing.zoneKey(db, zone: zone, epoch: oldEpoch, state: state)
         let newKey = SymmetricKey()
         let link = Envelope.seal(oldKey.bytes, using: newKey, keyID: UInt32(truncatingIfNeeded: newEpoch),
-                                 authenticating: Self.chainAD(zoneUID: zone.uid, epoch: oldEpoch))
+                                 authenticating: KeyRing.chainAD(zoneUID: zone.uid, epoch: oldEpoch))
         try db.storeChainedKey(zoneRowID: zone.rowID, epoch: oldEpoch, sealed: link.bytes)
         var members = Set([zone.id.ownerID] + joiners)
         if let share { members.formUnion(share.activeNamed) }
@@ -369,7 +369,7 @@ extension Session {
         for member in members.sorted() {
             // To the box key of each member's verified card.
             let contact = try store.contactRow(db, userID: member)
-            let wrapped = Self.wrapZoneKey(newKey, zoneUID: zone.uid, epoch: newEpoch, to: contact.identity.boxKey)
+            let wrapped = KeyRing.wrapZoneKey(newKey, zoneUID: zone.uid, epoch: newEpoch, to: contact.identity.boxKey)
             try db.storeWrappedKey(zoneRowID: zone.rowID, epoch: newEpoch, memberID: member, wrapped: wrapped)
         }
         try db.noteZoneEpoch(zoneRowID: zone.rowID, epoch: newEpoch)
@@ -379,10 +379,10 @@ extension Session {
             next = s
         }
         try writeMembership(db, zone: zone, log: &log, share: next,
-                            newEpoch: (newEpoch, Self.commitment(to: newKey, zoneUID: zone.uid, epoch: newEpoch)))
+                            newEpoch: (newEpoch, KeyRing.commitment(to: newKey, zoneUID: zone.uid, epoch: newEpoch)))
         let rowID = zone.rowID
         db.afterTransaction(onCommit: { [self] in
-            self.zoneKeys.withLock { $0[rowID, default: [:]][newEpoch] = newKey }
+            self.keyRing.remember(newKey, zoneRowID: rowID, epoch: newEpoch)
             self.forgetRowContexts(zoneRowID: rowID)
         }, onRollback: {})
     }
@@ -409,7 +409,7 @@ extension Session {
         guard let link = try db.shareLink(zoneRowID: zone.rowID), link.epoch == state.epoch else {
             throw StoreError(.integrityFailure, "the public link of zone '\(zone.id.name)' is missing: the store was changed")
         }
-        let key = try zoneKey(db, zone: zone, epoch: state.epoch, state: state)
+        let key = try keyRing.zoneKey(db, zone: zone, epoch: state.epoch, state: state)
         let secret: SecureBytes
         do {
             secret = try Envelope(bytes: link.sealedSecret).openSecret(using: key,
@@ -438,7 +438,7 @@ extension Session {
         } catch {
             throw StoreError(.integrityFailure, "the public link of zone '\(zone.id.name)' does not open with the URL's secret: the store was changed")
         }
-        try Self.checkCommitment(key, zone: zone, epoch: state.epoch, state: state)
+        try KeyRing.checkCommitment(key, zone: zone, epoch: state.epoch, state: state)
         return key
     }
 
