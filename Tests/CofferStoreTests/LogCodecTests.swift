@@ -12,25 +12,32 @@ struct LogCodecTests {
     static let author = String(repeating: "ab", count: 16)
     static let summary = RecordsSummary(entries: [UInt8](repeating: 1, count: 64), names: [0, 2, 0x6e, 0x31, 0, 2, 0x6e, 0x32])
 
-    static func entry(seq: Int64 = 5, kind: LogEntry.Kind = .commit, time: Double = 1.7e9, payload: [UInt8] = [1, 2, 3]) -> LogEntry {
-        LogEntry(zoneUID: uid, seq: seq, prev: Digest32([UInt8](repeating: 4, count: 32)), kind: kind, authorID: author, time: time, payload: payload)
+    static func entry(seq: Int64 = 5, kind: LogEntry.Kind = .commit, time: Double = 1.7e9, payload: [UInt8] = [1, 2, 3],
+                      format: LogEntry.Format = .v2) -> LogEntry {
+        var entry = LogEntry(zoneUID: uid, seq: seq, prev: Digest32([UInt8](repeating: 4, count: 32)), kind: kind, authorID: author, time: time,
+                             payload: payload)
+        entry.format = format
+        return entry
     }
 
-    @Test("a log entry round-trips; every truncation and a trailing byte are refused")
-    func entryRoundTrip() throws {
-        let body = Self.entry().body
+    @Test("a log entry round-trips in either format; every truncation and a trailing byte are refused", arguments: [LogEntry.Format.v1, .v2])
+    func entryRoundTrip(_ format: LogEntry.Format) throws {
+        let body = Self.entry(format: format).body
         let decoded = try #require(LogEntry.decode(body))
-        #expect(decoded.body == body && decoded.seq == 5 && decoded.kind == .commit && decoded.authorID == Self.author)
+        #expect(decoded.body == body && decoded.seq == 5 && decoded.kind == .commit && decoded.authorID == Self.author && decoded.format == format)
+        #expect(body.starts(with: format == .v1 ? LogEntry.domainV1 : LogEntry.domain + [2]))
         for n in 0..<body.count { #expect(LogEntry.decode(Array(body.prefix(n))) == nil, "truncated to \(n)") }
         #expect(LogEntry.decode(body + [0]) == nil)
     }
 
     @Test("a log entry's sequence is 1 to 2^53, its kind known, its time finite", arguments: [
         ("seq 0", 0), ("seq 2^53 + 1", 1), ("seq Int64.max", 2), ("kind 9", 3), ("time NaN", 4), ("time infinite", 5),
-    ])
-    func entryFields(_ name: String, _ variant: Int) {
-        var body = Self.entry().body
-        let seqAt = LogEntry.domain.count + 16, kindAt = seqAt + 8 + 32, timeAt = kindAt + 1 + 1 + Self.author.utf8.count
+    ], [LogEntry.Format.v1, .v2])
+    func entryFields(_ field: (name: String, variant: Int), _ format: LogEntry.Format) {
+        let (name, variant) = field
+        var body = Self.entry(format: format).body
+        let seqAt = (format == .v1 ? LogEntry.domainV1.count : LogEntry.domain.count + 1) + 16, kindAt = seqAt + 8 + 32
+        let timeAt = kindAt + 1 + 1 + Self.author.utf8.count + (format == .v1 ? 0 : 1 + 8)
         func put(_ value: UInt64, at offset: Int) { body.replaceSubrange(offset..<offset + 8, with: BigEndian.bytes(value)) }
         switch variant {
         case 0: put(0, at: seqAt)
@@ -41,7 +48,41 @@ struct LogCodecTests {
         default: put(Double.infinity.bitPattern, at: timeAt)
         }
         #expect(LogEntry.decode(body) == nil, "\(name)")
-        #expect(LogEntry.decode(Self.entry(seq: Limits.maxLogSequence).body)?.seq == Limits.maxLogSequence)
+        #expect(LogEntry.decode(Self.entry(seq: Limits.maxLogSequence, format: format).body)?.seq == Limits.maxLogSequence)
+    }
+
+    @Test("format 2's signing device, user-log position and confirmed ids: a device id of 16 bytes with a position of 1 to 2^53, or neither; ids only on a commit, 16 bytes each, distinct, at most one per record of a batch; no other format byte")
+    func entryV2Fields() throws {
+        func body(kind: LogEntry.Kind = .commit, device: [UInt8] = [], position: Int64 = 0, confirmed: [[UInt8]] = []) -> [UInt8] {
+            var entry = Self.entry(kind: kind)
+            entry.deviceID = device
+            entry.userLogSeq = position
+            entry.confirmed = confirmed
+            return entry.body
+        }
+        let device = [UInt8](repeating: 0xd1, count: 16), ids = (0..<3).map { [UInt8](repeating: UInt8($0), count: 16) }
+        let decoded = try #require(LogEntry.decode(body(device: device, position: 9, confirmed: ids)))
+        #expect(decoded.deviceID == device && decoded.userLogSeq == 9 && decoded.confirmed == ids)
+        #expect(decoded.body == body(device: device, position: 9, confirmed: ids))
+        let most = (0..<LogEntry.maxConfirmed).map { i in [UInt8](repeating: 0, count: 14) + BigEndian.bytes(UInt16(i)) }
+        #expect(LogEntry.decode(body(confirmed: most))?.confirmed.count == Limits.maxBatchRecords)
+        for (name, bad) in [
+            ("a device id of 15 bytes", body(device: Array(device.prefix(15)), position: 1)),
+            ("a device with position 0", body(device: device, position: 0)),
+            ("a device with position 2^53 + 1", body(device: device, position: Limits.maxLogSequence + 1)),
+            ("a position with no device", body(position: 3)),
+            ("ids on a membership entry", body(kind: .membership, confirmed: ids)),
+            ("ids on a rewrite", body(kind: .rewrite, confirmed: ids)),
+            ("an id twice", body(confirmed: [ids[0], ids[1], ids[0]])),
+            ("one id too many", body(confirmed: most + [[UInt8](repeating: 0xff, count: 16)])),
+        ] {
+            #expect(LogEntry.decode(bad) == nil, "\(name)")
+        }
+        var unknown = body()
+        unknown[LogEntry.domain.count] = 3
+        #expect(LogEntry.decode(unknown) == nil, "format 3")
+        unknown[LogEntry.domain.count] = 1
+        #expect(LogEntry.decode(unknown) == nil, "format byte 1 after format 2's prefix")
     }
 
     @Test("a commit's payload: epoch and owner's entry 1 to 2^53, a label of at most 255 bytes without control characters")
@@ -94,7 +135,8 @@ struct LogCodecTests {
         var generator = SystemRandomNumberGenerator()
         for _ in 0..<2000 {
             let bytes = (0..<Int.random(in: 0...200, using: &generator)).map { _ in UInt8.random(in: 0...255, using: &generator) }
-            _ = LogEntry.decode(LogEntry.domain + bytes)
+            _ = LogEntry.decode(LogEntry.domainV1 + bytes)
+            _ = LogEntry.decode(LogEntry.domain + [2] + bytes)
             _ = RecordsPayload.decode(bytes)
             _ = AcceptancePayload.decode(bytes)
             _ = GenesisPayload.decode(bytes)

@@ -64,12 +64,13 @@ struct ServerHostileTests {
         }
 
         /// A commit entry of `vault`'s on the zone's head, as a write (`signer` signs it).
-        func commit(by vault: Vault, signer: Vault? = nil, on head: (row: ZoneRow, state: ZoneState), entries: [UInt8] = [], names: [UInt8] = [])
-            -> (write: StorageSnapshot.Write, seq: Int64) {
+        func commit(by vault: Vault, signer: Vault? = nil, on head: (row: ZoneRow, state: ZoneState), entries: [UInt8] = [], names: [UInt8] = [],
+                    adjust: (inout LogEntry) -> Void = { _ in }) -> (write: StorageSnapshot.Write, seq: Int64) {
             let payload = RecordsPayload(epoch: head.state.epoch, ownerSeq: head.state.ownerSeq, label: nil,
                                          records: RecordsSummary(entries: entries, names: names))
-            let entry = LogEntry(zoneUID: head.row.uid, seq: head.state.headSeq + 1, prev: head.state.headHash, kind: .commit,
+            var entry = LogEntry(zoneUID: head.row.uid, seq: head.state.headSeq + 1, prev: head.state.headHash, kind: .commit,
                                  authorID: vault.identity.userID, time: Date().timeIntervalSince1970, payload: payload.encoded)
+            adjust(&entry)
             let body = entry.body
             let signature = (signer ?? vault).signingKey.signature(for: body)
             return (.appendLog(zoneRowID: head.row.rowID, head: head.state.headSeq, entry: entry, body: body, signature: signature,
@@ -114,6 +115,14 @@ struct ServerHostileTests {
             try await expectRefused(scene, carol.store, [.insertRecord(zoneRowID: carolHead.row.rowID, planted)], "signed commit")
             let listed = scene.commit(by: carol.vault, on: carolHead, entries: SecureRandom.bytes(count: 32), names: [0, 7] + Array("planted".utf8))
             try await expectRefused(scene, carol.store, [listed.write, .insertRecord(zoneRowID: carolHead.row.rowID, planted)], "not the version its commit signs")
+            // A read-write member's own commit in log entry format 1 after the zone's format 2
+            // entries, and one that names a signing device, which this version does not know.
+            try await expectRefused(scene, carol.store, [scene.commit(by: carol.vault, on: carolHead) { $0.format = .v1 }.write],
+                                    "the entry is of format 1, after one of format 2")
+            try await expectRefused(scene, carol.store, [scene.commit(by: carol.vault, on: carolHead) {
+                $0.deviceID = [UInt8](repeating: 7, count: LogEntry.deviceIDLength)
+                $0.userLogSeq = 1
+            }.write], "signed by a device")
             // A version its commit lists, whose plain values break the schema: "body" is an
             // encrypted field of Note in this zone, here in the clear.
             var clearStamp = stamp

@@ -133,14 +133,16 @@ struct SignedHarness: Sendable {
     /// zone's current ones by default). Returns the commit's sequence.
     @discardableResult
     func forge(in zone: ZoneID, signer: Session, name: String, title: String, body: String? = "forged body",
-               ownerSeq: Int64? = nil, epoch keyEpoch: Int64? = nil, label: String? = nil) async throws -> Int64 {
+               ownerSeq: Int64? = nil, epoch keyEpoch: Int64? = nil, label: String? = nil,
+               entry adjust: @escaping @Sendable (inout LogEntry) -> Void = { _ in }) async throws -> Int64 {
         if postgres != nil { // through the storage calls (see forgeCommit)
             return try await store.write { db in
-                try forgeCommit(db, zone: zone, signer: signer, name: name, title: title, body: body, ownerSeq: ownerSeq, epoch: keyEpoch, label: label)
+                try forgeCommit(db, zone: zone, signer: signer, name: name, title: title, body: body, ownerSeq: ownerSeq, epoch: keyEpoch, label: label,
+                                entry: adjust)
             }
         }
         return try sql { db in try forgeCommit(db, zone: zone, signer: signer, name: name, title: title, body: body, ownerSeq: ownerSeq,
-                                               epoch: keyEpoch, label: label) }
+                                               epoch: keyEpoch, label: label, entry: adjust) }
     }
 }
 
@@ -148,7 +150,8 @@ struct SignedHarness: Sendable {
 /// `db` (a connection of the attacker's own), with what `signer` holds: see ``SignedHarness/forge``.
 @discardableResult
 func forgeCommit(_ db: any StorageTransaction, zone: ZoneID, signer: Session, name: String, title: String, body: String?,
-                 ownerSeq: Int64? = nil, epoch keyEpoch: Int64? = nil, label: String? = nil, key given: SymmetricKey? = nil) throws -> Int64 {
+                 ownerSeq: Int64? = nil, epoch keyEpoch: Int64? = nil, label: String? = nil, key given: SymmetricKey? = nil,
+                 entry adjust: (inout LogEntry) -> Void = { _ in }) throws -> Int64 {
     let row = try #require(try db.zoneRow(zone))
     let state = try signer.walkLog(db, zone: row, signaturesAfter: Int64.max)
     let head = try db.logHead(zoneRowID: row.rowID)!
@@ -195,20 +198,24 @@ func forgeCommit(_ db: any StorageTransaction, zone: ZoneID, signer: Session, na
     var commit = CommitBuilder(zoneUID: row.uid, seq: seq)
     commit.addRecord(hash, name: name)
     let payload = RecordsPayload(epoch: epoch, ownerSeq: membership, label: label, records: commit.summary)
-    try forgeEntry(db, zone: zone, signer: signer, kind: .commit, payload: payload.encoded, entries: commit.entries, names: commit.names, time: now)
+    try forgeEntry(db, zone: zone, signer: signer, kind: .commit, payload: payload.encoded, entries: commit.entries, names: commit.names, time: now,
+                   entry: adjust)
     return seq
 }
 
 /// Appends a log entry signed by `signer` (any kind, any payload) at the head of the zone's log,
 /// or at `seq` with `prev`, with a raw SQL connection: the library's rules are not applied.
+/// `adjust` may change the entry's format fields before it is signed.
 @discardableResult
 func forgeEntry(_ db: any StorageTransaction, zone: ZoneID, signer: Session, kind: LogEntry.Kind, payload: [UInt8], entries: [UInt8]? = nil,
-                names: [UInt8]? = nil, seq given: Int64? = nil, prev: Digest32? = nil, time: Double = Date().timeIntervalSince1970) throws -> Int64 {
+                names: [UInt8]? = nil, seq given: Int64? = nil, prev: Digest32? = nil, time: Double = Date().timeIntervalSince1970,
+                entry adjust: (inout LogEntry) -> Void = { _ in }) throws -> Int64 {
     let row = try #require(try db.zoneRow(zone))
     let head = try db.logHead(zoneRowID: row.rowID)
     let seq = given ?? (head?.seq ?? 0) + 1
-    let entry = LogEntry(zoneUID: row.uid, seq: seq, prev: prev ?? head?.hash ?? .zero, kind: kind, authorID: signer.userID, time: time,
+    var entry = LogEntry(zoneUID: row.uid, seq: seq, prev: prev ?? head?.hash ?? .zero, kind: kind, authorID: signer.userID, time: time,
                          payload: payload)
+    adjust(&entry)
     let body = entry.body
     let signature = signer.vault.signingKey.signature(for: body)
     if let sqlite = db as? Database { // an entry put in the place of one already there (SQLite tests rewrite history)

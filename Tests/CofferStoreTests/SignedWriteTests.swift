@@ -264,6 +264,46 @@ struct SignedWriteTests {
         }
     }
 
+    @Test("a writer's signed commit in the earlier entry format, after entries of the current one, is refused; so is one that names a signing device",
+          arguments: ["format 1", "device", "device at position 0"])
+    func entryFormatForgery(_ variant: String) async throws {
+        try await SignedHarness.run { h in
+            let zone = try await h.ownerZone(notes: ["n1"])
+            let carol = try await h.newUser("Carol Writer", "carol@example.com")
+            try await h.share(zone, with: [(carol, .readWrite)])
+            // Every entry written now is of format 2.
+            let rowID = try await signedRowID(h, zone)
+            let formats = try h.sql { db in
+                try Data.fetchAll(db, sql: "SELECT body FROM zone_log WHERE zone_id = ? ORDER BY seq", arguments: [rowID])
+                    .map { try #require(LogEntry.decode(Array($0))).format }
+            }
+            #expect(formats.count == 5 && formats.allSatisfy { $0 == .v2 })
+            // A read-write member signs, with her own key, a commit whose only fault is its format.
+            let seq = try await h.forge(in: zone, signer: carol, name: "by-carol", title: "carol", body: "carol's body") { entry in
+                switch variant {
+                case "format 1": entry.format = .v1
+                case "device": entry.deviceID = [UInt8](repeating: 7, count: LogEntry.deviceIDLength); entry.userLogSeq = 1
+                default: entry.deviceID = [UInt8](repeating: 7, count: LogEntry.deviceIDLength)
+                }
+            }
+            let reader = try await h.fresh(h.owner).privateDatabase
+            let error = await signedExpectError(.integrityFailure) { try await reader.record(named: "by-carol", in: zone) }
+            let message = error?.message ?? ""
+            switch variant {
+            case "format 1":
+                #expect(message.contains("entry \(seq) of the log of zone 'Notes'") && message.contains("the entry is of format 1, after one of format 2"),
+                        "\(message)")
+            case "device":
+                #expect(message.contains("entry \(seq)") && message.contains("signed by a device, which this version of Coffer does not know"),
+                        "\(message)")
+            default: // a device with no user-log position does not even decode
+                #expect(message.contains("entry \(seq)") && message.contains("malformed"), "\(message)")
+            }
+            // The records before it still read.
+            #expect(try await reader.record(named: "n1", in: zone).name == "n1")
+        }
+    }
+
     @Test("a commit signed by someone who is not the author it names is refused")
     func commitSignedByAnotherKey() async throws {
         try await SignedHarness.run { h in

@@ -151,7 +151,18 @@ struct StoreFixtureTests {
             let share = try await alice.fetchShare(in: notes)
             #expect(share.title == "Fixture share" && share.keyEpoch == 2)
             #expect(share.participants.first { $0.userID == bobID }?.status == .accepted)
+            func formats() async throws -> [LogEntry.Format] {
+                try await f.store.dbPool.read { db in
+                    try Data.fetchAll(db, sql: "SELECT body FROM zone_log WHERE zone_id = (SELECT id FROM zone WHERE name = 'Notes') ORDER BY seq")
+                        .map { try #require(LogEntry.decode(Array($0))).format }
+                }
+            }
+            let before = try await formats()
+            #expect(!before.isEmpty && before.allSatisfy { $0 == .v1 }, "the fixture's entries are of log entry format 1")
             _ = try await bob.sharedDatabase.save(shareNote("b2", in: notes, title: "Bob again", body: "on the v6 store"))
+            // The log goes on in format 2 after its format 1 entries, and both verify.
+            #expect(try await formats() == before + [.v2])
+            #expect(try await f.store.openSession(vault: f.alice).privateDatabase.record(named: "b2", in: notes).modifierID == bobID)
             #expect(try await alice.audit().findings.isEmpty)
             #expect(try await bob.audit().findings.isEmpty)
         }

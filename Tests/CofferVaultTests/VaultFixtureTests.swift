@@ -151,7 +151,8 @@ struct VaultFixtureTests {
     /// Only the listed fixtures and the README live in Keys/: a real vault or key file
     /// dropped there by mistake fails this test before it reaches a commit.
     /// Store fixtures, checked by the store's tests (`StoreFixtureTests`).
-    static let storeFixtures = ["store-v5.sqlite", "store-v6.sqlite", "store-v7.sqlite", "backup-v1.backup", "backup-v2.backup"]
+    static let storeFixtures = ["store-v5.sqlite", "store-v6.sqlite", "store-v7.sqlite", "backup-v1.backup", "backup-v2.backup",
+                                      "log-entries.json"]
     /// Marks file fixtures, checked by `MarkBookTests`.
     static let marksFixtures = [MarkBookTests.fixtureFile]
 

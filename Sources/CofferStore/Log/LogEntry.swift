@@ -3,21 +3,33 @@ import Foundation
 
 /// One entry of a zone's signed, hash-chained log (see `Docs/Security.md`, "The zone log").
 ///
-/// Every entry is signed by its author with Ed25519 over its canonical bytes (``body``):
+/// Every entry is signed by its author with Ed25519 over its canonical bytes (``body``). Entries
+/// are written in format 2; format 1 entries, which stores made before format 2 hold, keep
+/// verifying. Format 2 (``Format/v2``):
 ///
 /// | bytes | field |
 /// | --- | --- |
-/// | 14 | `"coffer.log.v1\0"` |
+/// | 11 | `"coffer.log\0"` |
+/// | 1 | format (`2`) |
 /// | 16 | zone uid |
 /// | 8 | sequence (big-endian; the first entry's is 1, or one past a migrated zone's last commit) |
 /// | 32 | hash of the previous entry (zeros for the first) |
 /// | 1 | kind (``Kind``) |
 /// | 1 + n | author's user id (length, ASCII) |
+/// | 1 + n | signing device's id (length 0: signed by the author's identity key; or 16) |
+/// | 8 | the author's user-log position the device signs under (0 with no device) |
 /// | 8 | time (IEEE 754 bits of seconds since 1970) |
+/// | 2 + 16n | ids of the pending changes a commit confirms (count, then 16 bytes each; 0 for other kinds) |
 /// | 4 + n | payload (length, kind-specific bytes: see each payload type) |
 ///
-/// The entry's hash, which the next entry names, is BLAKE2b-256 of the body and the signature.
-/// A decoder refuses any other layout, an unknown kind or trailing bytes.
+/// Format 1 (``Format/v1``) is `"coffer.log.v1\0"` (14 bytes) and then the same fields without the
+/// device, the user-log position and the confirmed ids.
+///
+/// The device, its user-log position and the confirmed ids are room for devices and offline
+/// changes: this version signs with no device and confirms no ids, and ``ZoneState`` refuses an
+/// entry that names a device. The entry's hash, which the next entry names, is BLAKE2b-256 of the
+/// body and the signature. A decoder refuses any other layout, an unknown format or kind, and
+/// trailing bytes.
 package struct LogEntry: Sendable {
     package enum Kind: UInt8, Sendable, CustomStringConvertible {
         /// The zone's first entry, by its owner: the zone's uid, name and owner, its first state.
@@ -46,7 +58,26 @@ package struct LogEntry: Sendable {
         }
     }
 
-    package static let domain = Array("coffer.log.v1".utf8) + [0]
+    /// An entry's byte layout. A zone's log never goes back to an earlier format (``ZoneState``).
+    package enum Format: UInt8, Sendable, Comparable {
+        /// Stores made before format 2.
+        case v1 = 1
+        /// Every entry written now.
+        case v2 = 2
+
+        package static func < (a: Format, b: Format) -> Bool { a.rawValue < b.rawValue }
+    }
+
+    /// Format 1's 14 leading bytes.
+    package static let domainV1 = Array("coffer.log.v1".utf8) + [0]
+    /// Format 2's 11 leading bytes, before the format byte.
+    package static let domain = Array("coffer.log".utf8) + [0]
+    /// A device id's length.
+    package static let deviceIDLength = 16
+    /// A confirmed change's id's length.
+    package static let changeIDLength = 16
+    /// The most ids one commit confirms: one per record it may write.
+    package static let maxConfirmed = Limits.maxBatchRecords
 
     package let zoneUID: [UInt8]
     package let seq: Int64
@@ -55,40 +86,85 @@ package struct LogEntry: Sendable {
     package let authorID: String
     package let time: Double
     package let payload: [UInt8]
+    package var format: Format = .v2
+    /// The signing device's id; empty when the author's identity key signs (format 1 always).
+    package var deviceID: [UInt8] = []
+    /// The author's user-log position the device signs under; 0 with no device.
+    package var userLogSeq: Int64 = 0
+    /// Ids (16 bytes each) of the pending changes a commit confirms; empty for other kinds.
+    package var confirmed: [[UInt8]] = []
 
     /// The canonical bytes the author signs.
     package var body: [UInt8] {
         var w = ByteWriter()
-        w.append(Self.domain)
+        switch format {
+        case .v1:
+            w.append(Self.domainV1)
+        case .v2:
+            w.append(Self.domain)
+            w.u8(Format.v2.rawValue)
+        }
         w.append(zoneUID)
         w.u64(UInt64(bitPattern: seq))
         w.append(prev.bytes)
         w.u8(kind.rawValue)
         w.short(authorID)
+        if format == .v2 {
+            w.u8(UInt8(deviceID.count))
+            w.append(deviceID)
+            w.i64(userLogSeq)
+        }
         w.u64(time.bitPattern)
+        if format == .v2 {
+            w.u16(confirmed.count)
+            for id in confirmed { w.append(id) }
+        }
         w.u32(payload.count)
         w.append(payload)
         return w.bytes
     }
 
-    /// Parses a body; nil for anything that is not exactly one well-formed entry.
+    /// Parses a body of either format; nil for anything that is not exactly one well-formed entry.
     package static func decode(_ body: [UInt8]) -> LogEntry? {
         body.withUnsafeBytes { raw in
             var r = RawReader(raw, what: "log entry")
             do {
-                guard Array(try r.take(domain.count)) == domain else { return nil }
+                let format: Format
+                if body.starts(with: domainV1) {
+                    _ = try r.take(domainV1.count)
+                    format = .v1
+                } else {
+                    guard Array(try r.take(domain.count)) == domain, try r.u8() == Format.v2.rawValue else { return nil }
+                    format = .v2
+                }
                 let uid = Array(try r.take(16))
                 let seq = Int64(bitPattern: try r.u64())
                 let prev = Digest32(try r.take(32))
                 guard seq >= 1, seq <= Limits.maxLogSequence, let kind = Kind(rawValue: try r.u8()) else { return nil }
                 let author = try r.short()
                 guard UserIDs.isValid(author) else { return nil }
+                var deviceID = [UInt8](), userLogSeq: Int64 = 0
+                if format == .v2 {
+                    let length = Int(try r.u8())
+                    guard length == 0 || length == deviceIDLength else { return nil }
+                    deviceID = Array(try r.take(length))
+                    userLogSeq = Int64(bitPattern: try r.u64())
+                    guard deviceID.isEmpty ? userLogSeq == 0 : (1...Limits.maxLogSequence).contains(userLogSeq) else { return nil }
+                }
                 let time = Double(bitPattern: try r.u64())
                 guard time.isFinite else { return nil }
+                var confirmed = [[UInt8]]()
+                if format == .v2 {
+                    let count = Int(try r.u16())
+                    guard count <= maxConfirmed, count == 0 || kind == .commit else { return nil }
+                    for _ in 0..<count { confirmed.append(Array(try r.take(changeIDLength))) }
+                    guard Set(confirmed).count == count else { return nil }
+                }
                 let count = Int(try r.u32())
                 let payload = Array(try r.take(count))
                 guard r.remaining == 0 else { return nil }
-                return LogEntry(zoneUID: uid, seq: seq, prev: prev, kind: kind, authorID: author, time: time, payload: payload)
+                return LogEntry(zoneUID: uid, seq: seq, prev: prev, kind: kind, authorID: author, time: time, payload: payload,
+                                format: format, deviceID: deviceID, userLogSeq: userLogSeq, confirmed: confirmed)
             } catch {
                 return nil
             }

@@ -15,6 +15,8 @@ package struct ZoneState: Sendable {
     package let created: Double
     package private(set) var headSeq: Int64
     package private(set) var headHash: Digest32
+    /// The head entry's format: a later entry may not be of an earlier one.
+    package private(set) var headFormat: LogEntry.Format
     /// The sequence and time of the owner's latest genesis or membership entry.
     package private(set) var ownerSeq: Int64
     package private(set) var ownerTime: Double
@@ -46,6 +48,7 @@ package struct ZoneState: Sendable {
         guard entry.zoneUID == uid else { throw refuse("the genesis is of another zone") }
         guard entry.authorID == ownerID else { throw refuse("the genesis is signed by \(entry.authorID), not the zone's owner") }
         guard let genesis = GenesisPayload.decode(entry.payload) else { throw refuse("the genesis is malformed") }
+        if let why = Self.formatRefusal(entry, after: nil) { throw refuse(why) }
         guard genesis.zoneName == name else { throw refuse("the genesis names zone '\(genesis.zoneName)'") }
         zoneUID = uid
         self.name = name
@@ -54,6 +57,7 @@ package struct ZoneState: Sendable {
         created = entry.time
         headSeq = entry.seq
         headHash = hash
+        headFormat = entry.format
         ownerSeq = entry.seq
         ownerTime = entry.time
         epoch = genesis.state.epoch
@@ -76,6 +80,7 @@ package struct ZoneState: Sendable {
         if let deletionSeq { throw refuse("the zone was deleted by its owner at entry \(deletionSeq): nothing follows its deletion") }
         guard entry.seq == headSeq + 1 else { throw refuse("the entry's sequence is \(entry.seq), not \(headSeq + 1)") }
         guard entry.prev == headHash else { throw refuse("the entry does not follow entry \(headSeq) (the chain is broken)") }
+        if let why = Self.formatRefusal(entry, after: headFormat) { throw refuse(why) }
         switch entry.kind {
         case .genesis:
             throw refuse("a second genesis")
@@ -110,6 +115,16 @@ package struct ZoneState: Sendable {
         }
         headSeq = entry.seq
         headHash = hash
+        headFormat = entry.format
+    }
+
+    /// Why an entry's format is refused whatever its kind, or nil: a format earlier than the
+    /// head's (someone who holds an author's key from before, or a store's rows, cannot go back
+    /// to a layout with fewer fields), or a signing device, which this version does not know.
+    private static func formatRefusal(_ entry: LogEntry, after head: LogEntry.Format?) -> String? {
+        if let head, entry.format < head { return "the entry is of format \(entry.format.rawValue), after one of format \(head.rawValue)" }
+        if !entry.deviceID.isEmpty { return "the entry is signed by a device, which this version of Coffer does not know" }
+        return nil
     }
 
     private mutating func applyMembership(_ payload: StatePayload, time: Double, refuse: (String) -> Refusal) throws {

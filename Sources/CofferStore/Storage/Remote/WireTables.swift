@@ -211,7 +211,7 @@ extension WireTables {
 }
 
 private extension Dictionary {
-    package func mapKeys<K: Hashable>(_ f: (Key) -> K) -> [K: Value] {
+    func mapKeys<K: Hashable>(_ f: (Key) -> K) -> [K: Value] {
         var d = [K: Value]()
         for (k, v) in self { d[f(k)] = v }
         return d
