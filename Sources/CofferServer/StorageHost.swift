@@ -96,7 +96,7 @@ package final class StorageHost: Sendable {
             throw StoreError(.invalidArguments, "the card does not verify: \(error)")
         }
         guard card.identity.userID == userID else { throw StoreError(.permissionFailure, "a user publishes only their own card") }
-        _ = try await store.addContactSuspending(card)
+        _ = try await store.addContact(card)
         signal.signal()
     }
 

@@ -143,7 +143,7 @@ extension Store {
         if case .sqlite = backend { return try session(vault: vault) }
         let identity = vault.identity
         if try await read({ db in try self.verifiedContact(db, userID: identity.userID) })?.identity != identity {
-            try await addContactSuspending(ContactCard(vault: vault))
+            try await addContact(ContactCard(vault: vault))
         }
         do { _ = try vault.marks.all() } catch let error as VaultError {
             throw StoreError(.integrityFailure, "your marks file cannot be read: \(error.message)", underlying: error)

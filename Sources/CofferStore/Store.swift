@@ -159,7 +159,7 @@ public final class Store: Sendable {
         case nil: break
         }
         switch backend {
-        case .sqlite(let pool): return try Self.readNow(pool, body)
+        case .sqlite(let pool): return try pool.readOnCallingThread(body)
         case .postgres(let storage): return try await storage.run(writing: false, body)
         case .snapshot(let driver): return try await driver.run(writing: false, body)
         }
@@ -200,7 +200,7 @@ public final class Store: Sendable {
 
     /// What a synchronous entry point on a PostgreSQL store is told to use instead.
     static let synchronousCall = "this synchronous call (use its async form: openSession(vault:) for session(vault:), "
-        + "addContactSuspending, contactsSuspending and contactSuspending(matching:) for addContact, contacts and contact(matching:))"
+        + "and addContact, contacts and contact(matching:) with await)"
 
     /// Whether the store is in PostgreSQL.
     package var isPostgres: Bool {
@@ -220,30 +220,18 @@ public final class Store: Sendable {
         return pool
     }
 
-    /// A write on GRDB's connection (see ``write(_:)``), for what runs only on SQLite so far.
-    func sqliteWrite<T: Sendable>(_ what: @autoclosure () -> String, _ body: @escaping @Sendable (GRDB.Database) throws -> T) async throws -> T {
-        let pool = try sqlite(for: what())
-        let (result, deleted): (T, Bool)
-        do { (result, deleted) = try await pool.write { db in try WriteAheadLogScrub.noting(db, body) } } catch { throw Self.map(error) }
-        if deleted { WriteAheadLogScrub.truncate(pool, logger: logger) }
-        return result
-    }
-
-    /// A read on the calling thread, for the synchronous entry points (opening a store or a
-    /// session, adding a contact), which block as their signatures say. SQLite only: a
-    /// PostgreSQL store takes the async forms.
-    func readBlocking<T: Sendable>(_ body: (GRDB.Database) throws -> T) throws -> T {
+    /// ``read(_:)`` for the synchronous entry points (opening a store or a session, adding a
+    /// contact), which block as their signatures say; in async code the async form is chosen.
+    /// SQLite only: a PostgreSQL store takes the async forms.
+    @_disfavoredOverload
+    func read<T: Sendable>(_ body: (GRDB.Database) throws -> T) throws -> T {
         let pool = try sqlite(for: Self.synchronousCall)
         do { return try pool.read(body) } catch { throw Self.map(error) }
     }
 
-    /// A read on the calling thread (GRDB's blocking `read`, not its async one).
-    static func readNow<T>(_ pool: DatabasePool, _ body: (GRDB.Database) throws -> T) throws -> T {
-        do { return try pool.read(body) } catch { throw map(error) }
-    }
-
-    /// ``readBlocking(_:)`` for a write.
-    func writeBlocking<T: Sendable>(_ body: (GRDB.Database) throws -> T) throws -> T {
+    /// ``write(_:)`` for the synchronous entry points (see the synchronous ``read(_:)``).
+    @_disfavoredOverload
+    func write<T: Sendable>(_ body: (GRDB.Database) throws -> T) throws -> T {
         let pool = try sqlite(for: Self.synchronousCall)
         let (result, deleted): (T, Bool)
         do { (result, deleted) = try pool.write { db in try WriteAheadLogScrub.noting(db, body) } } catch { throw Self.map(error) }

@@ -136,18 +136,18 @@ struct MicroBench: AsyncParsableCommand {
         try await time("  fetch 1 by name", 1000) { _ = try await session.fetch(zone: z, names: ["n-5"]) }
         try await time("  fetch 400 by name", 100) { _ = try await session.fetch(zone: z, names: names) }
         try await time("  400 lookups, rows copied", 100) {
-            try store.readBlocking { db in
+            try store.dbPool.read { db in
                 let zr = try ZoneRow.fetch(db, z)
                 let statement = try RawStatement(db.cachedStatement(sql: "SELECT \(type(of: db).recordColumns) FROM record WHERE zone_id = ? AND name = ?"))
                 var rows = [StoredRow]()
                 for name in names {
                     statement.bind(1, zr.rowID)
                     statement.bind(2, name)
-                    try Session.readRows(statement, limit: 1) { rows.append($0) }
+                    _ = try RecordRows.read(statement, limit: 1) { rows.append($0) }
                 }
             }
         }
-        try await time("  read transaction, zone, access", 1000) { _ = try store.readBlocking { db in try session.checkCanRead(db, zone: try ZoneRow.fetch(db, z)) } }
+        try await time("  read transaction, zone, access", 1000) { _ = try store.dbPool.read { db in try session.checkCanRead(db, zone: try ZoneRow.fetch(db, z)) } }
     }
 }
 #endif

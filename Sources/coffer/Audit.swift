@@ -142,7 +142,7 @@ extension Coffer {
             } catch let e as StoreError {
                 throw CLIError(ErrorReporter.status(for: e.code), e.message)
             }
-            let who = (try? await context.session.store.contactSuspending(matching: result.other.userID)).map { "\($0.name) (\($0.userID))" }
+            let who = (try? await context.session.store.contact(matching: result.other.userID)).map { "\($0.name) (\($0.userID))" }
                 ?? result.other.userID
             if global.json {
                 try RecordOutput.printJSON([

@@ -103,7 +103,7 @@ struct Walkthrough {
         try bobVault.pin(try ContactCard.verify(aliceCard))
         try check(aliceVault.pinnedUserIDs(matching: "bob@example.com") == [bobVault.identity.userID],
                   "Alice finds Bob by email among the cards she pinned, not in the server's directory")
-        try check(try await aliceStore.contactSuspending(matching: bobVault.identity.userID).fingerprint == bobVault.identity.fingerprint,
+        try check(try await aliceStore.contact(matching: bobVault.identity.userID).fingerprint == bobVault.identity.fingerprint,
                   "the fingerprint on Bob's card matches the one Bob reads out")
         let forged = Data(String(decoding: bobCard, as: UTF8.self).replacingOccurrences(of: "bob@example.com", with: "mallory@example.com").utf8)
         do {

@@ -470,7 +470,7 @@ struct BackupCommandTests {
             wait $pid
             echo "status=$?"
             """
-        let run = try ChildProcess.run("/bin/sh", ["-c", script, try CofferProcess.executableURL().path, file, team.vault(.alice), team.store, sqlite],
+        let run = try await ChildProcess.run("/bin/sh", ["-c", script, try CofferProcess.executableURL().path, file, team.vault(.alice), team.store, sqlite],
                                        environment: team.sandbox.baseEnvironment.merging(withPassphrase) { $1 }, timeout: 300)
         let stopped = (status: Int32(String(decoding: run.stdout, as: UTF8.self).split(separator: "=").last
                                         .flatMap { Int32($0.trimmingCharacters(in: .whitespacesAndNewlines)) } ?? -1),

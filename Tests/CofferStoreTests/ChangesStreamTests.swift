@@ -24,7 +24,7 @@ func signedCofferExecutable() -> URL? {
 /// Runs `coffer` with `arguments` and `environment`; kills it after `timeout` seconds.
 func signedRunCoffer(_ executable: URL, _ arguments: [String], environment: [String: String],
                      timeout: TimeInterval = 60) async throws -> (status: Int32, out: String, err: String) {
-    let run = try await ChildProcess.runSuspending(executable.path, arguments, environment: environment, timeout: timeout)
+    let run = try await ChildProcess.run(executable.path, arguments, environment: environment, timeout: timeout)
     if run.timedOut { throw SignedTimeout(seconds: Int(timeout)) }
     return (run.status, String(decoding: run.stdout, as: UTF8.self), String(decoding: run.stderr, as: UTF8.self))
 }

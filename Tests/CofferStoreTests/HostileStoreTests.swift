@@ -233,9 +233,9 @@ struct HostileStoreTests {
             }
             #expect(shareBody(try await s.fresh(s.bob).sharedDatabase.record(named: "n1", in: zone)) == "body of n1")
             // The contact as the store reports it is the card's, not the row's.
-            let contact = try s.f.store.contact(matching: s.bob.userID)
+            let contact = try await s.f.store.contact(matching: s.bob.userID)
             #expect(contact.name == "Bob" && contact.identity.boxKey == s.bob.vault.identity.boxKey)
-            #expect((try? s.f.store.contact(matching: "mallory@example.com"))?.userID == s.mallory.userID)
+            #expect((try? await s.f.store.contact(matching: "mallory@example.com"))?.userID == s.mallory.userID)
             let report = try await alice.audit()
             #expect(report.findings.contains { (f: AuditFinding) in f.kind == .contact && f.subject == s.bob.userID }, "\(report.findings)")
         }

@@ -85,7 +85,7 @@ struct NullRowTests {
             ("schema", await shareOutcome { try await db.schema(of: "Note", in: zone) }),
             ("record types", await shareOutcome { try await db.recordTypes(named: ["n1", "n2"], in: zone) }),
             ("shares", await shareOutcome { try await s.fetchShares() }),
-            ("contacts", await shareOutcome { try await s.store.contactsSuspending() }),
+            ("contacts", await shareOutcome { try await s.store.contacts() }),
             ("audit", await shareOutcome { try await s.audit() }),
             ("save", await shareOutcome { try await db.save(shareNote("n3", in: zone)) }),
         ]
@@ -335,7 +335,7 @@ struct NullRowTests {
             try Self.forge(f, "contact", set: "card", to: .null, where: "user_id = ?", [bob.userID])
             let alice = try Self.reopened(f, f.alice)
             Self.expectColumn(shareExpectErrorSync(.integrityFailure) { try alice.store.verifiedContact(userID: bob.userID) }, "card")
-            #expect(try alice.store.contacts().map(\.userID) == [alice.userID])
+            #expect(try await alice.store.contacts().map(\.userID) == [alice.userID])
             let report = try await alice.audit()
             let found = report.findings.filter { $0.kind == .contact && $0.subject == bob.userID }
             #expect(found.contains { $0.message.contains("column 'card'") }, "\(report.findings)")
@@ -348,7 +348,7 @@ struct NullRowTests {
             let bob = try await f.user("Bob", "bob@example.com")
             try Self.forge(f, "contact", set: "name", to: .null, where: "user_id = ?", [bob.userID])
             let alice = try Self.reopened(f, f.alice)
-            #expect(try alice.store.contact(matching: bob.userID).name == "Bob")
+            #expect(try await alice.store.contact(matching: bob.userID).name == "Bob")
             Self.expectColumn(await shareExpectError(.integrityFailure) { try await alice.audit() }, "name")
         }
     }
@@ -368,7 +368,7 @@ struct NullRowTests {
             #expect(!shown.url.contains("#"), "\(shown.url)")
             let row = try await f.zoneRow(zone)
             let error = shareExpectErrorSync(.integrityFailure) {
-                try alice.readBlocking { db in
+                try alice.read { db in
                     _ = try alice.linkSecret(db, zone: row, state: try alice.zoneState(db, zone: row))
                     return true
                 }

@@ -396,9 +396,9 @@ struct PostgresHostileTests {
     func futureDatedCard() async throws {
         try await Self.scene { s in
             let future = ContactCard(vault: s.mallory.vault, created: Date().addingTimeInterval(86_400 * 365))
-            await Self.expectRefused([.invalidArguments]) { try await s.f.store.addContactSuspending(future) }
+            await Self.expectRefused([.invalidArguments]) { try await s.f.store.addContact(future) }
             #expect(try await s.attack("UPDATE contact SET card = \(future.jsonData()), card_created = \(future.created) WHERE user_id = \(s.mallory.userID) RETURNING user_id") == 1)
-            await Self.expectRefused([.unknownItem]) { try await s.f.store.contactSuspending(matching: "mallory@example.com") }
+            await Self.expectRefused([.unknownItem]) { try await s.f.store.contact(matching: "mallory@example.com") }
             let (zone, mallory) = (s.zone, s.mallory)
             try await s.f.store.write { db in _ = try forgeCommit(db, zone: zone, signer: mallory, name: "m1", title: "mallory", body: nil) }
             let result = try await s.f.fresh(s.f.alice).privateDatabase.query(Query(recordType: "Note"), in: s.zone)

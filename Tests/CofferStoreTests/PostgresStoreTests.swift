@@ -51,6 +51,25 @@ struct PostgresStoreTests {
         }
     }
 
+    @Test("the blocking contact calls are refused on PostgreSQL, naming their async forms, which answer")
+    func blockingCallsRefused() async throws {
+        try await withBackendStore(.postgres) { f async throws in
+            let card = ContactCard(vault: f.vault)
+            let refusals: [Result<Void, any Error>] = [
+                Result { _ = try blocking { try f.store.addContact(card) } },
+                Result { _ = try blocking { try f.store.contacts() } },
+                Result { _ = try blocking { try f.store.contact(matching: f.vault.identity.userID) } },
+            ]
+            for refusal in refusals {
+                guard case .failure(let error as StoreError) = refusal else { Issue.record("a blocking call answered on PostgreSQL"); continue }
+                #expect(error.code == .notSupported && error.message.contains("addContact, contacts and contact(matching:) with await"), "\(error)")
+            }
+            #expect(try await f.store.addContact(card) == .unchanged) // the session added it
+            #expect(try await f.store.contacts().map(\.userID) == [f.vault.identity.userID])
+            #expect(try await f.store.contact(matching: f.vault.identity.userID).name == f.vault.identity.name)
+        }
+    }
+
     @Test("two instances update one record with the same change tag: exactly one wins, the other gets the winner's record")
     func exactConflicts() async throws {
         try await withBackendStore(.postgres) { f in

@@ -195,7 +195,7 @@ struct ServerTests {
             #expect(try await fixture.raw("GET", "/v1/health").status == 200)
             let zones = try await fixture.client(alice.vault).openSession(vault: alice.vault).privateDatabase.zones()
             #expect(zones.map(\.id.name) == ["Kept"])
-            #expect(try await alice.store.contactsSuspending().map(\.userID) == [alice.vault.identity.userID])
+            #expect(try await alice.store.contacts().map(\.userID) == [alice.vault.identity.userID])
         }
     }
 

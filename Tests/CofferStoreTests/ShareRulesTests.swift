@@ -173,7 +173,7 @@ struct ShareRulesTests {
             let zone = try await f.aliceZone()
             _ = try await f.alice.share(zone: zone)
             let mallory = try makeShareVault(in: f.folder, name: "Bob", email: "bob@example.com")
-            _ = try await f.store.addContactSuspending(try ContactCard(vault: mallory))
+            _ = try await f.store.addContact(try ContactCard(vault: mallory))
             for who in ["bob@example.com", "Bob"] {
                 await shareExpectError(.unknownItem) { try await f.alice.addParticipant(who, permission: .readOnly, to: zone) }
                 await shareExpectError(.unknownItem) { try await f.alice.contact(matching: who) }

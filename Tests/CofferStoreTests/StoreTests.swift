@@ -240,41 +240,50 @@ struct StoreTests {
     @Test("a session registers its user's contact card", arguments: TestBackend.all)
     func sessionRegistersCard(_ backend: TestBackend) async throws {
         try await withBackendStore(backend) { f async throws in
-            let contact = try await f.store.contactSuspending(matching: f.session.userID)
+            let contact = try await f.store.contact(matching: f.session.userID)
             #expect(contact.userID == f.vault.identity.userID)
             #expect(contact.name == "Alice Liddell")
             #expect(contact.email == "alice@example.com")
             #expect(contact.fingerprint == f.vault.identity.fingerprint)
             #expect(contact.identity == f.vault.identity)
-            #expect(try await f.store.contactsSuspending().map(\.userID) == [f.session.userID])
+            #expect(try await f.store.contacts().map(\.userID) == [f.session.userID])
         }
     }
 
-    @Test("add, the same card again, a newer card, an older card")
-    func addUpdateUnchanged() async throws {
+    @Test("add, the same card again, a newer card, an older card: through the async calls and the blocking ones of the same names",
+          arguments: [true, false])
+    func addUpdateUnchanged(_ suspending: Bool) async throws {
         try await withTemporaryFolder { folder async throws in
             let store = try Store(path: storePath(in: folder))
             let bob = try makeVault(in: folder, file: "bob.coffer", name: "Bob Builder", email: "bob@example.com")
             let t0 = Date(timeIntervalSince1970: 1_700_000_000)
             let card = ContactCard(vault: bob, created: t0)
-            #expect(try store.addContact(card) == .added)
-            #expect(try store.contact(matching: bob.identity.userID).cardCreated == "2023-11-14T22:13:20Z")
-            #expect(try store.addContact(card) == .unchanged)
+            // In a synchronous closure, the blocking overloads are the ones chosen.
+            func add(_ card: ContactCard) async throws -> Store.ContactAddResult {
+                suspending ? try await store.addContact(card) : try blocking { try store.addContact(card) }
+            }
+            func cardCreated() async throws -> String {
+                suspending ? try await store.contact(matching: bob.identity.userID).cardCreated
+                    : try blocking { try store.contact(matching: bob.identity.userID).cardCreated }
+            }
+            #expect(try await add(card) == .added)
+            #expect(try await cardCreated() == "2023-11-14T22:13:20Z")
+            #expect(try await add(card) == .unchanged)
             // A card that went through its JSON form is the same card.
-            #expect(try store.addContact(ContactCard.verify(card.jsonData())) == .unchanged)
+            #expect(try await add(ContactCard.verify(card.jsonData())) == .unchanged)
 
             let newer = ContactCard(vault: bob, created: t0.addingTimeInterval(3600))
-            #expect(try store.addContact(newer) == .updated)
-            #expect(try store.contact(matching: bob.identity.userID).cardCreated == "2023-11-14T23:13:20Z")
+            #expect(try await add(newer) == .updated)
+            #expect(try await cardCreated() == "2023-11-14T23:13:20Z")
             let storedCard = try await store.dbPool.read { db in
                 try Data.fetchOne(db, sql: "SELECT card FROM contact WHERE user_id = ?", arguments: [bob.identity.userID])
             }
             #expect(storedCard == newer.jsonData())
 
             let older = ContactCard(vault: bob, created: t0.addingTimeInterval(-3600))
-            #expect(try store.addContact(older) == .unchanged)
-            #expect(try store.contact(matching: bob.identity.userID).cardCreated == "2023-11-14T23:13:20Z")
-            #expect(try store.contacts().count == 1)
+            #expect(try await add(older) == .unchanged)
+            #expect(try await cardCreated() == "2023-11-14T23:13:20Z")
+            #expect(try await (suspending ? store.contacts() : blocking { try store.contacts() }).count == 1)
         }
     }
 
@@ -285,19 +294,19 @@ struct StoreTests {
             let alice = try makeVault(in: folder, file: "a.coffer", name: "Alice Liddell", email: "alice@example.com")
             let bob = try makeVault(in: folder, file: "b.coffer", name: "Bob Builder", email: "Bob@Example.com")
             let carol = try makeVault(in: folder, file: "c.coffer", name: "Carol", email: nil)
-            for vault in [alice, bob, carol] { #expect(try store.addContact(ContactCard(vault: vault)) == .added) }
+            for vault in [alice, bob, carol] { #expect(try await store.addContact(ContactCard(vault: vault)) == .added) }
 
-            #expect(try store.contact(matching: bob.identity.userID).userID == bob.identity.userID)
-            #expect(try store.contact(matching: bob.identity.userID.uppercased()).userID == bob.identity.userID)
-            #expect(try store.contact(matching: "bob@example.com").userID == bob.identity.userID)
-            #expect(try store.contact(matching: "BOB@EXAMPLE.COM").userID == bob.identity.userID)
-            #expect(try store.contact(matching: "alice liddell").userID == alice.identity.userID)
-            #expect(try store.contact(matching: "CAROL").userID == carol.identity.userID)
-            #expect(try store.contact(matching: "Carol").email == nil)
+            #expect(try await store.contact(matching: bob.identity.userID).userID == bob.identity.userID)
+            #expect(try await store.contact(matching: bob.identity.userID.uppercased()).userID == bob.identity.userID)
+            #expect(try await store.contact(matching: "bob@example.com").userID == bob.identity.userID)
+            #expect(try await store.contact(matching: "BOB@EXAMPLE.COM").userID == bob.identity.userID)
+            #expect(try await store.contact(matching: "alice liddell").userID == alice.identity.userID)
+            #expect(try await store.contact(matching: "CAROL").userID == carol.identity.userID)
+            #expect(try await store.contact(matching: "Carol").email == nil)
             await expectStoreError(.unknownItem) { try store.contact(matching: "dave@example.com") }
             await expectStoreError(.unknownItem) { try store.contact(matching: "Alice") }
             await expectStoreError(.unknownItem) { try store.contact(matching: "") }
-            #expect(try store.contacts().map(\.name) == ["Alice Liddell", "Bob Builder", "Carol"])
+            #expect(try await store.contacts().map(\.name) == ["Alice Liddell", "Bob Builder", "Carol"])
         }
     }
 
@@ -309,15 +318,15 @@ struct StoreTests {
             let sam2 = try makeVault(in: folder, file: "s2.coffer", name: "sam", email: "sam@two.example")
             let shared1 = try makeVault(in: folder, file: "x1.coffer", name: "Xavier", email: "team@example.com")
             let shared2 = try makeVault(in: folder, file: "x2.coffer", name: "Yolanda", email: "TEAM@example.com")
-            for vault in [sam1, sam2, shared1, shared2] { try store.addContact(ContactCard(vault: vault)) }
+            for vault in [sam1, sam2, shared1, shared2] { try await store.addContact(ContactCard(vault: vault)) }
 
             let byName = await expectStoreError(.invalidArguments) { try store.contact(matching: "Sam") }
             #expect(byName?.message.contains("2 contacts") == true)
             await expectStoreError(.invalidArguments) { try store.contact(matching: "team@example.com") }
-            #expect(try store.contact(matching: sam1.identity.userID).email == "sam@one.example")
-            #expect(try store.contact(matching: sam2.identity.userID).email == "sam@two.example")
-            #expect(try store.contact(matching: "sam@two.example").userID == sam2.identity.userID)
-            #expect(try store.contact(matching: "xavier").userID == shared1.identity.userID)
+            #expect(try await store.contact(matching: sam1.identity.userID).email == "sam@one.example")
+            #expect(try await store.contact(matching: sam2.identity.userID).email == "sam@two.example")
+            #expect(try await store.contact(matching: "sam@two.example").userID == sam2.identity.userID)
+            #expect(try await store.contact(matching: "xavier").userID == shared1.identity.userID)
         }
     }
 
@@ -327,14 +336,14 @@ struct StoreTests {
             let store = try Store(path: storePath(in: folder))
             let alice = try makeVault(in: folder, file: "a.coffer", name: "Alice Liddell", email: "alice@example.com")
             let bob = try makeVault(in: folder, file: "b.coffer", name: "Bob Builder", email: "bob@example.com")
-            try store.addContact(ContactCard(vault: alice))
-            try store.addContact(ContactCard(vault: bob))
+            try await store.addContact(ContactCard(vault: alice))
+            try await store.addContact(ContactCard(vault: bob))
             try await store.dbPool.write { db in
                 try db.execute(sql: "UPDATE contact SET signing_key = ?, box_key = ?, name = 'Mallory' WHERE user_id = ?",
                                arguments: [Data(bob.identity.signingKey.rawRepresentation), Data(bob.identity.boxKey.rawRepresentation),
                                            alice.identity.userID])
             }
-            #expect(try store.contact(matching: alice.identity.userID).identity == alice.identity)
+            #expect(try await store.contact(matching: alice.identity.userID).identity == alice.identity)
             await expectStoreError(.unknownItem, "the name column is not the card's") { try store.contact(matching: "Mallory") }
             // Bob's card in Alice's row: another user's card.
             try await store.dbPool.write { db in
@@ -342,8 +351,8 @@ struct StoreTests {
             }
             let fresh = try Store(path: storePath(in: folder))
             await expectStoreError(.integrityFailure) { try fresh.verifiedContact(userID: alice.identity.userID) }
-            #expect(try fresh.contacts().map(\.userID) == [bob.identity.userID])
-            #expect(try fresh.contact(matching: "bob@example.com").userID == bob.identity.userID)
+            #expect(try await fresh.contacts().map(\.userID) == [bob.identity.userID])
+            #expect(try await fresh.contact(matching: "bob@example.com").userID == bob.identity.userID)
         }
     }
 
@@ -353,7 +362,7 @@ struct StoreTests {
             let bob = try await f.otherSession()
             #expect(bob.userID != f.session.userID)
             #expect(bob.store === f.store)
-            #expect(try await f.store.contactsSuspending().map(\.name) == ["Alice Liddell", "Bob Builder"])
+            #expect(try await f.store.contacts().map(\.name) == ["Alice Liddell", "Bob Builder"])
             let aliceZone = try await f.db.createZone(named: "Notes")
             let bobZone = try await bob.privateDatabase.createZone(named: "Notes")
             #expect(aliceZone.ownerID == f.session.userID)
@@ -363,3 +372,7 @@ struct StoreTests {
         }
     }
 }
+
+/// Runs `body` as written: in it, a call with a blocking and an async overload of the same name
+/// takes the blocking one.
+func blocking<T>(_ body: () throws -> T) rethrows -> T { try body() }

@@ -31,7 +31,9 @@ public struct ChildProcessError: Error, CustomStringConvertible {
 public enum ChildProcess {
     /// Runs `executable` with `arguments` (not including argv[0]), exactly `environment`, `stdin`
     /// as its standard input (nil: /dev/null) and `directory` as its working folder. Kills it
-    /// after `timeout` seconds. Waits in poll(2) on the calling thread.
+    /// after `timeout` seconds. Waits in poll(2) on the calling thread; async code gets the form
+    /// of the same name that suspends.
+    @_disfavoredOverload
     public static func run(_ executable: String, _ arguments: [String], environment: [String: String], stdin: Data? = nil,
                            directory: String? = nil, timeout: Double) throws -> ChildResult {
         let child = try Child(executable, arguments, environment: environment, stdin: stdin, directory: directory, timeout: timeout)
@@ -41,8 +43,8 @@ public enum ChildProcess {
 
     /// ``run(_:_:environment:stdin:directory:timeout:)`` for async tests: waits by sleeping the
     /// task between looks at the pipes, so that it holds no thread of the cooperative pool.
-    public static func runSuspending(_ executable: String, _ arguments: [String], environment: [String: String], stdin: Data? = nil,
-                                     directory: String? = nil, timeout: Double) async throws -> ChildResult {
+    public static func run(_ executable: String, _ arguments: [String], environment: [String: String], stdin: Data? = nil,
+                           directory: String? = nil, timeout: Double) async throws -> ChildResult {
         let child = try Child(executable, arguments, environment: environment, stdin: stdin, directory: directory, timeout: timeout)
         while !child.pump(waitMilliseconds: 0) { try? await Task.sleep(for: .milliseconds(10)) }
         return child.finish()

@@ -18,7 +18,7 @@ extension Session {
     /// upgraded.
     func upgradeLegacyZones() throws {
         let me = userID
-        let legacy = try store.readLegacyBlocking { tables in try tables.zones(ownedBy: me) }
+        let legacy = try store.readLegacy { tables in try tables.zones(ownedBy: me) }
         for zone in legacy {
             do {
                 try upgrade(zone)
@@ -31,7 +31,7 @@ extension Session {
     }
 
     private func upgrade(_ listed: ZoneRow) throws {
-        try store.writeLegacyBlocking { db, tables in
+        try store.writeLegacy { db, tables in
             // Another process may have upgraded it since.
             guard let zone = try tables.zone(rowID: listed.rowID) else { return }
             guard zone.uid == listed.uid, zone.logFormat == 0, try db.logHead(zoneRowID: zone.rowID) == nil else { return }

@@ -239,10 +239,12 @@ extension Session {
         return try body(db)
     }
 
-    /// ``read(_:)`` on the calling thread, for the synchronous entry points (opening a session).
-    func readBlocking<T: Sendable>(_ body: (any StorageTransaction) throws -> T) throws -> T {
+    /// ``read(_:)`` on the calling thread, for the synchronous entry points (opening a session);
+    /// in async code the async form is chosen.
+    @_disfavoredOverload
+    func read<T: Sendable>(_ body: (any StorageTransaction) throws -> T) throws -> T {
         let generation = Session.advances.withLock { $0.counter }
-        return try store.readBlocking { db in try Self.noting(db, generation) { try body($0) } }
+        return try store.read { db in try Self.noting(db, generation) { try body($0) } }
     }
 
     /// This user's high-water mark for a zone, from the marks file.

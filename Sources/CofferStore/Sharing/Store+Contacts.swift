@@ -19,22 +19,24 @@ extension Store {
     /// one only if it is newer and has the same keys: a user id keeps its keys.
     /// - Throws: `.invalidArguments` for a card dated in the future, or a newer card whose box
     ///   key differs from the stored card's.
+    ///
+    /// This async form works on every backend and suspends while the store answers; in
+    /// synchronous code, the blocking form of the same name is chosen (SQLite only).
     @discardableResult
-    public func addContact(_ card: ContactCard) throws -> ContactAddResult {
+    public func addContact(_ card: ContactCard) async throws -> ContactAddResult {
         try Self.checkNotFuture(card)
         // Read first: every session adds its own card, and a card already stored must not need
         // the write lock (reads go on while another process writes).
-        if try readBlocking({ db in try self.compare(db, card) }) == .unchanged { return .unchanged }
-        return try writeBlocking { db in try self.store(db, card) }
-    }
-
-    /// ``addContact(_:)`` through the async store calls, on any backend: the form to use on a
-    /// PostgreSQL store (and in async code on any store), which suspends instead of blocking.
-    @discardableResult
-    public func addContactSuspending(_ card: ContactCard) async throws -> ContactAddResult {
-        try Self.checkNotFuture(card)
         if try await read({ db in try self.compare(db, card) }) == .unchanged { return .unchanged }
         return try await write { db in try self.store(db, card) }
+    }
+
+    /// ``addContact(_:)`` blocking the calling thread, for synchronous code on an SQLite store.
+    @_disfavoredOverload @discardableResult
+    public func addContact(_ card: ContactCard) throws -> ContactAddResult {
+        try Self.checkNotFuture(card)
+        if try read({ db in try self.compare(db, card) }) == .unchanged { return .unchanged }
+        return try write { db in try self.store(db, card) }
     }
 
     /// What storing `card` would do, against the stored card of its user id.
@@ -70,13 +72,15 @@ extension Store {
 
     /// Every contact whose stored card verifies, by name. A row whose card does not verify is
     /// left out (``Session/audit(plaintexts:progress:)`` reports it).
-    public func contacts() throws -> [Contact] {
-        try readBlocking { db in try self.contacts(db) }
+    /// In synchronous code, the blocking form of the same name is chosen (SQLite only).
+    public func contacts() async throws -> [Contact] {
+        try await read { db in try self.contacts(db) }
     }
 
-    /// ``contacts()`` through the async store calls, on any backend (see ``addContactSuspending(_:)``).
-    public func contactsSuspending() async throws -> [Contact] {
-        try await read { db in try self.contacts(db) }
+    /// ``contacts()`` blocking the calling thread, for synchronous code on an SQLite store.
+    @_disfavoredOverload
+    public func contacts() throws -> [Contact] {
+        try read { db in try self.contacts(db) }
     }
 
     private func contacts(_ db: any StorageTransaction) throws -> [Contact] {
@@ -88,13 +92,15 @@ extension Store {
     /// as their verified cards say (the row's own columns only narrow the search).
     /// - Throws: ``StoreError`` `.unknownItem` when none matches, `.invalidArguments` when a
     ///   name or email matches several (use the user id then).
-    public func contact(matching who: String) throws -> Contact {
-        try readBlocking { db in try self.contact(db, matching: who) }
+    ///   In synchronous code, the blocking form of the same name is chosen (SQLite only).
+    public func contact(matching who: String) async throws -> Contact {
+        try await read { db in try self.contact(db, matching: who) }
     }
 
-    /// ``contact(matching:)`` through the async store calls, on any backend.
-    public func contactSuspending(matching who: String) async throws -> Contact {
-        try await read { db in try self.contact(db, matching: who) }
+    /// ``contact(matching:)`` blocking the calling thread, for synchronous code on an SQLite store.
+    @_disfavoredOverload
+    public func contact(matching who: String) throws -> Contact {
+        try read { db in try self.contact(db, matching: who) }
     }
 
     /// The contact of a user id, an email or a name in the store's directory of cards. The
@@ -143,7 +149,7 @@ extension Store {
 
     /// ``verifiedContact(_:userID:)`` in a read of its own.
     func verifiedContact(userID: String) throws -> Contact? {
-        try readBlocking { db in try self.verifiedContact(db, userID: userID) }
+        try read { db in try self.verifiedContact(db, userID: userID) }
     }
 
     /// The verified contact of a user id, or `.unknownItem`.
@@ -163,13 +169,13 @@ extension Session {
     /// writers put there under any name and email, so it never decides who a name is.
     /// - Throws: `.unknownItem` when no pinned card matches; `.invalidArguments` when several do.
     public func contact(matching who: String) async throws -> Contact {
-        guard !UserIDs.isValid(who) else { return try await store.contactSuspending(matching: who) }
+        guard !UserIDs.isValid(who) else { return try await store.contact(matching: who) }
         let ids = pinnedUserIDs(matching: who)
         guard !ids.isEmpty else {
             throw StoreError(.unknownItem, "no contact you added matches '\(Names.printable(who))'; names and emails resolve only to cards you pinned ('coffer contact add CARD'), or give the user id")
         }
         guard ids.count == 1 else { throw StoreError(.invalidArguments, "'\(Names.printable(who))' matches \(ids.count) of your contacts; name one by its user id") }
-        return try await store.contactSuspending(matching: ids[0])
+        return try await store.contact(matching: ids[0])
     }
 
     /// Pins in this user's vault the store's card of `userID`, verified (a user id is the hash of
@@ -192,7 +198,7 @@ extension Session {
         do { try vault.pin(card) } catch let error as VaultError {
             throw StoreError(.internalError, "the card could not be pinned in your vault: \(error.message)", underlying: error)
         }
-        return try await store.contactSuspending(matching: userID)
+        return try await store.contact(matching: userID)
     }
 
     /// Whether this user pinned a card of `userID` in their vault (or is that user).

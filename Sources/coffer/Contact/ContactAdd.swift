@@ -29,9 +29,9 @@ extension Coffer.ContactCommand {
             let hasVault = try global.serverURL() != nil || FileManager.default.fileExists(atPath: global.vaultURL.path)
             let vault: Vault? = if hasVault { try global.openVault() } else { nil }
             let store = try await global.openStore(create: true) { try vault ?? global.openVault() }
-            let result = try await store.addContactSuspending(card)
+            let result = try await store.addContact(card)
             try vault?.pin(card)
-            let contact = try await store.contactSuspending(matching: card.identity.userID)
+            let contact = try await store.contact(matching: card.identity.userID)
             quiet.apply()
             if global.json {
                 struct Added: Encodable { let result: String; let contact: ContactJSON }

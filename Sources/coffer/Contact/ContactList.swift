@@ -8,7 +8,7 @@ extension Coffer.ContactCommand {
         @OptionGroup var global: GlobalOptions
 
         func run() async throws {
-            let contacts = try await global.openStore(create: false, vault: global.openVault).contactsSuspending()
+            let contacts = try await global.openStore(create: false, vault: global.openVault).contacts()
             if global.json {
                 try Output.json(["contacts": contacts.map(ContactJSON.init)])
                 return

@@ -26,7 +26,7 @@ struct SessionContext {
         store = try await global.openStore(create: createStore) { vault }
         session = try await store.openSession(vault: vault)
         throughServer = try global.serverURL() != nil
-        contacts = try global.postgresStore() != nil || global.serverURL() != nil ? Dictionary(try await store.contactsSuspending().map { ($0.userID, $0) }) { a, _ in a } : nil
+        contacts = try global.postgresStore() != nil || global.serverURL() != nil ? Dictionary(try await store.contacts().map { ($0.userID, $0) }) { a, _ in a } : nil
         Self.opened.withLock { $0.append(session) }
     }
 
@@ -78,13 +78,13 @@ struct SessionContext {
     /// cards holds whatever its writers put there, under any name and email, on a server and on a
     /// local store alike.
     func contact(matching who: String) async throws -> Contact {
-        guard !isUserID(who) else { return try await store.contactSuspending(matching: who) }
+        guard !isUserID(who) else { return try await store.contact(matching: who) }
         let ids = session.pinnedUserIDs(matching: who)
         guard !ids.isEmpty else {
             throw CLIError(ExitStatus.notFound, "no contact you added matches '\(who)'; names and emails resolve only to cards you added with 'coffer contact add CARD' (or give the user id)")
         }
         guard ids.count == 1 else { throw CLIError(ExitStatus.dataError, "'\(who)' matches \(ids.count) of your contacts; name one by its user id") }
-        return try await store.contactSuspending(matching: ids[0])
+        return try await store.contact(matching: ids[0])
     }
 
     private func isUserID(_ text: String) -> Bool {

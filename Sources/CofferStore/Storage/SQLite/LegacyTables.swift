@@ -141,12 +141,12 @@ extension Store {
     /// session opens, which blocks as its signature says).
     /// - Throws: `.notSupported` on a store other than an SQLite file (only SQLite stores were
     ///   ever of that format).
-    func readLegacyBlocking<T: Sendable>(_ body: (LegacyTables) throws -> T) throws -> T {
-        try readBlocking { db in try body(LegacyTables(db: db)) }
+    func readLegacy<T: Sendable>(_ body: (LegacyTables) throws -> T) throws -> T {
+        try read { db in try body(LegacyTables(db: db)) }
     }
 
-    /// ``readLegacyBlocking(_:)`` for a write, with the transaction as the engine takes it.
-    func writeLegacyBlocking<T: Sendable>(_ body: (any StorageTransaction, LegacyTables) throws -> T) throws -> T {
-        try writeBlocking { db in try body(db, LegacyTables(db: db)) }
+    /// ``readLegacy(_:)`` for a write, with the transaction as the engine takes it.
+    func writeLegacy<T: Sendable>(_ body: (any StorageTransaction, LegacyTables) throws -> T) throws -> T {
+        try write { db in try body(db, LegacyTables(db: db)) }
     }
 }

@@ -95,7 +95,7 @@ struct SQLiteLocalStorage: LocalStorage {
 
     /// A read on the calling thread, as the store's reads are (see ``Store/read(_:)``).
     private func read<T: Sendable>(_ body: @escaping @Sendable (GRDB.Database) throws -> T) async throws -> T {
-        try Store.readNow(pool, body)
+        try pool.readOnCallingThread(body)
     }
 
     private func write<T: Sendable>(_ body: @escaping @Sendable (GRDB.Database) throws -> T) async throws -> T {

@@ -59,11 +59,8 @@ package final class SQLiteSnapshotDriver: SnapshotDriver {
     package func fetch(_ needs: [StorageSnapshot.Need], into snapshot: StorageSnapshot) async throws {
         let basis = snapshot.basis
         let read: Fetched
-        // On the calling thread, as every SQLite read of the store is (``Store/read(_:)``): GRDB's
-        // async read holds its reader connection until the awaiting task runs again, so that
-        // with threads of the cooperative pool blocked in reads waiting for a connection, the
-        // connections would never come back.
-        do { read = try Store.readNow(pool) { db in try self.read(needs, basis: basis, db) } } catch { throw Store.map(error) }
+        // On the calling thread, as every SQLite read of the store is (see `readOnCallingThread`).
+        read = try pool.readOnCallingThread { db in try self.read(needs, basis: basis, db) }
         snapshot.absorb(read.tables, moved: read.moved) { $0 }
     }
 
