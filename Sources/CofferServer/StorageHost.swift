@@ -501,10 +501,10 @@ package final class StorageHost: Sendable {
                 }
                 var key = published[entry.authorID]
                 if key == nil { key = try await signingKey(of: entry.authorID) }
-                do { _ = try stored.checked(key: { _ in key }) } catch let refusal as ZoneState.Refusal {
-                    throw StoreError(.permissionFailure, "zone '\(id.name)': entry \(refusal.seq) does not verify (\(refusal.reason))")
+                do { try ZoneLogVerifier(uid: uid, zone: id, key: { [key] _ in key }).next(stored, to: &state) } catch let refusal as ZoneState.Refusal {
+                    // The reason first: a client shows the first 80 characters of a server's message.
+                    throw StoreError(.permissionFailure, "\(refusal.reason) (zone '\(id.name)', entry \(refusal.seq))")
                 }
-                state = try ZoneState.next(state, entry, hash: stored.hash, uid: uid, zone: id, refusal: .permissionFailure)
                 if SignedRecords.writesRecords(entry.kind) {
                     guard let signed = SignedRecords(entry, stored) else {
                         throw StoreError(.permissionFailure, "an entry's record lists are not the ones it signs: zone '\(id.name)', entry \(entry.seq)")
@@ -850,13 +850,11 @@ package final class StorageHost: Sendable {
     private func ended(_ zone: ZoneAccess, state: ZoneState, by userID: String) async throws -> ZoneReading {
         let stored = try await store.storedLogEntries(zoneRowID: zone.rowID, after: 0)
         var replay: ZoneState?, had = false, ended: (seq: Int64, hash: Digest32, why: String)?
+        // Signatures were checked when the entries were stored; the chain and rules are replayed.
+        let verifier = ZoneLogVerifier(uid: zone.uid, zone: zone.id, key: nil)
         for entry in stored {
-            guard let decoded = try? entry.checked(key: nil) else { return .nothing }
             let before = replay
-            guard let next = try? ZoneState.next(replay, decoded, hash: entry.hash, uid: zone.uid, zone: zone.id, refusal: .integrityFailure) else {
-                return .nothing
-            }
-            replay = next
+            guard (try? verifier.next(entry, to: &replay)) != nil, let next = replay else { return .nothing }
             let takes = Self.standing(next, userID, linkOpen: false) != .nothing
             if had, !takes { ended = (entry.seq, entry.hash, Self.whyEnded(before, next, userID, zone: zone.id)) }
             had = takes

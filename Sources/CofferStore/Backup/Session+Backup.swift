@@ -221,11 +221,12 @@ extension Session {
         // Each zone's first entry must be the genesis of that zone, by its owner: a backup whose
         // zone says otherwise is damaged (or was made to lie), and nothing of it is written.
         for zone in zones {
-            guard let first = zone.log.first, let genesis = LogEntry.decode(first.body) else {
+            guard let first = zone.log.first, LogEntry.decode(first.body)?.seq == first.seq else {
                 throw StoreError(.integrityFailure, "the backup is damaged: zone '\(zone.id.name)' has no readable first log entry; nothing was restored")
             }
             do {
-                _ = try ZoneState(genesis: genesis, hash: first.hash, uid: zone.uid, name: zone.id.name, ownerID: zone.id.ownerID)
+                // Its signature is checked with the rest of the log when the zone is read.
+                _ = try ZoneLogVerifier(uid: zone.uid, zone: zone.id, key: nil).genesis(first, signed: false)
             } catch let refusal as ZoneState.Refusal {
                 throw StoreError(.integrityFailure, "the backup is damaged: zone '\(zone.id.name)' of \(zone.id.ownerID) does not match its log (\(refusal.reason)); nothing was restored")
             }

@@ -23,12 +23,13 @@ extension Session {
         do { key = try signingKey(db, of: mark.ownerID) } catch let error as StoreError where error.code == .unknownItem {
             throw refuse("the zone's owner is not a contact of this store")
         }
-        // Both entries read as every verifier reads a stored entry, each signed by the owner's key.
-        let genesis: LogEntry, deletion: LogEntry
+        // The genesis verified as every genesis is, and the deletion read as every stored entry
+        // is, each signed by the owner's key (the entries between them are gone).
+        let genesis: ZoneState, deletion: LogEntry
         do {
-            genesis = try kept.genesis.checked(key: { _ in key }, describe: describeUser)
+            genesis = try ZoneLogVerifier(uid: mark.zoneUID, zone: ZoneID(name: kept.id.name, ownerID: mark.ownerID),
+                                          describe: { [self] in describeUser($0) }, key: { _ in key }).genesis(kept.genesis)
             deletion = try kept.deletion.checked(key: { _ in key }, describe: describeUser)
-            _ = try ZoneState(genesis: genesis, hash: kept.genesis.hash, uid: mark.zoneUID, name: kept.id.name, ownerID: mark.ownerID)
         } catch let refusal as ZoneState.Refusal {
             throw refuse(refusal.reason)
         }
@@ -36,12 +37,12 @@ extension Session {
         guard deletion.authorID == mark.ownerID else { throw refuse("the deletion is signed by \(describeUser(deletion.authorID)), not the zone's owner") }
         guard deletion.zoneUID == mark.zoneUID else { throw refuse("the deletion is of another zone") }
         guard deletion.payload.isEmpty else { throw refuse("the deletion is malformed") }
-        guard deletion.seq > genesis.seq, deletion.seq > genesis.seq + 1 || deletion.prev == kept.genesis.hash else {
+        guard deletion.seq > genesis.base, deletion.seq > genesis.base + 1 || deletion.prev == kept.genesis.hash else {
             throw refuse("the deletion does not follow the genesis")
         }
         if mark.isDeletion { return deletion.seq }
-        guard genesis.seq <= mark.seq else { throw refuse("its genesis is entry \(genesis.seq), after the entry you verified") }
-        if genesis.seq == mark.seq, kept.genesis.hash.bytes != mark.hash { throw refuse("its genesis is not the one you verified") }
+        guard genesis.base <= mark.seq else { throw refuse("its genesis is entry \(genesis.base), after the entry you verified") }
+        if genesis.base == mark.seq, kept.genesis.hash.bytes != mark.hash { throw refuse("its genesis is not the one you verified") }
         guard deletion.seq >= mark.seq else { throw refuse("the deletion is entry \(deletion.seq), before the entry you verified") }
         if deletion.seq == mark.seq, kept.deletion.hash.bytes != mark.hash { throw refuse("the deletion is not the entry \(mark.seq) you verified") }
         if deletion.seq == mark.seq + 1, deletion.prev.bytes != mark.hash { throw refuse("the deletion does not follow the entry \(mark.seq) you verified") }

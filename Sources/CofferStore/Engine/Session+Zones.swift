@@ -41,7 +41,8 @@ extension Session {
         let signature = vault.signingKey.signature(for: body)
         let hash = LogEntry.hash(body: body, signature: signature)
         let log: ZoneLog
-        do { log = ZoneLog(state: try ZoneState(genesis: entry, hash: hash, uid: zone.uid, name: zone.id.name, ownerID: zone.id.ownerID)) }
+        let stored = StoredLogEntry(seq: entry.seq, body: body, signature: signature, entries: nil, names: nil)
+        do { log = ZoneLog(state: try verifier(db, zone: zone).genesis(stored, signed: false)) }
         catch let refusal as ZoneState.Refusal { throw StoreError(.internalError, "zone '\(zone.id.name)': \(refusal.reason)") }
         try db.appendLogEntry(zoneRowID: zone.rowID, entry: entry, body: body, signature: signature, hash: hash, entries: entries, names: names)
         try db.markZoneLogged(zoneRowID: zone.rowID)

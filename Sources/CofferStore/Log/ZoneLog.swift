@@ -41,9 +41,10 @@ struct ZoneLog: Sendable {
         return hashes[Int(seq - state.base)]
     }
 
-    mutating func append(_ entry: LogEntry, hash: Digest32) throws {
-        try state.apply(entry, hash: hash)
-        hashes.append(hash)
+    /// Verifies `stored` as the entry after the head and appends it.
+    mutating func append(_ stored: StoredLogEntry, verifier: ZoneLogVerifier, signed: Bool) throws {
+        try verifier.apply(stored, to: &state, signed: signed)
+        hashes.append(stored.hash)
     }
 }
 
@@ -142,8 +143,7 @@ extension Session {
         guard let first = entries.first else { throw StoreError(.integrityFailure, "zone '\(zone.id.name)' has no log: the store was changed") }
         var log: ZoneLog
         do {
-            let genesis = try checked(db, first, signed: true)
-            log = ZoneLog(state: try ZoneState(genesis: genesis, hash: first.hash, uid: zone.uid, name: zone.id.name, ownerID: zone.id.ownerID))
+            log = ZoneLog(state: try verifier(db, zone: zone).genesis(first))
         } catch let refusal as ZoneState.Refusal {
             throw refused(zone, refusal)
         }
@@ -156,9 +156,10 @@ extension Session {
     private func extend(_ db: any StorageTransaction, _ log: inout ZoneLog, zone: ZoneRow, entries: some Sequence<StoredLogEntry>,
                         signaturesAfter: Int64) throws {
         log.refusedTail = nil
+        let verifier = verifier(db, zone: zone)
         for stored in entries {
             do {
-                try verify(db, stored, zone: zone, into: &log, checkSignature: stored.seq > signaturesAfter)
+                try verify(stored, zone: zone, into: &log, verifier: verifier, checkSignature: stored.seq > signaturesAfter)
             } catch let error as StoreError where error.code == .integrityFailure {
                 log.refusedTail = (stored.seq, error)
                 store.logger.warning("log entry refused", metadata: ["zone": "\(zone.id.name)", "entry": "\(stored.seq)"])
@@ -185,18 +186,17 @@ extension Session {
 
     /// Checks one stored entry (its chain link, its author's signature unless the mark covers
     /// it, what it may change) and applies it.
-    private func verify(_ db: any StorageTransaction, _ stored: StoredLogEntry, zone: ZoneRow, into log: inout ZoneLog, checkSignature check: Bool) throws {
-        do { try log.append(try checked(db, stored, signed: check), hash: stored.hash) } catch let refusal as ZoneState.Refusal {
+    private func verify(_ stored: StoredLogEntry, zone: ZoneRow, into log: inout ZoneLog, verifier: ZoneLogVerifier, checkSignature check: Bool) throws {
+        do { try log.append(stored, verifier: verifier, signed: check) } catch let refusal as ZoneState.Refusal {
             throw refused(zone, refusal)
         }
     }
 
-    /// The stored entry as every verifier reads it (``StoredLogEntry/checked(key:describe:)``),
-    /// its author's key from the store's verified cards.
-    private func checked(_ db: any StorageTransaction, _ stored: StoredLogEntry, signed: Bool) throws -> LogEntry {
-        try stored.checked(key: signed ? { author in
-            do { return try self.signingKey(db, of: author) } catch let error as StoreError where error.code == .unknownItem { return nil }
-        } : nil, describe: describeUser)
+    /// The zone's log verifier, its authors' keys from the store's verified cards.
+    func verifier(_ db: any StorageTransaction, zone: ZoneRow) -> ZoneLogVerifier {
+        ZoneLogVerifier(uid: zone.uid, zone: zone.id, describe: { [self] in describeUser($0) }) { [self] author in
+            do { return try signingKey(db, of: author) } catch let error as StoreError where error.code == .unknownItem { return nil }
+        }
     }
 
     /// Keeps a verified log for this session and advances the user's mark to its head.
@@ -271,8 +271,10 @@ extension Session {
         let body = entry.body
         let signature = vault.signingKey.signature(for: body)
         let hash = LogEntry.hash(body: body, signature: signature)
-        // Applied first: the session refuses to sign what a reader would refuse.
-        do { try log.append(entry, hash: hash) } catch let refusal as ZoneState.Refusal {
+        // Verified first, as a reader will verify it: the session refuses to store what a reader
+        // would refuse. (Its signature is the session's own, just made.)
+        let stored = StoredLogEntry(seq: entry.seq, body: body, signature: signature, entries: nil, names: nil)
+        do { try log.append(stored, verifier: verifier(db, zone: zone), signed: false) } catch let refusal as ZoneState.Refusal {
             throw StoreError(.permissionFailure, "zone '\(zone.id.name)': \(refusal.reason)")
         }
         try db.appendLogEntry(zoneRowID: zone.rowID, entry: entry, body: body, signature: signature, hash: hash, entries: entries, names: names)

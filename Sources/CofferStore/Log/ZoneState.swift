@@ -4,7 +4,8 @@ import Foundation
 /// What a zone's verified log says at a position: its owner, key epoch and commitments, share,
 /// members and their acceptances. Built by applying entries in order from the genesis; each
 /// entry is checked against the state before it (who may write it, and what it may change).
-/// Signatures are checked by the caller (``ZoneLog``); everything else is checked here.
+/// Signatures are checked before (``ZoneLogVerifier``, which applies entries here); everything
+/// else is checked here.
 package struct ZoneState: Sendable {
     package let zoneUID: [UInt8]
     package let name: String
@@ -234,19 +235,6 @@ package struct ZoneState: Sendable {
 }
 
 extension ZoneState {
-    /// `state` with `entry` applied, or the state its genesis starts; a refusal as a
-    /// ``StoreError`` of `code` naming the zone.
-    package static func next(_ state: ZoneState?, _ entry: LogEntry, hash: Digest32, uid: [UInt8], zone: ZoneID,
-                     refusal code: StoreError.Code) throws -> ZoneState {
-        do {
-            guard var current = state else { return try ZoneState(genesis: entry, hash: hash, uid: uid, name: zone.name, ownerID: zone.ownerID) }
-            try current.apply(entry, hash: hash)
-            return current
-        } catch let refusal as ZoneState.Refusal {
-            throw StoreError(code, "zone '\(zone.name)': \(refusal.reason)")
-        }
-    }
-
     /// Whom a zone's member lookup lists (a cache that narrows searches of the zones a user
     /// takes part in): every participant the share names, removed or not, and every link joiner.
     package var lookupMembers: Set<String> {

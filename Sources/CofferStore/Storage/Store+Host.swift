@@ -66,12 +66,11 @@ extension Store {
             var cached = known
             if let head = cached?.headSeq, try db.logEntry(zoneRowID: rowID, seq: head).map({ $0.hash }) != cached?.headHash { cached = nil }
             var state = cached
+            let verifier = ZoneLogVerifier(uid: uid, zone: zone) { try self.verifiedContact(db, userID: $0)?.identity.signingKey }
             for stored in try db.logEntries(zoneRowID: rowID, after: cached?.headSeq ?? 0) {
-                let entry: LogEntry
-                do { entry = try stored.checked(key: { try self.verifiedContact(db, userID: $0)?.identity.signingKey }) } catch let refusal as ZoneState.Refusal {
-                    throw StoreError(.integrityFailure, "entry \(stored.seq) of zone '\(zone.name)' does not verify on the server: \(refusal.reason)")
+                do { try verifier.next(stored, to: &state) } catch let refusal as ZoneState.Refusal {
+                    throw StoreError(.integrityFailure, "entry \(refusal.seq) of zone '\(zone.name)' does not verify on the server: \(refusal.reason)")
                 }
-                state = try ZoneState.next(state, entry, hash: stored.hash, uid: uid, zone: zone, refusal: .integrityFailure)
             }
             guard let state else { throw StoreError(.integrityFailure, "zone '\(zone.name)' has no log") }
             return state
