@@ -1,7 +1,6 @@
 import CofferCrypto
 import CofferVault
 import Foundation
-import GRDB
 import Logging
 
 /// A Coffer store that several users' sessions act on: one SQLite database (WAL), the
@@ -47,35 +46,7 @@ public final class Store: Sendable {
         guard FileManager.default.fileExists(atPath: folder.path) else {
             throw StoreError(.unknownItem, "the folder \(folder.path) does not exist")
         }
-        let setup = try StoreFileLock(path: url.path, create: create)
-        defer { setup.close() }
-        do {
-            // A new (empty) file is set up under the lock from the start: SQLite's first writes
-            // to it (the WAL switch, the first migration) then happen in one process at a time.
-            if setup.isEmpty { try setup.lock() }
-            let dbPool = try DatabasePool(path: url.path, configuration: Self.sqliteConfiguration)
-            if let id = try Self.readyStoreID(dbPool) {
-                storeID = id
-            } else {
-                try setup.lock()
-                try Self.migrator.migrate(dbPool)
-                storeID = try Self.makeStoreID(dbPool)
-            }
-            try Self.checkTables(dbPool, path: url.path)
-            backend = .sqlite(dbPool)
-        } catch let error as DatabaseError {
-            switch error.resultCode {
-            case .SQLITE_BUSY, .SQLITE_LOCKED:
-                throw StoreError(.busy, "the store at \(url.path) stayed busy (another process is writing); try again", underlying: error)
-            case .SQLITE_READONLY, .SQLITE_CANTOPEN, .SQLITE_PERM:
-                throw StoreError(.internalError, "cannot open the store at \(url.path): \(error.message ?? "\(error.resultCode)") "
-                                 + "(this user must be able to read and write the file, its -wal and -shm files, and its folder)", underlying: error)
-            case .SQLITE_CORRUPT, .SQLITE_NOTADB:
-                throw Self.damaged(error, path: url.path) ?? error
-            default:
-                throw StoreError(.internalError, "cannot open the store at \(url.path): \(Names.printable(error.message ?? "\(error.resultCode)"))", underlying: error)
-            }
-        }
+        (backend, storeID) = try SQLiteStorage.open(url: url, create: create)
         logger.debug("store opened", metadata: ["path": "\(url.path)"])
     }
 
@@ -134,7 +105,7 @@ public final class Store: Sendable {
     /// Calls after it fail with `.serviceUnavailable`.
     public func close() async {
         switch backend {
-        case .sqlite(let pool): WriteAheadLogScrub.truncate(pool, logger: logger)
+        case .sqlite(let sqlite): sqlite.truncateLog(logger: logger)
         case .postgres(let storage): await storage.close()
         case .snapshot(let driver): await driver.close()
         }
@@ -159,7 +130,7 @@ public final class Store: Sendable {
         case nil: break
         }
         switch backend {
-        case .sqlite(let pool): return try pool.readOnCallingThread(body)
+        case .sqlite(let sqlite): return try sqlite.read(body)
         case .postgres(let storage): return try await storage.run(writing: false, body)
         case .snapshot(let driver): return try await driver.run(writing: false, body)
         }
@@ -170,11 +141,7 @@ public final class Store: Sendable {
     /// against what it read (``SnapshotDriver/run(writing:_:)``).
     func write<T: Sendable>(_ body: @escaping @Sendable (any StorageTransaction) throws -> T) async throws -> T {
         switch backend {
-        case .sqlite(let pool):
-            let (result, deleted): (T, Bool)
-            do { (result, deleted) = try await pool.write { db in try WriteAheadLogScrub.noting(db, body) } } catch { throw Self.map(error) }
-            if deleted { WriteAheadLogScrub.truncate(pool, logger: logger) }
-            return result
+        case .sqlite(let sqlite): return try await sqlite.write(logger: logger, body)
         case .postgres(let storage):
             // Its reads may be older than what another session of this process verified since
             // (the write's checks then refuse its commit, and it runs again on fresh reads): a
@@ -184,17 +151,6 @@ public final class Store: Sendable {
         case .snapshot(let driver):
             let generation = Session.advances.withLock { $0.counter }
             return try await driver.run(writing: true) { db in try Session.noting(db, generation, body) }
-        }
-    }
-
-    /// The SQLite connections, for what only an SQLite store has: the upgrade of stores of the
-    /// earlier format, and the field indexes' bookkeeping.
-    /// - Throws: `.notSupported` naming `what` on a PostgreSQL store.
-    func sqlite(for what: @autoclosure () -> String) throws -> DatabasePool {
-        switch backend {
-        case .sqlite(let pool): return pool
-        case .postgres: throw StoreError(.notSupported, "\(what()) is not available on a PostgreSQL store")
-        case .snapshot(let driver): throw StoreError(.notSupported, "\(what()) is not available on \(driver.storeDescription)")
         }
     }
 
@@ -214,31 +170,6 @@ public final class Store: Sendable {
         return false
     }
 
-    /// The SQLite connections (tests and tools that look into the file).
-    var dbPool: DatabasePool {
-        guard case .sqlite(let pool) = backend else { preconditionFailure("not an SQLite store") }
-        return pool
-    }
-
-    /// ``read(_:)`` for the synchronous entry points (opening a store or a session, adding a
-    /// contact), which block as their signatures say; in async code the async form is chosen.
-    /// SQLite only: a PostgreSQL store takes the async forms.
-    @_disfavoredOverload
-    func read<T: Sendable>(_ body: (GRDB.Database) throws -> T) throws -> T {
-        let pool = try sqlite(for: Self.synchronousCall)
-        do { return try pool.read(body) } catch { throw Self.map(error) }
-    }
-
-    /// ``write(_:)`` for the synchronous entry points (see the synchronous ``read(_:)``).
-    @_disfavoredOverload
-    func write<T: Sendable>(_ body: (GRDB.Database) throws -> T) throws -> T {
-        let pool = try sqlite(for: Self.synchronousCall)
-        let (result, deleted): (T, Bool)
-        do { (result, deleted) = try pool.write { db in try WriteAheadLogScrub.noting(db, body) } } catch { throw Self.map(error) }
-        if deleted { WriteAheadLogScrub.truncate(pool, logger: logger) }
-        return result
-    }
-
     /// How long an SQLite connection waits for another one's lock, in milliseconds.
     static let busyTimeout = 10_000
 
@@ -247,50 +178,14 @@ public final class Store: Sendable {
     /// for the end of a process that edited values). Gives up quietly while another connection
     /// holds the log. Does nothing on other backends.
     public func truncateWriteAheadLog() {
-        if case .sqlite(let pool) = backend { WriteAheadLogScrub.truncate(pool, logger: logger) }
+        if case .sqlite(let sqlite) = backend { sqlite.truncateLog(logger: logger) }
     }
 
     /// Where a store keeps its rows.
     enum Backend: Sendable {
-        case sqlite(DatabasePool)
+        case sqlite(SQLiteStorage)
         case postgres(PostgresStorage)
         /// A store reached through another driver of ``StorageSnapshot``s (a Coffer server).
         case snapshot(any SnapshotDriver)
-    }
-
-    static func map(_ error: any Error) -> any Error {
-        if error is StoreError { return error }
-        if let db = error as? DatabaseError {
-            if db.resultCode == .SQLITE_BUSY || db.resultCode == .SQLITE_LOCKED {
-                return StoreError(.busy, "the store stayed busy (another process is writing); try again", underlying: db)
-            }
-            if let damaged = damaged(db, path: nil) { return damaged }
-            return StoreError(.internalError, "database error: \(Names.printable(db.message ?? "\(db.resultCode)"))", underlying: db)
-        }
-        // GRDB's scalar fetches (`String.fetchAll`, `Int64.fetchCursor`) throw this on a NULL or
-        // a value of another type: a row no Coffer code wrote (see `Row.required(_:)`).
-        if let decoding = error as? RowDecodingError {
-            return StoreError(.integrityFailure, "the store holds a value Coffer did not write\(column(of: decoding)) "
-                              + "(a NULL, or a value of another type): the store was changed", underlying: decoding)
-        }
-        return error
-    }
-
-    /// A damaged file (SQLite's "corrupt" or "not a database"), said in words of its own: the
-    /// error's text may hold bytes of the damaged file.
-    static func damaged(_ error: DatabaseError, path: String?) -> StoreError? {
-        guard error.resultCode == .SQLITE_CORRUPT || error.resultCode == .SQLITE_NOTADB else { return nil }
-        return StoreError(.integrityFailure, "the store file\(path.map { " at \($0)" } ?? "") is damaged; restore it from a backup (coffer restore)",
-                          underlying: error)
-    }
-
-    /// " in column 'name'" for the column a GRDB decoding error names, or "". Only a plain
-    /// column name is taken from the error's text, which also holds the row's values.
-    static func column(of error: RowDecodingError) -> String {
-        let text = "\(error)"
-        guard let start = text.range(of: "column: \"")?.upperBound, let end = text[start...].firstIndex(of: "\"") else { return "" }
-        let name = text[start..<end]
-        guard !name.isEmpty, name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_") }) else { return "" }
-        return " in column '\(name)'"
     }
 }

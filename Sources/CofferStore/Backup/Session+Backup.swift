@@ -176,7 +176,7 @@ extension Session {
     /// A snapshot driver over `store`'s backend, whichever it is.
     static func driver(of store: Store, reading: Bool) throws -> any SnapshotDriver {
         switch store.backend {
-        case .sqlite(let pool): return SQLiteSnapshotDriver(pool: pool, logger: store.logger)
+        case .sqlite(let sqlite): return SQLiteSnapshotDriver(pool: sqlite.pool, logger: store.logger)
         case .postgres(let storage): return storage
         case .snapshot(let driver): return driver
         }

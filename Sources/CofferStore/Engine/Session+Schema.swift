@@ -151,8 +151,8 @@ extension Session {
             try await storage.ensureQueryIndexes(recordType: recordType, fields: missing.map { ($0.field, $0.type) })
         case .snapshot:
             return
-        case .sqlite(let pool):
-            let created = try await SQLiteLocalStorage(pool: pool).ensureFieldIndexes(recordType: recordType, fields: missing.map(\.field))
+        case .sqlite(let sqlite):
+            let created = try await SQLiteLocalStorage(pool: sqlite.pool).ensureFieldIndexes(recordType: recordType, fields: missing.map(\.field))
             if !created.isEmpty {
                 store.logger.info("query index created", metadata: ["type": "\(recordType)", "fields": "\(created)"])
             }

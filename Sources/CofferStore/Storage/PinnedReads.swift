@@ -63,8 +63,8 @@ extension Store {
     func withPinnedReads<T>(_ body: () async throws -> T) async throws -> T {
         let pin: PinnedReads.Pin
         switch backend {
-        case .sqlite(let pool):
-            pin = .sqlite(try SQLiteSnapshotDriver(pool: pool, logger: logger).pin())
+        case .sqlite(let sqlite):
+            pin = .sqlite(try SQLiteSnapshotDriver(pool: sqlite.pool, logger: logger).pin())
         case .postgres(let storage):
             guard let taken = try await storage.pinReads() else { return try await body() }
             pin = .driver(taken)
