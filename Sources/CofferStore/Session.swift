@@ -37,7 +37,7 @@ public final class Session: Sendable {
     let rowContexts = Locked<[Int64: [RowContextKey: RowContext]]>([:])
     /// Decode workers kept between reads (see ``DecodeWorker``).
     let decodeWorkers = Locked<[DecodeWorker]>([])
-    /// When ``advanceMark(_:)`` last wrote the marks file (seconds since 1970).
+    /// When ``advanceMark(_:flush:)`` last wrote the marks file (seconds since 1970).
     let lastMarkSave = Locked<Double>(Date().timeIntervalSince1970)
 
     /// Advances of zone logs and marks by the sessions of this process: a counter, and for each
@@ -97,11 +97,14 @@ public final class Session: Sendable {
         try? saveMarks()
     }
 
-    /// Advances this user's mark for a zone (in memory), and writes the marks file when it was
-    /// last written more than two seconds ago: a long-running session keeps its marks current
-    /// without a file write per operation.
-    func advanceMark(_ mark: ZoneMark) {
+    /// Advances this user's mark for a zone (in memory). With `flush` (after a write commits),
+    /// also writes the marks file when it was last written more than two seconds ago: a
+    /// long-running session keeps its marks current without a file write per operation. A read
+    /// never writes the file (its lock, `fsync` and retries stay off the read path); what reads
+    /// advanced is written at the next commit, ``saveMarks()`` or the session's end.
+    func advanceMark(_ mark: ZoneMark, flush: Bool) {
         vault.marks.advance(to: mark, in: store.storeID)
+        guard flush else { return }
         let now = Date().timeIntervalSince1970
         let due = lastMarkSave.withLock { last in
             guard now - last >= 2 else { return false }

@@ -304,6 +304,31 @@ struct SignedWriteTests {
         }
     }
 
+    @Test("a read never writes the marks file; a commit writes it when it is due, with what reads advanced")
+    func marksWrittenAtCommit() async throws {
+        try await SignedHarness.run { h in
+            let zone = try await h.ownerZone(notes: ["n1"])
+            let carol = try await h.newUser("Carol Writer", "carol@example.com")
+            try await h.share(zone, with: [(carol, .readWrite)])
+            let reader = try await h.fresh(h.owner)
+            try reader.saveMarks()
+            let url = reader.vault.marks.url
+            let before = try Data(contentsOf: url)
+            _ = try await carol.sharedDatabase.save(signedNote("by-carol", in: zone))
+            reader.lastMarkSave.withLock { $0 = 0 } // a write of the file is due
+            // The read verifies Carol's commit and advances the owner's mark, in memory only.
+            #expect(try await reader.privateDatabase.record(named: "by-carol", in: zone).modifierID == carol.userID)
+            #expect(reader.vault.marks.hasUnsavedChanges)
+            #expect(try Data(contentsOf: url) == before, "a read wrote the marks file")
+            // The owner's next commit writes the file, with the mark at the head it made.
+            _ = try await reader.privateDatabase.save(signedNote("n2", in: zone))
+            #expect(!reader.vault.marks.hasUnsavedChanges)
+            #expect(try Data(contentsOf: url) != before)
+            let head = try await h.state(zone)
+            #expect(try reader.vault.marks.mark(forZone: head.zoneUID)?.seq == head.headSeq)
+        }
+    }
+
     @Test("a commit signed by someone who is not the author it names is refused")
     func commitSignedByAnotherKey() async throws {
         try await SignedHarness.run { h in

@@ -199,7 +199,8 @@ extension Session {
         }
     }
 
-    /// Keeps a verified log for this session and advances the user's mark to its head.
+    /// Keeps a verified log for this session and advances the user's mark to its head (in
+    /// memory: see ``advanceMark(_:flush:)``).
     func remember(_ log: ZoneLog, zoneRowID: Int64) {
         logs.withLock { logs in
             // Two reads may verify at once: keep the further one.
@@ -207,7 +208,7 @@ extension Session {
             logs[zoneRowID] = log
         }
         Session.noteAdvance([log.state.zoneUID])
-        advanceMark(log.mark)
+        advanceMark(log.mark, flush: false)
     }
 
     /// Whether `db` is a read that began before a session of this process last advanced this
@@ -288,7 +289,7 @@ extension Session {
         db.afterCommit(using: commitHooks) { [self] in
             self.logs.withLock { $0[zoneRowID] = log }
             Session.noteAdvance([log.state.zoneUID])
-            self.advanceMark(log.mark)
+            self.advanceMark(log.mark, flush: true)
         }
     }
 
