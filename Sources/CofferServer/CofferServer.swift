@@ -91,7 +91,8 @@ package enum CofferServer {
         router.group(RouterPath(RemoteAPI.Path.contacts))
             .add(middleware: SignatureAuthenticator(host: host, origins: origins, keys: .published))
             .post("publish") { _, context in
-                try await host.publish(context.body, signedBy: try context.user())
+                guard let card = context.publishedCard else { throw ServerError(status: .internalServerError, code: "internalError", message: "the server failed") }
+                try await host.publish(card, signedBy: try context.user())
                 return served(Data("{}".utf8), context, logger: logger)
             }
         // Storage: reads of what the user may see.

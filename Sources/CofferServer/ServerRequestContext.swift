@@ -1,3 +1,4 @@
+import CofferVault
 import Foundation
 import Hummingbird
 
@@ -9,6 +10,8 @@ struct ServerRequestContext: RequestContext {
     var userID: String?
     /// The request's body, read whole within its limits, as its signature covers it.
     var body = Data()
+    /// The verified card a publish request carries (nil on other routes).
+    var publishedCard: ContactCard?
 
     init(source: Source) {
         coreContext = .init(source: source)

@@ -1,5 +1,6 @@
 import CofferCrypto
 import CofferStore
+import CofferVault
 import Foundation
 import HTTPTypes
 import Hummingbird
@@ -28,7 +29,7 @@ struct SignatureAuthenticator: RouterMiddleware {
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         var context = context
         context.body = try await Self.collectBody(request)
-        context.userID = try await authenticate(request, body: context.body)
+        (context.userID, context.publishedCard) = try await authenticate(request, body: context.body)
         return try await next(request, context)
     }
 
@@ -56,19 +57,22 @@ struct SignatureAuthenticator: RouterMiddleware {
         return Data(collected.readableBytesView)
     }
 
-    /// The request's user, once its origin, signature, date and nonce pass.
+    /// The request's user, once its origin, signature, date and nonce pass, and with
+    /// ``Keys/published`` the card it publishes (verified once, here).
     /// - Throws: a 401 ``ServerError`` naming what failed.
-    func authenticate(_ request: Request, body: Data) async throws -> String {
+    func authenticate(_ request: Request, body: Data) async throws -> (userID: String, card: ContactCard?) {
         do {
             let signature = try RequestSignature { name in HTTPField.Name(name).flatMap { request.headers[$0] } }
             let key: Ed25519.PublicKey
+            var card: ContactCard?
             switch keys {
             case .published:
-                let published = try StorageHost.publishedKey(body)
-                guard published.userID == signature.userID else {
+                let published = try StorageHost.publishedCard(body)
+                guard published.identity.userID == signature.userID else {
                     throw StoreError(.permissionFailure, "a user publishes only their own card")
                 }
-                key = published.key
+                key = published.identity.signingKey
+                card = published
             case .stored:
                 guard let known = try await host.signingKey(of: signature.userID) else {
                     throw StoreError(.permissionFailure, "user \(signature.userID) is not known to this server: a user becomes known by publishing their card")
@@ -80,7 +84,7 @@ struct SignatureAuthenticator: RouterMiddleware {
             guard try await host.noteNonce(signature.nonce, userID: signature.userID) else {
                 throw StoreError(.permissionFailure, "the request's nonce was used before: a request is served once")
             }
-            return signature.userID
+            return (signature.userID, card)
         } catch let error as StoreError where error.code == .permissionFailure || error.code == .invalidArguments {
             throw ServerError.unauthenticated(error)
         }

@@ -86,27 +86,21 @@ package final class StorageHost: Sendable {
         return key
     }
 
-    /// Stores a user's own self-signed card (how a user becomes known). The card must verify,
-    /// and the request must be signed by the key it holds (the caller checked that signature
-    /// against `card`'s key, which is why it passes `signedBy`).
-    package func publish(_ body: Data, signedBy userID: String) async throws {
-        let request = try RemoteAPI.decode(RemoteAPI.Publish.self, body, what: "card")
-        let card: ContactCard
-        do { card = try ContactCard.verify(request.card) } catch {
-            throw StoreError(.invalidArguments, "the card does not verify: \(error)")
-        }
+    /// Stores a user's own self-signed card (how a user becomes known), verified by
+    /// ``publishedCard(_:)``; the request must be signed by the key it holds (the caller checked
+    /// that signature against `card`'s key, which is why it passes `signedBy`).
+    package func publish(_ card: ContactCard, signedBy userID: String) async throws {
         guard card.identity.userID == userID else { throw StoreError(.permissionFailure, "a user publishes only their own card") }
         _ = try await store.addContact(card)
         signal.signal()
     }
 
-    /// The key in a card a request publishes, for checking the request's signature before the
-    /// card is stored.
-    package static func publishedKey(_ body: Data) throws -> (userID: String, key: Ed25519.PublicKey) {
+    /// The verified card a request publishes, whose key checks the request's signature before
+    /// the card is stored (``publish(_:signedBy:)``).
+    package static func publishedCard(_ body: Data) throws -> ContactCard {
         let request = try RemoteAPI.decode(RemoteAPI.Publish.self, body, what: "card")
         do {
-            let card = try ContactCard.verify(request.card)
-            return (card.identity.userID, card.identity.signingKey)
+            return try ContactCard.verify(request.card)
         } catch {
             throw StoreError(.invalidArguments, "the card does not verify: \(error)")
         }
