@@ -228,7 +228,7 @@ package final class StorageHost: Sendable {
     }
 
     /// Makes the query indexes the store lacks for the fields a query filters or sorts on, as a
-    /// store's own clients do (see `Session.ensureIndexes`): only for fields the zone's schema
+    /// store's own clients do (see `SchemaRegistry.ensureIndexes`): only for fields the zone's schema
     /// has as plain (SQLite), or that some zone's schema has as plain and queryable (PostgreSQL),
     /// so that a request cannot make the server index anything else.
     private func ensureIndexes(for needs: [StorageSnapshot.Need]) async throws {

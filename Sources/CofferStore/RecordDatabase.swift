@@ -35,19 +35,19 @@ public struct RecordDatabase: Sendable {
     @discardableResult
     public func createZone(named name: String) async throws -> ZoneID {
         try requirePrivate()
-        return try await session.createZone(named: name).id
+        return try await session.zoneDirectory.createZone(named: name).id
     }
 
     /// The zones of this database: those you own (private), or those shared with you that you
     /// accepted (shared).
     public func zones() async throws -> [Zone] {
-        scope == .private ? try await session.ownedZones() : try await session.sharedZones()
+        scope == .private ? try await session.zoneDirectory.ownedZones() : try await session.zoneDirectory.sharedZones()
     }
 
     /// ``zones()``, with the zones left out of it because they fail verification (their log
     /// does not verify, or does not reach what this user saw before), each with why.
     public func zoneList() async throws -> ZoneList {
-        let (zones, refused) = scope == .private ? try await session.ownedZoneAccess() : try await session.sharedZoneAccess()
+        let (zones, refused) = scope == .private ? try await session.zoneDirectory.ownedZoneAccess() : try await session.zoneDirectory.sharedZoneAccess()
         return ZoneList(zones: zones, refused: refused.map { RefusedZone(id: $0.0, error: $0.1) })
     }
 
@@ -55,7 +55,7 @@ public struct RecordDatabase: Sendable {
     /// - Throws: `.zoneNotFound`, `.permissionFailure`.
     public func deleteZone(_ zone: ZoneID) async throws {
         try requireScope(zone)
-        return try await session.deleteZone(zone)
+        return try await session.zoneDirectory.deleteZone(zone)
     }
 
     // MARK: Records
@@ -67,7 +67,7 @@ public struct RecordDatabase: Sendable {
     /// - Parameter declarations: fields to fix before the save in its transaction (see ``FieldDeclaration``).
     public func save(_ record: Record, policy: SavePolicy = .ifServerRecordUnchanged, declaring declarations: [FieldDeclaration] = []) async throws -> Record {
         try requireScope(record.zoneID)
-        return try await session.modify(zone: record.zoneID, saving: [record], deleting: [], policy: policy, authorLabel: transactionAuthor,
+        return try await session.writer.modify(zone: record.zoneID, saving: [record], deleting: [], policy: policy, authorLabel: transactionAuthor,
                            declaring: declarations).saved[0]
     }
 
@@ -77,17 +77,17 @@ public struct RecordDatabase: Sendable {
     public func modify(saving records: [Record], deleting deletions: [RecordDeletion] = [], in zone: ZoneID,
                        policy: SavePolicy = .ifServerRecordUnchanged, declaring declarations: [FieldDeclaration] = []) async throws -> ModifyResult {
         try requireScope(zone)
-        return try await session.modify(zone: zone, saving: records, deleting: deletions, policy: policy, authorLabel: transactionAuthor,
+        return try await session.writer.modify(zone: zone, saving: records, deleting: deletions, policy: policy, authorLabel: transactionAuthor,
                            declaring: declarations)
     }
 
     /// ``modify(saving:deleting:in:policy:declaring:)`` of records already checked and encoded
-    /// for this zone (`prepared`, one a record, by `Session.prepare`): an import checks its
+    /// for this zone (`prepared`, one a record, by `RecordWriter.prepare`): an import checks its
     /// whole file before the first save, and its save does not do that work again.
     func modify(saving records: [Record], prepared: [PreparedRecord], in zone: ZoneID, policy: SavePolicy,
                 declaring declarations: [FieldDeclaration], time: Double? = nil) async throws -> ModifyResult {
         try requireScope(zone)
-        return try await session.modify(zone: zone, saving: records, prepared: prepared, deleting: [], policy: policy,
+        return try await session.writer.modify(zone: zone, saving: records, prepared: prepared, deleting: [], policy: policy,
                                         authorLabel: transactionAuthor, declaring: declarations, time: time)
     }
 
@@ -95,7 +95,7 @@ public struct RecordDatabase: Sendable {
     /// - Throws: `.unknownItem`, `.zoneNotFound`, `.integrityFailure` when its stored bytes fail authentication.
     public func record(named name: String, in zone: ZoneID) async throws -> Record {
         try requireScope(zone)
-        guard let result = try await session.fetch(zone: zone, names: [name])[name] else {
+        guard let result = try await session.reader.fetch(zone: zone, names: [name])[name] else {
             throw StoreError(.unknownItem, "no record '\(name)' in zone '\(zone.name)'")
         }
         return try result.get()
@@ -104,20 +104,20 @@ public struct RecordDatabase: Sendable {
     /// Several records by name; each name maps to its record or its error.
     public func records(named names: [String], in zone: ZoneID) async throws -> [String: Result<Record, StoreError>] {
         try requireScope(zone)
-        return try await session.fetch(zone: zone, names: names)
+        return try await session.reader.fetch(zone: zone, names: names)
     }
 
     /// Deletes one record, only if it is still at `changeTag` when one is given.
     public func delete(recordNamed name: String, in zone: ZoneID, ifMatch changeTag: String? = nil) async throws {
         try requireScope(zone)
-        _ = try await session.modify(zone: zone, saving: [], deleting: [RecordDeletion(name: name, ifMatch: changeTag)],
+        _ = try await session.writer.modify(zone: zone, saving: [], deleting: [RecordDeletion(name: name, ifMatch: changeTag)],
                                policy: .ifServerRecordUnchanged, authorLabel: transactionAuthor)
     }
 
     /// One page of the records of a type that match a query on plain fields.
     public func query(_ query: Query, in zone: ZoneID, cursor: QueryCursor? = nil) async throws -> QueryResult {
         try requireScope(zone)
-        return try await session.query(query, zone: zone, cursor: cursor)
+        return try await session.reader.query(query, zone: zone, cursor: cursor)
     }
 
     /// Refuses a zone outside this database: the private database holds the zones this user
@@ -176,9 +176,9 @@ extension RecordDatabase {
         try Names.validateRecordType(recordType)
         let session = self.session
         return try await session.read { db in
-            let row = try session.zoneRow(db, zone)
-            try session.checkCanRead(db, zone: row)
-            return try session.schema(db, zoneRowID: row.rowID, recordType: recordType, fresh: true)
+            let row = try session.accessControl.zoneRow(db, zone)
+            try session.accessControl.checkCanRead(db, zone: row)
+            return try session.schemaRegistry.schema(db, zoneRowID: row.rowID, recordType: recordType, fresh: true)
         }
     }
 
@@ -189,9 +189,9 @@ extension RecordDatabase {
         try requireScope(zone)
         let session = self.session
         try await session.store.write { db in
-            let row = try session.zoneRow(db, zone)
-            try session.checkCanWrite(db, zone: row)
-            _ = try session.declareFields(db, zoneRowID: row.rowID, [FieldDeclaration(field, of: recordType, type: type, encrypted: encrypted)])
+            let row = try session.accessControl.zoneRow(db, zone)
+            try session.accessControl.checkCanWrite(db, zone: row)
+            _ = try session.schemaRegistry.declareFields(db, zoneRowID: row.rowID, [FieldDeclaration(field, of: recordType, type: type, encrypted: encrypted)])
         }
     }
 
@@ -209,8 +209,8 @@ extension RecordDatabase {
         repeat {
             let chunk = Array(names[start..<min(start + 1_000, names.endIndex)])
             types.merge(try await session.read { db in
-                let row = try session.zoneRow(db, zone)
-                try session.checkCanRead(db, zone: row)
+                let row = try session.accessControl.zoneRow(db, zone)
+                try session.accessControl.checkCanRead(db, zone: row)
                 return try db.recordTypes(zoneRowID: row.rowID, names: chunk)
             }) { _, new in new }
             start += chunk.count
@@ -225,7 +225,7 @@ extension RecordDatabase {
     public func ensureIndex(recordType: String, fields: [String]) async throws {
         try Names.validateRecordType(recordType)
         for field in fields { try Names.validateFieldKey(field) }
-        try await session.ensureIndexes(recordType: recordType, fieldNames: fields)
+        try await session.schemaRegistry.ensureIndexes(recordType: recordType, fieldNames: fields)
     }
 
     /// Every record of a zone, in pages ordered by name: pass the last name of a page as
@@ -235,11 +235,11 @@ extension RecordDatabase {
         precondition(limit > 0, "limit must be positive")
         let session = self.session
         return try await session.read { db in
-            let row = try session.zoneRow(db, zone)
-            try session.checkCanRead(db, zone: row)
+            let row = try session.accessControl.zoneRow(db, zone)
+            try session.accessControl.checkCanRead(db, zone: row)
             var records = [Record]()
             records.reserveCapacity(limit)
-            try session.decodeRows(db, zone: row, expected: limit, read: { add in
+            try session.reader.decodeRows(db, zone: row, expected: limit, read: { add in
                 try db.readRecordRows(zoneRowID: row.rowID, after: name ?? "", limit: limit, into: add)
             },
                                    deliver: { _, result in records.append(try result.get()) })

@@ -28,7 +28,7 @@ public final class Session: Sendable {
     /// Zone row id → entry seq → a record entry of the log, checked against the verified chain.
     let commits = Locked<[Int64: [Int64: VerifiedCommit]]>([:])
     /// Zone row id → the context of a row by its commit, type, epoch and whether it has sealed
-    /// values (see ``Session/context(_:zone:row:)``), kept between reads. Each is made from the
+    /// values (see ``RecordReader/context(_:zone:row:)``), kept between reads. Each is made from the
     /// caches above, so a zone's are dropped whenever its schema or key caches change
     /// (``forgetRowContexts(zoneRowID:)``). One made while another thread changes them may be
     /// kept with the older schema: its rows then decode as `.staleSchema` (a field it lacks, or a
@@ -61,6 +61,19 @@ public final class Session: Sendable {
         self.vault = vault
         keyRing = KeyRing(vault: vault)
     }
+
+    // The services this session's work goes through (see each type).
+    var verifiedLogs: VerifiedLogs { VerifiedLogs(session: self) }
+    var sharing: ShareService { ShareService(session: self) }
+    var accessControl: AccessControl { AccessControl(session: self) }
+    var reader: RecordReader { RecordReader(session: self) }
+    var writer: RecordWriter { RecordWriter(session: self) }
+    var zoneDirectory: ZoneDirectory { ZoneDirectory(session: self) }
+    var schemaRegistry: SchemaRegistry { SchemaRegistry(session: self) }
+    var changeFeed: ChangeFeed { ChangeFeed(session: self) }
+    var legacyUpgrade: LegacyUpgrade { LegacyUpgrade(session: self) }
+    var auditor: Auditor { Auditor(session: self) }
+    var backupSource: BackupSource { BackupSource(session: self) }
 
     /// The acting user's id.
     public var userID: String { vault.identity.userID }
@@ -131,7 +144,7 @@ extension Store {
             throw StoreError(.integrityFailure, "your marks file cannot be read: \(error.message)", underlying: error)
         }
         let session = Session(store: self, vault: vault)
-        try session.upgradeLegacyZones()
+        try session.legacyUpgrade.upgradeLegacyZones()
         return session
     }
 

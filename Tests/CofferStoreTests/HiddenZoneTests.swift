@@ -65,7 +65,7 @@ extension ServerHostileTests {
             let third = try await fixture.secondInstance()
             do {
                 let carolSession = try await fixture.client(scene.carol.vault, server: third).openSession(vault: scene.carol.vault)
-                #expect(try await carolSession.sharedZones().map(\.id) == [], "the zone is hidden from Carol's list")
+                #expect(try await carolSession.zoneDirectory.sharedZones().map(\.id) == [], "the zone is hidden from Carol's list")
                 let uid = Hex.encode(familyRow.uid)
                 func names(_ f: AuditFinding) -> Bool { f.zone == scene.family || f.subject == "zone \(uid)" }
                 let comparison = try await carolSession.compareHeads(aliceHeads.encoded())
@@ -111,7 +111,7 @@ struct MarksOfTheStoreAuditedTests {
             try await queue.write { db in try db.execute(sql: "DELETE FROM zone WHERE name = 'Hidden'") }
             try queue.close()
             let findings = try await home.openSession(vault: vault).audit().findings
-            let uid = try await atWork.store.read { db in try atWork.zoneRow(db, office).uid }
+            let uid = try await atWork.store.read { db in try atWork.accessControl.zoneRow(db, office).uid }
             #expect(findings.count == 1, "\(findings)")
             #expect(findings.allSatisfy { !$0.subject.contains(Hex.encode(uid)) && !$0.message.contains(Hex.encode(uid)) }, "\(findings)")
             #expect(try await work.openSession(vault: vault).audit().findings.isEmpty)

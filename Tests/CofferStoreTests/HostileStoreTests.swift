@@ -190,7 +190,7 @@ struct HostileStoreTests {
             let zone = try await s.sharedZone()
             _ = try await s.alice.removeParticipant(s.bob.userID, from: zone) // epoch 2; n1, n2 sealed under epoch 1
             let row = try await s.f.zoneRow(zone)
-            let current = try s.raw { db in try s.carol.keyRing.zoneKey(db, zone: row, epoch: 2, state: try s.carol.zoneState(db, zone: row)) }
+            let current = try s.raw { db in try s.carol.keyRing.zoneKey(db, zone: row, epoch: 2, state: try s.carol.verifiedLogs.zoneState(db, zone: row)) }
             let substitute = SymmetricKey()
             try s.raw { db in
                 let link = Envelope.seal(substitute.bytes, using: current, keyID: 2, authenticating: KeyRing.chainAD(zoneUID: row.uid, epoch: 1))

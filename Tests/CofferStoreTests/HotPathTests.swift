@@ -44,7 +44,7 @@ struct HotPathTests {
         let expected = BLAKE2b.hash(header + plain + (sealedBytes ?? []))
         let hash = plain.withUnsafeBytes { p in
             types.withUnsafeBytes { t in
-                Session.withOptionalBytes(sealedBytes) { s in
+                RecordReader.withOptionalBytes(sealedBytes) { s in
                     RecordSealer.versionHash(zoneUID: Self.zone.uid, name: "groceries", type: "Note", parent: parent, seq: 12, epoch: 3,
                                               membershipSeq: 2, creatorID: "creator-1", modifierID: "modifier-2",
                                              created: 1_700_000_000.5, modified: 1_700_000_100.25,

@@ -10,7 +10,7 @@ import Testing
 struct ImportPipelineTests {
     /// `record`, prepared and sealed ahead with `sealing` for log entry `seq`.
     static func presealed(_ record: Record, _ sealing: SealingKey, seq: Int64) throws -> PreparedRecord {
-        var prepared = try Session.prepare(record, zone: record.zoneID)
+        var prepared = try RecordWriter.prepare(record, zone: record.zoneID)
         sealing.preseal(&prepared, of: record, seq: seq, time: Date().timeIntervalSince1970, nonces: nil)
         return prepared
     }
@@ -29,7 +29,7 @@ struct ImportPipelineTests {
             let db = h.ownerDB
             let zone = try await db.createZone(named: "Z")
             // As expected: the stored sealed bytes are the ones sealed ahead.
-            let sealing = try await h.owner.sealingKey(for: zone)
+            let sealing = try await h.owner.writer.sealingKey(for: zone)
             let first = Self.note("a", zone)
             let prepared = try Self.presealed(first, sealing, seq: sealing.headSeq + 1)
             let expected = try #require(prepared.presealed?.version)
@@ -46,13 +46,13 @@ struct ImportPipelineTests {
             #expect(stored.count == 1 && stored.first == expected.sealed)
 
             // The head moved after sealing (another write came first): hashed again, same seal.
-            let stale = try await h.owner.sealingKey(for: zone)
+            let stale = try await h.owner.writer.sealingKey(for: zone)
             _ = try await db.save(Self.note("other", zone))
             let b = Self.note("b", zone)
             _ = try await db.modify(saving: [b], prepared: [try Self.presealed(b, stale, seq: stale.headSeq + 1)], in: zone,
                                     policy: .allKeys, declaring: [])
             // A new key epoch after sealing (a member removed): sealed again under the new key.
-            let older = try await h.owner.sealingKey(for: zone)
+            let older = try await h.owner.writer.sealingKey(for: zone)
             let bob = try await h.newUser("Bob", "bob@example.com")
             try await h.share(zone, with: [(bob, .readOnly)])
             _ = try await h.owner.removeParticipant(bob.userID, from: zone)

@@ -369,7 +369,7 @@ struct NullRowTests {
             let row = try await f.zoneRow(zone)
             let error = shareExpectErrorSync(.integrityFailure) {
                 try alice.read { db in
-                    _ = try alice.linkSecret(db, zone: row, state: try alice.zoneState(db, zone: row))
+                    _ = try alice.sharing.linkSecret(db, zone: row, state: try alice.verifiedLogs.zoneState(db, zone: row))
                     return true
                 }
             }

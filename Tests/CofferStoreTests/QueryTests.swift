@@ -493,7 +493,7 @@ struct QueryTests {
             let indexName = SQLiteFieldIndex.name(recordType: "Note", field: field)
             let zoneRowID = try await f.store.dbPool.read { db in try Int64.fetchOne(db, sql: "SELECT id FROM zone") }
             let expr = SQLiteFieldIndex.expression(field)
-            let pivotValue = try Session.comparedValue(pivot, for: pivot.fieldType, field: field).databaseValue
+            let pivotValue = try RecordReader.comparedValue(pivot, for: pivot.fieldType, field: field).databaseValue
             for comparison in ["=", "<", "<=", ">", ">="] {
                 let details = try plan(f.store, type: "Note", whereSQL: " AND \(expr) \(comparison) ?", orderSQL: "+name",
                                        arguments: [zoneRowID, pivotValue])
@@ -519,7 +519,7 @@ struct QueryTests {
     @Test("a query on one field's equality, or sorted ascending on its one field, ends its order with plain name; others with +name")
     func tieOrderTerm() {
         func order(_ predicates: [Query.Predicate], _ sort: [Query.Sort] = []) -> String {
-            Session.tieOrder(Query(recordType: "Note", predicates: predicates, sort: sort))
+            RecordReader.tieOrder(Query(recordType: "Note", predicates: predicates, sort: sort))
         }
         #expect(order([]) == "name")
         #expect(order([.init("count", .equal, .int(3))]) == "name")

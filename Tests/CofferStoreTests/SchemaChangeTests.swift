@@ -141,9 +141,9 @@ struct SchemaChangeTests {
             var a = try await f.db.record(named: "a", in: zone)
             a.values["titel"] = nil
             _ = try await f.db.save(a)
-            let before = try await f.session.store.read { db in try f.session.zoneState(db, zone: try f.session.zoneRow(db, zone)).headSeq }
+            let before = try await f.session.store.read { db in try f.session.verifiedLogs.zoneState(db, zone: try f.session.accessControl.zoneRow(db, zone)).headSeq }
             try await f.db.dropField("titel", of: "Note", in: zone)
-            let after = try await f.session.store.read { db in try f.session.zoneState(db, zone: try f.session.zoneRow(db, zone)).headSeq }
+            let after = try await f.session.store.read { db in try f.session.verifiedLogs.zoneState(db, zone: try f.session.accessControl.zoneRow(db, zone)).headSeq }
             #expect(after == before + 1, "the drop is an entry of the log")
             #expect(try await f.db.schema(of: "Note", in: zone)["titel"] == nil)
             _ = try await f.db.save(makeRecord("Note", "d", in: zone, plain: ["titel": 7]))
@@ -211,8 +211,8 @@ struct SchemaChangeTests {
             // Carol's own batches: a drop with her signed (valid) commit, a drop alone, schema rows alone.
             guard case .snapshot(let driver as RemoteStorage) = carol.store.backend else { throw StoreError(.internalError, "not a server's store") }
             let (row, state) = try await carol.session.store.read { db in
-                let row = try carol.session.zoneRow(db, zone)
-                return (row, try carol.session.zoneLog(db, zone: row).state)
+                let row = try carol.session.accessControl.zoneRow(db, zone)
+                return (row, try carol.session.verifiedLogs.zoneLog(db, zone: row).state)
             }
             let payload = RecordsPayload(epoch: state.epoch, ownerSeq: state.ownerSeq, label: nil, records: RecordsSummary(entries: [], names: []))
             let entry = LogEntry(zoneUID: row.uid, seq: state.headSeq + 1, prev: state.headHash, kind: .commit,

@@ -30,12 +30,12 @@ struct ServerAccessTests {
 
     /// A zone of `session`'s as a request names it.
     static func wire(_ session: Session, _ zone: ZoneID) async throws -> String {
-        wire(try await session.store.read { db in try session.zoneRow(db, zone) })
+        wire(try await session.store.read { db in try session.accessControl.zoneRow(db, zone) })
     }
 
     /// The head of the zone's log as `session` verifies it now.
     static func headSeq(_ session: Session, _ zone: ZoneID) async throws -> Int64 {
-        try await session.store.read { db in try session.zoneLog(db, zone: try session.zoneRow(db, zone)).state.headSeq }
+        try await session.store.read { db in try session.verifiedLogs.zoneLog(db, zone: try session.accessControl.zoneRow(db, zone)).state.headSeq }
     }
 
     /// A read of each kind that reads a zone's record rows (or their deletions).
@@ -194,7 +194,7 @@ struct ServerAccessTests {
             #expect(try await Self.read(fixture, alice.vault, lookup).tables?.zones?.first?.v.value != nil)
             // A member lookup that lists Bob (the server's clients cannot write one: someone with
             // the store's file did) gives him nothing: the log does not name him.
-            let row = try await alice.session.store.read { db in try alice.session.zoneRow(db, zone) }
+            let row = try await alice.session.store.read { db in try alice.session.accessControl.zoneRow(db, zone) }
             try await fixture.listInMemberLookup(row, bob.vault.identity.userID)
             #expect(try canonical(try await Self.read(fixture, bob.vault, lookup)) == missing)
             try await Self.expectRowsRefused(fixture, bob.vault, Self.wire(row), "not shared")
@@ -219,7 +219,7 @@ struct ServerAccessTests {
             let mallory = try await fixture.user("Mallory Mint", "mallory@example.com")
             let aliceID = alice.vault.identity.userID, me = mallory.vault.identity.userID
             let zone = try await alice.session.privateDatabase.createZone(named: "Kept")
-            let row = try await alice.session.store.read { db in try alice.session.zoneRow(db, zone) }
+            let row = try await alice.session.store.read { db in try alice.session.accessControl.zoneRow(db, zone) }
             let uid = Self.wire(row)
             func b64(_ bytes: [UInt8]) -> String { Data(bytes).base64EncodedString() }
             let entry = LogEntry(zoneUID: row.uid, seq: 2, prev: Digest32(SecureRandom.bytes(count: 32)), kind: .commit, authorID: me, time: 1,
@@ -324,7 +324,7 @@ struct ServerAccessTests {
             let alice = try await fixture.user("Alice Liddell", "alice@example.com")
             let me = alice.vault.identity.userID
             let zone = try await alice.session.privateDatabase.createZone(named: "Kept")
-            let row = try await alice.session.store.read { db in try alice.session.zoneRow(db, zone) }
+            let row = try await alice.session.store.read { db in try alice.session.accessControl.zoneRow(db, zone) }
             let rowID = Self.wire(row)
             let uid = Data(repeating: 7, count: 16).base64EncodedString()
             let plan: [String: Any] = ["recordType": "Note", "predicates": [], "sorts": [], "limit": 10]

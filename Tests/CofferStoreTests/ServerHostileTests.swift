@@ -58,8 +58,8 @@ struct ServerHostileTests {
         /// The zone's row and the state of its log, as `session` verifies them now.
         func head(_ session: Session, _ zone: ZoneID) async throws -> (row: ZoneRow, state: ZoneState) {
             try await session.store.read { db in
-                let row = try session.zoneRow(db, zone)
-                return (row, try session.zoneLog(db, zone: row).state)
+                let row = try session.accessControl.zoneRow(db, zone)
+                return (row, try session.verifiedLogs.zoneLog(db, zone: row).state)
             }
         }
 

@@ -48,11 +48,11 @@ struct ServerStageTests {
             let bob = try await fixture.user("Bob Builder", "bob@example.com")
             let copy = try await Self.movedZone(alice.vault, in: fixture.folder)
             let remote = try driver(alice.store)
-            let rowID = try #require(try await Session.fetch([.newZoneID(copy.id)], from: remote).newZoneIDs[copy.id])
+            let rowID = try #require(try await ZonePush.fetch([.newZoneID(copy.id)], from: remote).newZoneIDs[copy.id])
             let batches = try copy.batches(zoneRowID: rowID)
             #expect(batches.count == 4)
             func zoneThere() async throws -> Bool {
-                let found = try await Session.fetch([.zone(copy.id)], from: try driver(alice.store))
+                let found = try await ZonePush.fetch([.zone(copy.id)], from: try driver(alice.store))
                 if case .some(.some) = found.zones[copy.id] { return true }
                 return false
             }
@@ -108,7 +108,7 @@ struct ServerStageTests {
             let alice = try await fixture.user("Alice Liddell", "alice@example.com")
             let copy = try await Self.movedZone(alice.vault, in: fixture.folder)
             let remote = try driver(alice.store)
-            let rowID = try #require(try await Session.fetch([.newZoneID(copy.id)], from: remote).newZoneIDs[copy.id])
+            let rowID = try #require(try await ZonePush.fetch([.newZoneID(copy.id)], from: remote).newZoneIDs[copy.id])
             let first = try copy.batches(zoneRowID: rowID)[0]
             for write in first { if case .insertZone(let handle, let uid, _, _) = write { remote.zones.bind(handle, to: uid) } }
             let writes = try first.map { try WireWrite($0, remote.requestNames()) }

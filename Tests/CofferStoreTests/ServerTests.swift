@@ -285,14 +285,14 @@ struct ServerCrashTests {
             let alice = try await fixture.user("Alice Liddell", "alice@example.com")
             let zone = try await alice.session.privateDatabase.createZone(named: "Once")
             guard case .snapshot(let driver as RemoteStorage) = alice.store.backend else { Issue.record("not a server's store"); return }
-            let before = try await alice.store.read { db in try alice.session.zoneState(db, zone: try alice.session.zoneRow(db, zone)).headSeq }
+            let before = try await alice.store.read { db in try alice.session.verifiedLogs.zoneState(db, zone: try alice.session.accessControl.zoneRow(db, zone)).headSeq }
             driver.answersToLose.withLock { $0 = 1 }
             var record = Record(type: "Note", name: "n", zone: zone)
             record.encryptedValues["body"] = "once"
             let saved = try await alice.session.privateDatabase.save(record)
             #expect(driver.answersToLose.withLock { $0 } == 0, "the answer was lost, and the batch sent again")
             let fresh = try await fixture.client(alice.vault).openSession(vault: alice.vault)
-            let after = try await fresh.store.read { db in try fresh.zoneState(db, zone: try fresh.zoneRow(db, zone)).headSeq }
+            let after = try await fresh.store.read { db in try fresh.verifiedLogs.zoneState(db, zone: try fresh.accessControl.zoneRow(db, zone)).headSeq }
             #expect(after == before + 1, "one commit, not two")
             #expect(try await fresh.privateDatabase.record(named: "n", in: zone).changeTag == saved.changeTag)
             #expect(try await fresh.audit().findings.isEmpty)

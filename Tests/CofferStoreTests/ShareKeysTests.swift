@@ -64,10 +64,10 @@ struct ShareKeysTests {
             #expect(secret.count == 32)
             // The fragment's secret opens the link-sealed key, which is the zone key.
             let sealed = try f.raw { db in Array(try #require(try Data.fetchOne(db, sql: "SELECT sealed_key FROM share_link"))) }
-            let key = try SymmetricKey(bytes: Envelope(bytes: sealed).openSecret(using: Session.linkSealKey(secret),
-                                                                                 authenticating: Session.linkAD(zoneUID: try f.sqliteZoneRow(zone).uid, shareUID: url.shareUID)))
+            let key = try SymmetricKey(bytes: Envelope(bytes: sealed).openSecret(using: ShareService.linkSealKey(secret),
+                                                                                 authenticating: ShareService.linkAD(zoneUID: try f.sqliteZoneRow(zone).uid, shareUID: url.shareUID)))
             // The log publishes the link's public key: the one the secret derives.
-            #expect(try await f.state(zone).share?.linkPublicKey == (try Session.linkSigningKey(secret).publicKey.rawRepresentation))
+            #expect(try await f.state(zone).share?.linkPublicKey == (try ShareService.linkSigningKey(secret).publicKey.rawRepresentation))
             #expect(key == (try unwrap(try await f.wrappedKey(zone, member: f.alice.userID, epoch: 1), for: f.alice)))
             // Members print the same URL, secret included.
             #expect(try await bob.fetchShare(in: zone).url == open.url)

@@ -193,7 +193,7 @@ struct ShareFixture: Sendable {
         let alice = self.alice
         return try await store.read { db in
             guard let row = try db.zoneRow(zone) else { throw StoreError(.zoneNotFound, "no zone \(zone.name)") }
-            return try alice.walkLog(db, zone: row, signaturesAfter: 0).state
+            return try alice.verifiedLogs.walkLog(db, zone: row, signaturesAfter: 0).state
         }
     }
 

@@ -96,7 +96,7 @@ struct SignedHarness: Sendable {
         let owner = self.owner
         return try await store.read { db in
             guard let row = try db.zoneRow(zone) else { throw StoreError(.zoneNotFound, "no zone \(zone.name)") }
-            return try owner.walkLog(db, zone: row, signaturesAfter: 0).state
+            return try owner.verifiedLogs.walkLog(db, zone: row, signaturesAfter: 0).state
         }
     }
 
@@ -153,7 +153,7 @@ func forgeCommit(_ db: any StorageTransaction, zone: ZoneID, signer: Session, na
                  ownerSeq: Int64? = nil, epoch keyEpoch: Int64? = nil, label: String? = nil, key given: SymmetricKey? = nil,
                  entry adjust: (inout LogEntry) -> Void = { _ in }) throws -> Int64 {
     let row = try #require(try db.zoneRow(zone))
-    let state = try signer.walkLog(db, zone: row, signaturesAfter: Int64.max)
+    let state = try signer.verifiedLogs.walkLog(db, zone: row, signaturesAfter: Int64.max)
     let head = try db.logHead(zoneRowID: row.rowID)!
     let seq = head.seq + 1
     let membership = ownerSeq ?? state.state.ownerSeq
@@ -170,7 +170,7 @@ func forgeCommit(_ db: any StorageTransaction, zone: ZoneID, signer: Session, na
     let types = PlainValuesCodec.typeCodes(["title": .string(title)])
     let hash = plain.withUnsafeBytes { p in
         types.withUnsafeBytes { t in
-            Session.withOptionalBytes(sealed) { s in
+            RecordReader.withOptionalBytes(sealed) { s in
                 RecordSealer.versionHash(zoneUID: row.uid, name: name, type: "Note", parent: nil, seq: seq, epoch: epoch,
                                          membershipSeq: membership, creatorID: signer.userID, modifierID: signer.userID,
                                          created: now, modified: now, plain: p, plainTypes: t, sealed: s).bytes

@@ -88,8 +88,8 @@ extension SignedHarness {
     func logHash(_ zone: ZoneID, at seq: Int64) async throws -> [UInt8]? {
         let owner = self.owner
         return try await store.read { db in
-            let row = try owner.zoneRow(db, zone)
-            return try owner.zoneLog(db, zone: row).hash(at: seq)?.bytes
+            let row = try owner.accessControl.zoneRow(db, zone)
+            return try owner.verifiedLogs.zoneLog(db, zone: row).hash(at: seq)?.bytes
         }
     }
 }

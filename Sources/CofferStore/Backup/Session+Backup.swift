@@ -75,20 +75,20 @@ extension Session {
         let file = try BackupFormat.FileWriter(vault: vault, created: created, storeID: store.storeID, to: sink)
         var payload = BackupFormat.PayloadWriter(file.append)
         let (zones, contacts) = try await store.withPinnedReads {
-            let owned = try await ownedZoneAccess(), shared = try await sharedZoneAccess()
+            let owned = try await zoneDirectory.ownedZoneAccess(), shared = try await zoneDirectory.sharedZoneAccess()
             if let refused = (owned.refused + shared.refused).first {
                 throw StoreError(.integrityFailure, "zone '\(refused.0.name)' fails verification, so no backup was made: \(refused.1.message); run 'coffer audit'")
             }
             let ids = owned.zones.map(\.id) + shared.zones.map(\.id)
-            let source = try Self.driver(of: store, reading: true)
+            let source = try BackupSource.driver(of: store, reading: true)
             let pin = PinnedReads.readPin(of: store)
             progress("reading contact cards")
-            let cards = try await Self.readCards(from: source, pin: pin)
+            let cards = try await BackupSource.readCards(from: source, pin: pin)
             try payload.cards(cards)
             try payload.zoneCount(ids.count)
             var zones = [(summary: Backup.ZoneSummary, hash: Digest32)]()
             for (n, id) in ids.enumerated() {
-                zones.append(try await backUpZone(id, label: "zone \(id.name) (\(n + 1) of \(ids.count))", into: &payload, from: source, pin: pin, progress: progress))
+                zones.append(try await backupSource.backUpZone(id, label: "zone \(id.name) (\(n + 1) of \(ids.count))", into: &payload, from: source, pin: pin, progress: progress))
             }
             return (zones, cards.count)
         }
@@ -98,7 +98,7 @@ extension Session {
         for zone in zones {
             let id = zone.summary.zone
             let log: ZoneLog
-            do { log = try await read { db in try self.zoneLog(db, zone: try self.zoneRow(db, id)) } } catch let error as StoreError where error.code == .zoneNotFound {
+            do { log = try await read { db in try self.verifiedLogs.zoneLog(db, zone: try self.accessControl.zoneRow(db, id)) } } catch let error as StoreError where error.code == .zoneNotFound {
                 continue
             }
             guard log.hash(at: zone.summary.headSeq) == zone.hash else {
@@ -108,78 +108,6 @@ extension Session {
         try payload.flush()
         try file.finish()
         return BackupSummary(created: created, zones: zones.map(\.summary), contactCount: contacts, bytes: file.written)
-    }
-
-    /// One zone into a backup's payload: verified as `audit` verifies it, then its log, keys,
-    /// share, schema and deleted names, then its rows a page at a time, each checked before it is
-    /// written.
-    private func backUpZone(_ id: ZoneID, label: String, into payload: inout BackupFormat.PayloadWriter, from source: any SnapshotDriver,
-                            pin: (any ReadPin)?, progress: @Sendable (String) -> Void) async throws -> (summary: Backup.ZoneSummary, hash: Digest32) {
-        func refused(_ finding: AuditFinding) -> StoreError {
-            StoreError(.integrityFailure, "zone '\(id.name)' fails verification, so no backup was made: \(finding.message); run 'coffer audit'")
-        }
-        progress("verifying \(label)")
-        // The audit walks the log as the pin holds it, whatever this session verified since.
-        var audit = try await read { db in try self.beginZoneAudit(db, id) }
-        if let finding = audit.report.findings.first { throw refused(finding) }
-        guard let log = audit.log, let head = audit.head else { throw StoreError(.integrityFailure, "zone '\(id.name)' has no log: the store was changed") }
-        let zone = audit.zone
-        let copy = try await Self.zoneWithoutRows(zone, head: head, from: source, pin: pin)
-        try payload.zoneHead(copy)
-        var records = 0
-        try await auditRows(&audit, log: log) { findings, rows in
-            if let finding = findings.first { throw refused(finding) }
-            for row in rows { try payload.row(row) }
-            records += rows.count
-            progress("verifying \(label): \(records) records")
-        }
-        try payload.endRows()
-        if let finding = audit.finish().findings.first { throw refused(finding) }
-        return (Backup.ZoneSummary(zone: id, headSeq: head.seq, entries: copy.log.count, records: records), head.hash)
-    }
-
-    /// `zone` as the store holds it, but for its rows: its log (which must end at `head`, the
-    /// entry verified), with each record entry's lists, keys, share, schema and deleted names.
-    static func zoneWithoutRows(_ zone: ZoneRow, head: (seq: Int64, hash: Digest32), from source: any SnapshotDriver,
-                                pin: (any ReadPin)?) async throws -> ZoneCopy {
-        let rowID = zone.rowID
-        var t = try await fetch([.zone(zone.id), .log(zoneRowID: rowID, after: 0), .tombstoneList(zoneRowID: rowID)], from: source, pin: pin)
-        guard case .some(.some(let row)) = t.zones[zone.id], row.rowID == rowID, row.uid == zone.uid,
-              let last = t.logs[rowID]?.entries.last, last.seq == head.seq, last.hash == head.hash else {
-            // Only where the store could not hold one state for the whole backup.
-            throw StoreError(.busy, "zone '\(zone.id.name)' changed while it was read; make the backup again")
-        }
-        // The lists of each record entry, which never change once written.
-        let listed = (t.logs[rowID]?.entries ?? []).filter { ZoneCopy.isListed($0.body) }.map { StorageSnapshot.Need.logEntry(zoneRowID: rowID, seq: $0.seq) }
-        for start in stride(from: 0, to: listed.count, by: 1_000) {
-            t.merge(try await fetch(Array(listed[start..<min(start + 1_000, listed.count)]), from: source, pin: pin)) { $0 }
-        }
-        return try ZoneCopy(zone: zone, from: t)
-    }
-
-    /// The store's contact cards that verify, as stored.
-    static func readCards(from source: any SnapshotDriver, pin: (any ReadPin)? = nil) async throws -> [Backup.Card] {
-        guard let columns = try await fetch([.contactColumns], from: source, pin: pin).contactColumns else { return [] }
-        let ids = columns.map(\.userID).sorted()
-        var cards = [Backup.Card]()
-        for start in stride(from: 0, to: ids.count, by: 1_000) {
-            let part = Array(ids[start..<min(start + 1_000, ids.count)])
-            let t = try await fetch(part.map { .contact($0) }, from: source, pin: pin)
-            for id in part {
-                guard let stored = t.contacts[id] ?? nil, let card = try? ContactCard.verify(Data(stored.card)), card.identity.userID == id else { continue }
-                cards.append(Backup.Card(card: stored.card, added: stored.added))
-            }
-        }
-        return cards
-    }
-
-    /// A snapshot driver over `store`'s backend, whichever it is.
-    static func driver(of store: Store, reading: Bool) throws -> any SnapshotDriver {
-        switch store.backend {
-        case .sqlite(let sqlite): return SQLiteSnapshotDriver(pool: sqlite.pool, logger: store.logger)
-        case .postgres(let storage): return storage
-        case .snapshot(let driver): return driver
-        }
     }
 
     /// Puts a backup into this session's store, which must be empty: every zone whole, with its
@@ -235,7 +163,7 @@ extension Session {
         if !resettingMarks, let first = checks.first(where: \.isRollback) {
             throw StoreError(.invalidArguments, "the backup takes zone '\(first.zone.name)' back before what you saw; confirm resetting your marks to restore it")
         }
-        let target = try Self.driver(of: store, reading: false)
+        let target = try BackupSource.driver(of: store, reading: false)
         // Empty: no zone of this user's, none of the backup's (by name or uid), and locally no
         // zone at all. Or every zone of the backup there as the backup holds it (uid and log
         // head), no other of this user's, and the store's record of this restore: a restore that
@@ -243,7 +171,7 @@ extension Session {
         let operation = SnapshotOperation(id: backup.restoreID, userID: userID)
         var needs: [StorageSnapshot.Need] = [.ownedZones(userID)]
         for zone in zones { needs += [.zone(zone.id), .zoneUID(zone.uid)] }
-        var found = try await Self.fetch(needs, from: target)
+        var found = try await ZonePush.fetch(needs, from: target)
         let owned = (found.ownedZones[userID] ?? []).map(\.zone)
         var present = [ZoneID: ZoneRow]()
         for zone in zones {
@@ -251,8 +179,8 @@ extension Session {
         }
         let written: Bool
         if !present.isEmpty, present.count == zones.count, owned.allSatisfy({ present[$0.id]?.rowID == $0.rowID }),
-           try await Self.wasApplied(operation, on: store) {
-            found.merge(try await Self.fetch(zones.map { .log(zoneRowID: present[$0.id]!.rowID, after: max(0, $0.headSeq - 1)) }, from: target)) { $0 }
+           try await ZonePush.wasApplied(operation, on: store) {
+            found.merge(try await ZonePush.fetch(zones.map { .log(zoneRowID: present[$0.id]!.rowID, after: max(0, $0.headSeq - 1)) }, from: target)) { $0 }
             written = zones.allSatisfy { zone in
                 found.logs[present[zone.id]!.rowID]?.entries.last.map { $0.seq == zone.headSeq && $0.hash == zone.log.last?.hash } == true
             }
@@ -274,7 +202,7 @@ extension Session {
             if !throughServer, try await store.localStorage(for: "a restore into a store that holds no zone").hasZones() {
                 throw StoreError(.alreadyExists, "the store is not empty: it has zones; restore into an empty store (a new file, or an empty database)")
             }
-            if try await Self.wasApplied(operation, on: store) {
+            if try await ZonePush.wasApplied(operation, on: store) {
                 throw StoreError(.alreadyExists, "this backup was restored into this store before, and its zones were deleted since; restore it into another store")
             }
         }
@@ -301,12 +229,12 @@ extension Session {
             let cardUsers = try backup.cards.map { try ContactCard.verify(Data($0.card)).identity.userID }
             var cards = StorageSnapshot.Tables<StoredRow>()
             for start in stride(from: 0, to: cardUsers.count, by: 1_000) {
-                cards.merge(try await Self.fetch(cardUsers[start..<min(start + 1_000, cardUsers.count)].map { .contact($0) }, from: target)) { $0 }
+                cards.merge(try await ZonePush.fetch(cardUsers[start..<min(start + 1_000, cardUsers.count)].map { .contact($0) }, from: target)) { $0 }
             }
             for (card, user) in zip(backup.cards, cardUsers) where (cards.contacts[user] ?? nil) == nil {
-                cardWrites.append(try Self.contactWrite(card: card.card, added: card.added))
+                cardWrites.append(try ZonePush.contactWrite(card: card.card, added: card.added))
             }
-            let rowIDs = try await Self.fetch(zones.map { .newZoneID($0.id) }, from: target).newZoneIDs
+            let rowIDs = try await ZonePush.fetch(zones.map { .newZoneID($0.id) }, from: target).newZoneIDs
             var batches = stride(from: 0, to: cardWrites.count, by: 500).map { Array(cardWrites[$0..<min($0 + 500, cardWrites.count)]) }
             for zone in zones {
                 guard let rowID = rowIDs[zone.id] else { throw StoreError(.internalError, "the store reserved no zone id") }
@@ -317,7 +245,7 @@ extension Session {
             progress(throughServer ? "sending \(batches.count) parts to the server, to be applied at once"
                                    : "writing \(zones.count == 1 ? "1 zone" : "\(zones.count) zones") in one transaction")
             do {
-                try await Self.applyWhole(batches, to: target, operation: operation) { done, total, held in
+                try await ZonePush.applyWhole(batches, to: target, operation: operation) { done, total, held in
                     if throughServer { progress("part \(done) of \(total)" + (held ? ": on the server already" : "")) }
                 }
             } catch is SnapshotConflict {
@@ -337,7 +265,7 @@ extension Session {
         var findings = [AuditFinding]()
         for zone in zones {
             progress("verifying zone \(zone.id.name)")
-            findings += try await store.withPinnedReads { try await auditZone(zone.id) }.findings
+            findings += try await store.withPinnedReads { try await auditor.auditZone(zone.id) }.findings
         }
         store.logger.info("backup restored", metadata: ["zones": "\(zones.count)", "contacts": "\(cardWrites.count)"])
         let restoredIDs = Set(zones.map(\.id))

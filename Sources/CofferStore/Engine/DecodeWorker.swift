@@ -5,7 +5,7 @@ import Foundation
 /// key (rows come in runs of one type and epoch, so most rows find theirs without hashing the
 /// type or the epoch), the last row's plain field types by position (``FieldTypeCache``), and
 /// the buffer envelopes are opened in. A session keeps its workers between reads
-/// (``Session/withDecodeWorker(zone:_:)``), one for each read running at the same time; a
+/// (``RecordReader/withDecodeWorker(zone:_:)``), one for each read running at the same time; a
 /// worker is used by one read at a time.
 final class DecodeWorker {
     private(set) var zone: ZoneRow
@@ -55,7 +55,7 @@ final class DecodeWorker {
             }
         }
         return withUnsafeMutablePointer(to: &fieldTypes) { fieldTypes in
-            Session.decode(row, commit: shared.commit, author: shared.commit.authorID, creatorID: row.creatorID, modifierID: row.modifierID,
+            RecordReader.decode(row, commit: shared.commit, author: shared.commit.authorID, creatorID: row.creatorID, modifierID: row.modifierID,
                            label: shared.commit.label, schema: schema, key: key, zone: zone, scratch: scratch, fieldTypes: fieldTypes)
         }
     }

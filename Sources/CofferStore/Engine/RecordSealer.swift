@@ -37,7 +37,7 @@ package struct SealedVersion: Sendable {
         kept.created = created
         return plain.withUnsafeBytes { p in
             plainTypes.withUnsafeBytes { t in
-                Session.withOptionalBytes(sealed) { s in RecordSealer.versionHash(zoneUID: zoneUID, kept, plain: p, plainTypes: t, sealed: s) }
+                RecordReader.withOptionalBytes(sealed) { s in RecordSealer.versionHash(zoneUID: zoneUID, kept, plain: p, plainTypes: t, sealed: s) }
             }
         }
     }
@@ -65,7 +65,7 @@ package enum RecordSealer {
         }
         let digest = plain.withUnsafeBytes { p in
             plainTypes.withUnsafeBytes { t in
-                Session.withOptionalBytes(sealed) { s in versionHash(zoneUID: zone.uid, stamp, plain: p, plainTypes: t, sealed: s) }
+                RecordReader.withOptionalBytes(sealed) { s in versionHash(zoneUID: zone.uid, stamp, plain: p, plainTypes: t, sealed: s) }
             }
         }
         return SealedVersion(stamp: stamp, plain: plain, plainTypes: plainTypes, sealed: sealed, digest: digest)

@@ -60,7 +60,7 @@ package final class StoredRow: ManagedBuffer<StoredRow.Fields, UInt8> {
     package static func make(name: String, type: String, parent: String?, epoch: Int64, seq: Int64, membershipSeq: Int64, creatorID: String,
                      modifierID: String, created: Double, modified: Double, plain: [UInt8], sealed: [UInt8]?) -> StoredRow {
         plain.withUnsafeBytes { plain in
-            Session.withOptionalBytes(sealed) { sealed in
+            RecordReader.withOptionalBytes(sealed) { sealed in
                 make((name, type, parent, epoch, seq, membershipSeq, creatorID, modifierID, created, modified), plain: plain, sealed: sealed)
             }
         }

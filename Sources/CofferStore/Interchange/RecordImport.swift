@@ -278,7 +278,7 @@ public struct RecordImport: Sendable {
         let zone = self.zone, total = count
         guard !plan.isEmpty else { return Summary(records: 0, batches: 0, total: 0) }
         if stopping?() == true { return Summary(records: 0, batches: 0, total: total, stopped: true) }
-        let sealing = try await database.session.sealingKey(for: zone)
+        let sealing = try await database.session.writer.sealingKey(for: zone)
         // The records, handed whole to the task that seals them, which moves each into its batch.
         let handoff = Handoff(Source(chunks: chunks, order: order, chunkSize: chunkSize))
         self = RecordImport(zone: zone)
@@ -571,7 +571,7 @@ public struct RecordImport: Sendable {
         for (key, raw) in encrypted.members {
             record.encryptedValues[key] = try RecordValue(json: raw, key: key, type: declared[key] ?? schema[key]?.type, encrypted: true)
         }
-        let prepared = try Session.prepare(record, zone: zone)
+        let prepared = try RecordWriter.prepare(record, zone: zone)
         return (record, declared, prepared)
     }
 

@@ -6,7 +6,7 @@ import Foundation
 /// and an owner-signed membership log in tables of their own, a signed share row, participants'
 /// signed acceptances, and ciphertexts that bind the store's id. Read only to upgrade the zone:
 /// its owner verifies it here as it stands, exactly as that format's readers did, and then signs
-/// the zone's first log entry over it (`Session.upgradeLegacyZones`).
+/// the zone's first log entry over it (`LegacyUpgrade.upgradeLegacyZones`).
 struct LegacyZone {
     /// The store's transaction, for the cards and schema the checks use.
     let db: any StorageTransaction
@@ -67,7 +67,7 @@ struct LegacyZone {
                     throw refuse("its public link does not open")
                 }
                 verified.linkSecret = secret
-                link = try Session.linkSigningKey(secret).publicKey.rawRepresentation
+                link = try ShareService.linkSigningKey(secret).publicKey.rawRepresentation
             }
             verified.share = ShareState(shareUID: content.shareUID, title: content.title, publicPermission: content.publicPermission,
                                         linkPublicKey: link, participants: participants)
@@ -98,10 +98,10 @@ struct LegacyZone {
                 }
             }
             // The plain values, typed by the zone's schema: the new version hash signs each type.
-            if schemas[type] == nil { schemas[type] = try session.schema(db, zoneRowID: zone.rowID, recordType: type, fresh: true) }
+            if schemas[type] == nil { schemas[type] = try session.schemaRegistry.schema(db, zoneRowID: zone.rowID, recordType: type, fresh: true) }
             let schema = schemas[type] ?? [:]
             let plainTypes: [UInt8]
-            do { plainTypes = try Array(plain.utf8).withUnsafeBytes { try Session.typeCodes($0, schema: schema) } } catch {
+            do { plainTypes = try Array(plain.utf8).withUnsafeBytes { try RecordReader.typeCodes($0, schema: schema) } } catch {
                 throw refuse("the plain values of record '\(name)' do not match the zone's schema")
             }
             verified.records.append(RewrittenRecord(name: name, type: type, parent: parent, plain: Array(plain.utf8), plainTypes: plainTypes,
@@ -151,7 +151,7 @@ struct LegacyZone {
         guard entries.count % 32 == 0 else { throw refuse("commit \(seq) is damaged") }
         let bytes = Self.commitBytes(zoneUID: zone.uid, seq: seq, membershipSeq: membershipSeq, epoch: epoch, authorID: author, authorLabel: label,
                                      time: time, prevHash: prev, entries: entries, names: names)
-        guard try session.signingKey(db, of: author).isValidSignature(signature, for: bytes) else {
+        guard try session.accessControl.signingKey(db, of: author).isValidSignature(signature, for: bytes) else {
             throw refuse("commit \(seq) fails its author's signature")
         }
         if author != zone.id.ownerID {
@@ -178,7 +178,7 @@ struct LegacyZone {
     func membership(_ seq: Int64, cache: inout [Int64: LegacyMembership]) throws -> LegacyMembership {
         if let known = cache[seq] { return known }
         guard let (content, signature) = try tables.membership(zoneRowID: zone.rowID, seq: seq) else { throw refuse("membership \(seq) is missing") }
-        guard try session.signingKey(db, of: zone.id.ownerID).isValidSignature(signature, for: content),
+        guard try session.accessControl.signingKey(db, of: zone.id.ownerID).isValidSignature(signature, for: content),
               let entry = Self.decodeMembership(content, zoneUID: zone.uid, seq: seq) else {
             throw refuse("membership \(seq) fails its owner's signature")
         }
@@ -252,7 +252,7 @@ struct LegacyZone {
                                   keyCommitment: row.keyCommitment, linkSealedKey: row.linkSealedKey, linkSecretSealed: row.linkSecretSealed,
                                   entries: entries, created: row.created, modified: row.modified)
         let signature = row.signature
-        guard try session.signingKey(db, of: zone.id.ownerID).isValidSignature(signature, for: shareBytes(content)) else {
+        guard try session.accessControl.signingKey(db, of: zone.id.ownerID).isValidSignature(signature, for: shareBytes(content)) else {
             throw refuse("its share fails its owner's signature")
         }
         return (content, signature)

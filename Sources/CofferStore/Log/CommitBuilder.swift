@@ -51,7 +51,7 @@ package struct CommitBuilder {
                time: Double) throws {
         precondition(log.state.headSeq + 1 == seq, "a commit is written at the head it was built for")
         let payload = RecordsPayload(epoch: log.state.epoch, ownerSeq: log.state.ownerSeq, label: label, records: summary)
-        try session.appendEntry(db, zone: zone, log: &log, kind: kind, payload: payload.encoded, time: time, entries: entries, names: names)
+        try session.verifiedLogs.appendEntry(db, zone: zone, log: &log, kind: kind, payload: payload.encoded, time: time, entries: entries, names: names)
     }
 
     /// The entries' names, in entry order, or nil when `names` is not
@@ -78,7 +78,7 @@ package struct CommitBuilder {
 
 /// What an entry that writes records (a commit, a rewrite, or a migrated zone's genesis) signs
 /// of them, read from its stored bytes the one way every verifier reads it: a client before it
-/// believes a row (``Session/verifiedCommit(_:zone:seq:log:cached:)``), a server before it takes
+/// believes a row (``VerifiedLogs/verifiedCommit(_:zone:seq:log:cached:)``), a server before it takes
 /// a batch's rows, deletions and deleted marks (``SignedRecords``).
 package struct RecordEntry: Sendable {
     package let epoch: Int64

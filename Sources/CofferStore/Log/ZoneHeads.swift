@@ -192,13 +192,13 @@ extension Session {
     /// The head of every zone this user can open, each log verified now (so the marks in the
     /// vault advance to it), signed with this user's key.
     public func verifiedHeads() async throws -> ZoneHeads {
-        let zones = try await ownedZones().map(\.id) + sharedZones().map(\.id)
+        let zones = try await zoneDirectory.ownedZones().map(\.id) + zoneDirectory.sharedZones().map(\.id)
         var heads = [ZoneHeads.Head]()
         for zoneID in zones {
             let head: ZoneHeads.Head = try await read { db in
-                let zone = try self.zoneRow(db, zoneID)
-                try self.checkCanRead(db, zone: zone)
-                let state = try self.zoneLog(db, zone: zone).state
+                let zone = try self.accessControl.zoneRow(db, zoneID)
+                try self.accessControl.checkCanRead(db, zone: zone)
+                let state = try self.verifiedLogs.zoneLog(db, zone: zone).state
                 return ZoneHeads.Head(zoneUID: zone.uid, ownerID: state.ownerID, seq: state.headSeq, hash: state.headHash.bytes)
             }
             heads.append(head)
@@ -218,7 +218,7 @@ extension Session {
     ///   when its signature does not verify.
     public func compareHeads(_ data: Data) async throws -> HeadsComparison {
         let other = try ZoneHeads(decoding: data)
-        let readable = try await ownedZones().map(\.id) + sharedZones().map(\.id)
+        let readable = try await zoneDirectory.ownedZones().map(\.id) + zoneDirectory.sharedZones().map(\.id)
         var findings = [AuditFinding]()
         var compared = 0, notHere = 0
         var reported = Set<[UInt8]>()
@@ -228,7 +228,7 @@ extension Session {
                 guard let zone = try readable.lazy.compactMap({ try db.zoneRow($0) }).first(where: { $0.uid == head.zoneUID }) else {
                     return nil
                 }
-                let log = try self.zoneLog(db, zone: zone)
+                let log = try self.verifiedLogs.zoneLog(db, zone: zone)
                 func fork(_ message: String) -> HeadOutcome {
                     .compared(AuditFinding(kind: .log, zone: zone.id, subject: "entry \(head.seq)", message: message))
                 }
@@ -253,7 +253,7 @@ extension Session {
                 do { outcome = try await read { db in try self.unshown(db, head, who: who) } } catch let error as StoreError {
                     // A store (a server) that refuses to show it.
                     outcome = .unshown(AuditFinding(kind: .log, zone: nil, subject: "zone \(Hex.encode(head.zoneUID))",
-                                                    message: "\(who) verified \(describeZone(uid: head.zoneUID, ownerID: head.ownerID)) up to entry \(head.seq), but this store does not let you read it: \(error.message)",
+                                                    message: "\(who) verified \(zoneDirectory.describeZone(uid: head.zoneUID, ownerID: head.ownerID)) up to entry \(head.seq), but this store does not let you read it: \(error.message)",
                                                     zoneOwnerID: head.ownerID))
                 }
             }
@@ -269,7 +269,7 @@ extension Session {
             }
         }
         // Every zone this user verified before, whatever the store lists now.
-        let marked = try await unlistedMarkedZones(listed: readable, skipping: reported)
+        let marked = try await zoneDirectory.unlistedMarkedZones(listed: readable, skipping: reported)
         findings += marked.findings
         try saveMarks()
         return HeadsComparison(other: other, compared: compared, notHere: notHere, marks: marked.checked, findings: findings)
@@ -293,26 +293,26 @@ extension Session {
     private func unshown(_ db: any StorageTransaction, _ head: ZoneHeads.Head, who: String) throws -> HeadOutcome {
         let uid = Hex.encode(head.zoneUID)
         func finding(_ why: String) -> HeadOutcome {
-            .unshown(AuditFinding(kind: .log, zone: nil, subject: "zone \(uid)", message: "\(who) verified \(describeZone(uid: head.zoneUID, ownerID: head.ownerID)) up to entry \(head.seq), but \(why)",
+            .unshown(AuditFinding(kind: .log, zone: nil, subject: "zone \(uid)", message: "\(who) verified \(zoneDirectory.describeZone(uid: head.zoneUID, ownerID: head.ownerID)) up to entry \(head.seq), but \(why)",
                                   zoneOwnerID: head.ownerID))
         }
         if let kept = try db.deletedZone(uid: head.zoneUID),
            let seen = try? ZoneMark(zoneUID: head.zoneUID, ownerID: head.ownerID, seq: head.seq, hash: head.hash),
-           (try? verifiedDeletion(db, kept, mark: seen)) != nil {
+           (try? zoneDirectory.verifiedDeletion(db, kept, mark: seen)) != nil {
             return .notShared // its owner deleted it after the other's head
         }
         let found: ZoneRow?
-        do { found = try zoneRow(db, uid: head.zoneUID, ownerID: head.ownerID) } catch let error as StoreError {
+        do { found = try zoneDirectory.zoneRow(db, uid: head.zoneUID, ownerID: head.ownerID) } catch let error as StoreError {
             return finding("this store does not let you read it: \(error.message)")
         }
         guard let zone = found, zone.id.ownerID == head.ownerID else {
             return finding("this store does not show it to you: it was hidden from you or lost here (a rollback, an interrupted restore), or it is not shared with you")
         }
         do {
-            let log = try walkLog(db, zone: zone, signaturesAfter: 0)
+            let log = try verifiedLogs.walkLog(db, zone: zone, signaturesAfter: 0)
             if let tail = log.refusedTail { return finding("its log here is refused: \(tail.error.message)") }
-            if let mark = try storedMark(zone) { _ = try extendsMark(db, log, zone: zone, mark: mark) }
-            guard !Self.mayRead(log.state, userID) else {
+            if let mark = try verifiedLogs.storedMark(zone) { _ = try verifiedLogs.extendsMark(db, log, zone: zone, mark: mark) }
+            guard !AccessControl.mayRead(log.state, userID) else {
                 return finding("this store does not list it among your zones, yet its log says you may read it: it was hidden from you")
             }
             return .notShared

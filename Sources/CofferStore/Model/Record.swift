@@ -131,6 +131,6 @@ extension Record {
     /// Checks names, field keys, value shapes and the size limit without saving, so a caller
     /// can reject bad input before any write. Schema agreement is checked on save.
     public func validate() throws {
-        _ = try Session.check(self, zone: zoneID)
+        _ = try RecordWriter.check(self, zone: zoneID)
     }
 }

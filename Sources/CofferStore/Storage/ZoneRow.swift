@@ -24,7 +24,7 @@ package struct ZoneRow: Sendable {
 
 extension ZoneRow {
     /// The error for a zone that is not in the store (its owner named as "you" when it is the
-    /// acting user: see ``Session/zoneRow(_:_:)``).
+    /// acting user: see ``AccessControl/zoneRow(_:_:)``).
     package static func notFound(_ zoneID: ZoneID, owner: String? = nil) -> StoreError {
         StoreError(.zoneNotFound, "no zone '\(zoneID.name)' owned by \(owner ?? zoneID.ownerID)")
     }

@@ -87,7 +87,7 @@ enum PostgresQueries {
             let e = expression(p.field, p.type)
             if p.comparison == .beginsWith, case .text(let prefix) = p.value {
                 sql += " AND \(e) >= \(a.add(prefix))"
-                if let upper = Session.prefixUpperBound(prefix) { sql += " AND \(e) < \(a.add(upper))" }
+                if let upper = RecordReader.prefixUpperBound(prefix) { sql += " AND \(e) < \(a.add(upper))" }
             } else {
                 sql += " AND \(e) \(p.comparison == .notEqual ? "<>" : p.comparison.rawValue) \(a.add(p.value, as: p.type))"
             }

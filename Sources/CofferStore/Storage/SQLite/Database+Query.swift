@@ -16,7 +16,7 @@ extension GRDB.Database {
             let expr = SQLiteFieldIndex.expression(predicate.field)
             if predicate.comparison == .beginsWith, case .text(let prefix) = predicate.value {
                 sql += " AND \(expr) >= \(bind(.text(prefix)))"
-                if let upper = Session.prefixUpperBound(prefix) { sql += " AND \(expr) < \(bind(.text(upper)))" }
+                if let upper = RecordReader.prefixUpperBound(prefix) { sql += " AND \(expr) < \(bind(.text(upper)))" }
             } else {
                 sql += " AND \(expr) \(predicate.comparison.rawValue) \(bind(predicate.value))"
             }

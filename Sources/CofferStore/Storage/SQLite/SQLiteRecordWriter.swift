@@ -27,7 +27,7 @@ final class SQLiteRecordWriter: RecordRowWriter {
     func insertIfAbsent(_ version: SealedVersion) throws -> Bool {
         let v = version.stamp
         return try version.plain.withUnsafeBytes { plain in
-            try Session.withOptionalBytes(version.sealed) { sealed in
+            try RecordReader.withOptionalBytes(version.sealed) { sealed in
                 insert.bind(1, zoneRowID)
                 insert.bind(2, v.name)
                 insert.bind(3, v.type)
@@ -57,7 +57,7 @@ final class SQLiteRecordWriter: RecordRowWriter {
             """))
         defer { update.reset() }
         return try version.plain.withUnsafeBytes { plain in
-            try Session.withOptionalBytes(version.sealed) { sealed in
+            try RecordReader.withOptionalBytes(version.sealed) { sealed in
                 update.bind(1, v.parent)
                 update.bindText(2, borrowing: plain)
                 update.bindBlob(3, borrowing: sealed)

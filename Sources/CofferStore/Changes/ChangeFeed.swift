@@ -1,20 +1,25 @@
 import Foundation
 
-extension Session {
+/// A zone's and a database's changes since a token, and the compaction of a zone's history.
+struct ChangeFeed: Sendable {
+    let session: Session
+}
+
+extension ChangeFeed {
     /// The zone's changes after `token` (from the beginning when nil), at most `limit` items
     /// (changed records plus deletions) per page, in commit order.
     func zoneChanges(_ zoneID: ZoneID, since token: ChangeToken?, limit: Int) async throws -> ZoneChanges {
         guard (1...Limits.maxQueryLimit).contains(limit) else {
             throw StoreError(.invalidArguments, "a change page holds 1 to \(Limits.maxQueryLimit) items")
         }
-        return try await read { db in
-            let zone = try self.zoneRow(db, zoneID)
-            let access = try self.checkCanRead(db, zone: zone)
+        return try await session.read { db in
+            let zone = try self.session.accessControl.zoneRow(db, zoneID)
+            let access = try self.session.accessControl.checkCanRead(db, zone: zone)
             let state = access.state
             let compacted = try db.compactedSeq(zoneRowID: zone.rowID)
             var seq: Int64 = 0, name: String? = nil
             if let token {
-                guard token.kind == .zone, token.storeID == self.store.storeID else {
+                guard token.kind == .zone, token.storeID == self.session.store.storeID else {
                     throw StoreError(.invalidArguments, "this change token belongs to another store or is not a zone token")
                 }
                 guard token.scopeID == zone.uid else {
@@ -62,7 +67,7 @@ extension Session {
             let deletionSeqs = Set(page.lazy.filter { !$0.record }.map { tombstones[$0.index].seq }).sorted()
             let deleting = Dictionary(uniqueKeysWithValues: try db.eachGathering(deletionSeqs) { seq -> (Int64, Result<(VerifiedCommit, Set<String>), StoreError>)? in
                 do {
-                    let commit = try self.verifiedCommit(db, zone: zone, seq: seq, log: access.log)
+                    let commit = try self.session.verifiedLogs.verifiedCommit(db, zone: zone, seq: seq, log: access.log)
                     let names = CommitBuilder.parseNames(commit.names, entries: commit.entries.count) ?? []
                     return (seq, .success((commit, Set(names.filter(\.deleted).map(\.name)))))
                 } catch let error as StoreError {
@@ -70,7 +75,7 @@ extension Session {
                 }
             })
             var decoded = [String: Result<Record, StoreError>](minimumCapacity: page.count)
-            try self.decodeRows(db, zone: zone, expected: page.count, read: { add in
+            try self.session.reader.decodeRows(db, zone: zone, expected: page.count, read: { add in
                 for item in page where item.record {
                     switch rows[item.index].row {
                     case .success(let row): add(row)
@@ -112,9 +117,9 @@ extension Session {
             // When caught up, the token says "all of the latest commit"; mid-commit, it names the last item.
             let next: ChangeToken
             if let last, more {
-                next = ChangeToken(kind: .zone, storeID: self.store.storeID, scopeID: zone.uid, seq: last.0, name: last.1)
+                next = ChangeToken(kind: .zone, storeID: self.session.store.storeID, scopeID: zone.uid, seq: last.0, name: last.1)
             } else {
-                next = ChangeToken(kind: .zone, storeID: self.store.storeID, scopeID: zone.uid, seq: state.headSeq, name: nil)
+                next = ChangeToken(kind: .zone, storeID: self.session.store.storeID, scopeID: zone.uid, seq: state.headSeq, name: nil)
             }
             return ZoneChanges(changed: changed, deleted: deleted, refused: refused, token: next, moreComing: more)
         }
@@ -122,13 +127,13 @@ extension Session {
 
     /// Zones changed or gone since `token` in the private (owned) or shared (accepted) database.
     func databaseChanges(_ scope: RecordDatabase.Scope, since token: ChangeToken?) async throws -> DatabaseChanges {
-        let me = userID
+        let me = session.userID
         let kind: ChangeToken.Kind = scope == .private ? .privateDatabase : .sharedDatabase
-        return try await read { db in
+        return try await session.read { db in
             let (current, compacted) = try db.databaseCounter()
             var since: Int64 = 0
             if let token {
-                guard token.kind == kind, token.storeID == self.store.storeID, token.scopeID == ChangeToken.userScope(me) else {
+                guard token.kind == kind, token.storeID == self.session.store.storeID, token.scopeID == ChangeToken.userScope(me) else {
                     throw StoreError(.invalidArguments, "this change token is not a \(scope) database token of this user and store")
                 }
                 guard token.seq >= compacted, token.seq <= current else {
@@ -139,11 +144,11 @@ extension Session {
             var changed = [ZoneID]()
             let zones = scope == .private ? try db.zoneRowsChanged(ownedBy: me, since: since) : try db.zoneRowsChanged(sharedWith: me, since: since)
             for zone in zones {
-                if scope == .shared, (try? self.access(db, zone: zone)) == nil { continue }
+                if scope == .shared, (try? self.session.accessControl.access(db, zone: zone)) == nil { continue }
                 changed.append(zone.id)
             }
             let gone = try db.zoneTombstones(userID: me, since: since, owned: scope == .private)
-            let next = ChangeToken(kind: kind, storeID: self.store.storeID, scopeID: ChangeToken.userScope(me), seq: current, name: nil)
+            let next = ChangeToken(kind: kind, storeID: self.session.store.storeID, scopeID: ChangeToken.userScope(me), seq: current, name: nil)
             return DatabaseChanges(changed: changed, deleted: gone, token: next, moreComing: false)
         }
     }
@@ -151,9 +156,9 @@ extension Session {
     /// Forgets the zone's deletion history up to commit `horizon` (owner only). Afterwards,
     /// tokens older than the horizon fail with `.changeTokenExpired`. Returns the tombstones removed.
     func compactHistory(zone zoneID: ZoneID, through horizon: Int64) async throws -> Int {
-        try await store.write { db in
-            let zone = try self.zoneRow(db, zoneID)
-            let state = try self.requireOwner(db, zone: zone, to: "compact its history").state
+        try await session.store.write { db in
+            let zone = try self.session.accessControl.zoneRow(db, zoneID)
+            let state = try self.session.accessControl.requireOwner(db, zone: zone, to: "compact its history").state
             return try db.compactTombstones(zoneRowID: zone.rowID, through: min(horizon, state.headSeq))
         }
     }
@@ -176,19 +181,19 @@ extension RecordDatabase {
     ///   the compacted history (fetch everything afresh then).
     public func changes(in zone: ZoneID, since token: ChangeToken?, limit: Int = 400) async throws -> ZoneChanges {
         try requireScope(zone)
-        return try await session.zoneChanges(zone, since: token, limit: limit)
+        return try await session.changeFeed.zoneChanges(zone, since: token, limit: limit)
     }
 
     /// Zones of this database that changed or went away since `token`.
     public func databaseChanges(since token: ChangeToken?) async throws -> DatabaseChanges {
-        try await session.databaseChanges(scope, since: token)
+        try await session.changeFeed.databaseChanges(scope, since: token)
     }
 
     /// Drops deletion history up to commit `horizon` (owner only); older tokens then expire.
     @discardableResult
     public func compactHistory(of zone: ZoneID, through horizon: Int64) async throws -> Int {
         try requireScope(zone)
-        return try await session.compactHistory(zone: zone, through: horizon)
+        return try await session.changeFeed.compactHistory(zone: zone, through: horizon)
     }
 
     /// A live stream of a zone's changes after `token`: each element is a non-empty page of at

@@ -2,6 +2,12 @@ import CofferCrypto
 import CofferVault
 import Foundation
 
+/// Who may do what in a zone, from its verified log: the owner, accepted participants with
+/// their permission, joiners of the current link. Every read and write asks it first.
+struct AccessControl: Sendable {
+    let session: Session
+}
+
 /// What the acting user may do in a zone, from its verified log.
 struct ZoneAccess: Sendable {
     let zone: ZoneRow
@@ -14,13 +20,13 @@ struct ZoneAccess: Sendable {
     var canWrite: Bool { isOwner || permission == .readWrite }
 }
 
-extension Session {
+extension AccessControl {
     /// The zone's row, found by name and owner; a missing zone's error names the acting user as
     /// "you", or says that its owner deleted it when the store kept a deletion this user can
     /// verify (``provenDeletion(_:_:)``).
     func zoneRow(_ db: any StorageTransaction, _ zoneID: ZoneID) throws -> ZoneRow {
         guard let zone = try db.zoneRow(zoneID) else {
-            throw try provenDeletion(db, zoneID) ?? ZoneRow.notFound(zoneID, owner: describeUser(zoneID.ownerID))
+            throw try session.zoneDirectory.provenDeletion(db, zoneID) ?? ZoneRow.notFound(zoneID, owner: session.verifiedLogs.describeUser(zoneID.ownerID))
         }
         return zone
     }
@@ -30,14 +36,14 @@ extension Session {
     /// Throws `.permissionFailure` (removed, left, not accepted, link turned off) or
     /// `.zoneNotFound` (never shared with this user).
     func access(_ db: any StorageTransaction, zone: ZoneRow) throws -> ZoneAccess {
-        let me = userID
-        let log = try zoneLog(db, zone: zone)
+        let me = session.userID
+        let log = try session.verifiedLogs.zoneLog(db, zone: zone)
         let state = log.state
         if state.ownerID == me {
             return ZoneAccess(zone: zone, log: log, isOwner: true, role: .owner, permission: .readWrite)
         }
         guard let share = state.share else {
-            throw StoreError(.zoneNotFound, "\(describeZone(zone)) is not shared with you")
+            throw StoreError(.zoneNotFound, "\(session.verifiedLogs.describeZone(zone)) is not shared with you")
         }
         if let p = share.participants[me], p.role == .privateUser {
             if p.status == .removed {
@@ -59,7 +65,7 @@ extension Session {
                 throw StoreError(.permissionFailure, "the owner turned off the public link of zone '\(zone.id.name)'; you no longer take part")
             }
         }
-        throw StoreError(.zoneNotFound, "\(describeZone(zone)) is not shared with you")
+        throw StoreError(.zoneNotFound, "\(session.verifiedLogs.describeZone(zone)) is not shared with you")
     }
 
     func requireRead(_ db: any StorageTransaction, zone: ZoneRow) throws -> ZoneAccess {
@@ -75,7 +81,7 @@ extension Session {
     }
 
     func requireOwner(_ db: any StorageTransaction, zone: ZoneRow, to action: String) throws -> ZoneAccess {
-        guard zone.id.ownerID == userID else {
+        guard zone.id.ownerID == session.userID else {
             // Not the owner by the row; the log would say the same (its genesis names the owner).
             _ = try access(db, zone: zone)
             throw StoreError(.permissionFailure, "only the owner of zone '\(zone.id.name)' can \(action)")
@@ -88,9 +94,40 @@ extension Session {
     /// - Throws: `.unknownItem` when the store has no card for the user; `.integrityFailure`
     ///   when the stored card does not verify.
     func signingKey(_ db: any StorageTransaction, of userID: String) throws -> Ed25519.PublicKey {
-        guard let contact = try store.verifiedContact(db, userID: userID) else {
+        guard let contact = try session.store.verifiedContact(db, userID: userID) else {
             throw StoreError(.unknownItem, "no contact with user id \(userID)")
         }
         return contact.identity.signingKey
+    }
+}
+
+extension AccessControl {
+    /// Whether the log's state lets `user` read the zone now (as ``access(_:zone:)`` decides).
+    static func mayRead(_ state: ZoneState, _ user: String) -> Bool {
+        if state.ownerID == user { return true }
+        guard let share = state.share else { return false }
+        if let p = share.participants[user], p.role == .privateUser {
+            return p.status != .removed && state.acceptances[user] == .accepted
+        }
+        return state.linkJoiners[user] == .accepted
+    }
+}
+
+extension AccessControl {
+    /// The owner and accepted participants read; the key of the current epoch must be reachable
+    /// and match its commitment.
+    @discardableResult
+    func checkCanRead(_ db: any StorageTransaction, zone: ZoneRow) throws -> ZoneAccess {
+        let access = try requireRead(db, zone: zone)
+        _ = try session.keyRing.zoneKey(db, zone: zone, epoch: access.state.epoch, state: access.state)
+        return access
+    }
+
+    /// The owner and read-write participants write.
+    @discardableResult
+    func checkCanWrite(_ db: any StorageTransaction, zone: ZoneRow) throws -> ZoneAccess {
+        let access = try requireWrite(db, zone: zone)
+        _ = try session.keyRing.zoneKey(db, zone: zone, epoch: access.state.epoch, state: access.state)
+        return access
     }
 }

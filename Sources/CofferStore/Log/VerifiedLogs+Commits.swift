@@ -34,14 +34,14 @@ struct VerifiedCommit: Sendable {
     }
 }
 
-extension Session {
+extension VerifiedLogs {
     /// Entry `seq` of a zone's log as a record entry: its stored bytes must hash to the value the
     /// verified chain holds for that position (so its author's signature and permission were
     /// checked when the chain was), and its stored version hashes and names must be the ones it
     /// signs. Cached per session.
     /// With `cached` false (a log of audit's own walk), the session's cache is neither read nor filled.
     func verifiedCommit(_ db: any StorageTransaction, zone: ZoneRow, seq: Int64, log: ZoneLog, cached useCache: Bool = true) throws -> VerifiedCommit {
-        if useCache, let cached = commits.withLock({ $0[zone.rowID]?[seq] }) { return cached }
+        if useCache, let cached = session.commits.withLock({ $0[zone.rowID]?[seq] }) { return cached }
         func damaged(_ why: String) -> StoreError {
             StoreError(.integrityFailure, "entry \(seq) of the log of zone '\(zone.id.name)' \(why): the store was changed")
         }
@@ -58,7 +58,7 @@ extension Session {
         let verified = VerifiedCommit(seq: seq, kind: entry.kind, authorID: entry.authorID, label: records.label, ownerSeq: records.ownerSeq,
                                       epoch: records.epoch, time: entry.time, entries: entries.withUnsafeBytes { DigestSet(entries: $0) },
                                       names: records.names)
-        if useCache { commits.withLock { $0[zone.rowID, default: [:]][seq] = verified } }
+        if useCache { session.commits.withLock { $0[zone.rowID, default: [:]][seq] = verified } }
         return verified
     }
 }
@@ -69,7 +69,7 @@ struct LatestVersion: Sendable, Equatable {
     let deleted: Bool
 }
 
-extension Session {
+extension VerifiedLogs {
     /// Merges into `latest` the record names of the verified record entries after `after` (up
     /// to the verified head; a refused tail is left out): each name's latest entry. Returns the
     /// last sequence read. An entry whose lists do not verify goes to `failed`, which rethrows

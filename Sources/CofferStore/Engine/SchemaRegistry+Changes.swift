@@ -1,11 +1,11 @@
 import Foundation
 
-extension Session {
+extension SchemaRegistry {
     /// Every record type of a zone with its fields, read from the store.
     func zoneSchema(zone zoneID: ZoneID) async throws -> [String: [String: FieldSchema]] {
-        try await read { db in
-            let zone = try self.zoneRow(db, zoneID)
-            _ = try self.checkCanRead(db, zone: zone)
+        try await session.read { db in
+            let zone = try self.session.accessControl.zoneRow(db, zoneID)
+            _ = try self.session.accessControl.checkCanRead(db, zone: zone)
             return try Self.schemaTable(db.allFieldSchemaRows(zoneRowID: zone.rowID), zone: zone)
         }
     }
@@ -35,10 +35,10 @@ extension Session {
             try Names.validateRecordType(declaration.recordType)
             try Names.validateFieldKey(declaration.field)
         }
-        return try await store.write { db in
-            let zone = try self.zoneRow(db, zoneID)
-            let access = try self.requireOwner(db, zone: zone, to: "change its schema")
-            _ = try self.keyRing.zoneKey(db, zone: zone, epoch: access.state.epoch, state: access.state)
+        return try await session.store.write { db in
+            let zone = try self.session.accessControl.zoneRow(db, zoneID)
+            let access = try self.session.accessControl.requireOwner(db, zone: zone, to: "change its schema")
+            _ = try self.session.keyRing.zoneKey(db, zone: zone, epoch: access.state.epoch, state: access.state)
             let current = try Self.schemaTable(db.allFieldSchemaRows(zoneRowID: zone.rowID), zone: zone)
             var new = [FieldDeclaration](), seen = Set<String>()
             for declaration in declarations {
@@ -69,10 +69,10 @@ extension Session {
         try Names.validateRecordType(recordType)
         for field in fields ?? [] { try Names.validateFieldKey(field) }
         let now = Date().timeIntervalSince1970
-        try await store.write { db in
-            let zone = try self.zoneRow(db, zoneID)
-            var log = try self.requireOwner(db, zone: zone, to: "change its schema").log
-            _ = try self.keyRing.zoneKey(db, zone: zone, epoch: log.state.epoch, state: log.state)
+        try await session.store.write { db in
+            let zone = try self.session.accessControl.zoneRow(db, zoneID)
+            var log = try self.session.accessControl.requireOwner(db, zone: zone, to: "change its schema").log
+            _ = try self.session.keyRing.zoneKey(db, zone: zone, epoch: log.state.epoch, state: log.state)
             let current = try self.schema(db, zoneRowID: zone.rowID, recordType: recordType, fresh: true)
             let typeText = "record type \(recordType)"
             guard !current.isEmpty else { throw StoreError(.unknownItem, "zone '\(zoneID.name)' has no \(typeText) in its schema") }
@@ -92,7 +92,7 @@ extension Session {
                 let wanted = Set(dropped)
                 var users = 0
                 var failed = [String]()
-                try self.decodeRows(db, zone: zone, read: { add in _ = try db.queryRecordRows(zoneRowID: zone.rowID, plan: plan, into: add) },
+                try self.session.reader.decodeRows(db, zone: zone, read: { add in _ = try db.queryRecordRows(zoneRowID: zone.rowID, plan: plan, into: add) },
                                     deliver: { row, result in
                     switch consume result {
                     case .success(let record):
@@ -110,13 +110,13 @@ extension Session {
             }
             try db.touchZone(zoneRowID: zone.rowID)
             let commit = CommitBuilder(zoneUID: zone.uid, seq: log.state.headSeq + 1, capacity: 0)
-            try commit.write(db, session: self, zone: zone, log: &log, kind: .commit, label: label, time: now)
+            try commit.write(db, session: session, zone: zone, log: &log, kind: .commit, label: label, time: now)
             for field in dropped { try db.deleteFieldSchema(zoneRowID: zone.rowID, recordType: recordType, field: field) }
             let key = SchemaKey(zoneRowID: zone.rowID, recordType: recordType)
             let forget: @Sendable () -> Void = { [self] in
-                self.schemas.withLock { _ = $0.removeValue(forKey: key) }
-                self.schemaGeneration.withLock { $0 += 1 }
-                self.forgetRowContexts(zoneRowID: zone.rowID)
+                self.session.schemas.withLock { _ = $0.removeValue(forKey: key) }
+                self.session.schemaGeneration.withLock { $0 += 1 }
+                self.session.forgetRowContexts(zoneRowID: zone.rowID)
             }
             db.afterTransaction(onCommit: forget, onRollback: forget)
         }

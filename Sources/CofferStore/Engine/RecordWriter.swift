@@ -2,7 +2,14 @@ import CofferCrypto
 import CofferVault
 import Foundation
 
-extension Session {
+/// The one path that writes record rows: it checks a batch, seals it, signs the commit that
+/// names it, and stores rows and entry in one transaction. Saves, deletes, rekeys, legacy
+/// upgrades, moves and restores all write through it.
+struct RecordWriter: Sendable {
+    let session: Session
+}
+
+extension RecordWriter {
     // MARK: - Validation
 
     /// `sized`: the caller has checked the record's size against ``Limits/maxRecordBytes``
@@ -103,8 +110,8 @@ extension Session {
             // every field is in it as given needs no more schema work, and its keys no checks.
             let schema = context.schemas[record.recordType]
             let checked = schema.map { schema in
-                record.values.allSatisfy { key, value in schema[key].map { field(value, encrypted: false, matches: $0) } ?? false }
-                    && record.encryptedValues.allSatisfy { key, value in schema[key].map { field(value, encrypted: true, matches: $0) } ?? false }
+                record.values.allSatisfy { key, value in schema[key].map { SchemaRegistry.field(value, encrypted: false, matches: $0) } ?? false }
+                    && record.encryptedValues.allSatisfy { key, value in schema[key].map { SchemaRegistry.field(value, encrypted: true, matches: $0) } ?? false }
             } ?? false
             let prepared = try given ?? prepare(record, zone: context.zone.id, sized: context.sized, typeChecked: schema != nil, keysChecked: checked)
             let stamp = VersionStamp(name: record.name, type: record.recordType, parent: record.parent, seq: context.seq, epoch: context.epoch,
@@ -129,12 +136,12 @@ extension Session {
     /// What a write begun now would seal and stamp with, checked as a write checks it (this
     /// user may write the zone; the key is the one its owner committed to).
     func sealingKey(for zoneID: ZoneID) async throws -> SealingKey {
-        try await read { db in
-            let zone = try self.zoneRow(db, zoneID)
-            let access = try self.checkCanWrite(db, zone: zone)
-            let key = try self.keyRing.zoneKey(db, zone: zone, epoch: access.state.epoch, state: access.state)
+        try await session.read { db in
+            let zone = try self.session.accessControl.zoneRow(db, zoneID)
+            let access = try self.session.accessControl.checkCanWrite(db, zone: zone)
+            let key = try self.session.keyRing.zoneKey(db, zone: zone, epoch: access.state.epoch, state: access.state)
             return SealingKey(zone: zone, epoch: access.state.epoch, key: key, headSeq: access.state.headSeq,
-                              membershipSeq: access.state.ownerSeq, authorID: self.userID)
+                              membershipSeq: access.state.ownerSeq, authorID: self.session.userID)
         }
     }
 
@@ -173,20 +180,20 @@ extension Session {
         for name in records.lazy.map(\.name) + deletions.map(\.name) where !names.insert(name).inserted {
             throw StoreError(.invalidArguments, "record '\(name)' appears twice in one batch")
         }
-        let me = userID
+        let me = session.userID
         let now = time ?? Date().timeIntervalSince1970
         // A system call per 64 nonces instead of one per sealed record (no more drawn than the
         // batch can use: a single save draws one).
         let nonces = NonceReserve(chunk: min(64, records.count))
 
-        return try await store.write { db in
-            let zone = try self.zoneRow(db, zoneID)
-            let access = try self.checkCanWrite(db, zone: zone)
+        return try await session.store.write { db in
+            let zone = try self.session.accessControl.zoneRow(db, zoneID)
+            let access = try self.session.accessControl.checkCanWrite(db, zone: zone)
             var log = access.log
             try db.prefetchRecords(zoneRowID: zone.rowID, saving: records, deleting: deletions)
-            _ = try self.declareFields(db, zoneRowID: zone.rowID, declarations)
+            _ = try self.session.schemaRegistry.declareFields(db, zoneRowID: zone.rowID, declarations)
             let epoch = log.state.epoch
-            let key = try self.keyRing.zoneKey(db, zone: zone, epoch: epoch, state: log.state)
+            let key = try self.session.keyRing.zoneKey(db, zone: zone, epoch: epoch, state: log.state)
             let seq = log.state.headSeq + 1
             let membershipSeq = log.state.ownerSeq
             var commit = CommitBuilder(zoneUID: zone.uid, seq: seq, capacity: total)
@@ -203,7 +210,7 @@ extension Session {
             // Read afresh in the transaction: the zone's owner may have dropped a field since
             // this session cached the schema (a field saved then is fixed again).
             for type in types where Names.isIdentifier(type) {
-                schemas[type] = try self.schema(db, zoneRowID: zone.rowID, recordType: type, fresh: true)
+                schemas[type] = try self.session.schemaRegistry.schema(db, zoneRowID: zone.rowID, recordType: type, fresh: true)
             }
             let context = WriteContext(zone: zone, key: key, epoch: epoch, seq: seq, membershipSeq: membershipSeq,
                                        authorID: me, authorLabel: authorLabel, time: now, schemas: schemas, nonces: nonces,
@@ -233,7 +240,7 @@ extension Session {
                 case .success(let sealed): write = sealed
                 case .failure(let error): throw error
                 }
-                if !write.schemaChecked { try self.applySchema(db, zoneRowID: zone.rowID, record: write.result) }
+                if !write.schemaChecked { try self.session.schemaRegistry.applySchema(db, zoneRowID: zone.rowID, record: write.result) }
                 var written = false
                 var stored: (creator: String, created: Double)?
                 if write.expectedSeq == nil || policy != .ifServerRecordUnchanged {
@@ -242,7 +249,7 @@ extension Session {
                 if !written && (write.expectedSeq != nil || policy != .ifServerRecordUnchanged) {
                     // The new version keeps the stored creator and creation time: they must be
                     // ones a signed entry vouches for, not an edit of the file.
-                    try self.verifyStoredRow(db, zone: zone, name: write.result.name)
+                    try self.session.reader.verifyStoredRow(db, zone: zone, name: write.result.name)
                     stored = try writer.update(write.version, expectedSeq: policy == .ifServerRecordUnchanged ? write.expectedSeq : nil)
                     written = stored != nil
                 }
@@ -272,7 +279,7 @@ extension Session {
                     deleted.append(deletion.name)
                     commit.addDeletion(name: deletion.name)
                     try db.addTombstone(zoneRowID: zone.rowID, name: deletion.name, seq: seq, authorID: me, label: authorLabel, time: now)
-                } else if let server = try self.fetchRow(db, zone: zone, name: deletion.name) {
+                } else if let server = try self.session.reader.fetchRow(db, zone: zone, name: deletion.name) {
                     failures[deletion.name] = StoreError(.serverRecordChanged, "record '\(deletion.name)' changed since change tag \(deletion.changeTag ?? "?"); fetch it and retry", serverRecord: server)
                 } else {
                     failures[deletion.name] = StoreError(.unknownItem, "no record '\(deletion.name)' in zone '\(zoneID.name)'")
@@ -305,7 +312,7 @@ extension Session {
                 throw StoreError(.partialFailure, "\(failures.count) of \(total) records failed (\(names.prefix(5).joined(separator: ", "))\(names.count > 5 ? ", …" : "")); nothing was saved",
                                  partialErrors: failures)
             }
-            try commit.write(db, session: self, zone: zone, log: &log, kind: .commit, label: authorLabel, time: now)
+            try commit.write(db, session: session, zone: zone, log: &log, kind: .commit, label: authorLabel, time: now)
             return ModifyResult(saved: saved, deleted: deleted)
         }
     }
@@ -354,7 +361,7 @@ extension Session {
     /// `expectedSeq` is the change tag the save carried (`record` already holds the tag it would
     /// have been given).
     private func saveFailure(_ db: any StorageTransaction, zone: ZoneRow, record: Record, expectedSeq: Int64?) throws -> StoreError {
-        guard let server = try fetchRow(db, zone: zone, name: record.name) else {
+        guard let server = try session.reader.fetchRow(db, zone: zone, name: record.name) else {
             return StoreError(.unknownItem, "record '\(record.name)' no longer exists in zone '\(zone.id.name)'; save it as new (without a change tag)")
         }
         if server.recordType != record.recordType {
@@ -368,7 +375,7 @@ extension Session {
     /// For `.changedKeys`: the stored record with only the keys this value changed applied
     /// (nil when nothing is stored under its name).
     private func mergeChangedKeys(_ db: any StorageTransaction, zone: ZoneRow, _ record: Record) throws -> Record? {
-        guard let server = try fetchRow(db, zone: zone, name: record.name) else { return nil }
+        guard let server = try session.reader.fetchRow(db, zone: zone, name: record.name) else { return nil }
         guard server.recordType == record.recordType else {
             throw StoreError(.invalidArguments, "record '\(record.name)' is of type \(server.recordType); its type cannot change to \(record.recordType)")
         }
@@ -386,82 +393,6 @@ extension Session {
 
     // MARK: - Fetch
 
-    /// The record named `name`, or nil.
-    func fetchRow(_ db: any StorageTransaction, zone: ZoneRow, name: String) throws -> Record? {
-        try db.recordRow(zoneRowID: zone.rowID, name: name).map { try decodeOne(db, zone: zone, row: $0) }
-    }
-
-    /// Checks and opens one stored row on this thread.
-    /// With `log`, the row is checked against that log (audit's own walk) instead of the
-    /// session's.
-    func decodeOne(_ db: any StorageTransaction, zone: ZoneRow, row: StoredRow, log: ZoneLog? = nil) throws -> Record {
-        func context() throws -> RowContext {
-            try self.context(db, zone: zone, row: row, log: log).mapError { Self.rowError($0, row: row, zone: zone) }.get()
-        }
-        switch Self.decode(row, context: try context(), zone: zone) {
-        case .record(let record): return record
-        case .failed(let error): throw error
-        case .staleSchema:
-            // Another process may have added fields since this session cached the schema.
-            _ = try schema(db, zoneRowID: zone.rowID, recordType: row.type, fresh: true)
-            switch Self.decode(row, context: try context(), zone: zone, final: true) {
-            case .record(let record): return record
-            case .failed(let error): throw error
-            case .staleSchema: throw StoreError(.internalError, "record '\(row.name)' could not be decoded")
-            }
-        }
-    }
-
-    static func withOptionalBytes<R>(_ data: Data?, _ body: (UnsafeRawBufferPointer?) throws -> R) rethrows -> R {
-        guard let data else { return try body(nil) }
-        return try data.withUnsafeBytes { try body($0) }
-    }
-
-    static func withOptionalBytes<R>(_ bytes: [UInt8]?, _ body: (UnsafeRawBufferPointer?) throws -> R) rethrows -> R {
-        guard let bytes else { return try body(nil) }
-        return try bytes.withUnsafeBytes { try body($0) }
-    }
-
-    func fetch(zone zoneID: ZoneID, names: [String]) async throws -> [String: Result<Record, StoreError>] {
-        try await read { db in
-            let zone = try self.zoneRow(db, zoneID)
-            try self.checkCanRead(db, zone: zone)
-            var out = [String: Result<Record, StoreError>](minimumCapacity: names.count)
-            try self.decodeRows(db, zone: zone, expected: names.count, read: { add in
-                try db.readRecordRows(zoneRowID: zone.rowID, names: names, into: add)
-            }, deliver: { row, result in
-                switch consume result {
-                case .success(let record): out[row.name] = .success(record)
-                case .failure(let e as StoreError) where e.code == .integrityFailure: out[row.name] = .failure(e)
-                case .failure(let error): throw error
-                }
-            })
-            // Every name found (the usual case): no second lookup per name.
-            if out.count < names.count {
-                for name in names where out[name] == nil {
-                    out[name] = .failure(StoreError(.unknownItem, "no record '\(name)' in zone '\(zoneID.name)'"))
-                }
-            }
-            return out
-        }
-    }
-
     // MARK: - Permissions
 
-    /// The owner and accepted participants read; the key of the current epoch must be reachable
-    /// and match its commitment.
-    @discardableResult
-    func checkCanRead(_ db: any StorageTransaction, zone: ZoneRow) throws -> ZoneAccess {
-        let access = try requireRead(db, zone: zone)
-        _ = try keyRing.zoneKey(db, zone: zone, epoch: access.state.epoch, state: access.state)
-        return access
-    }
-
-    /// The owner and read-write participants write.
-    @discardableResult
-    func checkCanWrite(_ db: any StorageTransaction, zone: ZoneRow) throws -> ZoneAccess {
-        let access = try requireWrite(db, zone: zone)
-        _ = try keyRing.zoneKey(db, zone: zone, epoch: access.state.epoch, state: access.state)
-        return access
-    }
 }

@@ -2,7 +2,13 @@ import CofferCrypto
 import CofferVault
 import Foundation
 
-extension Session {
+/// Upgrades zones of the store's earlier format that the user owns: each is verified as it
+/// stands, re-sealed, and given a signed log.
+struct LegacyUpgrade: Sendable {
+    let session: Session
+}
+
+extension LegacyUpgrade {
     /// Upgrades the zones of the store's earlier format that this user owns. Each is verified as
     /// it stands (``LegacyZone``); a zone its owner signed nothing of (no share, no commit) is
     /// not upgraded, since its rows could be anyone's. The zone gets a new key, made here, at the
@@ -17,64 +23,64 @@ extension Session {
     /// (its readers are refused, its owner is told why, and `audit` reports it); the others are
     /// upgraded.
     func upgradeLegacyZones() throws {
-        let me = userID
-        let legacy = try store.readLegacy { tables in try tables.zones(ownedBy: me) }
+        let me = session.userID
+        let legacy = try session.store.readLegacy { tables in try tables.zones(ownedBy: me) }
         for zone in legacy {
             do {
                 try upgrade(zone)
-                store.logger.notice("zone upgraded to the signed log", metadata: ["zone": "\(zone.id.name)"])
+                session.store.logger.notice("zone upgraded to the signed log", metadata: ["zone": "\(zone.id.name)"])
             } catch let error as StoreError {
                 // Left as it is: its owner is told why when they use it, and `audit` reports it.
-                store.logger.error("zone not upgraded", metadata: ["zone": "\(zone.id.name)", "reason": "\(error.message)"])
+                session.store.logger.error("zone not upgraded", metadata: ["zone": "\(zone.id.name)", "reason": "\(error.message)"])
             }
         }
     }
 
     private func upgrade(_ listed: ZoneRow) throws {
-        try store.writeLegacy { db, tables in
+        try session.store.writeLegacy { db, tables in
             // Another process may have upgraded it since.
             guard let zone = try tables.zone(rowID: listed.rowID) else { return }
             guard zone.uid == listed.uid, zone.logFormat == 0, try db.logHead(zoneRowID: zone.rowID) == nil else { return }
             // A zone this user already saw with a log cannot turn back into the earlier format:
             // someone put old rows back, and upgrading them again would sign a rollback.
-            if try self.storedMark(zone) != nil {
+            if try self.session.verifiedLogs.storedMark(zone) != nil {
                 throw StoreError(.integrityFailure, "zone '\(zone.id.name)' was upgraded before, and its log is gone: the store was changed")
             }
             guard zone.sequence >= 0, zone.sequence < Limits.maxLogSequence else {
                 throw StoreError(.integrityFailure, "zone '\(zone.id.name)' cannot be upgraded: its sequence is out of range; the store was changed")
             }
-            let verified = try LegacyZone(db: db, tables: tables, zone: zone, storeID: self.store.storeID, session: self).verify()
+            let verified = try LegacyZone(db: db, tables: tables, zone: zone, storeID: self.session.store.storeID, session: session).verify()
             let seq = zone.sequence + 1
             let epoch = verified.epoch + 1, key = SymmetricKey()
             try db.deleteWrappedKeys(zoneRowID: zone.rowID, memberID: nil)
             for member in Set([zone.id.ownerID] + (verified.share?.activeNamed ?? [])).sorted() {
-                let contact = try self.store.contactRow(db, userID: member)
+                let contact = try self.session.store.contactRow(db, userID: member)
                 try db.insertWrappedKey(zoneRowID: zone.rowID, epoch: epoch, memberID: member,
                                         wrapped: KeyRing.wrapZoneKey(key, zoneUID: zone.uid, epoch: epoch, to: contact.identity.boxKey))
             }
             try db.noteZoneEpoch(zoneRowID: zone.rowID, epoch: epoch)
             var commit = CommitBuilder(zoneUID: zone.uid, seq: seq)
-            try self.writeVersions(db, zone: zone, records: verified.records, seq: seq, epoch: epoch, ownerSeq: seq, key: key, into: &commit)
+            try self.session.writer.writeVersions(db, zone: zone, records: verified.records, seq: seq, epoch: epoch, ownerSeq: seq, key: key, into: &commit)
             if let share = verified.share, let secret = verified.linkSecret {
                 // The same link: its holders join again with the URL they have.
-                _ = try self.setLink(db, zone: zone, share: share, epoch: epoch, key: key, secret: secret)
+                _ = try self.session.sharing.setLink(db, zone: zone, share: share, epoch: epoch, key: key, secret: secret)
             }
             let genesis = GenesisPayload(zoneName: zone.id.name,
                                          state: StatePayload(epoch: epoch, newCommitments: [epoch: KeyRing.commitment(to: key, zoneUID: zone.uid, epoch: epoch)],
                                                              share: verified.share),
                                          records: commit.summary)
-            let log = try self.writeGenesis(db, zone: zone, seq: seq, payload: genesis, time: Date().timeIntervalSince1970,
+            let log = try self.session.zoneDirectory.writeGenesis(db, zone: zone, seq: seq, payload: genesis, time: Date().timeIntervalSince1970,
                                             entries: commit.entries, names: commit.names)
             // Every record is now under the new key: the rows of the earlier format go. Its
             // deletions are not in the log: change tokens from before the upgrade expire (their
             // holders fetch the zone afresh, as after a compaction).
             try tables.dropEarlierRows(zoneRowID: zone.rowID, compactedThrough: zone.sequence, shareUID: verified.share?.shareUID)
-            try Self.recordMembers(db, zone: zone, state: log.state)
+            try ShareService.recordMembers(db, zone: zone, state: log.state)
             try db.touchZone(zoneRowID: zone.rowID)
             let rowID = zone.rowID
             db.afterTransaction(onCommit: { [self] in
-                self.keyRing.replace(zoneRowID: rowID, with: key, epoch: epoch)
-                self.forgetRowContexts(zoneRowID: rowID)
+                self.session.keyRing.replace(zoneRowID: rowID, with: key, epoch: epoch)
+                self.session.forgetRowContexts(zoneRowID: rowID)
             }, onRollback: {})
         }
     }

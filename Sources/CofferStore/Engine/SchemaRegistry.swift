@@ -1,11 +1,17 @@
 import CofferCrypto
 import Foundation
 
-extension Session {
+/// The schema of each zone's record types: declared by signed entries of the zone's log,
+/// cached per session, and kept in the store's field indexes.
+struct SchemaRegistry: Sendable {
+    let session: Session
+}
+
+extension SchemaRegistry {
     /// The schema of a record type in a zone, from the cache or the database.
     func schema(_ db: any StorageTransaction, zoneRowID: Int64, recordType: String, fresh: Bool = false) throws -> [String: FieldSchema] {
         let key = SchemaKey(zoneRowID: zoneRowID, recordType: recordType)
-        if !fresh, let cached = schemas.withLock({ $0[key] }) { return cached }
+        if !fresh, let cached = session.schemas.withLock({ $0[key] }) { return cached }
         var fields = [String: FieldSchema]()
         for row in try db.fieldSchemaRows(zoneRowID: zoneRowID, recordType: recordType) {
             let name = row.valueType
@@ -20,14 +26,14 @@ extension Session {
             }
             fields[field] = FieldSchema(type: type, encrypted: row.encrypted)
         }
-        let before = schemas.withLock { cache in
+        let before = session.schemas.withLock { cache in
             defer { cache[key] = fields }
             return cache[key]
         }
         // The contexts kept were made with the schema cached: they stand while it is unchanged.
         if before != fields {
-            if let before, before.contains(where: { fields[$0.key] != $0.value }) { schemaGeneration.withLock { $0 += 1 } }
-            forgetRowContexts(zoneRowID: zoneRowID)
+            if let before, before.contains(where: { fields[$0.key] != $0.value }) { session.schemaGeneration.withLock { $0 += 1 } }
+            session.forgetRowContexts(zoneRowID: zoneRowID)
         }
         return fields
     }
@@ -67,11 +73,11 @@ extension Session {
         // Only cache after the transaction commits; until then, a rollback must not leave fields behind.
         let snapshot = known
         db.afterTransaction(onCommit: { [self] in
-            self.schemas.withLock { $0[key] = snapshot }
-            self.forgetRowContexts(zoneRowID: zoneRowID)
+            self.session.schemas.withLock { $0[key] = snapshot }
+            self.session.forgetRowContexts(zoneRowID: zoneRowID)
         }, onRollback: { [self] in
-            self.schemas.withLock { _ = $0.removeValue(forKey: key) }
-            self.forgetRowContexts(zoneRowID: zoneRowID)
+            self.session.schemas.withLock { _ = $0.removeValue(forKey: key) }
+            self.session.forgetRowContexts(zoneRowID: zoneRowID)
         })
     }
 
@@ -103,8 +109,8 @@ extension Session {
         guard !changed.isEmpty else { return [] }
         let keys = changed.map { SchemaKey(zoneRowID: zoneRowID, recordType: $0) }
         let forget: @Sendable () -> Void = { [self] in
-            self.schemas.withLock { for key in keys { _ = $0.removeValue(forKey: key) } }
-            self.forgetRowContexts(zoneRowID: zoneRowID)
+            self.session.schemas.withLock { for key in keys { _ = $0.removeValue(forKey: key) } }
+            self.session.forgetRowContexts(zoneRowID: zoneRowID)
         }
         db.afterTransaction(onCommit: forget, onRollback: forget)
         return changed
@@ -121,14 +127,14 @@ extension Session {
     }
 }
 
-extension Session {
+extension SchemaRegistry {
     /// Makes sure the expression index of each plain field exists, creating the missing ones
     /// (a one-time cost that grows with the number of records of the type). On SQLite, in a
     /// write transaction; on PostgreSQL, one `CREATE INDEX IF NOT EXISTS` each (see
     /// ``PostgresStorage/ensureQueryIndexes(recordType:fields:)``). The store remembers the
     /// (type, field) pairs it has seen indexed, by their SQLite index name.
     func ensureIndexes(recordType: String, fieldNames: [String]) async throws {
-        switch store.backend {
+        switch session.store.backend {
         case .sqlite: try await ensureIndexes(recordType: recordType, fields: fieldNames.map { ($0, .string) }) // one index serves every type
         case .postgres(let storage):
             try await storage.ensureQueryIndexes(recordType: recordType, fields: try await storage.fieldTypes(recordType: recordType, fields: fieldNames))
@@ -140,13 +146,13 @@ extension Session {
         // On PostgreSQL a field's index depends on its type (``PostgresQueries``): the store
         // remembers those it has seen by their PostgreSQL names.
         let names = fields.map { item in
-            (field: item.field, type: item.type, index: store.isPostgres ? PostgresQueries.indexName(recordType: recordType, field: item.field, type: item.type)
+            (field: item.field, type: item.type, index: session.store.isPostgres ? PostgresQueries.indexName(recordType: recordType, field: item.field, type: item.type)
                                                                          : SQLiteFieldIndex.name(recordType: recordType, field: item.field))
         }
-        let known = store.knownIndexes.withLock { $0 }
+        let known = session.store.knownIndexes.withLock { $0 }
         let missing = names.filter { !known.contains($0.index) }
         guard !missing.isEmpty else { return }
-        switch store.backend {
+        switch session.store.backend {
         case .postgres(let storage):
             try await storage.ensureQueryIndexes(recordType: recordType, fields: missing.map { ($0.field, $0.type) })
         case .snapshot:
@@ -154,9 +160,9 @@ extension Session {
         case .sqlite(let sqlite):
             let created = try await SQLiteLocalStorage(pool: sqlite.pool).ensureFieldIndexes(recordType: recordType, fields: missing.map(\.field))
             if !created.isEmpty {
-                store.logger.info("query index created", metadata: ["type": "\(recordType)", "fields": "\(created)"])
+                session.store.logger.info("query index created", metadata: ["type": "\(recordType)", "fields": "\(created)"])
             }
         }
-        store.knownIndexes.withLock { set in for item in missing { set.insert(item.index) } }
+        session.store.knownIndexes.withLock { set in for item in missing { set.insert(item.index) } }
     }
 }
