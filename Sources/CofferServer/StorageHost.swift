@@ -437,6 +437,9 @@ package final class StorageHost: Sendable {
     /// Checks a batch against what the store's signed data says `userID` may do; returns the
     /// state of each zone the batch appends to, as its entries leave it.
     private func check(_ writes: [StorageSnapshot.Write], userID: String) async throws -> [Int64: ZoneState] {
+        // Kept as one function: every rule a batch must pass, in the order they build on each other (the zones
+        // and entries it names, their verified states, the limits, then each write against them), sharing those
+        // indexes; one list to read when asking what a server lets through.
         // Zones the batch creates, the entries it appends per zone, the zones it touches.
         var created = [Int64: ZoneID](), createdUIDs = [Int64: [UInt8]]()
         var appends = [Int64: [(head: Int64, entry: LogEntry, stored: StoredLogEntry)]](), touched = Set<Int64>()

@@ -14,6 +14,7 @@ struct MicroBench: AsyncParsableCommand {
     @Option(help: "Run only the steps whose name contains this, many times (for a profiler).") var only: String?
 
     func run() async throws {
+        // Kept as one function: the steps measured, in the order they are printed, each a few lines.
         func time(_ name: String, _ n: Int = 20000, _ body: () async throws -> Void) async rethrows {
             if let only { guard name.contains(only) else { return } }
             let n = only == nil ? n : n * 40

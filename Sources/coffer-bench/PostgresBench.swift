@@ -64,6 +64,7 @@ struct PostgresBench: AsyncParsableCommand {
     }
 
     func measure(_ database: PostgresURL) async throws -> [String: Any] {
+        // Kept as one function: the benchmark's phases in the order they run and are reported, each a few lines.
         let folder = try Clock.temporaryFolder("coffer-bench-postgres")
         defer { try? FileManager.default.removeItem(at: folder) }
         let rows = RecordsBench.makeRows(records)

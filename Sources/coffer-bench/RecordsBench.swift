@@ -38,6 +38,7 @@ struct RecordsBench: AsyncParsableCommand {
     }
 
     func run() async throws {
+        // Kept as one function: the benchmark's phases in the order they run and are reported, each a few lines.
         let folder = try dir.map { URL(fileURLWithPath: $0) } ?? Clock.temporaryFolder("coffer-bench-records")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         defer { if dir == nil { try? FileManager.default.removeItem(at: folder) } }

@@ -66,6 +66,8 @@ struct Walkthrough {
     }
 
     mutating func run(server: URL) async throws {
+        // Kept as one function: the walkthrough's steps in the order they are printed, read top to bottom
+        // like its output.
         let passphrases = ["Alice": "alice: correct horse battery staple", "Bob": "bob: tr0ub4dor&3", "Carol": "carol: hunter2 hunter2"]
         func pass(_ who: String) -> SecureBytes { SecureBytes(copying: Array(passphrases[who]!.utf8)) }
         let storeURL = folder.appendingPathComponent("server/store.sqlite")

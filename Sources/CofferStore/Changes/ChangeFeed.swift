@@ -17,63 +17,18 @@ extension ChangeFeed {
             let access = try self.session.accessControl.checkCanRead(db, zone: zone)
             let state = access.state
             let compacted = try db.compactedSeq(zoneRowID: zone.rowID)
-            var seq: Int64 = 0, name: String? = nil
-            if let token {
-                guard token.kind == .zone, token.storeID == self.session.store.storeID else {
-                    throw StoreError(.invalidArguments, "this change token belongs to another store or is not a zone token")
-                }
-                guard token.scopeID == zone.uid else {
-                    if try db.zoneExists(uid: token.scopeID) {
-                        throw StoreError(.invalidArguments, "this change token belongs to another zone")
-                    }
-                    throw StoreError(.zoneNotFound, "this change token belongs to a zone that no longer exists (deleted, or deleted and created again); fetch the zone afresh")
-                }
-                guard token.seq >= compacted, token.seq <= state.headSeq else {
-                    throw StoreError(.changeTokenExpired, "this change token is older than the zone's kept history (or from a reset zone); fetch every record afresh and use the new token")
-                }
-                seq = token.seq
-                name = token.name
-            } else if compacted > 0 {
-                // A full fetch from the beginning cannot list deletions that were compacted; it still lists every record.
-                seq = 0
-            }
+            let (seq, name) = try self.start(of: token, db, zone: zone, state: state, compacted: compacted)
             // `record_tombstone` only finds deletions: each is believed from the signed entry at
             // its sequence, which must delete that name, and its author and time come from there.
             let tombstones = try db.tombstones(zoneRowID: zone.rowID, afterSeq: seq, afterName: name, limit: limit + 1)
             let rows = try db.changedRecordRows(zoneRowID: zone.rowID, afterSeq: seq, afterName: name, limit: limit + 1)
             // The page: rows and deletions merged in (seq, name) order, up to `limit` items.
-            var page = [(record: Bool, index: Int)]()
-            var last: (Int64, String)?
-            var r = 0, t = 0
-            while page.count < limit {
-                let recordKey: (Int64, String)? = r < rows.count ? (rows[r].seq, rows[r].name) : nil
-                let tombKey: (Int64, String)? = t < tombstones.count ? (tombstones[t].seq, tombstones[t].name) : nil
-                guard recordKey != nil || tombKey != nil else { break }
-                let takeRecord: Bool
-                if let r = recordKey, let d = tombKey { takeRecord = r < d } else { takeRecord = recordKey != nil }
-                if takeRecord {
-                    page.append((true, r))
-                    last = recordKey
-                    r += 1
-                } else {
-                    page.append((false, t))
-                    last = tombKey
-                    t += 1
-                }
-            }
+            let (page, last, more) = Self.merge(rows.map { ($0.seq, $0.name) }, tombstones.map { ($0.seq, $0.name) }, limit: limit)
             // Everything the page's items need is read at once, not item by item (one round of
             // reads where the backend fetches): the commits its deletions name, and each row's
             // commit, schema and key.
             let deletionSeqs = Set(page.lazy.filter { !$0.record }.map { tombstones[$0.index].seq }).sorted()
-            let deleting = Dictionary(uniqueKeysWithValues: try db.eachGathering(deletionSeqs) { seq -> (Int64, Result<(VerifiedCommit, Set<String>), StoreError>)? in
-                do {
-                    let commit = try self.session.verifiedLogs.verifiedCommit(db, zone: zone, seq: seq, log: access.log)
-                    let names = CommitBuilder.parseNames(commit.names, entries: commit.entries.count) ?? []
-                    return (seq, .success((commit, Set(names.filter(\.deleted).map(\.name)))))
-                } catch let error as StoreError {
-                    return (seq, .failure(error))
-                }
-            })
+            let deleting = try self.deletions(at: deletionSeqs, db, zone: zone, log: access.log)
             var decoded = [String: Result<Record, StoreError>](minimumCapacity: page.count)
             try self.session.reader.decodeRows(db, zone: zone, expected: page.count, read: { add in
                 for item in page where item.record {
@@ -113,7 +68,6 @@ extension ChangeFeed {
                 case nil: throw StoreError(.internalError, "the deletion of record '\(Names.printable(name))' was not read")
                 }
             }
-            let more = r < rows.count || t < tombstones.count
             // When caught up, the token says "all of the latest commit"; mid-commit, it names the last item.
             let next: ChangeToken
             if let last, more {
@@ -123,6 +77,75 @@ extension ChangeFeed {
             }
             return ZoneChanges(changed: changed, deleted: deleted, refused: refused, token: next, moreComing: more)
         }
+    }
+
+    /// Where a zone's changes after `token` start: its seq and the last name it saw (nil: all of
+    /// that seq), after checking it is a token of this store and zone within the kept history.
+    private func start(of token: ChangeToken?, _ db: any StorageTransaction, zone: ZoneRow, state: ZoneState,
+                       compacted: Int64) throws -> (seq: Int64, name: String?) {
+        var seq: Int64 = 0, name: String? = nil
+        if let token {
+            guard token.kind == .zone, token.storeID == session.store.storeID else {
+                throw StoreError(.invalidArguments, "this change token belongs to another store or is not a zone token")
+            }
+            guard token.scopeID == zone.uid else {
+                if try db.zoneExists(uid: token.scopeID) {
+                    throw StoreError(.invalidArguments, "this change token belongs to another zone")
+                }
+                throw StoreError(.zoneNotFound, "this change token belongs to a zone that no longer exists (deleted, or deleted and created again); fetch the zone afresh")
+            }
+            guard token.seq >= compacted, token.seq <= state.headSeq else {
+                throw StoreError(.changeTokenExpired, "this change token is older than the zone's kept history (or from a reset zone); fetch every record afresh and use the new token")
+            }
+            seq = token.seq
+            name = token.name
+        } else if compacted > 0 {
+            // A full fetch from the beginning cannot list deletions that were compacted; it still lists every record.
+            seq = 0
+        }
+        return (seq, name)
+    }
+
+    /// Merges the changed rows and the deletions, each in (seq, name) order, into one page of at
+    /// most `limit` items: each item says which list it is from and its index there. Also the
+    /// key of the page's last item, and whether either list has more.
+    static func merge(_ rows: [(Int64, String)], _ tombstones: [(Int64, String)],
+                      limit: Int) -> (page: [(record: Bool, index: Int)], last: (Int64, String)?, more: Bool) {
+        var page = [(record: Bool, index: Int)]()
+        var last: (Int64, String)?
+        var r = 0, t = 0
+        while page.count < limit {
+            let recordKey: (Int64, String)? = r < rows.count ? rows[r] : nil
+            let tombKey: (Int64, String)? = t < tombstones.count ? tombstones[t] : nil
+            guard recordKey != nil || tombKey != nil else { break }
+            let takeRecord: Bool
+            if let r = recordKey, let d = tombKey { takeRecord = r < d } else { takeRecord = recordKey != nil }
+            if takeRecord {
+                page.append((true, r))
+                last = recordKey
+                r += 1
+            } else {
+                page.append((false, t))
+                last = tombKey
+                t += 1
+            }
+        }
+        return (page, last, r < rows.count || t < tombstones.count)
+    }
+
+    /// The verified commit of each deletion seq, with the names it deletes, read in one round;
+    /// a commit that does not verify is its error.
+    private func deletions(at seqs: [Int64], _ db: any StorageTransaction, zone: ZoneRow,
+                           log: ZoneLog) throws -> [Int64: Result<(VerifiedCommit, Set<String>), StoreError>] {
+        Dictionary(uniqueKeysWithValues: try db.eachGathering(seqs) { seq -> (Int64, Result<(VerifiedCommit, Set<String>), StoreError>)? in
+            do {
+                let commit = try session.verifiedLogs.verifiedCommit(db, zone: zone, seq: seq, log: log)
+                let names = CommitBuilder.parseNames(commit.names, entries: commit.entries.count) ?? []
+                return (seq, .success((commit, Set(names.filter(\.deleted).map(\.name)))))
+            } catch let error as StoreError {
+                return (seq, .failure(error))
+            }
+        })
     }
 
     /// Zones changed or gone since `token` in the private (owned) or shared (accepted) database.

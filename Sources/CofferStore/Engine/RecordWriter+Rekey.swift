@@ -106,10 +106,20 @@ extension RecordWriter {
         for r in records {
             let stamp = VersionStamp(name: r.name, type: r.type, parent: r.parent, seq: seq, epoch: epoch, membershipSeq: ownerSeq,
                                      creatorID: r.creatorID, modifierID: r.modifierID, created: r.created, modified: r.modified)
-            let version = RecordSealer.seal(stamp, plain: r.plain, plainTypes: r.plainTypes, sealedPlaintext: r.sealedPlaintext, key: key, zone: zone)
-            try db.replaceRecord(version, zoneRowID: zone.rowID)
-            commit.addRecord(version.digest, name: r.name)
+            try storeVersion(db, zone: zone, stamp: stamp, plain: r.plain, plainTypes: r.plainTypes, sealedPlaintext: r.sealedPlaintext,
+                             key: key, replacing: true, into: &commit)
         }
+    }
+
+    /// Seals a version of a record under `key` and stores it, as a new row or (`replacing`) in
+    /// place of the stored row of its name, adding its version hash to `commit`. Every row the
+    /// engine writes outside a save (rewrites, upgrades, moves) goes through here; a save's rows
+    /// go through the storage's ``RecordRowWriter`` in `modify`.
+    func storeVersion(_ db: any StorageTransaction, zone: ZoneRow, stamp: VersionStamp, plain: [UInt8], plainTypes: [UInt8],
+                      sealedPlaintext: [UInt8]?, key: SymmetricKey, replacing: Bool, into commit: inout CommitBuilder) throws {
+        let version = RecordSealer.seal(stamp, plain: plain, plainTypes: plainTypes, sealedPlaintext: sealedPlaintext, key: key, zone: zone)
+        if replacing { try db.replaceRecord(version, zoneRowID: zone.rowID) } else { try db.insertRecord(version, zoneRowID: zone.rowID) }
+        commit.addRecord(version.digest, name: stamp.name)
     }
 
 }

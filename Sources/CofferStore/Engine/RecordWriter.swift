@@ -2,9 +2,11 @@ import CofferCrypto
 import CofferVault
 import Foundation
 
-/// The one path that writes record rows: it checks a batch, seals it, signs the commit that
-/// names it, and stores rows and entry in one transaction. Saves, deletes, rekeys, legacy
-/// upgrades, moves and restores all write through it.
+/// The engine's one path that seals and writes record rows: it checks a batch, seals it, signs
+/// the commit that names it, and stores rows and entry in one transaction. Saves and deletes
+/// (``modify(zone:saving:prepared:deleting:policy:authorLabel:declaring:time:)``), rekeys, legacy
+/// upgrades and moves (``storeVersion(_:zone:stamp:plain:plainTypes:sealedPlaintext:key:replacing:into:)``)
+/// write through it; a restore and `zone push` copy rows already sealed and signed, as stored.
 struct RecordWriter: Sendable {
     let session: Session
 }
@@ -158,6 +160,122 @@ extension RecordWriter {
                 policy: SavePolicy, authorLabel: String? = nil, declaring declarations: [FieldDeclaration] = [],
                 time: Double? = nil) async throws -> ModifyResult {
         precondition(prepared == nil || (prepared!.count == records.count && policy != .changedKeys), "prepared records are one a record, not for .changedKeys")
+        let deleteSeqs = try Self.checkBatch(records, deleting: deletions, authorLabel: authorLabel)
+        let total = records.count + deletions.count
+        let me = session.userID
+        let now = time ?? Date().timeIntervalSince1970
+        // A system call per 64 nonces instead of one per sealed record (no more drawn than the
+        // batch can use: a single save draws one).
+        let nonces = NonceReserve(chunk: min(64, records.count))
+
+        return try await session.store.write { db in
+            let zone = try self.session.accessControl.zoneRow(db, zoneID)
+            let access = try self.session.accessControl.checkCanWrite(db, zone: zone)
+            var log = access.log
+            try db.prefetchRecords(zoneRowID: zone.rowID, saving: records, deleting: deletions)
+            _ = try self.session.schemaRegistry.declareFields(db, zoneRowID: zone.rowID, declarations)
+            let epoch = log.state.epoch
+            let key = try self.session.keyRing.zoneKey(db, zone: zone, epoch: epoch, state: log.state)
+            let seq = log.state.headSeq + 1
+            let membershipSeq = log.state.ownerSeq
+            var commit = CommitBuilder(zoneUID: zone.uid, seq: seq, capacity: total)
+            try db.touchZone(zoneRowID: zone.rowID)
+            // A saved name supersedes its tombstone, so each name is in the change feed once.
+            let hasTombstones = try db.hasTombstones(zoneRowID: zone.rowID)
+            let schemas = try self.freshSchemas(db, zone: zone, of: records)
+            let context = WriteContext(zone: zone, key: key, epoch: epoch, seq: seq, membershipSeq: membershipSeq,
+                                       authorID: me, authorLabel: authorLabel, time: now, schemas: schemas, nonces: nonces,
+                                       sized: policy != .changedKeys)
+            // The records to seal: `records`, or under `.changedKeys` each merged over its stored
+            // version before sealing, so that it is sealed once, as it is written.
+            var batch = records
+            if policy == .changedKeys {
+                for i in batch.indices {
+                    if let over = try self.mergeChangedKeys(db, zone: zone, batch[i]) { batch[i] = over }
+                }
+            }
+            // Parents as stored before the batch, of the records that name one (checked below).
+            let priorParents = try Self.storedParents(db, zone: zone, names: records.compactMap { $0.parent == nil ? nil : $0.name })
+
+            var failures = [String: StoreError]()
+            let saved = try self.write(batch, prepared: prepared, context, db, policy: policy, hasTombstones: hasTombstones,
+                                       into: &commit, failures: &failures)
+            let deleted = try self.delete(deletions, expecting: deleteSeqs, db, zone: zone, seq: seq, label: authorLabel, time: now,
+                                          into: &commit, failures: &failures)
+
+            try Self.checkParents(of: saved, db, zone: zone, priorParents: priorParents, failures: &failures)
+
+            if !failures.isEmpty {
+                // Atomic: nothing of the batch is kept. A lone failure is reported as itself.
+                if total == 1, let only = failures.values.first { throw only }
+                let names = failures.keys.sorted()
+                throw StoreError(.partialFailure, "\(failures.count) of \(total) records failed (\(names.prefix(5).joined(separator: ", "))\(names.count > 5 ? ", …" : "")); nothing was saved",
+                                 partialErrors: failures)
+            }
+            try commit.write(db, session: session, zone: zone, log: &log, kind: .commit, label: authorLabel, time: now)
+            return ModifyResult(saved: saved, deleted: deleted)
+        }
+    }
+
+    /// Seals each record of the batch and writes its row (new, or over the stored one as
+    /// `policy` allows), adding its version hash to `commit` and clearing its tombstone; a record
+    /// that cannot be written is a failure. Returns the records saved, as saved.
+    private func write(_ batch: [Record], prepared: [PreparedRecord]?, _ context: WriteContext, _ db: any StorageTransaction,
+                       policy: SavePolicy, hasTombstones: Bool, into commit: inout CommitBuilder,
+                       failures: inout [String: StoreError]) throws -> [Record] {
+        let zone = context.zone
+        var saved = [Record]()
+        saved.reserveCapacity(batch.count)
+        let writer = try db.recordWriter(zoneRowID: zone.rowID, authorID: context.authorID)
+        defer { writer.finish() }
+        for i in batch.indices {
+            // Consumed, not copied out of the result (a copy retains and releases every
+            // field of the record).
+            var write: SealedWrite
+            let sealed = Self.sealWrite(batch[i], context, prepared: prepared?[i])
+            switch consume sealed {
+            case .success(let sealed): write = sealed
+            case .failure(let error): throw error
+            }
+            if !write.schemaChecked { try self.session.schemaRegistry.applySchema(db, zoneRowID: zone.rowID, record: write.result) }
+            var written = false
+            var stored: (creator: String, created: Double)?
+            if write.expectedSeq == nil || policy != .ifServerRecordUnchanged {
+                written = try writer.insertIfAbsent(write.version)
+            }
+            if !written && (write.expectedSeq != nil || policy != .ifServerRecordUnchanged) {
+                // The new version keeps the stored creator and creation time: they must be
+                // ones a signed entry vouches for, not an edit of the file.
+                try self.session.reader.verifyStoredRow(db, zone: zone, name: write.result.name)
+                stored = try writer.update(write.version, expectedSeq: policy == .ifServerRecordUnchanged ? write.expectedSeq : nil)
+                written = stored != nil
+            }
+            if written {
+                if let stored {
+                    commit.addRecord(write.version.digest(zoneUID: zone.uid, creatorID: stored.creator, created: stored.created),
+                                     name: write.result.name)
+                    write.result.creatorID = stored.creator
+                    write.result.created = Date(timeIntervalSince1970: stored.created)
+                } else {
+                    commit.addRecord(write.version.digest, name: write.result.name)
+                }
+                if hasTombstones { try db.removeTombstone(zoneRowID: zone.rowID, name: write.result.name) }
+                // Moved out of `write` (swapped with an empty record), not copied: a copy
+                // retains and then releases every field.
+                var result = Record(type: "", name: "", zone: ZoneID(name: "", ownerID: ""), parent: nil, values: [:], encryptedValues: [:])
+                swap(&result, &write.result)
+                saved.append(result)
+            } else {
+                failures[write.result.name] = try self.saveFailure(db, zone: zone, record: write.result, expectedSeq: write.expectedSeq)
+            }
+        }
+        return saved
+    }
+
+    /// Checks a batch before its transaction: its label, its size (records and bytes of fields),
+    /// its names (each valid, none twice). Returns the stored seq each deletion expects (from its
+    /// change tag), nil where it gives none.
+    private static func checkBatch(_ records: [Record], deleting deletions: [RecordDeletion], authorLabel: String?) throws -> [Int64?] {
         if let authorLabel, authorLabel.utf8.count > 255 || authorLabel.containsControlCharacters {
             throw StoreError(.invalidArguments, "a transaction author is at most 255 bytes with no control characters")
         }
@@ -180,140 +298,67 @@ extension RecordWriter {
         for name in records.lazy.map(\.name) + deletions.map(\.name) where !names.insert(name).inserted {
             throw StoreError(.invalidArguments, "record '\(name)' appears twice in one batch")
         }
-        let me = session.userID
-        let now = time ?? Date().timeIntervalSince1970
-        // A system call per 64 nonces instead of one per sealed record (no more drawn than the
-        // batch can use: a single save draws one).
-        let nonces = NonceReserve(chunk: min(64, records.count))
+        return deleteSeqs
+    }
 
-        return try await session.store.write { db in
-            let zone = try self.session.accessControl.zoneRow(db, zoneID)
-            let access = try self.session.accessControl.checkCanWrite(db, zone: zone)
-            var log = access.log
-            try db.prefetchRecords(zoneRowID: zone.rowID, saving: records, deleting: deletions)
-            _ = try self.session.schemaRegistry.declareFields(db, zoneRowID: zone.rowID, declarations)
-            let epoch = log.state.epoch
-            let key = try self.session.keyRing.zoneKey(db, zone: zone, epoch: epoch, state: log.state)
-            let seq = log.state.headSeq + 1
-            let membershipSeq = log.state.ownerSeq
-            var commit = CommitBuilder(zoneUID: zone.uid, seq: seq, capacity: total)
-            try db.touchZone(zoneRowID: zone.rowID)
-            // A saved name supersedes its tombstone, so each name is in the change feed once.
-            let hasTombstones = try db.hasTombstones(zoneRowID: zone.rowID)
-            var schemas = [String: [String: FieldSchema]]()
-            // Each type once (a batch is usually of one type: hashed once, not once a record).
-            var types = Set<String>(), previous: String?
-            for i in records.indices where records[i].recordType != previous {
-                types.insert(records[i].recordType)
-                previous = records[i].recordType
-            }
-            // Read afresh in the transaction: the zone's owner may have dropped a field since
-            // this session cached the schema (a field saved then is fixed again).
-            for type in types where Names.isIdentifier(type) {
-                schemas[type] = try self.session.schemaRegistry.schema(db, zoneRowID: zone.rowID, recordType: type, fresh: true)
-            }
-            let context = WriteContext(zone: zone, key: key, epoch: epoch, seq: seq, membershipSeq: membershipSeq,
-                                       authorID: me, authorLabel: authorLabel, time: now, schemas: schemas, nonces: nonces,
-                                       sized: policy != .changedKeys)
-            // The records to seal: `records`, or under `.changedKeys` each merged over its stored
-            // version before sealing, so that it is sealed once, as it is written.
-            var batch = records
-            if policy == .changedKeys {
-                for i in batch.indices {
-                    if let over = try self.mergeChangedKeys(db, zone: zone, batch[i]) { batch[i] = over }
-                }
-            }
-            // Parents as stored before the batch, of the records that name one (checked below).
-            let priorParents = try Self.storedParents(db, zone: zone, names: records.compactMap { $0.parent == nil ? nil : $0.name })
+    /// The schema of each record type of `records`, read afresh in the write's transaction: the
+    /// zone's owner may have dropped a field since this session cached it (a field saved then is
+    /// fixed again).
+    private func freshSchemas(_ db: any StorageTransaction, zone: ZoneRow, of records: [Record]) throws -> [String: [String: FieldSchema]] {
+        var schemas = [String: [String: FieldSchema]]()
+        // Each type once (a batch is usually of one type: hashed once, not once a record).
+        var types = Set<String>(), previous: String?
+        for i in records.indices where records[i].recordType != previous {
+            types.insert(records[i].recordType)
+            previous = records[i].recordType
+        }
+        for type in types where Names.isIdentifier(type) {
+            schemas[type] = try self.session.schemaRegistry.schema(db, zoneRowID: zone.rowID, recordType: type, fresh: true)
+        }
+        return schemas
+    }
 
-            var failures = [String: StoreError]()
-            var saved = [Record]()
-            saved.reserveCapacity(records.count)
-            let writer = try db.recordWriter(zoneRowID: zone.rowID, authorID: me)
-            defer { writer.finish() }
-            for i in records.indices {
-                // Consumed, not copied out of the result (a copy retains and releases every
-                // field of the record).
-                var write: SealedWrite
-                let sealed = Self.sealWrite(batch[i], context, prepared: prepared?[i])
-                switch consume sealed {
-                case .success(let sealed): write = sealed
-                case .failure(let error): throw error
-                }
-                if !write.schemaChecked { try self.session.schemaRegistry.applySchema(db, zoneRowID: zone.rowID, record: write.result) }
-                var written = false
-                var stored: (creator: String, created: Double)?
-                if write.expectedSeq == nil || policy != .ifServerRecordUnchanged {
-                    written = try writer.insertIfAbsent(write.version)
-                }
-                if !written && (write.expectedSeq != nil || policy != .ifServerRecordUnchanged) {
-                    // The new version keeps the stored creator and creation time: they must be
-                    // ones a signed entry vouches for, not an edit of the file.
-                    try self.session.reader.verifyStoredRow(db, zone: zone, name: write.result.name)
-                    stored = try writer.update(write.version, expectedSeq: policy == .ifServerRecordUnchanged ? write.expectedSeq : nil)
-                    written = stored != nil
-                }
-                if written {
-                    if let stored {
-                        commit.addRecord(write.version.digest(zoneUID: zone.uid, creatorID: stored.creator, created: stored.created),
-                                         name: write.result.name)
-                        write.result.creatorID = stored.creator
-                        write.result.created = Date(timeIntervalSince1970: stored.created)
-                    } else {
-                        commit.addRecord(write.version.digest, name: write.result.name)
-                    }
-                    if hasTombstones { try db.removeTombstone(zoneRowID: zone.rowID, name: write.result.name) }
-                    // Moved out of `write` (swapped with an empty record), not copied: a copy
-                    // retains and then releases every field.
-                    var result = Record(type: "", name: "", zone: ZoneID(name: "", ownerID: ""), parent: nil, values: [:], encryptedValues: [:])
-                    swap(&result, &write.result)
-                    saved.append(result)
-                } else {
-                    failures[write.result.name] = try self.saveFailure(db, zone: zone, record: write.result, expectedSeq: write.expectedSeq)
-                }
+    /// Deletes the batch's deletions (each at the seq its change tag names, when it gives one),
+    /// adding each to `commit` and leaving its tombstone; a record that changed or is missing is a
+    /// failure. Returns the names deleted.
+    private func delete(_ deletions: [RecordDeletion], expecting deleteSeqs: [Int64?], _ db: any StorageTransaction, zone: ZoneRow, seq: Int64,
+                        label: String?, time now: Double, into commit: inout CommitBuilder, failures: inout [String: StoreError]) throws -> [String] {
+        let me = session.userID, zoneID = zone.id
+        var deleted = [String]()
+        for (deletion, expected) in zip(deletions, deleteSeqs) {
+            if try db.deleteRecord(zoneRowID: zone.rowID, name: deletion.name, expectedSeq: expected) {
+                deleted.append(deletion.name)
+                commit.addDeletion(name: deletion.name)
+                try db.addTombstone(zoneRowID: zone.rowID, name: deletion.name, seq: seq, authorID: me, label: label, time: now)
+            } else if let server = try self.session.reader.fetchRow(db, zone: zone, name: deletion.name) {
+                failures[deletion.name] = StoreError(.serverRecordChanged, "record '\(deletion.name)' changed since change tag \(deletion.changeTag ?? "?"); fetch it and retry", serverRecord: server)
+            } else {
+                failures[deletion.name] = StoreError(.unknownItem, "no record '\(deletion.name)' in zone '\(zoneID.name)'")
             }
+        }
+        return deleted
+    }
 
-            var deleted = [String]()
-            for (deletion, expected) in zip(deletions, deleteSeqs) {
-                if try db.deleteRecord(zoneRowID: zone.rowID, name: deletion.name, expectedSeq: expected) {
-                    deleted.append(deletion.name)
-                    commit.addDeletion(name: deletion.name)
-                    try db.addTombstone(zoneRowID: zone.rowID, name: deletion.name, seq: seq, authorID: me, label: authorLabel, time: now)
-                } else if let server = try self.session.reader.fetchRow(db, zone: zone, name: deletion.name) {
-                    failures[deletion.name] = StoreError(.serverRecordChanged, "record '\(deletion.name)' changed since change tag \(deletion.changeTag ?? "?"); fetch it and retry", serverRecord: server)
-                } else {
-                    failures[deletion.name] = StoreError(.unknownItem, "no record '\(deletion.name)' in zone '\(zoneID.name)'")
-                }
+    /// Checks the parents the batch sets or changes, adding a failure for each that is wrong.
+    private static func checkParents(of saved: [Record], _ db: any StorageTransaction, zone: ZoneRow, priorParents: [String: String?],
+                                     failures: inout [String: StoreError]) throws {
+        // A parent set or changed by this batch must be a record of the zone once the batch is
+        // applied (CloudKit's `.referenceViolation`), and must not make a record its own
+        // ancestor. A parent already stored is not checked again: it may since have been
+        // deleted, or stayed behind when its child moved to a shared zone.
+        var acyclic = Set<String>()
+        // What the checks below read, said at once (a backend that reads across a network
+        // fetches it together).
+        let checked = saved.indices.compactMap { i in saved[i].parent.flatMap { priorParents[saved[i].name] != .some($0) ? (saved[i].name, $0) : nil } }
+        if !checked.isEmpty {
+            try db.prefetchParentChecks(zoneRowID: zone.rowID, children: checked.map(\.0), parents: checked.map(\.1))
+        }
+        for i in saved.indices { // by index: a `for record in saved` copies each record
+            guard let parent = saved[i].parent, priorParents[saved[i].name] != .some(parent) else { continue }
+            let name = saved[i].name
+            if let failure = try Self.parentFailure(db, zone: zone, name: name, parent: parent, acyclic: &acyclic) {
+                failures[name] = failure
             }
-
-            // A parent set or changed by this batch must be a record of the zone once the batch is
-            // applied (CloudKit's `.referenceViolation`), and must not make a record its own
-            // ancestor. A parent already stored is not checked again: it may since have been
-            // deleted, or stayed behind when its child moved to a shared zone.
-            var acyclic = Set<String>()
-            // What the checks below read, said at once (a backend that reads across a network
-            // fetches it together).
-            let checked = saved.indices.compactMap { i in saved[i].parent.flatMap { priorParents[saved[i].name] != .some($0) ? (saved[i].name, $0) : nil } }
-            if !checked.isEmpty {
-                try db.prefetchParentChecks(zoneRowID: zone.rowID, children: checked.map(\.0), parents: checked.map(\.1))
-            }
-            for i in saved.indices { // by index: a `for record in saved` copies each record
-                guard let parent = saved[i].parent, priorParents[saved[i].name] != .some(parent) else { continue }
-                let name = saved[i].name
-                if let failure = try Self.parentFailure(db, zone: zone, name: name, parent: parent, acyclic: &acyclic) {
-                    failures[name] = failure
-                }
-            }
-
-            if !failures.isEmpty {
-                // Atomic: nothing of the batch is kept. A lone failure is reported as itself.
-                if total == 1, let only = failures.values.first { throw only }
-                let names = failures.keys.sorted()
-                throw StoreError(.partialFailure, "\(failures.count) of \(total) records failed (\(names.prefix(5).joined(separator: ", "))\(names.count > 5 ? ", …" : "")); nothing was saved",
-                                 partialErrors: failures)
-            }
-            try commit.write(db, session: session, zone: zone, log: &log, kind: .commit, label: authorLabel, time: now)
-            return ModifyResult(saved: saved, deleted: deleted)
         }
     }
 

@@ -56,10 +56,8 @@ extension ShareService {
                     let stamp = VersionStamp(name: record.name, type: record.recordType, parent: record.parent, seq: seq, epoch: epoch,
                                              membershipSeq: state.ownerSeq, creatorID: old.creatorID ?? me, modifierID: me,
                                              created: old.created?.timeIntervalSince1970 ?? now, modified: now)
-                    let version = RecordSealer.seal(stamp, plain: prepared.plain, plainTypes: prepared.plainTypes,
-                                                    sealedPlaintext: prepared.sealedPlaintext, key: key, zone: target)
-                    try db.insertRecord(version, zoneRowID: target.rowID)
-                    added.addRecord(version.digest, name: record.name)
+                    try self.session.writer.storeVersion(db, zone: target, stamp: stamp, plain: prepared.plain, plainTypes: prepared.plainTypes,
+                                                         sealedPlaintext: prepared.sealedPlaintext, key: key, replacing: false, into: &added)
                     _ = try db.deleteRecord(zoneRowID: source.rowID, name: record.name, expectedSeq: nil)
                     removed.addDeletion(name: record.name)
                     try db.removeTombstone(zoneRowID: target.rowID, name: record.name)

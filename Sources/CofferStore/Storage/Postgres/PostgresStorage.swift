@@ -112,6 +112,8 @@ final class PostgresStorage: SnapshotDriver {
     typealias Fetched = StorageSnapshot.Tables<RowValues>
 
     private static func fetch(_ need: StorageSnapshot.Need, _ tx: PostgresTransaction, into f: inout Fetched) async throws {
+        // Kept as one function: a switch with one query per kind of read (`StorageSnapshot.Need`), listed
+        // together so that a new kind is added beside the others, as in `SQLiteSnapshotDriver`.
         switch need {
         case .zone(let id):
             guard let row = try await tx.query("SELECT id, uid, sequence, created_at, compacted_seq FROM zone WHERE owner_id = \(id.ownerID) AND name = \(id.name)").first else {
@@ -617,7 +619,7 @@ final class PostgresStorage: SnapshotDriver {
     }
 
     /// Inserts new rows in one statement (their columns as arrays, `unnest`ed); every one must
-    /// be new.
+    /// be new. With the `UPDATE` of `.replaceRecord`, the only SQL that writes a record row here.
     private static func insertRecords(_ versions: [SealedVersion], zoneRowID: Int64, _ tx: PostgresTransaction) async throws {
         let stamps = versions.map(\.stamp)
         let sql = """
@@ -672,6 +674,8 @@ final class PostgresStorage: SnapshotDriver {
     }
 
     private static func apply(_ write: StorageSnapshot.Write, _ tx: PostgresTransaction) async throws {
+        // Kept as one function: a switch with one statement per kind of write (`StorageSnapshot.Write`),
+        // listed together so that a new kind is added beside the others, as in `SQLiteSnapshotDriver`.
         switch write {
         case .insertZone(let rowID, let uid, let id, let created):
             try expectRow(try await tx.query("""
@@ -720,30 +724,18 @@ final class PostgresStorage: SnapshotDriver {
         case .dropFieldSchema(let zone, let type, let field):
             try expectRow(try await tx.query("DELETE FROM field_schema WHERE zone_id = \(zone) AND record_type = \(type) AND field = \(field) RETURNING field"))
         case .insertRecord(let zone, let version):
-            let v = version.stamp
-            try expectRow(try await tx.query("""
-                INSERT INTO record (zone_id, name, type, parent, plain, sealed, epoch, seq, membership_seq, creator_id, modifier_id, created_at, modified_at)
-                VALUES (\(zone), \(v.name), \(v.type), \(v.parent), \(String(decoding: version.plain, as: UTF8.self)), \(version.sealed.map { Data($0) }),
-                        \(v.epoch), \(v.seq), \(v.membershipSeq), \(v.creatorID), \(v.modifierID), \(v.created), \(v.modified))
-                ON CONFLICT (zone_id, name) DO NOTHING RETURNING id
-                """))
+            try await insertRecords([version], zoneRowID: zone, tx)
         case .replaceRecord(let zone, let version, let storedSeq, let keep):
+            // With `keep`, the row keeps its stored creator and creation time.
             let v = version.stamp
             let plain = String(decoding: version.plain, as: UTF8.self), sealed = version.sealed.map { Data($0) }
-            if keep {
-                try expectRow(try await tx.query("""
-                    UPDATE record SET parent = \(v.parent), plain = \(plain), sealed = \(sealed), epoch = \(v.epoch), seq = \(v.seq),
-                        membership_seq = \(v.membershipSeq), modifier_id = \(v.modifierID), modified_at = \(v.modified)
-                    WHERE zone_id = \(zone) AND name = \(v.name) AND type = \(v.type) AND seq = \(storedSeq) RETURNING id
-                    """))
-            } else {
-                try expectRow(try await tx.query("""
-                    UPDATE record SET parent = \(v.parent), plain = \(plain), sealed = \(sealed), epoch = \(v.epoch), seq = \(v.seq),
-                        membership_seq = \(v.membershipSeq), creator_id = \(v.creatorID), modifier_id = \(v.modifierID),
-                        created_at = \(v.created), modified_at = \(v.modified)
-                    WHERE zone_id = \(zone) AND name = \(v.name) AND type = \(v.type) AND seq = \(storedSeq) RETURNING id
-                    """))
-            }
+            let creator: String? = keep ? nil : v.creatorID, created: Double? = keep ? nil : v.created
+            try expectRow(try await tx.query("""
+                UPDATE record SET parent = \(v.parent), plain = \(plain), sealed = \(sealed), epoch = \(v.epoch), seq = \(v.seq),
+                    membership_seq = \(v.membershipSeq), modifier_id = \(v.modifierID), modified_at = \(v.modified),
+                    creator_id = coalesce(\(creator), creator_id), created_at = coalesce(\(created), created_at)
+                WHERE zone_id = \(zone) AND name = \(v.name) AND type = \(v.type) AND seq = \(storedSeq) RETURNING id
+                """))
         case .deleteRecord(let zone, let name, let storedSeq):
             try expectRow(try await tx.query("DELETE FROM record WHERE zone_id = \(zone) AND name = \(name) AND seq = \(storedSeq) RETURNING id"))
         case .addTombstone(let zone, let name, let seq, let author, let label, let time):

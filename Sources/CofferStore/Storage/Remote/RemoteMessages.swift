@@ -261,6 +261,8 @@ package enum RemoteAPI {
     /// The paths of every key in the JSON text `data` whose value is not null (`.a.b[].c`), or
     /// nil when it is not JSON this scan reads (which a decoder took: so never, in practice).
     package static func keyPaths(_ data: Data) -> Set<[UInt8]>? {
+        // Kept as one function: one scan of the JSON bytes, a state machine whose states share the cursor and
+        // the path being built.
         data.withUnsafeBytes { raw -> Set<[UInt8]>? in
             let p = raw.bindMemory(to: UInt8.self)
             var i = 0, paths = Set<[UInt8]>(), path = [UInt8]()

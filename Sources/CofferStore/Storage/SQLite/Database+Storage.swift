@@ -349,23 +349,15 @@ extension GRDB.Database: StorageTransaction {
     }
 
     func insertRecord(_ version: SealedVersion, zoneRowID: Int64) throws {
-        let v = version.stamp
-        try cachedStatement(sql: """
-            INSERT INTO record (zone_id, name, type, parent, plain, sealed, epoch, seq, membership_seq, creator_id, modifier_id, created_at, modified_at)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-            """).execute(arguments: [zoneRowID, v.name, v.type, v.parent, String(decoding: version.plain, as: UTF8.self),
-                                     version.sealed.map { Data($0) }, v.epoch, v.seq, v.membershipSeq, v.creatorID, v.modifierID,
-                                     v.created, v.modified])
+        let inserted = try SQLiteRecordWriter.with(self, zoneRowID: zoneRowID, authorID: version.stamp.modifierID) { try $0.insertIfAbsent(version) }
+        guard inserted else { throw StoreError(.internalError, "record '\(version.stamp.name)' could not be written: the zone has a record of that name") }
     }
 
     func replaceRecord(_ version: SealedVersion, zoneRowID: Int64) throws {
-        let v = version.stamp
-        try cachedStatement(sql: """
-            UPDATE record SET parent = ?, plain = ?, sealed = ?, epoch = ?, seq = ?, membership_seq = ?, creator_id = ?, modifier_id = ?,
-                created_at = ?, modified_at = ? WHERE zone_id = ? AND name = ? AND type = ?
-            """).execute(arguments: [v.parent, String(decoding: version.plain, as: UTF8.self), version.sealed.map { Data($0) }, v.epoch,
-                                     v.seq, v.membershipSeq, v.creatorID, v.modifierID, v.created, v.modified, zoneRowID, v.name, v.type])
-        guard changesCount == 1 else { throw StoreError(.internalError, "record '\(v.name)' could not be rewritten") }
+        let replaced = try SQLiteRecordWriter.with(self, zoneRowID: zoneRowID, authorID: version.stamp.modifierID) {
+            try $0.update(version, expectedSeq: nil, keepingCreator: false)
+        }
+        guard replaced != nil else { throw StoreError(.internalError, "record '\(version.stamp.name)' could not be rewritten") }
     }
 
     func deleteRecord(zoneRowID: Int64, name: String, expectedSeq: Int64?) throws -> Bool {

@@ -132,6 +132,8 @@ package final class SQLiteSnapshotDriver: SnapshotDriver {
     }
 
     private static func fetch(_ need: StorageSnapshot.Need, _ db: Database, into f: inout StorageSnapshot.Tables<StoredRow>) throws {
+        // Kept as one function: a switch with one query per kind of read (`StorageSnapshot.Need`), listed
+        // together so that a new kind is added beside the others, as in `PostgresStorage`.
         switch need {
         case .zone(let id):
             guard let zone = try db.zoneRow(id) else {
@@ -378,24 +380,13 @@ package final class SQLiteSnapshotDriver: SnapshotDriver {
             try db.deleteFieldSchema(zoneRowID: zone, recordType: type, field: field)
             guard db.changesCount == 1 else { throw SnapshotConflict() }
         case .insertRecord(let zone, let version):
-            try db.insertRecord(version, zoneRowID: zone)
+            let inserted = try SQLiteRecordWriter.with(db, zoneRowID: zone, authorID: version.stamp.modifierID) { try $0.insertIfAbsent(version) }
+            guard inserted else { throw SnapshotConflict() }
         case .replaceRecord(let zone, let version, let storedSeq, let keep):
-            let v = version.stamp
-            let plain = String(decoding: version.plain, as: UTF8.self), sealed = version.sealed.map { Data($0) }
-            if keep {
-                try db.execute(sql: """
-                    UPDATE record SET parent = ?, plain = ?, sealed = ?, epoch = ?, seq = ?, membership_seq = ?, modifier_id = ?, modified_at = ?
-                    WHERE zone_id = ? AND name = ? AND type = ? AND seq = ?
-                    """, arguments: [v.parent, plain, sealed, v.epoch, v.seq, v.membershipSeq, v.modifierID, v.modified, zone, v.name, v.type, storedSeq])
-            } else {
-                try db.execute(sql: """
-                    UPDATE record SET parent = ?, plain = ?, sealed = ?, epoch = ?, seq = ?, membership_seq = ?, creator_id = ?, modifier_id = ?,
-                        created_at = ?, modified_at = ?
-                    WHERE zone_id = ? AND name = ? AND type = ? AND seq = ?
-                    """, arguments: [v.parent, plain, sealed, v.epoch, v.seq, v.membershipSeq, v.creatorID, v.modifierID, v.created, v.modified,
-                                     zone, v.name, v.type, storedSeq])
+            let replaced = try SQLiteRecordWriter.with(db, zoneRowID: zone, authorID: version.stamp.modifierID) {
+                try $0.update(version, expectedSeq: storedSeq, keepingCreator: keep)
             }
-            guard db.changesCount == 1 else { throw SnapshotConflict() }
+            guard replaced != nil else { throw SnapshotConflict() }
         case .deleteRecord(let zone, let name, let storedSeq):
             guard try db.deleteRecord(zoneRowID: zone, name: name, expectedSeq: storedSeq) else { throw SnapshotConflict() }
         case .addTombstone(let zone, let name, let seq, let author, let label, let time):
