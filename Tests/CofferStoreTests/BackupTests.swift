@@ -65,6 +65,44 @@ struct BackupTests {
         }
     }
 
+    @Test("a backup sealed by its user whose zone's log does not start with its genesis (cut before it, or a first entry that does not decode) is refused as damaged, before anything is written")
+    func logWithoutGenesisIsDamaged() async throws {
+        try await withStore { f in
+            let notes = try await f.db.createZone(named: "Notes")
+            _ = try await f.db.save(makeRecord("Note", "a", in: notes, plain: ["title": .string("x")]))
+            var backup = try await f.session.makeBackup()
+            let z = try #require(backup.zones.first)
+            #expect(z.log.count >= 2)
+            let first = z.log[0]
+            let garbled = StoredLogEntry(seq: first.seq, body: Array(first.body.prefix(12)), signature: first.signature,
+                                         entries: first.entries, names: first.names)
+            // Cut before its genesis: the file's own decoder refuses it, as entries out of order.
+            backup.zones[0] = ZoneCopy(id: z.id, uid: z.uid, created: z.created, log: Array(z.log.dropFirst()), wrappedKeys: z.wrappedKeys,
+                                       chainedKeys: z.chainedKeys, link: z.link, members: z.members, shareUID: z.shareUID, schema: z.schema,
+                                       tombstones: z.tombstones, rows: z.rows)
+            let cut = await expectStoreError(.integrityFailure) { _ = try Backup(sealed: try backup.sealed(by: f.vault), vault: f.vault) }
+            #expect(cut?.message.contains("out of order") == true, "\(String(describing: cut))")
+            // At position 1, an entry that does not decode, or the next entry's bytes (which say
+            // position 2): the restore refuses them.
+            let second = z.log[1]
+            let moved = StoredLogEntry(seq: first.seq, body: second.body, signature: second.signature, entries: second.entries, names: second.names)
+            for log in [[garbled] + z.log.dropFirst(), [moved] + z.log.dropFirst()] {
+                let reason = "has no readable first log entry"
+                backup.zones[0] = ZoneCopy(id: z.id, uid: z.uid, created: z.created, log: log, wrappedKeys: z.wrappedKeys, chainedKeys: z.chainedKeys,
+                                           link: z.link, members: z.members, shareUID: z.shareUID, schema: z.schema, tombstones: z.tombstones, rows: z.rows)
+                let reopened = try Backup(sealed: try backup.sealed(by: f.vault), vault: f.vault)
+                try await withTemporaryFolder { folder in
+                    let target = try Store(path: folder.appendingPathComponent("restored.sqlite").path)
+                    let session = try target.session(vault: f.vault)
+                    let error = await expectStoreError(.integrityFailure) { _ = try await session.restore(reopened, resettingMarks: true) }
+                    #expect(error?.message.contains("the backup is damaged") == true && error?.message.contains(reason) == true,
+                            "\(String(describing: error))")
+                    #expect(try await !target.localStorage(for: "a test").hasZones(), "a zone was written")
+                }
+            }
+        }
+    }
+
     @Test("every byte of the file is covered: a change anywhere, a cut, or bytes added, is refused")
     func everyByte() async throws {
         try await withStore { f in

@@ -100,7 +100,7 @@ struct ChangeTokenTests {
         String(repeating: "A", count: 600),
     ])
     func malformed(_ text: String) {
-        let error = signedExpectErrorSync(.invalidArguments) { try ChangeToken(string: text) }
+        let error = expectStoreErrorSync(.invalidArguments) { try ChangeToken(string: text) }
         #expect(error?.message.hasPrefix("not a change token") == true, "\(error?.message ?? "")")
     }
 
@@ -111,13 +111,13 @@ struct ChangeTokenTests {
             for token in [mid, end] {
                 let bytes = try #require(signedBase64URLDecode(token.string))
                 for length in 0..<bytes.count {
-                    signedExpectErrorSync(.invalidArguments, "\(length) of \(bytes.count) bytes") {
+                    expectStoreErrorSync(.invalidArguments, "\(length) of \(bytes.count) bytes") {
                         try ChangeToken(string: signedBase64URL(Array(bytes.prefix(length))))
                     }
                 }
                 // Characters dropped from the string.
                 for drop in 1...3 {
-                    signedExpectErrorSync(.invalidArguments, "\(drop) characters dropped") {
+                    expectStoreErrorSync(.invalidArguments, "\(drop) characters dropped") {
                         try ChangeToken(string: String(token.string.dropLast(drop)))
                     }
                 }
@@ -148,14 +148,14 @@ struct ChangeTokenTests {
             var longScope = good; longScope.scope = row.uid + [0]; cases.append(("17-byte scope", longScope))
 
             for (label, token) in cases {
-                let error = signedExpectErrorSync(.invalidArguments, "\(label)") { try ChangeToken(string: token.string) }
+                let error = expectStoreErrorSync(.invalidArguments, "\(label)") { try ChangeToken(string: token.string) }
                 #expect(error?.message.hasPrefix("not a change token") == true, "\(label): \(error?.message ?? "")")
             }
             // Padding and the standard alphabet are not the canonical form.
             let canonical = good.string
-            signedExpectErrorSync(.invalidArguments) { try ChangeToken(string: canonical + "=") }
-            signedExpectErrorSync(.invalidArguments) { try ChangeToken(string: canonical + "\n") }
-            signedExpectErrorSync(.invalidArguments) { try ChangeToken(string: " " + canonical) }
+            expectStoreErrorSync(.invalidArguments) { try ChangeToken(string: canonical + "=") }
+            expectStoreErrorSync(.invalidArguments) { try ChangeToken(string: canonical + "\n") }
+            expectStoreErrorSync(.invalidArguments) { try ChangeToken(string: " " + canonical) }
             _ = zone
         }
     }
@@ -169,18 +169,18 @@ struct ChangeTokenTests {
 
             // A zone token as a database token, and the reverse.
             for token in [mid, end] {
-                await signedExpectError(.invalidArguments) { try await h.ownerDB.databaseChanges(since: token) }
-                await signedExpectError(.invalidArguments) { try await h.owner.sharedDatabase.databaseChanges(since: token) }
+                await expectStoreError(.invalidArguments) { try await h.ownerDB.databaseChanges(since: token) }
+                await expectStoreError(.invalidArguments) { try await h.owner.sharedDatabase.databaseChanges(since: token) }
             }
-            await signedExpectError(.invalidArguments) { try await h.ownerDB.changes(in: zone, since: privateToken) }
-            await signedExpectError(.invalidArguments) { try await h.ownerDB.changes(in: zone, since: sharedToken) }
+            await expectStoreError(.invalidArguments) { try await h.ownerDB.changes(in: zone, since: privateToken) }
+            await expectStoreError(.invalidArguments) { try await h.ownerDB.changes(in: zone, since: sharedToken) }
             // Private and shared database tokens are not interchangeable.
-            await signedExpectError(.invalidArguments) { try await h.owner.sharedDatabase.databaseChanges(since: privateToken) }
-            await signedExpectError(.invalidArguments) { try await h.ownerDB.databaseChanges(since: sharedToken) }
+            await expectStoreError(.invalidArguments) { try await h.owner.sharedDatabase.databaseChanges(since: privateToken) }
+            await expectStoreError(.invalidArguments) { try await h.ownerDB.databaseChanges(since: sharedToken) }
             // Another user's database token.
             let bob = try await h.newUser("Bob", "bob@example.com")
-            await signedExpectError(.invalidArguments) { try await bob.privateDatabase.databaseChanges(since: privateToken) }
-            await signedExpectError(.invalidArguments) { try await bob.sharedDatabase.databaseChanges(since: sharedToken) }
+            await expectStoreError(.invalidArguments) { try await bob.privateDatabase.databaseChanges(since: privateToken) }
+            await expectStoreError(.invalidArguments) { try await bob.sharedDatabase.databaseChanges(since: sharedToken) }
 
             // Another store: the same user and a zone of the same name there.
             let otherStore = try Store(path: h.folder.appendingPathComponent("other.sqlite").path)
@@ -188,10 +188,10 @@ struct ChangeTokenTests {
             let otherZone = try await other.privateDatabase.createZone(named: "Notes")
             #expect(otherZone == zone)
             _ = try await other.privateDatabase.save(signedNote("x", in: otherZone))
-            await signedExpectError(.invalidArguments) { try await other.privateDatabase.changes(in: otherZone, since: end) }
-            await signedExpectError(.invalidArguments) { try await other.privateDatabase.databaseChanges(since: privateToken) }
+            await expectStoreError(.invalidArguments) { try await other.privateDatabase.changes(in: otherZone, since: end) }
+            await expectStoreError(.invalidArguments) { try await other.privateDatabase.databaseChanges(since: privateToken) }
             let otherToken = try await other.privateDatabase.changes(in: otherZone, since: nil).token
-            await signedExpectError(.invalidArguments) { try await h.ownerDB.changes(in: zone, since: otherToken) }
+            await expectStoreError(.invalidArguments) { try await h.ownerDB.changes(in: zone, since: otherToken) }
         }
     }
 
@@ -200,11 +200,11 @@ struct ChangeTokenTests {
         try await SignedHarness.run { h in
             let (zone, _, mid, end) = try await Self.setUp(h)
             try await h.ownerDB.deleteZone(zone)
-            await signedExpectError(.zoneNotFound) { try await h.ownerDB.changes(in: zone, since: end) }
+            await expectStoreError(.zoneNotFound) { try await h.ownerDB.changes(in: zone, since: end) }
             let again = try await h.ownerDB.createZone(named: "Notes")
             #expect(again == zone)
             for token in [mid, end] {
-                let error = await signedExpectError(.zoneNotFound) { try await h.ownerDB.changes(in: again, since: token) }
+                let error = await expectStoreError(.zoneNotFound) { try await h.ownerDB.changes(in: again, since: token) }
                 #expect(error?.message.contains("no longer exists") == true, "\(error?.message ?? "")")
             }
             // The new zone's feed starts afresh.
@@ -247,7 +247,7 @@ struct ChangeTokenTests {
             #expect(try h.sql { db in try Int64.fetchOne(db, sql: "SELECT compacted_seq FROM zone WHERE id = ?", arguments: [rowID]) } == 5)
 
             for old in [t2, t3, midCommit3] {
-                let error = await signedExpectError(.changeTokenExpired) { try await db.changes(in: zone, since: old) }
+                let error = await expectStoreError(.changeTokenExpired) { try await db.changes(in: zone, since: old) }
                 #expect(error?.message.contains("afresh") == true)
             }
             let fromT4 = try await db.changes(in: zone, since: t4)
@@ -264,14 +264,14 @@ struct ChangeTokenTests {
 
             // A token from the future is expired too.
             let future = ChangeToken(kind: .zone, storeID: h.store.storeID, scopeID: t4.scopeID, seq: 8, name: nil)
-            await signedExpectError(.changeTokenExpired) { try await db.changes(in: zone, since: future) }
+            await expectStoreError(.changeTokenExpired) { try await db.changes(in: zone, since: future) }
 
             // Compacting to an older horizon changes nothing; past the end, it stops at the last commit.
             #expect(try await db.compactHistory(of: zone, through: 2) == 0)
             #expect(try await db.changes(in: zone, since: t4).deleted.map(\.name) == ["b"])
             #expect(try await db.compactHistory(of: zone, through: 1_000) == 1)
             #expect(try tombstones().isEmpty)
-            await signedExpectError(.changeTokenExpired) { try await db.changes(in: zone, since: t5) }
+            await expectStoreError(.changeTokenExpired) { try await db.changes(in: zone, since: t5) }
             let latest = try await db.changes(in: zone, since: all.token)
             #expect(latest.changed.isEmpty && latest.deleted.isEmpty)
             // Records and commits are kept: every record still reads and verifies.
@@ -287,7 +287,7 @@ struct ChangeTokenTests {
             let current = try await h.ownerDB.databaseChanges(since: nil).token
             let future = ChangeToken(kind: .privateDatabase, storeID: h.store.storeID, scopeID: ChangeToken.userScope(h.owner.userID),
                                      seq: current.seq + 10, name: nil)
-            await signedExpectError(.changeTokenExpired) { try await h.ownerDB.databaseChanges(since: future) }
+            await expectStoreError(.changeTokenExpired) { try await h.ownerDB.databaseChanges(since: future) }
             let same = ChangeToken(kind: .privateDatabase, storeID: h.store.storeID, scopeID: ChangeToken.userScope(h.owner.userID),
                                    seq: current.seq, name: nil)
             #expect(try await h.ownerDB.databaseChanges(since: same).changed.isEmpty)
@@ -301,7 +301,7 @@ struct ChangeTokenTests {
             let bob = try await h.newUser("Bob", "bob@example.com")
             try await h.share(zone, with: [(bob, .readWrite)])
             try await bob.sharedDatabase.delete(recordNamed: "n1", in: zone)
-            await signedExpectError(.permissionFailure) { try await bob.sharedDatabase.compactHistory(of: zone, through: 2) }
+            await expectStoreError(.permissionFailure) { try await bob.sharedDatabase.compactHistory(of: zone, through: 2) }
             #expect(try await h.ownerDB.changes(in: zone, since: nil).deleted.map(\.name) == ["n1"])
         }
     }

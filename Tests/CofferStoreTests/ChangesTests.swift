@@ -234,7 +234,7 @@ struct ChangesTests {
     func badLimit(_ backend: TestBackend, _ limit: Int) async throws {
         try await SignedHarness.run(backend) { h in
             let zone = try await h.ownerDB.createZone(named: "Notes")
-            await signedExpectError(.invalidArguments) { try await h.ownerDB.changes(in: zone, since: nil, limit: limit) }
+            await expectStoreError(.invalidArguments) { try await h.ownerDB.changes(in: zone, since: nil, limit: limit) }
         }
     }
 
@@ -243,11 +243,11 @@ struct ChangesTests {
         try await SignedHarness.run(backend) { h in
             let zone = try await h.ownerZone(notes: ["n1"])
             let mallory = try await h.newUser("Mallory", "mallory@example.com")
-            await signedExpectError(.zoneNotFound) { try await mallory.sharedDatabase.changes(in: zone, since: nil) }
+            await expectStoreError(.zoneNotFound) { try await mallory.sharedDatabase.changes(in: zone, since: nil) }
             let bob = try await h.newUser("Bob", "bob@example.com")
             _ = try await h.owner.share(zone: zone)
             _ = try await h.owner.addParticipant(bob.userID, permission: .readOnly, to: zone)
-            await signedExpectError(.permissionFailure) { try await bob.sharedDatabase.changes(in: zone, since: nil) } // not accepted
+            await expectStoreError(.permissionFailure) { try await bob.sharedDatabase.changes(in: zone, since: nil) } // not accepted
         }
     }
 
@@ -311,10 +311,10 @@ struct ChangesTests {
             let zone = try await h.ownerDB.createZone(named: "Notes")
             var db = h.ownerDB
             db.transactionAuthor = "bad\nlabel"
-            await signedExpectError(.invalidArguments) { try await db.save(signedNote("x", in: zone)) }
+            await expectStoreError(.invalidArguments) { try await db.save(signedNote("x", in: zone)) }
             db.transactionAuthor = String(repeating: "é", count: 128) // 256 bytes
-            await signedExpectError(.invalidArguments) { try await db.delete(recordNamed: "x", in: zone) }
-            await signedExpectError(.invalidArguments) { try await db.modify(saving: [signedNote("x", in: zone)], in: zone) }
+            await expectStoreError(.invalidArguments) { try await db.delete(recordNamed: "x", in: zone) }
+            await expectStoreError(.invalidArguments) { try await db.modify(saving: [signedNote("x", in: zone)], in: zone) }
             #expect(try await h.commitCount(zone) == 0)
             let longest = String(repeating: "é", count: 127) + "z" // 255 bytes
             db.transactionAuthor = longest

@@ -18,33 +18,10 @@ extension ServerHostileTests {
         try await withServer(.sqlite) { fixture in
             let scene = try await Scene.make(fixture)
             let path = try #require(fixture.storePath)
-            for session in [scene.alice.session, scene.carol.session] {
-                _ = try await session.database(for: scene.family).record(named: "n1", in: scene.family)
-                try session.saveMarks()
-            }
             let familyRow = try await scene.head(scene.alice.session, scene.family).row
             let carolID = scene.carol.vault.identity.userID
-            #expect(await fixture.server.stop().status == 0)
-            let copy = path + ".copy"
-            for suffix in ["", "-wal"] where FileManager.default.fileExists(atPath: path + suffix) {
-                try FileManager.default.copyItem(atPath: path + suffix, toPath: copy + suffix)
-            }
-            // Alice commits on the server's store; it keeps the copy from before.
-            let first = try await fixture.secondInstance()
-            var a = Record(type: "Note", name: "a", zone: scene.family)
-            a.encryptedValues["body"] = "Alice's branch"
-            let aliceSession = try await fixture.client(scene.alice.vault, server: first).openSession(vault: scene.alice.vault)
-            _ = try await aliceSession.privateDatabase.save(a)
-            try aliceSession.saveMarks()
-            let aliceHeads = try await aliceSession.verifiedHeads()
-            await first.stop()
-            try FileManager.default.removeItem(atPath: path)
-            for suffix in ["-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
-            for suffix in ["", "-wal"] where FileManager.default.fileExists(atPath: copy + suffix) {
-                try FileManager.default.moveItem(atPath: copy + suffix, toPath: path + suffix)
-            }
+            let (aliceHeads, second) = try await Self.forkAfterAliceCommits(fixture, scene, storePath: path)
             // Carol commits on the copy: the zone forked.
-            let second = try await fixture.secondInstance()
             do {
                 let carolSession = try await fixture.client(scene.carol.vault, server: second).openSession(vault: scene.carol.vault)
                 var c = Record(type: "Note", name: "c", zone: scene.family)

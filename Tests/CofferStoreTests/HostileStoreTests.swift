@@ -157,9 +157,9 @@ struct HostileStoreTests {
                 #expect(db.changesCount == 1)
             }
             let db = shared ? try await s.fresh(victim).sharedDatabase : try await s.fresh(victim).privateDatabase
-            let error = await shareExpectError(.integrityFailure) { try await db.save(shareNote("after", in: zone, body: "never sealed")) }
+            let error = await expectStoreError(.integrityFailure) { try await db.save(shareNote("after", in: zone, body: "never sealed")) }
             #expect(error?.message.contains("not the one its owner committed to") == true, "\(error?.message ?? "")")
-            await shareExpectError(.integrityFailure) { try await db.record(named: "n1", in: zone) }
+            await expectStoreError(.integrityFailure) { try await db.record(named: "n1", in: zone) }
             try s.expectNothingSealedUnder(injected)
             try await s.expectAuditFinding(zone, as: s.fresh(victim), [.key])
             if shared { #expect(shareBody(try await s.fresh(s.alice).privateDatabase.record(named: "n1", in: zone)) == "body of n1") }
@@ -175,7 +175,7 @@ struct HostileStoreTests {
                 try db.execute(sql: "UPDATE zone_key SET wrapped_key = ? WHERE zone_id = ? AND member_id = ?",
                                arguments: [Data(SecureRandom.bytes(count: 108)), rid, s.bob.userID])
             }
-            let error = await shareExpectError(.integrityFailure) { try await s.fresh(s.bob).sharedDatabase.record(named: "n1", in: zone) }
+            let error = await expectStoreError(.integrityFailure) { try await s.fresh(s.bob).sharedDatabase.record(named: "n1", in: zone) }
             #expect(error?.message.contains("does not open") == true, "\(error?.message ?? "")")
             try await s.expectAuditFinding(zone, as: s.fresh(s.bob), [.key])
         }
@@ -196,7 +196,7 @@ struct HostileStoreTests {
                 let link = Envelope.seal(substitute.bytes, using: current, keyID: 2, authenticating: KeyRing.chainAD(zoneUID: row.uid, epoch: 1))
                 try db.execute(sql: "UPDATE zone_key_chain SET sealed_key = ? WHERE zone_id = ? AND epoch = 1", arguments: [Data(link.bytes), row.rowID])
             }
-            let error = await shareExpectError(.integrityFailure) { try await s.fresh(s.alice).privateDatabase.record(named: "n1", in: zone) }
+            let error = await expectStoreError(.integrityFailure) { try await s.fresh(s.alice).privateDatabase.record(named: "n1", in: zone) }
             #expect(error?.message.contains("not the one its owner committed to") == true, "\(error?.message ?? "")")
             try await s.expectAuditFinding(zone, as: s.fresh(s.alice), [.record])
         }
@@ -246,13 +246,13 @@ struct HostileStoreTests {
         try await Scene.run { s in
             let zone = try await s.sharedZone()
             let future = ContactCard(vault: s.mallory.vault, created: Date().addingTimeInterval(86_400 * 365))
-            shareExpectErrorSync(.invalidArguments) { try s.f.store.addContact(future) }
+            expectStoreErrorSync(.invalidArguments) { try s.f.store.addContact(future) }
             // Stored by hand: the card does not count, so Mallory's entries cannot verify.
             try s.raw { db in
                 try db.execute(sql: "UPDATE contact SET card = ?, card_created = ? WHERE user_id = ?",
                                arguments: [future.jsonData(), future.created, s.mallory.userID])
             }
-            shareExpectErrorSync(.unknownItem) { try s.f.store.contact(matching: "mallory@example.com") }
+            expectStoreErrorSync(.unknownItem) { try s.f.store.contact(matching: "mallory@example.com") }
             try s.raw { db in try forgeCommit(db, zone: zone, signer: s.mallory, name: "m1", title: "mallory", body: nil) }
             let result = try await s.fresh(s.alice).privateDatabase.query(Query(recordType: "Note"), in: zone)
             #expect(result.refused.keys.contains("m1"))
@@ -277,7 +277,7 @@ struct HostileStoreTests {
                                        "boxKey": Data(other.publicKey.rawRepresentation).base64EncodedString(), "created": created,
                                        "signature": Data(signature).base64EncodedString()]
             let card = try ContactCard.verify(try JSONSerialization.data(withJSONObject: json))
-            let error = shareExpectErrorSync(.invalidArguments) { try s.f.store.addContact(card) }
+            let error = expectStoreErrorSync(.invalidArguments) { try s.f.store.addContact(card) }
             #expect(error?.message.contains("keeps its keys") == true, "\(error?.message ?? "")")
             #expect(try s.f.store.contact(matching: s.bob.userID).identity.boxKey == s.bob.vault.identity.boxKey)
         }
@@ -302,7 +302,7 @@ struct HostileStoreTests {
             }
             for reader in [s.alice, s.bob] {
                 let db = reader === s.alice ? try await s.fresh(reader).privateDatabase : try await s.fresh(reader).sharedDatabase
-                let error = await shareExpectError(.integrityFailure) { try await db.record(named: "by-carol", in: zone) }
+                let error = await expectStoreError(.integrityFailure) { try await db.record(named: "by-carol", in: zone) }
                 #expect(error?.message.contains("zone 'Family'") == true, "\(error?.message ?? "")")
                 await s.expectNoAttackerValue(zone, as: try await s.fresh(reader))
             }
@@ -324,8 +324,8 @@ struct HostileStoreTests {
                 try db.execute(sql: "DELETE FROM zone_log WHERE zone_id = ? AND seq > ?", arguments: [rid, before])
                 try forgeCommit(db, zone: zone, signer: s.carol, name: "by-carol", title: "mallory-style", body: nil)
             }
-            await shareExpectError(.integrityFailure) { try await s.fresh(s.alice).privateDatabase.record(named: "by-carol", in: zone) }
-            await shareExpectError(.integrityFailure) { try await s.fresh(s.alice).privateDatabase.save(shareNote("n3", in: zone)) }
+            await expectStoreError(.integrityFailure) { try await s.fresh(s.alice).privateDatabase.record(named: "by-carol", in: zone) }
+            await expectStoreError(.integrityFailure) { try await s.fresh(s.alice).privateDatabase.save(shareNote("n3", in: zone)) }
             try await s.expectAuditFinding(zone, as: s.fresh(s.alice), [.log])
         }
     }
@@ -340,7 +340,7 @@ struct HostileStoreTests {
             _ = try await s.alice.setPermission(.readOnly, for: s.carol.userID, in: zone)
             try s.raw { db in try forgeCommit(db, zone: zone, signer: s.carol, name: "by-carol", title: "mallory", body: nil) }
             let stranger = try s.forgetful(s.alice)
-            let error = await shareExpectError(.integrityFailure) { try await stranger.privateDatabase.record(named: "by-carol", in: zone) }
+            let error = await expectStoreError(.integrityFailure) { try await stranger.privateDatabase.record(named: "by-carol", in: zone) }
             #expect(error?.message.contains("has read-only permission") == true, "\(error?.message ?? "")")
             await s.expectNoAttackerValue(zone, as: stranger)
             try await s.expectAuditFinding(zone, as: stranger, [.log])
@@ -376,7 +376,7 @@ struct HostileStoreTests {
             }
             let headBefore = try s.head(zone)
             let rowsBefore = try s.raw { db in try Row.fetchAll(db, sql: "SELECT * FROM record WHERE zone_id = ? ORDER BY name", arguments: [id]) }
-            let error = await shareExpectError(.integrityFailure) { try await s.fresh(s.alice).rekey(zone: zone) }
+            let error = await expectStoreError(.integrityFailure) { try await s.fresh(s.alice).rekey(zone: zone) }
             #expect(error?.message.contains("record 'n1'") == true && error?.message.contains("before writing anything") == true,
                     "\(error?.message ?? "")")
             let headAfter = try s.head(zone)
@@ -412,7 +412,7 @@ struct HostileStoreTests {
                                arguments: StatementArguments(old.databaseValues))
             }
             let headBefore = try s.head(zone)
-            let error = await shareExpectError(.integrityFailure) { try await s.fresh(s.alice).rekey(zone: zone) }
+            let error = await expectStoreError(.integrityFailure) { try await s.fresh(s.alice).rekey(zone: zone) }
             let why = variant == "rolled back" ? "wrote a later one" : "was deleted by entry"
             #expect(error?.message.contains("record '\(name)'") == true && error?.message.contains(why) == true
                     && error?.message.contains("before writing anything") == true, "\(error?.message ?? "")")
@@ -522,7 +522,7 @@ struct HostileStoreTests {
                 #expect(db.changesCount == 1)
             }
             let reader = try await s.fresh(s.alice)
-            let error = await shareExpectError(.integrityFailure) { try await reader.privateDatabase.record(named: "i1", in: zone) }
+            let error = await expectStoreError(.integrityFailure) { try await reader.privateDatabase.record(named: "i1", in: zone) }
             #expect(error?.message.contains("record 'i1'") == true, "\(error?.message ?? "")")
             let result = try await reader.privateDatabase.query(Query(recordType: "Item"), in: zone)
             #expect(result.records.isEmpty && result.refused.keys.sorted() == ["i1"])
@@ -550,10 +550,10 @@ struct HostileStoreTests {
             let writer = try await s.fresh(s.alice)
             var second = CofferStore.Record(type: "Item", name: "i2", zone: zone)
             second.values[planted] = .string("v")
-            let error = await shareExpectError(.integrityFailure) { try await writer.privateDatabase.save(second) }
+            let error = await expectStoreError(.integrityFailure) { try await writer.privateDatabase.save(second) }
             #expect(error?.message.contains("Coffer does not write") == true, "\(error?.message ?? "")")
             #expect(error?.message.contains("\u{7}") == false)
-            await shareExpectError(.integrityFailure) { try await writer.privateDatabase.record(named: "i1", in: zone) }
+            await expectStoreError(.integrityFailure) { try await writer.privateDatabase.record(named: "i1", in: zone) }
             let count = try s.raw { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM record WHERE zone_id = ? AND name = 'i2'", arguments: [rid]) }
             #expect(count == 0)
         }
@@ -626,7 +626,7 @@ struct HostileStoreTests {
             #expect(!result.records.contains { $0.values["kind"] != .string("A") }, "\(result.records.map(\.name))")
             #expect(result.refused["r1"]?.message.contains("does not match the query") == true, "\(result.refused)")
             let sorted = Query(recordType: "Item", sort: [.init("kind")])
-            let error = await shareExpectError(.integrityFailure) { try await db.query(sorted, in: zone) }
+            let error = await expectStoreError(.integrityFailure) { try await db.query(sorted, in: zone) }
             #expect(error?.message.contains("out of order") == true, "\(error?.message ?? "")")
         }
     }
@@ -653,7 +653,7 @@ struct HostileStoreTests {
                 try db.execute(sql: "PRAGMA schema_version = \(version + 1)")
                 try db.execute(sql: "PRAGMA writable_schema = OFF")
             }
-            let error = await shareExpectError(.integrityFailure) { try await s.alice.privateDatabase.record(named: "n1", in: zone) }
+            let error = await expectStoreError(.integrityFailure) { try await s.alice.privateDatabase.record(named: "n1", in: zone) }
             #expect(error?.message.contains("record 'n1'") == true, "\(error?.message ?? "")")
             let fetched = try await s.alice.privateDatabase.records(named: ["n1"], in: zone)
             #expect(fetched.count == 1)
@@ -688,7 +688,7 @@ struct HostileStoreTests {
             _ = path
             for reader in [s.alice] + (shared ? [s.bob] : []) {
                 let db = reader === s.alice ? try await s.fresh(reader).privateDatabase : try await s.fresh(reader).sharedDatabase
-                let error = await shareExpectError(.integrityFailure) { try await db.record(named: "n1", in: zone) }
+                let error = await expectStoreError(.integrityFailure) { try await db.record(named: "n1", in: zone) }
                 #expect(error?.message.contains("zone 'Family'") == true || error?.message.contains("zone 'Private'") == true, "\(error?.message ?? "")")
                 #expect(error?.message.contains("rolled back") == true, "\(error?.message ?? "")")
             }
@@ -696,8 +696,8 @@ struct HostileStoreTests {
                 // Carol was demoted after the copy but never read since: she cannot know the
                 // demotion was dropped, and her client writes. Those who saw it refuse her write.
                 _ = try? await s.fresh(s.carol).sharedDatabase.save(shareNote("c9", in: zone, title: "mallory"))
-                await shareExpectError(.integrityFailure) { try await s.fresh(s.alice).privateDatabase.record(named: "c9", in: zone) }
-                await shareExpectError(.integrityFailure) { try await s.fresh(s.bob).sharedDatabase.record(named: "c9", in: zone) }
+                await expectStoreError(.integrityFailure) { try await s.fresh(s.alice).privateDatabase.record(named: "c9", in: zone) }
+                await expectStoreError(.integrityFailure) { try await s.fresh(s.bob).sharedDatabase.record(named: "c9", in: zone) }
             }
             try await s.expectAuditFinding(zone, as: s.fresh(s.alice), [.log])
         }
@@ -724,10 +724,10 @@ struct HostileStoreTests {
                 }
             }
             let alice = try await s.fresh(s.alice)
-            let error = await shareExpectError(.integrityFailure) { try await alice.privateDatabase.record(named: "n1", in: zone) }
+            let error = await expectStoreError(.integrityFailure) { try await alice.privateDatabase.record(named: "n1", in: zone) }
             #expect(error?.message.contains("you deleted it") == true, "\(error?.message ?? "")")
             #expect(try await alice.privateDatabase.zones().isEmpty)
-            await shareExpectError(.integrityFailure) { try await alice.privateDatabase.save(shareNote("n9", in: zone)) }
+            await expectStoreError(.integrityFailure) { try await alice.privateDatabase.save(shareNote("n9", in: zone)) }
             try await s.expectAuditFinding(zone, as: alice, [.log])
         }
     }
@@ -745,7 +745,7 @@ struct HostileStoreTests {
             }
             for reader in [s.alice, s.bob] {
                 let db = reader === s.alice ? try await s.fresh(reader).privateDatabase : try await s.fresh(reader).sharedDatabase
-                let error = await shareExpectError(.integrityFailure) { try await db.query(Query(recordType: "Note"), in: zone) }
+                let error = await expectStoreError(.integrityFailure) { try await db.query(Query(recordType: "Note"), in: zone) }
                 #expect(error?.message.contains("ends at entry \(head - Int64(entries)), but you verified it up to entry \(head)") == true,
                         "\(error?.message ?? "")")
             }
@@ -767,10 +767,10 @@ struct HostileStoreTests {
             }
             for reader in [s.alice, s.bob, s.carol] {
                 let db = reader === s.alice ? try await s.fresh(reader).privateDatabase : try await s.fresh(reader).sharedDatabase
-                let error = await shareExpectError(.integrityFailure) { try await db.record(named: "n1", in: zone) }
+                let error = await expectStoreError(.integrityFailure) { try await db.record(named: "n1", in: zone) }
                 #expect(error?.message.contains("its log ends at entry 0") == true, "\(error?.message ?? "")")
             }
-            await shareExpectError(.integrityFailure) { try await s.fresh(s.alice).privateDatabase.save(shareNote("n9", in: zone)) }
+            await expectStoreError(.integrityFailure) { try await s.fresh(s.alice).privateDatabase.save(shareNote("n9", in: zone)) }
             try await s.expectAuditFinding(zone, as: s.fresh(s.alice), [.log])
         }
     }
@@ -790,7 +790,7 @@ struct HostileStoreTests {
                 try db.execute(sql: "DELETE FROM zone_log WHERE zone_id = ? AND seq = ?", arguments: [rid, dropped])
                 #expect(db.changesCount == 1)
             }
-            await shareExpectError(.integrityFailure) { try await s.fresh(s.alice).privateDatabase.record(named: "n1", in: zone) }
+            await expectStoreError(.integrityFailure) { try await s.fresh(s.alice).privateDatabase.record(named: "n1", in: zone) }
             // One who never saw the log reads up to the gap only: nothing after it is believed.
             let stranger = try s.forgetful(s.alice)
             let result = try await stranger.privateDatabase.query(Query(recordType: "Note"), in: zone)
@@ -822,7 +822,7 @@ struct HostileStoreTests {
                                arguments: [id, head.seq + 1, s.bob.userID, Data(body), Data(signature),
                                            Data(LogEntry.hash(body: body, signature: signature).bytes)])
             }
-            await shareExpectError(.permissionFailure) { try await s.forgetful(s.bob).sharedDatabase.record(named: "n1", in: zone) }
+            await expectStoreError(.permissionFailure) { try await s.forgetful(s.bob).sharedDatabase.record(named: "n1", in: zone) }
             let share = try await s.forgetful(s.alice).fetchShare(in: zone)
             #expect(share.testParticipant(s.bob.userID)?.status == .removed && share.testParticipant(s.bob.userID)?.left == true)
             try await s.expectAuditFinding(zone, as: s.fresh(s.alice), [.log])
@@ -848,7 +848,7 @@ struct HostileStoreTests {
                                arguments: [to, head.seq + 1, s.bob.userID, Data(body), Data(signature),
                                            Data(LogEntry.hash(body: body, signature: signature).bytes)])
             }
-            let error = await shareExpectError(.permissionFailure) { try await s.forgetful(s.bob).sharedDatabase.record(named: "n1", in: second) }
+            let error = await expectStoreError(.permissionFailure) { try await s.forgetful(s.bob).sharedDatabase.record(named: "n1", in: second) }
             #expect(error?.message.contains("have not accepted") == true, "\(error?.message ?? "")")
             try await s.expectAuditFinding(second, as: s.forgetful(s.alice), [.log])
         }
@@ -870,7 +870,7 @@ struct HostileStoreTests {
                     LogEntry(zoneUID: e.zoneUID, seq: e.seq, prev: e.prev, kind: e.kind, authorID: s.carol.userID, time: e.time, payload: e.payload)
                 }
             }
-            await shareExpectError(.permissionFailure) { try await s.forgetful(s.carol).sharedDatabase.record(named: "n1", in: zone) }
+            await expectStoreError(.permissionFailure) { try await s.forgetful(s.carol).sharedDatabase.record(named: "n1", in: zone) }
             try await s.expectAuditFinding(zone, as: s.forgetful(s.alice), [.log])
         }
     }
@@ -906,7 +906,7 @@ struct HostileStoreTests {
             try await s.expectAuditFinding(zone, as: try await s.fresh(reader), [.log])
             // Nothing more is written after the refused entries: the owner's next write is refused
             // too, so the forged tail stays for audit to report, and no key is wrapped to her.
-            let error = await shareExpectError(.integrityFailure) { try await reader.setPublicPermission(.none, in: zone) }
+            let error = await expectStoreError(.integrityFailure) { try await reader.setPublicPermission(.none, in: zone) }
             #expect(error?.message.contains("do not verify") == true, "\(error?.message ?? "")")
             #expect(try await s.f.zoneKeyRows(zone).allSatisfy { $0.member != s.mallory.userID })
             #expect(try await s.fresh(reader).audit().findings.contains { $0.zone == zone && $0.subject == "by-mallory" })
@@ -921,7 +921,7 @@ struct HostileStoreTests {
         try await Scene.run { s in
             let zone = try await s.sharedZone()
             let bob = s.bob
-            await shareExpectError(.permissionFailure, "read-only") { try await bob.sharedDatabase.save(shareNote("n9", in: zone)) }
+            await expectStoreError(.permissionFailure, "read-only") { try await bob.sharedDatabase.save(shareNote("n9", in: zone)) }
             let id = try s.rowID(zone)
             // Entry 4 invites Bob read-only; Bob edits it to read-write, and the share's title.
             try s.raw { db in
@@ -937,13 +937,13 @@ struct HostileStoreTests {
                     return LogEntry(zoneUID: e.zoneUID, seq: e.seq, prev: e.prev, kind: e.kind, authorID: e.authorID, time: e.time, payload: w.bytes)
                 }
             }
-            await shareExpectError(.permissionFailure, "Bob's escalated write in his old session") {
+            await expectStoreError(.permissionFailure, "Bob's escalated write in his old session") {
                 try await bob.sharedDatabase.save(shareNote("n9", in: zone, body: "escalated"))
             }
             #expect(try s.raw { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM record WHERE name = 'n9'") } == 0)
             #expect(try await s.alice.fetchShare(in: zone).title == "Family notes")
-            await shareExpectError(.integrityFailure) { try await s.fresh(bob).sharedDatabase.record(named: "n1", in: zone) }
-            await shareExpectError(.integrityFailure) { try await s.fresh(s.alice).fetchShare(in: zone) }
+            await expectStoreError(.integrityFailure) { try await s.fresh(bob).sharedDatabase.record(named: "n1", in: zone) }
+            await expectStoreError(.integrityFailure) { try await s.fresh(s.alice).fetchShare(in: zone) }
             try await s.expectAuditFinding(zone, as: s.fresh(s.alice), [.log])
         }
     }
@@ -967,7 +967,7 @@ struct HostileStoreTests {
                                payload: genesis.encoded, seq: 1, prev: .zero)
             }
             let taken = ZoneID(name: "Family", ownerID: s.mallory.userID)
-            let error = await shareExpectError(.integrityFailure) { try await s.fresh(s.bob).sharedDatabase.record(named: "n1", in: taken) }
+            let error = await expectStoreError(.integrityFailure) { try await s.fresh(s.bob).sharedDatabase.record(named: "n1", in: taken) }
             #expect(error?.message.contains("you saw it owned by") == true, "\(error?.message ?? "")")
         }
     }
@@ -984,7 +984,7 @@ struct HostileStoreTests {
                                arguments: [s.alice.userID, s.mallory.userID])
             }
             let lure = ZoneID(name: "Family2", ownerID: s.alice.userID)
-            let error = await shareExpectError(.integrityFailure) { try await s.forgetful(s.alice).privateDatabase.record(named: "m1", in: lure) }
+            let error = await expectStoreError(.integrityFailure) { try await s.forgetful(s.alice).privateDatabase.record(named: "m1", in: lure) }
             #expect(error?.message.contains("genesis") == true, "\(error?.message ?? "")")
             try await s.expectAuditFinding(lure, as: s.forgetful(s.alice), [.log])
             // Swapping the uids of Alice's zone and Mallory's does not move a zone either.
@@ -996,7 +996,7 @@ struct HostileStoreTests {
                 try db.execute(sql: "UPDATE zone SET uid = ? WHERE name = 'Family'", arguments: [m])
                 try db.execute(sql: "UPDATE zone SET uid = ? WHERE name = 'Lure'", arguments: [a])
             }
-            await shareExpectError(.integrityFailure) { try await s.fresh(s.bob).sharedDatabase.record(named: "n1", in: zone) }
+            await expectStoreError(.integrityFailure) { try await s.fresh(s.bob).sharedDatabase.record(named: "n1", in: zone) }
             await s.expectNoAttackerValue(zone, as: try await s.fresh(s.bob))
             try await s.expectAuditFinding(zone, as: s.fresh(s.bob), [.log])
         }

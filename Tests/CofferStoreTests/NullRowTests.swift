@@ -111,18 +111,18 @@ struct NullRowTests {
         #expect(try row.required(2) as Int64 == 7)
         #expect(try row.optional("number") as Int64? == 7)
         #expect(try row.required("bytes") as Data == Data([1, 2]))
-        Self.expectColumn(shareExpectErrorSync(.integrityFailure) { try row.required("gone") as String }, "gone")
-        Self.expectColumn(shareExpectErrorSync(.integrityFailure) { try row.required(0) as Data }, "gone")
-        Self.expectColumn(shareExpectErrorSync(.integrityFailure) { try row.required("word") as Int64 }, "word")
-        Self.expectColumn(shareExpectErrorSync(.integrityFailure) { try row.optional(1) as Int64? }, "word")
-        Self.expectColumn(shareExpectErrorSync(.integrityFailure) { try row.required("number") as Data }, "number")
-        let missing = shareExpectErrorSync(.integrityFailure) { try row.required("nothing") as String }
+        Self.expectColumn(expectStoreErrorSync(.integrityFailure) { try row.required("gone") as String }, "gone")
+        Self.expectColumn(expectStoreErrorSync(.integrityFailure) { try row.required(0) as Data }, "gone")
+        Self.expectColumn(expectStoreErrorSync(.integrityFailure) { try row.required("word") as Int64 }, "word")
+        Self.expectColumn(expectStoreErrorSync(.integrityFailure) { try row.optional(1) as Int64? }, "word")
+        Self.expectColumn(expectStoreErrorSync(.integrityFailure) { try row.required("number") as Data }, "number")
+        let missing = expectStoreErrorSync(.integrityFailure) { try row.required("nothing") as String }
         #expect(missing?.message.contains("'nothing'") == true, "\(missing?.message ?? "")")
         #expect(throws: StoreError.self) { try row.optional("nothing") as String? }
         // A dictionary's value type is optional: `required` still refuses NULL there.
         var counts = [String: Int64]()
-        Self.expectColumn(shareExpectErrorSync(.integrityFailure) { counts["gone"] = try row.required("gone") }, "gone")
-        Self.expectColumn(shareExpectErrorSync(.integrityFailure) { counts["word"] = try row.required("word") }, "word")
+        Self.expectColumn(expectStoreErrorSync(.integrityFailure) { counts["gone"] = try row.required("gone") }, "gone")
+        Self.expectColumn(expectStoreErrorSync(.integrityFailure) { counts["word"] = try row.required("word") }, "word")
         #expect(counts.isEmpty)
     }
 
@@ -148,10 +148,10 @@ struct NullRowTests {
             let zone = try await f.aliceZone("Notes")
             try Self.forge(f, "zone", set: "name", to: .null, where: "id = ?", [try f.zoneRowID(zone)])
             let alice = try Self.reopened(f, f.alice)
-            Self.expectColumn(await shareExpectError(.integrityFailure) { try await alice.privateDatabase.zones() }, "name")
-            Self.expectColumn(await shareExpectError(.integrityFailure) { try await alice.privateDatabase.databaseChanges(since: nil) }, "name")
+            Self.expectColumn(await expectStoreError(.integrityFailure) { try await alice.privateDatabase.zones() }, "name")
+            Self.expectColumn(await expectStoreError(.integrityFailure) { try await alice.privateDatabase.databaseChanges(since: nil) }, "name")
             // The session that made the zone, too.
-            Self.expectColumn(await shareExpectError(.integrityFailure) { try await f.alice.privateDatabase.zones() }, "name")
+            Self.expectColumn(await expectStoreError(.integrityFailure) { try await f.alice.privateDatabase.zones() }, "name")
             await Self.sweep(alice, zone)
         }
     }
@@ -162,7 +162,7 @@ struct NullRowTests {
             let zone = try await f.aliceZone("Notes")
             try Self.forge(f, "zone", set: "log_format", to: .null, where: "id = ?", [try f.zoneRowID(zone)])
             let alice = try Self.reopened(f, f.alice)
-            Self.expectColumn(await shareExpectError(.integrityFailure) { try await alice.privateDatabase.zones() }, "log_format")
+            Self.expectColumn(await expectStoreError(.integrityFailure) { try await alice.privateDatabase.zones() }, "log_format")
             await Self.sweep(alice, zone)
         }
     }
@@ -173,7 +173,7 @@ struct NullRowTests {
             let zone = try await f.aliceZone("Notes")
             try Self.forge(f, "zone", set: "log_format", to: "one".databaseValue, where: "id = ?", [try f.zoneRowID(zone)], dropStrict: true)
             let alice = try Self.reopened(f, f.alice)
-            let error = await shareExpectError(.integrityFailure) { try await alice.privateDatabase.zones() }
+            let error = await expectStoreError(.integrityFailure) { try await alice.privateDatabase.zones() }
             Self.expectColumn(error, "log_format")
             #expect(error?.message.contains("wrong type") == true, "\(error?.message ?? "")")
             await Self.sweep(alice, zone)
@@ -186,8 +186,8 @@ struct NullRowTests {
             let zone = try await f.aliceZone("Notes")
             try Self.forge(f, "zone", set: "uid", to: .null, where: "id = ?", [try f.zoneRowID(zone)])
             let alice = try Self.reopened(f, f.alice)
-            Self.expectColumn(await shareExpectError(.integrityFailure) { try await alice.privateDatabase.zones() }, "uid")
-            await shareExpectError(.integrityFailure) { try await alice.privateDatabase.record(named: "n1", in: zone) }
+            Self.expectColumn(await expectStoreError(.integrityFailure) { try await alice.privateDatabase.zones() }, "uid")
+            await expectStoreError(.integrityFailure) { try await alice.privateDatabase.record(named: "n1", in: zone) }
             await Self.sweep(alice, zone)
         }
     }
@@ -201,7 +201,7 @@ struct NullRowTests {
             try Self.forge(f, "record", set: "plain", to: .null, where: "zone_id = ? AND name = 'n1'", [try f.zoneRowID(zone)])
             let alice = try Self.reopened(f, f.alice)
             let db = alice.privateDatabase
-            await shareExpectError(.integrityFailure) { try await db.record(named: "n1", in: zone) }
+            await expectStoreError(.integrityFailure) { try await db.record(named: "n1", in: zone) }
             #expect(try await db.record(named: "n2", in: zone).name == "n2")
             let result = try await db.query(Query(recordType: "Note"), in: zone)
             #expect(result.records.map(\.name) == ["n2"])
@@ -220,7 +220,7 @@ struct NullRowTests {
             let zone = try await f.aliceZone("Notes")
             try Self.forge(f, "record", set: "creator_id", to: .null, where: "zone_id = ? AND name = 'n1'", [try f.zoneRowID(zone)])
             let alice = try Self.reopened(f, f.alice)
-            await shareExpectError(.integrityFailure) { try await alice.privateDatabase.record(named: "n1", in: zone) }
+            await expectStoreError(.integrityFailure) { try await alice.privateDatabase.record(named: "n1", in: zone) }
             let changes = try await alice.privateDatabase.changes(in: zone, since: nil)
             #expect(changes.changed.map(\.name) == ["n2"])
             Self.expectColumn(changes.refused["n1"], "creator_id")
@@ -235,7 +235,7 @@ struct NullRowTests {
             try Self.forge(f, "record", set: "epoch", to: "one".databaseValue, where: "zone_id = ? AND name = 'n1'", [try f.zoneRowID(zone)],
                            dropStrict: true)
             let alice = try Self.reopened(f, f.alice)
-            await shareExpectError(.integrityFailure) { try await alice.privateDatabase.record(named: "n1", in: zone) }
+            await expectStoreError(.integrityFailure) { try await alice.privateDatabase.record(named: "n1", in: zone) }
             let changes = try await alice.privateDatabase.changes(in: zone, since: nil)
             #expect(changes.changed.map(\.name) == ["n2"])
             Self.expectColumn(changes.refused["n1"], "epoch")
@@ -266,7 +266,7 @@ struct NullRowTests {
             try await f.alice.privateDatabase.delete(recordNamed: "n2", in: zone)
             try Self.forge(f, "record_tombstone", set: "seq", to: .null, where: "zone_id = ? AND name = 'n2'", [try f.zoneRowID(zone)])
             let alice = try Self.reopened(f, f.alice)
-            Self.expectColumn(await shareExpectError(.integrityFailure) { try await alice.audit() }, "seq")
+            Self.expectColumn(await expectStoreError(.integrityFailure) { try await alice.audit() }, "seq")
             await Self.sweep(alice, zone)
         }
     }
@@ -278,8 +278,8 @@ struct NullRowTests {
             try Self.forge(f, "field_schema", set: "value_type", to: .null, where: "zone_id = ? AND record_type = 'Note' AND field = 'title'",
                            [try f.zoneRowID(zone)])
             let alice = try Self.reopened(f, f.alice)
-            Self.expectColumn(await shareExpectError(.integrityFailure) { try await alice.privateDatabase.record(named: "n1", in: zone) }, "value_type")
-            Self.expectColumn(await shareExpectError(.integrityFailure) { try await alice.privateDatabase.schema(of: "Note", in: zone) }, "value_type")
+            Self.expectColumn(await expectStoreError(.integrityFailure) { try await alice.privateDatabase.record(named: "n1", in: zone) }, "value_type")
+            Self.expectColumn(await expectStoreError(.integrityFailure) { try await alice.privateDatabase.schema(of: "Note", in: zone) }, "value_type")
             await Self.sweep(alice, zone)
         }
     }
@@ -290,10 +290,10 @@ struct NullRowTests {
             let zone = try await f.aliceZone("Notes")
             try Self.forge(f, "store_counter", set: "db_seq", to: .null, where: "id = 1")
             let alice = try Self.reopened(f, f.alice)
-            Self.expectColumn(await shareExpectError(.integrityFailure) { try await alice.privateDatabase.databaseChanges(since: nil) }, "db_seq")
+            Self.expectColumn(await expectStoreError(.integrityFailure) { try await alice.privateDatabase.databaseChanges(since: nil) }, "db_seq")
             await Self.sweep(alice, zone)
             try f.raw { db in try db.execute(sql: "DELETE FROM store_counter") }
-            let error = await shareExpectError(.integrityFailure) { try await alice.privateDatabase.databaseChanges(since: nil) }
+            let error = await expectStoreError(.integrityFailure) { try await alice.privateDatabase.databaseChanges(since: nil) }
             #expect(error?.message.contains("change counter") == true, "\(error?.message ?? "")")
             await Self.sweep(alice, zone)
         }
@@ -307,7 +307,7 @@ struct NullRowTests {
             let zone = try await f.aliceZone("Notes")
             try Self.forge(f, "zone_key", set: "wrapped_key", to: .null, where: "zone_id = ? AND member_id = ?", [try f.zoneRowID(zone), f.alice.userID])
             let alice = try Self.reopened(f, f.alice)
-            Self.expectColumn(await shareExpectError(.integrityFailure) { try await alice.privateDatabase.record(named: "n1", in: zone) }, "wrapped_key")
+            Self.expectColumn(await expectStoreError(.integrityFailure) { try await alice.privateDatabase.record(named: "n1", in: zone) }, "wrapped_key")
             await Self.sweep(alice, zone)
         }
     }
@@ -318,8 +318,8 @@ struct NullRowTests {
             let zone = try await f.aliceZone("Notes")
             try Self.forge(f, "zone_log", set: "body", to: .null, where: "zone_id = ? AND seq = 2", [try f.zoneRowID(zone)])
             let alice = try Self.reopened(f, f.alice)
-            await shareExpectError(.integrityFailure) { try await alice.privateDatabase.record(named: "n1", in: zone) }
-            await shareExpectError(.integrityFailure) { try await alice.privateDatabase.changes(in: zone, since: nil) }
+            await expectStoreError(.integrityFailure) { try await alice.privateDatabase.record(named: "n1", in: zone) }
+            await expectStoreError(.integrityFailure) { try await alice.privateDatabase.changes(in: zone, since: nil) }
             let report = try await alice.audit()
             #expect(report.findings.contains { $0.zone == zone }, "\(report.findings)")
             await Self.sweep(alice, zone)
@@ -334,7 +334,7 @@ struct NullRowTests {
             let bob = try await f.user("Bob", "bob@example.com")
             try Self.forge(f, "contact", set: "card", to: .null, where: "user_id = ?", [bob.userID])
             let alice = try Self.reopened(f, f.alice)
-            Self.expectColumn(shareExpectErrorSync(.integrityFailure) { try alice.store.verifiedContact(userID: bob.userID) }, "card")
+            Self.expectColumn(expectStoreErrorSync(.integrityFailure) { try alice.store.verifiedContact(userID: bob.userID) }, "card")
             #expect(try await alice.store.contacts().map(\.userID) == [alice.userID])
             let report = try await alice.audit()
             let found = report.findings.filter { $0.kind == .contact && $0.subject == bob.userID }
@@ -349,7 +349,7 @@ struct NullRowTests {
             try Self.forge(f, "contact", set: "name", to: .null, where: "user_id = ?", [bob.userID])
             let alice = try Self.reopened(f, f.alice)
             #expect(try await alice.store.contact(matching: bob.userID).name == "Bob")
-            Self.expectColumn(await shareExpectError(.integrityFailure) { try await alice.audit() }, "name")
+            Self.expectColumn(await expectStoreError(.integrityFailure) { try await alice.audit() }, "name")
         }
     }
 
@@ -367,7 +367,7 @@ struct NullRowTests {
             let shown = try await alice.fetchShare(in: zone)
             #expect(!shown.url.contains("#"), "\(shown.url)")
             let row = try await f.zoneRow(zone)
-            let error = shareExpectErrorSync(.integrityFailure) {
+            let error = expectStoreErrorSync(.integrityFailure) {
                 try alice.read { db in
                     _ = try alice.sharing.linkSecret(db, zone: row, state: try alice.verifiedLogs.zoneState(db, zone: row))
                     return true
@@ -377,7 +377,7 @@ struct NullRowTests {
 
             try Self.forge(f, "share_link", set: "sealed_key", to: .null, where: "zone_id = ?", [rowID])
             let bob = try await f.user("Bob", "bob@example.com")
-            await shareExpectError(.integrityFailure) { try await bob.acceptShare(url: share.url) }
+            await expectStoreError(.integrityFailure) { try await bob.acceptShare(url: share.url) }
             await Self.sweep(alice, zone)
         }
     }

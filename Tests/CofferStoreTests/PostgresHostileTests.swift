@@ -110,7 +110,7 @@ struct PostgresHostileTests {
             let row = try await s.f.zoneRow(s.zone)
             let planted = KeyRing.wrapZoneKey(SymmetricKey(), zoneUID: row.uid, epoch: 1, to: s.bob.vault.identity.boxKey)
             #expect(try await s.attack("UPDATE zone_key SET wrapped_key = \(Data(planted)) WHERE zone_id = \(id) AND member_id = \(s.bob.userID) RETURNING epoch") == 1)
-            await shareExpectError(.integrityFailure) { try await s.f.fresh(s.bob).sharedDatabase.record(named: "n1", in: s.zone) }
+            await expectStoreError(.integrityFailure) { try await s.f.fresh(s.bob).sharedDatabase.record(named: "n1", in: s.zone) }
             // And a key planted for a stranger gives them nothing: the log does not make them a member.
             let stranger = KeyRing.wrapZoneKey(SymmetricKey(), zoneUID: row.uid, epoch: 1, to: s.mallory.vault.identity.boxKey)
             try await s.attack("INSERT INTO zone_key (zone_id, epoch, member_id, wrapped_key) VALUES (\(id), 1, \(s.mallory.userID), \(Data(stranger)))")
@@ -131,7 +131,7 @@ struct PostgresHostileTests {
             // The attacker cuts the removal and its new key from the log, and puts Carol's old key back.
             try await s.attack("DELETE FROM zone_log WHERE zone_id = \(id) AND seq > \(before)")
             try await s.attack("UPDATE zone SET sequence = \(before) WHERE id = \(id)")
-            let error = await shareExpectError(.integrityFailure) { try await s.f.fresh(s.f.alice).privateDatabase.record(named: "n1", in: s.zone) }
+            let error = await expectStoreError(.integrityFailure) { try await s.f.fresh(s.f.alice).privateDatabase.record(named: "n1", in: s.zone) }
             #expect(error?.message.contains("rolled back") == true, "\(error?.message ?? "")")
             try await s.expectAuditFinding(as: s.f.fresh(s.f.alice), [.log])
         }
@@ -142,7 +142,7 @@ struct PostgresHostileTests {
         try await Self.scene { s in
             try await s.forge(s.bob, name: "by-bob")
             let stranger = try await s.forgetful(s.f.alice)
-            let error = await shareExpectError(.integrityFailure) { try await stranger.privateDatabase.record(named: "by-bob", in: s.zone) }
+            let error = await expectStoreError(.integrityFailure) { try await stranger.privateDatabase.record(named: "by-bob", in: s.zone) }
             #expect(error?.message.contains("has read-only permission") == true, "\(error?.message ?? "")")
             await s.expectNoAttackerValue(as: stranger)
             await s.expectNoAttackerValue(as: try await s.f.fresh(s.carol))
@@ -165,7 +165,7 @@ struct PostgresHostileTests {
             for reader in [s.f.alice, s.bob] {
                 let fresh = try await s.f.fresh(reader)
                 let db = reader === s.f.alice ? fresh.privateDatabase : fresh.sharedDatabase
-                let error = await shareExpectError(.integrityFailure) { try await db.record(named: "by-carol", in: s.zone) }
+                let error = await expectStoreError(.integrityFailure) { try await db.record(named: "by-carol", in: s.zone) }
                 #expect(error?.message.contains("zone 'Family'") == true, "\(error?.message ?? "")")
                 await s.expectNoAttackerValue(as: fresh)
             }
@@ -180,7 +180,7 @@ struct PostgresHostileTests {
             _ = try await s.f.alice.removeParticipant(s.bob.userID, from: s.zone) // epoch 2: n1 and n2 need re-sealing
             #expect(try await s.attack(#"UPDATE record SET plain = '{"title":"mallory"}' WHERE zone_id = \#(id) AND name = 'n1' RETURNING id"#) == 1)
             let rows = try await s.f.recordEpochs(s.zone)
-            let error = await shareExpectError(.integrityFailure) { try await s.f.fresh(s.f.alice).rekey(zone: s.zone) }
+            let error = await expectStoreError(.integrityFailure) { try await s.f.fresh(s.f.alice).rekey(zone: s.zone) }
             #expect(error?.message.contains("record 'n1'") == true && error?.message.contains("before writing anything") == true,
                     "\(error?.message ?? "")")
             #expect(try await s.f.recordEpochs(s.zone) == rows)
@@ -201,7 +201,7 @@ struct PostgresHostileTests {
                 UPDATE record r SET (\(columns)) = (SELECT \(columns) FROM kept) WHERE r.zone_id = \(id) AND r.name = 'n1'
                 """))
             _ = try await s.f.alice.removeParticipant(s.bob.userID, from: s.zone)
-            let error = await shareExpectError(.integrityFailure) { try await s.f.fresh(s.f.alice).rekey(zone: s.zone) }
+            let error = await expectStoreError(.integrityFailure) { try await s.f.fresh(s.f.alice).rekey(zone: s.zone) }
             #expect(error?.message.contains("rolled back") == true, "\(error?.message ?? "")")
             try await s.expectAuditFinding(as: s.f.fresh(s.f.alice), [.record])
         }
@@ -260,7 +260,7 @@ struct PostgresHostileTests {
         try await Self.scene { s in
             let id = try await s.rowID()
             #expect(try await s.attack("UPDATE zone_key SET wrapped_key = \(Data(SecureRandom.bytes(count: 108))) WHERE zone_id = \(id) AND member_id = \(s.bob.userID) RETURNING epoch") == 1)
-            let error = await shareExpectError(.integrityFailure) { try await s.f.fresh(s.bob).sharedDatabase.record(named: "n1", in: s.zone) }
+            let error = await expectStoreError(.integrityFailure) { try await s.f.fresh(s.bob).sharedDatabase.record(named: "n1", in: s.zone) }
             #expect(error?.message.contains("does not open") == true, "\(error?.message ?? "")")
             try await s.expectAuditFinding(as: s.f.fresh(s.bob), [.key])
         }
@@ -278,7 +278,7 @@ struct PostgresHostileTests {
             let id = try await s.rowID()
             #expect(try await s.attack("UPDATE field_schema SET value_type = \(newType) WHERE zone_id = \(id) AND record_type = 'Item' AND field = \(field) RETURNING field") == 1)
             let reader = try await s.f.fresh(s.f.alice)
-            let error = await shareExpectError(.integrityFailure) { try await reader.privateDatabase.record(named: "i1", in: s.zone) }
+            let error = await expectStoreError(.integrityFailure) { try await reader.privateDatabase.record(named: "i1", in: s.zone) }
             #expect(error?.message.contains("record 'i1'") == true, "\(error?.message ?? "")")
             let result = try await reader.privateDatabase.query(Query(recordType: "Item"), in: s.zone)
             #expect(result.records.isEmpty && result.refused.keys.sorted() == ["i1"])
@@ -299,7 +299,7 @@ struct PostgresHostileTests {
             for reader in [s.f.alice, s.bob] {
                 let fresh = try await s.f.fresh(reader)
                 let db = reader === s.f.alice ? fresh.privateDatabase : fresh.sharedDatabase
-                let error = await shareExpectError(.integrityFailure) { try await db.query(Query(recordType: "Note"), in: s.zone) }
+                let error = await expectStoreError(.integrityFailure) { try await db.query(Query(recordType: "Note"), in: s.zone) }
                 #expect(error?.message.contains("ends at entry \(head - Int64(entries)), but you verified it up to entry \(head)") == true,
                         "\(error?.message ?? "")")
             }
@@ -319,7 +319,7 @@ struct PostgresHostileTests {
             let id = try await s.rowID()
             let dropped = kind == "commit" ? commitSeq : membershipSeq
             #expect(try await s.attack("DELETE FROM zone_log WHERE zone_id = \(id) AND seq = \(dropped) RETURNING seq") == 1)
-            await shareExpectError(.integrityFailure) { try await s.f.fresh(s.f.alice).privateDatabase.record(named: "n1", in: s.zone) }
+            await expectStoreError(.integrityFailure) { try await s.f.fresh(s.f.alice).privateDatabase.record(named: "n1", in: s.zone) }
             let stranger = try await s.forgetful(s.f.alice)
             let result = try await stranger.privateDatabase.query(Query(recordType: "Note"), in: s.zone)
             #expect(!result.records.map(\.name).contains("c2"))
@@ -336,10 +336,10 @@ struct PostgresHostileTests {
             for reader in [s.f.alice, s.bob, s.carol] {
                 let fresh = try await s.f.fresh(reader)
                 let db = reader === s.f.alice ? fresh.privateDatabase : fresh.sharedDatabase
-                let error = await shareExpectError(.integrityFailure) { try await db.record(named: "n1", in: s.zone) }
+                let error = await expectStoreError(.integrityFailure) { try await db.record(named: "n1", in: s.zone) }
                 #expect(error?.message.contains("its log ends at entry 0") == true, "\(error?.message ?? "")")
             }
-            await shareExpectError(.integrityFailure) { try await s.f.fresh(s.f.alice).privateDatabase.save(shareNote("n9", in: s.zone)) }
+            await expectStoreError(.integrityFailure) { try await s.f.fresh(s.f.alice).privateDatabase.save(shareNote("n9", in: s.zone)) }
             try await s.expectAuditFinding(as: s.f.fresh(s.f.alice), [.log])
         }
     }
@@ -351,7 +351,7 @@ struct PostgresHostileTests {
             _ = try await s.mallory.privateDatabase.save(shareNote("m1", in: hers, title: "mallory"))
             #expect(try await s.attack("UPDATE zone SET name = 'Family2', owner_id = \(s.f.alice.userID) WHERE owner_id = \(s.mallory.userID) AND name = 'Lure' RETURNING id") == 1)
             let lure = ZoneID(name: "Family2", ownerID: s.f.alice.userID)
-            let error = await shareExpectError(.integrityFailure) { try await s.forgetful(s.f.alice).privateDatabase.record(named: "m1", in: lure) }
+            let error = await expectStoreError(.integrityFailure) { try await s.forgetful(s.f.alice).privateDatabase.record(named: "m1", in: lure) }
             #expect(error?.message.contains("genesis") == true, "\(error?.message ?? "")")
             // The uids of Alice's zone and Mallory's swapped: Bob, who saw Alice's zone, is refused.
             _ = try await s.readable(as: s.bob)
@@ -366,7 +366,7 @@ struct PostgresHostileTests {
                 _ = try await admin.query("UPDATE zone SET uid = \(lure) WHERE name = 'Family'")
                 _ = try await admin.query("UPDATE zone SET uid = \(family) WHERE name = 'Lure'")
             }
-            await shareExpectError(.integrityFailure) { try await s.f.fresh(s.bob).sharedDatabase.record(named: "n1", in: s.zone) }
+            await expectStoreError(.integrityFailure) { try await s.f.fresh(s.bob).sharedDatabase.record(named: "n1", in: s.zone) }
             await s.expectNoAttackerValue(as: try await s.f.fresh(s.bob))
             try await s.expectAuditFinding(as: s.f.fresh(s.bob), [.log])
         }
@@ -386,7 +386,7 @@ struct PostgresHostileTests {
             }
             let link = Envelope.seal(SymmetricKey().bytes, using: current, keyID: 2, authenticating: KeyRing.chainAD(zoneUID: row.uid, epoch: 1))
             #expect(try await s.attack("UPDATE zone_key_chain SET sealed_key = \(Data(link.bytes)) WHERE zone_id = \(row.rowID) AND epoch = 1 RETURNING epoch") == 1)
-            let error = await shareExpectError(.integrityFailure) { try await s.f.fresh(s.f.alice).privateDatabase.record(named: "n1", in: s.zone) }
+            let error = await expectStoreError(.integrityFailure) { try await s.f.fresh(s.f.alice).privateDatabase.record(named: "n1", in: s.zone) }
             #expect(error?.message.contains("not the one its owner committed to") == true, "\(error?.message ?? "")")
             try await s.expectAuditFinding(as: s.f.fresh(s.f.alice), [.record])
         }
@@ -421,10 +421,10 @@ struct PostgresHostileTests {
             let writer = try await s.f.fresh(s.f.alice)
             var second = CofferStore.Record(type: "Item", name: "i2", zone: s.zone)
             second.values[planted] = .string("v")
-            let error = await shareExpectError(.integrityFailure) { try await writer.privateDatabase.save(second) }
+            let error = await expectStoreError(.integrityFailure) { try await writer.privateDatabase.save(second) }
             #expect(error?.message.contains("Coffer does not write") == true, "\(error?.message ?? "")")
             #expect(error?.message.contains("\u{7}") == false)
-            await shareExpectError(.integrityFailure) { try await writer.privateDatabase.record(named: "i1", in: s.zone) }
+            await expectStoreError(.integrityFailure) { try await writer.privateDatabase.record(named: "i1", in: s.zone) }
             #expect(try await s.attack("SELECT name FROM record WHERE zone_id = \(id) AND name = 'i2'") == 0)
         }
     }
@@ -443,7 +443,7 @@ struct PostgresHostileTests {
             let head = try await s.f.state(s.zone).headSeq
             let hash = Data(LogEntry.hash(body: Array(body), signature: Array(signature)).bytes)
             try await s.attack("INSERT INTO zone_log (zone_id, seq, kind, author_id, body, signature, hash) VALUES (\(id), \(head + 1), 4, \(bob), \(body), \(signature), \(hash))")
-            await shareExpectError(.permissionFailure) { try await s.forgetful(s.bob).sharedDatabase.record(named: "n1", in: s.zone) }
+            await expectStoreError(.permissionFailure) { try await s.forgetful(s.bob).sharedDatabase.record(named: "n1", in: s.zone) }
             let share = try await s.forgetful(s.f.alice).fetchShare(in: s.zone)
             #expect(share.testParticipant(bob)?.status == .removed && share.testParticipant(bob)?.left == true)
             try await s.expectAuditFinding(as: s.f.fresh(s.f.alice), [.log])

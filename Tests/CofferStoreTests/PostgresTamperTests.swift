@@ -67,7 +67,7 @@ struct PostgresTamperTests {
             let zone = edit.inZone == "A" ? a : b
             for session in [f.alice, try await f.fresh(f.alice)] {
                 let db = session.privateDatabase
-                let error = await shareExpectError(.integrityFailure) { try await db.record(named: edit.damaged, in: zone) }
+                let error = await expectStoreError(.integrityFailure) { try await db.record(named: edit.damaged, in: zone) }
                 #expect(error?.message.contains("the store was changed") == true || error?.message.contains("'\(edit.damaged)'") == true,
                         "\(error?.message ?? "")")
                 let many = try await db.records(named: [edit.damaged] + edit.others, in: zone)

@@ -308,39 +308,44 @@ struct ServerHostileTests {
         }
     }
 
+    /// Forks the family zone on the server: with both members' marks saved, the server keeps a
+    /// copy of its store, lets Alice commit "a" (returning her heads), then serves the copy from a
+    /// second instance, on which the caller lets Carol commit: two entries at one position.
+    static func forkAfterAliceCommits(_ fixture: ServerFixture, _ scene: Scene, storePath path: String) async throws -> (ZoneHeads, ServerChild) {
+        for session in [scene.alice.session, scene.carol.session] {
+            _ = try await session.database(for: scene.family).record(named: "n1", in: scene.family)
+            try session.saveMarks()
+        }
+        #expect(await fixture.server.stop().status == 0)
+        // The store with its write-ahead log, if the stop left one (a checkpoint at close is
+        // not promised): the main file alone may lack the last commits.
+        let copy = path + ".copy"
+        for suffix in ["", "-wal"] where FileManager.default.fileExists(atPath: path + suffix) {
+            try FileManager.default.copyItem(atPath: path + suffix, toPath: copy + suffix)
+        }
+        let first = try await fixture.secondInstance()
+        var a = Record(type: "Note", name: "a", zone: scene.family)
+        a.encryptedValues["body"] = "Alice's branch"
+        let aliceSession = try await fixture.client(scene.alice.vault, server: first).openSession(vault: scene.alice.vault)
+        _ = try await aliceSession.privateDatabase.save(a)
+        try aliceSession.saveMarks()
+        let aliceHeads = try await aliceSession.verifiedHeads()
+        await first.stop()
+        try FileManager.default.removeItem(atPath: path)
+        for suffix in ["-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
+        for suffix in ["", "-wal"] where FileManager.default.fileExists(atPath: copy + suffix) {
+            try FileManager.default.moveItem(atPath: copy + suffix, toPath: path + suffix)
+        }
+        return (aliceHeads, try await fixture.secondInstance())
+    }
+
     /// A log forked by the server, one branch shown to each user: the user who saw the other
     /// branch refuses it, and comparing heads finds the fork.
     @Test func forkShownToTwoUsers() async throws {
         try await withServer(.sqlite) { fixture in
             let scene = try await Scene.make(fixture)
             let path = try #require(fixture.storePath)
-            for session in [scene.alice.session, scene.carol.session] {
-                _ = try await session.database(for: scene.family).record(named: "n1", in: scene.family)
-                try session.saveMarks()
-            }
-            // The server keeps a copy of its store, lets Alice commit, then serves the copy, on
-            // which Carol commits: two entries at one position.
-            #expect(await fixture.server.stop().status == 0)
-            // The store with its write-ahead log, if the stop left one (a checkpoint at close is
-            // not promised): the main file alone may lack the last commits.
-            let copy = path + ".copy"
-            for suffix in ["", "-wal"] where FileManager.default.fileExists(atPath: path + suffix) {
-                try FileManager.default.copyItem(atPath: path + suffix, toPath: copy + suffix)
-            }
-            let first = try await fixture.secondInstance()
-            var a = Record(type: "Note", name: "a", zone: scene.family)
-            a.encryptedValues["body"] = "Alice's branch"
-            let aliceSession = try await fixture.client(scene.alice.vault, server: first).openSession(vault: scene.alice.vault)
-            _ = try await aliceSession.privateDatabase.save(a)
-            try aliceSession.saveMarks()
-            let aliceHeads = try await aliceSession.verifiedHeads()
-            await first.stop()
-            try FileManager.default.removeItem(atPath: path)
-            for suffix in ["-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
-            for suffix in ["", "-wal"] where FileManager.default.fileExists(atPath: copy + suffix) {
-                try FileManager.default.moveItem(atPath: copy + suffix, toPath: path + suffix)
-            }
-            let second = try await fixture.secondInstance()
+            let (aliceHeads, second) = try await Self.forkAfterAliceCommits(fixture, scene, storePath: path)
             do {
                 let carolSession = try await fixture.client(scene.carol.vault, server: second).openSession(vault: scene.carol.vault)
                 var c = Record(type: "Note", name: "c", zone: scene.family)

@@ -58,14 +58,14 @@ struct ShareBugsTests {
                 #expect(try await user.fetchShares(matching: [zone]).isEmpty)
                 #expect(try await user.isShared(zone) == false)
             }
-            await shareExpectError(.unknownItem, "the owner: not shared") { try await f.alice.fetchShare(in: zone) }
-            await shareExpectError(.zoneNotFound, "Bob: not shared with him") { try await bob.fetchShare(in: zone) }
+            await expectStoreError(.unknownItem, "the owner: not shared") { try await f.alice.fetchShare(in: zone) }
+            await expectStoreError(.zoneNotFound, "Bob: not shared with him") { try await bob.fetchShare(in: zone) }
             #expect(try await bob.sharedDatabase.zones().isEmpty)
-            await shareExpectError(.zoneNotFound) { try await bob.sharedDatabase.record(named: "n1", in: zone) }
+            await expectStoreError(.zoneNotFound) { try await bob.sharedDatabase.record(named: "n1", in: zone) }
             #expect(try await f.logCount(.share, zone) == 0)
             #expect(try await f.logCount(.participants, zone) == 0)
             #expect(try await f.logCount(.acceptances, zone) == 0)
-            await shareExpectError(.unknownItem, "the old URL") { try await bob.acceptShare(url: share.url) }
+            await expectStoreError(.unknownItem, "the old URL") { try await bob.acceptShare(url: share.url) }
             // The records stay, the owner's.
             #expect(try await f.alice.privateDatabase.records(in: zone).map { shareBody($0) } == ["body of n1", "body of n2"])
 
@@ -76,7 +76,7 @@ struct ShareBugsTests {
             #expect(again.keyEpoch == 2)
             #expect(again.participants.count == 1)
             _ = try await f.alice.addParticipant(bob.userID, permission: .readOnly, to: zone)
-            await shareExpectError(.unknownItem, "the first URL still") { try await bob.acceptShare(url: share.url) }
+            await expectStoreError(.unknownItem, "the first URL still") { try await bob.acceptShare(url: share.url) }
             _ = try await bob.acceptShare(url: again.url)
             #expect(shareBody(try await bob.sharedDatabase.record(named: "n2", in: zone)) == "body of n2")
             #expect(try await bob.fetchShares().map(\.title) == ["Again"])
@@ -117,18 +117,18 @@ struct ShareBugsTests {
             for session in [bob, try await f.fresh(bob)] {
                 let db = session.sharedDatabase
                 #expect(try await db.zones().isEmpty)
-                await shareExpectError(.permissionFailure, "record") { try await db.record(named: "n1", in: zone) }
-                await shareExpectError(.permissionFailure, "records") { try await db.records(named: ["n1", "n2"], in: zone) }
-                await shareExpectError(.permissionFailure, "list") { try await db.records(in: zone) }
-                await shareExpectError(.permissionFailure, "query") { try await db.query(Query(recordType: "Note"), in: zone) }
-                await shareExpectError(.permissionFailure, "schema") { try await db.schema(of: "Note", in: zone) }
-                await shareExpectError(.permissionFailure, "save") { try await db.save(shareNote("n9", in: zone)) }
-                await shareExpectError(.permissionFailure, "update") {
+                await expectStoreError(.permissionFailure, "record") { try await db.record(named: "n1", in: zone) }
+                await expectStoreError(.permissionFailure, "records") { try await db.records(named: ["n1", "n2"], in: zone) }
+                await expectStoreError(.permissionFailure, "list") { try await db.records(in: zone) }
+                await expectStoreError(.permissionFailure, "query") { try await db.query(Query(recordType: "Note"), in: zone) }
+                await expectStoreError(.permissionFailure, "schema") { try await db.schema(of: "Note", in: zone) }
+                await expectStoreError(.permissionFailure, "save") { try await db.save(shareNote("n9", in: zone)) }
+                await expectStoreError(.permissionFailure, "update") {
                     var changed = seen
                     changed.encryptedValues["body"] = "changed"
                     return try await db.save(changed)
                 }
-                await shareExpectError(.permissionFailure, "delete") { try await db.delete(recordNamed: "n1", in: zone) }
+                await expectStoreError(.permissionFailure, "delete") { try await db.delete(recordNamed: "n1", in: zone) }
                 #expect(await session.canRead(zone: zone) == false)
                 #expect(await session.canModify(zone: zone) == false)
                 #expect(await session.canUpdate(seen) == false)
@@ -212,10 +212,10 @@ struct ShareBugsTests {
             let bobSaved = try await bob.sharedDatabase.save(bobsCopy)
             var stale = alicesCopy
             stale.encryptedValues["body"] = "Alice's stale edit"
-            let conflict = await shareExpectError(.serverRecordChanged) { try await f.alice.privateDatabase.save(stale) }
+            let conflict = await expectStoreError(.serverRecordChanged) { try await f.alice.privateDatabase.save(stale) }
             #expect(conflict.flatMap { $0.serverRecord }.flatMap { shareBody($0) } == "Bob's edit")
             #expect(conflict?.serverRecord?.modifierID == bob.userID)
-            await shareExpectError(.serverRecordChanged, "a stale delete") {
+            await expectStoreError(.serverRecordChanged, "a stale delete") {
                 try await f.alice.privateDatabase.delete(recordNamed: "n1", in: zone, ifMatch: try #require(alicesCopy.changeTag))
             }
             #expect(shareBody(try await f.alice.privateDatabase.record(named: "n1", in: zone)) == "Bob's edit")
@@ -227,9 +227,9 @@ struct ShareBugsTests {
             _ = try await f.alice.privateDatabase.save(aliceFresh)
             var bobStale = bobSaved
             bobStale.encryptedValues["body"] = "Bob's stale edit"
-            let back = await shareExpectError(.serverRecordChanged) { try await bob.sharedDatabase.save(bobStale) }
+            let back = await expectStoreError(.serverRecordChanged) { try await bob.sharedDatabase.save(bobStale) }
             #expect(back.flatMap { $0.serverRecord }.flatMap { shareBody($0) } == "Alice's edit")
-            await shareExpectError(.serverRecordChanged) {
+            await expectStoreError(.serverRecordChanged) {
                 try await bob.sharedDatabase.delete(recordNamed: "n1", in: zone, ifMatch: try #require(bobSaved.changeTag))
             }
             #expect(shareBody(try await bob.sharedDatabase.record(named: "n1", in: zone)) == "Alice's edit")
@@ -259,7 +259,7 @@ struct ShareBugsTests {
                 _ = try await bob.acceptShare(url: share.url)
                 try await bob.leaveShare(zone: zone)
             }
-            await shareExpectError(.permissionFailure) { try await bob.fetchShare(in: zone) }
+            await expectStoreError(.permissionFailure) { try await bob.fetchShare(in: zone) }
             #expect(try await bob.fetchShares(matching: [zone]).isEmpty)
             #expect(try await bob.fetchShares().isEmpty, "fetchShares() still lists the share Bob no longer takes part in")
             #expect(try await bob.sharedDatabase.zones().isEmpty)

@@ -134,8 +134,8 @@ struct ShareKeysTests {
             #expect(try await f.recordEpochs(zone)["old8"] == 1)
 
             // Carol, by the API: a clean refusal.
-            await shareExpectError(.permissionFailure) { try await carol.sharedDatabase.record(named: "new-alice", in: zone) }
-            await shareExpectError(.permissionFailure) { try await f.fresh(carol).sharedDatabase.record(named: "new-bob", in: zone) }
+            await expectStoreError(.permissionFailure) { try await carol.sharedDatabase.record(named: "new-alice", in: zone) }
+            await expectStoreError(.permissionFailure) { try await f.fresh(carol).sharedDatabase.record(named: "new-bob", in: zone) }
             // Carol, with the file and her old key: what was sealed before opens (the control),
             // what was written after does not.
             let oldBlob = try await f.sealedBlob(zone, "old8")
@@ -201,7 +201,7 @@ struct ShareKeysTests {
             #expect(epochs.values.filter { $0 == 3 }.count == 1)
             #expect(try await f.chainEpochs(zone) == [1, 2])
 
-            await shareExpectError(.permissionFailure, "a participant cannot re-key") { try await bob.rekey(zone: zone) }
+            await expectStoreError(.permissionFailure, "a participant cannot re-key") { try await bob.rekey(zone: zone) }
 
             let log = ShareProgressLog()
             let count = try await f.alice.rekey(zone: zone) { done, total in log.append(done, total) }

@@ -16,10 +16,10 @@ struct ShareRulesTests {
             for permission in [SharePermission.readOnly, .readWrite] {
                 let open = try await f.alice.setPublicPermission(permission, in: zone)
                 #expect(open.publicPermission == permission)
-                await shareExpectError(.invalidArguments, "add while \(permission)") {
+                await expectStoreError(.invalidArguments, "add while \(permission)") {
                     try await f.alice.addParticipant(carol.userID, permission: .readOnly, to: zone)
                 }
-                await shareExpectError(.invalidArguments, "remove while \(permission)") {
+                await expectStoreError(.invalidArguments, "remove while \(permission)") {
                     try await f.alice.removeParticipant(bob.userID, from: zone)
                 }
                 let share = try await f.alice.fetchShare(in: zone)
@@ -52,14 +52,14 @@ struct ShareRulesTests {
             #expect(Set(try await f.zoneKeyRows(zone).map(\.member)) == [f.alice.userID, bob.userID])
 
             // Dave's invitation is gone: its URL (no link secret) gets him nothing.
-            await shareExpectError(.permissionFailure) { try await dave.acceptShare(url: invited.url) }
+            await expectStoreError(.permissionFailure) { try await dave.acceptShare(url: invited.url) }
             await expectStoreError(oneOf: [.zoneNotFound, .permissionFailure]) { try await dave.sharedDatabase.record(named: "n1", in: zone) }
             // The public link admits anyone who holds it, Dave too, with the public permission.
             let joined = try await dave.acceptShare(url: open.url)
             #expect(joined.testParticipant(dave.userID)?.role == .publicUser)
             #expect(joined.testParticipant(dave.userID)?.status == .accepted)
             #expect(try await dave.sharedDatabase.record(named: "n1", in: zone).name == "n1")
-            await shareExpectError(.permissionFailure) { try await dave.sharedDatabase.save(shareNote("by-dave", in: zone)) }
+            await expectStoreError(.permissionFailure) { try await dave.sharedDatabase.save(shareNote("by-dave", in: zone)) }
             // Bob keeps his read-write access.
             let saved = try await bob.sharedDatabase.save(shareNote("by-bob", in: zone))
             #expect(saved.keyEpoch == 2)
@@ -72,7 +72,7 @@ struct ShareRulesTests {
             let (zone, _) = try await f.sharedWith(bob, .readWrite)
             let removed = try await f.alice.removeParticipant(bob.userID, from: zone)
             #expect(removed.testParticipant(bob.userID)?.status == .removed)
-            await shareExpectError(.permissionFailure) { try await bob.acceptShare(url: removed.url) }
+            await expectStoreError(.permissionFailure) { try await bob.acceptShare(url: removed.url) }
             let open = try await f.alice.setPublicPermission(.readOnly, in: zone)
             let joined = try await bob.acceptShare(url: open.url)
             #expect(joined.testParticipant(bob.userID)?.role == .publicUser)
@@ -80,7 +80,7 @@ struct ShareRulesTests {
             // Turning the link off removes him again, with everyone who joined by it.
             let closed = try await f.alice.setPublicPermission(.none, in: zone)
             #expect(closed.testParticipant(bob.userID)?.status == .removed)
-            await shareExpectError(.permissionFailure) { try await bob.sharedDatabase.record(named: "n1", in: zone) }
+            await expectStoreError(.permissionFailure) { try await bob.sharedDatabase.record(named: "n1", in: zone) }
         }
     }
 
@@ -129,9 +129,9 @@ struct ShareRulesTests {
 
             for joiner in [carol, erin] {
                 #expect(try await joiner.sharedDatabase.zones().isEmpty)
-                await shareExpectError(.permissionFailure) { try await joiner.sharedDatabase.record(named: "n1", in: zone) }
-                await shareExpectError(.permissionFailure) { try await f.fresh(joiner).sharedDatabase.record(named: "by-carol", in: zone) }
-                await shareExpectError(.permissionFailure, "the old link") { try await joiner.acceptShare(url: open.url) }
+                await expectStoreError(.permissionFailure) { try await joiner.sharedDatabase.record(named: "n1", in: zone) }
+                await expectStoreError(.permissionFailure) { try await f.fresh(joiner).sharedDatabase.record(named: "by-carol", in: zone) }
+                await expectStoreError(.permissionFailure, "the old link") { try await joiner.acceptShare(url: open.url) }
             }
             // The owner's data is untouched; Bob still reads, history included.
             #expect(shareBody(try await f.fresh(bob).sharedDatabase.record(named: "by-carol", in: zone)) == "link write")
@@ -143,7 +143,7 @@ struct ShareRulesTests {
         try await ShareFixture.run(backend) { f in
             let bob = try await f.user("Bob", "bob@example.com")
             let (zone, _) = try await f.sharedWith(bob, .readOnly)
-            await shareExpectError(.permissionFailure) { try await bob.sharedDatabase.save(shareNote("x", in: zone)) }
+            await expectStoreError(.permissionFailure) { try await bob.sharedDatabase.save(shareNote("x", in: zone)) }
             #expect(await bob.canModify(zone: zone) == false)
             let up = try await f.alice.setPermission(.readWrite, for: "bob@example.com", in: zone)
             #expect(up.testParticipant(bob.userID)?.permission == .readWrite)
@@ -151,16 +151,16 @@ struct ShareRulesTests {
             #expect(await bob.canModify(zone: zone) == true)
             _ = try await bob.sharedDatabase.save(shareNote("x", in: zone))
             _ = try await f.alice.setPermission(.readOnly, for: bob.userID, in: zone)
-            await shareExpectError(.permissionFailure) { try await bob.sharedDatabase.save(shareNote("y", in: zone)) }
-            await shareExpectError(.permissionFailure) { try await bob.sharedDatabase.delete(recordNamed: "x", in: zone) }
-            await shareExpectError(.invalidArguments) { try await f.alice.setPermission(.none, for: bob.userID, in: zone) }
+            await expectStoreError(.permissionFailure) { try await bob.sharedDatabase.save(shareNote("y", in: zone)) }
+            await expectStoreError(.permissionFailure) { try await bob.sharedDatabase.delete(recordNamed: "x", in: zone) }
+            await expectStoreError(.invalidArguments) { try await f.alice.setPermission(.none, for: bob.userID, in: zone) }
             let mallory = try await f.user("Mallory", "mallory@example.com")
-            await shareExpectError(.unknownItem) { try await f.alice.setPermission(.readWrite, for: mallory.userID, in: zone) }
-            await shareExpectError(.unknownItem) { try await f.alice.removeParticipant(mallory.userID, from: zone) }
-            await shareExpectError(.unknownItem) { try await f.alice.addParticipant("nobody@example.com", permission: .readOnly, to: zone) }
-            await shareExpectError(.invalidArguments) { try await f.alice.addParticipant(mallory.userID, permission: .none, to: zone) }
-            await shareExpectError(.invalidArguments) { try await f.alice.addParticipant(f.alice.userID, permission: .readOnly, to: zone) }
-            await shareExpectError(.alreadyExists) { try await f.alice.addParticipant(bob.userID, permission: .readWrite, to: zone) }
+            await expectStoreError(.unknownItem) { try await f.alice.setPermission(.readWrite, for: mallory.userID, in: zone) }
+            await expectStoreError(.unknownItem) { try await f.alice.removeParticipant(mallory.userID, from: zone) }
+            await expectStoreError(.unknownItem) { try await f.alice.addParticipant("nobody@example.com", permission: .readOnly, to: zone) }
+            await expectStoreError(.invalidArguments) { try await f.alice.addParticipant(mallory.userID, permission: .none, to: zone) }
+            await expectStoreError(.invalidArguments) { try await f.alice.addParticipant(f.alice.userID, permission: .readOnly, to: zone) }
+            await expectStoreError(.alreadyExists) { try await f.alice.addParticipant(bob.userID, permission: .readWrite, to: zone) }
         }
     }
 
@@ -175,8 +175,8 @@ struct ShareRulesTests {
             let mallory = try makeShareVault(in: f.folder, name: "Bob", email: "bob@example.com")
             _ = try await f.store.addContact(try ContactCard(vault: mallory))
             for who in ["bob@example.com", "Bob"] {
-                await shareExpectError(.unknownItem) { try await f.alice.addParticipant(who, permission: .readOnly, to: zone) }
-                await shareExpectError(.unknownItem) { try await f.alice.contact(matching: who) }
+                await expectStoreError(.unknownItem) { try await f.alice.addParticipant(who, permission: .readOnly, to: zone) }
+                await expectStoreError(.unknownItem) { try await f.alice.contact(matching: who) }
             }
             let bob = try await f.user("Bob", "bob@example.com") // Alice pins the real Bob's card
             #expect(try await f.alice.contact(matching: "bob@example.com").userID == bob.userID)
@@ -199,15 +199,15 @@ struct ShareRulesTests {
             _ = try await f.alice.addParticipant(carol.userID, permission: .readOnly, to: zone)
             let before = try await f.alice.fetchShare(in: zone)
 
-            await shareExpectError(.permissionFailure, "add") { try await bob.addParticipant(f.alice.userID, permission: .readWrite, to: zone) }
-            await shareExpectError(.permissionFailure, "set permission") { try await bob.setPermission(.readWrite, for: carol.userID, in: zone) }
-            await shareExpectError(.permissionFailure, "public") { try await bob.setPublicPermission(.readWrite, in: zone) }
-            await shareExpectError(.permissionFailure, "remove") { try await bob.removeParticipant(carol.userID, from: zone) }
-            await shareExpectError(.permissionFailure, "remove self") { try await bob.removeParticipant(bob.userID, from: zone) }
-            await shareExpectError(.permissionFailure, "stop") { try await bob.stopSharing(zone: zone) }
-            await shareExpectError(.permissionFailure, "rekey") { try await bob.rekey(zone: zone) }
-            await shareExpectError(.permissionFailure, "delete zone") { try await bob.sharedDatabase.deleteZone(zone) }
-            await shareExpectError(.permissionFailure, "create zone in shared db") { try await bob.sharedDatabase.createZone(named: "Mine") }
+            await expectStoreError(.permissionFailure, "add") { try await bob.addParticipant(f.alice.userID, permission: .readWrite, to: zone) }
+            await expectStoreError(.permissionFailure, "set permission") { try await bob.setPermission(.readWrite, for: carol.userID, in: zone) }
+            await expectStoreError(.permissionFailure, "public") { try await bob.setPublicPermission(.readWrite, in: zone) }
+            await expectStoreError(.permissionFailure, "remove") { try await bob.removeParticipant(carol.userID, from: zone) }
+            await expectStoreError(.permissionFailure, "remove self") { try await bob.removeParticipant(bob.userID, from: zone) }
+            await expectStoreError(.permissionFailure, "stop") { try await bob.stopSharing(zone: zone) }
+            await expectStoreError(.permissionFailure, "rekey") { try await bob.rekey(zone: zone) }
+            await expectStoreError(.permissionFailure, "delete zone") { try await bob.sharedDatabase.deleteZone(zone) }
+            await expectStoreError(.permissionFailure, "create zone in shared db") { try await bob.sharedDatabase.createZone(named: "Mine") }
 
             let after = try await f.alice.fetchShare(in: zone)
             #expect(after.version == before.version)
@@ -229,7 +229,7 @@ struct ShareRulesTests {
             #expect(await carol.canModify(zone: zone) == true)
             _ = try await carol.sharedDatabase.save(shareNote("by-carol", in: zone))
             _ = try await f.alice.setPublicPermission(.readOnly, in: zone)
-            await shareExpectError(.permissionFailure) { try await carol.sharedDatabase.save(shareNote("by-carol-2", in: zone)) }
+            await expectStoreError(.permissionFailure) { try await carol.sharedDatabase.save(shareNote("by-carol-2", in: zone)) }
             #expect(try await carol.sharedDatabase.records(in: zone).map(\.name) == ["by-carol", "n1", "n2"])
         }
     }

@@ -276,44 +276,6 @@ func shareOutcome<T>(_ body: () async throws -> T) async -> ShareOutcome {
     }
 }
 
-/// Checks that `body` throws a ``StoreError`` with exactly `code`; returns it.
-@discardableResult
-func shareExpectError<T>(_ code: StoreError.Code, _ comment: Comment? = nil,
-                         sourceLocation: SourceLocation = #_sourceLocation,
-                         _ body: () async throws -> T) async -> StoreError? {
-    let context = comment.map { " (\($0))" } ?? ""
-    do {
-        _ = try await body()
-        Issue.record("expected StoreError \(code), but it succeeded\(context)", sourceLocation: sourceLocation)
-        return nil
-    } catch let error as StoreError {
-        #expect(error.code == code, "expected \(code), got \(error.code): \(error.message)\(context)", sourceLocation: sourceLocation)
-        return error
-    } catch {
-        Issue.record("expected StoreError \(code), got \(type(of: error)): \(error)\(context)", sourceLocation: sourceLocation)
-        return nil
-    }
-}
-
-/// The synchronous form.
-@discardableResult
-func shareExpectErrorSync<T>(_ code: StoreError.Code, _ comment: Comment? = nil,
-                             sourceLocation: SourceLocation = #_sourceLocation,
-                             _ body: () throws -> T) -> StoreError? {
-    let context = comment.map { " (\($0))" } ?? ""
-    do {
-        _ = try body()
-        Issue.record("expected StoreError \(code), but it succeeded\(context)", sourceLocation: sourceLocation)
-        return nil
-    } catch let error as StoreError {
-        #expect(error.code == code, "expected \(code), got \(error.code): \(error.message)\(context)", sourceLocation: sourceLocation)
-        return error
-    } catch {
-        Issue.record("expected StoreError \(code), got \(type(of: error)): \(error)\(context)", sourceLocation: sourceLocation)
-        return nil
-    }
-}
-
 extension Share {
     /// The participant with this user id.
     func testParticipant(_ userID: String) -> Share.Participant? { participants.first { $0.userID == userID } }

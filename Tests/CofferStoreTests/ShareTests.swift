@@ -27,8 +27,8 @@ struct ShareTests {
             let records = try await bob.sharedDatabase.records(in: zone)
             #expect(records.map(\.name) == ["n1", "n2", "n3"])
             #expect(records.map { shareBody($0) } == ["body of n1", "body of n2", "body of n3"])
-            await shareExpectError(.zoneNotFound, "a zone not shared") { try await bob.sharedDatabase.records(in: other) }
-            await shareExpectError(.zoneNotFound) { try await bob.sharedDatabase.record(named: "secret", in: other) }
+            await expectStoreError(.zoneNotFound, "a zone not shared") { try await bob.sharedDatabase.records(in: other) }
+            await expectStoreError(.zoneNotFound) { try await bob.sharedDatabase.record(named: "secret", in: other) }
             #expect(try await bob.sharedDatabase.zones().map(\.id) == [zone])
         }
     }
@@ -61,7 +61,7 @@ struct ShareTests {
             _ = try await f.alice.addParticipant(bob.userID, permission: .readOnly, to: trip)
             _ = try await bob.acceptShare(url: share.url)
             #expect(try await bob.sharedDatabase.records(in: trip).map(\.name) == ["day1", "day1-photo", "day2", "trip"])
-            await shareExpectError(.zoneNotFound) { try await bob.sharedDatabase.record(named: "unrelated", in: inbox) }
+            await expectStoreError(.zoneNotFound) { try await bob.sharedDatabase.record(named: "unrelated", in: inbox) }
         }
     }
 
@@ -101,7 +101,7 @@ struct ShareTests {
             #expect(try await f.alice.privateDatabase.records(in: inbox).map(\.name) == ["n1", "n1-child"])
             #expect(shareBody(try await f.alice.privateDatabase.record(named: "n1", in: family)) == "body of n1")
             #expect(try await f.alice.privateDatabase.records(in: family).map(\.name) == ["n1"])
-            await shareExpectError(.unknownItem) { try await f.alice.share(records: ["nope"], in: inbox, intoZoneNamed: "New") }
+            await expectStoreError(.unknownItem) { try await f.alice.share(records: ["nope"], in: inbox, intoZoneNamed: "New") }
             #expect(try await f.alice.privateDatabase.zones().map(\.id.name) == ["Family", "Inbox"], "no empty zone left behind")
         }
     }
@@ -110,8 +110,8 @@ struct ShareTests {
         try await ShareFixture.run(backend) { f in
             let zone = try await f.aliceZone()
             let share = try await f.alice.share(zone: zone, title: "One")
-            await shareExpectError(.alreadyExists) { try await f.alice.share(zone: zone, title: "Two") }
-            await shareExpectError(.alreadyExists) { try await f.alice.share(zone: zone, title: "Three", publicPermission: .readOnly) }
+            await expectStoreError(.alreadyExists) { try await f.alice.share(zone: zone, title: "Two") }
+            await expectStoreError(.alreadyExists) { try await f.alice.share(zone: zone, title: "Three", publicPermission: .readOnly) }
             let shares = try await f.alice.fetchShares()
             #expect(shares.count == 1)
             #expect(shares.first?.title == "One")
@@ -124,8 +124,8 @@ struct ShareTests {
         try await ShareFixture.run(backend) { f in
             let bob = try await f.user("Bob", "bob@example.com")
             let (zone, _) = try await f.sharedWith(bob, .readWrite)
-            await shareExpectError(.permissionFailure) { try await bob.share(zone: zone, title: "mine now") }
-            await shareExpectError(.permissionFailure) { try await bob.rekey(zone: zone) }
+            await expectStoreError(.permissionFailure) { try await bob.share(zone: zone, title: "mine now") }
+            await expectStoreError(.permissionFailure) { try await bob.rekey(zone: zone) }
             #expect(try await f.alice.fetchShare(in: zone).title == "Family notes")
         }
     }
@@ -193,8 +193,8 @@ struct ShareTests {
     @Test(arguments: TestBackend.all) func aShareTitleIsShortAndPrintable(_ backend: TestBackend) async throws {
         try await ShareFixture.run(backend) { f in
             let zone = try await f.aliceZone()
-            await shareExpectError(.invalidArguments) { try await f.alice.share(zone: zone, title: "two\nlines") }
-            await shareExpectError(.invalidArguments) { try await f.alice.share(zone: zone, title: String(repeating: "x", count: 1025)) }
+            await expectStoreError(.invalidArguments) { try await f.alice.share(zone: zone, title: "two\nlines") }
+            await expectStoreError(.invalidArguments) { try await f.alice.share(zone: zone, title: String(repeating: "x", count: 1025)) }
             #expect(try await f.alice.isShared(zone) == false)
             let share = try await f.alice.share(zone: zone, title: String(repeating: "é", count: 512))
             #expect(share.title.utf8.count == 1024)
@@ -215,7 +215,7 @@ struct ShareTests {
             for id in ids.prefix(100) { share = try await f.alice.addParticipant(id, permission: .readOnly, to: zone) }
             #expect(share?.participants.count == 101)
             #expect(Limits.maxParticipants == 100)
-            await shareExpectError(.limitExceeded, "the 101st participant") {
+            await expectStoreError(.limitExceeded, "the 101st participant") {
                 try await f.alice.addParticipant(ids[100], permission: .readOnly, to: zone)
             }
             #expect(try await f.alice.fetchShare(in: zone).participants.count == 101)
@@ -237,7 +237,7 @@ struct ShareTests {
             let share = try await f.alice.share(zone: zone, title: "Family notes")
             _ = try await f.alice.addParticipant("bob@example.com", permission: .readOnly, to: zone)
             #expect(try await bob.sharedDatabase.zones().isEmpty, "not before accepting")
-            await shareExpectError(.permissionFailure, "a pending invitee reads nothing") {
+            await expectStoreError(.permissionFailure, "a pending invitee reads nothing") {
                 try await bob.sharedDatabase.record(named: "n1", in: zone)
             }
 
@@ -271,9 +271,9 @@ struct ShareTests {
             let mallory = try await f.user("Mallory", "mallory@example.com")
             let (zone, share) = try await f.sharedWith(bob, .readOnly)
             #expect(!share.url.contains("#"))
-            await shareExpectError(.permissionFailure) { try await mallory.acceptShare(url: share.url) }
+            await expectStoreError(.permissionFailure) { try await mallory.acceptShare(url: share.url) }
             #expect(try await mallory.sharedDatabase.zones().isEmpty)
-            await shareExpectError(.zoneNotFound) { try await mallory.sharedDatabase.record(named: "n1", in: zone) }
+            await expectStoreError(.zoneNotFound) { try await mallory.sharedDatabase.record(named: "n1", in: zone) }
             #expect(try await mallory.fetchShares().isEmpty)
             #expect(try await f.logCount(.acceptances, zone) == 1, "only Bob's acceptance")
             #expect(try await f.wrappedKey(zone, member: mallory.userID, epoch: 1) == nil)
@@ -293,7 +293,7 @@ struct ShareTests {
             #expect(joined.zoneID == zone)
             #expect(try await carol.sharedDatabase.zones().map(\.id) == [zone])
             #expect(shareBody(try await carol.sharedDatabase.record(named: "n2", in: zone)) == "body of n2")
-            await shareExpectError(.permissionFailure, "read-only link") {
+            await expectStoreError(.permissionFailure, "read-only link") {
                 try await carol.sharedDatabase.save(shareNote("n3", in: zone))
             }
             let c = try #require(try await f.alice.fetchShare(in: zone).testParticipant(carol.userID))
@@ -304,10 +304,10 @@ struct ShareTests {
 
             // The same link without its fragment admits no one.
             let bare = String(share.url.split(separator: "#")[0])
-            await shareExpectError(.permissionFailure) { try await dave.acceptShare(url: bare) }
+            await expectStoreError(.permissionFailure) { try await dave.acceptShare(url: bare) }
             // A wrong secret of the right shape neither.
             let wrong = bare + "#" + Base64URL.encode([UInt8](repeating: 7, count: 32))
-            await shareExpectError(.permissionFailure) { try await dave.acceptShare(url: wrong) }
+            await expectStoreError(.permissionFailure) { try await dave.acceptShare(url: wrong) }
             #expect(try await dave.sharedDatabase.zones().isEmpty)
 
             // A read-write link lets joiners write.
@@ -324,18 +324,18 @@ struct ShareTests {
         try await ShareFixture.run { f in
             let zone = try await f.aliceZone()
             let share = try await f.alice.share(zone: zone, title: "x")
-            await shareExpectError(.invalidArguments, "the owner") { try await f.alice.acceptShare(url: share.url) }
-            await shareExpectError(.invalidArguments, "not a URL") { try await f.alice.acceptShare(url: "https://example.com/") }
+            await expectStoreError(.invalidArguments, "the owner") { try await f.alice.acceptShare(url: share.url) }
+            await expectStoreError(.invalidArguments, "not a URL") { try await f.alice.acceptShare(url: "https://example.com/") }
 
             let otherStore = try Store(path: f.folder.appendingPathComponent("other.sqlite").path)
             let bobThere = try otherStore.session(vault: try makeShareVault(in: f.folder, name: "Bob", email: "bob@example.com"))
-            let error = await shareExpectError(.unknownItem) { try await bobThere.acceptShare(url: share.url) }
+            let error = await expectStoreError(.unknownItem) { try await bobThere.acceptShare(url: share.url) }
             #expect(error?.message.contains(Hex.encode(f.store.storeID)) == true)
 
             let bob = try await f.user("Bob", "bob@example.com")
             _ = try await f.alice.addParticipant(bob.userID, permission: .readOnly, to: zone)
             try await f.alice.stopSharing(zone: zone)
-            await shareExpectError(.unknownItem, "a stopped share") { try await bob.acceptShare(url: share.url) }
+            await expectStoreError(.unknownItem, "a stopped share") { try await bob.acceptShare(url: share.url) }
         }
     }
 
@@ -350,8 +350,8 @@ struct ShareTests {
 
             try await bob.leaveShare(zone: zone)
             #expect(try await bob.sharedDatabase.zones().isEmpty)
-            await shareExpectError(.permissionFailure) { try await bob.sharedDatabase.record(named: "n1", in: zone) }
-            await shareExpectError(.permissionFailure) { try await bob.sharedDatabase.save(shareNote("n9", in: zone)) }
+            await expectStoreError(.permissionFailure) { try await bob.sharedDatabase.record(named: "n1", in: zone) }
+            await expectStoreError(.permissionFailure) { try await bob.sharedDatabase.save(shareNote("n9", in: zone)) }
             #expect(await bob.canRead(zone: zone) == false)
 
             let after = try await f.alice.privateDatabase.records(in: zone)
@@ -381,7 +381,7 @@ struct ShareTests {
             try await carol.leaveShare(zone: zone)
             #expect(try await f.wrappedKey(zone, member: carol.userID, epoch: 1) == nil)
             #expect(try await carol.sharedDatabase.zones().isEmpty)
-            await shareExpectError(.permissionFailure) { try await f.fresh(carol).sharedDatabase.record(named: "n1", in: zone) }
+            await expectStoreError(.permissionFailure) { try await f.fresh(carol).sharedDatabase.record(named: "n1", in: zone) }
             _ = try await carol.acceptShare(url: share.url)
             #expect(shareBody(try await f.fresh(carol).sharedDatabase.record(named: "n1", in: zone)) == "body of n1")
         }
@@ -391,8 +391,8 @@ struct ShareTests {
         try await ShareFixture.run(backend) { f in
             let bob = try await f.user("Bob", "bob@example.com")
             let (zone, _) = try await f.sharedWith(bob, .readOnly, accept: false)
-            await shareExpectError(.invalidArguments) { try await f.alice.leaveShare(zone: zone) }
-            await shareExpectError(.permissionFailure) { try await bob.leaveShare(zone: zone) }
+            await expectStoreError(.invalidArguments) { try await f.alice.leaveShare(zone: zone) }
+            await expectStoreError(.permissionFailure) { try await bob.leaveShare(zone: zone) }
             #expect(try await f.alice.fetchShare(in: zone).testParticipant(bob.userID)?.status == .pending)
         }
     }
@@ -401,12 +401,12 @@ struct ShareTests {
         try await ShareFixture.run { f in
             let bob = try await f.user("Bob", "bob@example.com")
             let (zone, _) = try await f.sharedWith(bob, .readWrite)
-            await shareExpectError(.permissionFailure) { try await bob.sharedDatabase.deleteZone(zone) }
+            await expectStoreError(.permissionFailure) { try await bob.sharedDatabase.deleteZone(zone) }
             try await f.alice.privateDatabase.deleteZone(zone)
             #expect(try await f.alice.fetchShares().isEmpty)
             #expect(try await bob.fetchShares().isEmpty)
             #expect(try await bob.sharedDatabase.zones().isEmpty)
-            await shareExpectError(.zoneNotFound) { try await bob.sharedDatabase.record(named: "n1", in: zone) }
+            await expectStoreError(.zoneNotFound) { try await bob.sharedDatabase.record(named: "n1", in: zone) }
             let counts = try f.raw { db in
                 try ["zone_log", "share_link", "zone_member", "zone_key", "zone_key_chain"].map {
                     try Int.fetchOne(db, sql: "SELECT count(*) FROM \($0)") ?? -1

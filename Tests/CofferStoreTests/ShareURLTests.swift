@@ -92,18 +92,18 @@ struct ShareURLTests {
 
     @Test(arguments: rejected)
     func theParserRefuses(_ text: String, _ why: String) {
-        let error = shareExpectErrorSync(.invalidArguments, Comment(rawValue: why)) { try ShareURL(string: text) }
+        let error = expectStoreErrorSync(.invalidArguments, Comment(rawValue: why)) { try ShareURL(string: text) }
         #expect(error?.message.hasPrefix("not a Coffer share URL") == true, "\(why): \(error?.message ?? "")")
     }
 
     @Test func version2IsNamedInTheError() {
-        let error = shareExpectErrorSync(.invalidArguments) { try ShareURL(string: "coffer://share/v2/\(Self.store)/\(Self.share)") }
+        let error = expectStoreErrorSync(.invalidArguments) { try ShareURL(string: "coffer://share/v2/\(Self.store)/\(Self.share)") }
         #expect(error?.message.contains("unsupported version 'v2'") == true)
     }
 
     @Test func theErrorNeverEchoesTheSecret() {
         let text = Self.base + "#" + Self.secret + "="
-        let error = shareExpectErrorSync(.invalidArguments) { try ShareURL(string: text) }
+        let error = expectStoreErrorSync(.invalidArguments) { try ShareURL(string: text) }
         #expect(error?.message.contains(Self.secret) == false)
     }
 
@@ -112,8 +112,8 @@ struct ShareURLTests {
             let zone = try await f.aliceZone()
             let share = try await f.alice.share(zone: zone, title: "t")
             let bob = try await f.user("Bob", "bob@example.com")
-            await shareExpectError(.invalidArguments) { try await bob.acceptShare(url: share.url.replacingOccurrences(of: "/v1/", with: "/v2/")) }
-            await shareExpectError(.invalidArguments) { try await bob.acceptShare(url: share.url.uppercased()) }
+            await expectStoreError(.invalidArguments) { try await bob.acceptShare(url: share.url.replacingOccurrences(of: "/v1/", with: "/v2/")) }
+            await expectStoreError(.invalidArguments) { try await bob.acceptShare(url: share.url.uppercased()) }
         }
     }
 }

@@ -242,44 +242,6 @@ func signedNote(_ name: String, in zone: ZoneID, title: String? = nil, body: Str
     return record
 }
 
-/// Checks that `body` throws a ``StoreError`` with exactly `code`; returns it.
-@discardableResult
-func signedExpectError<T>(_ code: StoreError.Code, _ comment: Comment? = nil,
-                          sourceLocation: SourceLocation = #_sourceLocation,
-                          _ body: () async throws -> T) async -> StoreError? {
-    let context = comment.map { " (\($0))" } ?? ""
-    do {
-        _ = try await body()
-        Issue.record("expected StoreError .\(code), but it succeeded\(context)", sourceLocation: sourceLocation)
-        return nil
-    } catch let error as StoreError {
-        #expect(error.code == code, "expected .\(code), got .\(error.code): \(error.message)\(context)", sourceLocation: sourceLocation)
-        return error
-    } catch {
-        Issue.record("expected StoreError .\(code), got \(type(of: error)): \(error)\(context)", sourceLocation: sourceLocation)
-        return nil
-    }
-}
-
-/// The synchronous form.
-@discardableResult
-func signedExpectErrorSync<T>(_ code: StoreError.Code, _ comment: Comment? = nil,
-                              sourceLocation: SourceLocation = #_sourceLocation,
-                              _ body: () throws -> T) -> StoreError? {
-    let context = comment.map { " (\($0))" } ?? ""
-    do {
-        _ = try body()
-        Issue.record("expected StoreError .\(code), but it succeeded\(context)", sourceLocation: sourceLocation)
-        return nil
-    } catch let error as StoreError {
-        #expect(error.code == code, "expected .\(code), got .\(error.code): \(error.message)\(context)", sourceLocation: sourceLocation)
-        return error
-    } catch {
-        Issue.record("expected StoreError .\(code), got \(type(of: error)): \(error)\(context)", sourceLocation: sourceLocation)
-        return nil
-    }
-}
-
 /// An audit finding reduced to what identifies it.
 struct SignedFinding: Hashable, CustomStringConvertible {
     let kind: AuditFinding.Kind

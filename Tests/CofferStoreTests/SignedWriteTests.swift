@@ -33,7 +33,7 @@ struct SignedWriteTests {
             #expect(stored == #"{"title":"forged title"}"#)
 
             let reader = try await h.fresh(h.owner).privateDatabase
-            let error = await signedExpectError(.integrityFailure) { try await reader.record(named: "r1", in: zone) }
+            let error = await expectStoreError(.integrityFailure) { try await reader.record(named: "r1", in: zone) }
             #expect(error?.message.contains("record 'r1'") == true, "\(error?.message ?? "")")
             #expect(error?.message.contains("does not match its signed log entry 2") == true, "\(error?.message ?? "")")
             // The untouched record still reads.
@@ -81,7 +81,7 @@ struct SignedWriteTests {
                 #expect(db.changesCount == 1)
             }
             let reader = try await h.fresh(h.owner).privateDatabase
-            let error = await signedExpectError(.integrityFailure) { try await reader.record(named: "r1", in: zone) }
+            let error = await expectStoreError(.integrityFailure) { try await reader.record(named: "r1", in: zone) }
             #expect(error?.message.contains("record 'r1'") == true, "\(error?.message ?? "")")
             #expect(try await reader.record(named: "r2", in: zone).encryptedValues["body"] == .string("secret two"))
             let result = try await reader.query(Query(recordType: "Note"), in: zone)
@@ -129,7 +129,7 @@ struct SignedWriteTests {
             }
             let name = edit.label == "name" ? "r9" : "r1"
             let reader = try await h.fresh(h.owner).privateDatabase
-            let error = await signedExpectError(.integrityFailure) { try await reader.record(named: name, in: zone) }
+            let error = await expectStoreError(.integrityFailure) { try await reader.record(named: name, in: zone) }
             #expect(error?.message.contains("'\(name)'") == true, "\(error?.message ?? "")")
             let result = try await reader.query(Query(recordType: "Note"), in: zone)
             #expect(result.records.map(\.name) == ["r2"])
@@ -150,7 +150,7 @@ struct SignedWriteTests {
                 try db.execute(sql: "UPDATE record SET modifier_id = ? WHERE zone_id = ? AND name = 'r1'", arguments: [bob.userID, rowID])
                 #expect(db.changesCount == 1)
             }
-            let error = await signedExpectError(.integrityFailure) { try await h.fresh(h.owner).privateDatabase.record(named: "r1", in: zone) }
+            let error = await expectStoreError(.integrityFailure) { try await h.fresh(h.owner).privateDatabase.record(named: "r1", in: zone) }
             #expect(error?.message.contains("record 'r1'") == true, "\(error?.message ?? "")")
         }
     }
@@ -169,7 +169,7 @@ struct SignedWriteTests {
             // hashes to what entry 3 names, so it and everything after it are refused.
             try h.sql { db in try signedEditEntryLabel(db, zoneRowID: rowID, seq: 2, to: "someone else") }
             // The owner saw the log to its end: the store no longer extends it.
-            await signedExpectError(.integrityFailure) { try await h.fresh(h.owner).privateDatabase.record(named: "b0", in: zone) }
+            await expectStoreError(.integrityFailure) { try await h.fresh(h.owner).privateDatabase.record(named: "b0", in: zone) }
             // A reader who never saw it reads up to the refused entry: nothing after it.
             let reader = try await h.stranger(h.owner).privateDatabase
             var refused = [String: StoreError](), read = [String]()
@@ -212,19 +212,19 @@ struct SignedWriteTests {
             #expect(try await h.state(zone).ownerSeq == 6)
 
             // Through the library, Bob cannot write.
-            await signedExpectError(.permissionFailure) { try await bob.sharedDatabase.save(signedNote("via-library", in: zone)) }
+            await expectStoreError(.permissionFailure) { try await bob.sharedDatabase.save(signedNote("via-library", in: zone)) }
 
             // Bypassing it, Bob signs a commit of his own; his zone key seals a body that opens.
             let bobSeq = try await h.forge(in: zone, signer: bob, name: "by-bob", title: "bob was here", body: "bob's body")
             #expect(bobSeq == zoneRow.sequence + 1)
             let reader = try await h.fresh(h.owner).privateDatabase
-            let error = await signedExpectError(.integrityFailure) { try await reader.record(named: "by-bob", in: zone) }
+            let error = await expectStoreError(.integrityFailure) { try await reader.record(named: "by-bob", in: zone) }
             let message = error?.message ?? ""
             #expect(message.contains("record 'by-bob'"), "\(message)")
             #expect(message.contains("entry \(bobSeq) of the log of zone 'Notes'") && message.contains("a commit by \(bob.userID), who has read-only permission"),
                     "\(message)")
             // Bob's own reading refuses it too, and so do queries and change feeds.
-            await signedExpectError(.integrityFailure) { try await h.fresh(bob).sharedDatabase.record(named: "by-bob", in: zone) }
+            await expectStoreError(.integrityFailure) { try await h.fresh(bob).sharedDatabase.record(named: "by-bob", in: zone) }
             let result = try await reader.query(Query(recordType: "Note"), in: zone)
             #expect(result.records.map(\.name) == ["n1"])
             #expect(Set(result.refused.keys) == ["by-bob"])
@@ -258,7 +258,7 @@ struct SignedWriteTests {
             #expect(try await h.state(zone).ownerSeq == 4)
             try await h.forge(in: zone, signer: carol, name: "claims", title: "t", ownerSeq: claimed)
             let reader = try await h.fresh(h.owner).privateDatabase
-            let error = await signedExpectError(.integrityFailure) { try await reader.record(named: "claims", in: zone) }
+            let error = await expectStoreError(.integrityFailure) { try await reader.record(named: "claims", in: zone) }
             #expect(error?.message.contains(claimed == 0 ? "is malformed" : "claims membership \(claimed); the one in force is 4") == true,
                     "\(error?.message ?? "")")
         }
@@ -287,7 +287,7 @@ struct SignedWriteTests {
                 }
             }
             let reader = try await h.fresh(h.owner).privateDatabase
-            let error = await signedExpectError(.integrityFailure) { try await reader.record(named: "by-carol", in: zone) }
+            let error = await expectStoreError(.integrityFailure) { try await reader.record(named: "by-carol", in: zone) }
             let message = error?.message ?? ""
             switch variant {
             case "format 1":
@@ -344,7 +344,7 @@ struct SignedWriteTests {
                 try db.execute(sql: "UPDATE record SET creator_id = ?, modifier_id = ? WHERE zone_id = ? AND name = 'forged'",
                                arguments: [h.owner.userID, h.owner.userID, rowID])
             }
-            let error = await signedExpectError(.integrityFailure) { try await h.fresh(h.owner).privateDatabase.record(named: "forged", in: zone) }
+            let error = await expectStoreError(.integrityFailure) { try await h.fresh(h.owner).privateDatabase.record(named: "forged", in: zone) }
             #expect(error?.message.contains("its signature by you does not verify") == true, "\(error?.message ?? "")")
         }
     }
@@ -380,13 +380,13 @@ struct SignedWriteTests {
             }
             for reader in [try await h.fresh(h.owner).privateDatabase, try await h.fresh(carol).sharedDatabase] {
                 // The owner's marks (and Carol's) were past entry 4: the log no longer extends them.
-                let error = await signedExpectError(.integrityFailure) { try await reader.record(named: "n1", in: zone) }
+                let error = await expectStoreError(.integrityFailure) { try await reader.record(named: "n1", in: zone) }
                 #expect(error?.message.contains("zone 'Notes'") == true, "\(error?.message ?? "")")
             }
             // A user who never saw the zone: the verified prefix ends before entry 4, so Bob is not
             // invited there, and Carol's record (after it) is refused.
             let stranger = try await h.newUser("Dan Newcomer", "dan@example.com")
-            await signedExpectError(.zoneNotFound) { try await stranger.sharedDatabase.record(named: "n1", in: zone) }
+            await expectStoreError(.zoneNotFound) { try await stranger.sharedDatabase.record(named: "n1", in: zone) }
             let fresh = try await h.otherStoreSession(h.owner)
             try fresh.vault.marks.reset(zone: try await h.zoneRow(zone).uid, to: nil)
             let result = try await fresh.privateDatabase.query(Query(recordType: "Note"), in: zone)
@@ -407,16 +407,16 @@ struct SignedWriteTests {
             _ = try await db.save(signedNote("r2", in: zone))
             let rowID = try await signedRowID(h, zone)
             try h.sql { db in try signedEditEntryLabel(db, zoneRowID: rowID, seq: 3, to: "someone else") }
-            await signedExpectError(.integrityFailure) { try await h.fresh(h.owner).privateDatabase.record(named: "r1", in: zone) }
+            await expectStoreError(.integrityFailure) { try await h.fresh(h.owner).privateDatabase.record(named: "r1", in: zone) }
             let reader = try await h.stranger(h.owner).privateDatabase
             #expect(try await reader.record(named: "r1", in: zone).transactionAuthor == "importer")
-            let error = await signedExpectError(.integrityFailure) { try await reader.record(named: "r2", in: zone) }
+            let error = await expectStoreError(.integrityFailure) { try await reader.record(named: "r2", in: zone) }
             #expect(error?.message.contains("record 'r2'") == true, "\(error?.message ?? "")")
             #expect(error?.message.contains("its signature by you does not verify") == true, "\(error?.message ?? "")")
 
             // Removing the label is an edit too.
             try h.sql { db in try signedEditEntryLabel(db, zoneRowID: rowID, seq: 2, to: nil) }
-            await signedExpectError(.integrityFailure) { try await h.stranger(h.owner).privateDatabase.record(named: "r1", in: zone) }
+            await expectStoreError(.integrityFailure) { try await h.stranger(h.owner).privateDatabase.record(named: "r1", in: zone) }
         }
     }
 
@@ -431,7 +431,7 @@ struct SignedWriteTests {
                 try db.execute(sql: "DELETE FROM zone_log WHERE zone_id = ? AND seq = 3", arguments: [rowID])
                 #expect(db.changesCount == 1)
             }
-            let error = await signedExpectError(.integrityFailure) { try await h.fresh(h.owner).privateDatabase.record(named: "a", in: zone) }
+            let error = await expectStoreError(.integrityFailure) { try await h.fresh(h.owner).privateDatabase.record(named: "a", in: zone) }
             #expect(error?.message.contains("zone 'Notes'") == true && error?.message.contains("rolled back or its log was cut") == true,
                     "\(error?.message ?? "")")
             let stranger = try await h.otherStoreSession(h.owner)
@@ -476,10 +476,10 @@ struct SignedWriteTests {
             #expect(report.findings.isEmpty, "\(report.findings)")
 
             // Now read-only: the library refuses her writes ...
-            await signedExpectError(.permissionFailure) { try await carol.sharedDatabase.save(signedNote("c2", in: zone)) }
+            await expectStoreError(.permissionFailure) { try await carol.sharedDatabase.save(signedNote("c2", in: zone)) }
             // ... and a commit she forges under the current membership is refused on read.
             try await h.forge(in: zone, signer: carol, name: "c3", title: "after demotion")
-            let error = await signedExpectError(.integrityFailure) { try await h.fresh(h.owner).privateDatabase.record(named: "c3", in: zone) }
+            let error = await expectStoreError(.integrityFailure) { try await h.fresh(h.owner).privateDatabase.record(named: "c3", in: zone) }
             #expect(error?.message.contains("has read-only permission") == true, "\(error?.message ?? "")")
         }
     }
@@ -492,7 +492,7 @@ struct SignedWriteTests {
             try await h.share(zone, with: [(carol, .readWrite)])
             _ = try await h.owner.setPermission(.readOnly, for: carol.userID, in: zone)
             try await h.forge(in: zone, signer: carol, name: "backdated", title: "claims membership 4", ownerSeq: 4)
-            let error = await signedExpectError(.integrityFailure) { try await h.fresh(h.owner).privateDatabase.record(named: "backdated", in: zone) }
+            let error = await expectStoreError(.integrityFailure) { try await h.fresh(h.owner).privateDatabase.record(named: "backdated", in: zone) }
             #expect(error?.message.contains("claims membership 4; the one in force is 6") == true, "\(error?.message ?? "")")
         }
     }
@@ -503,7 +503,7 @@ struct SignedWriteTests {
             let zone = try await h.ownerZone(notes: ["n1"])
             let bob = try await h.newUser("Bob Reader", "bob@example.com")
             try await h.share(zone, with: [(bob, .readOnly)])
-            await signedExpectError(.permissionFailure) { try await bob.sharedDatabase.save(signedNote("b0", in: zone)) }
+            await expectStoreError(.permissionFailure) { try await bob.sharedDatabase.save(signedNote("b0", in: zone)) }
             _ = try await h.owner.setPermission(.readWrite, for: bob.userID, in: zone)
             _ = try await bob.sharedDatabase.save(signedNote("b1", in: zone))
             let b1 = try await h.fresh(h.owner).privateDatabase.record(named: "b1", in: zone)
@@ -523,7 +523,7 @@ struct SignedWriteTests {
             let c1 = try await h.fresh(h.owner).privateDatabase.record(named: "c1", in: zone)
             #expect(c1.modifierID == carol.userID)
             #expect(c1.encryptedValues["body"] == .string("before removal"))
-            await signedExpectError(.permissionFailure) { try await h.fresh(carol).sharedDatabase.record(named: "c1", in: zone) }
+            await expectStoreError(.permissionFailure) { try await h.fresh(carol).sharedDatabase.record(named: "c1", in: zone) }
         }
     }
 
@@ -543,7 +543,7 @@ struct SignedWriteTests {
             #expect(c1.encryptedValues["body"] == .string("while shared"))
             // Carol has lost the key, but a plain-only record needs none: she still cannot write one.
             try await h.forge(in: zone, signer: carol, name: "after-stop", title: "still here", body: nil)
-            let error = await signedExpectError(.integrityFailure) { try await h.fresh(h.owner).privateDatabase.record(named: "after-stop", in: zone) }
+            let error = await expectStoreError(.integrityFailure) { try await h.fresh(h.owner).privateDatabase.record(named: "after-stop", in: zone) }
             #expect(error?.message.contains("is not a member (the zone is not shared)") == true, "\(error?.message ?? "")")
             #expect(try await h.fresh(h.owner).audit().signedKeys == [SignedFinding(.log, "log"), SignedFinding(.record, "after-stop")])
         }
@@ -563,9 +563,9 @@ struct SignedWriteTests {
             let e1 = try await h.fresh(h.owner).privateDatabase.record(named: "e1", in: zone)
             #expect(e1.modifierID == eve.userID)
             #expect(e1.encryptedValues["body"] == .string("via link"))
-            await signedExpectError(.permissionFailure) { try await eve.sharedDatabase.save(signedNote("e2", in: zone)) }
+            await expectStoreError(.permissionFailure) { try await eve.sharedDatabase.save(signedNote("e2", in: zone)) }
             try await h.forge(in: zone, signer: eve, name: "e3", title: "forged after read-only")
-            await signedExpectError(.integrityFailure) { try await h.fresh(h.owner).privateDatabase.record(named: "e3", in: zone) }
+            await expectStoreError(.integrityFailure) { try await h.fresh(h.owner).privateDatabase.record(named: "e3", in: zone) }
         }
     }
 
@@ -580,13 +580,13 @@ struct SignedWriteTests {
             _ = try await h.owner.removeParticipant(carol.userID, from: zone)
             let state = try await h.state(zone)
             #expect(state.epoch == 2 && state.ownerSeq == 7)
-            await signedExpectError(.permissionFailure) { try await carol.sharedDatabase.save(signedNote("c2", in: zone)) }
+            await expectStoreError(.permissionFailure) { try await carol.sharedDatabase.save(signedNote("c2", in: zone)) }
 
             // Removed, Carol signs a commit claiming membership 2 (when she was read-write) and epoch 1.
             try await h.forge(in: zone, signer: carol, name: "after-removal", title: "written after removal",
                         body: variant == "plain only" ? nil : "sealed with a key she kept", ownerSeq: 4, epoch: 1)
             let reader = try await h.fresh(h.owner).privateDatabase
-            await signedExpectError(.integrityFailure, "a commit made after Carol's removal verifies as hers") {
+            await expectStoreError(.integrityFailure, "a commit made after Carol's removal verifies as hers") {
                 try await reader.record(named: "after-removal", in: zone)
             }
         }
@@ -626,7 +626,7 @@ struct SignedWriteTests {
             #expect(second == 11 * 32)
             #expect(try await h.commitCount(zone) == 2)
             // One more record than the limit is refused, and writes no commit.
-            await signedExpectError(.limitExceeded) {
+            await expectStoreError(.limitExceeded) {
                 try await h.ownerDB.modify(saving: (0..<401).map { signedNote("x\($0)", in: zone) }, in: zone)
             }
             #expect(try await h.commitCount(zone) == 2)
