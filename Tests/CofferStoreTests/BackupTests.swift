@@ -41,6 +41,23 @@ struct BackupTests {
         }
     }
 
+    /// Seals `backup`, opens it and restores it into a new store, which refuses it as damaged
+    /// (its message saying `reason`) and is left without a zone.
+    func expectDamagedRestore(_ backup: Backup, vault: Vault, saying reason: String,
+                              sourceLocation: SourceLocation = #_sourceLocation) async throws {
+        let reopened = try Backup(sealed: try backup.sealed(by: vault), vault: vault)
+        try await withTemporaryFolder { folder in
+            let target = try Store(path: folder.appendingPathComponent("restored.sqlite").path)
+            let session = try target.session(vault: vault)
+            let error = await expectStoreError(.integrityFailure, sourceLocation: sourceLocation) {
+                _ = try await session.restore(reopened, resettingMarks: true)
+            }
+            #expect(error?.message.contains("the backup is damaged") == true && error?.message.contains(reason) == true,
+                    "\(String(describing: error))", sourceLocation: sourceLocation)
+            #expect(try await !target.localStorage(for: "a test").hasZones(), "a zone was written", sourceLocation: sourceLocation)
+        }
+    }
+
     @Test("a backup sealed by its user whose zone names another owner than its log is refused as damaged, before anything is written")
     func changedOwnerIsDamaged() async throws {
         try await withStore { f in
@@ -53,14 +70,7 @@ struct BackupTests {
                               (z.id, SecureRandom.bytes(count: 16))] {
                 backup.zones[0] = ZoneCopy(id: id, uid: uid, created: z.created, log: z.log, wrappedKeys: z.wrappedKeys, chainedKeys: z.chainedKeys,
                                            link: z.link, members: z.members, shareUID: z.shareUID, schema: z.schema, tombstones: z.tombstones, rows: z.rows)
-                let reopened = try Backup(sealed: try backup.sealed(by: f.vault), vault: f.vault)
-                try await withTemporaryFolder { folder in
-                    let target = try Store(path: folder.appendingPathComponent("restored.sqlite").path)
-                    let session = try target.session(vault: f.vault)
-                    let error = await expectStoreError(.integrityFailure) { _ = try await session.restore(reopened, resettingMarks: true) }
-                    #expect(error?.message.contains("the backup is damaged") == true, "\(String(describing: error))")
-                    #expect(try await !target.localStorage(for: "a test").hasZones(), "a zone was written")
-                }
+                try await expectDamagedRestore(backup, vault: f.vault, saying: "the backup is damaged")
             }
         }
     }
@@ -90,15 +100,7 @@ struct BackupTests {
                 let reason = "has no readable first log entry"
                 backup.zones[0] = ZoneCopy(id: z.id, uid: z.uid, created: z.created, log: log, wrappedKeys: z.wrappedKeys, chainedKeys: z.chainedKeys,
                                            link: z.link, members: z.members, shareUID: z.shareUID, schema: z.schema, tombstones: z.tombstones, rows: z.rows)
-                let reopened = try Backup(sealed: try backup.sealed(by: f.vault), vault: f.vault)
-                try await withTemporaryFolder { folder in
-                    let target = try Store(path: folder.appendingPathComponent("restored.sqlite").path)
-                    let session = try target.session(vault: f.vault)
-                    let error = await expectStoreError(.integrityFailure) { _ = try await session.restore(reopened, resettingMarks: true) }
-                    #expect(error?.message.contains("the backup is damaged") == true && error?.message.contains(reason) == true,
-                            "\(String(describing: error))")
-                    #expect(try await !target.localStorage(for: "a test").hasZones(), "a zone was written")
-                }
+                try await expectDamagedRestore(backup, vault: f.vault, saying: reason)
             }
         }
     }

@@ -116,6 +116,8 @@ extension SnapshotDriver {
     /// With `pinned` (a read inside ``Store/withPinnedReads(_:)``), every run reads on that pin,
     /// which stays open for the caller.
     func run<T>(writing: Bool, pinned: (any ReadPin)? = nil, _ body: (any StorageTransaction) throws -> T) async throws -> T {
+        // Kept as one function: its nested steps share the run's counters, its pin and its snapshot,
+        // which each of them changes; apart, they would pass all of them back and forth.
         let snapshot = StorageSnapshot(writable: writing)
         var fetches = 0, conflicts = 0, backoffs = 0
         var rounds = 0, pinnedRuns = pinned == nil ? 0 : 1
