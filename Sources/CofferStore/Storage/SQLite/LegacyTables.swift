@@ -4,7 +4,7 @@ import GRDB
 /// The rows of zones of the store's earlier format (migrations up to `v5-commit-names`): signed
 /// commits and an owner-signed membership log in tables of their own, a signed share row and
 /// its participants. Read only to upgrade such a zone (`Legacy/LegacyZone.swift` verifies them,
-/// `Legacy/Session+Upgrade.swift` upgrades), each row as its columns hold it: nothing here is
+/// `Legacy/LegacyUpgrade.swift` upgrades), each row as its columns hold it: nothing here is
 /// believed before the owner's signatures are checked.
 struct LegacyTables {
     let db: GRDB.Database
