@@ -111,13 +111,10 @@ public final class Store: Sendable {
         }
     }
 
-    /// Runs a read of the store. On SQLite: on one of GRDB's reader connections, on the calling
-    /// thread. A read never waits for a lock (WAL: readers go on while another connection
-    /// writes), so it holds its thread only for its own work; run there, the records it makes
-    /// are freed on the thread that made them. (Through GRDB's async `read`, which runs the
-    /// closure on a GRDB queue and suspends the caller, fetching cost about 12% more CPU per
-    /// record in `coffer-bench records`: see Docs/Performance.md.) On PostgreSQL: through
-    /// ``SnapshotDriver/run(writing:_:)``, suspending while rows are fetched.
+    /// Runs a read of the store. On SQLite: on one of GRDB's reader connections, the caller
+    /// suspended while every connection is in use, then the read run on its thread
+    /// (``SQLiteStorage/read(_:)``). On PostgreSQL: through ``SnapshotDriver/run(writing:_:)``,
+    /// suspending while rows are fetched.
     func read<T: Sendable>(_ body: @escaping @Sendable (any StorageTransaction) throws -> T) async throws -> T {
         switch PinnedReads.of(self) {
         case .sqlite(let pin)?: return try pin.read(body)
@@ -130,7 +127,7 @@ public final class Store: Sendable {
         case nil: break
         }
         switch backend {
-        case .sqlite(let sqlite): return try sqlite.read(body)
+        case .sqlite(let sqlite): return try await sqlite.read(body)
         case .postgres(let storage): return try await storage.run(writing: false, body)
         case .snapshot(let driver): return try await driver.run(writing: false, body)
         }

@@ -486,7 +486,7 @@ struct SQLiteSnapshotDriverTests {
         try await withDriverStore(.file) { f in
             let zone = try await f.alice.privateDatabase.createZone(named: "Z")
             _ = try await f.alice.privateDatabase.save(Self.note(zone, "n1", title: "t", body: "b"))
-            let driver = SQLiteSnapshotDriver(pool: f.file.dbPool, logger: Vault.disabledLogger)
+            let driver = SQLiteSnapshotDriver(storage: try f.file.sqliteStorage(for: "a test"), logger: Vault.disabledLogger)
             #expect(driver.storeDescription == "the SQLite store at \(f.file.url.path)")
             let snapshot = StorageSnapshot(writable: true)
             let a = ZoneID(name: "New1", ownerID: f.alice.userID), b = ZoneID(name: "New2", ownerID: f.alice.userID)
@@ -530,7 +530,7 @@ struct SQLiteSnapshotDriverTests {
         try await withDriverStore(.file) { f in
             let zone = try await f.alice.privateDatabase.createZone(named: "Z")
             let saved = try await f.alice.privateDatabase.save(Self.note(zone, "n1", title: "t", body: "b"))
-            let driver = SQLiteSnapshotDriver(pool: f.file.dbPool, logger: Vault.disabledLogger)
+            let driver = SQLiteSnapshotDriver(storage: try f.file.sqliteStorage(for: "a test"), logger: Vault.disabledLogger)
             let rowID = try #require(try await f.zoneRowIDs()["Z"])
             let counter: () async throws -> Int64 = { try await f.file.dbPool.read { db in try db.databaseCounter().current } }
             let before = try await counter()

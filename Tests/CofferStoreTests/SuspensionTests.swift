@@ -36,6 +36,121 @@ struct SuspensionTests {
             #expect(try await f.db.record(named: "n1", in: zone).values["title"] == "waited")
         }
     }
+
+    /// Reads beyond the pool's reader connections wait suspended. Every reader connection is held
+    /// by a thread outside the cooperative pool; then more reads than there are connections, from
+    /// more tasks than the machine has cores, all start on one serial executor (one thread). Were
+    /// a read blocking its thread while it waits for a connection, the executor would be stuck:
+    /// no other task on it would run, and the holders would give up after 30 s. Instead every
+    /// read waits at the gate, a task on the same executor runs, and once the connections come
+    /// back every read finishes with the record.
+    @Test("more reads than reader connections, from more tasks than cores, wait without holding a thread")
+    func readsBeyondTheConnectionsSuspend() async throws {
+        try await withStore { f in
+            let zone = try await f.db.createZone(named: "Notes")
+            var note = Record(type: "Note", name: "n1", zone: zone)
+            note.values["title"] = "read"
+            _ = try await f.db.save(note)
+            let storage = try f.store.sqliteStorage(for: "a test")
+            let connections = storage.pool.configuration.maximumReaderCount
+            let holders = try await HeldReaders(storage, count: connections)
+
+            let executor = SerialTaskExecutor()
+            let count = 4 * ProcessInfo.processInfo.activeProcessorCount + connections
+            let reads = (0..<count).map { _ in
+                Task(executorPreference: executor) { try await f.db.record(named: "n1", in: zone).values["title"] }
+            }
+            try await waitUntil { storage.readers.waiting == count }
+            let ran = await Task(executorPreference: executor) { true }.value
+            #expect(ran, "a task ran on the executor every read is waiting on")
+            #expect(storage.readers.waiting == count, "no read went ahead while every connection was held")
+
+            let held = await holders.release()
+            #expect(held.allSatisfy { $0 == .success }, "the holders were released, not timed out: \(held)")
+            for read in reads { #expect(try await read.value == "read") }
+            #expect(storage.readers.waiting == 0)
+        }
+    }
+
+    /// A read waiting for a connection whose task is cancelled stops waiting with
+    /// `CancellationError`, and takes no connection: once the holders let go, every connection
+    /// serves reads again.
+    @Test("a read cancelled while it waits for a connection ends and leaves the connections whole")
+    func cancelledWaitingRead() async throws {
+        try await withStore { f in
+            let zone = try await f.db.createZone(named: "Notes")
+            let storage = try f.store.sqliteStorage(for: "a test")
+            let connections = storage.pool.configuration.maximumReaderCount
+            let holders = try await HeldReaders(storage, count: connections)
+            let waiting = Task { try await f.store.read { db in try db.zoneRow(zone) != nil } }
+            try await waitUntil { storage.readers.waiting == 1 }
+            waiting.cancel()
+            await #expect(throws: CancellationError.self) { try await waiting.value }
+            #expect(storage.readers.waiting == 0)
+            let held = await holders.release()
+            #expect(held.allSatisfy { $0 == .success })
+            // Every permit came back: as many reads at once as there are connections, each holding one.
+            let again = try await HeldReaders(storage, count: connections)
+            _ = await again.release()
+            #expect(try await f.store.read { db in try db.zoneRow(zone) != nil })
+        }
+    }
+}
+
+/// Threads outside the cooperative pool, each holding one of a store's reader connections (a
+/// read through the gate that waits) until released, or for 30 s.
+struct HeldReaders {
+    private let release = DispatchSemaphore(value: 0)
+    private let done = DispatchGroup()
+    private let results = Locked<[DispatchTimeoutResult]>([])
+    private let count: Int
+
+    init(_ storage: SQLiteStorage, count: Int) async throws {
+        self.count = count
+        let holding = DispatchSemaphore(value: 0)
+        for _ in 0..<count {
+            let (release, results, done) = (self.release, self.results, self.done)
+            done.enter()
+            Thread.detachNewThread {
+                let result = (try? storage.read { _ in
+                    holding.signal()
+                    return release.wait(timeout: .now() + 30)
+                }) ?? .timedOut
+                results.withLock { $0.append(result) }
+                done.leave()
+            }
+        }
+        await offThePool { for _ in 0..<count { holding.wait() } }
+    }
+
+    /// Lets the holders go; what each one's wait ended with.
+    func release() async -> [DispatchTimeoutResult] {
+        for _ in 0..<count { release.signal() }
+        await offThePool { done.wait() }
+        return results.withLock { $0 }
+    }
+}
+
+/// Runs `body`, which blocks, on a thread outside the cooperative pool, the caller suspended.
+func offThePool(_ body: @escaping @Sendable () -> Void) async {
+    await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+        DispatchQueue.global().async {
+            body()
+            continuation.resume()
+        }
+    }
+}
+
+/// Waits (suspended, checking every 10 ms) until `condition` holds; fails the test after 30 s.
+func waitUntil(sourceLocation: SourceLocation = #_sourceLocation, _ condition: () -> Bool) async throws {
+    let deadline = ContinuousClock.now + .seconds(30)
+    while !condition() {
+        guard ContinuousClock.now < deadline else {
+            Issue.record("the condition did not hold within 30 s", sourceLocation: sourceLocation)
+            return
+        }
+        try await Task.sleep(for: .milliseconds(10))
+    }
 }
 
 /// Runs the jobs of the tasks that prefer it one at a time, in order, on a serial queue: a job

@@ -75,7 +75,7 @@ extension BackupSource {
     /// A snapshot driver over `store`'s backend, whichever it is.
     static func driver(of store: Store, reading: Bool) throws -> any SnapshotDriver {
         switch store.backend {
-        case .sqlite(let sqlite): return SQLiteSnapshotDriver(pool: sqlite.pool, logger: store.logger)
+        case .sqlite(let sqlite): return SQLiteSnapshotDriver(storage: sqlite, logger: store.logger)
         case .postgres(let storage): return storage
         case .snapshot(let driver): return driver
         }

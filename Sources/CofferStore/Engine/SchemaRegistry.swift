@@ -158,7 +158,7 @@ extension SchemaRegistry {
         case .snapshot:
             return
         case .sqlite(let sqlite):
-            let created = try await SQLiteLocalStorage(pool: sqlite.pool).ensureFieldIndexes(recordType: recordType, fields: missing.map(\.field))
+            let created = try await SQLiteLocalStorage(storage: sqlite).ensureFieldIndexes(recordType: recordType, fields: missing.map(\.field))
             if !created.isEmpty {
                 session.store.logger.info("query index created", metadata: ["type": "\(recordType)", "fields": "\(created)"])
             }

@@ -71,7 +71,7 @@ extension ShareService {
             }
             return (targetID, moved)
         } catch {
-            if created != nil { await try? session.zoneDirectory.deleteZone(targetID) } // nothing moved: do not leave an empty zone behind
+            if created != nil { try? await session.zoneDirectory.deleteZone(targetID) } // nothing moved: do not leave an empty zone behind
             throw error
         }
     }

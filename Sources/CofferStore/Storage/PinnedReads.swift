@@ -64,7 +64,7 @@ extension Store {
         let pin: PinnedReads.Pin
         switch backend {
         case .sqlite(let sqlite):
-            pin = .sqlite(try SQLiteSnapshotDriver(pool: sqlite.pool, logger: logger).pin())
+            pin = .sqlite(try SQLiteSnapshotDriver(storage: sqlite, logger: logger).pin())
         case .postgres(let storage):
             guard let taken = try await storage.pinReads() else { return try await body() }
             pin = .driver(taken)

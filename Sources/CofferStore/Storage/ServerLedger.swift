@@ -54,7 +54,7 @@ extension Store {
     /// - Throws: `.notSupported` naming `what` for a store reached through a server.
     package func localStorage(for what: @autoclosure () -> String) throws -> any LocalStorage {
         switch backend {
-        case .sqlite(let sqlite): return SQLiteLocalStorage(pool: sqlite.pool)
+        case .sqlite(let sqlite): return SQLiteLocalStorage(storage: sqlite)
         case .postgres(let storage): return storage
         case .snapshot(let driver): throw StoreError(.notSupported, "\(what()) is not available on \(driver.storeDescription)")
         }

@@ -18,7 +18,7 @@ extension Store {
             return (store, storage)
         }
         let store = try Store(path: location, logger: logger)
-        return (store, SQLiteSnapshotDriver(pool: store.dbPool, logger: logger))
+        return (store, SQLiteSnapshotDriver(storage: try store.sqliteStorage(for: "a served store"), logger: logger))
     }
 
     /// The signing key of a user whose card the store holds and verifies; nil for an unknown user.

@@ -49,7 +49,7 @@ extension ZonePush {
     /// A snapshot driver over `store`'s backend.
     static func driver(of store: Store, for what: String) throws -> any SnapshotDriver {
         switch store.backend {
-        case .sqlite(let sqlite): return SQLiteSnapshotDriver(pool: sqlite.pool, logger: store.logger)
+        case .sqlite(let sqlite): return SQLiteSnapshotDriver(storage: sqlite, logger: store.logger)
         case .postgres(let storage): return storage
         case .snapshot(let driver):
             guard what.hasSuffix("onto it") else { throw StoreError(.notSupported, "\(what) is not available on \(driver.storeDescription)") }

@@ -4,7 +4,8 @@ import GRDB
 /// An SQLite store as a whole (``LocalStorage``), with a server's ledger in the tables
 /// `server_nonce`, `server_operation` and `server_stage`.
 struct SQLiteLocalStorage: LocalStorage {
-    let pool: DatabasePool
+    let storage: SQLiteStorage
+    var pool: DatabasePool { storage.pool }
 
     func hasZones() async throws -> Bool {
         try await read { db in try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM zone)") ?? false }
@@ -93,9 +94,9 @@ struct SQLiteLocalStorage: LocalStorage {
 
     func waitForOtherInstances(upTo interval: Duration) async throws {}
 
-    /// A read on the calling thread, as the store's reads are (see ``Store/read(_:)``).
+    /// A read as the store's reads run (``SQLiteStorage/read(_:)``).
     private func read<T: Sendable>(_ body: @escaping @Sendable (GRDB.Database) throws -> T) async throws -> T {
-        try pool.readOnCallingThread(body)
+        try await storage.read(body)
     }
 
     private func write<T: Sendable>(_ body: @escaping @Sendable (GRDB.Database) throws -> T) async throws -> T {

@@ -11,7 +11,7 @@ import Logging
 /// ``PostgresStorage`` does on PostgreSQL.
 ///
 /// ```swift
-/// let driver = SQLiteSnapshotDriver(pool: pool, logger: logger)
+/// let driver = SQLiteSnapshotDriver(storage: storage, logger: logger)
 /// try await driver.fetch(needs, into: snapshot)   // one state of the file for all of them
 /// try await driver.apply(snapshot.writes)         // or SnapshotConflict: read again
 /// ```
@@ -21,14 +21,16 @@ import Logging
 /// through this driver. Writes keep the columns only SQLite has (a zone's key epoch and log
 /// format) as the engine's SQLite path keeps them.
 package final class SQLiteSnapshotDriver: SnapshotDriver {
-    package let pool: DatabasePool
+    /// The file's connections, and the turns at its readers that every read takes.
+    let storage: SQLiteStorage
+    package var pool: DatabasePool { storage.pool }
     package let logger: Logger
     /// The last zone id this driver handed out (see ``reserveZoneID(_:after:)``).
     private let lastReserved = Locked<Int64>(0)
 
-    /// A driver over `pool`, a store the SQLite migrations set up (``Store/init(path:create:logger:)``).
-    package init(pool: DatabasePool, logger: Logger) {
-        self.pool = pool
+    /// A driver over `storage`, a store the SQLite migrations set up (``Store/init(path:create:logger:)``).
+    init(storage: SQLiteStorage, logger: Logger) {
+        self.storage = storage
         self.logger = logger
     }
 
@@ -58,9 +60,7 @@ package final class SQLiteSnapshotDriver: SnapshotDriver {
     /// for all of it); drops what was read before when a zone read then has moved on since.
     package func fetch(_ needs: [StorageSnapshot.Need], into snapshot: StorageSnapshot) async throws {
         let basis = snapshot.basis
-        let read: Fetched
-        // On the calling thread, as every SQLite read of the store is (see `readOnCallingThread`).
-        read = try pool.readOnCallingThread { db in try self.read(needs, basis: basis, db) }
+        let read = try await storage.read { db in try self.read(needs, basis: basis, db) }
         snapshot.absorb(read.tables, moved: read.moved) { $0 }
     }
 
@@ -458,7 +458,7 @@ extension Store {
         } catch {
             throw Self.map(error)
         }
-        self.init(url: URL(fileURLWithPath: pool.path), storeID: storeID, backend: .snapshot(SQLiteSnapshotDriver(pool: pool, logger: logger)),
+        self.init(url: URL(fileURLWithPath: pool.path), storeID: storeID, backend: .snapshot(SQLiteSnapshotDriver(storage: SQLiteStorage(pool: pool), logger: logger)),
                   logger: logger)
     }
 }

@@ -6,9 +6,12 @@ import Logging
 /// ``Store`` opens the file and runs its transactions on it.
 final class SQLiteStorage: Sendable {
     let pool: DatabasePool
+    /// The turns at the pool's reader connections, which every read of the file takes.
+    let readers: SQLiteReadGate
 
     init(pool: DatabasePool) {
         self.pool = pool
+        readers = SQLiteReadGate(permits: pool.configuration.maximumReaderCount)
     }
 
     /// Opens the store file at `url` (see ``Store/init(path:create:logger:)``), setting it up
@@ -46,9 +49,26 @@ final class SQLiteStorage: Sendable {
         }
     }
 
-    /// A read on the calling thread (see ``DatabasePool/readOnCallingThread(_:)``).
+    /// A read transaction on one of the pool's reader connections. The caller suspends while
+    /// every connection is in use (``SQLiteReadGate``), then runs the read on its own thread: a
+    /// read never waits for a lock (WAL: readers go on while another connection writes), so it
+    /// holds the thread only for its own work, and the rows it makes are freed on the thread
+    /// that made them.
+    func read<T>(_ body: (GRDB.Database) throws -> T) async throws -> T {
+        try await readers.withPermit { try readOnThisThread(body) }
+    }
+
+    /// ``read(_:)`` for the synchronous entry points, which block while every reader connection
+    /// is in use; in async code the async form is chosen.
+    @_disfavoredOverload
     func read<T>(_ body: (GRDB.Database) throws -> T) throws -> T {
-        try pool.readOnCallingThread(body)
+        try readers.withPermitBlocking { try readOnThisThread(body) }
+    }
+
+    /// GRDB's blocking read, with its errors as ``StoreError``s: reached only holding a permit,
+    /// so a reader connection is free and it does not wait.
+    private func readOnThisThread<T>(_ body: (GRDB.Database) throws -> T) throws -> T {
+        do { return try pool.read(body) } catch { throw Store.map(error) }
     }
 
     /// A write transaction on GRDB's writer connection, suspending the caller while it waits its
@@ -61,7 +81,8 @@ final class SQLiteStorage: Sendable {
     }
 
     /// ``write(logger:_:)`` on the calling thread, for the synchronous entry points.
-    func writeOnCallingThread<T>(logger: Logger, _ body: (GRDB.Database) throws -> T) throws -> T {
+    @_disfavoredOverload
+    func write<T>(logger: Logger, _ body: (GRDB.Database) throws -> T) throws -> T {
         let (result, deleted): (T, Bool)
         do { (result, deleted) = try pool.write { db in try WriteAheadLogScrub.noting(db, body) } } catch { throw Store.map(error) }
         if deleted { truncateLog(logger: logger) }
@@ -104,7 +125,7 @@ extension Store {
     /// ``write(_:)`` for the synchronous entry points (see the synchronous ``read(_:)``).
     @_disfavoredOverload
     func write<T: Sendable>(_ body: (GRDB.Database) throws -> T) throws -> T {
-        try sqliteStorage(for: Self.synchronousCall).writeOnCallingThread(logger: logger, body)
+        try sqliteStorage(for: Self.synchronousCall).write(logger: logger, body)
     }
 
     static func map(_ error: any Error) -> any Error {

@@ -72,14 +72,3 @@ extension Store {
         }
     }
 }
-
-extension DatabasePool {
-    /// A read on the calling thread: GRDB's blocking `read`, which async code would not reach by
-    /// that name (GRDB's async `read` is chosen there), with its errors as ``StoreError``s. Every
-    /// SQLite read of a store runs so: GRDB's async read holds its reader connection until the
-    /// awaiting task runs again, so with the cooperative pool's threads blocked in reads that
-    /// wait for a connection, the connections would never come back (``Store/read(_:)``).
-    func readOnCallingThread<T>(_ body: (GRDB.Database) throws -> T) throws -> T {
-        do { return try read(body) } catch { throw Store.map(error) }
-    }
-}
