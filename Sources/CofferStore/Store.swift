@@ -117,7 +117,7 @@ public final class Store: Sendable {
     /// suspending while rows are fetched.
     func read<T: Sendable>(_ body: @escaping @Sendable (any StorageTransaction) throws -> T) async throws -> T {
         switch PinnedReads.of(self) {
-        case .sqlite(let pin)?: return try pin.read(body)
+        case .sqlite(let pin)?: return try pin.read { db in try body(SQLiteTransaction(db)) }
         case .driver(let pin)?:
             switch backend {
             case .postgres(let storage): return try await storage.run(writing: false, pinned: pin, body)
@@ -127,7 +127,7 @@ public final class Store: Sendable {
         case nil: break
         }
         switch backend {
-        case .sqlite(let sqlite): return try await sqlite.read(body)
+        case .sqlite(let sqlite): return try await sqlite.read { db in try body(SQLiteTransaction(db)) }
         case .postgres(let storage): return try await storage.run(writing: false, body)
         case .snapshot(let driver): return try await driver.run(writing: false, body)
         }
@@ -138,7 +138,7 @@ public final class Store: Sendable {
     /// against what it read (``SnapshotDriver/run(writing:_:)``).
     func write<T: Sendable>(_ body: @escaping @Sendable (any StorageTransaction) throws -> T) async throws -> T {
         switch backend {
-        case .sqlite(let sqlite): return try await sqlite.write(logger: logger, body)
+        case .sqlite(let sqlite): return try await sqlite.write(logger: logger) { db in try body(SQLiteTransaction(db)) }
         case .postgres(let storage):
             // Its reads may be older than what another session of this process verified since
             // (the write's checks then refuse its commit, and it runs again on fresh reads): a

@@ -87,7 +87,7 @@ struct HostileStoreTests {
         /// The head of the zone's log in the file: its sequence and stored hash.
         func head(_ zone: ZoneID) throws -> (seq: Int64, hash: Digest32) {
             let id = try rowID(zone)
-            return try raw { db in try #require(try db.logHead(zoneRowID: id)) }
+            return try raw { db in try #require(try SQLiteTransaction(db).logHead(zoneRowID: id)) }
         }
 
         /// Alice's zone with two notes, shared with Bob (read-only) and Carol (read-write), both accepted.
@@ -190,7 +190,7 @@ struct HostileStoreTests {
             let zone = try await s.sharedZone()
             _ = try await s.alice.removeParticipant(s.bob.userID, from: zone) // epoch 2; n1, n2 sealed under epoch 1
             let row = try await s.f.zoneRow(zone)
-            let current = try s.raw { db in try s.carol.keyRing.zoneKey(db, zone: row, epoch: 2, state: try s.carol.verifiedLogs.zoneState(db, zone: row)) }
+            let current = try s.raw { db in try s.carol.keyRing.zoneKey(SQLiteTransaction(db), zone: row, epoch: 2, state: try s.carol.verifiedLogs.zoneState(SQLiteTransaction(db), zone: row)) }
             let substitute = SymmetricKey()
             try s.raw { db in
                 let link = Envelope.seal(substitute.bytes, using: current, keyID: 2, authenticating: KeyRing.chainAD(zoneUID: row.uid, epoch: 1))
@@ -253,7 +253,7 @@ struct HostileStoreTests {
                                arguments: [future.jsonData(), future.created, s.mallory.userID])
             }
             expectStoreErrorSync(.unknownItem) { try s.f.store.contact(matching: "mallory@example.com") }
-            try s.raw { db in try forgeCommit(db, zone: zone, signer: s.mallory, name: "m1", title: "mallory", body: nil) }
+            try s.raw { db in try forgeCommit(SQLiteTransaction(db), zone: zone, signer: s.mallory, name: "m1", title: "mallory", body: nil) }
             let result = try await s.fresh(s.alice).privateDatabase.query(Query(recordType: "Note"), in: zone)
             #expect(result.refused.keys.contains("m1"))
             #expect(result.refused["m1"]?.message.contains("dated") == true || result.refused["m1"]?.message.contains("not a contact") == true,
@@ -298,7 +298,7 @@ struct HostileStoreTests {
             let rid = try s.rowID(zone)
             try s.raw { db in
                 try db.execute(sql: "DELETE FROM zone_log WHERE zone_id = ? AND seq > ?", arguments: [rid, before])
-                try forgeCommit(db, zone: zone, signer: s.carol, name: "by-carol", title: "mallory-style edit", body: "carol rewrote history")
+                try forgeCommit(SQLiteTransaction(db), zone: zone, signer: s.carol, name: "by-carol", title: "mallory-style edit", body: "carol rewrote history")
             }
             for reader in [s.alice, s.bob] {
                 let db = reader === s.alice ? try await s.fresh(reader).privateDatabase : try await s.fresh(reader).sharedDatabase
@@ -322,7 +322,7 @@ struct HostileStoreTests {
             let rid = try s.rowID(zone)
             try s.raw { db in
                 try db.execute(sql: "DELETE FROM zone_log WHERE zone_id = ? AND seq > ?", arguments: [rid, before])
-                try forgeCommit(db, zone: zone, signer: s.carol, name: "by-carol", title: "mallory-style", body: nil)
+                try forgeCommit(SQLiteTransaction(db), zone: zone, signer: s.carol, name: "by-carol", title: "mallory-style", body: nil)
             }
             await expectStoreError(.integrityFailure) { try await s.fresh(s.alice).privateDatabase.record(named: "by-carol", in: zone) }
             await expectStoreError(.integrityFailure) { try await s.fresh(s.alice).privateDatabase.save(shareNote("n3", in: zone)) }
@@ -338,7 +338,7 @@ struct HostileStoreTests {
         try await Scene.run { s in
             let zone = try await s.sharedZone()
             _ = try await s.alice.setPermission(.readOnly, for: s.carol.userID, in: zone)
-            try s.raw { db in try forgeCommit(db, zone: zone, signer: s.carol, name: "by-carol", title: "mallory", body: nil) }
+            try s.raw { db in try forgeCommit(SQLiteTransaction(db), zone: zone, signer: s.carol, name: "by-carol", title: "mallory", body: nil) }
             let stranger = try s.forgetful(s.alice)
             let error = await expectStoreError(.integrityFailure) { try await stranger.privateDatabase.record(named: "by-carol", in: zone) }
             #expect(error?.message.contains("has read-only permission") == true, "\(error?.message ?? "")")
@@ -491,7 +491,7 @@ struct HostileStoreTests {
     func controlCharactersInLabel() async throws {
         try await Scene.run { s in
             let zone = try await s.sharedZone()
-            try s.raw { db in _ = try forgeCommit(db, zone: zone, signer: s.carol, name: "c1", title: "t", body: nil, label: "ok\u{1b}[2J\u{9b}31m") }
+            try s.raw { db in _ = try forgeCommit(SQLiteTransaction(db), zone: zone, signer: s.carol, name: "c1", title: "t", body: nil, label: "ok\u{1b}[2J\u{9b}31m") }
             let result = try await s.fresh(s.alice).privateDatabase.query(Query(recordType: "Note"), in: zone)
             #expect(result.refused.keys.contains("c1"), "\(result.refused)")
             #expect(!result.records.contains { $0.transactionAuthor?.contains("\u{1b}") == true })
@@ -842,7 +842,7 @@ struct HostileStoreTests {
             try s.raw { db in
                 let row = try #require(try Row.fetchOne(db, sql: "SELECT body, signature FROM zone_log WHERE zone_id = ? AND kind = 4 AND author_id = ?",
                                                         arguments: [from, s.bob.userID]))
-                let head = try #require(try db.logHead(zoneRowID: to))
+                let head = try #require(try SQLiteTransaction(db).logHead(zoneRowID: to))
                 let body = Array(row[0] as Data), signature = Array(row[1] as Data)
                 try db.execute(sql: "INSERT INTO zone_log (zone_id, seq, kind, author_id, body, signature, hash) VALUES (?, ?, 4, ?, ?, ?, ?)",
                                arguments: [to, head.seq + 1, s.bob.userID, Data(body), Data(signature),
@@ -894,9 +894,9 @@ struct HostileStoreTests {
                                                                                                     userID: s.mallory.userID))
                     let payload = AcceptancePayload(shareUID: state.share!.shareUID, ownerID: state.ownerID, version: state.ownerSeq,
                                                     role: .publicUser, state: .accepted, linkProof: proof)
-                    try forgeEntry(db, zone: zone, signer: s.mallory, kind: .acceptance, payload: payload.encoded)
+                    try forgeEntry(SQLiteTransaction(db), zone: zone, signer: s.mallory, kind: .acceptance, payload: payload.encoded)
                 }
-                try forgeCommit(db, zone: zone, signer: s.mallory, name: "by-mallory", title: "mallory", body: nil)
+                try forgeCommit(SQLiteTransaction(db), zone: zone, signer: s.mallory, name: "by-mallory", title: "mallory", body: nil)
             }
             let reader = try s.forgetful(s.alice)
             let result = try await reader.privateDatabase.query(Query(recordType: "Note"), in: zone)
@@ -963,7 +963,7 @@ struct HostileStoreTests {
                 let genesis = GenesisPayload(zoneName: "Family",
                                              state: StatePayload(epoch: 1, newCommitments: [1: [UInt8](repeating: 1, count: 32)], share: nil),
                                              records: .empty)
-                try forgeEntry(db, zone: ZoneID(name: "Family", ownerID: s.mallory.userID), signer: s.mallory, kind: .genesis,
+                try forgeEntry(SQLiteTransaction(db), zone: ZoneID(name: "Family", ownerID: s.mallory.userID), signer: s.mallory, kind: .genesis,
                                payload: genesis.encoded, seq: 1, prev: .zero)
             }
             let taken = ZoneID(name: "Family", ownerID: s.mallory.userID)

@@ -453,7 +453,7 @@ struct QueryTests {
 
     /// The plan of the statement `Session.query` runs for one predicate (or sort) on `field`.
     func plan(_ store: Store, type: String, whereSQL: String, orderSQL: String, arguments: StatementArguments) throws -> [String] {
-        let sql = "SELECT \(GRDB.Database.recordColumns) FROM record WHERE zone_id = ? AND type = '\(type)'\(whereSQL) ORDER BY \(orderSQL)"
+        let sql = "SELECT \(SQLiteTransaction.recordColumns) FROM record WHERE zone_id = ? AND type = '\(type)'\(whereSQL) ORDER BY \(orderSQL)"
         return try store.dbPool.read { db in
             try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN " + sql, arguments: arguments).map { $0["detail"] as String }
         }

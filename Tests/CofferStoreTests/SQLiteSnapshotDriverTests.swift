@@ -532,7 +532,7 @@ struct SQLiteSnapshotDriverTests {
             let saved = try await f.alice.privateDatabase.save(Self.note(zone, "n1", title: "t", body: "b"))
             let driver = SQLiteSnapshotDriver(storage: try f.file.sqliteStorage(for: "a test"), logger: Vault.disabledLogger)
             let rowID = try #require(try await f.zoneRowIDs()["Z"])
-            let counter: () async throws -> Int64 = { try await f.file.dbPool.read { db in try db.databaseCounter().current } }
+            let counter: () async throws -> Int64 = { try await f.file.dbPool.read { db in try SQLiteTransaction(db).databaseCounter().current } }
             let before = try await counter()
             // Entry 3: the log has no entry 3, so the head check alone refuses it.
             let entry = LogEntry(zoneUID: [UInt8](repeating: 0, count: 16), seq: 3, prev: .zero, kind: .commit, authorID: f.alice.userID,

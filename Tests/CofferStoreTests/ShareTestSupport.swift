@@ -218,7 +218,7 @@ struct ShareFixture: Sendable {
 
     /// The zone's row, read from the SQLite file (for synchronous checks).
     func sqliteZoneRow(_ zone: ZoneID) throws -> ZoneRow {
-        try raw { db in try #require(try db.zoneRow(zone)) }
+        try raw { db in try #require(try SQLiteTransaction(db).zoneRow(zone)) }
     }
 
     /// The zone's uid (bound into record associated data).

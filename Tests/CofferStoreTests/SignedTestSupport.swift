@@ -141,7 +141,7 @@ struct SignedHarness: Sendable {
                                 entry: adjust)
             }
         }
-        return try sql { db in try forgeCommit(db, zone: zone, signer: signer, name: name, title: title, body: body, ownerSeq: ownerSeq,
+        return try sql { db in try forgeCommit(SQLiteTransaction(db), zone: zone, signer: signer, name: name, title: title, body: body, ownerSeq: ownerSeq,
                                                epoch: keyEpoch, label: label, entry: adjust) }
     }
 }

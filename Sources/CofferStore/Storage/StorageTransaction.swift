@@ -6,9 +6,9 @@ import Foundation
 /// finds what it is given, and every value it returns is checked by the engine against signed
 /// data before it is believed.
 ///
-/// The SQLite backend conforms GRDB's `Database` (`Storage/SQLite/Database+Storage.swift`): the
-/// engine's functions take a transaction of this protocol, and a read or write of the store
-/// hands them its connection. A read transaction takes only the reads; calling a write there
+/// The SQLite backend is ``SQLiteTransaction`` (`Storage/SQLite/SQLiteTransaction.swift`), which
+/// wraps GRDB's connection for one transaction: the engine's functions take a transaction of
+/// this protocol, and a read or write of the store hands them one. A read transaction takes only the reads; calling a write there
 /// fails as SQLite refuses it.
 ///
 /// Every reader of a value stored by someone else must treat it as hostile: a row may hold any

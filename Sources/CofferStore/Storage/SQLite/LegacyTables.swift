@@ -12,7 +12,7 @@ struct LegacyTables {
     /// The tables of the earlier format in `transaction`'s store; nil for a store other than an
     /// SQLite file (only SQLite stores were ever of that format).
     static func of(_ transaction: any StorageTransaction) -> LegacyTables? {
-        (transaction as? GRDB.Database).map(LegacyTables.init)
+        (transaction as? SQLiteTransaction).map { LegacyTables(db: $0.db) }
     }
 
     /// The zones `ownerID` owns that are still of the earlier format, in row id order.
@@ -142,11 +142,11 @@ extension Store {
     /// - Throws: `.notSupported` on a store other than an SQLite file (only SQLite stores were
     ///   ever of that format).
     func readLegacy<T: Sendable>(_ body: (LegacyTables) throws -> T) throws -> T {
-        try read { db in try body(LegacyTables(db: db)) }
+        try sqliteStorage(for: "the earlier format's tables").read { db in try body(LegacyTables(db: db)) }
     }
 
     /// ``readLegacy(_:)`` for a write, with the transaction as the engine takes it.
     func writeLegacy<T: Sendable>(_ body: (any StorageTransaction, LegacyTables) throws -> T) throws -> T {
-        try write { db in try body(db, LegacyTables(db: db)) }
+        try sqliteStorage(for: "the earlier format's tables").write(logger: logger) { db in try body(SQLiteTransaction(db), LegacyTables(db: db)) }
     }
 }

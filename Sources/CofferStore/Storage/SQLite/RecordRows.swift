@@ -1,10 +1,10 @@
 import Foundation
 import GRDB
 
-/// Record rows read off SQLite statements that select `Database.recordColumns`: stepped in
+/// Record rows read off SQLite statements that select `SQLiteTransaction.recordColumns`: stepped in
 /// place, each row copied once into a ``StoredRow`` (what the engine opens and checks).
 enum RecordRows {
-    /// Runs a statement selecting `Database.recordColumns` (arguments already bound) and adds each
+    /// Runs a statement selecting `SQLiteTransaction.recordColumns` (arguments already bound) and adds each
     /// row it returns, up to `limit` rows, then resets it. With `probe`, returns whether a row
     /// beyond the limit exists (a query's next page); otherwise false.
     @discardableResult
@@ -53,7 +53,7 @@ enum RecordRows {
 }
 
 extension StoredRow {
-    /// Reads the current row of a statement selecting `Database.recordColumns`.
+    /// Reads the current row of a statement selecting `SQLiteTransaction.recordColumns`.
     static func read(_ s: RawStatement, creatorCache: inout RecordRows.CreatorCache?) -> StoredRow {
         // Creators and modifiers repeat from row to row: keep one String for a run of equal ids.
         // The cache is used in place (a copy in and out would retain and release its four values
@@ -74,7 +74,7 @@ extension StoredRow {
 }
 
 extension StoredRow {
-    /// Copies a GRDB row selected with `Database.recordColumns`.
+    /// Copies a GRDB row selected with `SQLiteTransaction.recordColumns`.
     package static func make(row: Row) throws -> StoredRow {
         let sealed: Data? = try row.optional(4)
         return make(name: try row.required(0), type: try row.required(1), parent: try row.optional(2), epoch: try row.required(5),

@@ -3,7 +3,7 @@ import Foundation
 
 /// The expression index of a plain field in an SQLite store: one per (record type, field),
 /// shared by all zones, over `json_extract(plain, '$.field')` (the expression queries compare, in
-/// `Database+Query.swift`). Names and SQL are made here only.
+/// `SQLiteTransaction+Query.swift`). Names and SQL are made here only.
 enum SQLiteFieldIndex {
     /// The SQL expression that reads a plain field; the same text in indexes and queries.
     static func expression(_ field: String) -> String {

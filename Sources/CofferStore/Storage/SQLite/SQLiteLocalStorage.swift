@@ -65,11 +65,11 @@ struct SQLiteLocalStorage: LocalStorage {
     }
 
     func zoneIdentities(rowIDs: Set<Int64>, named: Set<ZoneID>, uids: Set<[UInt8]>) async throws -> [(rowID: Int64, uid: [UInt8], id: ZoneID)] {
-        try await read { db in try db.zoneIdentities(rowIDs: rowIDs, named: named, uids: uids) }
+        try await read { db in try SQLiteTransaction(db).zoneIdentities(rowIDs: rowIDs, named: named, uids: uids) }
     }
 
     func ensureQueryIndexes(zoneRowID: Int64, recordType: String, fields: [String]) async throws {
-        let plain = Set(try await read { db in try db.fieldSchemaRows(zoneRowID: zoneRowID, recordType: recordType) }
+        let plain = Set(try await read { db in try SQLiteTransaction(db).fieldSchemaRows(zoneRowID: zoneRowID, recordType: recordType) }
             .filter { !$0.encrypted }.map(\.field))
         _ = try await ensureFieldIndexes(recordType: recordType, fields: fields.filter(plain.contains))
     }

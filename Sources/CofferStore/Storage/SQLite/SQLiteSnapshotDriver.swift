@@ -60,7 +60,7 @@ package final class SQLiteSnapshotDriver: SnapshotDriver {
     /// for all of it); drops what was read before when a zone read then has moved on since.
     package func fetch(_ needs: [StorageSnapshot.Need], into snapshot: StorageSnapshot) async throws {
         let basis = snapshot.basis
-        let read = try await storage.read { db in try self.read(needs, basis: basis, db) }
+        let read = try await storage.read { db in try self.read(needs, basis: basis, SQLiteTransaction(db)) }
         snapshot.absorb(read.tables, moved: read.moved) { $0 }
     }
 
@@ -75,15 +75,15 @@ package final class SQLiteSnapshotDriver: SnapshotDriver {
     }
 
     /// Reads `needs` in `db`'s transaction, with whether a zone `basis` read before moved on since.
-    fileprivate func read(_ needs: [StorageSnapshot.Need], basis: StorageSnapshot.FetchBasis, _ db: Database) throws -> Fetched {
+    fileprivate func read(_ needs: [StorageSnapshot.Need], basis: StorageSnapshot.FetchBasis, _ tx: SQLiteTransaction) throws -> Fetched {
         var fetched = Fetched()
-        fetched.moved = try Self.moved(db, knownHeads: basis.heads, knownZones: basis.zones)
+        fetched.moved = try Self.moved(tx, knownHeads: basis.heads, knownZones: basis.zones)
         var cards = [String]()
         for need in needs {
             switch need {
             case .contact(let user): cards.append(user)
-            case .newZoneID(let id): fetched.tables.newZoneIDs[id] = try Self.reserveZoneID(db, after: lastReserved)
-            default: try Self.fetch(need, db, into: &fetched.tables)
+            case .newZoneID(let id): fetched.tables.newZoneIDs[id] = try Self.reserveZoneID(tx, after: lastReserved)
+            default: try Self.fetch(need, tx, into: &fetched.tables)
             }
         }
         // The authors of entries read, whose cards check their signatures.
@@ -91,19 +91,19 @@ package final class SQLiteSnapshotDriver: SnapshotDriver {
             .subtracting(basis.contacts).subtracting(fetched.tables.contacts.keys)
         for user in Set(cards).union(authors) {
             // `.some(nil)`: the store has no card for the user (assigning nil would drop the key).
-            fetched.tables.contacts[user] = .some(try db.contactCard(userID: user))
+            fetched.tables.contacts[user] = .some(try tx.contactCard(userID: user))
         }
         return fetched
     }
 
     /// Whether a zone whose head was read has another head now (or none), or a zone whose row
     /// was read is gone.
-    private static func moved(_ db: Database, knownHeads: [Int64: Int64?], knownZones: Set<Int64>) throws -> Bool {
+    private static func moved(_ tx: SQLiteTransaction, knownHeads: [Int64: Int64?], knownZones: Set<Int64>) throws -> Bool {
         for (zone, seq) in knownHeads {
-            if try db.logHead(zoneRowID: zone)?.seq != seq { return true }
+            if try tx.logHead(zoneRowID: zone)?.seq != seq { return true }
         }
         for zone in knownZones {
-            if try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM zone WHERE id = ?)", arguments: [zone]) != true { return true }
+            if try Bool.fetchOne(tx.db, sql: "SELECT EXISTS (SELECT 1 FROM zone WHERE id = ?)", arguments: [zone]) != true { return true }
         }
         return false
     }
@@ -115,8 +115,8 @@ package final class SQLiteSnapshotDriver: SnapshotDriver {
     /// out by this driver are never handed out again, so two operations of one server never
     /// race for one id, nor do two new zones of one operation read in different rounds; an id
     /// left unused is a gap, as SQLite's own inserts leave after a rollback.
-    private static func reserveZoneID(_ db: Database, after handedOut: Locked<Int64>) throws -> Int64 {
-        let used = try lastZoneID(db)
+    private static func reserveZoneID(_ tx: SQLiteTransaction, after handedOut: Locked<Int64>) throws -> Int64 {
+        let used = try lastZoneID(tx)
         return handedOut.withLock { last in
             last = max(last, used) + 1
             return last
@@ -125,81 +125,81 @@ package final class SQLiteSnapshotDriver: SnapshotDriver {
 
     /// The greatest zone id the store ever used: its zone rows', and the one SQLite's
     /// `AUTOINCREMENT` keeps in `sqlite_sequence` (which stays after the zone is deleted).
-    private static func lastZoneID(_ db: Database) throws -> Int64 {
-        try Int64.fetchOne(db, sql: """
+    private static func lastZoneID(_ tx: SQLiteTransaction) throws -> Int64 {
+        try Int64.fetchOne(tx.db, sql: """
             SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'zone'), 0), coalesce((SELECT max(id) FROM zone), 0))
             """) ?? 0
     }
 
-    private static func fetch(_ need: StorageSnapshot.Need, _ db: Database, into f: inout StorageSnapshot.Tables<StoredRow>) throws {
+    private static func fetch(_ need: StorageSnapshot.Need, _ tx: SQLiteTransaction, into f: inout StorageSnapshot.Tables<StoredRow>) throws {
         // Kept as one function: a switch with one query per kind of read (`StorageSnapshot.Need`), listed
         // together so that a new kind is added beside the others, as in `PostgresStorage`.
         switch need {
         case .zone(let id):
-            guard let zone = try db.zoneRow(id) else {
+            guard let zone = try tx.zoneRow(id) else {
                 f.zones[id] = .some(nil)
                 return
             }
             let rowID = zone.rowID
             f.zones[id] = zone
-            f.compacted[rowID] = try db.compactedSeq(zoneRowID: rowID)
-            f.heads[rowID] = .some(try db.logHead(zoneRowID: rowID))
+            f.compacted[rowID] = try tx.compactedSeq(zoneRowID: rowID)
+            f.heads[rowID] = .some(try tx.logHead(zoneRowID: rowID))
             // Every key and schema row of the zone: the protocol reads them one at a time.
             var keys = [Int64: [String: [UInt8]]]()
-            for row in try Row.fetchAll(db, sql: "SELECT epoch, member_id, wrapped_key FROM zone_key WHERE zone_id = ?", arguments: [rowID]) {
+            for row in try Row.fetchAll(tx.db, sql: "SELECT epoch, member_id, wrapped_key FROM zone_key WHERE zone_id = ?", arguments: [rowID]) {
                 let epoch: Int64 = try row.required(0), member: String = try row.required(1), wrapped: Data = try row.required(2)
                 keys[epoch, default: [:]][member] = Array(wrapped)
             }
             f.wrappedKeys[rowID] = keys
             var chain = [Int64: [UInt8]]()
-            for row in try Row.fetchAll(db, sql: "SELECT epoch, sealed_key FROM zone_key_chain WHERE zone_id = ?", arguments: [rowID]) {
+            for row in try Row.fetchAll(tx.db, sql: "SELECT epoch, sealed_key FROM zone_key_chain WHERE zone_id = ?", arguments: [rowID]) {
                 let epoch: Int64 = try row.required(0), sealed: Data = try row.required(1)
                 chain[epoch] = Array(sealed)
             }
             f.chainedKeys[rowID] = chain
             var schema = [String: [(field: String, valueType: String, encrypted: Bool)]]()
-            for row in try Row.fetchAll(db, sql: "SELECT record_type, field, value_type, encrypted FROM field_schema WHERE zone_id = ?",
+            for row in try Row.fetchAll(tx.db, sql: "SELECT record_type, field, value_type, encrypted FROM field_schema WHERE zone_id = ?",
                                         arguments: [rowID]) {
                 let type: String = try row.required(0), field: String = try row.required(1), valueType: String = try row.required(2)
                 let encrypted: Bool = try row.required(3)
                 schema[type, default: []].append((field, valueType, encrypted))
             }
             f.schemaRows[rowID] = schema
-            f.zoneShareUIDs[rowID] = .some(try db.zoneCaches(zoneRowID: rowID).shareUID)
-            f.zoneMembers[rowID] = try db.zoneMemberIDs(zoneRowID: rowID)
-            f.shareLinks[rowID] = .some(try db.shareLink(zoneRowID: rowID))
-            f.tombstoneFlags[rowID] = try db.hasTombstones(zoneRowID: rowID)
+            f.zoneShareUIDs[rowID] = .some(try tx.zoneCaches(zoneRowID: rowID).shareUID)
+            f.zoneMembers[rowID] = try tx.zoneMemberIDs(zoneRowID: rowID)
+            f.shareLinks[rowID] = .some(try tx.shareLink(zoneRowID: rowID))
+            f.tombstoneFlags[rowID] = try tx.hasTombstones(zoneRowID: rowID)
             f.zoneDetails.insert(rowID)
         case .ownedZones(let owner):
-            let list = try db.zoneRows(ownedBy: owner)
+            let list = try tx.zoneRows(ownedBy: owner)
             for item in list { f.zones[item.zone.id] = item.zone } // its keys and schema are fetched by name when asked for
             f.ownedZones[owner] = list
         case .newZoneID, .contact:
             preconditionFailure("answered by the caller, with what the whole fetch reserves and reads")
         case .log(let zone, let after):
-            f.heads[zone] = .some(try db.logHead(zoneRowID: zone))
+            f.heads[zone] = .some(try tx.logHead(zoneRowID: zone))
             guard after != .max else { return }
-            f.logs[zone] = (after, try db.logEntries(zoneRowID: zone, after: after))
+            f.logs[zone] = (after, try tx.logEntries(zoneRowID: zone, after: after))
         case .logEntry(let zone, let seq):
-            f.entries[zone, default: [:]][seq] = .some(try db.logEntry(zoneRowID: zone, seq: seq))
-            if f.heads[zone] == nil { f.heads[zone] = .some(try db.logHead(zoneRowID: zone)) }
+            f.entries[zone, default: [:]][seq] = .some(try tx.logEntry(zoneRowID: zone, seq: seq))
+            if f.heads[zone] == nil { f.heads[zone] = .some(try tx.logHead(zoneRowID: zone)) }
         case .contactIDs(let email, let name):
-            f.contactSearches[StorageSnapshot.searchKey(email: email, name: name)] = try db.contactUserIDs(email: email, name: name)
+            f.contactSearches[StorageSnapshot.searchKey(email: email, name: name)] = try tx.contactUserIDs(email: email, name: name)
         case .records(let zone, let names):
             var found = [String: StoredRow?]()
             for name in names { found[name] = .some(nil) }
-            try db.readRecordRows(zoneRowID: zone, names: names) { found[$0.name] = .some($0) }
+            try tx.readRecordRows(zoneRowID: zone, names: names) { found[$0.name] = .some($0) }
             f.records[zone, default: [:]].merge(found) { _, new in new }
         case .page(let zone, let after, let limit):
             var names = [String]()
-            try db.readRecordRows(zoneRowID: zone, after: after, limit: limit) { row in
+            try tx.readRecordRows(zoneRowID: zone, after: after, limit: limit) { row in
                 names.append(row.name)
                 f.records[zone, default: [:]][row.name] = .some(row)
             }
             f.pages[zone, default: [:]]["\(limit):\(after)"] = names
         case .sealedPage(let zone, let epoch, let after, let limit):
             var names = [String]()
-            try db.readRecordRows(zoneRowID: zone, sealedBefore: epoch, after: after, limit: limit) { row in
+            try tx.readRecordRows(zoneRowID: zone, sealedBefore: epoch, after: after, limit: limit) { row in
                 names.append(row.name)
                 f.records[zone, default: [:]][row.name] = .some(row)
             }
@@ -210,20 +210,20 @@ package final class SQLiteSnapshotDriver: SnapshotDriver {
             // depth PostgreSQL's driver stops at (the run then asks again from there).
             var current: String? = name, seen = Set<String>()
             while let step = current, seen.count <= 10_000, seen.insert(step).inserted {
-                let row = try db.recordRow(zoneRowID: zone, name: step)
+                let row = try tx.recordRow(zoneRowID: zone, name: step)
                 f.records[zone, default: [:]][step] = .some(row)
                 current = row?.parent
             }
         case .children(let zone, let parent):
-            f.childNames[zone, default: [:]][parent] = Set(try db.children(zoneRowID: zone, of: parent))
+            f.childNames[zone, default: [:]][parent] = Set(try tx.children(zoneRowID: zone, of: parent))
         case .childrenOfAny(let zone, let parents):
-            for parent in parents { f.childNames[zone, default: [:]][parent] = Set(try db.children(zoneRowID: zone, of: parent)) }
+            for parent in parents { f.childNames[zone, default: [:]][parent] = Set(try tx.children(zoneRowID: zone, of: parent)) }
         case .tombstones(let zone):
-            f.tombstoneFlags[zone] = try db.hasTombstones(zoneRowID: zone)
+            f.tombstoneFlags[zone] = try tx.hasTombstones(zoneRowID: zone)
         case .changes(let zone, let seq, let name, let limit):
             let key = StorageSnapshot.pageKey(seq, name, limit)
             var names = [String]()
-            for changed in try db.changedRecordRows(zoneRowID: zone, afterSeq: seq, afterName: name, limit: limit) {
+            for changed in try tx.changedRecordRows(zoneRowID: zone, afterSeq: seq, afterName: name, limit: limit) {
                 // A snapshot holds rows, not refusals: a row Coffer did not write fails the read,
                 // as it does on PostgreSQL.
                 let row = try changed.row.get()
@@ -231,64 +231,64 @@ package final class SQLiteSnapshotDriver: SnapshotDriver {
                 f.records[zone, default: [:]][row.name] = .some(row)
             }
             f.changePages[zone, default: [:]][key] = names
-            f.tombstonePages[zone, default: [:]][key] = try db.tombstones(zoneRowID: zone, afterSeq: seq, afterName: name, limit: limit)
+            f.tombstonePages[zone, default: [:]][key] = try tx.tombstones(zoneRowID: zone, afterSeq: seq, afterName: name, limit: limit)
         case .zoneUID(let uid):
-            f.uids[uid] = try db.zoneExists(uid: uid)
+            f.uids[uid] = try tx.zoneExists(uid: uid)
         case .deletedZone(let uid):
-            f.deletedZones[uid] = .some(try db.deletedZone(uid: uid))
+            f.deletedZones[uid] = .some(try tx.deletedZone(uid: uid))
         case .counter:
-            f.counter = try db.databaseCounter()
+            f.counter = try tx.databaseCounter()
         case .changedZones(let owner, let since):
-            let rows = try db.zoneRowsChanged(ownedBy: owner, since: since)
+            let rows = try tx.zoneRowsChanged(ownedBy: owner, since: since)
             for zone in rows { f.zones[zone.id] = zone }
             f.changedZones[owner, default: [:]][since] = rows
         case .zoneTombstones(let user, let since, let owned):
-            f.zoneTombstones["\(owned):\(since):\(user)"] = try db.zoneTombstones(userID: user, since: since, owned: owned)
+            f.zoneTombstones["\(owned):\(since):\(user)"] = try tx.zoneTombstones(userID: user, since: since, owned: owned)
         case .query(let zone, let plan):
             // The plan's record type and fields are written into the SQL: a plan from a client
             // must name them as the engine does.
             try Names.validateRecordType(plan.recordType)
             for field in plan.fields { try Names.validateFieldKey(field.field) }
             var names = [String]()
-            let more = try db.queryRecordRows(zoneRowID: zone, plan: plan) { row in
+            let more = try tx.queryRecordRows(zoneRowID: zone, plan: plan) { row in
                 names.append(row.name)
                 f.records[zone, default: [:]][row.name] = .some(row)
             }
             var last: [QueryCursor.SortValue]?
-            if more, let name = names.last { last = try db.querySortValues(zoneRowID: zone, plan: plan, name: name) }
+            if more, let name = names.last { last = try tx.querySortValues(zoneRowID: zone, plan: plan, name: name) }
             f.queries[zone, default: [:]][plan] = StorageSnapshot.QueryPage(names: names, more: more, lastSortValues: last)
         case .contactColumns:
-            f.contactColumns = try db.contactColumns()
+            f.contactColumns = try tx.contactColumns()
         case .logHashes(let zone):
-            f.logHashes[zone] = try db.storedLogHashes(zoneRowID: zone)
+            f.logHashes[zone] = try tx.storedLogHashes(zoneRowID: zone)
         case .allRows(let zone):
             var names = [String]()
-            try db.readAllRecordRows(zoneRowID: zone) { name, _, result in
+            try tx.readAllRecordRows(zoneRowID: zone) { name, _, result in
                 let row = try result.get()
                 names.append(name)
                 f.records[zone, default: [:]][name] = .some(row)
             }
             f.pages[zone, default: [:]]["all"] = names
         case .tombstoneList(let zone):
-            f.tombstoneLists[zone] = try db.tombstoneSeqs(zoneRowID: zone)
+            f.tombstoneLists[zone] = try tx.tombstoneSeqs(zoneRowID: zone)
         case .shareZones(let uid):
-            let rows = try db.zoneRows(shareUID: uid)
+            let rows = try tx.zoneRows(shareUID: uid)
             for zone in rows { f.zones[zone.id] = zone }
             f.shareZones[uid] = rows
         case .listingZones(let user):
-            let rows = try db.zoneRows(ownedByOrListing: user)
+            let rows = try tx.zoneRows(ownedByOrListing: user)
             for zone in rows { f.zones[zone.id] = zone }
             f.listingZones[user] = rows
         case .sharedZones(let member):
-            let list = try db.zoneRows(sharedWith: member)
+            let list = try tx.zoneRows(sharedWith: member)
             for item in list { f.zones[item.zone.id] = item.zone }
             f.sharedZones[member] = list
         case .changedSharedZones(let member, let since):
-            let rows = try db.zoneRowsChanged(sharedWith: member, since: since)
+            let rows = try tx.zoneRowsChanged(sharedWith: member, since: since)
             for zone in rows { f.zones[zone.id] = zone }
             f.changedSharedZones[member, default: [:]][since] = rows
         case .tombstoneCount(let zone, let through):
-            let count = try Int.fetchOne(db, sql: "SELECT count(*) FROM record_tombstone WHERE zone_id = ? AND seq <= ?", arguments: [zone, through])
+            let count = try Int.fetchOne(tx.db, sql: "SELECT count(*) FROM record_tombstone WHERE zone_id = ? AND seq <= ?", arguments: [zone, through])
             f.tombstoneCounts[zone, default: [:]][through] = count ?? 0
         }
     }
@@ -312,7 +312,7 @@ package final class SQLiteSnapshotDriver: SnapshotDriver {
                         throw OperationApplied()
                     }
                 }
-                do { try Self.apply(writes, db) } catch {
+                do { try Self.apply(writes, SQLiteTransaction(db)) } catch {
                     _ = WriteAheadLogScrub.take(db)
                     throw error
                 }
@@ -338,82 +338,82 @@ package final class SQLiteSnapshotDriver: SnapshotDriver {
         [.SQLITE_CONSTRAINT_UNIQUE, .SQLITE_CONSTRAINT_PRIMARYKEY, .SQLITE_CONSTRAINT_FOREIGNKEY].contains(error.extendedResultCode)
     }
 
-    private static func apply(_ writes: [StorageSnapshot.Write], _ db: Database) throws {
+    private static func apply(_ writes: [StorageSnapshot.Write], _ tx: SQLiteTransaction) throws {
         var heads = [Int64: Int64]()
         for case .appendLog(let zone, let head, _, _, _, _, _, _) in writes where heads[zone] == nil { heads[zone] = head }
         let inserted = Set(writes.compactMap { if case .insertZone(let rowID, _, _, _) = $0 { rowID } else { nil } })
         for (zone, head) in heads.sorted(by: { $0.key < $1.key }) where !inserted.contains(zone) {
-            guard try Int64.fetchOne(db, sql: "SELECT sequence FROM zone WHERE id = ?", arguments: [zone]) == head else { throw SnapshotConflict() }
+            guard try Int64.fetchOne(tx.db, sql: "SELECT sequence FROM zone WHERE id = ?", arguments: [zone]) == head else { throw SnapshotConflict() }
         }
-        for write in writes { try apply(write, db) }
+        for write in writes { try apply(write, tx) }
     }
 
-    private static func apply(_ write: StorageSnapshot.Write, _ db: Database) throws {
+    private static func apply(_ write: StorageSnapshot.Write, _ tx: SQLiteTransaction) throws {
         switch write {
         case .insertZone(let rowID, let uid, let id, let created):
             // The id came from `.newZoneID`: one past every id the store had used when it was
             // read. An id used since (by a zone another writer added, even if deleted again) is
             // a conflict, never a reuse: a zone's row id then names one zone only, and another
             // session's caches of a zone under that id cannot be taken for this one.
-            guard rowID > (try lastZoneID(db)) else { throw SnapshotConflict() }
-            try db.execute(sql: """
+            guard rowID > (try lastZoneID(tx)) else { throw SnapshotConflict() }
+            try tx.db.execute(sql: """
                 INSERT INTO zone (id, uid, owner_id, name, current_epoch, sequence, created_at, log_format) VALUES (?, ?, ?, ?, 1, 0, ?, 1)
                 """, arguments: [rowID, Data(uid), id.ownerID, id.name, created])
         case .deleteZone(let rowID):
-            try db.deleteZone(zoneRowID: rowID)
+            try tx.deleteZone(zoneRowID: rowID)
         case .touchZone(let rowID):
-            try db.touchZone(zoneRowID: rowID)
+            try tx.touchZone(zoneRowID: rowID)
         case .zoneGone(let zone, let users, let reason):
-            try db.noteZoneGone(zone, for: users, reason: reason)
+            try tx.noteZoneGone(zone, for: users, reason: reason)
         case .zoneBack(let zone, let user):
-            try db.noteZoneBack(zone, for: user)
+            try tx.noteZoneBack(zone, for: user)
         case .appendLog(let zone, _, let entry, let body, let signature, let hash, let entries, let names):
-            try db.appendLogEntry(zoneRowID: zone, entry: entry, body: body, signature: signature, hash: hash, entries: entries, names: names)
+            try tx.appendLogEntry(zoneRowID: zone, entry: entry, body: body, signature: signature, hash: hash, entries: entries, names: names)
             // The zone row's copies of what the log says, as the engine's SQLite path keeps them.
-            if entry.kind == .genesis { try db.markZoneLogged(zoneRowID: zone) }
-            if let epoch = keyEpoch(of: entry) { try db.noteZoneEpoch(zoneRowID: zone, epoch: epoch) }
+            if entry.kind == .genesis { try tx.markZoneLogged(zoneRowID: zone) }
+            if let epoch = keyEpoch(of: entry) { try tx.noteZoneEpoch(zoneRowID: zone, epoch: epoch) }
         case .wrappedKey(let zone, let epoch, let member, let wrapped):
-            try db.insertWrappedKey(zoneRowID: zone, epoch: epoch, memberID: member, wrapped: wrapped)
+            try tx.insertWrappedKey(zoneRowID: zone, epoch: epoch, memberID: member, wrapped: wrapped)
         case .fieldSchema(let zone, let type, let field, let schema):
-            try db.insertFieldSchema(zoneRowID: zone, recordType: type, field: field, schema: schema)
+            try tx.insertFieldSchema(zoneRowID: zone, recordType: type, field: field, schema: schema)
         case .dropFieldSchema(let zone, let type, let field):
-            try db.deleteFieldSchema(zoneRowID: zone, recordType: type, field: field)
-            guard db.changesCount == 1 else { throw SnapshotConflict() }
+            try tx.deleteFieldSchema(zoneRowID: zone, recordType: type, field: field)
+            guard tx.db.changesCount == 1 else { throw SnapshotConflict() }
         case .insertRecord(let zone, let version):
-            let inserted = try SQLiteRecordWriter.with(db, zoneRowID: zone, authorID: version.stamp.modifierID) { try $0.insertIfAbsent(version) }
+            let inserted = try SQLiteRecordWriter.with(tx.db, zoneRowID: zone, authorID: version.stamp.modifierID) { try $0.insertIfAbsent(version) }
             guard inserted else { throw SnapshotConflict() }
         case .replaceRecord(let zone, let version, let storedSeq, let keep):
-            let replaced = try SQLiteRecordWriter.with(db, zoneRowID: zone, authorID: version.stamp.modifierID) {
+            let replaced = try SQLiteRecordWriter.with(tx.db, zoneRowID: zone, authorID: version.stamp.modifierID) {
                 try $0.update(version, expectedSeq: storedSeq, keepingCreator: keep)
             }
             guard replaced != nil else { throw SnapshotConflict() }
         case .deleteRecord(let zone, let name, let storedSeq):
-            guard try db.deleteRecord(zoneRowID: zone, name: name, expectedSeq: storedSeq) else { throw SnapshotConflict() }
+            guard try tx.deleteRecord(zoneRowID: zone, name: name, expectedSeq: storedSeq) else { throw SnapshotConflict() }
         case .addTombstone(let zone, let name, let seq, let author, let label, let time):
-            try db.addTombstone(zoneRowID: zone, name: name, seq: seq, authorID: author, label: label, time: time)
+            try tx.addTombstone(zoneRowID: zone, name: name, seq: seq, authorID: author, label: label, time: time)
         case .removeTombstone(let zone, let name):
-            try db.removeTombstone(zoneRowID: zone, name: name)
+            try tx.removeTombstone(zoneRowID: zone, name: name)
         case .contact(let userID, let name, let email, let signingKey, let boxKey, let card, let cardCreated, let added):
-            try db.storeContact(userID: userID, name: name, email: email, signingKey: signingKey, boxKey: boxKey, card: card,
+            try tx.storeContact(userID: userID, name: name, email: email, signingKey: signingKey, boxKey: boxKey, card: card,
                                 cardCreated: cardCreated, added: added)
         case .compactTombstones(let zone, let through):
-            _ = try db.compactTombstones(zoneRowID: zone, through: through)
+            _ = try tx.compactTombstones(zoneRowID: zone, through: through)
         case .storeWrappedKey(let zone, let epoch, let member, let wrapped):
-            try db.storeWrappedKey(zoneRowID: zone, epoch: epoch, memberID: member, wrapped: wrapped)
+            try tx.storeWrappedKey(zoneRowID: zone, epoch: epoch, memberID: member, wrapped: wrapped)
         case .deleteWrappedKeys(let zone, let member):
-            try db.deleteWrappedKeys(zoneRowID: zone, memberID: member)
+            try tx.deleteWrappedKeys(zoneRowID: zone, memberID: member)
         case .storeChainedKey(let zone, let epoch, let sealed):
-            try db.storeChainedKey(zoneRowID: zone, epoch: epoch, sealed: sealed)
+            try tx.storeChainedKey(zoneRowID: zone, epoch: epoch, sealed: sealed)
         case .storeShareLink(let zone, let epoch, let key, let secret):
-            try db.storeShareLink(zoneRowID: zone, epoch: epoch, sealedKey: key, sealedSecret: secret)
+            try tx.storeShareLink(zoneRowID: zone, epoch: epoch, sealedKey: key, sealedSecret: secret)
         case .deleteShareLink(let zone):
-            try db.deleteShareLink(zoneRowID: zone)
+            try tx.deleteShareLink(zoneRowID: zone)
         case .deleteOlderKeys(let zone, let epoch):
-            try db.deleteOlderKeys(zoneRowID: zone, before: epoch)
+            try tx.deleteOlderKeys(zoneRowID: zone, before: epoch)
         case .setZoneMembers(let zone, let members, let shareUID):
-            try db.setZoneMembers(zoneRowID: zone, members: members, shareUID: shareUID)
+            try tx.setZoneMembers(zoneRowID: zone, members: members, shareUID: shareUID)
         case .addZoneMember(let zone, let user):
-            try db.addZoneMember(zoneRowID: zone, userID: user)
+            try tx.addZoneMember(zoneRowID: zone, userID: user)
         }
     }
 
@@ -476,7 +476,7 @@ package final class SQLiteReadPin: ReadPin {
 
     package func fetch(_ needs: [StorageSnapshot.Need], into snapshot: StorageSnapshot) async throws {
         let basis = snapshot.basis
-        let fetched = try read { db in try driver.read(needs, basis: basis, db) }
+        let fetched = try read { db in try driver.read(needs, basis: basis, SQLiteTransaction(db)) }
         snapshot.absorb(fetched.tables, moved: fetched.moved) { $0 }
     }
 

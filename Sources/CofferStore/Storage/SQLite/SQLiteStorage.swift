@@ -118,14 +118,14 @@ extension Store {
     /// contact), which block as their signatures say; in async code the async form is chosen.
     /// SQLite only: a PostgreSQL store takes the async forms.
     @_disfavoredOverload
-    func read<T: Sendable>(_ body: (GRDB.Database) throws -> T) throws -> T {
-        try sqliteStorage(for: Self.synchronousCall).read(body)
+    func read<T: Sendable>(_ body: (any StorageTransaction) throws -> T) throws -> T {
+        try sqliteStorage(for: Self.synchronousCall).read { db in try body(SQLiteTransaction(db)) }
     }
 
     /// ``write(_:)`` for the synchronous entry points (see the synchronous ``read(_:)``).
     @_disfavoredOverload
-    func write<T: Sendable>(_ body: (GRDB.Database) throws -> T) throws -> T {
-        try sqliteStorage(for: Self.synchronousCall).write(logger: logger, body)
+    func write<T: Sendable>(_ body: (any StorageTransaction) throws -> T) throws -> T {
+        try sqliteStorage(for: Self.synchronousCall).write(logger: logger) { db in try body(SQLiteTransaction(db)) }
     }
 
     static func map(_ error: any Error) -> any Error {

@@ -4,9 +4,9 @@ import GRDB
 /// Queries on SQLite: each plain field is `json_extract(plain, '$.field')`, the expression the
 /// field's index is built on (``SQLiteFieldIndex/sql(recordType:field:)``), compared as SQLite
 /// compares values (text by bytes, NULL first).
-extension GRDB.Database {
+extension SQLiteTransaction {
     func queryRecordRows(zoneRowID: Int64, plan: QueryPlan, into add: (StoredRow) -> Void) throws -> Bool {
-        var sql = "SELECT \(GRDB.Database.recordColumns) FROM record WHERE zone_id = ? AND type = '\(plan.recordType)'"
+        var sql = "SELECT \(SQLiteTransaction.recordColumns) FROM record WHERE zone_id = ? AND type = '\(plan.recordType)'"
         var arguments: [DatabaseValue] = [zoneRowID.databaseValue]
         func bind(_ value: QueryCursor.SortValue) -> String {
             arguments.append(value.databaseValue)
@@ -31,7 +31,7 @@ extension GRDB.Database {
                                               ascending: plan.sorts.map(\.ascending)))
         sql += " ORDER BY " + order.joined(separator: ", ")
         if let limit = plan.limit { sql += " LIMIT \(bind(.int(Int64(limit) + 1)))" }
-        let statement = try RawStatement(cachedStatement(sql: sql), arguments: StatementArguments(arguments))
+        let statement = try RawStatement(db.cachedStatement(sql: sql), arguments: StatementArguments(arguments))
         return try RecordRows.read(statement, limit: plan.limit ?? .max, probe: plan.limit != nil, into: add)
     }
 
@@ -40,7 +40,7 @@ extension GRDB.Database {
     func querySortValues(zoneRowID: Int64, plan: QueryPlan, name: String) throws -> [QueryCursor.SortValue] {
         guard !plan.sorts.isEmpty else { return [] }
         let columns = plan.sorts.map { SQLiteFieldIndex.expression($0.field) }.joined(separator: ", ")
-        guard let row = try Row.fetchOne(self, sql: "SELECT \(columns) FROM record WHERE zone_id = ? AND name = ?", arguments: [zoneRowID, name]) else {
+        guard let row = try Row.fetchOne(db, sql: "SELECT \(columns) FROM record WHERE zone_id = ? AND name = ?", arguments: [zoneRowID, name]) else {
             throw StoreError(.internalError, "record '\(name)' left the zone during its own read")
         }
         return try (0..<plan.sorts.count).map { i in
