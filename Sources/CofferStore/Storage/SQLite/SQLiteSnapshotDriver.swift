@@ -145,26 +145,9 @@ package final class SQLiteSnapshotDriver: SnapshotDriver {
             f.compacted[rowID] = try tx.compactedSeq(zoneRowID: rowID)
             f.heads[rowID] = .some(try tx.logHead(zoneRowID: rowID))
             // Every key and schema row of the zone: the protocol reads them one at a time.
-            var keys = [Int64: [String: [UInt8]]]()
-            for row in try Row.fetchAll(tx.db, sql: "SELECT epoch, member_id, wrapped_key FROM zone_key WHERE zone_id = ?", arguments: [rowID]) {
-                let epoch: Int64 = try row.required(0), member: String = try row.required(1), wrapped: Data = try row.required(2)
-                keys[epoch, default: [:]][member] = Array(wrapped)
-            }
-            f.wrappedKeys[rowID] = keys
-            var chain = [Int64: [UInt8]]()
-            for row in try Row.fetchAll(tx.db, sql: "SELECT epoch, sealed_key FROM zone_key_chain WHERE zone_id = ?", arguments: [rowID]) {
-                let epoch: Int64 = try row.required(0), sealed: Data = try row.required(1)
-                chain[epoch] = Array(sealed)
-            }
-            f.chainedKeys[rowID] = chain
-            var schema = [String: [(field: String, valueType: String, encrypted: Bool)]]()
-            for row in try Row.fetchAll(tx.db, sql: "SELECT record_type, field, value_type, encrypted FROM field_schema WHERE zone_id = ?",
-                                        arguments: [rowID]) {
-                let type: String = try row.required(0), field: String = try row.required(1), valueType: String = try row.required(2)
-                let encrypted: Bool = try row.required(3)
-                schema[type, default: []].append((field, valueType, encrypted))
-            }
-            f.schemaRows[rowID] = schema
+            f.wrappedKeys[rowID] = try tx.allWrappedKeys(zoneRowID: rowID)
+            f.chainedKeys[rowID] = try tx.allChainedKeys(zoneRowID: rowID)
+            f.schemaRows[rowID] = try tx.allFieldSchemaRows(zoneRowID: rowID)
             f.zoneShareUIDs[rowID] = .some(try tx.zoneCaches(zoneRowID: rowID).shareUID)
             f.zoneMembers[rowID] = try tx.zoneMemberIDs(zoneRowID: rowID)
             f.shareLinks[rowID] = .some(try tx.shareLink(zoneRowID: rowID))
@@ -288,8 +271,7 @@ package final class SQLiteSnapshotDriver: SnapshotDriver {
             for zone in rows { f.zones[zone.id] = zone }
             f.changedSharedZones[member, default: [:]][since] = rows
         case .tombstoneCount(let zone, let through):
-            let count = try Int.fetchOne(tx.db, sql: "SELECT count(*) FROM record_tombstone WHERE zone_id = ? AND seq <= ?", arguments: [zone, through])
-            f.tombstoneCounts[zone, default: [:]][through] = count ?? 0
+            f.tombstoneCounts[zone, default: [:]][through] = try tx.tombstoneCount(zoneRowID: zone, through: through)
         }
     }
 
@@ -356,9 +338,7 @@ package final class SQLiteSnapshotDriver: SnapshotDriver {
             // a conflict, never a reuse: a zone's row id then names one zone only, and another
             // session's caches of a zone under that id cannot be taken for this one.
             guard rowID > (try lastZoneID(tx)) else { throw SnapshotConflict() }
-            try tx.db.execute(sql: """
-                INSERT INTO zone (id, uid, owner_id, name, current_epoch, sequence, created_at, log_format) VALUES (?, ?, ?, ?, 1, 0, ?, 1)
-                """, arguments: [rowID, Data(uid), id.ownerID, id.name, created])
+            _ = try tx.insertZoneRow(rowID: rowID, uid: uid, id: id, created: created)
         case .deleteZone(let rowID):
             try tx.deleteZone(zoneRowID: rowID)
         case .touchZone(let rowID):

@@ -42,9 +42,15 @@ final class SQLiteTransaction: StorageTransaction {
         if try Bool.fetchOne(db, sql: "SELECT 1 FROM zone WHERE owner_id = ? AND name = ?", arguments: [id.ownerID, id.name]) == true {
             throw StoreError(.alreadyExists, "zone '\(id.name)' already exists")
         }
+        return try insertZoneRow(rowID: nil, uid: uid, id: id, created: created)
+    }
+
+    /// Inserts a zone's row, under `rowID` or (nil) the next id SQLite hands out; returns its id.
+    /// A name or id already taken fails as SQLite's constraint.
+    func insertZoneRow(rowID: Int64?, uid: [UInt8], id: ZoneID, created: Double) throws -> Int64 {
         try db.execute(sql: """
-            INSERT INTO zone (uid, owner_id, name, current_epoch, sequence, created_at, log_format) VALUES (?, ?, ?, 1, 0, ?, 1)
-            """, arguments: [Data(uid), id.ownerID, id.name, created])
+            INSERT INTO zone (id, uid, owner_id, name, current_epoch, sequence, created_at, log_format) VALUES (?, ?, ?, ?, 1, 0, ?, 1)
+            """, arguments: [rowID, Data(uid), id.ownerID, id.name, created])
         return db.lastInsertedRowID
     }
 
@@ -251,6 +257,26 @@ final class SQLiteTransaction: StorageTransaction {
                     arguments: [zoneRowID, recordType, field, schema.type.description, schema.encrypted])
     }
 
+    /// Every wrapped key of the zone, by epoch and member (what a server's driver reads of a zone at once).
+    func allWrappedKeys(zoneRowID: Int64) throws -> [Int64: [String: [UInt8]]] {
+        var keys = [Int64: [String: [UInt8]]]()
+        for row in try Row.fetchAll(db, sql: "SELECT epoch, member_id, wrapped_key FROM zone_key WHERE zone_id = ?", arguments: [zoneRowID]) {
+            let epoch: Int64 = try row.required(0), member: String = try row.required(1), wrapped: Data = try row.required(2)
+            keys[epoch, default: [:]][member] = Array(wrapped)
+        }
+        return keys
+    }
+
+    /// Every chained key of the zone, by epoch.
+    func allChainedKeys(zoneRowID: Int64) throws -> [Int64: [UInt8]] {
+        var chain = [Int64: [UInt8]]()
+        for row in try Row.fetchAll(db, sql: "SELECT epoch, sealed_key FROM zone_key_chain WHERE zone_id = ?", arguments: [zoneRowID]) {
+            let epoch: Int64 = try row.required(0), sealed: Data = try row.required(1)
+            chain[epoch] = Array(sealed)
+        }
+        return chain
+    }
+
     func allFieldSchemaRows(zoneRowID: Int64) throws -> [String: [(field: String, valueType: String, encrypted: Bool)]] {
         var rows = [String: [(field: String, valueType: String, encrypted: Bool)]]()
         for row in try Row.fetchAll(db, sql: "SELECT record_type, field, value_type, encrypted FROM field_schema WHERE zone_id = ?",
@@ -429,6 +455,11 @@ final class SQLiteTransaction: StorageTransaction {
         try Row.fetchAll(db, sql: """
             SELECT name, seq FROM record_tombstone WHERE zone_id = ? AND (seq > ? OR (seq = ? AND name > ? AND ?)) ORDER BY seq, name LIMIT ?
             """, arguments: [zoneRowID, afterSeq, afterSeq, afterName ?? "", afterName != nil, limit]).map { (try $0.required(1), try $0.required(0)) }
+    }
+
+    /// How many tombstones of the zone a compaction through `horizon` would remove.
+    func tombstoneCount(zoneRowID: Int64, through horizon: Int64) throws -> Int {
+        try Int.fetchOne(db, sql: "SELECT count(*) FROM record_tombstone WHERE zone_id = ? AND seq <= ?", arguments: [zoneRowID, horizon]) ?? 0
     }
 
     func compactTombstones(zoneRowID: Int64, through horizon: Int64) throws -> Int {
