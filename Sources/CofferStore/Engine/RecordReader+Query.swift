@@ -39,53 +39,7 @@ extension RecordReader {
         return try await session.read { db in
             let zone = try self.session.accessControl.zoneRow(db, zoneID)
             try self.session.accessControl.checkCanRead(db, zone: zone)
-            if let cursor {
-                guard cursor.zoneUID == zone.uid, cursor.queryFingerprint == query.fingerprint else {
-                    throw StoreError(.invalidArguments, "this cursor belongs to another query or zone")
-                }
-            }
-            var schema = try self.session.schemaRegistry.schema(db, zoneRowID: zone.rowID, recordType: query.recordType)
-            func plainSpec(_ field: String, for use: String) throws -> FieldSchema {
-                try Names.validateFieldKey(field)
-                if schema[field] == nil { // another process may have added it since this session cached the schema
-                    schema = try self.session.schemaRegistry.schema(db, zoneRowID: zone.rowID, recordType: query.recordType, fresh: true)
-                }
-                guard let spec = schema[field] else {
-                    throw StoreError(.invalidArguments, "\(query.recordType) has no field '\(field)' in zone '\(zoneID.name)'")
-                }
-                guard !spec.encrypted else {
-                    throw StoreError(.invalidArguments, "field '\(field)' is encrypted; encrypted fields cannot be \(use)")
-                }
-                guard spec.type.isQueryable else {
-                    throw StoreError(.invalidArguments, "field '\(field)' has type \(spec.type), which cannot be \(use)")
-                }
-                return spec
-            }
-
-            var predicates = [QueryPlan.Predicate]()
-            for predicate in query.predicates {
-                let spec = try plainSpec(predicate.field, for: "queried")
-                let value = try Self.comparedValue(predicate.value, for: spec.type, field: predicate.field)
-                if predicate.comparison == .beginsWith {
-                    guard spec.type == .string || spec.type == .reference, case .text = value else {
-                        throw StoreError(.invalidArguments, "begins-with (^=) applies to string fields; '\(predicate.field)' is \(spec.type)")
-                    }
-                }
-                predicates.append(QueryPlan.Predicate(field: predicate.field, type: spec.type, comparison: predicate.comparison, value: value))
-            }
-            var sorts = [QueryPlan.Sort]()
-            for sort in query.sort {
-                sorts.append(QueryPlan.Sort(field: sort.field, type: try plainSpec(sort.field, for: "sorted on").type, ascending: sort.ascending))
-            }
-            var after: QueryPlan.Position?
-            if let cursor {
-                guard cursor.sortValues.count == query.sort.count,
-                      zip(cursor.sortValues, sorts).allSatisfy({ $0.fits($1.type) }) else {
-                    throw StoreError(.invalidArguments, "this cursor does not fit the query's sort keys")
-                }
-                after = QueryPlan.Position(values: cursor.sortValues, name: cursor.name)
-            }
-            let plan = QueryPlan(recordType: query.recordType, predicates: predicates, sorts: sorts, after: after, limit: query.limit)
+            let (plan, schema) = try self.plan(query, cursor: cursor, zone: zone, db)
             var more = false
             var records = [Record]()
             records.reserveCapacity(query.limit ?? 0)
@@ -122,6 +76,60 @@ extension RecordReader {
             }
             return (QueryResult(records: records, refused: refused, cursor: next), plan)
         }
+    }
+
+    /// The plan of `query` on `zone`: each predicate's and sort key's field checked against the
+    /// zone's schema (a plain field of a queryable type), the cursor checked as this query's,
+    /// with the schema it was checked against (read again once when a field is missing: another
+    /// process may have declared it since this session cached the schema).
+    private func plan(_ query: Query, cursor: QueryCursor?, zone: ZoneRow, _ db: any StorageTransaction) throws -> (QueryPlan, [String: FieldSchema]) {
+        if let cursor {
+            guard cursor.zoneUID == zone.uid, cursor.queryFingerprint == query.fingerprint else {
+                throw StoreError(.invalidArguments, "this cursor belongs to another query or zone")
+            }
+        }
+        var schema = try session.schemaRegistry.schema(db, zoneRowID: zone.rowID, recordType: query.recordType)
+        func plainSpec(_ field: String, for use: String) throws -> FieldSchema {
+            try Names.validateFieldKey(field)
+            if schema[field] == nil { // another process may have added it since this session cached the schema
+                schema = try session.schemaRegistry.schema(db, zoneRowID: zone.rowID, recordType: query.recordType, fresh: true)
+            }
+            guard let spec = schema[field] else {
+                throw StoreError(.invalidArguments, "\(query.recordType) has no field '\(field)' in zone '\(zone.id.name)'")
+            }
+            guard !spec.encrypted else {
+                throw StoreError(.invalidArguments, "field '\(field)' is encrypted; encrypted fields cannot be \(use)")
+            }
+            guard spec.type.isQueryable else {
+                throw StoreError(.invalidArguments, "field '\(field)' has type \(spec.type), which cannot be \(use)")
+            }
+            return spec
+        }
+
+        var predicates = [QueryPlan.Predicate]()
+        for predicate in query.predicates {
+            let spec = try plainSpec(predicate.field, for: "queried")
+            let value = try Self.comparedValue(predicate.value, for: spec.type, field: predicate.field)
+            if predicate.comparison == .beginsWith {
+                guard spec.type == .string || spec.type == .reference, case .text = value else {
+                    throw StoreError(.invalidArguments, "begins-with (^=) applies to string fields; '\(predicate.field)' is \(spec.type)")
+                }
+            }
+            predicates.append(QueryPlan.Predicate(field: predicate.field, type: spec.type, comparison: predicate.comparison, value: value))
+        }
+        var sorts = [QueryPlan.Sort]()
+        for sort in query.sort {
+            sorts.append(QueryPlan.Sort(field: sort.field, type: try plainSpec(sort.field, for: "sorted on").type, ascending: sort.ascending))
+        }
+        var after: QueryPlan.Position?
+        if let cursor {
+            guard cursor.sortValues.count == query.sort.count,
+                  zip(cursor.sortValues, sorts).allSatisfy({ $0.fits($1.type) }) else {
+                throw StoreError(.invalidArguments, "this cursor does not fit the query's sort keys")
+            }
+            after = QueryPlan.Position(values: cursor.sortValues, name: cursor.name)
+        }
+        return (QueryPlan(recordType: query.recordType, predicates: predicates, sorts: sorts, after: after, limit: query.limit), schema)
     }
 
     /// What a query's records are checked against once verified, each as it is delivered:

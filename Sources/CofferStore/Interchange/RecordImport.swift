@@ -81,23 +81,7 @@ public struct RecordImport: Sendable {
         let lines: [(number: Int, range: Range<Int>)] = jsonLines.withUnsafeBytes { Self.lines($0) }
         // Each line is read, typed and checked on its own, in parallel chunks; then, in file
         // order, each line's outcome is taken with the checks that depend on earlier lines.
-        let chunkSize = max(2_000, (lines.count + ProcessInfo.processInfo.activeProcessorCount - 1) / max(1, ProcessInfo.processInfo.activeProcessorCount))
-        let starts = Array(stride(from: 0, to: lines.count, by: chunkSize))
-        var parsed = [Chunk?](repeating: nil, count: starts.count)
-        var schemas = [String: [String: FieldSchema]]()
-        try await withThrowingTaskGroup(of: (Int, Chunk, [String: [String: FieldSchema]]).self) { group in
-            for (n, start) in starts.enumerated() {
-                let part = lines[start..<min(start + chunkSize, lines.count)]
-                group.addTask {
-                    let (result, fetched) = try await Self.parse(part, of: jsonLines, zone: zone, database: database)
-                    return (n, result, fetched)
-                }
-            }
-            for try await (n, result, fetched) in group {
-                parsed[n] = result
-                schemas.merge(fetched) { a, _ in a }
-            }
-        }
+        var (parsed, schemas, chunkSize) = try await Self.parseInChunks(lines, of: jsonLines, zone: zone, database: database)
         var chunks = [Chunk]()
         var count = 0
         var names = Set<String>()
@@ -152,22 +136,8 @@ public struct RecordImport: Sendable {
             }
         }
 
-        // A record that exists keeps its type, and a parent is in the file or in the zone:
-        // checked against the zone before any save.
-        var existing = [String: String]()
-        for chunk in chunks { existing.merge(chunk.existing) { a, _ in a } }
-        let outside = Set(parents.compactMap { $0 }).subtracting(names)
-        if !outside.isEmpty {
-            existing.merge(try await database.recordTypes(named: outside.sorted(), in: zone)) { a, _ in a }
-        }
-        for i in fileNames.indices {
-            if let type = existing[fileNames[i]], type != types[i] {
-                throw StoreError(.invalidArguments, "line \(lineNumbers[i]): record '\(fileNames[i])' exists as type \(type); its type cannot change to \(types[i]) (delete it first); nothing was imported")
-            }
-            if let parent = parents[i], !names.contains(parent), existing[parent] == nil {
-                throw StoreError(.unknownItem, "line \(lineNumbers[i]): parent '\(parent)' of record '\(fileNames[i])' is neither in the file nor in zone \(zone.name); nothing was imported")
-            }
-        }
+        try await Self.checkAgainstZone(zone, of: database, chunks: chunks, names: names, fileNames: fileNames, parents: parents,
+                                        types: types, lineNumbers: lineNumbers)
         // Parents are saved before their children (a batch's parents must exist): records in
         // order of their depth below the file's roots, the file's order otherwise kept.
         let order = try Self.parentsFirst(names: fileNames, parents: parents, lineNumbers: lineNumbers)
@@ -181,6 +151,50 @@ public struct RecordImport: Sendable {
         newFields = kinds.compactMapValues { fields in fields.isEmpty ? nil : fields }.reduce(into: [:]) { new, type in
             let added = type.value.filter { schemas[type.key]?[$0.key] == nil }
             if !added.isEmpty { new[type.key] = added }
+        }
+    }
+
+    /// Reads, types and checks each line on its own, in chunks parsed in parallel; returns the
+    /// chunks in file order, the zone's schemas they fetched, and the chunk size.
+    private static func parseInChunks(_ lines: [(number: Int, range: Range<Int>)], of jsonLines: Data, zone: ZoneID,
+                                      database: RecordDatabase) async throws -> ([Chunk?], [String: [String: FieldSchema]], Int) {
+        let chunkSize = max(2_000, (lines.count + ProcessInfo.processInfo.activeProcessorCount - 1) / max(1, ProcessInfo.processInfo.activeProcessorCount))
+        let starts = Array(stride(from: 0, to: lines.count, by: chunkSize))
+        var parsed = [Chunk?](repeating: nil, count: starts.count)
+        var schemas = [String: [String: FieldSchema]]()
+        try await withThrowingTaskGroup(of: (Int, Chunk, [String: [String: FieldSchema]]).self) { group in
+            for (n, start) in starts.enumerated() {
+                let part = lines[start..<min(start + chunkSize, lines.count)]
+                group.addTask {
+                    let (result, fetched) = try await Self.parse(part, of: jsonLines, zone: zone, database: database)
+                    return (n, result, fetched)
+                }
+            }
+            for try await (n, result, fetched) in group {
+                parsed[n] = result
+                schemas.merge(fetched) { a, _ in a }
+            }
+        }
+        return (parsed, schemas, chunkSize)
+    }
+
+    /// A record that exists keeps its type, and a parent is in the file or in the zone: checked
+    /// against the zone before any save.
+    private static func checkAgainstZone(_ zone: ZoneID, of database: RecordDatabase, chunks: [Chunk], names: Set<String>,
+                                         fileNames: [String], parents: [String?], types: [String], lineNumbers: [Int]) async throws {
+        var existing = [String: String]()
+        for chunk in chunks { existing.merge(chunk.existing) { a, _ in a } }
+        let outside = Set(parents.compactMap { $0 }).subtracting(names)
+        if !outside.isEmpty {
+            existing.merge(try await database.recordTypes(named: outside.sorted(), in: zone)) { a, _ in a }
+        }
+        for i in fileNames.indices {
+            if let type = existing[fileNames[i]], type != types[i] {
+                throw StoreError(.invalidArguments, "line \(lineNumbers[i]): record '\(fileNames[i])' exists as type \(type); its type cannot change to \(types[i]) (delete it first); nothing was imported")
+            }
+            if let parent = parents[i], !names.contains(parent), existing[parent] == nil {
+                throw StoreError(.unknownItem, "line \(lineNumbers[i]): parent '\(parent)' of record '\(fileNames[i])' is neither in the file nor in zone \(zone.name); nothing was imported")
+            }
         }
     }
 

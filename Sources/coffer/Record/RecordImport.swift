@@ -36,15 +36,7 @@ extension Coffer.RecordCommand {
         @OptionGroup var global: GlobalOptions
 
         func run() async throws {
-            let data: Data
-            if file == "-" {
-                data = FileHandle.standardInput.readDataToEndOfFile()
-            } else {
-                guard let read = FileManager.default.contents(atPath: file) else {
-                    throw CLIError(ExitStatus.notFound, "cannot read \(file)")
-                }
-                data = read
-            }
+            let data = try readFile()
             let context = try await SessionContext(global, createStore: createZone)
             // From here on (past any passphrase prompt), Ctrl-C and SIGTERM stop the import
             // between two batches.
@@ -93,6 +85,22 @@ extension Coffer.RecordCommand {
                 throw CLIError(ErrorReporter.status(for: e.code), e.message)
             }
             if progress { Output.note("") }
+            try report(summary, skipped: skipped, delta: delta, createdZone: created, zoneID: zoneID, stop: stop)
+        }
+
+        /// The file's bytes, or standard input's for '-'.
+        private func readFile() throws -> Data {
+            if file == "-" { return FileHandle.standardInput.readDataToEndOfFile() }
+            guard let read = FileManager.default.contents(atPath: file) else {
+                throw CLIError(ExitStatus.notFound, "cannot read \(file)")
+            }
+            return read
+        }
+
+        /// Prints what the import did (the schema's new fields as notes; a line or `--json`), or,
+        /// when a signal stopped it, how far it got, and exits 128 + the signal.
+        private func report(_ summary: RecordImport.Summary, skipped: Int, delta: SchemaDelta, createdZone: Bool, zoneID: ZoneID,
+                            stop: StopSignal) throws {
             quiet.apply()
             for line in SchemaNotes.describe(delta, zone: zoneID.name) { Output.note("note: " + line) }
             let total = summary.total + skipped
@@ -107,7 +115,7 @@ extension Coffer.RecordCommand {
                 let done = summary.records + skipped
                 if global.json {
                     try Output.json(ImportJSON(imported: summary.records, skipped: skipped, total: total, batches: summary.batches, stopped: true,
-                                               signal: signal == SIGINT ? "SIGINT" : "SIGTERM", createdZone: created, newTypes: newTypes, newFields: newFields))
+                                               signal: signal == SIGINT ? "SIGINT" : "SIGTERM", createdZone: createdZone, newTypes: newTypes, newFields: newFields))
                 }
                 Output.note("Stopped after \(done) of \(total) records (\(summary.batches == 1 ? "1 atomic batch" : "\(summary.batches) atomic batches") saved"
                             + "\(skipped > 0 ? ", \(skipped) there before" : "")); run the same command with --resume to import the rest.")
@@ -115,11 +123,11 @@ extension Coffer.RecordCommand {
             }
             if global.json {
                 try Output.json(ImportJSON(imported: summary.records, skipped: skipped, total: total, batches: summary.batches, stopped: false,
-                                           signal: nil, createdZone: created, newTypes: newTypes, newFields: newFields))
+                                           signal: nil, createdZone: createdZone, newTypes: newTypes, newFields: newFields))
             } else {
                 let records = summary.records == 1 ? "1 record" : "\(summary.records) records"
                 let skippedText = resume ? " (\(skipped == 1 ? "1 record" : "\(skipped) records") already there left out)" : ""
-                Output.line("\(created ? "Created zone \(zoneID.name). " : "")Imported \(records) into \(zoneID.name) in \(summary.batches == 1 ? "1 atomic batch" : "\(summary.batches) atomic batches")\(skippedText).")
+                Output.line("\(createdZone ? "Created zone \(zoneID.name). " : "")Imported \(records) into \(zoneID.name) in \(summary.batches == 1 ? "1 atomic batch" : "\(summary.batches) atomic batches")\(skippedText).")
             }
         }
     }

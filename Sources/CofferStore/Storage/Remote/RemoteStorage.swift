@@ -90,7 +90,7 @@ final class RemoteStorage: SnapshotDriver {
             throw StoreError(.integrityFailure, "the server at \(origin) answers with the store id of the server you met at \(other): a server posing as another, or a store moved here; if it was moved on purpose, run 'coffer server forget \(other)' and connect again")
         }
         let remote = RemoteStorage(server: server, origin: origin, storeID: storeID, vault: vault, timeout: timeout, logger: logger)
-        let card = try ContactCard(vault: vault).jsonData()
+        let card = ContactCard(vault: vault).jsonData()
         _ = try await remote.send("POST", RemoteAPI.Path.publish, body: try RemoteAPI.encoder.encode(RemoteAPI.Publish(card: card)))
         return (remote, storeID)
     }
@@ -337,6 +337,7 @@ extension Store {
     ///   - server: the server's base URL (`http://` or `https://`).
     ///   - vault: the user the store acts as.
     ///   - timeout: how long one request may take before the server counts as unreachable.
+    ///   - logger: where the store and its requests log (nothing by default).
     /// - Throws: `.serviceUnavailable` when the server cannot be reached; `.invalidArguments`
     ///   for a URL that is not http or https.
     public convenience init(server: URL, vault: Vault, timeout: Duration = .seconds(30), logger: Logger = Vault.disabledLogger) async throws {
