@@ -149,14 +149,16 @@ extension Store {
     }
 
     /// ``session(vault:)`` through the async store calls: the way to open a session on a
-    /// PostgreSQL store (on SQLite, the two are the same).
+    /// PostgreSQL store or a server, and from async code on any store. It suspends, instead of
+    /// holding its thread, while it waits for a connection or for another connection's write
+    /// lock (to register the user's card); on SQLite, the one-time upgrade of zones of the
+    /// earlier format, when the store has any, writes as ``session(vault:)`` does.
     ///
     /// ```swift
     /// let store = try await Store(postgres: url)
     /// let alice = try await store.openSession(vault: aliceVault)
     /// ```
     public func openSession(vault: Vault) async throws -> Session {
-        if case .sqlite = backend { return try session(vault: vault) }
         let identity = vault.identity
         if try await read({ db in try self.verifiedContact(db, userID: identity.userID) })?.identity != identity {
             try await addContact(ContactCard(vault: vault))
@@ -164,7 +166,9 @@ extension Store {
         do { _ = try vault.marks.all() } catch let error as VaultError {
             throw StoreError(.integrityFailure, "your marks file cannot be read: \(error.message)", underlying: error)
         }
-        // Only SQLite stores hold zones of the earlier format: nothing to upgrade.
-        return Session(store: self, vault: vault)
+        let session = Session(store: self, vault: vault)
+        // Only SQLite stores hold zones of the earlier format.
+        if case .sqlite = backend { try await session.legacyUpgrade.upgradeLegacyZones() }
+        return session
     }
 }

@@ -37,6 +37,34 @@ struct SuspensionTests {
         }
     }
 
+    /// Opening a session whose user's card the store does not hold yet waits for the write lock
+    /// suspended: the open and a plain task share one serial executor, the open first, while
+    /// another connection holds the lock. Were the open blocking its thread (the card's write
+    /// waiting out the busy timeout), the plain task would run only after it.
+    @Test("a session opening while another connection holds the write lock leaves its thread free")
+    func openingSessionSuspends() async throws {
+        try await withStore { f in
+            let bob = try makeVault(in: f.folder, file: "bob.coffer", name: "Bob Builder", email: "bob@example.com")
+            var config = Configuration()
+            config.allowsUnsafeTransactions = true // the lock is held across two accesses
+            let other = try DatabaseQueue(path: f.path, configuration: config)
+            try await other.writeWithoutTransaction { try $0.execute(sql: "BEGIN IMMEDIATE") }
+            let opened = Locked(0)
+            let executor = SerialTaskExecutor()
+            let open = Task(executorPreference: executor) {
+                let session = try await f.store.openSession(vault: bob)
+                opened.withLock { $0 += 1 }
+                return session.userID
+            }
+            let ran = await Task(executorPreference: executor) { true }.value
+            #expect(ran)
+            #expect(opened.withLock { $0 } == 0, "the other connection still holds the write lock")
+            try await other.writeWithoutTransaction { try $0.execute(sql: "COMMIT") }
+            #expect(try await open.value == bob.identity.userID)
+            #expect(try await f.store.contact(matching: "bob@example.com").identity.userID == bob.identity.userID, "Bob's card was stored")
+        }
+    }
+
     /// Reads beyond the pool's reader connections wait suspended. Every reader connection is held
     /// by a thread outside the cooperative pool; then more reads than there are connections, from
     /// more tasks than the machine has cores, all start on one serial executor (one thread). Were

@@ -22,9 +22,24 @@ extension LegacyUpgrade {
     /// format and its older keys are deleted. A zone that fails verification is left as it is
     /// (its readers are refused, its owner is told why, and `audit` reports it); the others are
     /// upgraded.
+    @_disfavoredOverload
     func upgradeLegacyZones() throws {
         let me = session.userID
-        let legacy = try session.store.readLegacy { tables in try tables.zones(ownedBy: me) }
+        try upgrade(try session.store.readLegacy { tables in try tables.zones(ownedBy: me) })
+    }
+
+    /// ``upgradeLegacyZones()`` with the zones to upgrade found by a read that suspends while it
+    /// waits for a connection. A store with none (every store made since) writes nothing; the
+    /// upgrade of one that has some, once, writes as the blocking form does.
+    func upgradeLegacyZones() async throws {
+        let me = session.userID
+        let legacy = try await session.store.read { db in try LegacyTables.of(db)?.zones(ownedBy: me) ?? [] }
+        try upgrade(legacy)
+    }
+
+    /// Upgrades each zone of `legacy`, logging the ones left as they are.
+    /// - Throws: what is not a ``StoreError`` (the store's own failures are refusals, logged).
+    private func upgrade(_ legacy: [ZoneRow]) throws {
         for zone in legacy {
             do {
                 try upgrade(zone)
