@@ -7,7 +7,7 @@ SWIFT ?= swift
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_PACKAGES := libsodium-dev libsqlite3-dev pkg-config sqlite3
 
-.PHONY: deps build demo test test-tsan bench install uninstall clean
+.PHONY: deps build demo test test-tsan bench install uninstall clean docs
 
 deps:
 	@if ! command -v pkg-config >/dev/null 2>&1 || ! pkg-config --exists libsodium || ! pkg-config --exists sqlite3 || ! command -v sqlite3 >/dev/null 2>&1; then \
@@ -35,6 +35,11 @@ test-tsan: deps
 bench: deps
 	$(SWIFT) build -c release --product coffer-bench --scratch-path .build-release
 	.build-release/release/coffer-bench $(BENCH_ARGS)
+
+# Builds the DocC archives of CofferStore, CofferCrypto and CofferVault into .build-docs/plugins/Swift-DocC/outputs.
+docs: deps
+	$(SWIFT) package --scratch-path .build-docs generate-documentation \
+		--target CofferStore --target CofferCrypto --target CofferVault
 
 # `make install PREFIX=~/.local`: a release build of coffer, its man page (made by
 # swift-argument-parser's generate-manual plugin from the command's own help) and its shell

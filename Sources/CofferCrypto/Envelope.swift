@@ -76,7 +76,7 @@ public struct Envelope: Sendable, Equatable {
 
     /// Seals `plaintext` in place of a caller's buffers and returns the encoded envelope
     /// (header ‖ nonce ‖ ciphertext ‖ tag) in one allocation: the form the record store writes.
-    /// The nonce is drawn here, fresh and random, as in ``seal(_:using:keyID:authenticating:)``.
+    /// The nonce is drawn here, fresh and random, as in ``seal(_:using:keyID:authenticating:)-(ContiguousBytes,_,_,_)``.
     public static func sealedBytes(_ plaintext: UnsafeRawBufferPointer, using key: SymmetricKey, keyID: UInt32,
                                    authenticating authenticatedData: UnsafeRawBufferPointer) -> [UInt8] {
         sealedBytes(plaintext, using: key, keyID: keyID, authenticating: authenticatedData, nonces: nil)

@@ -14,7 +14,7 @@ internal import CSodium
 public enum XChaCha20Poly1305 {
     public static let nonceByteCount = 24
     public static let tagByteCount = 16
-    /// Bytes added to a plaintext by ``seal(_:using:authenticating:)``: nonce and tag.
+    /// Bytes added to a plaintext by ``seal(_:using:authenticating:)-(ContiguousBytes,_,_)``: nonce and tag.
     public static let overhead = nonceByteCount + tagByteCount
 
     /// A sealed message. Byte layout of ``combined``:

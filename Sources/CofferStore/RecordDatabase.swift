@@ -64,7 +64,10 @@ public struct RecordDatabase: Sendable {
     /// - Throws: `.serverRecordChanged` (with ``StoreError/serverRecord``) when the stored record
     ///   changed since `record` was fetched; `.invalidArguments` for names, types or a schema
     ///   mismatch; `.limitExceeded`; `.zoneNotFound`; `.permissionFailure`.
-    /// - Parameter declarations: fields to fix before the save in its transaction (see ``FieldDeclaration``).
+    /// - Parameters:
+    ///   - record: the record to save, new or as fetched (with its change tag).
+    ///   - policy: what the save does when the stored record changed since `record` was fetched.
+    ///   - declarations: fields to fix before the save in its transaction (see ``FieldDeclaration``).
     public func save(_ record: Record, policy: SavePolicy = .ifServerRecordUnchanged, declaring declarations: [FieldDeclaration] = []) async throws -> Record {
         try requireScope(record.zoneID)
         return try await session.writer.modify(zone: record.zoneID, saving: [record], deleting: [], policy: policy, authorLabel: transactionAuthor,
@@ -73,7 +76,12 @@ public struct RecordDatabase: Sendable {
 
     /// Saves and deletes records of one zone in one atomic batch (at most 400 records and 2 MiB).
     /// - Throws: `.partialFailure` with per-record errors when any item fails; nothing is saved then.
-    /// - Parameter declarations: fields to fix in the batch's transaction (see ``FieldDeclaration``).
+    /// - Parameters:
+    ///   - records: the records to save.
+    ///   - deletions: the records to delete.
+    ///   - zone: the zone every saved and deleted record is in.
+    ///   - policy: what a save does when its stored record changed since it was fetched.
+    ///   - declarations: fields to fix in the batch's transaction (see ``FieldDeclaration``).
     public func modify(saving records: [Record], deleting deletions: [RecordDeletion] = [], in zone: ZoneID,
                        policy: SavePolicy = .ifServerRecordUnchanged, declaring declarations: [FieldDeclaration] = []) async throws -> ModifyResult {
         try requireScope(zone)

@@ -15,7 +15,7 @@ import Logging
 /// ```
 ///
 /// The book reads its file when first asked (never before), then answers from memory.
-/// ``advance(to:)`` only raises marks, in memory; ``save()`` merges them into the file as it is
+/// ``advance(to:in:)`` only raises marks, in memory; ``save()`` merges them into the file as it is
 /// then, so books of other processes lose nothing and no mark goes down. Only
 /// ``reset(zone:to:)`` lowers one. Reading never writes or locks the file, nor the vault.
 public final class MarkBook: Sendable {

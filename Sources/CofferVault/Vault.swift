@@ -87,8 +87,13 @@ public final class Vault: Sendable {
     /// Creates a new vault with a fresh identity at `url`, which must not exist.
     ///
     /// - Parameters:
+    ///   - url: where the vault file is created.
+    ///   - name: the identity's name.
+    ///   - email: the identity's email, if any.
+    ///   - passphrase: the passphrase that opens the vault (1 to 4096 bytes).
     ///   - kdf: Argon2id cost for the passphrase slot; `.moderate` unless told otherwise, and at
     ///     most the work of the `.sensitive` preset (passes × memory), which is what a vault may ask for.
+    ///   - logger: where the vault logs (nothing by default).
     /// - Throws: ``VaultError`` `.alreadyExists`, `.invalidArguments` (name, email, a `kdf` over the
     ///   maximum), `.io`.
     public static func create(at url: URL, name: String, email: String? = nil, passphrase: SecureBytes,

@@ -43,7 +43,7 @@ public struct VaultItem: Sendable, CustomStringConvertible {
     /// Milliseconds since 1970.
     public var created: Int64
     public var modified: Int64
-    /// The secret; read it with ``SecureBytes/withUnsafeBytes(_:)``.
+    /// The secret; read it with `SecureBytes.withUnsafeBytes(_:)`.
     public var secret: SecureBytes
 
     init(id: [UInt8], itemClass: ItemClass, service: String, account: String, label: String,

@@ -1,4 +1,4 @@
-// The PostgreSQL example program of Docs/Embedding.md: the notes service on a PostgreSQL database,
+// The PostgreSQL example program of the Embedding article (Sources/CofferStore/CofferStore.docc/Embedding.md): the notes service on a PostgreSQL database,
 // run as two instances. Tests build and run it, and check that the guide shows exactly this file.
 import CofferCrypto
 import CofferStore

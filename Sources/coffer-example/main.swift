@@ -1,4 +1,4 @@
-// The example program of Docs/Embedding.md: a service that keeps notes with an encrypted body.
+// The example program of the Embedding article (Sources/CofferStore/CofferStore.docc/Embedding.md): a service that keeps notes with an encrypted body.
 // Tests build and run it, and check that the guide shows exactly this file.
 import CofferCrypto
 import CofferStore

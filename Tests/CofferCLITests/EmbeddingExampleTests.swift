@@ -2,22 +2,22 @@ import CofferTestSupport
 import Foundation
 import Testing
 
-/// Docs/Embedding.md shows a complete program; it must be exactly Sources/coffer-example/main.swift,
+/// Sources/CofferStore/CofferStore.docc/Embedding.md shows a complete program; it must be exactly Sources/coffer-example/main.swift,
 /// and that program, built with the package, must run and print what the guide says.
 @Suite("Embedding example")
 struct EmbeddingExampleTests {
     static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
-    /// Checks that Docs/Embedding.md shows `program` (a folder of Sources) verbatim: the Swift code
+    /// Checks that Sources/CofferStore/CofferStore.docc/Embedding.md shows `program` (a folder of Sources) verbatim: the Swift code
     /// block that starts with the program's first line.
     static func expectGuideShows(_ program: String, sourceLocation: SourceLocation = #_sourceLocation) throws {
         let source = try String(contentsOf: root.appendingPathComponent("Sources/\(program)/main.swift"), encoding: .utf8)
-        let guide = try String(contentsOf: root.appendingPathComponent("Docs/Embedding.md"), encoding: .utf8)
+        let guide = try String(contentsOf: root.appendingPathComponent("Sources/CofferStore/CofferStore.docc/Embedding.md"), encoding: .utf8)
         let firstLine = String(source.prefix { $0 != "\n" })
         let blocks = guide.components(separatedBy: "```swift\n").dropFirst().map { $0.components(separatedBy: "```").first ?? "" }
-        let shown = try #require(blocks.first { $0.hasPrefix(firstLine) }, "Docs/Embedding.md has no code block with \(program)",
+        let shown = try #require(blocks.first { $0.hasPrefix(firstLine) }, "Sources/CofferStore/CofferStore.docc/Embedding.md has no code block with \(program)",
                                  sourceLocation: sourceLocation)
-        #expect(shown == source, "Docs/Embedding.md differs from Sources/\(program)/main.swift; copy the file into the guide",
+        #expect(shown == source, "Sources/CofferStore/CofferStore.docc/Embedding.md differs from Sources/\(program)/main.swift; copy the file into the guide",
                 sourceLocation: sourceLocation)
     }
 
@@ -45,7 +45,7 @@ struct EmbeddingExampleTests {
 
             """)
         // The guide quotes the same output.
-        let guide = try String(contentsOf: Self.root.appendingPathComponent("Docs/Embedding.md"), encoding: .utf8)
+        let guide = try String(contentsOf: Self.root.appendingPathComponent("Sources/CofferStore/CofferStore.docc/Embedding.md"), encoding: .utf8)
         #expect(guide.contains(stdout.trimmingCharacters(in: .newlines)))
     }
 
@@ -55,7 +55,7 @@ struct EmbeddingExampleTests {
           .enabled(if: postgresServer != "skip", "COFFER_TEST_POSTGRES=skip: the PostgreSQL tests are left out"))
     func postgresExampleRuns() throws {
         try Self.expectGuideShows("coffer-example-postgres")
-        let guide = try String(contentsOf: Self.root.appendingPathComponent("Docs/Embedding.md"), encoding: .utf8)
+        let guide = try String(contentsOf: Self.root.appendingPathComponent("Sources/CofferStore/CofferStore.docc/Embedding.md"), encoding: .utf8)
 
         let url = try #require(Self.postgresServer.flatMap { $0.isEmpty ? nil : $0 }, "COFFER_TEST_POSTGRES is not set: run the tests with `make test`")
         let binary = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent()

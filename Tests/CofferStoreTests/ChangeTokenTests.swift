@@ -5,7 +5,7 @@ import GRDB
 import Testing
 @testable import CofferStore
 
-// Change tokens (Docs/Changes.md, "Tokens"): base64url of magic `CCT`, version 1, kind, store
+// Change tokens (Sources/CofferStore/CofferStore.docc/Changes.md, "Tokens"): base64url of magic `CCT`, version 1, kind, store
 // id (16), zone uid or user hash (16), sequence (8, big-endian), then 0, or 1 + 2-byte length +
 // name. Everything else is `.invalidArguments`.
 

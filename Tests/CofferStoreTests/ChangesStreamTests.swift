@@ -9,7 +9,7 @@ import Testing
 import Glibc
 #endif
 
-// Live change streams (Docs/Changes.md, "Live changes"): they poll the store, so they see
+// Live change streams (Sources/CofferStore/CofferStore.docc/Changes.md, "Live changes"): they poll the store, so they see
 // commits made through other Store objects and other processes; cancelling the iterating task
 // ends them; losing the zone or access ends them with the error. Every wait is raced against a
 // timeout so that no test can hang.

@@ -5,7 +5,7 @@ import GRDB
 import Testing
 @testable import CofferStore
 
-// Zone and database change feeds (Docs/Changes.md).
+// Zone and database change feeds (Sources/CofferStore/CofferStore.docc/Changes.md).
 
 @Suite("Change feeds")
 struct ChangesTests {

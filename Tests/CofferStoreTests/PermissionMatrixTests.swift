@@ -41,7 +41,7 @@ struct PermissionMatrixTests {
         var writesRecords: Bool { self == .saveNewRecord || self == .updateRecord || self == .deleteRecord }
     }
 
-    /// The matrix (Docs/Sharing.md, "Permissions, enforced on every operation").
+    /// The matrix (Sources/CofferStore/CofferStore.docc/Sharing.md, "Permissions, enforced on every operation").
     static func expected(_ role: Role, _ op: Operation) -> ShareOutcome {
         switch role {
         case .owner:

@@ -52,7 +52,7 @@ extension Session {
 
     /// Writes a backup file of everything this user owns or can read in the store (see
     /// ``Backup``) to `sink` as it is read, all of it from one state of the store
-    /// (``Store/withPinnedReads(_:)``), so that writers beside it never make it start over.
+    /// (`Store.withPinnedReads(_:)`), so that writers beside it never make it start over.
     /// Each zone is verified as `audit` verifies it (its whole log, its key, every record), its
     /// records read and checked a page at a time: memory holds a zone's log and one page of
     /// rows, whatever the store's size. Once every zone is written, each zone's log is checked

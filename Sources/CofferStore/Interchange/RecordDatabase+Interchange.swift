@@ -9,7 +9,10 @@ extension RecordDatabase {
     /// let count = try await db.exportRecords(in: zone) { try out.write(contentsOf: $0) }
     /// ```
     /// The output holds the decrypted secrets: keep it as safe as the vault.
-    /// - Parameter pageSize: records read and written at a time.
+    /// - Parameters:
+    ///   - zone: the zone to export.
+    ///   - pageSize: records read and written at a time.
+    ///   - write: called with each page's lines.
     /// - Returns: the number of records written.
     /// - Throws: `.zoneNotFound`, `.permissionFailure`, `.integrityFailure` for a record that
     ///   fails authentication, and what `write` throws.
@@ -44,7 +47,7 @@ extension RecordDatabase {
     /// ```swift
     /// let summary = try await db.importRecords(jsonLines: data, into: zone)
     /// ```
-    /// - Throws: as ``RecordImport/init(jsonLines:into:of:)`` and ``RecordImport/save(to:progress:)``.
+    /// - Throws: as ``RecordImport/init(jsonLines:into:of:)`` and ``RecordImport/save(to:progress:stopping:)``.
     @discardableResult
     public func importRecords(jsonLines: Data, into zone: ZoneID,
                               progress: ((_ saved: Int, _ total: Int) -> Void)? = nil) async throws -> RecordImport.Summary {

@@ -37,6 +37,7 @@ public enum RecordJSON {
     /// FileHandle.standardOutput.write(try RecordJSON.encode(record, pretty: true))
     /// ```
     /// - Parameters:
+    ///   - record: the record to write.
     ///   - schema: the record type's fields in the zone; the `types` of an empty list come from it.
     ///   - userID: the user whose zones are named without `@owner`.
     ///   - pretty: Foundation's pretty layout instead of one line.

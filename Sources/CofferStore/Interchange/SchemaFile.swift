@@ -1,7 +1,7 @@
 import Foundation
 
 /// A zone's schema as text: record types, their fields, each field's type and whether it is
-/// encrypted, and the plain fields to index (see `Docs/Schema.md` for the grammar).
+/// encrypted, and the plain fields to index (see <doc:Schema> for the grammar).
 ///
 /// ```swift
 /// let file = try SchemaFile(parsing: """

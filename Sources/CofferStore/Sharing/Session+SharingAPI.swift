@@ -1,6 +1,6 @@
 import Foundation
 
-/// Sharing, as CloudKit's `CKShare` and Core Data's `share(_:to:)`: see `Docs/Sharing.md`.
+/// Sharing, as CloudKit's `CKShare` and Core Data's `share(_:to:)`: see <doc:Sharing>.
 ///
 /// ```swift
 /// let share = try await alice.share(zone: zone, title: "Family notes")

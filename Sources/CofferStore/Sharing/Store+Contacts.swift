@@ -3,7 +3,7 @@ import CofferVault
 import Foundation
 
 extension Store {
-    /// What ``addContact(_:)`` did.
+    /// What ``addContact(_:)-202vx`` did.
     public enum ContactAddResult: Sendable, Equatable {
         case added
         /// A newer card for the same user replaced the stored one.
@@ -164,7 +164,7 @@ extension Store {
 extension Session {
     /// The contact `who` names for this user: a user id (any verified card of that id is the
     /// user's: the id is the hash of their key), or an email or a name, which resolves only to a
-    /// card this user pinned in their vault (``Vault/pin(_:)``, `coffer contact add`) or to
+    /// card this user pinned in their vault (`Vault.pin(_:)`, `coffer contact add`) or to
     /// themselves. A store's directory of cards, local or on a server, holds whatever its
     /// writers put there under any name and email, so it never decides who a name is.
     /// - Throws: `.unknownItem` when no pinned card matches; `.invalidArguments` when several do.

@@ -10,7 +10,7 @@ extension Coffer {
             discussion: """
                 A zone's schema fixes, per record type, each field's type and whether it is encrypted: the first \
                 save of a field fixes it, or an import of a schema file (see 'coffer help schema export' and \
-                Docs/Schema.md for the file's grammar). Only the zone's owner changes it with import or drop; a \
+                Sources/CofferStore/CofferStore.docc/Schema.md for the file's grammar). Only the zone's owner changes it with import or drop; a \
                 drop removes what no record uses, after which the name can be fixed again with another type.
                 """,
             subcommands: [Show.self, Export.self, Import.self, Validate.self, DropField.self, DropType.self]

@@ -8,7 +8,7 @@ extension Coffer.SchemaCommand {
             abstract: "Write a zone's schema as a schema file.",
             discussion: """
                 The file has one RECORD TYPE statement a type, types and fields sorted by name, in the grammar \
-                of Docs/Schema.md (e.g. RECORD TYPE Note ( body STRING ENCRYPTED, due TIMESTAMP, tags LIST<STRING>, \
+                of Sources/CofferStore/CofferStore.docc/Schema.md (e.g. RECORD TYPE Note ( body STRING ENCRYPTED, due TIMESTAMP, tags LIST<STRING>, \
                 title STRING QUERYABLE );). Every plain field that can be queried is marked QUERYABLE. \
                 'coffer schema import' reads it back. --json: zone, types, fields, and file (with --output) or text.
                 """)

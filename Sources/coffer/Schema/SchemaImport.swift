@@ -7,7 +7,7 @@ extension Coffer.SchemaCommand {
         static let configuration = CommandConfiguration(
             abstract: "Add the record types and fields a schema file declares to a zone you own.",
             discussion: """
-                The file follows the grammar of Docs/Schema.md. Each declared field the zone does not have is \
+                The file follows the grammar of Sources/CofferStore/CofferStore.docc/Schema.md. Each declared field the zone does not have is \
                 fixed, all in one transaction; one the zone has with another type or encryption is a conflict: \
                 exit 65 naming it (FILE:LINE:COLUMN), and nothing changes. Fields the zone has alike are left as \
                 they are, so importing a file again changes nothing. A QUERYABLE field gets its query index now \

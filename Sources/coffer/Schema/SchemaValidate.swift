@@ -7,7 +7,7 @@ extension Coffer.SchemaCommand {
         static let configuration = CommandConfiguration(
             abstract: "Check a schema file; with --zone, also against a zone's schema.",
             discussion: """
-                Alone, it needs no vault or store: the file must follow the grammar of Docs/Schema.md (an error is \
+                Alone, it needs no vault or store: the file must follow the grammar of Sources/CofferStore/CofferStore.docc/Schema.md (an error is \
                 FILE:LINE:COLUMN: what is wrong, exit 65). With --zone, each field the file declares that the zone \
                 has with another type or encryption is a conflict (exit 65, naming the first and counting the \
                 others), as 'coffer schema import' would refuse it. --json: file, valid, types, fields, and with \

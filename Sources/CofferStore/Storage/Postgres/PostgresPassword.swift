@@ -25,6 +25,8 @@ public enum PostgresPassword {
     /// ```
     ///
     /// - Parameters:
+    ///   - url: the database: its host (`localhost` for a Unix socket), port, database and user
+    ///     are what a password file's line must match.
     ///   - environment: the variables to read: `PGPASSWORD`, `PGPASSFILE`, `HOME`.
     ///   - logger: where the warning about an unprotected password file goes.
     public static func lookup(for url: PostgresURL,

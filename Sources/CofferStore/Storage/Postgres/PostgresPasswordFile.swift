@@ -23,6 +23,8 @@ public struct PostgresPasswordFile: Sendable {
     /// - Parameters:
     ///   - host: the host name; `localhost` for a Unix socket.
     ///   - port: the port, as a decimal number.
+    ///   - database: the database name.
+    ///   - user: the user name.
     public func password(host: String, port: Int, database: String, user: String) -> String? {
         let wanted = [host, String(port), database, user]
         for line in lines where !line.hasPrefix("#") {

@@ -6,7 +6,7 @@ import Foundation
 /// Every signed request names it (``RequestSignature``), and the server serves only the origins
 /// it was started with (`coffer serve --public-url`), so a request captured by one server's
 /// operator is refused by any other. A client pins the store id a server answers with at first
-/// contact to its origin (``MarkBook``), as ssh pins a host key.
+/// contact to its origin (`MarkBook`), as ssh pins a host key.
 ///
 /// ```swift
 /// let origin = try ServerOrigin("HTTPS://Coffer.Example.com/api/")

@@ -18,7 +18,7 @@ extension Session {
     /// valid, and this user's marks for the zone hold on the copy. The zone stays here too.
     ///
     /// The zone is verified here first (its log, and every record row against it), then written
-    /// whole or not at all (see ``applyWhole(_:to:progress:)``): the zone with its log, keys
+    /// whole or not at all (see `applyWhole(_:to:progress:)`): the zone with its log, keys
     /// and schema, then its rows, 400 a batch.
     /// - Throws: `.permissionFailure` for a zone this user does not own; `.alreadyExists` when
     ///   `target` has a zone of that name of this user's; `.integrityFailure` when the zone here
