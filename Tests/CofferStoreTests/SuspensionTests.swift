@@ -15,24 +15,11 @@ struct SuspensionTests {
     func waitingSaveSuspends() async throws {
         try await withStore { f in
             let zone = try await f.db.createZone(named: "Notes")
-            var config = Configuration()
-            config.allowsUnsafeTransactions = true // the lock is held across two accesses
-            let other = try DatabaseQueue(path: f.path, configuration: config)
-            try await other.writeWithoutTransaction { try $0.execute(sql: "BEGIN IMMEDIATE") }
-            let finished = Locked(0)
-            let executor = SerialTaskExecutor()
-            let save = Task(executorPreference: executor) {
+            try await whileWriteLockHeld(on: f.path) {
                 var note = Record(type: "Note", name: "n1", zone: zone)
                 note.values["title"] = "waited"
                 _ = try await f.db.save(note)
-                finished.withLock { $0 += 1 }
             }
-            let ran = await Task(executorPreference: executor) { true }.value
-            #expect(ran)
-            #expect(finished.withLock { $0 } == 0, "the other connection still holds the write lock")
-            try await other.writeWithoutTransaction { try $0.execute(sql: "COMMIT") }
-            try await save.value
-            #expect(finished.withLock { $0 } == 1)
             #expect(try await f.db.record(named: "n1", in: zone).values["title"] == "waited")
         }
     }
@@ -45,24 +32,35 @@ struct SuspensionTests {
     func openingSessionSuspends() async throws {
         try await withStore { f in
             let bob = try makeVault(in: f.folder, file: "bob.coffer", name: "Bob Builder", email: "bob@example.com")
-            var config = Configuration()
-            config.allowsUnsafeTransactions = true // the lock is held across two accesses
-            let other = try DatabaseQueue(path: f.path, configuration: config)
-            try await other.writeWithoutTransaction { try $0.execute(sql: "BEGIN IMMEDIATE") }
-            let opened = Locked(0)
-            let executor = SerialTaskExecutor()
-            let open = Task(executorPreference: executor) {
-                let session = try await f.store.openSession(vault: bob)
-                opened.withLock { $0 += 1 }
-                return session.userID
-            }
-            let ran = await Task(executorPreference: executor) { true }.value
-            #expect(ran)
-            #expect(opened.withLock { $0 } == 0, "the other connection still holds the write lock")
-            try await other.writeWithoutTransaction { try $0.execute(sql: "COMMIT") }
-            #expect(try await open.value == bob.identity.userID)
+            let opened = try await whileWriteLockHeld(on: f.path) { try await f.store.openSession(vault: bob).userID }
+            #expect(opened == bob.identity.userID)
             #expect(try await f.store.contact(matching: "bob@example.com").identity.userID == bob.identity.userID, "Bob's card was stored")
         }
+    }
+
+    /// Runs `work` on a serial executor while another connection holds the store's write lock,
+    /// then checks that a plain task queued behind it on the same executor ran while `work` was
+    /// still waiting for the lock; lets the lock go and returns what `work` returned.
+    private func whileWriteLockHeld<T: Sendable>(on path: String, sourceLocation: SourceLocation = #_sourceLocation,
+                                                 _ work: @escaping @Sendable () async throws -> T) async throws -> T {
+        var config = Configuration()
+        config.allowsUnsafeTransactions = true // the lock is held across two accesses
+        let other = try DatabaseQueue(path: path, configuration: config)
+        try await other.writeWithoutTransaction { try $0.execute(sql: "BEGIN IMMEDIATE") }
+        let finished = Locked(false)
+        let executor = SerialTaskExecutor()
+        let task = Task(executorPreference: executor) {
+            let result = try await work()
+            finished.withLock { $0 = true }
+            return result
+        }
+        let ran = await Task(executorPreference: executor) { true }.value
+        #expect(ran, sourceLocation: sourceLocation)
+        #expect(!finished.withLock { $0 }, "the other connection still holds the write lock", sourceLocation: sourceLocation)
+        try await other.writeWithoutTransaction { try $0.execute(sql: "COMMIT") }
+        let result = try await task.value
+        #expect(finished.withLock { $0 }, sourceLocation: sourceLocation)
+        return result
     }
 
     /// Reads beyond the pool's reader connections wait suspended. Every reader connection is held

@@ -31,7 +31,7 @@ enum SchemaFileInput {
         guard let text = String(validating: bytes, as: UTF8.self) else {
             throw CLIError(ExitStatus.dataError, "\(name): the schema file is not UTF-8 text")
         }
-        do { return try SchemaFile(parsing: text) } catch let error as SchemaFile.ParseError {
+        do { return try SchemaFile(parsing: text) } catch {
             throw CLIError(ExitStatus.dataError, "\(name):\(error.line):\(error.column): \(error.message)")
         }
     }
