@@ -253,7 +253,7 @@ struct HostileStoreTests {
                                arguments: [future.jsonData(), future.created, s.mallory.userID])
             }
             expectStoreErrorSync(.unknownItem) { try s.f.store.contact(matching: "mallory@example.com") }
-            try s.raw { db in try forgeCommit(SQLiteTransaction(db), zone: zone, signer: s.mallory, name: "m1", title: "mallory", body: nil) }
+            _ = try s.raw { db in try forgeCommit(SQLiteTransaction(db), zone: zone, signer: s.mallory, name: "m1", title: "mallory", body: nil) }
             let result = try await s.fresh(s.alice).privateDatabase.query(Query(recordType: "Note"), in: zone)
             #expect(result.refused.keys.contains("m1"))
             #expect(result.refused["m1"]?.message.contains("dated") == true || result.refused["m1"]?.message.contains("not a contact") == true,
@@ -338,7 +338,7 @@ struct HostileStoreTests {
         try await Scene.run { s in
             let zone = try await s.sharedZone()
             _ = try await s.alice.setPermission(.readOnly, for: s.carol.userID, in: zone)
-            try s.raw { db in try forgeCommit(SQLiteTransaction(db), zone: zone, signer: s.carol, name: "by-carol", title: "mallory", body: nil) }
+            _ = try s.raw { db in try forgeCommit(SQLiteTransaction(db), zone: zone, signer: s.carol, name: "by-carol", title: "mallory", body: nil) }
             let stranger = try s.forgetful(s.alice)
             let error = await expectStoreError(.integrityFailure) { try await stranger.privateDatabase.record(named: "by-carol", in: zone) }
             #expect(error?.message.contains("has read-only permission") == true, "\(error?.message ?? "")")

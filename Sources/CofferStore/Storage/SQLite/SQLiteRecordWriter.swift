@@ -30,13 +30,6 @@ final class SQLiteRecordWriter: RecordRowWriter {
         authorText = UnsafeRawBufferPointer(rebasing: author[0..<count])
     }
 
-    /// Runs `body` with a writer of `zoneRowID`'s rows, finished afterwards.
-    static func with<T>(_ db: GRDB.Database, zoneRowID: Int64, authorID: String, _ body: (SQLiteRecordWriter) throws -> T) throws -> T {
-        let writer = try SQLiteRecordWriter(db, zoneRowID: zoneRowID, authorID: authorID)
-        defer { writer.finish() }
-        return try body(writer)
-    }
-
     /// Binds a user id: from the author's buffer when it is the author's.
     private func bindUser(_ statement: RawStatement, _ index: Int32, _ id: String) {
         if id == authorID { statement.bindText(index, borrowing: authorText) } else { statement.bind(index, id) }
@@ -108,8 +101,12 @@ final class SQLiteRecordWriter: RecordRowWriter {
         }
     }
 
+    /// Resets the insert statement and clears its bindings. The writer may be used again after.
     func finish() {
         insert.reset()
+    }
+
+    deinit {
         author.deallocate()
     }
 }

@@ -360,12 +360,10 @@ package final class SQLiteSnapshotDriver: SnapshotDriver {
             try tx.deleteFieldSchema(zoneRowID: zone, recordType: type, field: field)
             guard tx.db.changesCount == 1 else { throw SnapshotConflict() }
         case .insertRecord(let zone, let version):
-            let inserted = try SQLiteRecordWriter.with(tx.db, zoneRowID: zone, authorID: version.stamp.modifierID) { try $0.insertIfAbsent(version) }
-            guard inserted else { throw SnapshotConflict() }
+            guard try tx.insertRecordIfAbsent(version, zoneRowID: zone) else { throw SnapshotConflict() }
         case .replaceRecord(let zone, let version, let storedSeq, let keep):
-            let replaced = try SQLiteRecordWriter.with(tx.db, zoneRowID: zone, authorID: version.stamp.modifierID) {
-                try $0.update(version, expectedSeq: storedSeq, keepingCreator: keep)
-            }
+            let replaced = try tx.rowWriter(zoneRowID: zone, authorID: version.stamp.modifierID)
+                .update(version, expectedSeq: storedSeq, keepingCreator: keep)
             guard replaced != nil else { throw SnapshotConflict() }
         case .deleteRecord(let zone, let name, let storedSeq):
             guard try tx.deleteRecord(zoneRowID: zone, name: name, expectedSeq: storedSeq) else { throw SnapshotConflict() }

@@ -8,6 +8,10 @@ import GRDB
 final class SQLiteTransaction: StorageTransaction {
     /// The connection, inside the transaction.
     let db: GRDB.Database
+    /// The record-row writer of each zone whose rows this transaction wrote one at a time (a
+    /// rewrite's, an upgrade's, a move's, a server's apply): made at the first row, used for the
+    /// rest. Its statements are the connection's cached ones, reset after each row.
+    private var rowWriters = [Int64: SQLiteRecordWriter]()
 
     init(_ db: GRDB.Database) {
         self.db = db
@@ -383,14 +387,13 @@ final class SQLiteTransaction: StorageTransaction {
     }
 
     func insertRecord(_ version: SealedVersion, zoneRowID: Int64) throws {
-        let inserted = try SQLiteRecordWriter.with(db, zoneRowID: zoneRowID, authorID: version.stamp.modifierID) { try $0.insertIfAbsent(version) }
+        let inserted = try insertRecordIfAbsent(version, zoneRowID: zoneRowID)
         guard inserted else { throw StoreError(.internalError, "record '\(version.stamp.name)' could not be written: the zone has a record of that name") }
     }
 
     func replaceRecord(_ version: SealedVersion, zoneRowID: Int64) throws {
-        let replaced = try SQLiteRecordWriter.with(db, zoneRowID: zoneRowID, authorID: version.stamp.modifierID) {
-            try $0.update(version, expectedSeq: nil, keepingCreator: false)
-        }
+        let replaced = try rowWriter(zoneRowID: zoneRowID, authorID: version.stamp.modifierID)
+            .update(version, expectedSeq: nil, keepingCreator: false)
         guard replaced != nil else { throw StoreError(.internalError, "record '\(version.stamp.name)' could not be rewritten") }
     }
 
@@ -408,6 +411,23 @@ final class SQLiteTransaction: StorageTransaction {
     func prefetchRecords(zoneRowID: Int64, saving records: [Record], deleting deletions: [RecordDeletion]) throws {}
 
     func prefetchParentChecks(zoneRowID: Int64, children: [String], parents: [String]) throws {}
+
+    /// Inserts the version's row through this transaction's writer of the zone; false (nothing
+    /// written) when the zone has a row of its name.
+    func insertRecordIfAbsent(_ version: SealedVersion, zoneRowID: Int64) throws -> Bool {
+        let writer = try rowWriter(zoneRowID: zoneRowID, authorID: version.stamp.modifierID)
+        defer { writer.finish() } // no binding outlives the version's bytes
+        return try writer.insertIfAbsent(version)
+    }
+
+    /// This transaction's writer of `zoneRowID`'s rows (see ``rowWriters``); `authorID` is bound
+    /// from its buffer when the first row is the author's, and any id is bound as it is.
+    func rowWriter(zoneRowID: Int64, authorID: String) throws -> SQLiteRecordWriter {
+        if let writer = rowWriters[zoneRowID] { return writer }
+        let writer = try SQLiteRecordWriter(db, zoneRowID: zoneRowID, authorID: authorID)
+        rowWriters[zoneRowID] = writer
+        return writer
+    }
 
     func recordWriter(zoneRowID: Int64, authorID: String) throws -> any RecordRowWriter {
         try SQLiteRecordWriter(db, zoneRowID: zoneRowID, authorID: authorID)
