@@ -519,7 +519,7 @@ struct QueryTests {
     @Test("a query on one field's equality, or sorted ascending on its one field, ends its order with plain name; others with +name")
     func tieOrderTerm() {
         func order(_ predicates: [Query.Predicate], _ sort: [Query.Sort] = []) -> String {
-            RecordReader.tieOrder(Query(recordType: "Note", predicates: predicates, sort: sort))
+            SQLiteTransaction.tieOrder(Query(recordType: "Note", predicates: predicates, sort: sort))
         }
         #expect(order([]) == "name")
         #expect(order([.init("count", .equal, .int(3))]) == "name")

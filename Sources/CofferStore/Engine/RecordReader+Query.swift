@@ -232,12 +232,6 @@ extension RecordReader {
         }
     }
 
-    /// The last ORDER BY term of a query on SQLite (see ``QueryPlan/sqliteTieOrder``).
-    static func tieOrder(_ query: Query) -> String {
-        QueryPlan.sqliteTieOrder(fields: Set(query.predicates.map(\.field) + query.sort.map(\.field)),
-                                 comparisons: query.predicates.map(\.comparison), ascending: query.sort.map(\.ascending))
-    }
-
     /// The value a plain field of `type` is compared as (the same as SQLite's `json_extract`
     /// yields): text, an integer (bools as 0 and 1) or a double (dates as seconds since 2001).
     static func comparedValue(_ value: RecordValue, for type: FieldType, field: String) throws -> QueryCursor.SortValue {

@@ -88,15 +88,4 @@ extension QueryPlan {
         terms.append(conjunction(equal + [((name, nil), "name > ?")]))
         return terms.map { "(\($0))" }.joined(separator: " OR ")
     }
-
-    /// The last ORDER BY term on SQLite: ties (and the default order) by name. With filters or
-    /// sort keys, `+name` keeps the planner from walking the (zone, name) index instead of the
-    /// field's expression index; but where that index gives name order itself (equality on one
-    /// field, or an ascending sort on the one field used), plain `name` lets SQLite stream rows
-    /// from it instead of reading and sorting them all before returning the first.
-    package static func sqliteTieOrder(fields: Set<String>, comparisons: [Query.Comparison], ascending: [Bool]) -> String {
-        let streams = fields.count == 1 && (ascending.isEmpty ? comparisons.allSatisfy { $0 == .equal }
-                                                              : ascending.count == 1 && ascending[0])
-        return fields.isEmpty || streams ? "name" : "+name"
-    }
 }

@@ -27,8 +27,8 @@ extension SQLiteTransaction {
             sql += " AND (\(condition))"
         }
         var order = plan.sorts.map { "\(SQLiteFieldIndex.expression($0.field)) \($0.ascending ? "ASC" : "DESC")" }
-        order.append(QueryPlan.sqliteTieOrder(fields: Set(plan.fields.map(\.field)), comparisons: plan.predicates.map(\.comparison),
-                                              ascending: plan.sorts.map(\.ascending)))
+        order.append(Self.tieOrder(fields: Set(plan.fields.map(\.field)), comparisons: plan.predicates.map(\.comparison),
+                                    ascending: plan.sorts.map(\.ascending)))
         sql += " ORDER BY " + order.joined(separator: ", ")
         if let limit = plan.limit { sql += " LIMIT \(bind(.int(Int64(limit) + 1)))" }
         let statement = try RawStatement(db.cachedStatement(sql: sql), arguments: StatementArguments(arguments))
@@ -52,6 +52,23 @@ extension SQLiteTransaction {
             case .blob: throw StoreError(.internalError, "a sort value of record '\(name)' is a blob")
             }
         }
+    }
+
+    /// The last ORDER BY term on SQLite: ties (and the default order) by name. With filters or
+    /// sort keys, `+name` keeps the planner from walking the (zone, name) index instead of the
+    /// field's expression index; but where that index gives name order itself (equality on one
+    /// field, or an ascending sort on the one field used), plain `name` lets SQLite stream rows
+    /// from it instead of reading and sorting them all before returning the first.
+    static func tieOrder(fields: Set<String>, comparisons: [Query.Comparison], ascending: [Bool]) -> String {
+        let streams = fields.count == 1 && (ascending.isEmpty ? comparisons.allSatisfy { $0 == .equal }
+                                                              : ascending.count == 1 && ascending[0])
+        return fields.isEmpty || streams ? "name" : "+name"
+    }
+
+    /// ``tieOrder(fields:comparisons:ascending:)`` of a query as the store would plan it.
+    static func tieOrder(_ query: Query) -> String {
+        tieOrder(fields: Set(query.predicates.map(\.field) + query.sort.map(\.field)),
+                 comparisons: query.predicates.map(\.comparison), ascending: query.sort.map(\.ascending))
     }
 }
 
