@@ -52,17 +52,17 @@ struct MicroBench: AsyncParsableCommand {
         let sealed = seal()
 
         print("write, per record")
-        try await time("  validate and encode") { _ = try Session.prepare(record, zone: zoneID) }
+        try await time("  validate and encode") { _ = try RecordWriter.prepare(record, zone: zoneID) }
         await time("  plain values to JSON") { _ = PlainValuesCodec.encodeBytes(record.values) }
         await time("  encrypted values to bytes") { _ = SealedValuesCodec.encode(record.encryptedValues) }
         await time("  seal (with nonce, AD)") { _ = seal() }
         await time("  record-version hash") {
             _ = versionHash(sealed)
         }
-        await time("  all of the above") { _ = Session.sealWrite(record, context) }
+        await time("  all of the above") { _ = RecordWriter.sealWrite(record, context) }
         let batched = WriteContext(zone: zone, key: key, epoch: 1, seq: 2, membershipSeq: 1, authorID: context.authorID,
                                    authorLabel: nil, time: 1.7e9, schemas: ["Note": schema], nonces: NonceReserve())
-        await time("  all, nonces drawn per batch") { _ = Session.sealWrite(record, batched) }
+        await time("  all, nonces drawn per batch") { _ = RecordWriter.sealWrite(record, batched) }
 
         print("read, per record")
         try await time("  plain values from JSON") { _ = try plain.withUnsafeBytes { try PlainValuesCodec.decode($0, typeOf: { schema[$0]?.type }) } }
@@ -80,8 +80,8 @@ struct MicroBench: AsyncParsableCommand {
         let stored = StoredRow.make(name: record.name, type: "Note", parent: nil, epoch: 1, seq: 2, membershipSeq: 1, creatorID: context.authorID,
                                     modifierID: context.authorID, created: 1.7e9, modified: 1.7e9, plain: plain, sealed: sealed)
         let rowContext = RowContext(commit: commit, schema: schema, key: .success(key))
-        guard case .record = Session.decode(stored, context: rowContext, zone: zone) else { throw ValidationError("decode failed") }
-        await time("  check, open, decode") { _ = Session.decode(stored, context: rowContext, zone: zone) }
+        guard case .record = RecordReader.decode(stored, context: rowContext, zone: zone) else { throw ValidationError("decode failed") }
+        await time("  check, open, decode") { _ = RecordReader.decode(stored, context: rowContext, zone: zone) }
         let worker = DecodeWorker(zone: zone)
         await time("  400 on this thread (each)", 50) { for _ in 0..<400 { _ = worker.decode(stored, rowContext) } }
         // Making 400 kept records, then freeing them, timed apart.
@@ -114,8 +114,9 @@ struct MicroBench: AsyncParsableCommand {
         defer { try? FileManager.default.removeItem(at: folder) }
         let vault = try Vault.create(at: folder.appendingPathComponent("v.coffer"), name: "M", passphrase: SecureBytes(copying: Array("m".utf8)), kdf: .min)
         let store = try Store(path: folder.appendingPathComponent("s.sqlite").path)
-        let session = try store.session(vault: vault)
-        let z = try await session.createZone(named: "Z").id
+        let session = try await store.openSession(vault: vault)
+        let db = session.privateDatabase
+        let z = try await db.createZone(named: "Z")
         for b in 0..<5 {
             let batch = (0..<400).map { i -> CofferStore.Record in
                 var x = CofferStore.Record(type: "Note", name: "n-\(b * 400 + i)", zone: z)
@@ -124,22 +125,22 @@ struct MicroBench: AsyncParsableCommand {
                 x.encryptedValues = record.encryptedValues
                 return x
             }
-            _ = try await session.modify(zone: z, saving: batch, deleting: [], policy: .ifServerRecordUnchanged)
+            _ = try await db.modify(saving: batch, in: z)
         }
         var single = CofferStore.Record(type: "Note", name: "single", zone: z)
         single.values = record.values
         single.values["count"] = .int(999)
-        _ = try await session.modify(zone: z, saving: [single], deleting: [], policy: .ifServerRecordUnchanged)
+        _ = try await db.modify(saving: [single], in: z)
         let names = (0..<400).map { "n-\($0)" }
         print("store operations")
-        try await time("  query returning 1", 1000) { _ = try await session.query(Query(recordType: "Note", predicates: [.init("count", .equal, .int(999))]), zone: z, cursor: nil) }
-        try await time("  query returning 100", 200) { _ = try await session.query(Query(recordType: "Note", predicates: [.init("count", .equal, .int(3))]), zone: z, cursor: nil) }
-        try await time("  fetch 1 by name", 1000) { _ = try await session.fetch(zone: z, names: ["n-5"]) }
-        try await time("  fetch 400 by name", 100) { _ = try await session.fetch(zone: z, names: names) }
+        try await time("  query returning 1", 1000) { _ = try await db.query(Query(recordType: "Note", predicates: [.init("count", .equal, .int(999))]), in: z) }
+        try await time("  query returning 100", 200) { _ = try await db.query(Query(recordType: "Note", predicates: [.init("count", .equal, .int(3))]), in: z) }
+        try await time("  fetch 1 by name", 1000) { _ = try await db.records(named: ["n-5"], in: z) }
+        try await time("  fetch 400 by name", 100) { _ = try await db.records(named: names, in: z) }
         try await time("  400 lookups, rows copied", 100) {
             try store.dbPool.read { db in
-                let zr = try ZoneRow.fetch(db, z)
-                let statement = try RawStatement(db.cachedStatement(sql: "SELECT \(type(of: db).recordColumns) FROM record WHERE zone_id = ? AND name = ?"))
+                guard let zr = try SQLiteTransaction(db).zoneRow(z) else { throw ValidationError("the zone is missing") }
+                let statement = try RawStatement(db.cachedStatement(sql: "SELECT \(SQLiteTransaction.recordColumns) FROM record WHERE zone_id = ? AND name = ?"))
                 var rows = [StoredRow]()
                 for name in names {
                     statement.bind(1, zr.rowID)
@@ -148,7 +149,7 @@ struct MicroBench: AsyncParsableCommand {
                 }
             }
         }
-        try await time("  read transaction, zone, access", 1000) { _ = try store.dbPool.read { db in try session.checkCanRead(db, zone: try ZoneRow.fetch(db, z)) } }
+        try await time("  read transaction, zone, access", 1000) { _ = try await store.read { tx in try session.accessControl.checkCanRead(tx, zone: try session.accessControl.zoneRow(tx, z)) } }
     }
 }
 #endif
