@@ -140,12 +140,18 @@ extension Store {
         if (try? verifiedContact(userID: vault.identity.userID))??.identity != vault.identity {
             try addContact(ContactCard(vault: vault))
         }
-        do { _ = try vault.marks.all() } catch let error as VaultError {
-            throw StoreError(.integrityFailure, "your marks file cannot be read: \(error.message)", underlying: error)
-        }
+        try Self.loadMarks(of: vault)
         let session = Session(store: self, vault: vault)
         try session.legacyUpgrade.upgradeLegacyZones()
         return session
+    }
+
+    /// Reads the user's high-water marks, before any of a new session's reads.
+    /// - Throws: `.integrityFailure` when the marks file cannot be read.
+    private static func loadMarks(of vault: Vault) throws {
+        do { _ = try vault.marks.all() } catch let error as VaultError {
+            throw StoreError(.integrityFailure, "your marks file cannot be read: \(error.message)", underlying: error)
+        }
     }
 
     /// ``session(vault:)`` through the async store calls: the way to open a session on a
@@ -163,9 +169,7 @@ extension Store {
         if try await read({ db in try self.verifiedContact(db, userID: identity.userID) })?.identity != identity {
             try await addContact(ContactCard(vault: vault))
         }
-        do { _ = try vault.marks.all() } catch let error as VaultError {
-            throw StoreError(.integrityFailure, "your marks file cannot be read: \(error.message)", underlying: error)
-        }
+        try Self.loadMarks(of: vault)
         let session = Session(store: self, vault: vault)
         // Only SQLite stores hold zones of the earlier format.
         if case .sqlite = backend { try await session.legacyUpgrade.upgradeLegacyZones() }

@@ -51,9 +51,10 @@ final class SQLiteReadGate: Sendable {
         return try body()
     }
 
-    /// Runs `body` holding a permit, blocking the calling thread until one is free: for the
-    /// synchronous entry points, which block as their signatures say.
-    func withPermitBlocking<T>(_ body: () throws -> T) rethrows -> T {
+    /// ``withPermit(_:)`` for the synchronous entry points, which wait for a permit as their
+    /// signatures say (the caller is not suspended); in async code the async form is chosen.
+    @_disfavoredOverload
+    func withPermit<T>(_ body: () throws -> T) rethrows -> T {
         let semaphore: DispatchSemaphore? = state.withLock { state in
             if state.free > 0 {
                 state.free -= 1

@@ -55,19 +55,19 @@ final class SQLiteStorage: Sendable {
     /// holds the thread only for its own work, and the rows it makes are freed on the thread
     /// that made them.
     func read<T>(_ body: (GRDB.Database) throws -> T) async throws -> T {
-        try await readers.withPermit { try readOnThisThread(body) }
+        try await readers.withPermit { try readHoldingPermit(body) }
     }
 
     /// ``read(_:)`` for the synchronous entry points, which block while every reader connection
     /// is in use; in async code the async form is chosen.
     @_disfavoredOverload
     func read<T>(_ body: (GRDB.Database) throws -> T) throws -> T {
-        try readers.withPermitBlocking { try readOnThisThread(body) }
+        try readers.withPermit { try readHoldingPermit(body) }
     }
 
     /// GRDB's blocking read, with its errors as ``StoreError``s: reached only holding a permit,
     /// so a reader connection is free and it does not wait.
-    private func readOnThisThread<T>(_ body: (GRDB.Database) throws -> T) throws -> T {
+    private func readHoldingPermit<T>(_ body: (GRDB.Database) throws -> T) throws -> T {
         do { return try pool.read(body) } catch { throw Store.map(error) }
     }
 
