@@ -981,7 +981,10 @@ final class HostZoneNames: @unchecked Sendable {
         for zone in try await host.zoneAccess(rowIDs: missed, named: []).values { note(zone) }
         missed = []
         let second = try WireTables(tables, names)
-        guard missed.isEmpty else { throw StoreError(.internalError, "a read found a zone the store does not have") }
+        // The read saw the zone in its snapshot and the lookup after it does not: the zone was
+        // deleted in between (on PostgreSQL the two are separate transactions). Answered as the
+        // deletion it is, which the client checks against the zone's signed log.
+        guard missed.isEmpty else { throw StoreError(.zoneNotFound, "the zone was deleted during the read") }
         return second
     }
 }

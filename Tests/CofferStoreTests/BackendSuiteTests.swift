@@ -21,21 +21,21 @@ struct BackendSuiteTests {
 
     @Test("a zone's records round-trip: plain and sealed values, system fields, and a fresh session reads them", arguments: TestBackend.all)
     func roundTrip(_ backend: TestBackend) async throws {
-        try await withBackendStore(backend) { f in
+        try await withStore(backend) { f in
             let zone = try await f.db.createZone(named: "Notes")
             var note = Self.note(zone, "n1", title: "Shopping", body: "eggs, milk")
             note.values["when"] = .date(Date(timeIntervalSince1970: 1_700_000_000.5))
             note.encryptedValues["blob"] = .bytes([0, 1, 2, 255])
             let saved = try await f.db.save(note)
             #expect(saved.changeTag != nil)
-            #expect(saved.creatorID == f.session.userID)
+            #expect(saved.creatorID == f.alice.userID)
 
-            let fresh = try await f.freshSession()
+            let fresh = try await f.fresh(f.alice)
             let read = try await fresh.privateDatabase.record(named: "n1", in: zone)
             #expect(read.values == note.values)
             #expect(read.encryptedValues == note.encryptedValues)
             #expect(read.changeTag == saved.changeTag)
-            #expect(read.creatorID == f.session.userID)
+            #expect(read.creatorID == f.alice.userID)
             #expect(read.created == saved.created)
             let zones = try await fresh.privateDatabase.zones()
             #expect(zones.map(\.id.name) == ["Notes"])
@@ -45,7 +45,7 @@ struct BackendSuiteTests {
 
     @Test("change tags: a stale tag is a conflict carrying the stored record; changed keys merge; a delete checks its tag", arguments: TestBackend.all)
     func changeTags(_ backend: TestBackend) async throws {
-        try await withBackendStore(backend) { f in
+        try await withStore(backend) { f in
             let zone = try await f.db.createZone(named: "Notes")
             let first = try await f.db.save(Self.note(zone, "n1", title: "v1", body: "one"))
             var edit = first
@@ -71,13 +71,13 @@ struct BackendSuiteTests {
             await expectStoreError(.unknownItem) { try await f.db.record(named: "n1", in: zone) }
             // Saved again as new after its deletion.
             _ = try await f.db.save(Self.note(zone, "n1", title: "v3", body: "three"))
-            #expect(try await f.freshSession().privateDatabase.record(named: "n1", in: zone).values["title"] == .string("v3"))
+            #expect(try await f.fresh(f.alice).privateDatabase.record(named: "n1", in: zone).values["title"] == .string("v3"))
         }
     }
 
     @Test("a batch is atomic: one failing record keeps the whole batch out", arguments: TestBackend.all)
     func atomicBatch(_ backend: TestBackend) async throws {
-        try await withBackendStore(backend) { f in
+        try await withStore(backend) { f in
             let zone = try await f.db.createZone(named: "Notes")
             _ = try await f.db.save(Self.note(zone, "taken", title: "t", body: "b"))
             let batch = (0..<50).map { Self.note(zone, "b\($0)", title: "t\($0)", body: "b\($0)") } + [Self.note(zone, "taken", title: "again", body: "x")]
@@ -92,7 +92,7 @@ struct BackendSuiteTests {
 
     @Test("parents: a missing parent is a reference violation and a cycle is refused; a chain saved in one batch is kept", arguments: TestBackend.all)
     func parents(_ backend: TestBackend) async throws {
-        try await withBackendStore(backend) { f in
+        try await withStore(backend) { f in
             let zone = try await f.db.createZone(named: "Tree")
             await expectStoreError(.referenceViolation) { try await f.db.save(Self.note(zone, "orphan", title: "o", body: "o", parent: "nobody")) }
             _ = try await f.db.modify(saving: [Self.note(zone, "root", title: "r", body: "r"), Self.note(zone, "child", title: "c", body: "c", parent: "root"),
@@ -106,7 +106,7 @@ struct BackendSuiteTests {
 
     @Test("a field keeps the type and encryption of its first save", arguments: TestBackend.all)
     func schema(_ backend: TestBackend) async throws {
-        try await withBackendStore(backend) { f in
+        try await withStore(backend) { f in
             let zone = try await f.db.createZone(named: "Notes")
             _ = try await f.db.save(Self.note(zone, "n1", title: "t", body: "b"))
             var wrongType = Self.note(zone, "n2", title: "t", body: "b")
@@ -115,7 +115,7 @@ struct BackendSuiteTests {
             var nowPlain = Record(type: "Note", name: "n3", zone: zone)
             nowPlain.values["body"] = .string("in the clear")
             await expectStoreError(.invalidArguments) { try await f.db.save(nowPlain) }
-            let schema = try await f.freshSession().privateDatabase.schema(of: "Note", in: zone)
+            let schema = try await f.fresh(f.alice).privateDatabase.schema(of: "Note", in: zone)
             #expect(schema["body"] == FieldSchema(type: .string, encrypted: true))
             #expect(schema["rank"] == FieldSchema(type: .int, encrypted: false))
         }
@@ -123,7 +123,7 @@ struct BackendSuiteTests {
 
     @Test("pages of a zone come in byte order of names, as on SQLite", arguments: TestBackend.all)
     func byteOrder(_ backend: TestBackend) async throws {
-        try await withBackendStore(backend) { f in
+        try await withStore(backend) { f in
             let zone = try await f.db.createZone(named: "Order")
             let names = ["b", "B", "a", "Z", "a-1", "a.1", "A", "~", "0", "a1", "aa", "a B"]
             _ = try await f.db.modify(saving: names.map { Self.note(zone, $0, title: $0, body: $0) }, in: zone)
@@ -141,7 +141,7 @@ struct BackendSuiteTests {
 
     @Test("a deleted zone is gone, with its records; its name can be used again", arguments: TestBackend.all)
     func deleteZone(_ backend: TestBackend) async throws {
-        try await withBackendStore(backend) { f in
+        try await withStore(backend) { f in
             let zone = try await f.db.createZone(named: "Gone")
             _ = try await f.db.save(Self.note(zone, "n1", title: "t", body: "b"))
             try await f.db.deleteZone(zone)
@@ -156,10 +156,10 @@ struct BackendSuiteTests {
 
     @Test("another user cannot read a zone that is not shared with them", arguments: TestBackend.all)
     func otherUser(_ backend: TestBackend) async throws {
-        try await withBackendStore(backend) { f in
+        try await withStore(backend) { f in
             let zone = try await f.db.createZone(named: "Private")
             _ = try await f.db.save(Self.note(zone, "n1", title: "t", body: "secret"))
-            let bob = try await f.otherSession()
+            let bob = try await f.user("Bob Builder", "bob@example.com")
             await expectStoreError(.zoneNotFound) { try await bob.sharedDatabase.record(named: "n1", in: zone) }
             #expect(try await bob.privateDatabase.zones().isEmpty)
         }
@@ -167,7 +167,7 @@ struct BackendSuiteTests {
 
     @Test("a zone's change feed: pages in commit order with deletions, a token that resumes, compaction that expires old tokens", arguments: TestBackend.all)
     func zoneChanges(_ backend: TestBackend) async throws {
-        try await withBackendStore(backend) { f in
+        try await withStore(backend) { f in
             let zone = try await f.db.createZone(named: "Feed")
             _ = try await f.db.modify(saving: (0..<5).map { Self.note(zone, "r\($0)", title: "t", body: "b") }, in: zone)
             let start = try await f.db.changes(in: zone, since: nil).token
@@ -191,7 +191,7 @@ struct BackendSuiteTests {
             #expect(try await f.db.changes(in: zone, since: token).changed.isEmpty)
 
             // A fresh session reads the feed from the start: every record, each verified.
-            let all = try await f.freshSession().privateDatabase.changes(in: zone, since: nil)
+            let all = try await f.fresh(f.alice).privateDatabase.changes(in: zone, since: nil)
             #expect(all.changed.map(\.name).sorted() == ["r0", "r2", "r3", "r4", "r9"])
 
             #expect(try await f.db.compactHistory(of: zone, through: token.seq) == 1)
@@ -201,7 +201,7 @@ struct BackendSuiteTests {
 
     @Test("the database change feed lists zones created, changed and deleted since a token", arguments: TestBackend.all)
     func databaseChanges(_ backend: TestBackend) async throws {
-        try await withBackendStore(backend) { f in
+        try await withStore(backend) { f in
             let kept = try await f.db.createZone(named: "Kept")
             let gone = try await f.db.createZone(named: "Gone")
             let first = try await f.db.databaseChanges(since: nil)

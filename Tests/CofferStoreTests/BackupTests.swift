@@ -8,13 +8,13 @@ import Testing
 @Suite("Backup and restore")
 struct BackupTests {
     /// A store with a zone of two records (one deleted before), its backup sealed by Alice.
-    func sealedBackup(_ f: Fixture) async throws -> (ZoneID, [UInt8]) {
+    func sealedBackup(_ f: TestStore) async throws -> (ZoneID, [UInt8]) {
         let notes = try await f.db.createZone(named: "Notes")
         _ = try await f.db.save(makeRecord("Note", "a", in: notes, plain: ["title": .string("x")], encrypted: ["pin": .string("1234")]))
         _ = try await f.db.save(makeRecord("Note", "b", in: notes, plain: ["title": .string("y")]))
         _ = try await f.db.save(makeRecord("Note", "c", in: notes, plain: ["title": .string("z")]))
         try await f.db.delete(recordNamed: "c", in: notes)
-        let backup = try await f.session.makeBackup()
+        let backup = try await f.alice.makeBackup()
         return (notes, try backup.sealed(by: f.vault))
     }
 
@@ -23,7 +23,7 @@ struct BackupTests {
         try await withStore { f in
             let (notes, file) = try await sealedBackup(f)
             let backup = try Backup(sealed: file, vault: f.vault)
-            #expect(backup.summaries.map(\.zone) == [notes] && backup.recordCount == 2 && backup.userID == f.session.userID)
+            #expect(backup.summaries.map(\.zone) == [notes] && backup.recordCount == 2 && backup.userID == f.alice.userID)
             let target = try Store(path: f.folder.appendingPathComponent("restored.sqlite").path)
             let session = try target.session(vault: f.vault)
             let result = try await session.restore(backup, resettingMarks: false)
@@ -63,7 +63,7 @@ struct BackupTests {
         try await withStore { f in
             let notes = try await f.db.createZone(named: "Notes")
             _ = try await f.db.save(makeRecord("Note", "a", in: notes, plain: ["title": .string("x")]))
-            var backup = try await f.session.makeBackup()
+            var backup = try await f.alice.makeBackup()
             let bob = try makeVault(in: f.folder, file: "bob.coffer", name: "Bob", email: "bob@example.com")
             let z = try #require(backup.zones.first)
             for (id, uid) in [(ZoneID(name: z.id.name, ownerID: bob.identity.userID), z.uid), (ZoneID(name: "Renamed", ownerID: z.id.ownerID), z.uid),
@@ -80,7 +80,7 @@ struct BackupTests {
         try await withStore { f in
             let notes = try await f.db.createZone(named: "Notes")
             _ = try await f.db.save(makeRecord("Note", "a", in: notes, plain: ["title": .string("x")]))
-            var backup = try await f.session.makeBackup()
+            var backup = try await f.alice.makeBackup()
             let z = try #require(backup.zones.first)
             #expect(z.log.count >= 2)
             let first = z.log[0]
@@ -146,7 +146,7 @@ struct BackupTests {
         try await withStore { f in
             let notes = try await f.db.createZone(named: "Notes")
             _ = try await f.db.save(makeRecord("Note", "a", in: notes, plain: ["title": .string("x")]))
-            let backup = try await f.session.makeBackup()
+            let backup = try await f.alice.makeBackup()
             var payload = [UInt8]()
             try BackupFormat.encode(backup) { payload += $0 }
             func decode(_ bytes: [UInt8]) throws -> Backup {
@@ -176,7 +176,7 @@ struct BackupTests {
                 _ = try await f.db.modify(saving: (0..<10).map { makeRecord("Note", "n\(batch)-\($0)", in: notes, plain: ["body": .string(big)]) }, in: notes)
             }
             let sink = BackupFormat.MemorySink()
-            let summary = try await f.session.writeBackup(to: sink)
+            let summary = try await f.alice.writeBackup(to: sink)
             #expect(summary.recordCount == 40 && summary.bytes == sink.bytes.count && sink.bytes.count > 2 * BackupFormat.chunkSize)
             let backup = try Backup(sealed: sink.bytes, vault: f.vault)
             #expect(backup.recordCount == 40 && backup.summaries == summary.zones)
@@ -195,9 +195,9 @@ struct BackupTests {
         try await withStore { f in
             let notes = try await f.db.createZone(named: "Notes")
             _ = try await f.db.save(makeRecord("Note", "a", in: notes, plain: ["title": .string("x")]))
-            let backup = try await f.session.makeBackup()
+            let backup = try await f.alice.makeBackup()
             _ = try await f.db.save(makeRecord("Note", "b", in: notes, plain: ["title": .string("y")]))
-            try f.session.saveMarks()
+            try f.alice.saveMarks()
             let checks = try backup.markChecks(against: f.vault.marks)
             #expect(checks.first?.standing == .older(entries: 1))
             let target = try Store(path: f.folder.appendingPathComponent("restored.sqlite").path)
@@ -212,7 +212,7 @@ struct BackupTests {
 }
 
 /// The backup fixtures in `Keys/`: a backup of each format version, which must keep opening
-/// and restoring (made by Fixture Alice from `store-v7.sqlite`, see `Keys/README.md`).
+/// and restoring (made by TestStore Alice from `store-v7.sqlite`, see `Keys/README.md`).
 @Suite("Backup fixtures in Keys/")
 struct BackupFixtureTests {
     static let files = ["backup-v1.backup", "backup-v2.backup"]

@@ -8,7 +8,7 @@ import Testing
 struct BatchTests {
     @Test("a batch saves and deletes in one commit, in the order given, with one change tag", arguments: TestBackend.all)
     func batchCommits(_ backend: TestBackend) async throws {
-        try await withBackendStore(backend) { f async throws in
+        try await withStore(backend) { f async throws in
             let zone = try await f.db.createZone(named: "Z")
             _ = try await f.db.modify(saving: [makeRecord("Note", "old1", in: zone), makeRecord("Note", "old2", in: zone)], in: zone)
             let saving = ["c", "a", "b"].map { makeRecord("Note", $0, in: zone, plain: ["n": .string($0)], encrypted: ["s": .string($0 + "!")]) }
@@ -16,7 +16,7 @@ struct BatchTests {
             #expect(recordNames(result.saved) == ["c", "a", "b"])
             #expect(result.deleted == ["old2", "old1"])
             #expect(result.saved.map(\.changeTag) == ["3", "3", "3"])
-            #expect(result.saved.allSatisfy { $0.creatorID == f.session.userID && $0.created != nil })
+            #expect(result.saved.allSatisfy { $0.creatorID == f.alice.userID && $0.created != nil })
             #expect(try await f.db.zones().first?.sequence == 3)
             let all = try await f.db.records(in: zone)
             #expect(recordNames(all) == ["a", "b", "c"])
@@ -26,7 +26,7 @@ struct BatchTests {
 
     @Test("one conflict fails the whole batch with .partialFailure naming it; nothing is saved or deleted", arguments: TestBackend.all)
     func atomicOnConflict(_ backend: TestBackend) async throws {
-        try await withBackendStore(backend) { f async throws in
+        try await withStore(backend) { f async throws in
             let zone = try await f.db.createZone(named: "Z")
             let existing = try await f.db.save(makeRecord("Note", "existing", in: zone, plain: ["v": 1]))
             _ = try await f.db.save(makeRecord("Note", "victim", in: zone, plain: ["v": 1]))
@@ -55,7 +55,7 @@ struct BatchTests {
 
     @Test("several failures are all reported: a conflict, a new record that exists, a missing deletion, a stale deletion", arguments: TestBackend.all)
     func severalFailures(_ backend: TestBackend) async throws {
-        try await withBackendStore(backend) { f async throws in
+        try await withStore(backend) { f async throws in
             let zone = try await f.db.createZone(named: "Z")
             let a = try await f.db.save(makeRecord("Note", "a", in: zone, plain: ["v": 1]))
             _ = try await f.db.save(makeRecord("Note", "b", in: zone, plain: ["v": 1]))
@@ -88,7 +88,7 @@ struct BatchTests {
 
     @Test("a batch of one that fails reports its own error, not .partialFailure", arguments: TestBackend.all)
     func loneFailure(_ backend: TestBackend) async throws {
-        try await withBackendStore(backend) { f async throws in
+        try await withStore(backend) { f async throws in
             let zone = try await f.db.createZone(named: "Z")
             _ = try await f.db.save(makeRecord("Note", "a", in: zone))
             let error = await expectStoreError(.serverRecordChanged) { try await f.db.modify(saving: [makeRecord("Note", "a", in: zone)], in: zone) }
@@ -99,7 +99,7 @@ struct BatchTests {
 
     @Test("a name twice in one batch, or a record of another zone, is .invalidArguments", arguments: TestBackend.all)
     func badBatches(_ backend: TestBackend) async throws {
-        try await withBackendStore(backend) { f async throws in
+        try await withStore(backend) { f async throws in
             let zone = try await f.db.createZone(named: "Z")
             let other = try await f.db.createZone(named: "Other")
             await expectStoreError(.invalidArguments) {
@@ -123,7 +123,7 @@ struct BatchTests {
 
     @Test("400 records in a batch are fine; 401 (saves and deletes together) are .limitExceeded", arguments: TestBackend.all)
     func recordCountLimit(_ backend: TestBackend) async throws {
-        try await withBackendStore(backend) { f async throws in
+        try await withStore(backend) { f async throws in
             let zone = try await f.db.createZone(named: "Z")
             #expect(Limits.maxBatchRecords == 400)
             let four100 = (0..<400).map { makeRecord("Note", "r\($0)", in: zone, plain: ["i": .int(Int64($0))], encrypted: ["s": "x"]) }
@@ -149,7 +149,7 @@ struct BatchTests {
 
     @Test("a record's plain fields up to 1 MiB are fine, one byte more is .limitExceeded", arguments: TestBackend.all)
     func plainRecordSizeLimit(_ backend: TestBackend) async throws {
-        try await withBackendStore(backend) { f async throws in
+        try await withStore(backend) { f async throws in
             let zone = try await f.db.createZone(named: "Z")
             #expect(Limits.maxRecordBytes == 1 << 20)
             // The limit counts what the fields hold: the key "s" (1 byte) and the string's UTF-8.
@@ -169,7 +169,7 @@ struct BatchTests {
 
     @Test(".changedKeys: a change under the limit that makes the merged record too big is .limitExceeded, and nothing is saved", arguments: TestBackend.all)
     func changedKeysMergedSizeLimit(_ backend: TestBackend) async throws {
-        try await withBackendStore(backend) { f async throws in
+        try await withStore(backend) { f async throws in
             let zone = try await f.db.createZone(named: "Z")
             let half = String(repeating: "a", count: 600_000)
             let original = try await f.db.save(makeRecord("Note", "doc", in: zone, plain: ["n": .int(1)]))
@@ -188,12 +188,12 @@ struct BatchTests {
 
     @Test("encrypted fields count toward the 1 MiB limit, together with plain fields", arguments: TestBackend.all)
     func encryptedRecordSizeLimit(_ backend: TestBackend) async throws {
-        try await withBackendStore(backend) { f async throws in
+        try await withStore(backend) { f async throws in
             let zone = try await f.db.createZone(named: "Z")
             let big = makeRecord("Note", "big", in: zone, encrypted: ["b": .bytes(Array(repeating: 7, count: 1_000_000))])
             let saved = try await f.db.save(big)
             #expect(saved.encryptedValues == big.encryptedValues)
-            #expect(try await f.freshSession().privateDatabase.record(named: "big", in: zone).encryptedValues == big.encryptedValues)
+            #expect(try await f.fresh(f.alice).privateDatabase.record(named: "big", in: zone).encryptedValues == big.encryptedValues)
             let over = makeRecord("Note", "over", in: zone, encrypted: ["b": .bytes(Array(repeating: 7, count: 1 << 20))])
             await expectStoreError(.limitExceeded) { try await f.db.save(over) }
             let mixed = makeRecord("Note", "mixed", in: zone, plain: ["p": .string(String(repeating: "p", count: 600_000))],
@@ -205,7 +205,7 @@ struct BatchTests {
 
     @Test("a batch of up to 2 MiB of fields is fine; over 2 MiB is .limitExceeded and saves nothing", arguments: TestBackend.all)
     func batchSizeLimit(_ backend: TestBackend) async throws {
-        try await withBackendStore(backend) { f async throws in
+        try await withStore(backend) { f async throws in
             let zone = try await f.db.createZone(named: "Z")
             #expect(Limits.maxBatchBytes == 2 << 20)
             let nearMiB = String(repeating: "x", count: 1_000_000)

@@ -15,17 +15,17 @@ import Glibc
 // timeout so that no test can hang.
 
 /// The `coffer` executable next to the test bundle (the folder of /proc/self/exe), if built.
-func signedCofferExecutable() -> URL? {
+func cofferExecutable() -> URL? {
     guard let exe = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe") else { return nil }
     let url = URL(fileURLWithPath: exe).deletingLastPathComponent().appendingPathComponent("coffer")
     return FileManager.default.isExecutableFile(atPath: url.path) ? url : nil
 }
 
 /// Runs `coffer` with `arguments` and `environment`; kills it after `timeout` seconds.
-func signedRunCoffer(_ executable: URL, _ arguments: [String], environment: [String: String],
+func runCoffer(_ executable: URL, _ arguments: [String], environment: [String: String],
                      timeout: TimeInterval = 60) async throws -> (status: Int32, out: String, err: String) {
     let run = try await ChildProcess.run(executable.path, arguments, environment: environment, timeout: timeout)
-    if run.timedOut { throw SignedTimeout(seconds: Int(timeout)) }
+    if run.timedOut { throw TestTimeout(seconds: Int(timeout)) }
     return (run.status, String(decoding: run.stdout, as: UTF8.self), String(decoding: run.stderr, as: UTF8.self))
 }
 
@@ -33,8 +33,8 @@ func signedRunCoffer(_ executable: URL, _ arguments: [String], environment: [Str
 /// 30 s, not less: with the whole suite running on two cores, the store's SQLite calls that
 /// still run synchronously on the cooperative pool's threads have kept a stream's 50 ms polls
 /// from running for over 10 s (a stream alone yields in under a second).
-func signedFirst<T: Sendable>(_ stream: AsyncThrowingStream<T, Error>, seconds: Int = 30) async throws -> T? {
-    try await signedWithTimeout(seconds: seconds) {
+func firstElement<T: Sendable>(_ stream: AsyncThrowingStream<T, Error>, seconds: Int = 30) async throws -> T? {
+    try await withTimeout(seconds: seconds) {
         for try await element in stream { return element }
         return nil
     }
@@ -43,7 +43,7 @@ func signedFirst<T: Sendable>(_ stream: AsyncThrowingStream<T, Error>, seconds: 
 /// The code of the ``StoreError`` `stream` ends with, nil when it finishes without one, read
 /// until it ends (within the timeout).
 func endingCode<T: Sendable>(of stream: AsyncThrowingStream<T, Error>) async throws -> StoreError.Code? {
-    try await signedWithTimeout {
+    try await withTimeout {
         do {
             for try await _ in stream {}
             return nil
@@ -57,11 +57,11 @@ func endingCode<T: Sendable>(of stream: AsyncThrowingStream<T, Error>) async thr
 struct ChangesStreamTests {
     @Test("a zone stream yields a page for a save made through a different Store object on the same file", arguments: TestBackend.all)
     func seesAnotherStoreObject(_ backend: TestBackend) async throws {
-        try await SignedHarness.run(backend) { h in
-            let zone = try await h.ownerZone(notes: ["n1"])
-            let caughtUp = try await h.ownerDB.changes(in: zone, since: nil).token
-            let stream = h.ownerDB.changeStream(in: zone, since: caughtUp, pollInterval: .milliseconds(50))
-            let other = try await h.otherStoreSession(h.owner)
+        try await withStore(backend) { h in
+            let zone = try await h.makeZone(notes: ["n1"])
+            let caughtUp = try await h.db.changes(in: zone, since: nil).token
+            let stream = h.db.changeStream(in: zone, since: caughtUp, pollInterval: .milliseconds(50))
+            let other = try await h.otherStoreSession(h.alice)
             let otherDB: RecordDatabase = {
                 var db = other.privateDatabase
                 db.transactionAuthor = "other-process"
@@ -69,9 +69,9 @@ struct ChangesStreamTests {
             }()
             let writer = Task {
                 try await Task.sleep(for: .milliseconds(300)) // the stream has polled a few times by now
-                return try await otherDB.save(signedNote("remote", in: zone, title: "from elsewhere"))
+                return try await otherDB.save(makeNote("remote", in: zone, title: "from elsewhere"))
             }
-            let page = try #require(try await signedFirst(stream))
+            let page = try #require(try await firstElement(stream))
             let saved = try await writer.value
             #expect(page.changed.map(\.name) == ["remote"])
             #expect(page.changed.first?.values["title"] == .string("from elsewhere"))
@@ -85,11 +85,11 @@ struct ChangesStreamTests {
 
     @Test("a zone stream's pages hold at most its limit", arguments: TestBackend.all)
     func streamLimit(_ backend: TestBackend) async throws {
-        try await SignedHarness.run(backend) { h in
-            let zone = try await h.ownerZone(notes: [])
-            _ = try await h.ownerDB.modify(saving: (0..<7).map { signedNote("n\($0)", in: zone) }, in: zone)
+        try await withStore(backend) { h in
+            let zone = try await h.makeZone(notes: [])
+            _ = try await h.db.modify(saving: (0..<7).map { makeNote("n\($0)", in: zone) }, in: zone)
             var sizes = [Int](), names = [String]()
-            for try await page in h.ownerDB.changeStream(in: zone, since: nil, limit: 3, pollInterval: .milliseconds(20)) {
+            for try await page in h.db.changeStream(in: zone, since: nil, limit: 3, pollInterval: .milliseconds(20)) {
                 sizes.append(page.changed.count)
                 names += page.changed.map(\.name)
                 if names.count >= 7 { break }
@@ -101,17 +101,17 @@ struct ChangesStreamTests {
 
     @Test("a stream from nil first yields what exists, then deletions as they happen", arguments: TestBackend.all)
     func yieldsExistingThenDeletions(_ backend: TestBackend) async throws {
-        try await SignedHarness.run(backend) { h in
-            let zone = try await h.ownerZone(notes: ["n1", "n2"])
-            let stream = h.ownerDB.changeStream(in: zone, since: nil, pollInterval: .milliseconds(50))
-            let pages: [ZoneChanges] = try await signedWithTimeout {
+        try await withStore(backend) { h in
+            let zone = try await h.makeZone(notes: ["n1", "n2"])
+            let stream = h.db.changeStream(in: zone, since: nil, pollInterval: .milliseconds(50))
+            let pages: [ZoneChanges] = try await withTimeout {
                 var pages = [ZoneChanges]()
                 var deletedOnce = false
                 for try await page in stream {
                     pages.append(page)
                     if !deletedOnce {
                         deletedOnce = true
-                        try await h.otherStoreSession(h.owner).privateDatabase.delete(recordNamed: "n1", in: zone)
+                        try await h.otherStoreSession(h.alice).privateDatabase.delete(recordNamed: "n1", in: zone)
                     } else {
                         break
                     }
@@ -126,37 +126,37 @@ struct ChangesStreamTests {
     }
 
     @Test("a zone stream sees a save made by another process (the coffer CLI)",
-          .enabled(if: signedCofferExecutable() != nil, "the coffer executable is not built next to the test bundle"))
+          .enabled(if: cofferExecutable() != nil, "the coffer executable is not built next to the test bundle"))
     func seesAnotherProcess() async throws {
-        try await SignedHarness.run { h in
-            let executable = try #require(signedCofferExecutable())
-            let zone = try await h.ownerZone(notes: ["n1"])
-            let caughtUp = try await h.ownerDB.changes(in: zone, since: nil).token
-            let stream = h.ownerDB.changeStream(in: zone, since: caughtUp, pollInterval: .milliseconds(50))
-            let environment = ["COFFER_PASSPHRASE": signedPassphrase, "HOME": h.folder.path, "PATH": "/usr/bin:/bin",
+        try await withStore { h in
+            let executable = try #require(cofferExecutable())
+            let zone = try await h.makeZone(notes: ["n1"])
+            let caughtUp = try await h.db.changes(in: zone, since: nil).token
+            let stream = h.db.changeStream(in: zone, since: caughtUp, pollInterval: .milliseconds(50))
+            let environment = ["COFFER_PASSPHRASE": testPassphrase, "HOME": h.folder.path, "PATH": "/usr/bin:/bin",
                                "COFFER_LOG_LEVEL": "error"]
             let arguments = ["record", "put", "Notes", "from-process", "--type", "Note", "--set", "title=hello from a process",
-                             "--store", h.path, "--vault", h.owner.vault.url.path]
-            let runner = Task { try await signedRunCoffer(executable, arguments, environment: environment) }
-            let page = try #require(try await signedFirst(stream, seconds: 60))
+                             "--store", h.path, "--vault", h.alice.vault.url.path]
+            let runner = Task { try await runCoffer(executable, arguments, environment: environment) }
+            let page = try #require(try await firstElement(stream, seconds: 60))
             let result = try await runner.value
             #expect(result.status == 0, "stdout: \(result.out)\nstderr: \(result.err)")
             #expect(page.changed.map(\.name) == ["from-process"])
             #expect(page.changed.first?.values["title"] == .string("hello from a process"))
-            #expect(page.changed.first?.modifierID == h.owner.userID)
+            #expect(page.changed.first?.modifierID == h.alice.userID)
             #expect(page.refused.isEmpty)
             // The process's commit verifies for a fresh reader too.
-            let fetched = try await h.fresh(h.owner).privateDatabase.record(named: "from-process", in: zone)
+            let fetched = try await h.fresh(h.alice).privateDatabase.record(named: "from-process", in: zone)
             #expect(fetched.changeTag == page.changed.first?.changeTag)
         }
     }
 
     @Test("cancelling the task that iterates ends the stream", arguments: TestBackend.all)
     func cancellingEndsStream(_ backend: TestBackend) async throws {
-        try await SignedHarness.run(backend) { h in
-            let zone = try await h.ownerZone(notes: ["n1"])
-            let caughtUp = try await h.ownerDB.changes(in: zone, since: nil).token
-            let stream = h.ownerDB.changeStream(in: zone, since: caughtUp, pollInterval: .milliseconds(20))
+        try await withStore(backend) { h in
+            let zone = try await h.makeZone(notes: ["n1"])
+            let caughtUp = try await h.db.changes(in: zone, since: nil).token
+            let stream = h.db.changeStream(in: zone, since: caughtUp, pollInterval: .milliseconds(20))
             let consumer = Task { () -> Int in
                 var pages = 0
                 for try await _ in stream { pages += 1 }
@@ -164,16 +164,16 @@ struct ChangesStreamTests {
             }
             try await Task.sleep(for: .milliseconds(200))
             consumer.cancel()
-            let pages = try await signedWithTimeout { try await consumer.value }
+            let pages = try await withTimeout { try await consumer.value }
             #expect(pages == 0)
         }
     }
 
     @Test("cancelling ends a database stream too", arguments: TestBackend.all)
     func cancellingEndsDatabaseStream(_ backend: TestBackend) async throws {
-        try await SignedHarness.run(backend) { h in
-            let token = try await h.ownerDB.databaseChanges(since: nil).token
-            let stream = h.ownerDB.databaseChangeStream(since: token, pollInterval: .milliseconds(20))
+        try await withStore(backend) { h in
+            let token = try await h.db.databaseChanges(since: nil).token
+            let stream = h.db.databaseChangeStream(since: token, pollInterval: .milliseconds(20))
             let consumer = Task { () -> Int in
                 var pages = 0
                 for try await _ in stream { pages += 1 }
@@ -181,19 +181,19 @@ struct ChangesStreamTests {
             }
             try await Task.sleep(for: .milliseconds(200))
             consumer.cancel()
-            #expect(try await signedWithTimeout { try await consumer.value } == 0)
+            #expect(try await withTimeout { try await consumer.value } == 0)
         }
     }
 
     @Test("a zone deleted while streamed ends the stream with .zoneNotFound", arguments: TestBackend.all)
     func zoneDeletedEndsStream(_ backend: TestBackend) async throws {
-        try await SignedHarness.run(backend) { h in
-            let zone = try await h.ownerZone(notes: ["n1"])
-            let caughtUp = try await h.ownerDB.changes(in: zone, since: nil).token
-            let stream = h.ownerDB.changeStream(in: zone, since: caughtUp, pollInterval: .milliseconds(50))
+        try await withStore(backend) { h in
+            let zone = try await h.makeZone(notes: ["n1"])
+            let caughtUp = try await h.db.changes(in: zone, since: nil).token
+            let stream = h.db.changeStream(in: zone, since: caughtUp, pollInterval: .milliseconds(50))
             let deleter = Task {
                 try await Task.sleep(for: .milliseconds(200))
-                try await h.otherStoreSession(h.owner).privateDatabase.deleteZone(zone)
+                try await h.otherStoreSession(h.alice).privateDatabase.deleteZone(zone)
             }
             let outcome = try await endingCode(of: stream)
             try await deleter.value
@@ -203,15 +203,15 @@ struct ChangesStreamTests {
 
     @Test("a participant removed while streaming: the stream ends with .permissionFailure", arguments: TestBackend.all)
     func removedParticipantStreamEnds(_ backend: TestBackend) async throws {
-        try await SignedHarness.run(backend) { h in
-            let zone = try await h.ownerZone(notes: ["n1"])
-            let bob = try await h.newUser("Bob", "bob@example.com")
+        try await withStore(backend) { h in
+            let zone = try await h.makeZone(notes: ["n1"])
+            let bob = try await h.user("Bob", "bob@example.com")
             try await h.share(zone, with: [(bob, .readOnly)])
             let caughtUp = try await bob.sharedDatabase.changes(in: zone, since: nil).token
             let stream = bob.sharedDatabase.changeStream(in: zone, since: caughtUp, pollInterval: .milliseconds(50))
             let remover = Task {
                 try await Task.sleep(for: .milliseconds(200))
-                _ = try await h.owner.removeParticipant(bob.userID, from: zone)
+                _ = try await h.alice.removeParticipant(bob.userID, from: zone)
             }
             let outcome = try await endingCode(of: stream)
             try await remover.value
@@ -221,15 +221,15 @@ struct ChangesStreamTests {
 
     @Test("a database stream yields a zone created through another Store object", arguments: TestBackend.all)
     func databaseStreamSeesAnotherStoreObject(_ backend: TestBackend) async throws {
-        try await SignedHarness.run(backend) { h in
-            _ = try await h.ownerDB.createZone(named: "First")
-            let token = try await h.ownerDB.databaseChanges(since: nil).token
-            let stream = h.ownerDB.databaseChangeStream(since: token, pollInterval: .milliseconds(50))
+        try await withStore(backend) { h in
+            _ = try await h.db.createZone(named: "First")
+            let token = try await h.db.databaseChanges(since: nil).token
+            let stream = h.db.databaseChangeStream(since: token, pollInterval: .milliseconds(50))
             let creator = Task {
                 try await Task.sleep(for: .milliseconds(200))
-                return try await h.otherStoreSession(h.owner).privateDatabase.createZone(named: "Later")
+                return try await h.otherStoreSession(h.alice).privateDatabase.createZone(named: "Later")
             }
-            let page = try #require(try await signedFirst(stream))
+            let page = try #require(try await firstElement(stream))
             let later = try await creator.value
             #expect(page.changed == [later])
             #expect(page.deleted.isEmpty)

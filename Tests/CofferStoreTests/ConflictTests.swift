@@ -7,7 +7,7 @@ import Testing
 @Suite("Change tags, conflicts and save policies")
 struct ConflictTests {
     /// Saves `Note/doc` with a=1, b=1, secret="s1", and returns it.
-    func seed(_ f: BackendFixture) async throws -> (ZoneID, Record) {
+    func seed(_ f: TestStore) async throws -> (ZoneID, Record) {
         let zone = try await f.db.createZone(named: "Z")
         let saved = try await f.db.save(makeRecord("Note", "doc", in: zone, plain: ["a": 1, "b": 1], encrypted: ["secret": "s1"]))
         return (zone, saved)
@@ -15,7 +15,7 @@ struct ConflictTests {
 
     @Test("each save gives a new change tag; a save with the current tag succeeds", arguments: TestBackend.all)
     func tagsAdvance(_ backend: TestBackend) async throws {
-        try await withBackendStore(backend) { f async throws in
+        try await withStore(backend) { f async throws in
             let (zone, first) = try await seed(f)
             var record = first
             var tags = [try #require(first.changeTag)]
@@ -34,7 +34,7 @@ struct ConflictTests {
 
     @Test("a save with a stale tag is .serverRecordChanged carrying the stored record, and changes nothing", arguments: TestBackend.all)
     func staleTag(_ backend: TestBackend) async throws {
-        try await withBackendStore(backend) { f async throws in
+        try await withStore(backend) { f async throws in
             let (zone, original) = try await seed(f)
             var mine = original
             var theirs = original
@@ -49,7 +49,7 @@ struct ConflictTests {
             #expect(server.values == ["a": 2, "b": 1])
             #expect(server.encryptedValues == ["secret": "s2"])
             #expect(server.name == "doc" && server.recordType == "Note" && server.zoneID == zone)
-            #expect(server.creatorID == f.session.userID)
+            #expect(server.creatorID == f.alice.userID)
             #expect(error?.message.contains("s2") == false)
             #expect(error?.description.contains("s2") == false)
             // The message names both tags: the stored one and the one this save carried.
@@ -68,7 +68,7 @@ struct ConflictTests {
 
     @Test("saving a new record over an existing name is .serverRecordChanged with the stored record", arguments: TestBackend.all)
     func newOverExisting(_ backend: TestBackend) async throws {
-        try await withBackendStore(backend) { f async throws in
+        try await withStore(backend) { f async throws in
             let (zone, original) = try await seed(f)
             let error = await expectStoreError(.serverRecordChanged) {
                 try await f.db.save(makeRecord("Note", "doc", in: zone, plain: ["a": 7]))
@@ -81,7 +81,7 @@ struct ConflictTests {
 
     @Test("saving with a tag after the record was deleted is .unknownItem", arguments: TestBackend.all)
     func tagOfDeletedRecord(_ backend: TestBackend) async throws {
-        try await withBackendStore(backend) { f async throws in
+        try await withStore(backend) { f async throws in
             let (zone, original) = try await seed(f)
             try await f.db.delete(recordNamed: "doc", in: zone)
             await expectStoreError(.unknownItem) { try await f.db.save(original) }
@@ -91,7 +91,7 @@ struct ConflictTests {
 
     @Test(".changedKeys writes only the keys this value changed, over the stored record", arguments: TestBackend.all)
     func changedKeys(_ backend: TestBackend) async throws {
-        try await withBackendStore(backend) { f async throws in
+        try await withStore(backend) { f async throws in
             let (zone, original) = try await seed(f)
             var theirs = original
             theirs.values["a"] = 2
@@ -108,8 +108,8 @@ struct ConflictTests {
             #expect(saved.values == ["a": 2, "b": 3])
             #expect(saved.encryptedValues == ["secret": "theirs", "note": "mine"])
             #expect(saved.changeTag == "4")
-            #expect(saved.creatorID == f.session.userID)
-            let fetched = try await f.freshSession().privateDatabase.record(named: "doc", in: zone)
+            #expect(saved.creatorID == f.alice.userID)
+            let fetched = try await f.fresh(f.alice).privateDatabase.record(named: "doc", in: zone)
             #expect(fetched.values == ["a": 2, "b": 3])
             #expect(fetched.encryptedValues == ["secret": "theirs", "note": "mine"])
         }
@@ -117,7 +117,7 @@ struct ConflictTests {
 
     @Test(".changedKeys removes the keys this value removed, and leaves the others", arguments: TestBackend.all)
     func changedKeysRemoval(_ backend: TestBackend) async throws {
-        try await withBackendStore(backend) { f async throws in
+        try await withStore(backend) { f async throws in
             let (zone, original) = try await seed(f)
             var theirs = original
             theirs.values["a"] = 5
@@ -135,7 +135,7 @@ struct ConflictTests {
 
     @Test(".changedKeys on a record that does not exist yet saves it whole", arguments: TestBackend.all)
     func changedKeysNew(_ backend: TestBackend) async throws {
-        try await withBackendStore(backend) { f async throws in
+        try await withStore(backend) { f async throws in
             let zone = try await f.db.createZone(named: "Z")
             let saved = try await f.db.save(makeRecord("Note", "n", in: zone, plain: ["a": 1], encrypted: ["s": "x"]), policy: .changedKeys)
             #expect(saved.changeTag == "2")
@@ -145,7 +145,7 @@ struct ConflictTests {
 
     @Test(".allKeys overwrites the stored record with this value, whatever its tag", arguments: TestBackend.all)
     func allKeys(_ backend: TestBackend) async throws {
-        try await withBackendStore(backend) { f async throws in
+        try await withStore(backend) { f async throws in
             let (zone, original) = try await seed(f)
             var theirs = original
             theirs.values["a"] = 2
@@ -171,7 +171,7 @@ struct ConflictTests {
 
     @Test("a deletion with a stale tag is .serverRecordChanged with the stored record; with the current tag it deletes", arguments: TestBackend.all)
     func conditionalDelete(_ backend: TestBackend) async throws {
-        try await withBackendStore(backend) { f async throws in
+        try await withStore(backend) { f async throws in
             let (zone, original) = try await seed(f)
             var theirs = original
             theirs.values["a"] = 2
@@ -196,7 +196,7 @@ struct ConflictTests {
 
     @Test("setChangeTag makes a new value replace a version (If-Match); stale fails, current succeeds", arguments: TestBackend.all)
     func setChangeTag(_ backend: TestBackend) async throws {
-        try await withBackendStore(backend) { f async throws in
+        try await withStore(backend) { f async throws in
             let (zone, original) = try await seed(f)
             var replacement = makeRecord("Note", "doc", in: zone, plain: ["a": 42])
             try replacement.setChangeTag("2")
@@ -217,9 +217,9 @@ struct ConflictTests {
 
     @Test("two sessions of one user race: the second writer gets the conflict", arguments: TestBackend.all)
     func twoSessions(_ backend: TestBackend) async throws {
-        try await withBackendStore(backend) { f async throws in
+        try await withStore(backend) { f async throws in
             let (zone, _) = try await seed(f)
-            let other = try await f.freshSession().privateDatabase
+            let other = try await f.fresh(f.alice).privateDatabase
             var viaA = try await f.db.record(named: "doc", in: zone)
             var viaB = try await other.record(named: "doc", in: zone)
             viaA.encryptedValues["secret"] = "from A"
@@ -233,7 +233,7 @@ struct ConflictTests {
 
     @Test("concurrent saves of one fetched record: exactly one wins", arguments: TestBackend.all)
     func concurrentSaves(_ backend: TestBackend) async throws {
-        try await withBackendStore(backend) { f async throws in
+        try await withStore(backend) { f async throws in
             let (zone, original) = try await seed(f)
             let db = f.db
             let results = await withTaskGroup(of: (code: StoreError.Code?, message: String).self) { group in

@@ -8,11 +8,11 @@ struct DatabaseScopeTests {
     /// and shared: neither reads or writes a zone of the other, even one the user may write.
     @Test("a private database does not touch shared zones, nor a shared database the user's own", arguments: TestBackend.all)
     func scopes(_ backend: TestBackend) async throws {
-        try await ShareFixture.run(backend) { f in
+        try await withStore(backend) { f in
             let bob = try await f.user("Bob", "bob@example.com")
             let (zone, _) = try await f.sharedWith(bob, .readWrite)
             let mine = try await bob.privateDatabase.createZone(named: "Mine")
-            let note = shareNote("n3", in: zone, title: "from bob")
+            let note = makeNote("n3", in: zone, title: "from bob")
 
             let refusals: [(String, () async throws -> Void)] = [
                 ("save", { _ = try await bob.privateDatabase.save(note) }),
@@ -25,7 +25,7 @@ struct DatabaseScopeTests {
                 ("schema", { _ = try await bob.privateDatabase.schema(of: "Note", in: zone) }),
                 ("changes", { _ = try await bob.privateDatabase.changes(in: zone, since: nil) }),
                 ("deleteZone", { try await bob.privateDatabase.deleteZone(zone) }),
-                ("shared save", { _ = try await bob.sharedDatabase.save(shareNote("m1", in: mine)) }),
+                ("shared save", { _ = try await bob.sharedDatabase.save(makeNote("m1", in: mine)) }),
                 ("shared record", { _ = try await bob.sharedDatabase.record(named: "m1", in: mine) }),
                 ("shared query", { _ = try await bob.sharedDatabase.query(Query(recordType: "Note"), in: mine) }),
             ]
@@ -40,7 +40,7 @@ struct DatabaseScopeTests {
             // Through the right database, the same calls work.
             _ = try await bob.sharedDatabase.save(note)
             #expect(try await bob.sharedDatabase.record(named: "n3", in: zone).values["title"] == "from bob")
-            _ = try await bob.privateDatabase.save(shareNote("m1", in: mine))
+            _ = try await bob.privateDatabase.save(makeNote("m1", in: mine))
             #expect(bob.database(for: zone).scope == .shared)
             #expect(bob.database(for: mine).scope == .private)
         }

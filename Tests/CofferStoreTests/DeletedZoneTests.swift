@@ -12,9 +12,9 @@ import Testing
 @Suite("Deleted zones: the owner's signed deletion closes readers' marks")
 struct DeletedZoneTests {
     /// Alice's zone "Family" (one note) shared read-only with Bob, who read it and saved his mark.
-    static func shared(_ h: SignedHarness, _ name: String = "Family") async throws -> (zone: ZoneID, bob: Session, mark: ZoneMark) {
-        let zone = try await h.ownerZone(name, notes: ["n1"])
-        let bob = try await h.newUser("Bob Reader", "bob@example.com")
+    static func shared(_ h: TestStore, _ name: String = "Family") async throws -> (zone: ZoneID, bob: Session, mark: ZoneMark) {
+        let zone = try await h.makeZone(name, notes: ["n1"])
+        let bob = try await h.user("Bob Reader", "bob@example.com")
         try await h.share(zone, with: [(bob, .readOnly)])
         return (zone, bob, try await Self.read(zone, as: bob))
     }
@@ -30,15 +30,15 @@ struct DeletedZoneTests {
     @Test("the owner deletes a shared zone: the reader's audit finds nothing, closes the mark, and reads say the owner deleted it",
           arguments: TestBackend.all)
     func ownersDeletionClosesTheMark(_ backend: TestBackend) async throws {
-        try await SignedHarness.run(backend) { h in
+        try await withStore(backend) { h in
             let (zone, bob, mark) = try await Self.shared(h)
-            let aliceHeads = try await h.owner.verifiedHeads()
-            try await h.ownerDB.deleteZone(zone)
+            let aliceHeads = try await h.alice.verifiedHeads()
+            try await h.db.deleteZone(zone)
             let report = try await h.fresh(bob).audit()
             #expect(report.findings.isEmpty, "\(report.findings)")
             #expect(report.marks == 1)
             let closed = try #require(try bob.vault.marks.mark(forZone: mark.zoneUID))
-            #expect(closed.isDeletion && closed.ownerID == h.owner.userID)
+            #expect(closed.isDeletion && closed.ownerID == h.alice.userID)
             #expect(try await h.fresh(bob).audit().marks == 0, "a closed mark is not looked for again")
             let comparison = try await h.fresh(bob).compareHeads(aliceHeads.encoded())
             #expect(comparison.findings.isEmpty && comparison.notHere == 1, "Alice's head of the zone is before its deletion: \(comparison.findings)")
@@ -49,16 +49,16 @@ struct DeletedZoneTests {
 
     @Test("the store keeps the genesis and the owner's deletion, nothing else; an unshared zone's too", arguments: TestBackend.all)
     func theStoreKeepsTheGenesisAndTheDeletion(_ backend: TestBackend) async throws {
-        try await SignedHarness.run(backend) { h in
-            let zone = try await h.ownerZone("Alone", notes: ["n1", "n2"])
+        try await withStore(backend) { h in
+            let zone = try await h.makeZone("Alone", notes: ["n1", "n2"])
             let row = try await h.zoneRow(zone)
             let genesis = try #require(try await h.store.read { db in try db.logEntry(zoneRowID: row.rowID, seq: 1) })
-            try await h.ownerDB.deleteZone(zone)
+            try await h.db.deleteZone(zone)
             let kept = try #require(try await h.store.read { db in try db.deletedZone(uid: row.uid) })
             #expect(kept.id == zone && kept.uid == row.uid)
             #expect(kept.genesis.body == genesis.body && kept.genesis.signature == genesis.signature)
             let deletion = try #require(LogEntry.decode(kept.deletion.body))
-            #expect(deletion.kind == .deletion && deletion.seq == 4 && deletion.authorID == h.owner.userID && deletion.payload.isEmpty)
+            #expect(deletion.kind == .deletion && deletion.seq == 4 && deletion.authorID == h.alice.userID && deletion.payload.isEmpty)
             let unknown = SecureRandom.bytes(count: 16)
             #expect(try await h.store.read { db in try db.deletedZone(uid: unknown) } == nil)
         }
@@ -66,17 +66,17 @@ struct DeletedZoneTests {
 
     @Test("a zone deleted honestly and one hidden without a deletion: only the hidden one is a finding")
     func hiddenZoneStaysAFinding() async throws {
-        try await SignedHarness.run { h in
+        try await withStore { h in
             let (deleted, bob, _) = try await Self.shared(h)
-            let hidden = try await h.ownerZone("Hidden", notes: ["n1"])
-            let share = try await h.owner.share(zone: hidden)
-            _ = try await h.owner.addParticipant(bob.userID, permission: .readOnly, to: hidden)
+            let hidden = try await h.makeZone("Hidden", notes: ["n1"])
+            let share = try await h.alice.share(zone: hidden)
+            _ = try await h.alice.addParticipant(bob.userID, permission: .readOnly, to: hidden)
             _ = try await bob.acceptShare(url: share.url)
             let hiddenMark = try await Self.read(hidden, as: bob)
-            try await h.ownerDB.deleteZone(deleted)
+            try await h.db.deleteZone(deleted)
             // The store drops the other zone behind the library's back: no deletion is kept.
             let row = try await h.zoneRow(hidden)
-            try h.sql { db in try db.execute(sql: "DELETE FROM zone WHERE id = ?", arguments: [row.rowID]) }
+            try h.sqlite { db in try db.execute(sql: "DELETE FROM zone WHERE id = ?", arguments: [row.rowID]) }
             let report = try await h.fresh(bob).audit()
             #expect(report.findings.map(\.subject) == ["zone \(Hex.encode(row.uid))"], "\(report.findings)")
             #expect(report.findings.first?.message.contains("no record of its owner deleting it") == true, "\(report.findings)")
@@ -102,9 +102,9 @@ struct DeletedZoneTests {
 
     @Test("a record of the deletion that does not prove it is a finding, and the mark stays open", arguments: Forgery.allCases)
     func forgedDeletionIsAFinding(_ forgery: Forgery) async throws {
-        try await SignedHarness.run { h in
+        try await withStore { h in
             let (zone, bob, mark) = try await Self.shared(h)
-            let other = try await h.ownerZone("Other", notes: ["x1", "x2", "x3", "x4", "x5", "x6"])
+            let other = try await h.makeZone("Other", notes: ["x1", "x2", "x3", "x4", "x5", "x6"])
             let row = try await h.zoneRow(zone), otherRow = try await h.zoneRow(other)
             let head = try await h.state(zone)
             /// A deletion entry of `author`'s on the zone, signed by `signer`.
@@ -115,7 +115,7 @@ struct DeletedZoneTests {
             }
             /// Drops the zone and keeps `entry` as its deletion, with its genesis.
             func plant(_ entry: (body: [UInt8], signature: [UInt8])) throws {
-                try h.sql { db in
+                try h.sqlite { db in
                     let genesis = try #require(try Row.fetchOne(db, sql: "SELECT body, signature FROM zone_log WHERE zone_id = ? AND seq = 1", arguments: [row.rowID]))
                     try db.execute(sql: "DELETE FROM zone WHERE id = ?", arguments: [row.rowID])
                     try db.execute(sql: """
@@ -128,23 +128,23 @@ struct DeletedZoneTests {
             case .signedByBob:
                 try plant(deletion(seq: head.headSeq + 1, prev: head.headHash, author: bob, signer: bob))
             case .anotherZonesDeletion:
-                try await h.ownerDB.deleteZone(other)
+                try await h.db.deleteZone(other)
                 let kept = try #require(try await h.store.read { db in try db.deletedZone(uid: otherRow.uid) })
                 #expect(kept.deletion.seq > mark.seq, "the other zone's deletion is past Bob's mark: only its zone differs")
                 try plant((kept.deletion.body, kept.deletion.signature))
             case .beforeTheMark:
-                try plant(deletion(seq: mark.seq - 1, prev: head.headHash, author: h.owner, signer: h.owner))
+                try plant(deletion(seq: mark.seq - 1, prev: head.headHash, author: h.alice, signer: h.alice))
             case .genesisSwapped:
-                try await h.ownerDB.deleteZone(zone)
-                try h.sql { db in
+                try await h.db.deleteZone(zone)
+                try h.sqlite { db in
                     try db.execute(sql: """
                         UPDATE deleted_zone SET (genesis_body, genesis_signature) = (SELECT body, signature FROM zone_log WHERE zone_id = ? AND seq = 1) WHERE uid = ?
                         """, arguments: [otherRow.rowID, Data(row.uid)])
                     #expect(db.changesCount == 1)
                 }
             case .signatureChanged:
-                try await h.ownerDB.deleteZone(zone)
-                try h.sql { db in
+                try await h.db.deleteZone(zone)
+                try h.sqlite { db in
                     try db.execute(sql: "UPDATE deleted_zone SET deletion_signature = zeroblob(64) WHERE uid = ?", arguments: [Data(row.uid)])
                     #expect(db.changesCount == 1)
                 }

@@ -16,14 +16,14 @@ struct HostileStoreTests {
     /// A store with Alice (owner), Bob and Carol (participants to be) and Mallory (the attacker,
     /// with a vault of her own), each with a session.
     struct Scene {
-        let f: ShareFixture
+        let f: TestStore
         let bob: Session
         let carol: Session
         let mallory: Session
         var alice: Session { f.alice }
 
         static func run(_ body: (Scene) async throws -> Void) async throws {
-            try await ShareFixture.run { f in
+            try await withStore { f in
                 let scene = Scene(f: f, bob: try await f.user("Bob", "bob@example.com"), carol: try await f.user("Carol", "carol@example.com"),
                                   mallory: try await f.user("Mallory", "mallory@example.com"))
                 try await body(scene)
@@ -31,7 +31,7 @@ struct HostileStoreTests {
         }
 
         /// The attacker's own connection to the file.
-        func raw<T>(_ body: (Database) throws -> T) throws -> T { try f.raw(body) }
+        func raw<T>(_ body: (Database) throws -> T) throws -> T { try f.sqlite(body) }
 
         func rowID(_ zone: ZoneID) throws -> Int64 { try f.zoneRowID(zone) }
 
@@ -42,7 +42,7 @@ struct HostileStoreTests {
         /// its marks.
         func forgetful(_ s: Session) throws -> Session {
             try? FileManager.default.removeItem(atPath: s.vault.url.path + ".marks")
-            let vault = try Vault.open(at: s.vault.url, passphrase: SecureBytes(copying: Array(sharePassphrase.utf8)))
+            let vault = try Vault.open(at: s.vault.url, passphrase: SecureBytes(copying: Array(testPassphrase.utf8)))
             for mark in try vault.marks.all() { try vault.marks.reset(zone: mark.zoneUID, to: nil) }
             return try f.store.session(vault: vault)
         }
@@ -92,7 +92,7 @@ struct HostileStoreTests {
 
         /// Alice's zone with two notes, shared with Bob (read-only) and Carol (read-write), both accepted.
         func sharedZone(_ name: String = "Family") async throws -> ZoneID {
-            let zone = try await f.aliceZone(name)
+            let zone = try await f.makeZone(name)
             _ = try await alice.share(zone: zone, title: "Family notes")
             for (who, permission) in [(bob, SharePermission.readOnly), (carol, .readWrite)] {
                 let share = try await alice.addParticipant(who.userID, permission: permission, to: zone)
@@ -105,7 +105,7 @@ struct HostileStoreTests {
 
         /// Alice's zone with two notes, never shared.
         func unsharedZone(_ name: String = "Private") async throws -> ZoneID {
-            let zone = try await f.aliceZone(name)
+            let zone = try await f.makeZone(name)
             _ = try await readable(zone, as: alice)
             return zone
         }
@@ -131,9 +131,9 @@ struct HostileStoreTests {
                 try db.execute(sql: "UPDATE zone SET current_epoch = 2 WHERE id = ?", arguments: [row.rowID])
             }
             // Writers seal under the epoch the log says (1), with the key its commitment names.
-            _ = try await s.fresh(s.alice).privateDatabase.save(shareNote("after", in: zone, body: "secret after the injection"))
+            _ = try await s.fresh(s.alice).privateDatabase.save(makeNote("after", in: zone, body: "secret after the injection"))
             if shared {
-                _ = try await s.fresh(s.carol).sharedDatabase.save(shareNote("carols", in: zone, body: "carol's secret"))
+                _ = try await s.fresh(s.carol).sharedDatabase.save(makeNote("carols", in: zone, body: "carol's secret"))
             }
             try s.expectNothingSealedUnder(injected)
             #expect(try await s.f.recordEpochs(zone)["after"] == 1)
@@ -157,12 +157,12 @@ struct HostileStoreTests {
                 #expect(db.changesCount == 1)
             }
             let db = shared ? try await s.fresh(victim).sharedDatabase : try await s.fresh(victim).privateDatabase
-            let error = await expectStoreError(.integrityFailure) { try await db.save(shareNote("after", in: zone, body: "never sealed")) }
+            let error = await expectStoreError(.integrityFailure) { try await db.save(makeNote("after", in: zone, body: "never sealed")) }
             #expect(error?.message.contains("not the one its owner committed to") == true, "\(error?.message ?? "")")
             await expectStoreError(.integrityFailure) { try await db.record(named: "n1", in: zone) }
             try s.expectNothingSealedUnder(injected)
             try await s.expectAuditFinding(zone, as: s.fresh(victim), [.key])
-            if shared { #expect(shareBody(try await s.fresh(s.alice).privateDatabase.record(named: "n1", in: zone)) == "body of n1") }
+            if shared { #expect(noteBody(try await s.fresh(s.alice).privateDatabase.record(named: "n1", in: zone)) == "body of n1") }
         }
     }
 
@@ -231,7 +231,7 @@ struct HostileStoreTests {
                 #expect(throws: CryptoError.self) { _ = try SealedBoxWrap.open(wrapped, with: s.mallory.vault.boxKey) }
                 _ = try KeyRing.unwrapZoneKey(wrapped, zoneUID: row.uid, epoch: key.epoch, with: s.bob.vault.boxKey)
             }
-            #expect(shareBody(try await s.fresh(s.bob).sharedDatabase.record(named: "n1", in: zone)) == "body of n1")
+            #expect(noteBody(try await s.fresh(s.bob).sharedDatabase.record(named: "n1", in: zone)) == "body of n1")
             // The contact as the store reports it is the card's, not the row's.
             let contact = try await s.f.store.contact(matching: s.bob.userID)
             #expect(contact.name == "Bob" && contact.identity.boxKey == s.bob.vault.identity.boxKey)
@@ -325,7 +325,7 @@ struct HostileStoreTests {
                 try forgeCommit(SQLiteTransaction(db), zone: zone, signer: s.carol, name: "by-carol", title: "mallory-style", body: nil)
             }
             await expectStoreError(.integrityFailure) { try await s.fresh(s.alice).privateDatabase.record(named: "by-carol", in: zone) }
-            await expectStoreError(.integrityFailure) { try await s.fresh(s.alice).privateDatabase.save(shareNote("n3", in: zone)) }
+            await expectStoreError(.integrityFailure) { try await s.fresh(s.alice).privateDatabase.save(makeNote("n3", in: zone)) }
             try await s.expectAuditFinding(zone, as: s.fresh(s.alice), [.log])
         }
     }
@@ -399,7 +399,7 @@ struct HostileStoreTests {
             let name = variant == "rolled back" ? "n1" : "n2"
             let old = try s.raw { db in try #require(try Row.fetchOne(db, sql: "SELECT * FROM record WHERE zone_id = ? AND name = ?", arguments: [id, name])) }
             if variant == "rolled back" {
-                _ = try await s.alice.privateDatabase.save(shareNote("n1", in: zone, title: "second", body: "the current version"), policy: .allKeys)
+                _ = try await s.alice.privateDatabase.save(makeNote("n1", in: zone, title: "second", body: "the current version"), policy: .allKeys)
             } else {
                 _ = try await s.alice.privateDatabase.modify(saving: [], deleting: [RecordDeletion(name: "n2")], in: zone)
             }
@@ -437,7 +437,7 @@ struct HostileStoreTests {
             db.transactionAuthor = nil
             let deletedAt = try s.head(zone).seq
             let token = try await s.bob.sharedDatabase.changes(in: zone, since: nil).token
-            _ = try await db.save(shareNote("n3", in: zone))
+            _ = try await db.save(makeNote("n3", in: zone))
             let rid = try s.rowID(zone)
             try s.raw { db in
                 try db.execute(sql: "UPDATE record_tombstone SET author_id = ?, author_label = 'mallory', deleted_at = 0 WHERE zone_id = ? AND name = 'n2'",
@@ -466,7 +466,7 @@ struct HostileStoreTests {
             let db = s.alice.privateDatabase
             _ = try await db.modify(saving: [], deleting: [RecordDeletion(name: "n2")], in: zone)
             let first = try s.head(zone).seq
-            _ = try await db.save(shareNote("n2", in: zone))
+            _ = try await db.save(makeNote("n2", in: zone))
             _ = try await db.modify(saving: [], deleting: [RecordDeletion(name: "n2")], in: zone)
             #expect(try await s.fresh(s.alice).audit().findings.isEmpty)
             let rid = try s.rowID(zone)
@@ -509,7 +509,7 @@ struct HostileStoreTests {
           arguments: [("title", "ref"), ("score", "date"), ("tags", "[ref]")])
     func retypedField(field: String, newType: String) async throws {
         try await Scene.run { s in
-            let zone = try await s.f.aliceZone("Typed")
+            let zone = try await s.f.makeZone("Typed")
             var record = CofferStore.Record(type: "Item", name: "i1", zone: zone)
             record.values["title"] = .string("first")
             record.values["score"] = .double(12.5)
@@ -537,7 +537,7 @@ struct HostileStoreTests {
     @Test("a field named outside the identifier rules, planted in the schema, is refused on save and read; nothing is written")
     func plantedFieldName() async throws {
         try await Scene.run { s in
-            let zone = try await s.f.aliceZone("Named")
+            let zone = try await s.f.makeZone("Named")
             var record = CofferStore.Record(type: "Item", name: "i1", zone: zone)
             record.values["title"] = .string("first")
             _ = try await s.alice.privateDatabase.save(record)
@@ -568,7 +568,7 @@ struct HostileStoreTests {
     @Test("the log head index pointed at another b-tree: a reader who verified the log is refused, with no record shown")
     func swappedLogHeadIndex() async throws {
         try await Scene.run { s in
-            let zone = try await s.f.aliceZone("Headed")
+            let zone = try await s.f.makeZone("Headed")
             var record = CofferStore.Record(type: "Item", name: "i1", zone: zone)
             record.values["title"] = .string("first")
             _ = try await s.alice.privateDatabase.save(record)
@@ -600,7 +600,7 @@ struct HostileStoreTests {
     @Test("field indexes swapped under a running session: non-matching records are refused, an unordered page fails")
     func swappedIndexes() async throws {
         try await Scene.run { s in
-            let zone = try await s.f.aliceZone("Indexed")
+            let zone = try await s.f.makeZone("Indexed")
             let db = s.alice.privateDatabase
             for (name, title, kind) in [("r1", "A", "B"), ("r2", "B", "A"), ("r3", "C", "C")] {
                 var record = CofferStore.Record(type: "Item", name: name, zone: zone)
@@ -673,7 +673,7 @@ struct HostileStoreTests {
             let snapshot = try DatabaseQueue(path: path)
             try await snapshot.writeWithoutTransaction { db in try db.execute(sql: "VACUUM INTO ?", arguments: [copy]) }
             try snapshot.close()
-            _ = try await s.alice.privateDatabase.save(shareNote("later", in: zone, body: "written after the copy"))
+            _ = try await s.alice.privateDatabase.save(makeNote("later", in: zone, body: "written after the copy"))
             if shared { _ = try await s.alice.setPermission(.readOnly, for: s.carol.userID, in: zone) }
             for s2 in [s.alice] + (shared ? [s.bob] : []) { _ = try await s.readable(zone, as: s2) }
             try s.raw { db in
@@ -695,7 +695,7 @@ struct HostileStoreTests {
             if shared {
                 // Carol was demoted after the copy but never read since: she cannot know the
                 // demotion was dropped, and her client writes. Those who saw it refuse her write.
-                _ = try? await s.fresh(s.carol).sharedDatabase.save(shareNote("c9", in: zone, title: "mallory"))
+                _ = try? await s.fresh(s.carol).sharedDatabase.save(makeNote("c9", in: zone, title: "mallory"))
                 await expectStoreError(.integrityFailure) { try await s.fresh(s.alice).privateDatabase.record(named: "c9", in: zone) }
                 await expectStoreError(.integrityFailure) { try await s.fresh(s.bob).sharedDatabase.record(named: "c9", in: zone) }
             }
@@ -727,7 +727,7 @@ struct HostileStoreTests {
             let error = await expectStoreError(.integrityFailure) { try await alice.privateDatabase.record(named: "n1", in: zone) }
             #expect(error?.message.contains("you deleted it") == true, "\(error?.message ?? "")")
             #expect(try await alice.privateDatabase.zones().isEmpty)
-            await expectStoreError(.integrityFailure) { try await alice.privateDatabase.save(shareNote("n9", in: zone)) }
+            await expectStoreError(.integrityFailure) { try await alice.privateDatabase.save(makeNote("n9", in: zone)) }
             try await s.expectAuditFinding(zone, as: alice, [.log])
         }
     }
@@ -736,7 +736,7 @@ struct HostileStoreTests {
     func tailCut(entries: Int) async throws {
         try await Scene.run { s in
             let zone = try await s.sharedZone()
-            for i in 0..<3 { _ = try await s.alice.privateDatabase.save(shareNote("t\(i)", in: zone)) }
+            for i in 0..<3 { _ = try await s.alice.privateDatabase.save(makeNote("t\(i)", in: zone)) }
             _ = try await s.readable(zone, as: s.bob)
             let head = try s.head(zone).seq
             let rid = try s.rowID(zone)
@@ -770,7 +770,7 @@ struct HostileStoreTests {
                 let error = await expectStoreError(.integrityFailure) { try await db.record(named: "n1", in: zone) }
                 #expect(error?.message.contains("its log ends at entry 0") == true, "\(error?.message ?? "")")
             }
-            await expectStoreError(.integrityFailure) { try await s.fresh(s.alice).privateDatabase.save(shareNote("n9", in: zone)) }
+            await expectStoreError(.integrityFailure) { try await s.fresh(s.alice).privateDatabase.save(makeNote("n9", in: zone)) }
             try await s.expectAuditFinding(zone, as: s.fresh(s.alice), [.log])
         }
     }
@@ -779,11 +779,11 @@ struct HostileStoreTests {
     func droppedEntry(kind: String) async throws {
         try await Scene.run { s in
             let zone = try await s.sharedZone()
-            _ = try await s.alice.privateDatabase.save(shareNote("c1", in: zone))
+            _ = try await s.alice.privateDatabase.save(makeNote("c1", in: zone))
             let commitSeq = try s.head(zone).seq
             _ = try await s.alice.setPermission(.readOnly, for: s.carol.userID, in: zone)
             let membershipSeq = try s.head(zone).seq
-            _ = try await s.alice.privateDatabase.save(shareNote("c2", in: zone))
+            _ = try await s.alice.privateDatabase.save(makeNote("c2", in: zone))
             let dropped = kind == "commit" ? commitSeq : membershipSeq
             let rid = try s.rowID(zone)
             try s.raw { db in
@@ -835,7 +835,7 @@ struct HostileStoreTests {
     func acceptanceMovedToAnotherZone() async throws {
         try await Scene.run { s in
             let first = try await s.sharedZone("Family")
-            let second = try await s.f.aliceZone("Work")
+            let second = try await s.f.makeZone("Work")
             _ = try await s.alice.share(zone: second, title: "Work")
             _ = try await s.alice.addParticipant(s.bob.userID, permission: .readOnly, to: second)
             let from = try s.rowID(first), to = try s.rowID(second)
@@ -857,7 +857,7 @@ struct HostileStoreTests {
     @Test("another participant's acceptance, relabeled as yours, does not accept for you")
     func acceptanceOfAnother() async throws {
         try await Scene.run { s in
-            let zone = try await s.f.aliceZone("Family")
+            let zone = try await s.f.makeZone("Family")
             _ = try await s.alice.share(zone: zone, title: "t")
             _ = try await s.alice.addParticipant(s.bob.userID, permission: .readOnly, to: zone)
             let share = try await s.alice.addParticipant(s.carol.userID, permission: .readOnly, to: zone)
@@ -866,7 +866,7 @@ struct HostileStoreTests {
             try s.raw { db in
                 let id = rid
                 let seq = try #require(try Int64.fetchOne(db, sql: "SELECT seq FROM zone_log WHERE zone_id = ? AND kind = 4", arguments: [id]))
-                try signedEditEntry(db, zoneRowID: id, seq: seq) { e in
+                try editEntry(db, zoneRowID: id, seq: seq) { e in
                     LogEntry(zoneUID: e.zoneUID, seq: e.seq, prev: e.prev, kind: e.kind, authorID: s.carol.userID, time: e.time, payload: e.payload)
                 }
             }
@@ -882,10 +882,10 @@ struct HostileStoreTests {
     @Test("a public-link writer without proof of the link", arguments: ["no proof", "her own key's proof", "a commit with no acceptance"])
     func publicWriterWithoutProof(variant: String) async throws {
         try await Scene.run { s in
-            let zone = try await s.f.aliceZone("Open")
+            let zone = try await s.f.makeZone("Open")
             let share = try await s.alice.share(zone: zone, title: "open", publicPermission: .readWrite)
             _ = try await s.carol.acceptShare(url: share.url) // Carol holds the link
-            _ = try await s.carol.sharedDatabase.save(shareNote("by-carol", in: zone))
+            _ = try await s.carol.sharedDatabase.save(makeNote("by-carol", in: zone))
             let state = try await s.f.state(zone)
             try s.raw { db in
                 if variant != "a commit with no acceptance" {
@@ -921,11 +921,11 @@ struct HostileStoreTests {
         try await Scene.run { s in
             let zone = try await s.sharedZone()
             let bob = s.bob
-            await expectStoreError(.permissionFailure, "read-only") { try await bob.sharedDatabase.save(shareNote("n9", in: zone)) }
+            await expectStoreError(.permissionFailure, "read-only") { try await bob.sharedDatabase.save(makeNote("n9", in: zone)) }
             let id = try s.rowID(zone)
             // Entry 4 invites Bob read-only; Bob edits it to read-write, and the share's title.
             try s.raw { db in
-                try signedEditEntry(db, zoneRowID: id, seq: 4) { e in
+                try editEntry(db, zoneRowID: id, seq: 4) { e in
                     var state = e.payload.withUnsafeBytes { raw -> StatePayload in
                         var r = RawReader(raw, what: "membership")
                         return try! StatePayload.decode(&r)
@@ -938,7 +938,7 @@ struct HostileStoreTests {
                 }
             }
             await expectStoreError(.permissionFailure, "Bob's escalated write in his old session") {
-                try await bob.sharedDatabase.save(shareNote("n9", in: zone, body: "escalated"))
+                try await bob.sharedDatabase.save(makeNote("n9", in: zone, body: "escalated"))
             }
             #expect(try s.raw { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM record WHERE name = 'n9'") } == 0)
             #expect(try await s.alice.fetchShare(in: zone).title == "Family notes")
@@ -978,7 +978,7 @@ struct HostileStoreTests {
             let zone = try await s.sharedZone()
             // Mallory makes a zone of her own, then gives it Alice's name and owner in the row.
             let hers = try await s.mallory.privateDatabase.createZone(named: "Lure")
-            _ = try await s.mallory.privateDatabase.save(shareNote("m1", in: hers, title: "mallory"))
+            _ = try await s.mallory.privateDatabase.save(makeNote("m1", in: hers, title: "mallory"))
             try s.raw { db in
                 try db.execute(sql: "UPDATE zone SET name = 'Family2', owner_id = ? WHERE owner_id = ? AND name = 'Lure'",
                                arguments: [s.alice.userID, s.mallory.userID])

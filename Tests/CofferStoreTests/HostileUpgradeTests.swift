@@ -13,7 +13,7 @@ import Testing
 /// alone say.
 @Suite("Hostile store: upgrading the earlier format")
 struct HostileUpgradeTests {
-    typealias Fixture = StoreFixtureTests
+    typealias TestStore = StoreFixtureTests
 
     /// Mallory's vault, in the copy's folder.
     static func mallory(_ f: StoreFixtureTests.Opened) throws -> Vault {
@@ -57,13 +57,13 @@ struct HostileUpgradeTests {
     /// writes afterwards, nor any record re-sealed, opens with the earlier key.
     @Test("the upgrade seals under a new key of the owner's making, never the earlier format's key")
     func upgradeMakesANewKey() async throws {
-        try await Fixture.withCopy(Fixture.v5) { f async throws in
+        try await TestStore.withCopy(TestStore.v5) { f async throws in
             let notes = try Self.legacyKey(f, zone: "Notes", epoch: 2)
             let priv = try Self.legacyKey(f, zone: "Private", epoch: 1)
             let alice = try f.store.session(vault: f.alice)
             let aliceID = f.alice.identity.userID
             let privateZone = ZoneID(name: "Private", ownerID: aliceID)
-            _ = try await alice.privateDatabase.save(shareNote("p2", in: privateZone, body: "after the upgrade"))
+            _ = try await alice.privateDatabase.save(makeNote("p2", in: privateZone, body: "after the upgrade"))
             #expect(try await alice.privateDatabase.record(named: "p2", in: privateZone).keyEpoch == 2)
             #expect(try await alice.privateDatabase.record(named: "p1", in: privateZone).keyEpoch == 2)
             for key in [notes.key, priv.key] { try Self.expectNothingSealed(under: key, in: f.store) }
@@ -80,7 +80,7 @@ struct HostileUpgradeTests {
     /// it: the zone is not upgraded, Alice is told why, audit reports it.
     @Test("a key planted in an unshared zone of the earlier format stops its upgrade")
     func plantedKey() async throws {
-        try await Fixture.withCopy(Fixture.v5) { f async throws in
+        try await TestStore.withCopy(TestStore.v5) { f async throws in
             let priv = try Self.legacyKey(f, zone: "Private", epoch: 1)
             let planted = SymmetricKey()
             try await f.store.dbPool.write { db in
@@ -93,7 +93,7 @@ struct HostileUpgradeTests {
             let error = await expectStoreError(.integrityFailure) { try await alice.privateDatabase.record(named: "p1", in: zone) }
             #expect(error?.message.contains("cannot be upgraded: the encrypted values of record 'p1' fail authentication") == true,
                     "\(error?.message ?? "")")
-            await expectStoreError(.integrityFailure) { try await alice.privateDatabase.save(shareNote("p9", in: zone)) }
+            await expectStoreError(.integrityFailure) { try await alice.privateDatabase.save(makeNote("p9", in: zone)) }
             let report = try await alice.audit()
             #expect(report.findings.contains { $0.zone == zone && $0.kind == .log }, "\(report.findings)")
             // Nothing was sealed under the planted key; the owner can delete the zone.
@@ -109,7 +109,7 @@ struct HostileUpgradeTests {
     /// name fails Alice's signature.
     @Test("a zone of the earlier format that its owner signed nothing of is not upgraded", arguments: ["no commit", "a forged commit"])
     func plantedZone(variant: String) async throws {
-        try await Fixture.withCopy(Fixture.v5) { f async throws in
+        try await TestStore.withCopy(TestStore.v5) { f async throws in
             let mallory = try Self.mallory(f)
             let aliceID = f.alice.identity.userID
             let uid = SecureRandom.bytes(count: 16)
@@ -143,7 +143,7 @@ struct HostileUpgradeTests {
             let alice = try f.store.session(vault: f.alice)
             let zone = ZoneID(name: "Payroll", ownerID: aliceID)
             #expect(try await alice.privateDatabase.zones().map(\.id.name).sorted() == ["Notes", "Private"])
-            let error = await expectStoreError(.integrityFailure) { try await alice.privateDatabase.save(shareNote("secret", in: zone)) }
+            let error = await expectStoreError(.integrityFailure) { try await alice.privateDatabase.save(makeNote("secret", in: zone)) }
             let why = variant == "no commit" ? "nothing in it is signed" : "commit 1 fails its author's signature"
             #expect(error?.message.contains(why) == true, "\(error?.message ?? "")")
             let count = try await f.store.dbPool.read { db in

@@ -99,7 +99,7 @@ struct HotPathTests {
                 }
                 _ = try await f.db.modify(saving: batch, in: zone)
             }
-            let fresh = try f.freshSession().privateDatabase
+            let fresh = try await f.fresh(f.alice).privateDatabase
             let evens = try await fresh.query(Query(recordType: "Note", predicates: [.init("k", .equal, .int(0))]), in: zone)
             #expect(evens.records.map(\.name) == (0..<total).filter { $0 % 2 == 0 }.map { String(format: "n-%05d", $0) })
             #expect(evens.records.allSatisfy { $0.encryptedValues["s"] == .string("secret \(Int($0.name.dropFirst(2))!)") })
@@ -118,7 +118,7 @@ struct HotPathTests {
 
     @Test("a batch of 400 records of every shape reads back exactly as saved", arguments: TestBackend.all)
     func savedRecordsReadBack(_ backend: TestBackend) async throws {
-        try await withBackendStore(backend) { f in
+        try await withStore(backend) { f in
             let zone = try await f.db.createZone(named: "Z")
             let batch = (0..<400).map { i in
                 makeRecord("Note", "r\(i)", in: zone, parent: i % 3 == 0 && i > 0 ? "r0" : nil,
@@ -127,8 +127,8 @@ struct HotPathTests {
             }
             let saved = try await f.db.modify(saving: batch, in: zone).saved
             #expect(saved.map(\.name) == batch.map(\.name))
-            #expect(saved.allSatisfy { $0.changeTag != nil && $0.creatorID == f.session.userID && $0.created != nil })
-            let back = try await f.freshSession().privateDatabase.records(named: batch.map(\.name), in: zone)
+            #expect(saved.allSatisfy { $0.changeTag != nil && $0.creatorID == f.alice.userID && $0.created != nil })
+            let back = try await f.fresh(f.alice).privateDatabase.records(named: batch.map(\.name), in: zone)
             for record in batch {
                 let read = try back[record.name]!.get()
                 #expect(read.values == record.values)
@@ -140,8 +140,8 @@ struct HotPathTests {
 
     @Test("one session's reads reuse their decode workers across zones, a schema that grows and a new key epoch")
     func pooledWorkersFollowChanges() async throws {
-        try await SignedHarness.run { h in
-            let db = h.ownerDB
+        try await withStore { h in
+            let db = h.db
             let a = try await db.createZone(named: "A")
             let b = try await db.createZone(named: "B")
             func batch(_ zone: ZoneID, _ prefix: String, extra: Bool = false) -> [Record] {
@@ -170,10 +170,10 @@ struct HotPathTests {
             try await check(a, "x", extra: true)
             try await check(a, "a")
             // A new key epoch (a member removed), and every record of A sealed again under it.
-            let bob = try await h.newUser("Bob", "bob@example.com")
+            let bob = try await h.user("Bob", "bob@example.com")
             try await h.share(a, with: [(bob, .readOnly)])
-            _ = try await h.owner.removeParticipant(bob.userID, from: a)
-            #expect(try await h.owner.rekey(zone: a) == 120)
+            _ = try await h.alice.removeParticipant(bob.userID, from: a)
+            #expect(try await h.alice.rekey(zone: a) == 120)
             let query = try await db.query(Query(recordType: "Note", predicates: [.init("k", .equal, .int(1))]), in: a)
             #expect(query.records.count == 120)
             #expect(query.records.allSatisfy { $0.keyEpoch == 2 })

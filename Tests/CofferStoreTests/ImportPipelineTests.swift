@@ -25,11 +25,11 @@ struct ImportPipelineTests {
     @Test("a batch sealed ahead is written as sealed when the log is where it expected, hashed again when the head moved, sealed again after a re-key; every record reads and audit is clean",
           arguments: TestBackend.all)
     func sealedAhead(_ backend: TestBackend) async throws {
-        try await SignedHarness.run(backend) { h in
-            let db = h.ownerDB
+        try await withStore(backend) { h in
+            let db = h.db
             let zone = try await db.createZone(named: "Z")
             // As expected: the stored sealed bytes are the ones sealed ahead.
-            let sealing = try await h.owner.writer.sealingKey(for: zone)
+            let sealing = try await h.alice.writer.sealingKey(for: zone)
             let first = Self.note("a", zone)
             let prepared = try Self.presealed(first, sealing, seq: sealing.headSeq + 1)
             let expected = try #require(prepared.presealed?.version)
@@ -46,21 +46,21 @@ struct ImportPipelineTests {
             #expect(stored.count == 1 && stored.first == expected.sealed)
 
             // The head moved after sealing (another write came first): hashed again, same seal.
-            let stale = try await h.owner.writer.sealingKey(for: zone)
+            let stale = try await h.alice.writer.sealingKey(for: zone)
             _ = try await db.save(Self.note("other", zone))
             let b = Self.note("b", zone)
             _ = try await db.modify(saving: [b], prepared: [try Self.presealed(b, stale, seq: stale.headSeq + 1)], in: zone,
                                     policy: .allKeys, declaring: [])
             // A new key epoch after sealing (a member removed): sealed again under the new key.
-            let older = try await h.owner.writer.sealingKey(for: zone)
-            let bob = try await h.newUser("Bob", "bob@example.com")
+            let older = try await h.alice.writer.sealingKey(for: zone)
+            let bob = try await h.user("Bob", "bob@example.com")
             try await h.share(zone, with: [(bob, .readOnly)])
-            _ = try await h.owner.removeParticipant(bob.userID, from: zone)
+            _ = try await h.alice.removeParticipant(bob.userID, from: zone)
             let c = Self.note("c", zone)
             _ = try await db.modify(saving: [c], prepared: [try Self.presealed(c, older, seq: older.headSeq + 1)], in: zone,
                                     policy: .allKeys, declaring: [])
 
-            let fresh = try await h.fresh(h.owner)
+            let fresh = try await h.fresh(h.alice)
             for name in ["a", "b", "c"] {
                 let record = try await fresh.privateDatabase.record(named: name, in: zone)
                 #expect(record.encryptedValues["secret"] == .string("s-\(name)"))
@@ -73,13 +73,13 @@ struct ImportPipelineTests {
 
     @Test("an import saved while other writes land between its batches: every record reads, audit is clean", arguments: TestBackend.all)
     func writesBetweenBatches(_ backend: TestBackend) async throws {
-        try await SignedHarness.run(backend) { h in
-            let db = h.ownerDB
+        try await withStore(backend) { h in
+            let db = h.db
             let zone = try await db.createZone(named: "Z")
             let lines = (0..<1_300).map { #"{"name":"r\#($0)","type":"Note","values":{"n":\#($0)},"encryptedValues":{"secret":"s\#($0)"}}"# }
             let checked = try await RecordImport(jsonLines: Data((lines.joined(separator: "\n") + "\n").utf8), into: zone, of: db)
             // Another writer saves a record into the zone again and again while the import runs.
-            let other = try await h.fresh(h.owner)
+            let other = try await h.fresh(h.alice)
             let summary = try await withThrowingTaskGroup(of: RecordImport.Summary?.self) { group in
                 group.addTask { try await checked.save(to: db) }
                 group.addTask {
@@ -95,7 +95,7 @@ struct ImportPipelineTests {
                 return summary
             }
             #expect(summary == RecordImport.Summary(records: 1_300, batches: 4))
-            let fresh = try await h.fresh(h.owner)
+            let fresh = try await h.fresh(h.alice)
             for i in stride(from: 0, to: 1_300, by: 97) {
                 #expect(try await fresh.privateDatabase.record(named: "r\(i)", in: zone).encryptedValues["secret"] == .string("s\(i)"))
             }

@@ -20,7 +20,7 @@ struct NullRowTests {
     /// Writes `value` into `column` of the rows of `table` that `filter` picks, past the
     /// column's `NOT NULL` (and, with `dropStrict`, the table's `STRICT`), then puts the table's
     /// text back as it was.
-    static func forge(_ f: ShareFixture, _ table: String, set column: String, to value: DatabaseValue, where filter: String,
+    static func forge(_ f: TestStore, _ table: String, set column: String, to value: DatabaseValue, where filter: String,
                       _ arguments: StatementArguments = [], dropStrict: Bool = false,
                       sourceLocation: SourceLocation = #_sourceLocation) throws {
         let original = try tableSQL(f, table)
@@ -33,29 +33,29 @@ struct NullRowTests {
         // A new connection reads the edited text: neither NOT NULL nor STRICT stops the write.
         var all: StatementArguments = [value]
         all += arguments
-        let changed = try f.raw { db -> Int in
+        let changed = try f.sqlite { db -> Int in
             try db.execute(sql: "UPDATE \(table) SET \(column) = ? WHERE \(filter)", arguments: all)
             return db.changesCount
         }
         #expect(changed >= 1, "no row of \(table) was changed", sourceLocation: sourceLocation)
         try setTableSQL(f, table, original)
         #expect(try tableSQL(f, table) == original, "the text of table \(table) was not put back", sourceLocation: sourceLocation)
-        let stored = try f.raw { db in
+        let stored = try f.sqlite { db in
             try Row.fetchOne(db, sql: "SELECT \(column) FROM \(table) WHERE \(filter)", arguments: arguments).map { $0[0] as DatabaseValue }
         }
         #expect(stored == value, "\(table).\(column) holds \(String(describing: stored))", sourceLocation: sourceLocation)
     }
 
-    static func tableSQL(_ f: ShareFixture, _ table: String) throws -> String {
-        try f.raw { db in
+    static func tableSQL(_ f: TestStore, _ table: String) throws -> String {
+        try f.sqlite { db in
             try #require(try String.fetchOne(db, sql: "SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = ?", arguments: [table]))
         }
     }
 
     /// Rewrites a table's text in `sqlite_schema`, bumping the schema version so that every open
     /// connection (the store's own too) reads the new text.
-    static func setTableSQL(_ f: ShareFixture, _ table: String, _ sql: String) throws {
-        try f.raw { db in
+    static func setTableSQL(_ f: TestStore, _ table: String, _ sql: String) throws {
+        try f.sqlite { db in
             let version = try #require(try Int64.fetchOne(db, sql: "PRAGMA schema_version"))
             try db.execute(sql: "PRAGMA writable_schema = ON")
             try db.execute(sql: "UPDATE sqlite_schema SET sql = ? WHERE type = 'table' AND name = ?", arguments: [sql, table])
@@ -66,7 +66,7 @@ struct NullRowTests {
 
     /// The same user in a store object opened afresh on the file (no cached zone log, key,
     /// schema or contact card; its schema check at open passes, the text being Coffer's).
-    static func reopened(_ f: ShareFixture, _ s: Session) throws -> Session {
+    static func reopened(_ f: TestStore, _ s: Session) throws -> Session {
         try Store(path: f.store.url.path).session(vault: s.vault)
     }
 
@@ -74,20 +74,20 @@ struct NullRowTests {
     /// or throw a ``StoreError``, never another error (and never trap).
     static func sweep(_ s: Session, _ zone: ZoneID, sourceLocation: SourceLocation = #_sourceLocation) async {
         let db = s.zoneIDIsMine(zone) ? s.privateDatabase : s.sharedDatabase
-        let outcomes: [(String, ShareOutcome)] = [
-            ("zones", await shareOutcome { try await db.zones() }),
-            ("record", await shareOutcome { try await db.record(named: "n1", in: zone) }),
-            ("records", await shareOutcome { try await db.records(named: ["n1", "n2"], in: zone) }),
-            ("listing", await shareOutcome { try await db.records(in: zone) }),
-            ("query", await shareOutcome { try await db.query(Query(recordType: "Note", sort: [.init("title")]), in: zone) }),
-            ("changes", await shareOutcome { try await db.changes(in: zone, since: nil) }),
-            ("database changes", await shareOutcome { try await db.databaseChanges(since: nil) }),
-            ("schema", await shareOutcome { try await db.schema(of: "Note", in: zone) }),
-            ("record types", await shareOutcome { try await db.recordTypes(named: ["n1", "n2"], in: zone) }),
-            ("shares", await shareOutcome { try await s.fetchShares() }),
-            ("contacts", await shareOutcome { try await s.store.contacts() }),
-            ("audit", await shareOutcome { try await s.audit() }),
-            ("save", await shareOutcome { try await db.save(shareNote("n3", in: zone)) }),
+        let outcomes: [(String, Outcome)] = [
+            ("zones", await attempt { try await db.zones() }),
+            ("record", await attempt { try await db.record(named: "n1", in: zone) }),
+            ("records", await attempt { try await db.records(named: ["n1", "n2"], in: zone) }),
+            ("listing", await attempt { try await db.records(in: zone) }),
+            ("query", await attempt { try await db.query(Query(recordType: "Note", sort: [.init("title")]), in: zone) }),
+            ("changes", await attempt { try await db.changes(in: zone, since: nil) }),
+            ("database changes", await attempt { try await db.databaseChanges(since: nil) }),
+            ("schema", await attempt { try await db.schema(of: "Note", in: zone) }),
+            ("record types", await attempt { try await db.recordTypes(named: ["n1", "n2"], in: zone) }),
+            ("shares", await attempt { try await s.fetchShares() }),
+            ("contacts", await attempt { try await s.store.contacts() }),
+            ("audit", await attempt { try await s.audit() }),
+            ("save", await attempt { try await db.save(makeNote("n3", in: zone)) }),
         ]
         for (operation, outcome) in outcomes {
             if case .otherError(let text) = outcome { Issue.record("\(operation): \(text)", sourceLocation: sourceLocation) }
@@ -144,8 +144,8 @@ struct NullRowTests {
 
     @Test("zone.name NULL: zone list and the database's changes refuse the store, naming the column")
     func zoneNameNull() async throws {
-        try await ShareFixture.run { f in
-            let zone = try await f.aliceZone("Notes")
+        try await withStore { f in
+            let zone = try await f.makeZone("Notes")
             try Self.forge(f, "zone", set: "name", to: .null, where: "id = ?", [try f.zoneRowID(zone)])
             let alice = try Self.reopened(f, f.alice)
             Self.expectColumn(await expectStoreError(.integrityFailure) { try await alice.privateDatabase.zones() }, "name")
@@ -158,8 +158,8 @@ struct NullRowTests {
 
     @Test("zone.log_format NULL: zone list refuses the store, naming the column")
     func zoneLogFormatNull() async throws {
-        try await ShareFixture.run { f in
-            let zone = try await f.aliceZone("Notes")
+        try await withStore { f in
+            let zone = try await f.makeZone("Notes")
             try Self.forge(f, "zone", set: "log_format", to: .null, where: "id = ?", [try f.zoneRowID(zone)])
             let alice = try Self.reopened(f, f.alice)
             Self.expectColumn(await expectStoreError(.integrityFailure) { try await alice.privateDatabase.zones() }, "log_format")
@@ -169,8 +169,8 @@ struct NullRowTests {
 
     @Test("zone.log_format holding TEXT (STRICT dropped): zone list refuses the store, naming the column")
     func zoneLogFormatText() async throws {
-        try await ShareFixture.run { f in
-            let zone = try await f.aliceZone("Notes")
+        try await withStore { f in
+            let zone = try await f.makeZone("Notes")
             try Self.forge(f, "zone", set: "log_format", to: "one".databaseValue, where: "id = ?", [try f.zoneRowID(zone)], dropStrict: true)
             let alice = try Self.reopened(f, f.alice)
             let error = await expectStoreError(.integrityFailure) { try await alice.privateDatabase.zones() }
@@ -182,8 +182,8 @@ struct NullRowTests {
 
     @Test("zone.uid NULL: zone list and record reads refuse the store")
     func zoneUIDNull() async throws {
-        try await ShareFixture.run { f in
-            let zone = try await f.aliceZone("Notes")
+        try await withStore { f in
+            let zone = try await f.makeZone("Notes")
             try Self.forge(f, "zone", set: "uid", to: .null, where: "id = ?", [try f.zoneRowID(zone)])
             let alice = try Self.reopened(f, f.alice)
             Self.expectColumn(await expectStoreError(.integrityFailure) { try await alice.privateDatabase.zones() }, "uid")
@@ -196,8 +196,8 @@ struct NullRowTests {
 
     @Test("record.plain NULL: get, query and changes refuse the record; the others still read")
     func recordPlainNull() async throws {
-        try await ShareFixture.run { f in
-            let zone = try await f.aliceZone("Notes")
+        try await withStore { f in
+            let zone = try await f.makeZone("Notes")
             try Self.forge(f, "record", set: "plain", to: .null, where: "zone_id = ? AND name = 'n1'", [try f.zoneRowID(zone)])
             let alice = try Self.reopened(f, f.alice)
             let db = alice.privateDatabase
@@ -216,8 +216,8 @@ struct NullRowTests {
 
     @Test("record.creator_id NULL: get and changes refuse the record")
     func recordCreatorNull() async throws {
-        try await ShareFixture.run { f in
-            let zone = try await f.aliceZone("Notes")
+        try await withStore { f in
+            let zone = try await f.makeZone("Notes")
             try Self.forge(f, "record", set: "creator_id", to: .null, where: "zone_id = ? AND name = 'n1'", [try f.zoneRowID(zone)])
             let alice = try Self.reopened(f, f.alice)
             await expectStoreError(.integrityFailure) { try await alice.privateDatabase.record(named: "n1", in: zone) }
@@ -230,8 +230,8 @@ struct NullRowTests {
 
     @Test("record.epoch holding TEXT (STRICT dropped): get and changes refuse the record")
     func recordEpochText() async throws {
-        try await ShareFixture.run { f in
-            let zone = try await f.aliceZone("Notes")
+        try await withStore { f in
+            let zone = try await f.makeZone("Notes")
             try Self.forge(f, "record", set: "epoch", to: "one".databaseValue, where: "zone_id = ? AND name = 'n1'", [try f.zoneRowID(zone)],
                            dropStrict: true)
             let alice = try Self.reopened(f, f.alice)
@@ -246,8 +246,8 @@ struct NullRowTests {
 
     @Test("record_tombstone.author_id NULL: the change feed still lists the deletion, its author from the signed log")
     func tombstoneAuthorNull() async throws {
-        try await ShareFixture.run { f in
-            let zone = try await f.aliceZone("Notes")
+        try await withStore { f in
+            let zone = try await f.makeZone("Notes")
             try await f.alice.privateDatabase.delete(recordNamed: "n2", in: zone)
             try Self.forge(f, "record_tombstone", set: "author_id", to: .null, where: "zone_id = ? AND name = 'n2'", [try f.zoneRowID(zone)])
             let alice = try Self.reopened(f, f.alice)
@@ -261,8 +261,8 @@ struct NullRowTests {
 
     @Test("record_tombstone.seq NULL: audit refuses the store, naming the column")
     func tombstoneSeqNull() async throws {
-        try await ShareFixture.run { f in
-            let zone = try await f.aliceZone("Notes")
+        try await withStore { f in
+            let zone = try await f.makeZone("Notes")
             try await f.alice.privateDatabase.delete(recordNamed: "n2", in: zone)
             try Self.forge(f, "record_tombstone", set: "seq", to: .null, where: "zone_id = ? AND name = 'n2'", [try f.zoneRowID(zone)])
             let alice = try Self.reopened(f, f.alice)
@@ -273,8 +273,8 @@ struct NullRowTests {
 
     @Test("field_schema.value_type NULL: reads of the record type refuse the store, naming the column")
     func fieldSchemaTypeNull() async throws {
-        try await ShareFixture.run { f in
-            let zone = try await f.aliceZone("Notes")
+        try await withStore { f in
+            let zone = try await f.makeZone("Notes")
             try Self.forge(f, "field_schema", set: "value_type", to: .null, where: "zone_id = ? AND record_type = 'Note' AND field = 'title'",
                            [try f.zoneRowID(zone)])
             let alice = try Self.reopened(f, f.alice)
@@ -286,13 +286,13 @@ struct NullRowTests {
 
     @Test("store_counter.db_seq NULL, or its row deleted: the database's changes refuse the store")
     func storeCounter() async throws {
-        try await ShareFixture.run { f in
-            let zone = try await f.aliceZone("Notes")
+        try await withStore { f in
+            let zone = try await f.makeZone("Notes")
             try Self.forge(f, "store_counter", set: "db_seq", to: .null, where: "id = 1")
             let alice = try Self.reopened(f, f.alice)
             Self.expectColumn(await expectStoreError(.integrityFailure) { try await alice.privateDatabase.databaseChanges(since: nil) }, "db_seq")
             await Self.sweep(alice, zone)
-            try f.raw { db in try db.execute(sql: "DELETE FROM store_counter") }
+            try f.sqlite { db in try db.execute(sql: "DELETE FROM store_counter") }
             let error = await expectStoreError(.integrityFailure) { try await alice.privateDatabase.databaseChanges(since: nil) }
             #expect(error?.message.contains("change counter") == true, "\(error?.message ?? "")")
             await Self.sweep(alice, zone)
@@ -303,8 +303,8 @@ struct NullRowTests {
 
     @Test("zone_key.wrapped_key NULL: reading a sealed record refuses the store, naming the column")
     func wrappedKeyNull() async throws {
-        try await ShareFixture.run { f in
-            let zone = try await f.aliceZone("Notes")
+        try await withStore { f in
+            let zone = try await f.makeZone("Notes")
             try Self.forge(f, "zone_key", set: "wrapped_key", to: .null, where: "zone_id = ? AND member_id = ?", [try f.zoneRowID(zone), f.alice.userID])
             let alice = try Self.reopened(f, f.alice)
             Self.expectColumn(await expectStoreError(.integrityFailure) { try await alice.privateDatabase.record(named: "n1", in: zone) }, "wrapped_key")
@@ -314,8 +314,8 @@ struct NullRowTests {
 
     @Test("zone_log.body NULL: the zone's log fails verification; reads refuse it and audit reports it")
     func logBodyNull() async throws {
-        try await ShareFixture.run { f in
-            let zone = try await f.aliceZone("Notes")
+        try await withStore { f in
+            let zone = try await f.makeZone("Notes")
             try Self.forge(f, "zone_log", set: "body", to: .null, where: "zone_id = ? AND seq = 2", [try f.zoneRowID(zone)])
             let alice = try Self.reopened(f, f.alice)
             await expectStoreError(.integrityFailure) { try await alice.privateDatabase.record(named: "n1", in: zone) }
@@ -330,7 +330,7 @@ struct NullRowTests {
 
     @Test("contact.card NULL: the contact is refused (left out of the list, reported by audit), naming the column")
     func contactCardNull() async throws {
-        try await ShareFixture.run { f in
+        try await withStore { f in
             let bob = try await f.user("Bob", "bob@example.com")
             try Self.forge(f, "contact", set: "card", to: .null, where: "user_id = ?", [bob.userID])
             let alice = try Self.reopened(f, f.alice)
@@ -344,7 +344,7 @@ struct NullRowTests {
 
     @Test("contact.name NULL: reads take the name from the card; audit, which compares the column, refuses the store")
     func contactNameNull() async throws {
-        try await ShareFixture.run { f in
+        try await withStore { f in
             let bob = try await f.user("Bob", "bob@example.com")
             try Self.forge(f, "contact", set: "name", to: .null, where: "user_id = ?", [bob.userID])
             let alice = try Self.reopened(f, f.alice)
@@ -357,8 +357,8 @@ struct NullRowTests {
 
     @Test("share_link.sealed_secret NULL: the link secret is refused (share show leaves it out of the URL); sealed_key NULL: joining by link is refused")
     func shareLinkNull() async throws {
-        try await ShareFixture.run { f in
-            let zone = try await f.aliceZone("Notes")
+        try await withStore { f in
+            let zone = try await f.makeZone("Notes")
             let share = try await f.alice.share(zone: zone, title: "Notes", publicPermission: .readOnly)
             #expect(share.url.contains("#"))
             let rowID = try f.zoneRowID(zone)

@@ -15,14 +15,14 @@ struct PostgresHostileTests {
     /// Alice's zone "Family" with notes n1 and n2, shared with Bob (read-only) and Carol
     /// (read-write), both accepted; Mallory has a vault and a card in the store.
     struct Scene {
-        let f: ShareFixture
+        let f: TestStore
         let zone: ZoneID
         let bob: Session, carol: Session, mallory: Session
 
         /// The zone's row id in the database.
         func rowID() async throws -> Int64 {
             let zone = self.zone
-            return try await f.sql { admin in
+            return try await f.postgresAdmin { admin in
                 try #require(try await admin.query("SELECT id FROM zone WHERE owner_id = \(zone.ownerID) AND name = \(zone.name)").first)
                     .decode(Int64.self)
             }
@@ -31,7 +31,7 @@ struct PostgresHostileTests {
         /// Runs one statement as the attacker; returns the rows it changed (or returned).
         @discardableResult
         func attack(_ query: PostgresQuery) async throws -> Int {
-            try await f.sql { admin in try await admin.query(query).count }
+            try await f.postgresAdmin { admin in try await admin.query(query).count }
         }
 
         /// Every record `s` can read in the zone, by name, or the error that refused them.
@@ -63,7 +63,7 @@ struct PostgresHostileTests {
         /// The same user with no marks: a machine that never saw the store.
         func forgetful(_ s: Session) async throws -> Session {
             try? FileManager.default.removeItem(atPath: s.vault.url.path + ".marks")
-            let vault = try Vault.open(at: s.vault.url, passphrase: SecureBytes(copying: Array(sharePassphrase.utf8)))
+            let vault = try Vault.open(at: s.vault.url, passphrase: SecureBytes(copying: Array(testPassphrase.utf8)))
             for mark in try vault.marks.all() { try vault.marks.reset(zone: mark.zoneUID, to: nil) }
             return try await f.store.openSession(vault: vault)
         }
@@ -89,11 +89,11 @@ struct PostgresHostileTests {
     }
 
     static func scene(_ body: (Scene) async throws -> Void) async throws {
-        try await ShareFixture.run(.postgres) { f in
+        try await withStore(.postgres) { f in
             let bob = try await f.user("Bob", "bob@example.com")
             let carol = try await f.user("Carol", "carol@example.com")
             let mallory = try await f.user("Mallory", "mallory@example.com")
-            let zone = try await f.aliceZone()
+            let zone = try await f.makeZone("Family")
             _ = try await f.alice.share(zone: zone, title: "Family")
             _ = try await f.alice.addParticipant(bob.userID, permission: .readOnly, to: zone)
             let share = try await f.alice.addParticipant(carol.userID, permission: .readWrite, to: zone)
@@ -196,7 +196,7 @@ struct PostgresHostileTests {
             let id = try await s.rowID()
             let columns = "name, type, parent, plain, sealed, epoch, seq, membership_seq, creator_id, modifier_id, created_at, modified_at"
             try await s.attack(PostgresQuery(unsafeSQL: "CREATE TABLE kept AS SELECT \(columns) FROM record WHERE zone_id = \(id) AND name = 'n1'"))
-            _ = try await s.f.alice.privateDatabase.save(shareNote("n1", in: s.zone, title: "second", body: "the current version"), policy: .allKeys)
+            _ = try await s.f.alice.privateDatabase.save(makeNote("n1", in: s.zone, title: "second", body: "the current version"), policy: .allKeys)
             try await s.attack(PostgresQuery(unsafeSQL: """
                 UPDATE record r SET (\(columns)) = (SELECT \(columns) FROM kept) WHERE r.zone_id = \(id) AND r.name = 'n1'
                 """))
@@ -227,7 +227,7 @@ struct PostgresHostileTests {
                 """) == 1)
             // A rotation wraps the new key to each member: Bob's must open with Bob's vault, not Mallory's.
             _ = try await s.f.alice.removeParticipant(s.carol.userID, from: s.zone)
-            #expect(shareBody(try await s.f.fresh(s.bob).sharedDatabase.record(named: "n1", in: s.zone)) == "body of n1")
+            #expect(noteBody(try await s.f.fresh(s.bob).sharedDatabase.record(named: "n1", in: s.zone)) == "body of n1")
             let wrapped = try #require(try await s.f.wrappedKey(s.zone, member: s.bob.userID, epoch: 2))
             let uid = try await s.f.zoneRow(s.zone).uid
             #expect(throws: (any Error).self) { _ = try KeyRing.unwrapZoneKey(wrapped, zoneUID: uid, epoch: 2, with: s.mallory.vault.boxKey) }
@@ -249,7 +249,7 @@ struct PostgresHostileTests {
             await Self.expectRefused([.zoneNotFound, .permissionFailure, .integrityFailure]) { try await mallory.sharedDatabase.record(named: "n1", in: s.zone) }
             #expect(try await mallory.zoneDirectory.sharedZones().isEmpty)
             await Self.expectRefused([.zoneNotFound, .permissionFailure, .integrityFailure]) {
-                try await mallory.sharedDatabase.save(shareNote("m1", in: s.zone, title: "mallory"))
+                try await mallory.sharedDatabase.save(makeNote("m1", in: s.zone, title: "mallory"))
             }
             await s.expectNoAttackerValue(as: try await s.f.fresh(s.f.alice))
         }
@@ -289,7 +289,7 @@ struct PostgresHostileTests {
     @Test("a tail cut (the log's last entries deleted) is refused by everyone who verified the head, naming both ends", arguments: [1, 3])
     func tailCut(entries: Int) async throws {
         try await Self.scene { s in
-            for i in 0..<3 { _ = try await s.f.alice.privateDatabase.save(shareNote("t\(i)", in: s.zone)) }
+            for i in 0..<3 { _ = try await s.f.alice.privateDatabase.save(makeNote("t\(i)", in: s.zone)) }
             _ = try await s.readable(as: s.bob)
             try s.f.alice.saveMarks()
             try s.bob.saveMarks()
@@ -311,11 +311,11 @@ struct PostgresHostileTests {
           arguments: ["commit", "membership"])
     func droppedEntry(kind: String) async throws {
         try await Self.scene { s in
-            _ = try await s.f.alice.privateDatabase.save(shareNote("c1", in: s.zone))
+            _ = try await s.f.alice.privateDatabase.save(makeNote("c1", in: s.zone))
             let commitSeq = try await s.f.state(s.zone).headSeq
             _ = try await s.f.alice.setPermission(.readOnly, for: s.carol.userID, in: s.zone)
             let membershipSeq = try await s.f.state(s.zone).headSeq
-            _ = try await s.f.alice.privateDatabase.save(shareNote("c2", in: s.zone))
+            _ = try await s.f.alice.privateDatabase.save(makeNote("c2", in: s.zone))
             let id = try await s.rowID()
             let dropped = kind == "commit" ? commitSeq : membershipSeq
             #expect(try await s.attack("DELETE FROM zone_log WHERE zone_id = \(id) AND seq = \(dropped) RETURNING seq") == 1)
@@ -339,7 +339,7 @@ struct PostgresHostileTests {
                 let error = await expectStoreError(.integrityFailure) { try await db.record(named: "n1", in: s.zone) }
                 #expect(error?.message.contains("its log ends at entry 0") == true, "\(error?.message ?? "")")
             }
-            await expectStoreError(.integrityFailure) { try await s.f.fresh(s.f.alice).privateDatabase.save(shareNote("n9", in: s.zone)) }
+            await expectStoreError(.integrityFailure) { try await s.f.fresh(s.f.alice).privateDatabase.save(makeNote("n9", in: s.zone)) }
             try await s.expectAuditFinding(as: s.f.fresh(s.f.alice), [.log])
         }
     }
@@ -348,7 +348,7 @@ struct PostgresHostileTests {
     func zoneOwnerSwap() async throws {
         try await Self.scene { s in
             let hers = try await s.mallory.privateDatabase.createZone(named: "Lure")
-            _ = try await s.mallory.privateDatabase.save(shareNote("m1", in: hers, title: "mallory"))
+            _ = try await s.mallory.privateDatabase.save(makeNote("m1", in: hers, title: "mallory"))
             #expect(try await s.attack("UPDATE zone SET name = 'Family2', owner_id = \(s.f.alice.userID) WHERE owner_id = \(s.mallory.userID) AND name = 'Lure' RETURNING id") == 1)
             let lure = ZoneID(name: "Family2", ownerID: s.f.alice.userID)
             let error = await expectStoreError(.integrityFailure) { try await s.forgetful(s.f.alice).privateDatabase.record(named: "m1", in: lure) }
@@ -357,7 +357,7 @@ struct PostgresHostileTests {
             _ = try await s.readable(as: s.bob)
             try s.bob.saveMarks()
             try await s.attack("UPDATE zone SET owner_id = \(s.mallory.userID), name = 'Lure' WHERE name = 'Family2'")
-            try await s.f.sql { admin in
+            try await s.f.postgresAdmin { admin in
                 let uids = try await admin.query("SELECT name, uid FROM zone WHERE name IN ('Family', 'Lure')")
                 var byName = [String: Data]()
                 for row in uids { let (name, uid) = try row.decode((String, Data).self); byName[name] = uid }
@@ -434,7 +434,7 @@ struct PostgresHostileTests {
         try await Self.scene { s in
             let id = try await s.rowID()
             let bob = s.bob.userID
-            let (body, signature) = try await s.f.sql { admin in
+            let (body, signature) = try await s.f.postgresAdmin { admin in
                 try #require(try await admin.query("SELECT body, signature FROM zone_log WHERE zone_id = \(id) AND kind = 4 AND author_id = \(bob) ORDER BY seq LIMIT 1").first)
                     .decode((Data, Data).self)
             }
@@ -456,7 +456,7 @@ struct PostgresHostileTests {
             let db = s.f.alice.privateDatabase
             _ = try await db.modify(saving: [], deleting: [RecordDeletion(name: "n2")], in: s.zone)
             let first = try await s.f.state(s.zone).headSeq
-            _ = try await db.save(shareNote("n2", in: s.zone))
+            _ = try await db.save(makeNote("n2", in: s.zone))
             _ = try await db.modify(saving: [], deleting: [RecordDeletion(name: "n2")], in: s.zone)
             #expect(try await s.f.fresh(s.f.alice).audit().findings.isEmpty)
             let id = try await s.rowID()

@@ -46,13 +46,13 @@ struct PostgresNullRowTests {
     func nullColumn(_ target: Target) async throws {
         try await PostgresHostileTests.scene { s in
             // A deletion, so that the tombstone table has a row.
-            _ = try await s.f.alice.privateDatabase.save(shareNote("gone", in: s.zone))
+            _ = try await s.f.alice.privateDatabase.save(makeNote("gone", in: s.zone))
             _ = try await s.f.alice.privateDatabase.delete(recordNamed: "gone", in: s.zone)
             let id = try await s.rowID()
             let rows = target.rows.replacingOccurrences(of: "$zone", with: "\(id)")
                 .replacingOccurrences(of: "$alice", with: "'\(s.f.alice.userID)'")
                 .replacingOccurrences(of: "$mallory", with: "'\(s.mallory.userID)'")
-            try await s.f.sql { admin in
+            try await s.f.postgresAdmin { admin in
                 _ = try await admin.query(PostgresQuery(unsafeSQL: "ALTER TABLE \(target.table) ALTER COLUMN \(target.column) DROP NOT NULL"))
                 let changed = try await admin.query(PostgresQuery(unsafeSQL: "UPDATE \(target.table) SET \(target.column) = NULL WHERE \(rows) RETURNING 1"))
                 #expect(changed.count >= 1, "no row of \(target.table) was changed")
@@ -62,7 +62,7 @@ struct PostgresNullRowTests {
                 let db = session.zoneIDIsMine(s.zone) ? session.privateDatabase : session.sharedDatabase
                 let zone = s.zone
                 if target.refusesRecord {
-                    let outcome = await shareOutcome { try await db.record(named: "n1", in: zone) }
+                    let outcome = await attempt { try await db.record(named: "n1", in: zone) }
                     if case .allowed = outcome { Issue.record("\(session.userID): record n1 was read") }
                 }
                 await NullRowTests.sweep(session, zone)

@@ -16,18 +16,14 @@ struct PostgresStoreTests {
     }
 
     /// Runs raw SQL on the fixture's database, as someone with access to it would.
-    static func sql(_ f: BackendFixture, _ body: (PostgresConnector) async throws -> Void) async throws {
-        try await withPostgresAdmin(f.postgres, body)
-    }
-
     @Test("two instances write one zone at once: every batch lands, the log stays one chain")
     func twoInstances() async throws {
-        try await withBackendStore(.postgres) { f in
+        try await withStore(.postgres) { f in
             let zone = try await f.db.createZone(named: "Busy")
             let other = try await f.otherStore()
             let second = try await other.openSession(vault: f.vault)
             try await withThrowingTaskGroup(of: Void.self) { group in
-                for (label, session) in [("a", f.session), ("b", second)] {
+                for (label, session) in [("a", f.alice), ("b", second)] {
                     group.addTask {
                         for batch in 0..<15 {
                             let records = (0..<8).map { BackendSuiteTests.note(zone, "\(label)-\(batch)-\($0)", title: label, body: "\(batch)") }
@@ -38,7 +34,7 @@ struct PostgresStoreTests {
                 try await group.waitForAll()
             }
             await other.close()
-            let fresh = try await f.freshSession()
+            let fresh = try await f.fresh(f.alice)
             var all = [Record]()
             var after: String?
             while let page = Optional(try await fresh.privateDatabase.records(in: zone, after: after, limit: 100)), let last = page.last {
@@ -53,7 +49,7 @@ struct PostgresStoreTests {
 
     @Test("the blocking contact calls are refused on PostgreSQL, naming their async forms, which answer")
     func blockingCallsRefused() async throws {
-        try await withBackendStore(.postgres) { f async throws in
+        try await withStore(.postgres) { f async throws in
             let card = ContactCard(vault: f.vault)
             let refusals: [Result<Void, any Error>] = [
                 Result { _ = try blocking { try f.store.addContact(card) } },
@@ -72,7 +68,7 @@ struct PostgresStoreTests {
 
     @Test("two instances update one record with the same change tag: exactly one wins, the other gets the winner's record")
     func exactConflicts() async throws {
-        try await withBackendStore(.postgres) { f in
+        try await withStore(.postgres) { f in
             let zone = try await f.db.createZone(named: "Contested")
             let other = try await f.otherStore()
             let second = try await other.openSession(vault: f.vault)
@@ -93,13 +89,13 @@ struct PostgresStoreTests {
                 current = try #require(won.first)
             }
             await other.close()
-            #expect(try await f.freshSession().privateDatabase.record(named: "r", in: zone).changeTag == current.changeTag)
+            #expect(try await f.fresh(f.alice).privateDatabase.record(named: "r", in: zone).changeTag == current.changeTag)
         }
     }
 
     @Test("a connection killed mid-batch leaves nothing half-written, and the retry succeeds")
     func killedConnection() async throws {
-        try await withBackendStore(.postgres) { f in
+        try await withStore(.postgres) { f in
             let zone = try await f.db.createZone(named: "Killed")
             let url = try #require(f.postgres)
             // Killed after a growing delay, until two batches were cut (a kill that came before
@@ -130,48 +126,48 @@ struct PostgresStoreTests {
                 saved += 1
             }
             #expect(cut == 2, "no kill came while a batch was being written")
-            let fresh = try await f.freshSession()
+            let fresh = try await f.fresh(f.alice)
             #expect(try await fresh.privateDatabase.records(in: zone, limit: 10_000).count == saved * 300)
         }
     }
 
     @Test("a record row edited in the database is refused, naming the record")
     func editedRow() async throws {
-        try await withBackendStore(.postgres) { f in
+        try await withStore(.postgres) { f in
             let zone = try await f.db.createZone(named: "Edited")
             _ = try await f.db.save(BackendSuiteTests.note(zone, "n1", title: "honest", body: "b"))
-            try await Self.sql(f) { try await $0.query(#"UPDATE record SET plain = '{"rank":2,"title":"forged"}' WHERE name = 'n1'"#) }
-            let error = await expectStoreError(.integrityFailure) { try await f.freshSession().privateDatabase.record(named: "n1", in: zone) }
+            try await f.postgresAdmin { try await $0.query(#"UPDATE record SET plain = '{"rank":2,"title":"forged"}' WHERE name = 'n1'"#) }
+            let error = await expectStoreError(.integrityFailure) { try await f.fresh(f.alice).privateDatabase.record(named: "n1", in: zone) }
             #expect(error?.message.contains("n1") == true)
         }
     }
 
     @Test("a log entry planted in the database, or the log cut back, is refused")
     func plantedAndCutLog() async throws {
-        try await withBackendStore(.postgres) { f in
+        try await withStore(.postgres) { f in
             let zone = try await f.db.createZone(named: "Logged")
             _ = try await f.db.save(BackendSuiteTests.note(zone, "n1", title: "t", body: "b"))
             _ = try await f.db.save(BackendSuiteTests.note(zone, "n2", title: "t", body: "b"))
             // Cut: the newest entry goes. Alice verified it before, so her marks refuse the store.
-            try f.session.saveMarks()
-            try await Self.sql(f) { try await $0.query("DELETE FROM zone_log WHERE seq = (SELECT max(seq) FROM zone_log)") }
-            let cut = await expectStoreError(.integrityFailure) { try await f.freshSession().privateDatabase.record(named: "n1", in: zone) }
+            try f.alice.saveMarks()
+            try await f.postgresAdmin { try await $0.query("DELETE FROM zone_log WHERE seq = (SELECT max(seq) FROM zone_log)") }
+            let cut = await expectStoreError(.integrityFailure) { try await f.fresh(f.alice).privateDatabase.record(named: "n1", in: zone) }
             #expect(cut?.message.contains("rolled back") == true)
             // Planted: an entry signed by nobody the store knows.
-            try await Self.sql(f) { admin in
+            try await f.postgresAdmin { admin in
                 try await admin.query("""
                     INSERT INTO zone_log (zone_id, seq, kind, author_id, body, signature, hash)
                     SELECT zone_id, max(seq) + 1, 3, 'deadbeefdeadbeefdeadbeefdeadbeef', '\\x00'::bytea, decode(repeat('00', 64), 'hex'), decode(repeat('11', 32), 'hex')
                     FROM zone_log GROUP BY zone_id
                     """)
             }
-            await expectStoreError(.integrityFailure) { try await f.freshSession().privateDatabase.record(named: "n1", in: zone) }
+            await expectStoreError(.integrityFailure) { try await f.fresh(f.alice).privateDatabase.record(named: "n1", in: zone) }
         }
     }
 
     @Test("a query reads the field's index; a field typed differently in two zones is read as each zone types it")
     func queryIndexes() async throws {
-        try await withBackendStore(.postgres) { f in
+        try await withStore(.postgres) { f in
             let words = try await f.db.createZone(named: "Words"), numbers = try await f.db.createZone(named: "Numbers")
             _ = try await f.db.modify(saving: (0..<40).map { i in
                 makeRecord("Item", "w\(i)", in: words, plain: ["k": .string(String(format: "%02d", 39 - i))])
@@ -186,7 +182,7 @@ struct PostgresStoreTests {
             // One index per kind, each on the expression the query reads, so the planner can use it.
             let plan = QueryPlan(recordType: "Item", predicates: [.init(field: "k", type: .int, comparison: .equal, value: .int(3))],
                                  sorts: [], after: nil, limit: 10)
-            try await Self.sql(f) { admin in
+            try await f.postgresAdmin { admin in
                 let names = try await admin.query("SELECT indexname FROM pg_indexes WHERE tablename = 'record' AND indexname LIKE 'record_field_%'")
                     .map { try $0.decode(String.self) }
                 #expect(Set(names) == [PostgresQueries.indexName(recordType: "Item", field: "k", type: .string),
@@ -204,61 +200,61 @@ struct PostgresStoreTests {
 
     @Test("a query refuses rows edited in the database to match it, and plain values that are not JSON")
     func queryOverEditedRows() async throws {
-        try await withBackendStore(.postgres) { f in
+        try await withStore(.postgres) { f in
             let zone = try await f.db.createZone(named: "Edited")
             _ = try await f.db.modify(saving: (1...5).map { BackendSuiteTests.note(zone, String(repeating: "n", count: $0), title: "t\($0)", body: "b") },
                                       in: zone)
             let query = Query(recordType: "Note", predicates: [.init("title", .equal, "t2")])
             #expect(recordNames(try await f.db.query(query, in: zone).records) == ["nn"])
             // Someone with the database's password makes another row match.
-            try await Self.sql(f) { try await $0.query(#"UPDATE record SET plain = '{"rank":4,"title":"t2"}' WHERE name = 'nnnn'"#) }
-            let edited = try await f.freshSession().privateDatabase.query(query, in: zone)
+            try await f.postgresAdmin { try await $0.query(#"UPDATE record SET plain = '{"rank":4,"title":"t2"}' WHERE name = 'nnnn'"#) }
+            let edited = try await f.fresh(f.alice).privateDatabase.query(query, in: zone)
             #expect(recordNames(edited.records) == ["nn"])
             #expect(edited.refused["nnnn"]?.code == .integrityFailure)
             // Plain values that are not JSON: the field's index refuses them, so it goes first.
             let index = PostgresQueries.indexName(recordType: "Note", field: "title", type: .string)
             await #expect(throws: (any Error).self) {
-                try await Self.sql(f) { try await $0.query("UPDATE record SET plain = 'not json' WHERE name = 'nnn'") }
+                try await f.postgresAdmin { try await $0.query("UPDATE record SET plain = 'not json' WHERE name = 'nnn'") }
             }
-            try await Self.sql(f) { admin in
+            try await f.postgresAdmin { admin in
                 try await admin.query(PostgresQuery(unsafeSQL: "DROP INDEX \(index)"))
                 try await admin.query("UPDATE record SET plain = 'not json' WHERE name = 'nnn'")
             }
-            let error = await expectStoreError(.integrityFailure) { try await f.freshSession().privateDatabase.query(query, in: zone) }
+            let error = await expectStoreError(.integrityFailure) { try await f.fresh(f.alice).privateDatabase.query(query, in: zone) }
             #expect(error?.message.contains("not JSON") == true)
         }
     }
 
     @Test("a fresh session lists 100 zones, and audits them, though each zone's log is read and verified")
     func manyZones() async throws {
-        try await withBackendStore(.postgres) { f in
+        try await withStore(.postgres) { f in
             for i in 0..<100 { _ = try await f.db.createZone(named: String(format: "Z%03d", i)) }
-            let fresh = try await f.freshSession()
+            let fresh = try await f.fresh(f.alice)
             #expect(try await fresh.privateDatabase.zones().count == 100)
-            let report = try await f.freshSession().audit()
+            let report = try await f.fresh(f.alice).audit()
             #expect(report.zones == 100 && report.findings.isEmpty, "\(report.findings.prefix(3))")
         }
     }
 
     @Test("a zone of 150 commits is audited and re-keyed: each entry's lists are read in one round")
     func manyCommits() async throws {
-        try await withBackendStore(.postgres) { f in
+        try await withStore(.postgres) { f in
             let zone = try await f.db.createZone(named: "Busy")
             for i in 0..<150 { _ = try await f.db.save(BackendSuiteTests.note(zone, "n\(i)", title: "t", body: "b")) }
-            let report = try await f.freshSession().audit()
+            let report = try await f.fresh(f.alice).audit()
             #expect(report.commits == 150 && report.records == 150 && report.findings.isEmpty, "\(report.findings.prefix(3))")
-            let bob = try await f.otherSession()
-            _ = try await f.session.share(zone: zone, title: "t")
-            _ = try await f.session.addParticipant(bob.userID, permission: .readOnly, to: zone)
-            _ = try await f.session.removeParticipant(bob.userID, from: zone)
-            #expect(try await f.freshSession().rekey(zone: zone) == 150)
-            #expect(try await f.freshSession().privateDatabase.records(in: zone, limit: 400).count == 150)
+            let bob = try await f.user("Bob Builder", "bob@example.com")
+            _ = try await f.alice.share(zone: zone, title: "t")
+            _ = try await f.alice.addParticipant(bob.userID, permission: .readOnly, to: zone)
+            _ = try await f.alice.removeParticipant(bob.userID, from: zone)
+            #expect(try await f.fresh(f.alice).rekey(zone: zone) == 150)
+            #expect(try await f.fresh(f.alice).privateDatabase.records(in: zone, limit: 400).count == 150)
         }
     }
 
     @Test("sharing 30 records with 90 descendants moves all 120 in one operation")
     func moveManyRecords() async throws {
-        try await withBackendStore(.postgres) { f in
+        try await withStore(.postgres) { f in
             let inbox = try await f.db.createZone(named: "Inbox")
             var records = [CofferStore.Record]()
             for i in 0..<30 {
@@ -268,8 +264,8 @@ struct PostgresStoreTests {
                 records.append(BackendSuiteTests.note(inbox, "h\(i)", title: "great-grandchild", body: "b", parent: "g\(i)"))
             }
             _ = try await f.db.modify(saving: records, in: inbox)
-            let share = try await f.session.share(records: (0..<30).map { "r\($0)" }, in: inbox, intoZoneNamed: "Shared")
-            let fresh = try await f.freshSession()
+            let share = try await f.alice.share(records: (0..<30).map { "r\($0)" }, in: inbox, intoZoneNamed: "Shared")
+            let fresh = try await f.fresh(f.alice)
             #expect(try await fresh.privateDatabase.records(in: share.zoneID, limit: 400).count == 120)
             #expect(try await fresh.privateDatabase.records(in: inbox, limit: 400).isEmpty)
         }
@@ -277,22 +273,22 @@ struct PostgresStoreTests {
 
     @Test("scanning for plaintext needs the store's files: on PostgreSQL it is .notSupported, and the rest of an audit runs")
     func plaintextScan() async throws {
-        try await withBackendStore(.postgres) { f in
+        try await withStore(.postgres) { f in
             let zone = try await f.db.createZone(named: "Notes")
             _ = try await f.db.save(BackendSuiteTests.note(zone, "n1", title: "t", body: "secret words"))
-            let error = await expectStoreError(.notSupported) { try await f.session.audit(plaintexts: ["secret words"]) }
+            let error = await expectStoreError(.notSupported) { try await f.alice.audit(plaintexts: ["secret words"]) }
             #expect(error?.message.contains("PostgreSQL") == true)
-            let report = try await f.session.audit()
+            let report = try await f.alice.audit()
             #expect(report.findings.isEmpty, "\(report.findings)")
             #expect(report.zones == 1 && report.records == 1)
         }
     }
 
     @Test("a live stream wakes on a commit made by another process (the coffer CLI) long before its next poll",
-          .enabled(if: signedCofferExecutable() != nil, "the coffer executable is not built next to the test bundle"))
+          .enabled(if: cofferExecutable() != nil, "the coffer executable is not built next to the test bundle"))
     func streamSeesAnotherProcess() async throws {
-        try await withBackendStore(.postgres) { f in
-            let executable = try #require(signedCofferExecutable())
+        try await withStore(.postgres) { f in
+            let executable = try #require(cofferExecutable())
             let url = try #require(f.postgres)
             let zone = try await f.db.createZone(named: "Notes")
             let caughtUp = try await f.db.changes(in: zone, since: nil).token
@@ -305,9 +301,9 @@ struct PostgresStoreTests {
             let runner = Task {
                 // The stream is listening by the time this runs.
                 try await Task.sleep(for: .milliseconds(500))
-                return try await signedRunCoffer(executable, arguments, environment: environment)
+                return try await runCoffer(executable, arguments, environment: environment)
             }
-            let page = try #require(try await signedFirst(stream, seconds: 60))
+            let page = try #require(try await firstElement(stream, seconds: 60))
             let result = try await runner.value
             #expect(result.status == 0, "stdout: \(result.out)\nstderr: \(result.err)")
             #expect(page.changed.map(\.name) == ["from-process"])
@@ -317,17 +313,17 @@ struct PostgresStoreTests {
     }
 
     /// The environment and vault flag for `coffer` processes acting as the fixture's user on its database.
-    static func processEnvironment(_ f: BackendFixture) throws -> (environment: [String: String], vault: [String]) {
+    static func processEnvironment(_ f: TestStore) throws -> (environment: [String: String], vault: [String]) {
         let url = try #require(f.postgres)
         return (["COFFER_PASSPHRASE": testPassphrase, "HOME": f.folder.path, "PATH": "/usr/bin:/bin", "COFFER_STORE": url.description],
                 ["--vault", f.vault.url.path])
     }
 
     @Test("three coffer processes and this one write one zone at once: every batch lands, the log stays one chain",
-          .enabled(if: signedCofferExecutable() != nil, "the coffer executable is not built next to the test bundle"))
+          .enabled(if: cofferExecutable() != nil, "the coffer executable is not built next to the test bundle"))
     func processesWriteOneZone() async throws {
-        try await withBackendStore(.postgres) { f in
-            let executable = try #require(signedCofferExecutable())
+        try await withStore(.postgres) { f in
+            let executable = try #require(cofferExecutable())
             let (environment, vault) = try Self.processEnvironment(f)
             let zone = try await f.db.createZone(named: "Busy")
             // Each process imports three files of 20 records, one atomic batch each.
@@ -346,7 +342,7 @@ struct PostgresStoreTests {
                 for mine in files {
                     group.addTask {
                         for path in mine {
-                            let r = try await signedRunCoffer(executable, ["record", "import", "Busy", path] + vault, environment: environment)
+                            let r = try await runCoffer(executable, ["record", "import", "Busy", path] + vault, environment: environment)
                             #expect(r.status == 0, "stdout: \(r.out)\nstderr: \(r.err)")
                         }
                     }
@@ -359,7 +355,7 @@ struct PostgresStoreTests {
                 }
                 try await group.waitForAll()
             }
-            let fresh = try await f.freshSession()
+            let fresh = try await f.fresh(f.alice)
             var names = Set<String>()
             var after: String?
             while let page = Optional(try await fresh.privateDatabase.records(in: zone, after: after, limit: 200)), let last = page.last {
@@ -376,10 +372,10 @@ struct PostgresStoreTests {
     }
 
     @Test("two coffer processes update one record with the same change tag: exactly one wins, the other exits 75",
-          .enabled(if: signedCofferExecutable() != nil, "the coffer executable is not built next to the test bundle"))
+          .enabled(if: cofferExecutable() != nil, "the coffer executable is not built next to the test bundle"))
     func processesConflict() async throws {
-        try await withBackendStore(.postgres) { f in
-            let executable = try #require(signedCofferExecutable())
+        try await withStore(.postgres) { f in
+            let executable = try #require(cofferExecutable())
             let (environment, vault) = try Self.processEnvironment(f)
             let zone = try await f.db.createZone(named: "Contested")
             for round in 0..<3 {
@@ -388,7 +384,7 @@ struct PostgresStoreTests {
                 let results = try await withThrowingTaskGroup(of: (Int, Int32, String).self) { group in
                     for writer in 0..<2 {
                         group.addTask {
-                            let r = try await signedRunCoffer(executable, ["record", "put", "Contested", "r", "--type", "Note", "--set", "title=writer \(writer)",
+                            let r = try await runCoffer(executable, ["record", "put", "Contested", "r", "--type", "Note", "--set", "title=writer \(writer)",
                                                                            "--if-match", tag] + vault, environment: environment)
                             return (writer, r.status, r.err)
                         }
@@ -399,7 +395,7 @@ struct PostgresStoreTests {
                 }
                 let winners = results.filter { $0.1 == 0 }, losers = results.filter { $0.1 == 75 }
                 #expect(winners.count == 1 && losers.count == 1, "\(results)")
-                let stored = try await f.freshSession().privateDatabase.record(named: "r", in: zone)
+                let stored = try await f.fresh(f.alice).privateDatabase.record(named: "r", in: zone)
                 #expect(stored.values["title"] == .string("writer \(winners.first?.0 ?? -1)"))
             }
         }

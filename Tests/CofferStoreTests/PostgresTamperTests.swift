@@ -53,14 +53,14 @@ struct PostgresTamperTests {
 
     @Test("a record row edited in PostgreSQL is refused on every read, the others still read, audit reports it", arguments: edits)
     func edited(_ edit: Edit) async throws {
-        try await ShareFixture.run(.postgres) { f in
-            let a = try await f.aliceZone("A", notes: ["n1", "n2", "n3"])
-            let b = try await f.aliceZone("B", notes: ["m1", "m2"])
+        try await withStore(.postgres) { f in
+            let a = try await f.makeZone("A", notes: ["n1", "n2", "n3"])
+            let b = try await f.makeZone("B", notes: ["m1", "m2"])
             let bob = try await f.user("Bob", "bob@example.com")
             let (aID, bID) = (try await f.zoneRow(a).rowID, try await f.zoneRow(b).rowID)
             let sql = edit.sql.replacingOccurrences(of: "$bob", with: "'\(bob.userID)'")
                 .replacingOccurrences(of: "$a", with: "\(aID)").replacingOccurrences(of: "$b", with: "\(bID)")
-            try await f.sql { admin in
+            try await f.postgresAdmin { admin in
                 let changed = try await admin.query(PostgresQuery(unsafeSQL: sql + " RETURNING 1")).count
                 #expect(changed == 1, "\(edit.what): \(changed) rows changed")
             }

@@ -25,7 +25,7 @@ struct QueryTests {
     ]
 
     /// Saves r0…r4 of type `Item` with `v` = the ladder's values, plus decoys that must never match.
-    func seedLadder(_ f: some StoreFixture, _ ladder: Ladder) async throws -> ZoneID {
+    func seedLadder(_ f: TestStore, _ ladder: Ladder) async throws -> ZoneID {
         let zone = try await f.db.createZone(named: "Z")
         let records = ladder.values.enumerated().map { i, v in
             makeRecord("Item", "r\(i)", in: zone, plain: ["v": v, "other": .int(Int64(i))], encrypted: ["secret": v])
@@ -38,13 +38,13 @@ struct QueryTests {
         return zone
     }
 
-    func run(_ f: some StoreFixture, _ zone: ZoneID, _ predicates: [Query.Predicate], sort: [Query.Sort] = []) async throws -> [String] {
+    func run(_ f: TestStore, _ zone: ZoneID, _ predicates: [Query.Predicate], sort: [Query.Sort] = []) async throws -> [String] {
         recordNames(try await f.db.query(Query(recordType: "Item", predicates: predicates, sort: sort), in: zone).records)
     }
 
     @Test("= != < <= > >= on each queryable type", arguments: TestBackend.all, ladders)
     func comparisons(_ backend: TestBackend, _ ladder: Ladder) async throws {
-        try await withBackendStore(backend) { f async throws in
+        try await withStore(backend) { f async throws in
             let zone = try await seedLadder(f, ladder)
             let pivot = ladder.values[2]
             let expected: [(Query.Comparison, [String])] = [
@@ -76,7 +76,7 @@ struct QueryTests {
 
     @Test("bool fields: = and != and the order false < true", arguments: TestBackend.all)
     func bools(_ backend: TestBackend) async throws {
-        try await withBackendStore(backend) { f async throws in
+        try await withStore(backend) { f async throws in
             let zone = try await f.db.createZone(named: "Z")
             let flags: [Bool] = [true, false, true, false, false]
             _ = try await f.db.modify(saving: flags.enumerated().map { makeRecord("Item", "r\($0)", in: zone, plain: ["done": .bool($1)]) }, in: zone)
@@ -91,7 +91,7 @@ struct QueryTests {
 
     @Test("a double field compares with ints too; an int field refuses a double; types must match", arguments: TestBackend.all)
     func valueTypes(_ backend: TestBackend) async throws {
-        try await withBackendStore(backend) { f async throws in
+        try await withStore(backend) { f async throws in
             let zone = try await f.db.createZone(named: "Z")
             _ = try await f.db.modify(saving: [
                 makeRecord("Item", "a", in: zone, plain: ["d": 1.5, "i": 1, "s": "1", "t": .date(Date(timeIntervalSince1970: 1))]),
@@ -120,7 +120,7 @@ struct QueryTests {
         "zzz", "", "b", "\u{10FFFF}",
     ])
     func beginsWith(_ backend: TestBackend, _ prefix: String) async throws {
-        try await withBackendStore(backend) { f async throws in
+        try await withStore(backend) { f async throws in
             let zone = try await f.db.createZone(named: "Z")
             let records = Self.words.enumerated().map { i, w in
                 makeRecord("Item", String(format: "w%02d", i), in: zone, plain: ["w": .string(w), "r": .reference(w.isEmpty ? "empty" : "ref-" + String(i))])
@@ -140,7 +140,7 @@ struct QueryTests {
 
     @Test("begins-with on references; refused on other types", arguments: TestBackend.all)
     func beginsWithTypes(_ backend: TestBackend) async throws {
-        try await withBackendStore(backend) { f async throws in
+        try await withStore(backend) { f async throws in
             let zone = try await f.db.createZone(named: "Z")
             _ = try await f.db.modify(saving: [
                 makeRecord("Item", "a", in: zone, plain: ["r": .reference("folder-1"), "i": 1, "d": 1.0, "b": true, "t": .date(Date())]),
@@ -160,7 +160,7 @@ struct QueryTests {
 
     @Test("sort ascending and descending, ties by name, several keys", arguments: TestBackend.all)
     func sorting(_ backend: TestBackend) async throws {
-        try await withBackendStore(backend) { f async throws in
+        try await withStore(backend) { f async throws in
             let zone = try await f.db.createZone(named: "Z")
             let rows: [(String, Int64, String, Double)] = [
                 ("n1", 3, "b", 0.5), ("n2", 1, "a", 2.5), ("n3", 3, "a", -1.0), ("n4", 2, "b", 0.0), ("n5", 1, "b", 2.5),
@@ -181,7 +181,7 @@ struct QueryTests {
 
     @Test("encrypted, unknown, bytes and list fields cannot be queried or sorted: .invalidArguments, not an empty result", arguments: TestBackend.all)
     func refusedFields(_ backend: TestBackend) async throws {
-        try await withBackendStore(backend) { f async throws in
+        try await withStore(backend) { f async throws in
             let zone = try await f.db.createZone(named: "Z")
             _ = try await f.db.save(makeRecord("Item", "a", in: zone, plain: ["title": "t", "raw": .bytes([1]), "tags": .list(["x"])],
                                                encrypted: ["body": "secret", "pin": 1234]))
@@ -216,7 +216,7 @@ struct QueryTests {
 
     @Test("query limits are 1...10000", arguments: TestBackend.all)
     func limits(_ backend: TestBackend) async throws {
-        try await withBackendStore(backend) { f async throws in
+        try await withStore(backend) { f async throws in
             let zone = try await f.db.createZone(named: "Z")
             _ = try await f.db.save(makeRecord("Item", "a", in: zone, plain: ["n": 1]))
             for limit in [0, -1, 10_001, Int.max] {
@@ -229,7 +229,7 @@ struct QueryTests {
 
     @Test("a type without records gives an empty page", arguments: TestBackend.all)
     func emptyType(_ backend: TestBackend) async throws {
-        try await withBackendStore(backend) { f async throws in
+        try await withStore(backend) { f async throws in
             let zone = try await f.db.createZone(named: "Z")
             let page = try await f.db.query(Query(recordType: "Nothing", limit: 5), in: zone)
             #expect(page.records.isEmpty)
@@ -241,7 +241,7 @@ struct QueryTests {
 
     @Test("paging with cursors (and their tokens) yields every match exactly once, in order", arguments: TestBackend.all, [1, 3, 7, 10, 57, 100])
     func paging(_ backend: TestBackend, _ limit: Int) async throws {
-        try await withBackendStore(backend) { f async throws in
+        try await withStore(backend) { f async throws in
             let zone = try await f.db.createZone(named: "Z")
             var values: [String: Int64] = [:]
             let records = (0..<57).map { i -> CofferStore.Record in
@@ -278,7 +278,7 @@ struct QueryTests {
 
     @Test("a page exactly as long as the rest has no cursor", arguments: TestBackend.all)
     func exactPages(_ backend: TestBackend) async throws {
-        try await withBackendStore(backend) { f async throws in
+        try await withStore(backend) { f async throws in
             let zone = try await f.db.createZone(named: "Z")
             _ = try await f.db.modify(saving: (0..<10).map { makeRecord("Item", "r\($0)", in: zone, plain: ["n": .int(Int64($0))]) }, in: zone)
             let first = try await f.db.query(Query(recordType: "Item", limit: 5), in: zone)
@@ -293,7 +293,7 @@ struct QueryTests {
 
     @Test("a cursor is refused by another query, another limit, another sort and another zone", arguments: TestBackend.all)
     func foreignCursor(_ backend: TestBackend) async throws {
-        try await withBackendStore(backend) { f async throws in
+        try await withStore(backend) { f async throws in
             let zone = try await f.db.createZone(named: "Z")
             let other = try await f.db.createZone(named: "Other")
             for z in [zone, other] {
@@ -320,7 +320,7 @@ struct QueryTests {
 
     @Test("queries that differ only in a date's fraction of a second, or by '|' inside a string, do not share cursors", arguments: TestBackend.all)
     func fingerprintCollisions(_ backend: TestBackend) async throws {
-        try await withBackendStore(backend) { f async throws in
+        try await withStore(backend) { f async throws in
             let zone = try await f.db.createZone(named: "Z")
             _ = try await f.db.modify(saving: (0..<10).map {
                 makeRecord("Item", "r\($0)", in: zone, plain: ["t": .date(Date(timeIntervalSince1970: 1_700_000_000 + Double($0) * 0.25)),
@@ -340,7 +340,7 @@ struct QueryTests {
 
     @Test("paging stays exact while records before and after the cursor are saved and deleted between pages", arguments: TestBackend.all)
     func pagingUnderChange(_ backend: TestBackend) async throws {
-        try await withBackendStore(backend) { f async throws in
+        try await withStore(backend) { f async throws in
             let zone = try await f.db.createZone(named: "Z")
             _ = try await f.db.modify(saving: (0..<20).map { makeRecord("Item", String(format: "r%02d", $0), in: zone, plain: ["n": .int(Int64($0))]) }, in: zone)
             let query = Query(recordType: "Item", sort: [.init("n")], limit: 5)
@@ -369,7 +369,7 @@ struct QueryTests {
 
     @Test("paging with mixed sort directions and records missing a sort field matches the unpaged order", arguments: TestBackend.all, [1, 2, 3, 7])
     func pagingMixedAndMissing(_ backend: TestBackend, _ limit: Int) async throws {
-        try await withBackendStore(backend) { f async throws in
+        try await withStore(backend) { f async throws in
             let zone = try await f.db.createZone(named: "Z")
             let records = (0..<24).map { i -> CofferStore.Record in
                 var plain: [String: RecordValue] = [:]
@@ -399,7 +399,7 @@ struct QueryTests {
 
     @Test("cursor tokens: round trip, and malformed tokens are .invalidArguments", arguments: TestBackend.all)
     func cursorTokens(_ backend: TestBackend) async throws {
-        try await withBackendStore(backend) { f async throws in
+        try await withStore(backend) { f async throws in
             let zone = try await f.db.createZone(named: "Z")
             _ = try await f.db.modify(saving: (0..<5).map { makeRecord("Item", "r\($0)", in: zone, plain: ["n": .int(Int64($0)), "s": .string("é\($0)")]) }, in: zone)
             let query = Query(recordType: "Item", sort: [.init("n"), .init("s", ascending: false)], limit: 2)
@@ -592,7 +592,7 @@ struct QueryTests {
                     try await f.db.query(Query(recordType: "Note", sort: [.init(field)]), in: zone)
                 }
             }
-            let bob = try f.otherSession().privateDatabase
+            let bob = try await f.user("Bob Builder", "bob@example.com").privateDatabase
             await expectStoreError(.zoneNotFound) {
                 try await bob.query(Query(recordType: "Note", predicates: [.init("title", .equal, "t")]), in: zone)
             }

@@ -6,48 +6,6 @@ import Testing
 @testable import CofferServer
 @testable import CofferStore
 
-/// Where a test's store lives: a local file, a PostgreSQL database, or a Coffer server process
-/// on loopback keeping its store in either.
-enum ReadPath: String, Sendable, CustomTestStringConvertible {
-    case sqlite
-    case postgres
-    case serverOnSQLite
-    case serverOnPostgres
-
-    static var all: [ReadPath] {
-        PostgresTestServer.isSkipped ? [.sqlite, .serverOnSQLite] : [.sqlite, .postgres, .serverOnSQLite, .serverOnPostgres]
-    }
-
-    var testDescription: String { rawValue }
-}
-
-/// Alice's stores on one read path: `sessions()` gives a new session on a store object of its own
-/// (another process of hers), each sharing the one store behind them.
-struct ReadPathFixture {
-    let path: ReadPath
-    let session: Session
-    let newSession: () async throws -> Session
-}
-
-func withReadPath<R>(_ path: ReadPath, _ body: (ReadPathFixture) async throws -> R) async throws -> R {
-    switch path {
-    case .sqlite, .postgres:
-        return try await withBackendStore(path == .sqlite ? .sqlite : .postgres) { f in
-            try await body(ReadPathFixture(path: path, session: f.session, newSession: {
-                let store = try await f.otherStore()
-                return try await store.openSession(vault: f.vault)
-            }))
-        }
-    case .serverOnSQLite, .serverOnPostgres:
-        return try await withServer(path == .serverOnSQLite ? .sqlite : .postgres) { server in
-            let alice = try await server.user("Alice Example", "alice@example.com")
-            return try await body(ReadPathFixture(path: path, session: alice.session, newSession: {
-                try await server.client(alice.vault).openSession(vault: alice.vault)
-            }))
-        }
-    }
-}
-
 /// One case at a time: each runs writers, readers or a thousand commits at full speed, and
 /// together they would starve the suites that run beside them.
 @Suite("Reads that finish: a bounded number of read rounds, and reads beside busy writers", .serialized)
@@ -72,15 +30,15 @@ struct ReadRoundsTests {
     static let roundsBound = 8
 
     @Test("a change feed over 1,000 single-record commits, with deletions, pages through at every page size in a bounded number of read rounds; an audit of them finishes",
-          arguments: ReadPath.all)
-    func feedOverManyCommits(_ path: ReadPath) async throws {
-        try await withReadPath(path) { f in
-            let db = f.session.privateDatabase
+          arguments: TestBackend.all)
+    func feedOverManyCommits(_ backend: TestBackend) async throws {
+        try await withStore(backend) { f in
+            let db = f.alice.privateDatabase
             let zone = try await db.createZone(named: "Busy")
             for i in 0..<1_000 { _ = try await db.save(Self.note(zone, "n\(i)", rank: i)) }
             for i in stride(from: 0, to: 1_000, by: 10) { try await db.delete(recordNamed: "n\(i)", in: zone) }
             // A fresh session verifies everything again: nothing is cached from the writes.
-            let reader = try await f.newSession().privateDatabase
+            let reader = try await f.otherStoreSession(f.alice).privateDatabase
             for limit in [100, 400, Limits.maxQueryLimit] {
                 let ((changed, deleted), tally) = try await Self.counting {
                     var changed = Set<String>(), deleted = Set<String>(), token: ChangeToken?
@@ -114,17 +72,17 @@ struct ReadRoundsTests {
             #expect(before.1.most <= Self.roundsBound, "\(before.1)")
             // An audit reads the lists of every one of the 1,100 commits: more reads than a
             // server takes in one request.
-            let (report, tally) = try await Self.counting { try await f.newSession().audit() }
+            let (report, tally) = try await Self.counting { try await f.otherStoreSession(f.alice).audit() }
             #expect(report.findings.isEmpty && report.commits == 1_100 && report.records == 900, "\(report)")
             #expect(tally.most <= Self.roundsBound, "\(tally)")
         }
     }
 
     @Test("an import of 6,000 records, then again of the same lines (each record checked against the stored one), then a backup and an audit of them, each in a bounded number of read rounds",
-          arguments: ReadPath.all)
-    func importInBoundedRounds(_ path: ReadPath) async throws {
-        try await withReadPath(path) { f in
-            let db = f.session.privateDatabase
+          arguments: TestBackend.all)
+    func importInBoundedRounds(_ backend: TestBackend) async throws {
+        try await withStore(backend) { f in
+            let db = f.alice.privateDatabase
             let zone = try await db.createZone(named: "Imported")
             var lines = ""
             for i in 0..<6_000 {
@@ -143,7 +101,7 @@ struct ReadRoundsTests {
             #expect(tally2.most <= Self.roundsBound, "\(tally2)")
             // A backup reads the zone a page of rows at a time, each page in bounded rounds; an
             // audit checks every record.
-            let reader = try await f.newSession()
+            let reader = try await f.otherStoreSession(f.alice)
             let (summary, tally3) = try await Self.counting { try await reader.writeBackup(to: BackupFormat.MemorySink()) }
             #expect(summary.recordCount == 6_000)
             #expect(tally3.most <= Self.roundsBound, "\(tally3)")
@@ -153,14 +111,14 @@ struct ReadRoundsTests {
         }
     }
 
-    @Test("8 writers and 2 readers on one zone: every feed and query completes, none of them busy", arguments: ReadPath.all)
-    func readsBesideWriters(_ path: ReadPath) async throws {
-        try await withReadPath(path) { f in
-            let zone = try await f.session.privateDatabase.createZone(named: "Busy")
-            for i in 0..<50 { _ = try await f.session.privateDatabase.save(Self.note(zone, "seed\(i)", rank: i)) }
+    @Test("8 writers and 2 readers on one zone: every feed and query completes, none of them busy", arguments: TestBackend.all)
+    func readsBesideWriters(_ backend: TestBackend) async throws {
+        try await withStore(backend) { f in
+            let zone = try await f.alice.privateDatabase.createZone(named: "Busy")
+            for i in 0..<50 { _ = try await f.alice.privateDatabase.save(Self.note(zone, "seed\(i)", rank: i)) }
             var writers = [Session](), readers = [Session]()
-            for _ in 0..<8 { writers.append(try await f.newSession()) }
-            for _ in 0..<2 { readers.append(try await f.newSession()) }
+            for _ in 0..<8 { writers.append(try await f.otherStoreSession(f.alice)) }
+            for _ in 0..<2 { readers.append(try await f.otherStoreSession(f.alice)) }
             let deadline = ContinuousClock.now + .seconds(4)
             let reads = Locked(0), writes = Locked(0), writerFailures = Locked([String]())
             let rounds = ReadRounds()
@@ -208,20 +166,20 @@ struct ReadRoundsTests {
             // Writers race for one zone's head and may still give up (busy) under this load:
             // what this test holds to is the readers'. Each read ran to its end (a failed read
             // throws out of the group above).
-            if path != .sqlite {
+            if backend != .sqlite {
                 // Each read starts over at most once: its second run reads on a pin.
                 #expect(tally.mostRestarts <= 1, "\(tally)")
             }
-            print("\(path): \(reads.withLock { $0 }) reads and \(writes.withLock { $0 }) writes in 4 s, \(writerFailures.withLock { $0.count }) writes busy; \(tally)")
+            print("\(backend): \(reads.withLock { $0 }) reads and \(writes.withLock { $0 }) writes in 4 s, \(writerFailures.withLock { $0.count }) writes busy; \(tally)")
         }
     }
     @Test("a backup beside a writer: every backup is made from one state of the store, none of them busy, each holding what it verified",
-          arguments: ReadPath.all)
-    func backupBesideWriter(_ path: ReadPath) async throws {
-        try await withReadPath(path) { f in
-            let zone = try await f.session.privateDatabase.createZone(named: "Busy")
-            for i in 0..<100 { _ = try await f.session.privateDatabase.save(Self.note(zone, "seed\(i)", rank: i)) }
-            let writer = try await f.newSession(), backer = try await f.newSession()
+          arguments: TestBackend.all)
+    func backupBesideWriter(_ backend: TestBackend) async throws {
+        try await withStore(backend) { f in
+            let zone = try await f.alice.privateDatabase.createZone(named: "Busy")
+            for i in 0..<100 { _ = try await f.alice.privateDatabase.save(Self.note(zone, "seed\(i)", rank: i)) }
+            let writer = try await f.otherStoreSession(f.alice), backer = try await f.otherStoreSession(f.alice)
             let stop = Locked(false), written = Locked(0)
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask {

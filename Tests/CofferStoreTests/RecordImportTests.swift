@@ -10,7 +10,7 @@ struct RecordImportTests {
 
     /// Imports `lines` into a new zone `Z` and expects a refusal with `code` whose message holds
     /// each of `mentioning`; checks nothing was saved.
-    func refused(_ text: [String], _ code: StoreError.Code, mentioning: [String], prepare: ((Fixture, ZoneID) async throws -> Void)? = nil,
+    func refused(_ text: [String], _ code: StoreError.Code, mentioning: [String], prepare: ((TestStore, ZoneID) async throws -> Void)? = nil,
                  sourceLocation: SourceLocation = #_sourceLocation) async throws {
         try await withStore { f in
             let zone = try await f.db.createZone(named: "Z")
@@ -32,7 +32,7 @@ struct RecordImportTests {
 
     @Test("JSON kinds map to int, double, string, bool and lists; 'types' gives date, bytes and ref", arguments: TestBackend.all)
     func types(_ backend: TestBackend) async throws {
-        try await withBackendStore(backend) { f in
+        try await withStore(backend) { f in
             let zone = try await f.db.createZone(named: "Z")
             let summary = try await f.db.importRecords(jsonLines: Self.lines([
                 #"{"name":"a","type":"Row","values":{"i":7,"d":2.5,"w":3.0,"s":"x","b":true,"l":[1,2],"m":[1,2.5],"big":1e300},"encryptedValues":{"e":"s"}}"#,
@@ -89,7 +89,7 @@ struct RecordImportTests {
 
     @Test("parents are saved before their children across batches; 400 records make one batch, 401 two", arguments: TestBackend.all)
     func parentsAndBatches(_ backend: TestBackend) async throws {
-        try await withBackendStore(backend) { f in
+        try await withStore(backend) { f in
             let zone = try await f.db.createZone(named: "Z")
             var text = (0..<500).map { #"{"name":"c\#($0)","type":"Row","parent":"top","values":{"i":\#($0)},"encryptedValues":{}}"# }
             text.append(#"{"name":"top","type":"Row","parent":"mid","values":{},"encryptedValues":{}}"#)
@@ -110,7 +110,7 @@ struct RecordImportTests {
 
     @Test("export → import into another zone gives the same records, dates and doubles to the bit", arguments: TestBackend.all)
     func roundTrip(_ backend: TestBackend) async throws {
-        try await withBackendStore(backend) { f in
+        try await withStore(backend) { f in
             let source = try await f.db.createZone(named: "Src"), target = try await f.db.createZone(named: "Dst")
             var rng = SystemRandomNumberGenerator()
             var saved = [Record]()

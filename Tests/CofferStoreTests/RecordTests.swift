@@ -58,7 +58,7 @@ struct RecordTests {
     /// in a fresh session (so nothing comes from a cache).
     func roundTrip(_ values: [RecordValue], type: String, on backend: TestBackend,
                    sourceLocation: SourceLocation = #_sourceLocation) async throws {
-        try await withBackendStore(backend) { f async throws in
+        try await withStore(backend) { f async throws in
             let zone = try await f.db.createZone(named: "Values")
             var saved: [Record] = []
             for (i, value) in values.enumerated() {
@@ -68,7 +68,7 @@ struct RecordTests {
                 #expect(result.encryptedValues == record.encryptedValues, sourceLocation: sourceLocation)
                 saved.append(record)
             }
-            let fresh = try await f.freshSession()
+            let fresh = try await f.fresh(f.alice)
             for (i, value) in values.enumerated() {
                 let fetched = try await fresh.privateDatabase.record(named: "r\(i)", in: zone)
                 #expect(fetched.values["p"] == value, "plain #\(i): \(value)", sourceLocation: sourceLocation)
@@ -141,7 +141,7 @@ struct RecordTests {
 
     @Test("lists of every type, including empty lists and unicode items", arguments: TestBackend.all)
     func listsRoundTrip(_ backend: TestBackend) async throws {
-        try await withBackendStore(backend) { f async throws in
+        try await withStore(backend) { f async throws in
             let zone = try await f.db.createZone(named: "Lists")
             let lists: [String: RecordValue] = [
                 "s": .list(Self.strings.map(RecordValue.string)),
@@ -161,7 +161,7 @@ struct RecordTests {
             for k in lists.keys { empties[k] = .list([]); encryptedEmpties["e" + k] = .list([]) }
             _ = try await f.db.save(makeRecord("L", "empty", in: zone, plain: empties, encrypted: encryptedEmpties))
 
-            let fresh = try await f.freshSession().privateDatabase
+            let fresh = try await f.fresh(f.alice).privateDatabase
             let full = try await fresh.record(named: "full", in: zone)
             #expect(full.values == lists)
             #expect(full.encryptedValues == encrypted)
@@ -209,7 +209,7 @@ struct RecordTests {
 
     @Test("type, name, zone, parent, change tag, creator, modifier and dates are set and kept", arguments: TestBackend.all)
     func systemFields(_ backend: TestBackend) async throws {
-        try await withBackendStore(backend) { f async throws in
+        try await withStore(backend) { f async throws in
             let zone = try await f.db.createZone(named: "Notes")
             _ = try await f.db.save(makeRecord("Folder", "folder", in: zone)) // commit 1: change tags below start at 2
             let t0 = Date()
@@ -222,8 +222,8 @@ struct RecordTests {
             #expect(saved.zoneID == zone)
             #expect(saved.parent == "folder")
             #expect(saved.changeTag == "3")
-            #expect(saved.creatorID == f.session.userID)
-            #expect(saved.modifierID == f.session.userID)
+            #expect(saved.creatorID == f.alice.userID)
+            #expect(saved.modifierID == f.alice.userID)
             let created = try #require(saved.created)
             #expect(created >= t0.addingTimeInterval(-0.001) && created <= t1.addingTimeInterval(0.001))
             #expect(saved.modified == saved.created)
@@ -245,7 +245,7 @@ struct RecordTests {
             #expect(updated.changeTag == "4")
             #expect(updated.parent == nil)
             #expect(updated.created == saved.created)
-            #expect(updated.creatorID == f.session.userID)
+            #expect(updated.creatorID == f.alice.userID)
             let modified = try #require(updated.modified)
             #expect(modified > created)
             let again = try await f.db.record(named: "child", in: zone)
@@ -294,7 +294,7 @@ struct RecordTests {
 
     @Test("fetch one, fetch many by name, delete, and unknown names", arguments: TestBackend.all)
     func fetchAndDelete(_ backend: TestBackend) async throws {
-        try await withBackendStore(backend) { f async throws in
+        try await withStore(backend) { f async throws in
             let zone = try await f.db.createZone(named: "Notes")
             for name in ["a", "b", "c"] {
                 _ = try await f.db.save(makeRecord("Note", name, in: zone, plain: ["title": .string(name.uppercased())],
@@ -323,7 +323,7 @@ struct RecordTests {
 
     @Test("records(in:after:limit:) pages through every record by name", arguments: TestBackend.all)
     func listAll(_ backend: TestBackend) async throws {
-        try await withBackendStore(backend) { f async throws in
+        try await withStore(backend) { f async throws in
             let zone = try await f.db.createZone(named: "Notes")
             let all = (0..<23).map { String(format: "rec-%02d", $0) }.shuffled()
             _ = try await f.db.modify(saving: all.map { makeRecord("Note", $0, in: zone, encrypted: ["n": .string($0)]) }, in: zone)
@@ -403,7 +403,7 @@ struct RecordTests {
 
     @Test("malformed values are .invalidArguments and nothing is saved", arguments: TestBackend.all)
     func badValues(_ backend: TestBackend) async throws {
-        try await withBackendStore(backend) { f async throws in
+        try await withStore(backend) { f async throws in
             let zone = try await f.db.createZone(named: "Z")
             let bad: [(String, RecordValue)] = [
                 ("nan", .double(.nan)),
@@ -466,7 +466,7 @@ struct RecordTests {
 extension RecordTests {
     @Test("a new or changed parent must be a record of the zone, not the record itself nor one of its descendants", arguments: TestBackend.all)
     func parentRules(_ backend: TestBackend) async throws {
-        try await withBackendStore(backend) { f async throws in
+        try await withStore(backend) { f async throws in
             let zone = try await f.db.createZone(named: "Z")
             await expectStoreError(.referenceViolation) { try await f.db.save(makeRecord("Note", "c", in: zone, parent: "nosuch")) }
             await expectStoreError(.unknownItem) { try await f.db.record(named: "c", in: zone) }
@@ -503,7 +503,7 @@ extension RecordTests {
 
     @Test("a long chain in one batch is checked, and a batch or a later save that closes it into a loop is refused", arguments: TestBackend.all)
     func longChains(_ backend: TestBackend) async throws {
-        try await withBackendStore(backend) { f async throws in
+        try await withStore(backend) { f async throws in
             let zone = try await f.db.createZone(named: "Z")
             let names = (0..<400).map { String(format: "c%03d", $0) }
             // c000 → c399 → c398 → … → c001 → c000: one loop of 400, in one batch.

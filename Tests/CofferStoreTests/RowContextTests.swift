@@ -20,11 +20,11 @@ struct RowContextTests {
             }
             let query = Query(recordType: "Note", predicates: [.init("count", .equal, .int(1))])
             #expect(try await f.db.query(query, in: zone).records.count == 3)
-            #expect(Set(Self.kept(f.session).map(\.key.seq)) == [2, 3, 4])
-            #expect(Self.kept(f.session).allSatisfy { $0.context.schemaCount == 2 && $0.key.type == "Note" && $0.key.sealed })
+            #expect(Set(Self.kept(f.alice).map(\.key.seq)) == [2, 3, 4])
+            #expect(Self.kept(f.alice).allSatisfy { $0.context.schemaCount == 2 && $0.key.type == "Note" && $0.key.sealed })
 
             // Another session of the same user (another process, in effect) adds a field.
-            let other = try f.freshSession()
+            let other = try await f.fresh(f.alice)
             try await other.privateDatabase.save(makeRecord("Note", "n3", in: zone, plain: ["count": .int(1)],
                                                             encrypted: ["s": .string("s3"), "extra": .string("new field")]))
             let again = try await f.db.query(query, in: zone).records
@@ -34,35 +34,35 @@ struct RowContextTests {
             // Reading the new field refreshed the schema, which dropped the kept contexts; the
             // next read makes them again, with the field.
             #expect(try await f.db.query(query, in: zone).records.count == 4)
-            #expect(Set(Self.kept(f.session).map(\.key.seq)) == [2, 3, 4, 5])
-            #expect(Self.kept(f.session).allSatisfy { $0.context.schemaCount == 3 })
+            #expect(Set(Self.kept(f.alice).map(\.key.seq)) == [2, 3, 4, 5])
+            #expect(Self.kept(f.alice).allSatisfy { $0.context.schemaCount == 3 })
 
             try await f.db.deleteZone(zone)
-            #expect(Self.kept(f.session).isEmpty)
+            #expect(Self.kept(f.alice).isEmpty)
         }
     }
 
     @Test("a rotation and a re-key drop the kept contexts, so none holds a dropped key")
     func rekeyDropsThem() async throws {
-        try await SignedHarness.run { h in
-            let db = h.ownerDB
+        try await withStore { h in
+            let db = h.db
             let zone = try await db.createZone(named: "Notes")
-            _ = try await db.modify(saving: (0..<5).map { signedNote("r\($0)", in: zone) }, in: zone)
+            _ = try await db.modify(saving: (0..<5).map { makeNote("r\($0)", in: zone) }, in: zone)
             #expect(try await db.records(named: (0..<5).map { "r\($0)" }, in: zone).count == 5)
-            #expect(Self.kept(h.owner).map(\.key.epoch) == [1])
+            #expect(Self.kept(h.alice).map(\.key.epoch) == [1])
 
-            let bob = try await h.newUser("Bob", "bob@example.com")
+            let bob = try await h.user("Bob", "bob@example.com")
             try await h.share(zone, with: [(bob, .readOnly)])
-            _ = try await h.owner.removeParticipant(bob.userID, from: zone) // rotates to epoch 2
-            #expect(Self.kept(h.owner).isEmpty)
+            _ = try await h.alice.removeParticipant(bob.userID, from: zone) // rotates to epoch 2
+            #expect(Self.kept(h.alice).isEmpty)
             #expect(try await db.records(named: ["r0"], in: zone)["r0"]?.get().keyEpoch == 1)
-            #expect(Self.kept(h.owner).map(\.key.epoch) == [1])
+            #expect(Self.kept(h.alice).map(\.key.epoch) == [1])
 
-            #expect(try await h.owner.rekey(zone: zone) == 5)
-            #expect(Self.kept(h.owner).isEmpty)
+            #expect(try await h.alice.rekey(zone: zone) == 5)
+            #expect(Self.kept(h.alice).isEmpty)
             let reread = try await db.records(named: (0..<5).map { "r\($0)" }, in: zone)
             #expect(reread.values.allSatisfy { (try? $0.get().keyEpoch) == 2 })
-            #expect(Set(Self.kept(h.owner).map(\.key.epoch)) == [2])
+            #expect(Set(Self.kept(h.alice).map(\.key.epoch)) == [2])
         }
     }
 

@@ -27,7 +27,7 @@ struct DriverFixture: Sendable {
 
     /// A new user with a vault of their own, acting through ``store``, whose card Alice pinned.
     func user(_ name: String, _ email: String) async throws -> Session {
-        let vault = try makeShareVault(in: folder, name: name, email: email)
+        let vault = try makeVault(in: folder, name: name, email: email)
         try alice.vault.pin(ContactCard(vault: vault))
         return try await store.openSession(vault: vault)
     }
@@ -61,7 +61,7 @@ func withDriverStore<R>(_ access: DriverAccess, _ body: (DriverFixture) async th
     defer { try? FileManager.default.removeItem(at: folder) }
     let file = try Store(path: folder.appendingPathComponent("store.sqlite").path)
     let store = access == .file ? file : try Store(snapshotOver: file.dbPool)
-    let alice = try await store.openSession(vault: try makeShareVault(in: folder, name: "Alice", email: "alice@example.com"))
+    let alice = try await store.openSession(vault: try makeVault(in: folder, name: "Alice", email: "alice@example.com"))
     return try await body(DriverFixture(folder: folder, access: access, file: file, store: store, alice: alice))
 }
 
@@ -98,7 +98,7 @@ struct SQLiteSnapshotDriverTests {
     }
 
     static func describe(_ record: CofferStore.Record) -> String {
-        "\(record.name)[\(record.parent ?? "-")] title=\(record.values["title"]?.stringValue ?? "-") body=\(shareBody(record) ?? "-")"
+        "\(record.name)[\(record.parent ?? "-")] title=\(record.values["title"]?.stringValue ?? "-") body=\(noteBody(record) ?? "-")"
     }
 
     /// Runs `scenario` on the file and through the driver; both must tell the same, and the
@@ -294,7 +294,7 @@ struct SQLiteSnapshotDriverTests {
             share.participants.map { "\(who[$0.userID] ?? "?"):\($0.role):\($0.permission):\($0.status)\($0.left ? ":left" : "")" }.sorted()
         }
         let zone = try await alice.privateDatabase.createZone(named: "Family")
-        for name in ["n1", "n2"] { _ = try await alice.privateDatabase.save(shareNote(name, in: zone)) }
+        for name in ["n1", "n2"] { _ = try await alice.privateDatabase.save(makeNote(name, in: zone)) }
         let share = try await alice.share(zone: zone, title: "Family notes")
         _ = try await alice.addParticipant("bob@example.com", permission: .readWrite, to: zone)
         let invited = try await alice.addParticipant(carol.userID, permission: .readOnly, to: zone)
@@ -306,11 +306,11 @@ struct SQLiteSnapshotDriverTests {
         let carolFeed = try await carol.sharedDatabase.databaseChanges(since: carolStart.token)
         t.append("carol's feed: \(carolFeed.changed.map(\.name))")
         t.append("bob reads: \(try await bob.sharedDatabase.records(in: zone).map(describe))")
-        let bobs = try await bob.sharedDatabase.save(shareNote("n3", in: zone, body: "from bob"))
+        let bobs = try await bob.sharedDatabase.save(makeNote("n3", in: zone, body: "from bob"))
         #expect(bobs.creatorID == bob.userID)
         let n3 = try await alice.privateDatabase.record(named: "n3", in: zone)
         t.append("alice reads bob's: \(describe(n3)) by \(who[n3.creatorID ?? ""] ?? "?")")
-        t.append("carol writes: " + (await outcome { try await carol.sharedDatabase.save(shareNote("n4", in: zone)) }))
+        t.append("carol writes: " + (await outcome { try await carol.sharedDatabase.save(makeNote("n4", in: zone)) }))
         t.append("shared zones: \(try await bob.sharedDatabase.zones().map { "\($0.id.name) records=\($0.recordCount)" })")
         let carolToken = try await carol.sharedDatabase.databaseChanges(since: nil).token
 
@@ -320,7 +320,7 @@ struct SQLiteSnapshotDriverTests {
         t.append("carol reads: " + (await outcome { try await carol.sharedDatabase.records(in: zone) }))
         let gone = try await carol.sharedDatabase.databaseChanges(since: carolToken)
         t.append("carol's feed: \(gone.changed.map(\.name)) deleted \(gone.deleted.map { "\($0.zoneID.name):\($0.reason)" })")
-        _ = try await bob.sharedDatabase.save(shareNote("n5", in: zone, body: "after the rotation"))
+        _ = try await bob.sharedDatabase.save(makeNote("n5", in: zone, body: "after the rotation"))
         t.append("bob reads: \(try await bob.sharedDatabase.records(in: zone).map { "\($0.name)@\($0.keyEpoch ?? 0)" })")
 
         // A re-key seals every record under a new key; a fresh session of Bob's still reads all.
@@ -349,7 +349,7 @@ struct SQLiteSnapshotDriverTests {
 
     static func contacts(_ f: DriverFixture) async throws -> [String] {
         var t = [String]()
-        let bobVault = try makeShareVault(in: f.folder, name: "Bob Builder", email: "Bob@Example.com")
+        let bobVault = try makeVault(in: f.folder, name: "Bob Builder", email: "Bob@Example.com")
         let card = ContactCard(vault: bobVault)
         t.append("add: \(try await f.store.addContact(card))")
         t.append("again: \(try await f.store.addContact(card))")

@@ -126,24 +126,24 @@ struct SchemaChangeTests {
             try await expectStoreError(.unknownItem) { try await f.db.dropField("nope", of: "Note", in: zone) }
             try await expectStoreError(.unknownItem) { try await f.db.dropRecordType("Nope", in: zone) }
             // Another user (no access) and a read-write participant may not drop.
-            let bob = try f.otherSession()
-            let share = try await f.session.share(zone: zone)
-            _ = try await f.session.addParticipant(bob.userID, permission: .readWrite, to: zone)
+            let bob = try await f.user("Bob Builder", "bob@example.com")
+            let share = try await f.alice.share(zone: zone)
+            _ = try await f.alice.addParticipant(bob.userID, permission: .readWrite, to: zone)
             _ = try await bob.acceptShare(url: share.url)
             try await expectStoreError(.permissionFailure) { try await bob.sharedDatabase.dropField("titel", of: "Note", in: zone) }
             try await expectStoreError(.permissionFailure) {
                 try await bob.sharedDatabase.addFields([FieldDeclaration("x", of: "Note", type: .int, encrypted: false)], in: zone)
             }
             // A session that cached the schema before the drop.
-            let stale = try f.freshSession()
+            let stale = try await f.fresh(f.alice)
             _ = try await stale.privateDatabase.record(named: "a", in: zone)
             // Once no record has the field, it goes, and the name takes another type.
             var a = try await f.db.record(named: "a", in: zone)
             a.values["titel"] = nil
             _ = try await f.db.save(a)
-            let before = try await f.session.store.read { db in try f.session.verifiedLogs.zoneState(db, zone: try f.session.accessControl.zoneRow(db, zone)).headSeq }
+            let before = try await f.alice.store.read { db in try f.alice.verifiedLogs.zoneState(db, zone: try f.alice.accessControl.zoneRow(db, zone)).headSeq }
             try await f.db.dropField("titel", of: "Note", in: zone)
-            let after = try await f.session.store.read { db in try f.session.verifiedLogs.zoneState(db, zone: try f.session.accessControl.zoneRow(db, zone)).headSeq }
+            let after = try await f.alice.store.read { db in try f.alice.verifiedLogs.zoneState(db, zone: try f.alice.accessControl.zoneRow(db, zone)).headSeq }
             #expect(after == before + 1, "the drop is an entry of the log")
             #expect(try await f.db.schema(of: "Note", in: zone)["titel"] == nil)
             _ = try await f.db.save(makeRecord("Note", "d", in: zone, plain: ["titel": 7]))
@@ -158,7 +158,7 @@ struct SchemaChangeTests {
             #expect(try await f.db.schema(in: zone)["Note"] == nil)
             _ = try await f.db.save(makeRecord("Note", "n", in: zone, encrypted: ["title": "now sealed"]))
             #expect(try await f.db.schema(of: "Note", in: zone)["title"] == FieldSchema(type: .string, encrypted: true))
-            for session in [f.session, bob, stale] { #expect(try await session.audit().findings.isEmpty) }
+            for session in [f.alice, bob, stale] { #expect(try await session.audit().findings.isEmpty) }
         }
     }
 
@@ -167,7 +167,7 @@ struct SchemaChangeTests {
     /// (another instance of a service), and the name defined again with another type.
     @Test(arguments: TestBackend.all)
     func dropOnEachBackend(_ backend: TestBackend) async throws {
-        try await withBackendStore(backend) { f async throws in
+        try await withStore(backend) { f async throws in
             let zone = try await f.db.createZone(named: "Z")
             _ = try await f.db.save(makeRecord("Note", "a", in: zone, plain: ["titel": "x", "title": "y"]))
             _ = try await f.db.save(makeRecord("Note", "b", in: zone, encrypted: ["pin": 1]))
@@ -189,7 +189,7 @@ struct SchemaChangeTests {
             for name in ["a", "b", "c"] { try await f.db.delete(recordNamed: name, in: zone) }
             try await f.db.dropRecordType("Note", in: zone)
             #expect(try await f.db.schema(in: zone)["Note"] == nil)
-            #expect(try await f.freshSession().audit().findings.isEmpty)
+            #expect(try await f.fresh(f.alice).audit().findings.isEmpty)
             #expect(try await other.audit().findings.isEmpty)
         }
     }
@@ -198,7 +198,7 @@ struct SchemaChangeTests {
     /// or writes schema rows without a commit, is refused by the server, whatever it signs.
     @Test func serverTakesSchemaChangesFromTheOwnerOnly() async throws {
         try await withServer(.sqlite) { fixture in
-            let alice = try await fixture.user("Alice Liddell", "alice@example.com")
+            let alice = try await fixture.user("Alice", "alice@example.com")
             let carol = try await fixture.user("Carol Danvers", "carol@example.com")
             let db = alice.session.privateDatabase
             let zone = try await db.createZone(named: "Family")

@@ -51,7 +51,7 @@ struct SchemaTests {
     func plainTypeChange(_ value: RecordValue) async throws {
         try await withStore { f async throws in
             let zone = f.db.zoneID(named: "Z")
-            try await expectRefusedIn(f.db, fresh: { try f.freshSession() }, first: makeRecord("Note", "a", in: zone, plain: ["f": 1]),
+            try await expectRefusedIn(f.db, fresh: { try await f.fresh(f.alice) }, first: makeRecord("Note", "a", in: zone, plain: ["f": 1]),
                                       second: makeRecord("Note", "b", in: zone, plain: ["f": value]))
         }
     }
@@ -62,21 +62,21 @@ struct SchemaTests {
     func encryptedTypeChange(_ value: RecordValue) async throws {
         try await withStore { f async throws in
             let zone = f.db.zoneID(named: "Z")
-            try await expectRefusedIn(f.db, fresh: { try f.freshSession() }, first: makeRecord("Note", "a", in: zone, encrypted: ["f": "text"]),
+            try await expectRefusedIn(f.db, fresh: { try await f.fresh(f.alice) }, first: makeRecord("Note", "a", in: zone, encrypted: ["f": "text"]),
                                       second: makeRecord("Note", "b", in: zone, encrypted: ["f": value]))
         }
     }
 
     @Test("a plain field cannot be saved encrypted, nor an encrypted field plain", arguments: TestBackend.all)
     func encryptionIsFixed(_ backend: TestBackend) async throws {
-        try await withBackendStore(backend) { f async throws in
+        try await withStore(backend) { f async throws in
             let zone = f.db.zoneID(named: "Z")
-            try await expectRefusedIn(f.db, fresh: { try await f.freshSession() }, first: makeRecord("Note", "a", in: zone, plain: ["f": "x"]),
+            try await expectRefusedIn(f.db, fresh: { try await f.fresh(f.alice) }, first: makeRecord("Note", "a", in: zone, plain: ["f": "x"]),
                                       second: makeRecord("Note", "b", in: zone, encrypted: ["f": "x"]))
         }
-        try await withBackendStore(backend) { f async throws in
+        try await withStore(backend) { f async throws in
             let zone = f.db.zoneID(named: "Z")
-            try await expectRefusedIn(f.db, fresh: { try await f.freshSession() }, first: makeRecord("Note", "a", in: zone, encrypted: ["f": "x"]),
+            try await expectRefusedIn(f.db, fresh: { try await f.fresh(f.alice) }, first: makeRecord("Note", "a", in: zone, encrypted: ["f": "x"]),
                                       second: makeRecord("Note", "b", in: zone, plain: ["f": "x"]))
         }
     }
@@ -118,7 +118,7 @@ struct SchemaTests {
             #expect(fields == ["count"])
             // The fields it would have introduced can take any type now, in this session and a fresh one.
             _ = try await f.db.save(makeRecord("Note", "c", in: zone, plain: ["aaa": "text"]))
-            _ = try await f.freshSession().privateDatabase.save(makeRecord("Note", "d", in: zone, encrypted: ["zzz": 9]))
+            _ = try await f.fresh(f.alice).privateDatabase.save(makeRecord("Note", "d", in: zone, encrypted: ["zzz": 9]))
             let schema = try await f.db.schema(of: "Note", in: zone)
             #expect(schema["aaa"] == FieldSchema(type: .string, encrypted: false))
             #expect(schema["zzz"] == FieldSchema(type: .int, encrypted: true))
@@ -127,7 +127,7 @@ struct SchemaTests {
 
     @Test("a batch that fails for a conflict rolls its new fields back, in the cache too", arguments: TestBackend.all)
     func failedBatchRollsBackSchema(_ backend: TestBackend) async throws {
-        try await withBackendStore(backend) { f async throws in
+        try await withStore(backend) { f async throws in
             let zone = try await f.db.createZone(named: "Z")
             _ = try await f.db.save(makeRecord("Note", "exists", in: zone, plain: ["n": 1]))
             let batch = [makeRecord("Note", "new", in: zone, plain: ["added": 1], encrypted: ["sealedAdded": 1]),
@@ -144,7 +144,7 @@ struct SchemaTests {
 
     @Test("two records of one batch that disagree on a new field: refused, nothing saved", arguments: TestBackend.all)
     func disagreementInsideBatch(_ backend: TestBackend) async throws {
-        try await withBackendStore(backend) { f async throws in
+        try await withStore(backend) { f async throws in
             let zone = try await f.db.createZone(named: "Z")
             let batch = [makeRecord("Note", "a", in: zone, plain: ["f": 1]),
                          makeRecord("Note", "b", in: zone, plain: ["f": "one"])]
@@ -157,7 +157,7 @@ struct SchemaTests {
 
     @Test("schemas are per record type and per zone", arguments: TestBackend.all)
     func perTypeAndZone(_ backend: TestBackend) async throws {
-        try await withBackendStore(backend) { f async throws in
+        try await withStore(backend) { f async throws in
             let z1 = try await f.db.createZone(named: "One")
             let z2 = try await f.db.createZone(named: "Two")
             _ = try await f.db.save(makeRecord("Note", "a", in: z1, plain: ["f": 1]))
@@ -172,7 +172,7 @@ struct SchemaTests {
 
     @Test("an empty list fits any list field; a list field refuses a scalar and vice versa", arguments: TestBackend.all)
     func listsAndEmptyLists(_ backend: TestBackend) async throws {
-        try await withBackendStore(backend) { f async throws in
+        try await withStore(backend) { f async throws in
             let zone = try await f.db.createZone(named: "Z")
             _ = try await f.db.save(makeRecord("Note", "a", in: zone, plain: ["ints": .list([1, 2])], encrypted: ["dates": .list([.date(Date(timeIntervalSince1970: 5))])]))
             _ = try await f.db.save(makeRecord("Note", "b", in: zone, plain: ["ints": .list([])], encrypted: ["dates": .list([])]))
@@ -187,7 +187,7 @@ struct SchemaTests {
 
     @Test("a save's field declarations are fixed in its transaction: a refused save fixes none, in the file or in memory", arguments: TestBackend.all)
     func declarationsGoWithTheSave(_ backend: TestBackend) async throws {
-        try await withBackendStore(backend) { f async throws in
+        try await withStore(backend) { f async throws in
             let zone = try await f.db.createZone(named: "Z")
             let first = try await f.db.save(makeRecord("Note", "a", in: zone, plain: ["title": "x"]))
             _ = try await f.db.save(makeRecord("Note", "a", in: zone, plain: ["title": "y"]), policy: .allKeys)
@@ -219,7 +219,7 @@ struct SchemaTests {
 
     @Test("recordTypes(named:in:) gives the type of each named record that exists, over many names", arguments: TestBackend.all)
     func recordTypesByName(_ backend: TestBackend) async throws {
-        try await withBackendStore(backend) { f async throws in
+        try await withStore(backend) { f async throws in
             let zone = try await f.db.createZone(named: "Z")
             _ = try await f.db.save(makeRecord("Note", "a", in: zone, plain: ["x": 1]))
             _ = try await f.db.save(makeRecord("Task", "n1100", in: zone, encrypted: ["x": 1]))
@@ -233,7 +233,7 @@ struct SchemaTests {
 
     @Test("a record's type cannot change: saving another type under its name is .invalidArguments", arguments: TestBackend.all)
     func recordTypeIsFixed(_ backend: TestBackend) async throws {
-        try await withBackendStore(backend) { f async throws in
+        try await withStore(backend) { f async throws in
             let zone = try await f.db.createZone(named: "Z")
             let saved = try await f.db.save(makeRecord("Note", "a", in: zone, plain: ["x": 1]))
             var other = makeRecord("Task", "a", in: zone, plain: ["x": 1])
@@ -249,10 +249,10 @@ struct SchemaTests {
 
     @Test("a field another session added since this one cached the schema is seen", arguments: TestBackend.all)
     func schemaAddedElsewhere(_ backend: TestBackend) async throws {
-        try await withBackendStore(backend) { f async throws in
+        try await withStore(backend) { f async throws in
             let zone = try await f.db.createZone(named: "Z")
             _ = try await f.db.save(makeRecord("Note", "a", in: zone, plain: ["x": 1]))
-            let other = try await f.freshSession().privateDatabase
+            let other = try await f.fresh(f.alice).privateDatabase
             _ = try await other.save(makeRecord("Note", "b", in: zone, plain: ["y": "new"], encrypted: ["z": 2]))
             // The first session decodes, queries and type-checks the new fields.
             #expect(try await f.db.record(named: "b", in: zone).values == ["y": "new"])
@@ -266,11 +266,11 @@ struct SchemaTests {
 
     @Test("an encrypted field another session added since this one cached the schema is read", arguments: TestBackend.all)
     func encryptedFieldAddedElsewhere(_ backend: TestBackend) async throws {
-        try await withBackendStore(backend) { f async throws in
+        try await withStore(backend) { f async throws in
             let zone = try await f.db.createZone(named: "Z")
             _ = try await f.db.save(makeRecord("Note", "a", in: zone, plain: ["x": 1]))
             #expect(try await f.db.record(named: "a", in: zone).values == ["x": 1]) // caches Note's schema
-            let other = try await f.freshSession().privateDatabase
+            let other = try await f.fresh(f.alice).privateDatabase
             // Only a new encrypted field: the plain values still decode with the cached schema.
             _ = try await other.save(makeRecord("Note", "b", in: zone, plain: ["x": 2], encrypted: ["z": "new"]))
             let b = try await f.db.record(named: "b", in: zone)

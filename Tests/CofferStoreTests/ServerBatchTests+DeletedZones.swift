@@ -22,7 +22,7 @@ extension ServerBatchTests {
     }
 
     @Test("a zone deletion without its owner's deletion entry, a deletion by anyone else, and an entry after one are refused",
-          arguments: TestBackend.all)
+          arguments: TestBackend.local)
     func forgedDeletionsAreRefused(_ backend: TestBackend) async throws {
         try await withServer(backend) { fixture in
             let scene = try await Scene.make(fixture)
@@ -52,7 +52,7 @@ extension ServerBatchTests {
     }
 
     @Test("the owner deletes a shared zone: the server keeps its genesis and deletion for anyone, and its readers' audits close their marks",
-          arguments: TestBackend.all)
+          arguments: TestBackend.local)
     func ownersDeletionIsKept(_ backend: TestBackend) async throws {
         try await withServer(backend) { fixture in
             let scene = try await Scene.make(fixture)

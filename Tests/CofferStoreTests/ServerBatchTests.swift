@@ -97,7 +97,7 @@ struct ServerBatchTests {
 
     /// Carol's own edit and deletion of Alice's records land, each as her client sends it (an
     /// edit keeps the record's creator), and Alice's change feed reports the deletion by Carol.
-    @Test(arguments: TestBackend.all)
+    @Test(arguments: TestBackend.local)
     func aPermittedDeletionShowsInTheOwnersFeed(_ backend: TestBackend) async throws {
         try await withServer(backend) { fixture in
             let scene = try await Scene.make(fixture)
@@ -214,7 +214,7 @@ struct ServerBatchTests {
     }
 
     /// The client's notices land: a participant removed, one who leaves, a share stopped.
-    @Test(arguments: TestBackend.all)
+    @Test(arguments: TestBackend.local)
     func realNoticesLand(_ backend: TestBackend) async throws {
         try await withServer(backend) { fixture in
             let scene = try await Scene.make(fixture)

@@ -27,7 +27,7 @@ struct ServerBindingTests {
     /// has a zone too: B refuses them, whether or not B serves A's URL as well.
     @Test func capturedRequestsReplayedToAnotherServerAreRefused() async throws {
         try await withServer(.sqlite) { fixture in
-            let alice = try await fixture.user("Alice Liddell", "alice@example.com")
+            let alice = try await fixture.user("Alice", "alice@example.com")
             _ = try await alice.session.privateDatabase.createZone(named: "Notes")
             let servers = [try await Self.otherServer(fixture, file: "b.sqlite"),
                            try await Self.otherServer(fixture, file: "c.sqlite", publicURL: fixture.server.url)]
@@ -67,7 +67,7 @@ struct ServerBindingTests {
     /// store id. `forgetPin` (what `coffer server forget` does) lets her pin anew.
     @Test func aServerPosingAsAnotherIsRefused() async throws {
         try await withServer(.sqlite) { fixture in
-            let alice = try await fixture.user("Alice Liddell", "alice@example.com")
+            let alice = try await fixture.user("Alice", "alice@example.com")
             let zone = try await alice.session.privateDatabase.createZone(named: "Notes")
             var note = Record(type: "Note", name: "n1", zone: zone)
             note.values["title"] = "pinned"
@@ -119,7 +119,7 @@ struct ServerBindingTests {
     /// sees them, and a server that changed its store id is refused there too.
     @Test func pinsAreSharedByTheUsersProcesses() async throws {
         try await withServer(.sqlite) { fixture in
-            let alice = try await fixture.user("Alice Liddell", "alice@example.com")
+            let alice = try await fixture.user("Alice", "alice@example.com")
             let again = try Vault.open(at: alice.vault.url, passphrase: secure(testPassphrase))
             #expect(try again.marks.pins().map(\.storeID) == [alice.store.storeID])
             let replaced = try await Self.otherServer(fixture, file: "replaced.sqlite", publicURL: fixture.server.url)

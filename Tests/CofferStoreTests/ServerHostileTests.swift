@@ -26,7 +26,7 @@ struct ServerHostileTests {
         let privateZone: ZoneID
 
         static func make(_ fixture: ServerFixture) async throws -> Scene {
-            let alice = try await fixture.user("Alice Liddell", "alice@example.com")
+            let alice = try await fixture.user("Alice", "alice@example.com")
             let bob = try await fixture.user("Bob Builder", "bob@example.com")
             let carol = try await fixture.user("Carol Danvers", "carol@example.com")
             let db = alice.session.privateDatabase
@@ -150,7 +150,7 @@ struct ServerHostileTests {
             // A card whose columns are not the card's (another name in the directory).
             let card = try ContactCard(vault: bob.vault)
             let identity = card.identity
-            await #expect { try await scene.driver(bob.store).apply([.contact(userID: identity.userID, name: "Alice Liddell", email: "alice@example.com",
+            await #expect { try await scene.driver(bob.store).apply([.contact(userID: identity.userID, name: "Alice", email: "alice@example.com",
                                                                                signingKey: Array(identity.signingKey.rawRepresentation),
                                                                                boxKey: Array(identity.boxKey.rawRepresentation), card: Array(card.jsonData()),
                                                                                cardCreated: card.created, added: 0)], operation: nil) } throws: { error in

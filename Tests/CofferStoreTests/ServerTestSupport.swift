@@ -120,7 +120,7 @@ func serverRowID(_ db: Database, _ row: ZoneRow) throws -> Int64 {
 }
 
 func serverExecutable() throws -> String {
-    try #require(signedCofferExecutable(), "the coffer executable is not built next to the tests (swift build --build-tests)").path
+    try #require(cofferExecutable(), "the coffer executable is not built next to the tests (swift build --build-tests)").path
 }
 
 /// Runs `body` with a server on a fresh store of `backend`; stops the server (SIGTERM) and
@@ -143,9 +143,9 @@ func withServer<R>(_ backend: TestBackend, _ body: (ServerFixture) async throws 
             }
         }
         switch backend {
-        case .sqlite:
+        case .sqlite, .server:
             return try await run(location: folder.appendingPathComponent("server.sqlite").path, postgres: nil)
-        case .postgres:
+        case .postgres, .serverOnPostgres:
             return try await PostgresTestServer.withDatabase { connector in
                 try await run(location: connector.url.description, postgres: connector.url)
             }

@@ -9,7 +9,7 @@ import Testing
 @Suite("Share bugs Coffer must not have")
 struct ShareBugsTests {
     @Test(arguments: TestBackend.all) func bugOwnerCannotShowOrChangeTheShareAfterRemovingAParticipant(_ backend: TestBackend) async throws {
-        try await ShareFixture.run(backend) { f in
+        try await withStore(backend) { f in
             let bob = try await f.user("Bob", "bob@example.com")
             let carol = try await f.user("Carol", "carol@example.com")
             let dave = try await f.user("Dave", "dave@example.com")
@@ -39,7 +39,7 @@ struct ShareBugsTests {
             #expect(changed.testParticipant(dave.userID)?.status == .pending)
             // Bob, invited again, comes back and reads.
             _ = try await bob.acceptShare(url: changed.url)
-            #expect(shareBody(try await bob.sharedDatabase.record(named: "n1", in: zone)) == "body of n1")
+            #expect(noteBody(try await bob.sharedDatabase.record(named: "n1", in: zone)) == "body of n1")
             _ = try await alice.removeParticipant(dave.userID, from: zone)
             let open = try await alice.setPublicPermission(.readOnly, in: zone)
             #expect(open.publicPermission == .readOnly)
@@ -48,7 +48,7 @@ struct ShareBugsTests {
     }
 
     @Test(arguments: TestBackend.all) func bugStaleShareRemainsAfterStoppingAndTheZoneCannotBeSharedAgain(_ backend: TestBackend) async throws {
-        try await ShareFixture.run(backend) { f in
+        try await withStore(backend) { f in
             let bob = try await f.user("Bob", "bob@example.com")
             let (zone, share) = try await f.sharedWith(bob, .readWrite)
             try await f.alice.stopSharing(zone: zone)
@@ -67,7 +67,7 @@ struct ShareBugsTests {
             #expect(try await f.logCount(.acceptances, zone) == 0)
             await expectStoreError(.unknownItem, "the old URL") { try await bob.acceptShare(url: share.url) }
             // The records stay, the owner's.
-            #expect(try await f.alice.privateDatabase.records(in: zone).map { shareBody($0) } == ["body of n1", "body of n2"])
+            #expect(try await f.alice.privateDatabase.records(in: zone).map { noteBody($0) } == ["body of n1", "body of n2"])
 
             // Shared again at once: a new share, a new URL.
             let again = try await f.alice.share(zone: zone, title: "Again")
@@ -78,15 +78,15 @@ struct ShareBugsTests {
             _ = try await f.alice.addParticipant(bob.userID, permission: .readOnly, to: zone)
             await expectStoreError(.unknownItem, "the first URL still") { try await bob.acceptShare(url: share.url) }
             _ = try await bob.acceptShare(url: again.url)
-            #expect(shareBody(try await bob.sharedDatabase.record(named: "n2", in: zone)) == "body of n2")
+            #expect(noteBody(try await bob.sharedDatabase.record(named: "n2", in: zone)) == "body of n2")
             #expect(try await bob.fetchShares().map(\.title) == ["Again"])
         }
     }
 
     @Test(arguments: TestBackend.all) func bugStaleShareRemainsAfterStoppingAndTheRecordsCannotBeSharedAgain(_ backend: TestBackend) async throws {
-        try await ShareFixture.run(backend) { f in
-            let inbox = try await f.aliceZone("Inbox", notes: ["trip"])
-            _ = try await f.alice.privateDatabase.save(shareNote("day1", in: inbox, parent: "trip"))
+        try await withStore(backend) { f in
+            let inbox = try await f.makeZone("Inbox", notes: ["trip"])
+            _ = try await f.alice.privateDatabase.save(makeNote("day1", in: inbox, parent: "trip"))
             let first = try await f.alice.share(records: ["trip"], in: inbox, intoZoneNamed: "Trip", title: "Trip")
             try await f.alice.stopSharing(zone: first.zoneID)
             #expect(try await f.alice.fetchShares().isEmpty)
@@ -104,7 +104,7 @@ struct ShareBugsTests {
 
     @Test(arguments: ["removed", "left"])
     func bugRemovedOrLeftParticipantStillSeesOrCrashesOnTheZone(_ how: String) async throws {
-        try await ShareFixture.run { f in
+        try await withStore { f in
             let bob = try await f.user("Bob", "bob@example.com")
             let (zone, _) = try await f.sharedWith(bob, .readWrite)
             // Bob's session has read, so it holds the zone key in its cache.
@@ -122,7 +122,7 @@ struct ShareBugsTests {
                 await expectStoreError(.permissionFailure, "list") { try await db.records(in: zone) }
                 await expectStoreError(.permissionFailure, "query") { try await db.query(Query(recordType: "Note"), in: zone) }
                 await expectStoreError(.permissionFailure, "schema") { try await db.schema(of: "Note", in: zone) }
-                await expectStoreError(.permissionFailure, "save") { try await db.save(shareNote("n9", in: zone)) }
+                await expectStoreError(.permissionFailure, "save") { try await db.save(makeNote("n9", in: zone)) }
                 await expectStoreError(.permissionFailure, "update") {
                     var changed = seen
                     changed.encryptedValues["body"] = "changed"
@@ -134,25 +134,25 @@ struct ShareBugsTests {
                 #expect(await session.canUpdate(seen) == false)
                 #expect(await session.canDelete(seen) == false)
             }
-            #expect(try await f.alice.privateDatabase.records(in: zone).map { shareBody($0) } == ["body of n1", "body of n2"])
+            #expect(try await f.alice.privateDatabase.records(in: zone).map { noteBody($0) } == ["body of n1", "body of n2"])
         }
     }
 
     @Test func bugASecondParticipantAcceptingDisturbsTheZone() async throws {
-        try await ShareFixture.run { f in
+        try await withStore { f in
             let bob = try await f.user("Bob", "bob@example.com")
             let carol = try await f.user("Carol", "carol@example.com")
             let (zone, _) = try await f.sharedWith(bob, .readWrite)
-            _ = try await bob.sharedDatabase.save(shareNote("by-bob", in: zone, body: "Bob was here"))
+            _ = try await bob.sharedDatabase.save(makeNote("by-bob", in: zone, body: "Bob was here"))
             let invited = try await f.alice.addParticipant(carol.userID, permission: .readWrite, to: zone)
             let recordsBefore = try await f.alice.privateDatabase.records(in: zone)
             let zoneBefore = try await f.alice.privateDatabase.zones().map { [$0.id.name, "\($0.keyEpoch)", "\($0.recordCount)"] }
-            let rawBefore = try f.raw { db in try Row.fetchAll(db, sql: "SELECT * FROM record ORDER BY id") }
+            let rawBefore = try f.sqlite { db in try Row.fetchAll(db, sql: "SELECT * FROM record ORDER BY id") }
             let keysBefore = try await f.zoneKeyRows(zone)
 
             _ = try await carol.acceptShare(url: invited.url)
 
-            #expect(try f.raw { db in try Row.fetchAll(db, sql: "SELECT * FROM record ORDER BY id") } == rawBefore)
+            #expect(try f.sqlite { db in try Row.fetchAll(db, sql: "SELECT * FROM record ORDER BY id") } == rawBefore)
             #expect(try await f.alice.privateDatabase.records(in: zone) == recordsBefore)
             // (The zone's log grew by Carol's acceptance entry; its key, records and count did not change.)
             #expect(try await f.alice.privateDatabase.zones().map { [$0.id.name, "\($0.keyEpoch)", "\($0.recordCount)"] } == zoneBefore)
@@ -165,35 +165,35 @@ struct ShareBugsTests {
             // Bob's access is unchanged, in his session and in a new one.
             for session in [bob, try await f.fresh(bob)] {
                 #expect(try await session.sharedDatabase.zones().map(\.id) == [zone])
-                #expect(try await session.sharedDatabase.records(in: zone).map { shareBody($0) } == ["Bob was here", "body of n1", "body of n2"])
+                #expect(try await session.sharedDatabase.records(in: zone).map { noteBody($0) } == ["Bob was here", "body of n1", "body of n2"])
                 #expect(await session.canModify(zone: zone) == true)
             }
-            _ = try await bob.sharedDatabase.save(shareNote("by-bob-2", in: zone))
+            _ = try await bob.sharedDatabase.save(makeNote("by-bob-2", in: zone))
             #expect(try await carol.sharedDatabase.records(in: zone).count == 4)
         }
     }
 
     @Test(arguments: TestBackend.all) func bugAddingRecordsToAnExistingShareFails(_ backend: TestBackend) async throws {
-        try await ShareFixture.run(backend) { f in
+        try await withStore(backend) { f in
             let bob = try await f.user("Bob", "bob@example.com")
             let (zone, share) = try await f.sharedWith(bob, .readWrite)
             // New records saved into the shared zone, by the owner and by a participant.
-            _ = try await f.alice.privateDatabase.save(shareNote("n3", in: zone, body: "added by Alice"))
-            _ = try await bob.sharedDatabase.save(shareNote("n4", in: zone, body: "added by Bob"))
-            _ = try await f.alice.privateDatabase.modify(saving: [shareNote("n5", in: zone), shareNote("n6", in: zone, parent: "n5")], in: zone)
+            _ = try await f.alice.privateDatabase.save(makeNote("n3", in: zone, body: "added by Alice"))
+            _ = try await bob.sharedDatabase.save(makeNote("n4", in: zone, body: "added by Bob"))
+            _ = try await f.alice.privateDatabase.modify(saving: [makeNote("n5", in: zone), makeNote("n6", in: zone, parent: "n5")], in: zone)
             #expect(try await bob.sharedDatabase.records(in: zone).map(\.name) == ["n1", "n2", "n3", "n4", "n5", "n6"])
-            #expect(shareBody(try await bob.sharedDatabase.record(named: "n3", in: zone)) == "added by Alice")
-            #expect(shareBody(try await f.alice.privateDatabase.record(named: "n4", in: zone)) == "added by Bob")
+            #expect(noteBody(try await bob.sharedDatabase.record(named: "n3", in: zone)) == "added by Alice")
+            #expect(noteBody(try await f.alice.privateDatabase.record(named: "n4", in: zone)) == "added by Bob")
 
             // Records of another zone, with a child, moved into the existing share's zone.
-            let inbox = try await f.aliceZone("Inbox", notes: ["recipe", "other"])
-            _ = try await f.alice.privateDatabase.save(shareNote("recipe-photo", in: inbox, parent: "recipe"))
+            let inbox = try await f.makeZone("Inbox", notes: ["recipe", "other"])
+            _ = try await f.alice.privateDatabase.save(makeNote("recipe-photo", in: inbox, parent: "recipe"))
             let same = try await f.alice.share(records: ["recipe"], in: inbox, intoZoneNamed: "Family")
             #expect(same.zoneID == zone)
             #expect(same.url == share.url)
             #expect(same.version == share.version)
             #expect(try await f.alice.fetchShares().count == 1)
-            #expect(shareBody(try await bob.sharedDatabase.record(named: "recipe-photo", in: zone)) == "body of recipe-photo")
+            #expect(noteBody(try await bob.sharedDatabase.record(named: "recipe-photo", in: zone)) == "body of recipe-photo")
             #expect(try await bob.sharedDatabase.record(named: "recipe-photo", in: zone).parent == "recipe")
             #expect(try await f.alice.privateDatabase.records(in: inbox).map(\.name) == ["other"])
             #expect(try await f.fresh(bob).sharedDatabase.records(in: zone).count == 8)
@@ -201,7 +201,7 @@ struct ShareBugsTests {
     }
 
     @Test(arguments: TestBackend.all) func bugParticipantEditsAreSilentlyOverwritten(_ backend: TestBackend) async throws {
-        try await ShareFixture.run(backend) { f in
+        try await withStore(backend) { f in
             let bob = try await f.user("Bob", "bob@example.com")
             let (zone, _) = try await f.sharedWith(bob, .readWrite)
             let alicesCopy = try await f.alice.privateDatabase.record(named: "n1", in: zone)
@@ -213,12 +213,12 @@ struct ShareBugsTests {
             var stale = alicesCopy
             stale.encryptedValues["body"] = "Alice's stale edit"
             let conflict = await expectStoreError(.serverRecordChanged) { try await f.alice.privateDatabase.save(stale) }
-            #expect(conflict.flatMap { $0.serverRecord }.flatMap { shareBody($0) } == "Bob's edit")
+            #expect(conflict.flatMap { $0.serverRecord }.flatMap { noteBody($0) } == "Bob's edit")
             #expect(conflict?.serverRecord?.modifierID == bob.userID)
             await expectStoreError(.serverRecordChanged, "a stale delete") {
                 try await f.alice.privateDatabase.delete(recordNamed: "n1", in: zone, ifMatch: try #require(alicesCopy.changeTag))
             }
-            #expect(shareBody(try await f.alice.privateDatabase.record(named: "n1", in: zone)) == "Bob's edit")
+            #expect(noteBody(try await f.alice.privateDatabase.record(named: "n1", in: zone)) == "Bob's edit")
 
             // And the other way round.
             var aliceFresh = try await f.alice.privateDatabase.record(named: "n1", in: zone)
@@ -228,11 +228,11 @@ struct ShareBugsTests {
             var bobStale = bobSaved
             bobStale.encryptedValues["body"] = "Bob's stale edit"
             let back = await expectStoreError(.serverRecordChanged) { try await bob.sharedDatabase.save(bobStale) }
-            #expect(back.flatMap { $0.serverRecord }.flatMap { shareBody($0) } == "Alice's edit")
+            #expect(back.flatMap { $0.serverRecord }.flatMap { noteBody($0) } == "Alice's edit")
             await expectStoreError(.serverRecordChanged) {
                 try await bob.sharedDatabase.delete(recordNamed: "n1", in: zone, ifMatch: try #require(bobSaved.changeTag))
             }
-            #expect(shareBody(try await bob.sharedDatabase.record(named: "n1", in: zone)) == "Alice's edit")
+            #expect(noteBody(try await bob.sharedDatabase.record(named: "n1", in: zone)) == "Alice's edit")
         }
     }
 
@@ -241,9 +241,9 @@ struct ShareBugsTests {
     /// part in or are invited to").
     @Test(arguments: ["removed", "link-off", "link-left"])
     func bugStaleShareRemainsListedForAParticipantWhoNoLongerTakesPart(_ how: String) async throws {
-        try await ShareFixture.run { f in
+        try await withStore { f in
             let bob = try await f.user("Bob", "bob@example.com")
-            let zone = try await f.aliceZone()
+            let zone = try await f.makeZone("Family")
             switch how {
             case "removed":
                 let share = try await f.alice.share(zone: zone, title: "t")
@@ -269,9 +269,9 @@ struct ShareBugsTests {
     /// After the owner turns the link off (removing its joiners) and on again, a former joiner
     /// holding the new URL is told they joined, and must then be able to read.
     @Test(arguments: TestBackend.all) func bugFormerLinkJoinerAcceptsTheNewLinkButCannotRead(_ backend: TestBackend) async throws {
-        try await ShareFixture.run(backend) { f in
+        try await withStore(backend) { f in
             let carol = try await f.user("Carol", "carol@example.com")
-            let zone = try await f.aliceZone()
+            let zone = try await f.makeZone("Family")
             let first = try await f.alice.share(zone: zone, title: "t", publicPermission: .readOnly)
             _ = try await carol.acceptShare(url: first.url)
             _ = try await f.alice.setPublicPermission(.none, in: zone)
@@ -282,7 +282,7 @@ struct ShareBugsTests {
             #expect(joined.testParticipant(carol.userID)?.status == .accepted, "accept returned Carol as \(joined.testParticipant(carol.userID)?.status.description ?? "absent")")
             #expect(await carol.canRead(zone: zone) == true)
             #expect(try await carol.sharedDatabase.zones().map(\.id) == [zone])
-            #expect(shareBody(try await carol.sharedDatabase.record(named: "n1", in: zone)) == "body of n1")
+            #expect(noteBody(try await carol.sharedDatabase.record(named: "n1", in: zone)) == "body of n1")
         }
     }
 }

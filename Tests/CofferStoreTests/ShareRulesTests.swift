@@ -9,7 +9,7 @@ import Testing
 @Suite("Share rules")
 struct ShareRulesTests {
     @Test(arguments: TestBackend.all) func namedParticipantsAreAddedAndRemovedOnlyWhileThePublicPermissionIsNone(_ backend: TestBackend) async throws {
-        try await ShareFixture.run(backend) { f in
+        try await withStore(backend) { f in
             let bob = try await f.user("Bob", "bob@example.com")
             let carol = try await f.user("Carol", "carol@example.com")
             let (zone, _) = try await f.sharedWith(bob, .readWrite)
@@ -36,7 +36,7 @@ struct ShareRulesTests {
     }
 
     @Test(arguments: TestBackend.all) func goingPublicRemovesPendingNamedParticipantsAndKeepsAcceptedOnes(_ backend: TestBackend) async throws {
-        try await ShareFixture.run(backend) { f in
+        try await withStore(backend) { f in
             let bob = try await f.user("Bob", "bob@example.com")
             let dave = try await f.user("Dave", "dave@example.com")
             let (zone, _) = try await f.sharedWith(bob, .readWrite)
@@ -59,15 +59,15 @@ struct ShareRulesTests {
             #expect(joined.testParticipant(dave.userID)?.role == .publicUser)
             #expect(joined.testParticipant(dave.userID)?.status == .accepted)
             #expect(try await dave.sharedDatabase.record(named: "n1", in: zone).name == "n1")
-            await expectStoreError(.permissionFailure) { try await dave.sharedDatabase.save(shareNote("by-dave", in: zone)) }
+            await expectStoreError(.permissionFailure) { try await dave.sharedDatabase.save(makeNote("by-dave", in: zone)) }
             // Bob keeps his read-write access.
-            let saved = try await bob.sharedDatabase.save(shareNote("by-bob", in: zone))
+            let saved = try await bob.sharedDatabase.save(makeNote("by-bob", in: zone))
             #expect(saved.keyEpoch == 2)
         }
     }
 
     @Test(arguments: TestBackend.all) func aParticipantRemovedBeforeALinkWasMadeMayJoinWithIt(_ backend: TestBackend) async throws {
-        try await ShareFixture.run(backend) { f in
+        try await withStore(backend) { f in
             let bob = try await f.user("Bob", "bob@example.com")
             let (zone, _) = try await f.sharedWith(bob, .readWrite)
             let removed = try await f.alice.removeParticipant(bob.userID, from: zone)
@@ -85,7 +85,7 @@ struct ShareRulesTests {
     }
 
     @Test(arguments: TestBackend.all) func goingPublicWithoutPendingInviteesKeepsTheKey(_ backend: TestBackend) async throws {
-        try await ShareFixture.run(backend) { f in
+        try await withStore(backend) { f in
             let bob = try await f.user("Bob", "bob@example.com")
             let (zone, share) = try await f.sharedWith(bob, .readOnly)
             let open = try await f.alice.setPublicPermission(.readWrite, in: zone)
@@ -103,7 +103,7 @@ struct ShareRulesTests {
     }
 
     @Test(arguments: TestBackend.all) func goingBackToNoneRemovesLinkJoinersAndRotatesTheKey(_ backend: TestBackend) async throws {
-        try await ShareFixture.run(backend) { f in
+        try await withStore(backend) { f in
             let bob = try await f.user("Bob", "bob@example.com")
             let carol = try await f.user("Carol", "carol@example.com")
             let erin = try await f.user("Erin", "erin@example.com")
@@ -111,7 +111,7 @@ struct ShareRulesTests {
             let open = try await f.alice.setPublicPermission(.readWrite, in: zone)
             _ = try await carol.acceptShare(url: open.url)
             _ = try await erin.acceptShare(url: open.url)
-            _ = try await carol.sharedDatabase.save(shareNote("by-carol", in: zone, body: "link write"))
+            _ = try await carol.sharedDatabase.save(makeNote("by-carol", in: zone, body: "link write"))
             #expect(Set(try await f.zoneKeyRows(zone).map(\.member)) == [f.alice.userID, bob.userID, carol.userID, erin.userID])
 
             let closed = try await f.alice.setPublicPermission(.none, in: zone)
@@ -124,7 +124,7 @@ struct ShareRulesTests {
                 #expect(p.status == .removed)
             }
             #expect(closed.testParticipant(bob.userID)?.status == .accepted)
-            #expect(try await f.zoneKeyRows(zone) == [ShareKeyRow(epoch: 2, member: f.alice.userID), ShareKeyRow(epoch: 2, member: bob.userID)].sorted { $0.member < $1.member })
+            #expect(try await f.zoneKeyRows(zone) == [KeyRow(epoch: 2, member: f.alice.userID), KeyRow(epoch: 2, member: bob.userID)].sorted { $0.member < $1.member })
             #expect(try await f.logCount(.acceptances, zone) == 1, "only Bob's")
 
             for joiner in [carol, erin] {
@@ -134,24 +134,24 @@ struct ShareRulesTests {
                 await expectStoreError(.permissionFailure, "the old link") { try await joiner.acceptShare(url: open.url) }
             }
             // The owner's data is untouched; Bob still reads, history included.
-            #expect(shareBody(try await f.fresh(bob).sharedDatabase.record(named: "by-carol", in: zone)) == "link write")
+            #expect(noteBody(try await f.fresh(bob).sharedDatabase.record(named: "by-carol", in: zone)) == "link write")
             #expect(try await f.alice.privateDatabase.records(in: zone).map(\.name) == ["by-carol", "n1", "n2"])
         }
     }
 
     @Test(arguments: TestBackend.all) func theOwnerChangesAParticipantsPermission(_ backend: TestBackend) async throws {
-        try await ShareFixture.run(backend) { f in
+        try await withStore(backend) { f in
             let bob = try await f.user("Bob", "bob@example.com")
             let (zone, _) = try await f.sharedWith(bob, .readOnly)
-            await expectStoreError(.permissionFailure) { try await bob.sharedDatabase.save(shareNote("x", in: zone)) }
+            await expectStoreError(.permissionFailure) { try await bob.sharedDatabase.save(makeNote("x", in: zone)) }
             #expect(await bob.canModify(zone: zone) == false)
             let up = try await f.alice.setPermission(.readWrite, for: "bob@example.com", in: zone)
             #expect(up.testParticipant(bob.userID)?.permission == .readWrite)
             #expect(up.testParticipant(bob.userID)?.status == .accepted)
             #expect(await bob.canModify(zone: zone) == true)
-            _ = try await bob.sharedDatabase.save(shareNote("x", in: zone))
+            _ = try await bob.sharedDatabase.save(makeNote("x", in: zone))
             _ = try await f.alice.setPermission(.readOnly, for: bob.userID, in: zone)
-            await expectStoreError(.permissionFailure) { try await bob.sharedDatabase.save(shareNote("y", in: zone)) }
+            await expectStoreError(.permissionFailure) { try await bob.sharedDatabase.save(makeNote("y", in: zone)) }
             await expectStoreError(.permissionFailure) { try await bob.sharedDatabase.delete(recordNamed: "x", in: zone) }
             await expectStoreError(.invalidArguments) { try await f.alice.setPermission(.none, for: bob.userID, in: zone) }
             let mallory = try await f.user("Mallory", "mallory@example.com")
@@ -169,10 +169,10 @@ struct ShareRulesTests {
     /// "bob@example.com" and "Bob" only to a card she pinned: before she pins Bob's, they find
     /// nobody, and after, the real Bob, whom the invitation wraps the zone key to.
     @Test(arguments: TestBackend.all) func namesResolveOnlyToPinnedCards(_ backend: TestBackend) async throws {
-        try await ShareFixture.run(backend) { f in
-            let zone = try await f.aliceZone()
+        try await withStore(backend) { f in
+            let zone = try await f.makeZone("Family")
             _ = try await f.alice.share(zone: zone)
-            let mallory = try makeShareVault(in: f.folder, name: "Bob", email: "bob@example.com")
+            let mallory = try makeVault(in: f.folder, name: "Bob", email: "bob@example.com")
             _ = try await f.store.addContact(try ContactCard(vault: mallory))
             for who in ["bob@example.com", "Bob"] {
                 await expectStoreError(.unknownItem) { try await f.alice.addParticipant(who, permission: .readOnly, to: zone) }
@@ -192,7 +192,7 @@ struct ShareRulesTests {
 
     @Test(arguments: [SharePermission.readWrite, .readOnly])
     func onlyTheOwnerChangesTheShare(_ permission: SharePermission) async throws {
-        try await ShareFixture.run { f in
+        try await withStore { f in
             let bob = try await f.user("Bob", "bob@example.com")
             let carol = try await f.user("Carol", "carol@example.com")
             let (zone, _) = try await f.sharedWith(bob, permission)
@@ -219,17 +219,17 @@ struct ShareRulesTests {
     }
 
     @Test(arguments: TestBackend.all) func thePublicPermissionOfLinkJoinersFollowsTheShare(_ backend: TestBackend) async throws {
-        try await ShareFixture.run(backend) { f in
+        try await withStore(backend) { f in
             let carol = try await f.user("Carol", "carol@example.com")
-            let zone = try await f.aliceZone()
+            let zone = try await f.makeZone("Family")
             let share = try await f.alice.share(zone: zone, title: "t", publicPermission: .readOnly)
             _ = try await carol.acceptShare(url: share.url)
             #expect(await carol.canModify(zone: zone) == false)
             _ = try await f.alice.setPublicPermission(.readWrite, in: zone)
             #expect(await carol.canModify(zone: zone) == true)
-            _ = try await carol.sharedDatabase.save(shareNote("by-carol", in: zone))
+            _ = try await carol.sharedDatabase.save(makeNote("by-carol", in: zone))
             _ = try await f.alice.setPublicPermission(.readOnly, in: zone)
-            await expectStoreError(.permissionFailure) { try await carol.sharedDatabase.save(shareNote("by-carol-2", in: zone)) }
+            await expectStoreError(.permissionFailure) { try await carol.sharedDatabase.save(makeNote("by-carol-2", in: zone)) }
             #expect(try await carol.sharedDatabase.records(in: zone).map(\.name) == ["by-carol", "n1", "n2"])
         }
     }

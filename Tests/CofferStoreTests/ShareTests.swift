@@ -12,9 +12,9 @@ struct ShareTests {
     // MARK: - What a share covers
 
     @Test(arguments: TestBackend.all) func sharingAZoneSharesAllOfItAndNothingElse(_ backend: TestBackend) async throws {
-        try await ShareFixture.run(backend) { f in
-            let zone = try await f.aliceZone("Family", notes: ["n1", "n2", "n3"])
-            let other = try await f.aliceZone("Private", notes: ["secret"])
+        try await withStore(backend) { f in
+            let zone = try await f.makeZone("Family", notes: ["n1", "n2", "n3"])
+            let other = try await f.makeZone("Private", notes: ["secret"])
             let share = try await f.alice.share(zone: zone, title: "Family notes")
             #expect(share.zoneID == zone)
             #expect(try await f.alice.isShared(zone) == true)
@@ -26,7 +26,7 @@ struct ShareTests {
             #expect(accepted.zoneID == zone)
             let records = try await bob.sharedDatabase.records(in: zone)
             #expect(records.map(\.name) == ["n1", "n2", "n3"])
-            #expect(records.map { shareBody($0) } == ["body of n1", "body of n2", "body of n3"])
+            #expect(records.map { noteBody($0) } == ["body of n1", "body of n2", "body of n3"])
             await expectStoreError(.zoneNotFound, "a zone not shared") { try await bob.sharedDatabase.records(in: other) }
             await expectStoreError(.zoneNotFound) { try await bob.sharedDatabase.record(named: "secret", in: other) }
             #expect(try await bob.sharedDatabase.zones().map(\.id) == [zone])
@@ -34,14 +34,14 @@ struct ShareTests {
     }
 
     @Test(arguments: TestBackend.all) func sharingRecordsMovesThemAndTheirChildrenIntoAZoneOfTheirOwn(_ backend: TestBackend) async throws {
-        try await ShareFixture.run(backend) { f in
+        try await withStore(backend) { f in
             let inbox = try await f.alice.privateDatabase.createZone(named: "Inbox")
             let db = f.alice.privateDatabase
-            _ = try await db.save(shareNote("trip", in: inbox, body: "Lisbon in May"))
-            _ = try await db.save(shareNote("day1", in: inbox, body: "Alfama", parent: "trip"))
-            _ = try await db.save(shareNote("day1-photo", in: inbox, body: "tram 28", parent: "day1"))
-            _ = try await db.save(shareNote("day2", in: inbox, body: "Belem", parent: "trip"))
-            _ = try await db.save(shareNote("unrelated", in: inbox, body: "taxes"))
+            _ = try await db.save(makeNote("trip", in: inbox, body: "Lisbon in May"))
+            _ = try await db.save(makeNote("day1", in: inbox, body: "Alfama", parent: "trip"))
+            _ = try await db.save(makeNote("day1-photo", in: inbox, body: "tram 28", parent: "day1"))
+            _ = try await db.save(makeNote("day2", in: inbox, body: "Belem", parent: "trip"))
+            _ = try await db.save(makeNote("unrelated", in: inbox, body: "taxes"))
 
             let share = try await f.alice.share(records: ["trip"], in: inbox, intoZoneNamed: "Trip", title: "Trip")
             let trip = ZoneID(name: "Trip", ownerID: f.alice.userID)
@@ -49,7 +49,7 @@ struct ShareTests {
             #expect(share.title == "Trip")
             let moved = try await db.records(in: trip)
             #expect(moved.map(\.name) == ["day1", "day1-photo", "day2", "trip"])
-            #expect(moved.map { shareBody($0) } == ["Alfama", "tram 28", "Belem", "Lisbon in May"])
+            #expect(moved.map { noteBody($0) } == ["Alfama", "tram 28", "Belem", "Lisbon in May"])
             #expect(moved.map(\.parent) == ["trip", "day1", "trip", nil])
             #expect(try await db.records(in: inbox).map(\.name) == ["unrelated"])
             #expect(try await db.zones().map(\.id.name) == ["Inbox", "Trip"])
@@ -66,9 +66,9 @@ struct ShareTests {
     }
 
     @Test(arguments: TestBackend.all) func sharingRecordsIntoAnExistingSharesZoneAddsThemToThatShare(_ backend: TestBackend) async throws {
-        try await ShareFixture.run(backend) { f in
-            let inbox = try await f.aliceZone("Inbox", notes: ["a", "b"])
-            _ = try await f.alice.privateDatabase.save(shareNote("b-child", in: inbox, parent: "b"))
+        try await withStore(backend) { f in
+            let inbox = try await f.makeZone("Inbox", notes: ["a", "b"])
+            _ = try await f.alice.privateDatabase.save(makeNote("b-child", in: inbox, parent: "b"))
             let first = try await f.alice.share(records: ["a"], in: inbox, intoZoneNamed: "Shared", title: "First")
             let bob = try await f.user("Bob", "bob@example.com")
             _ = try await f.alice.addParticipant(bob.userID, permission: .readWrite, to: first.zoneID)
@@ -89,17 +89,17 @@ struct ShareTests {
     /// Moving a record into a share's zone that already has a record of that name is a clean
     /// refusal (not a raw database error), and moves nothing.
     @Test(arguments: TestBackend.all) func sharingRecordsOntoATakenNameMovesNothingAndFailsCleanly(_ backend: TestBackend) async throws {
-        try await ShareFixture.run(backend) { f in
-            let family = try await f.aliceZone("Family", notes: ["n1"])
+        try await withStore(backend) { f in
+            let family = try await f.makeZone("Family", notes: ["n1"])
             _ = try await f.alice.share(zone: family, title: "Family notes")
             let inbox = try await f.alice.privateDatabase.createZone(named: "Inbox")
-            _ = try await f.alice.privateDatabase.save(shareNote("n1", in: inbox, body: "the inbox's n1"))
-            _ = try await f.alice.privateDatabase.save(shareNote("n1-child", in: inbox, parent: "n1"))
-            let outcome = await shareOutcome { try await f.alice.share(records: ["n1"], in: inbox, intoZoneNamed: "Family") }
+            _ = try await f.alice.privateDatabase.save(makeNote("n1", in: inbox, body: "the inbox's n1"))
+            _ = try await f.alice.privateDatabase.save(makeNote("n1-child", in: inbox, parent: "n1"))
+            let outcome = await attempt { try await f.alice.share(records: ["n1"], in: inbox, intoZoneNamed: "Family") }
             #expect(outcome != .allowed)
             #expect(outcome != .refused(.internalError), "a name clash surfaces as a raw SQLite UNIQUE error")
             #expect(try await f.alice.privateDatabase.records(in: inbox).map(\.name) == ["n1", "n1-child"])
-            #expect(shareBody(try await f.alice.privateDatabase.record(named: "n1", in: family)) == "body of n1")
+            #expect(noteBody(try await f.alice.privateDatabase.record(named: "n1", in: family)) == "body of n1")
             #expect(try await f.alice.privateDatabase.records(in: family).map(\.name) == ["n1"])
             await expectStoreError(.unknownItem) { try await f.alice.share(records: ["nope"], in: inbox, intoZoneNamed: "New") }
             #expect(try await f.alice.privateDatabase.zones().map(\.id.name) == ["Family", "Inbox"], "no empty zone left behind")
@@ -107,8 +107,8 @@ struct ShareTests {
     }
 
     @Test(arguments: TestBackend.all) func aZoneHasAtMostOneShare(_ backend: TestBackend) async throws {
-        try await ShareFixture.run(backend) { f in
-            let zone = try await f.aliceZone()
+        try await withStore(backend) { f in
+            let zone = try await f.makeZone("Family")
             let share = try await f.alice.share(zone: zone, title: "One")
             await expectStoreError(.alreadyExists) { try await f.alice.share(zone: zone, title: "Two") }
             await expectStoreError(.alreadyExists) { try await f.alice.share(zone: zone, title: "Three", publicPermission: .readOnly) }
@@ -121,7 +121,7 @@ struct ShareTests {
     }
 
     @Test(arguments: TestBackend.all) func onlyTheOwnerSharesAZone(_ backend: TestBackend) async throws {
-        try await ShareFixture.run(backend) { f in
+        try await withStore(backend) { f in
             let bob = try await f.user("Bob", "bob@example.com")
             let (zone, _) = try await f.sharedWith(bob, .readWrite)
             await expectStoreError(.permissionFailure) { try await bob.share(zone: zone, title: "mine now") }
@@ -133,8 +133,8 @@ struct ShareTests {
     // MARK: - The model
 
     @Test(arguments: TestBackend.all) func aShareHasTitleOwnerPublicPermissionParticipantsAndURL(_ backend: TestBackend) async throws {
-        try await ShareFixture.run(backend) { f in
-            let zone = try await f.aliceZone()
+        try await withStore(backend) { f in
+            let zone = try await f.makeZone("Family")
             let before = Date()
             let created = try await f.alice.share(zone: zone, title: "Family notes")
             #expect(created.title == "Family notes")
@@ -191,8 +191,8 @@ struct ShareTests {
     }
 
     @Test(arguments: TestBackend.all) func aShareTitleIsShortAndPrintable(_ backend: TestBackend) async throws {
-        try await ShareFixture.run(backend) { f in
-            let zone = try await f.aliceZone()
+        try await withStore(backend) { f in
+            let zone = try await f.makeZone("Family")
             await expectStoreError(.invalidArguments) { try await f.alice.share(zone: zone, title: "two\nlines") }
             await expectStoreError(.invalidArguments) { try await f.alice.share(zone: zone, title: String(repeating: "x", count: 1025)) }
             #expect(try await f.alice.isShared(zone) == false)
@@ -202,12 +202,12 @@ struct ShareTests {
     }
 
     @Test(arguments: TestBackend.all) func aShareHasAtMostOneHundredParticipants(_ backend: TestBackend) async throws {
-        try await ShareFixture.run(backend) { f in
-            let zone = try await f.aliceZone(notes: [])
+        try await withStore(backend) { f in
+            let zone = try await f.makeZone("Family", notes: [])
             _ = try await f.alice.share(zone: zone, title: "Crowd")
             var ids = [String]()
             for i in 0..<101 {
-                let vault = try makeShareVault(in: f.folder, name: "Guest \(i)", email: "guest\(i)@example.com")
+                let vault = try makeVault(in: f.folder, name: "Guest \(i)", email: "guest\(i)@example.com")
                 try await f.store.addContact(ContactCard(vault: vault))
                 ids.append(vault.identity.userID)
             }
@@ -231,9 +231,9 @@ struct ShareTests {
     // MARK: - Accepting
 
     @Test(arguments: TestBackend.all) func anInvitedParticipantAcceptsTheURLAndReadsWithTheirOwnVault(_ backend: TestBackend) async throws {
-        try await ShareFixture.run(backend) { f in
+        try await withStore(backend) { f in
             let bob = try await f.user("Bob", "bob@example.com")
-            let zone = try await f.aliceZone()
+            let zone = try await f.makeZone("Family")
             let share = try await f.alice.share(zone: zone, title: "Family notes")
             _ = try await f.alice.addParticipant("bob@example.com", permission: .readOnly, to: zone)
             #expect(try await bob.sharedDatabase.zones().isEmpty, "not before accepting")
@@ -251,10 +251,10 @@ struct ShareTests {
             #expect(try await f.alice.sharedDatabase.zones().isEmpty)
 
             // A new session of Bob's, from his vault alone, reads it.
-            let bobAgain = try await f.store.openSession(vault: try Vault.open(at: bob.vault.url,
-                                                                     passphrase: SecureBytes(copying: Array(sharePassphrase.utf8))))
+            let bobAgain = try await bob.store.openSession(vault: try Vault.open(at: bob.vault.url,
+                                                                     passphrase: SecureBytes(copying: Array(testPassphrase.utf8))))
             let note = try await bobAgain.sharedDatabase.record(named: "n1", in: zone)
-            #expect(shareBody(note) == "body of n1")
+            #expect(noteBody(note) == "body of n1")
             #expect(note.values["title"] == .string("n1"))
             #expect(try await bobAgain.sharedDatabase.zones().map(\.id) == [zone])
             #expect(try await f.alice.fetchShare(in: zone).testParticipant(bob.userID)?.status == .accepted)
@@ -266,7 +266,7 @@ struct ShareTests {
     }
 
     @Test(arguments: TestBackend.all) func aStrangerCannotAcceptAURLWithoutALinkSecret(_ backend: TestBackend) async throws {
-        try await ShareFixture.run(backend) { f in
+        try await withStore(backend) { f in
             let bob = try await f.user("Bob", "bob@example.com")
             let mallory = try await f.user("Mallory", "mallory@example.com")
             let (zone, share) = try await f.sharedWith(bob, .readOnly)
@@ -281,10 +281,10 @@ struct ShareTests {
     }
 
     @Test(arguments: TestBackend.all) func anyoneMayJoinAPublicShareWithItsPermission(_ backend: TestBackend) async throws {
-        try await ShareFixture.run(backend) { f in
+        try await withStore(backend) { f in
             let carol = try await f.user("Carol", "carol@example.com")
             let dave = try await f.user("Dave", "dave@example.com")
-            let zone = try await f.aliceZone()
+            let zone = try await f.makeZone("Family")
             let share = try await f.alice.share(zone: zone, title: "Open", publicPermission: .readOnly)
             #expect(share.publicPermission == .readOnly)
             #expect(share.url.contains("#"))
@@ -292,9 +292,9 @@ struct ShareTests {
             let joined = try await carol.acceptShare(url: share.url)
             #expect(joined.zoneID == zone)
             #expect(try await carol.sharedDatabase.zones().map(\.id) == [zone])
-            #expect(shareBody(try await carol.sharedDatabase.record(named: "n2", in: zone)) == "body of n2")
+            #expect(noteBody(try await carol.sharedDatabase.record(named: "n2", in: zone)) == "body of n2")
             await expectStoreError(.permissionFailure, "read-only link") {
-                try await carol.sharedDatabase.save(shareNote("n3", in: zone))
+                try await carol.sharedDatabase.save(makeNote("n3", in: zone))
             }
             let c = try #require(try await f.alice.fetchShare(in: zone).testParticipant(carol.userID))
             #expect(c.role == .publicUser)
@@ -314,21 +314,21 @@ struct ShareTests {
             _ = try await f.alice.setPublicPermission(.readWrite, in: zone)
             let rw = try await f.alice.fetchShare(in: zone)
             _ = try await dave.acceptShare(url: rw.url)
-            _ = try await dave.sharedDatabase.save(shareNote("from-dave", in: zone, body: "hi"))
-            #expect(shareBody(try await f.alice.privateDatabase.record(named: "from-dave", in: zone)) == "hi")
+            _ = try await dave.sharedDatabase.save(makeNote("from-dave", in: zone, body: "hi"))
+            #expect(noteBody(try await f.alice.privateDatabase.record(named: "from-dave", in: zone)) == "hi")
             #expect(try await f.alice.fetchShare(in: zone).testParticipant(carol.userID)?.permission == .readWrite)
         }
     }
 
     @Test func acceptingRefusesTheOwnerOtherStoresAndStoppedShares() async throws {
-        try await ShareFixture.run { f in
-            let zone = try await f.aliceZone()
+        try await withStore { f in
+            let zone = try await f.makeZone("Family")
             let share = try await f.alice.share(zone: zone, title: "x")
             await expectStoreError(.invalidArguments, "the owner") { try await f.alice.acceptShare(url: share.url) }
             await expectStoreError(.invalidArguments, "not a URL") { try await f.alice.acceptShare(url: "https://example.com/") }
 
             let otherStore = try Store(path: f.folder.appendingPathComponent("other.sqlite").path)
-            let bobThere = try otherStore.session(vault: try makeShareVault(in: f.folder, name: "Bob", email: "bob@example.com"))
+            let bobThere = try otherStore.session(vault: try makeVault(in: f.folder, name: "Bob", email: "bob@example.com"))
             let error = await expectStoreError(.unknownItem) { try await bobThere.acceptShare(url: share.url) }
             #expect(error?.message.contains(Hex.encode(f.store.storeID)) == true)
 
@@ -342,22 +342,22 @@ struct ShareTests {
     // MARK: - Leaving
 
     @Test(arguments: TestBackend.all) func leavingRemovesTheZoneFromTheParticipantsViewAndTouchesNothingElse(_ backend: TestBackend) async throws {
-        try await ShareFixture.run(backend) { f in
+        try await withStore(backend) { f in
             let bob = try await f.user("Bob", "bob@example.com")
             let (zone, share) = try await f.sharedWith(bob, .readWrite)
-            _ = try await bob.sharedDatabase.save(shareNote("by-bob", in: zone, body: "Bob's"))
+            _ = try await bob.sharedDatabase.save(makeNote("by-bob", in: zone, body: "Bob's"))
             let before = try await f.alice.privateDatabase.records(in: zone)
 
             try await bob.leaveShare(zone: zone)
             #expect(try await bob.sharedDatabase.zones().isEmpty)
             await expectStoreError(.permissionFailure) { try await bob.sharedDatabase.record(named: "n1", in: zone) }
-            await expectStoreError(.permissionFailure) { try await bob.sharedDatabase.save(shareNote("n9", in: zone)) }
+            await expectStoreError(.permissionFailure) { try await bob.sharedDatabase.save(makeNote("n9", in: zone)) }
             #expect(await bob.canRead(zone: zone) == false)
 
             let after = try await f.alice.privateDatabase.records(in: zone)
             #expect(after == before)
             #expect(after.map(\.changeTag) == before.map(\.changeTag))
-            #expect(after.map { shareBody($0) } == ["Bob's", "body of n1", "body of n2"])
+            #expect(after.map { noteBody($0) } == ["Bob's", "body of n1", "body of n2"])
             let b = try #require(try await f.alice.fetchShare(in: zone).testParticipant(bob.userID))
             #expect(b.status == .removed)
             #expect(b.left == true)
@@ -366,15 +366,15 @@ struct ShareTests {
             // They may come back with the same URL.
             _ = try await bob.acceptShare(url: share.url)
             #expect(try await bob.sharedDatabase.zones().map(\.id) == [zone])
-            #expect(shareBody(try await bob.sharedDatabase.record(named: "by-bob", in: zone)) == "Bob's")
+            #expect(noteBody(try await bob.sharedDatabase.record(named: "by-bob", in: zone)) == "Bob's")
             #expect(try await f.alice.fetchShare(in: zone).testParticipant(bob.userID)?.status == .accepted)
         }
     }
 
     @Test(arguments: TestBackend.all) func aLinkJoinerWhoLeavesLosesTheirKeyAndMayJoinAgain(_ backend: TestBackend) async throws {
-        try await ShareFixture.run(backend) { f in
+        try await withStore(backend) { f in
             let carol = try await f.user("Carol", "carol@example.com")
-            let zone = try await f.aliceZone()
+            let zone = try await f.makeZone("Family")
             let share = try await f.alice.share(zone: zone, title: "Open", publicPermission: .readOnly)
             _ = try await carol.acceptShare(url: share.url)
             #expect(try await f.wrappedKey(zone, member: carol.userID, epoch: 1) != nil)
@@ -383,12 +383,12 @@ struct ShareTests {
             #expect(try await carol.sharedDatabase.zones().isEmpty)
             await expectStoreError(.permissionFailure) { try await f.fresh(carol).sharedDatabase.record(named: "n1", in: zone) }
             _ = try await carol.acceptShare(url: share.url)
-            #expect(shareBody(try await f.fresh(carol).sharedDatabase.record(named: "n1", in: zone)) == "body of n1")
+            #expect(noteBody(try await f.fresh(carol).sharedDatabase.record(named: "n1", in: zone)) == "body of n1")
         }
     }
 
     @Test(arguments: TestBackend.all) func theOwnerAndPendingInviteesCannotLeave(_ backend: TestBackend) async throws {
-        try await ShareFixture.run(backend) { f in
+        try await withStore(backend) { f in
             let bob = try await f.user("Bob", "bob@example.com")
             let (zone, _) = try await f.sharedWith(bob, .readOnly, accept: false)
             await expectStoreError(.invalidArguments) { try await f.alice.leaveShare(zone: zone) }
@@ -398,7 +398,7 @@ struct ShareTests {
     }
 
     @Test func deletingASharedZoneDeletesItsShare() async throws {
-        try await ShareFixture.run { f in
+        try await withStore { f in
             let bob = try await f.user("Bob", "bob@example.com")
             let (zone, _) = try await f.sharedWith(bob, .readWrite)
             await expectStoreError(.permissionFailure) { try await bob.sharedDatabase.deleteZone(zone) }
@@ -407,7 +407,7 @@ struct ShareTests {
             #expect(try await bob.fetchShares().isEmpty)
             #expect(try await bob.sharedDatabase.zones().isEmpty)
             await expectStoreError(.zoneNotFound) { try await bob.sharedDatabase.record(named: "n1", in: zone) }
-            let counts = try f.raw { db in
+            let counts = try f.sqlite { db in
                 try ["zone_log", "share_link", "zone_member", "zone_key", "zone_key_chain"].map {
                     try Int.fetchOne(db, sql: "SELECT count(*) FROM \($0)") ?? -1
                 }
@@ -421,7 +421,7 @@ struct ShareTests {
 struct SharesByDatabaseTests {
     @Test("fetchShares(in:) splits owned shares (private) from shares taken part in (shared)", arguments: TestBackend.all)
     func sharesByDatabase(_ backend: TestBackend) async throws {
-        try await ShareFixture.run(backend) { f in
+        try await withStore(backend) { f in
             let bob = try await f.user("Bob", "bob@example.com")
             let aliceZone = try await f.alice.privateDatabase.createZone(named: "AliceZone")
             let bobZone = try await bob.privateDatabase.createZone(named: "BobZone")

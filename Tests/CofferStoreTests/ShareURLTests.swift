@@ -34,8 +34,8 @@ struct ShareURLTests {
     }
 
     @Test(arguments: TestBackend.all) func theURLsOfRealSharesRoundTrip(_ backend: TestBackend) async throws {
-        try await ShareFixture.run(backend) { f in
-            let zone = try await f.aliceZone()
+        try await withStore(backend) { f in
+            let zone = try await f.makeZone("Family")
             let closed = try await f.alice.share(zone: zone, title: "t")
             let parsed = try ShareURL(string: closed.url)
             #expect(parsed.string == closed.url)
@@ -108,8 +108,8 @@ struct ShareURLTests {
     }
 
     @Test(arguments: TestBackend.all) func acceptingAMalformedURLIsInvalidArguments(_ backend: TestBackend) async throws {
-        try await ShareFixture.run(backend) { f in
-            let zone = try await f.aliceZone()
+        try await withStore(backend) { f in
+            let zone = try await f.makeZone("Family")
             let share = try await f.alice.share(zone: zone, title: "t")
             let bob = try await f.user("Bob", "bob@example.com")
             await expectStoreError(.invalidArguments) { try await bob.acceptShare(url: share.url.replacingOccurrences(of: "/v1/", with: "/v2/")) }

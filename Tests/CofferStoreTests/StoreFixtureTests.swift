@@ -27,9 +27,9 @@ struct StoreFixtureTests {
     static let bobPassphrase = "throwaway fixture passphrase v1-interactive"
 
     /// What the v5 fixture holds, by zone: record name → (plain title, encrypted body, creator).
-    /// Fixture Alice owns Notes (shared read-write with Fixture Bob, who accepted and wrote b1;
-    /// Fixture Carol was added read-only, accepted, and removed, so Notes is at key epoch 2 with
-    /// n1 and b1 still sealed under epoch 1; n2 was deleted) and Private (unshared); Fixture Bob
+    /// TestStore Alice owns Notes (shared read-write with TestStore Bob, who accepted and wrote b1;
+    /// TestStore Carol was added read-only, accepted, and removed, so Notes is at key epoch 2 with
+    /// n1 and b1 still sealed under epoch 1; n2 was deleted) and Private (unshared); TestStore Bob
     /// owns Bobs (unshared).
     struct Expected: Sendable {
         let title: String
@@ -128,7 +128,7 @@ struct StoreFixtureTests {
             let changes = try await alice.privateDatabase.changes(in: notes, since: nil)
             #expect(Set(changes.changed.map(\.name)) == Set(Self.notes.keys) && changes.deleted.isEmpty && changes.refused.isEmpty)
             // Bob can still write.
-            _ = try await bob.sharedDatabase.save(shareNote("b2", in: notes, title: "Bob again", body: "after the upgrade"))
+            _ = try await bob.sharedDatabase.save(makeNote("b2", in: notes, title: "Bob again", body: "after the upgrade"))
             #expect(try await bob.sharedDatabase.record(named: "n1", in: notes).encryptedValues["body"]?.stringValue == "fixture body one")
             let report = try await alice.audit()
             #expect(report.findings.isEmpty, "\(report.findings)")
@@ -159,7 +159,7 @@ struct StoreFixtureTests {
             }
             let before = try await formats()
             #expect(!before.isEmpty && before.allSatisfy { $0 == .v1 }, "the fixture's entries are of log entry format 1")
-            _ = try await bob.sharedDatabase.save(shareNote("b2", in: notes, title: "Bob again", body: "on the v6 store"))
+            _ = try await bob.sharedDatabase.save(makeNote("b2", in: notes, title: "Bob again", body: "on the v6 store"))
             // The log goes on in format 2 after its format 1 entries, and both verify.
             #expect(try await formats() == before + [.v2])
             #expect(try await f.store.openSession(vault: f.alice).privateDatabase.record(named: "b2", in: notes).modifierID == bobID)

@@ -12,7 +12,7 @@ import Testing
 @Suite("Tampering")
 struct TamperTests {
     /// A second connection to the store's file, outside the store.
-    func withRawDatabase<T>(_ f: Fixture, _ body: (Database) throws -> T) throws -> T {
+    func withRawDatabase<T>(_ f: TestStore, _ body: (Database) throws -> T) throws -> T {
         let queue = try DatabaseQueue(path: f.path)
         defer { try? queue.close() }
         return try queue.write(body)
@@ -20,7 +20,7 @@ struct TamperTests {
 
     /// Zone "A" with records a1, a2, a3 and zone "B" with b1, all of type Note with plain and
     /// encrypted fields.
-    func seed(_ f: Fixture) async throws -> (ZoneID, ZoneID) {
+    func seed(_ f: TestStore) async throws -> (ZoneID, ZoneID) {
         let a = try await f.db.createZone(named: "A")
         let b = try await f.db.createZone(named: "B")
         for name in ["a1", "a2", "a3"] {
@@ -43,9 +43,9 @@ struct TamperTests {
 
     /// Every read path of `name` fails with `.integrityFailure` that names it, in this session
     /// and in a fresh one; the other records still read.
-    func expectDamaged(_ f: Fixture, _ name: String, in zone: ZoneID, others: [String], type: String = "Note",
+    func expectDamaged(_ f: TestStore, _ name: String, in zone: ZoneID, others: [String], type: String = "Note",
                        namesRecord: Bool = true, sourceLocation: SourceLocation = #_sourceLocation) async throws {
-        for session in [f.session, try f.freshSession()] {
+        for session in [f.alice, try await f.fresh(f.alice)] {
             let db = session.privateDatabase
             let error = await expectStoreError(.integrityFailure, sourceLocation: sourceLocation) { try await db.record(named: name, in: zone) }
             if namesRecord {
@@ -254,7 +254,7 @@ struct TamperTests {
         for replacement in ["junk", "other user", "truncated", "removed"] {
             try await withStore { f async throws in
                 let (a, _) = try await seed(f)
-                let bob = try f.otherSession()
+                let bob = try await f.user("Bob Builder", "bob@example.com")
                 try await bob.privateDatabase.createZone(named: "BobZone")
                 try withRawDatabase(f) { db in
                     let zoneA = try Int64.fetchOne(db, sql: "SELECT id FROM zone WHERE name = 'A'")!
@@ -273,7 +273,7 @@ struct TamperTests {
                     }
                 }
                 // A fresh session has no cached key: it must unwrap the damaged one.
-                let fresh = try f.freshSession().privateDatabase
+                let fresh = try await f.fresh(f.alice).privateDatabase
                 let expected: [StoreError.Code] = replacement == "removed" ? [.permissionFailure] : [.integrityFailure, .permissionFailure]
                 await expectStoreError(oneOf: expected, "\(replacement): read") { try await fresh.record(named: "a1", in: a) }
                 await expectStoreError(oneOf: expected, "\(replacement): fetch many") { try await fresh.records(named: ["a1", "a2"], in: a) }
@@ -342,12 +342,12 @@ struct TamperTests {
             try withRawDatabase(f) { db in
                 try db.execute(sql: "UPDATE field_schema SET encrypted = 0 WHERE field = 'body'")
             }
-            let fresh = try f.freshSession().privateDatabase
+            let fresh = try await f.fresh(f.alice).privateDatabase
             await expectStoreError(.integrityFailure) { try await fresh.record(named: "a1", in: a) }
             try withRawDatabase(f) { db in
                 try db.execute(sql: "UPDATE field_schema SET encrypted = 1, value_type = 'float' WHERE field = 'body'")
             }
-            await expectStoreError(.integrityFailure) { try await f.freshSession().privateDatabase.record(named: "a1", in: a) }
+            await expectStoreError(.integrityFailure) { try await f.fresh(f.alice).privateDatabase.record(named: "a1", in: a) }
         }
     }
 
@@ -386,7 +386,7 @@ struct TamperTests {
                     WHERE zone_id = (SELECT id FROM zone WHERE name = 'A')
                     """)
             }
-            let fresh = try f.freshSession().privateDatabase
+            let fresh = try await f.fresh(f.alice).privateDatabase
             // The wrapped key names its zone and epoch: zone B's key does not open as zone A's.
             let error = await expectStoreError(.integrityFailure) { try await fresh.record(named: "a1", in: a) }
             #expect(error?.message.contains("zone 'A'") == true, "\(error?.message ?? "")")
@@ -409,7 +409,7 @@ struct TamperTests {
             }
             // A's key now opens for zone "Empty": new records there would be sealed under A's key,
             // readable by anyone who ever held A's key.
-            let fresh = try f.freshSession().privateDatabase
+            let fresh = try await f.fresh(f.alice).privateDatabase
             await expectStoreError(oneOf: [.integrityFailure, .permissionFailure]) {
                 try await fresh.save(makeRecord("Note", "e1", in: empty, encrypted: ["body": "meant for Empty only"]))
             }
