@@ -89,10 +89,22 @@ let package = Package(
         .target(name: "CofferTestSupport", dependencies: ["CofferCrypto"], path: "Tests/CofferTestSupport"),
         .testTarget(name: "CofferCryptoTests", dependencies: ["CofferCrypto", "CofferTestSupport"]),
         .testTarget(name: "CofferVaultTests", dependencies: ["CofferVault", "CofferCrypto", "CofferTestSupport"]),
+        // The store tests' one fixture (a store on any backend, through a server or not) and
+        // helpers, for the store and server tests.
+        .target(
+            name: "CofferStoreTestSupport",
+            dependencies: [
+                "CofferStore", "CofferVault", "CofferCrypto", "CofferTestSupport",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            ],
+            path: "Tests/CofferStoreTestSupport"
+        ),
         .testTarget(
             name: "CofferStoreTests",
             dependencies: [
-                "CofferStore", "CofferServer", "CofferVault", "CofferCrypto", "CofferTestSupport",
+                "CofferStore", "CofferServer", "CofferVault", "CofferCrypto", "CofferTestSupport", "CofferStoreTestSupport",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),

@@ -1,6 +1,7 @@
 import CofferCrypto
 import CofferTestSupport
 import CofferVault
+import CofferStoreTestSupport
 import Foundation
 import Testing
 @testable import CofferStore

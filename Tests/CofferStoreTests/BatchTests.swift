@@ -1,5 +1,6 @@
 import CofferCrypto
 import CofferVault
+import CofferStoreTestSupport
 import Foundation
 import Testing
 @testable import CofferStore

@@ -1,6 +1,7 @@
 import CofferTestSupport
 import CofferCrypto
 import CofferVault
+import CofferStoreTestSupport
 import Foundation
 import GRDB
 import Testing
@@ -13,21 +14,6 @@ import Glibc
 // commits made through other Store objects and other processes; cancelling the iterating task
 // ends them; losing the zone or access ends them with the error. Every wait is raced against a
 // timeout so that no test can hang.
-
-/// The `coffer` executable next to the test bundle (the folder of /proc/self/exe), if built.
-func cofferExecutable() -> URL? {
-    guard let exe = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe") else { return nil }
-    let url = URL(fileURLWithPath: exe).deletingLastPathComponent().appendingPathComponent("coffer")
-    return FileManager.default.isExecutableFile(atPath: url.path) ? url : nil
-}
-
-/// Runs `coffer` with `arguments` and `environment`; kills it after `timeout` seconds.
-func runCoffer(_ executable: URL, _ arguments: [String], environment: [String: String],
-                     timeout: TimeInterval = 60) async throws -> (status: Int32, out: String, err: String) {
-    let run = try await ChildProcess.run(executable.path, arguments, environment: environment, timeout: timeout)
-    if run.timedOut { throw TestTimeout(seconds: Int(timeout)) }
-    return (run.status, String(decoding: run.stdout, as: UTF8.self), String(decoding: run.stderr, as: UTF8.self))
-}
 
 /// The first element of `stream`, or nil when it finishes without one; fails after `seconds`.
 /// 30 s, not less: with the whole suite running on two cores, the store's SQLite calls that

@@ -1,4 +1,5 @@
 import CofferCrypto
+import CofferStoreTestSupport
 import Foundation
 import Testing
 @testable import CofferStore

@@ -1,3 +1,4 @@
+import CofferStoreTestSupport
 import Foundation
 import GRDB
 import Synchronization

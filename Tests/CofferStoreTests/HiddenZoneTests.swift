@@ -1,6 +1,7 @@
 import CofferCrypto
 import CofferTestSupport
 import CofferVault
+import CofferStoreTestSupport
 import Foundation
 import GRDB
 import Testing

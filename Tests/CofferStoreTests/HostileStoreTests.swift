@@ -1,5 +1,6 @@
 import CofferCrypto
 @testable import CofferVault
+import CofferStoreTestSupport
 import Foundation
 import GRDB
 import Testing

@@ -1,4 +1,5 @@
 import CofferTestSupport
+import CofferStoreTestSupport
 import Foundation
 import PostgresNIO
 import Testing

@@ -1,3 +1,4 @@
+import CofferStoreTestSupport
 import Testing
 @testable import CofferStore
 

@@ -1,3 +1,4 @@
+import CofferStoreTestSupport
 import Foundation
 import Testing
 @testable import CofferStore

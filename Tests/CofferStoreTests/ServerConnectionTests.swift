@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import CofferTestSupport
+import CofferStoreTestSupport
 import Foundation
 import NIOCore
 import NIOHTTP1

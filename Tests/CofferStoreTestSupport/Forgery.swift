@@ -14,7 +14,7 @@ extension TestStore {
     /// the library would. The commit claims the owner's entry `ownerSeq` and key `epoch` (the
     /// zone's current ones by default). Returns the commit's sequence.
     @discardableResult
-    func forge(in zone: ZoneID, signer: Session, name: String, title: String, body: String? = "forged body",
+    package func forge(in zone: ZoneID, signer: Session, name: String, title: String, body: String? = "forged body",
                ownerSeq: Int64? = nil, epoch keyEpoch: Int64? = nil, label: String? = nil,
                entry adjust: @escaping @Sendable (inout LogEntry) -> Void = { _ in }) async throws -> Int64 {
         if let postgres { // through the storage calls (see forgeCommit), on the database itself (around a server)
@@ -33,7 +33,7 @@ extension TestStore {
 /// Writes a record row and a commit entry signed by `signer` at the head of the zone's log, in
 /// `db` (a connection of the attacker's own), with what `signer` holds: see ``TestStore/forge(in:signer:name:title:body:ownerSeq:epoch:label:entry:)``.
 @discardableResult
-func forgeCommit(_ db: any StorageTransaction, zone: ZoneID, signer: Session, name: String, title: String, body: String?,
+package func forgeCommit(_ db: any StorageTransaction, zone: ZoneID, signer: Session, name: String, title: String, body: String?,
                  ownerSeq: Int64? = nil, epoch keyEpoch: Int64? = nil, label: String? = nil, key given: SymmetricKey? = nil,
                  entry adjust: (inout LogEntry) -> Void = { _ in }) throws -> Int64 {
     let row = try #require(try db.zoneRow(zone))
@@ -91,7 +91,7 @@ func forgeCommit(_ db: any StorageTransaction, zone: ZoneID, signer: Session, na
 /// or at `seq` with `prev`, with a raw SQL connection: the library's rules are not applied.
 /// `adjust` may change the entry's format fields before it is signed.
 @discardableResult
-func forgeEntry(_ db: any StorageTransaction, zone: ZoneID, signer: Session, kind: LogEntry.Kind, payload: [UInt8], entries: [UInt8]? = nil,
+package func forgeEntry(_ db: any StorageTransaction, zone: ZoneID, signer: Session, kind: LogEntry.Kind, payload: [UInt8], entries: [UInt8]? = nil,
                 names: [UInt8]? = nil, seq given: Int64? = nil, prev: Digest32? = nil, time: Double = Date().timeIntervalSince1970,
                 entry adjust: (inout LogEntry) -> Void = { _ in }) throws -> Int64 {
     let row = try #require(try db.zoneRow(zone))
@@ -112,7 +112,7 @@ func forgeEntry(_ db: any StorageTransaction, zone: ZoneID, signer: Session, kin
 
 /// Rewrites a stored log entry's body with SQL (its signature and hash columns kept), as
 /// someone editing the file would: `change` gets the decoded entry and returns the new one.
-func editEntry(_ db: Database, zoneRowID: Int64, seq: Int64, _ change: (LogEntry) -> LogEntry) throws {
+package func editEntry(_ db: Database, zoneRowID: Int64, seq: Int64, _ change: (LogEntry) -> LogEntry) throws {
     let body = try #require(try Data.fetchOne(db, sql: "SELECT body FROM zone_log WHERE zone_id = ? AND seq = ?", arguments: [zoneRowID, seq]))
     let entry = try #require(LogEntry.decode(Array(body)))
     try db.execute(sql: "UPDATE zone_log SET body = ? WHERE zone_id = ? AND seq = ?", arguments: [Data(change(entry).body), zoneRowID, seq])
@@ -120,7 +120,7 @@ func editEntry(_ db: Database, zoneRowID: Int64, seq: Int64, _ change: (LogEntry
 }
 
 /// Sets the transaction author label of a stored commit (see ``editEntry``).
-func editEntryLabel(_ db: Database, zoneRowID: Int64, seq: Int64, to label: String?) throws {
+package func editEntryLabel(_ db: Database, zoneRowID: Int64, seq: Int64, to label: String?) throws {
     try editEntry(db, zoneRowID: zoneRowID, seq: seq) { entry in
         let payload = RecordsPayload.decode(entry.payload)!
         return LogEntry(zoneUID: entry.zoneUID, seq: entry.seq, prev: entry.prev, kind: entry.kind, authorID: entry.authorID, time: entry.time,

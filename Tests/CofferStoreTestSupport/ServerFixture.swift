@@ -15,30 +15,30 @@ import Glibc
 
 /// A `coffer serve` process of the test's own over a fresh store (an SQLite file of a temporary
 /// folder, or a new PostgreSQL database), and client stores that work through it.
-struct ServerFixture {
-    let backend: TestBackend
-    let folder: URL
-    let server: ServerChild
+package struct ServerFixture {
+    package let backend: TestBackend
+    package let folder: URL
+    package let server: ServerChild
     /// What the server was started with: the SQLite file's path or the database's URL.
-    let location: String
+    package let location: String
     /// The server's SQLite file (nil on PostgreSQL), for tests that play a hostile server.
-    var storePath: String? { backend == .sqlite ? location : nil }
-    let postgres: PostgresURL?
-    let clients = Locked<[Store]>([])
+    package var storePath: String? { backend == .sqlite ? location : nil }
+    package let postgres: PostgresURL?
+    package let clients = Locked<[Store]>([])
     /// Whether the test killed the server itself (then it is not expected to stop cleanly).
-    let killed = Locked(false)
+    package let killed = Locked(false)
 
     /// Kills the server (SIGKILL), as a crash would.
-    func kill() async {
+    package func kill() async {
         killed.withLock { $0 = true }
         await server.stop(SIGKILL)
     }
 
-    var url: URL { URL(string: server.url)! }
+    package var url: URL { URL(string: server.url)! }
 
     /// Lists `userID` in the member lookup of the zone `row` names, in the server's store (SQLite
     /// or PostgreSQL) behind the server's back, as someone with the store's file or database can.
-    func listInMemberLookup(_ row: ZoneRow, _ userID: String) async throws {
+    package func listInMemberLookup(_ row: ZoneRow, _ userID: String) async throws {
         if let storePath {
             let queue = try DatabaseQueue(path: storePath)
             try await queue.write { db in
@@ -53,7 +53,7 @@ struct ServerFixture {
     }
 
     /// A user of the server: a vault of their own, a store on the server, a session.
-    func user(_ name: String, _ email: String) async throws -> (vault: Vault, store: Store, session: Session) {
+    package func user(_ name: String, _ email: String) async throws -> (vault: Vault, store: Store, session: Session) {
         let vault = try makeVault(in: folder, file: "\(UUID().uuidString).coffer", name: name, email: email)
         let store = try await client(vault)
         return (vault, store, try await store.openSession(vault: vault))
@@ -62,7 +62,7 @@ struct ServerFixture {
     /// Another store object on the server for `vault` (another process of that user's). With
     /// `server` (another instance, or the server restarted), requests go there and name the
     /// fixture's first server, whose URL the others serve too.
-    func client(_ vault: Vault, server: ServerChild? = nil) async throws -> Store {
+    package func client(_ vault: Vault, server: ServerChild? = nil) async throws -> Store {
         let store = try await Store(server: URL(string: (server ?? self.server).url)!, naming: url, vault: vault, timeout: .seconds(60))
         clients.withLock { $0.append(store) }
         return store
@@ -70,13 +70,13 @@ struct ServerFixture {
 
     /// Starts another server process on the same store (a second instance, or the server
     /// restarted), serving the first one's URL too.
-    func secondInstance() async throws -> ServerChild {
+    package func secondInstance() async throws -> ServerChild {
         try await ServerChild.start(executable: try serverExecutable(), store: location, directory: folder.path, environment: serverEnvironment,
                                     publicURL: server.url)
     }
 
     /// Sends a raw request to the server: the status and the body.
-    func raw(_ method: String, _ target: String, body: Data = Data(), headers: [(String, String)] = [], to other: ServerChild? = nil)
+    package func raw(_ method: String, _ target: String, body: Data = Data(), headers: [(String, String)] = [], to other: ServerChild? = nil)
         async throws -> (status: Int, body: [String: Any]) {
         var request = HTTPClientRequest(url: (other ?? server).url + target)
         request.method = HTTPMethod(rawValue: method)
@@ -89,43 +89,42 @@ struct ServerFixture {
 
     /// A request signed as `vault` (its date `now`) for the fixture's server (its URL and store
     /// id), sent raw to it or to `other`.
-    func signed(_ vault: Vault, _ method: String, _ target: String, body: Data = Data(), now: Date = Date(), to other: ServerChild? = nil)
+    package func signed(_ vault: Vault, _ method: String, _ target: String, body: Data = Data(), now: Date = Date(), to other: ServerChild? = nil)
         async throws -> (status: Int, body: [String: Any]) {
         let signature = try await signature(vault, method, target, body: body, now: now)
         return try await raw(method, target, body: body, headers: signature, to: other)
     }
 
     /// The headers of a request signed as `vault` for the fixture's server.
-    func signature(_ vault: Vault, _ method: String, _ target: String, body: Data = Data(), now: Date = Date()) async throws -> [(String, String)] {
+    package func signature(_ vault: Vault, _ method: String, _ target: String, body: Data = Data(), now: Date = Date()) async throws -> [(String, String)] {
         let signature = RequestSignature.sign(method: method, target: target, body: body, vault: vault, origin: try ServerOrigin(url),
                                               storeID: try await storeID(), now: now)
         return signature.headers.map { ($0.name, $0.value) }
     }
 
     /// The server's store id, as it answers `GET /v1/store`.
-    func storeID(of other: ServerChild? = nil) async throws -> [UInt8] {
+    package func storeID(of other: ServerChild? = nil) async throws -> [UInt8] {
         let info = try await raw("GET", "/v1/store", to: other)
         let text = try #require(info.body["storeID"] as? String)
         return Array(try #require(Data(base64Encoded: text)))
     }
 
-    var serverEnvironment: [String: String] { ProcessInfo.processInfo.environment }
+    package var serverEnvironment: [String: String] { ProcessInfo.processInfo.environment }
 }
 
-/// The `coffer` executable next to the test bundle.
 /// The row id a server's SQLite store keeps a zone under (requests name zones by uid, and each
 /// client numbers them for itself).
-func serverRowID(_ db: Database, _ row: ZoneRow) throws -> Int64 {
+package func serverRowID(_ db: Database, _ row: ZoneRow) throws -> Int64 {
     try #require(try Int64.fetchOne(db, sql: "SELECT id FROM zone WHERE uid = ?", arguments: [Data(row.uid)]))
 }
 
-func serverExecutable() throws -> String {
+package func serverExecutable() throws -> String {
     try #require(cofferExecutable(), "the coffer executable is not built next to the tests (swift build --build-tests)").path
 }
 
 /// Runs `body` with a server on a fresh store of `backend`; stops the server (SIGTERM) and
 /// expects it to stop cleanly.
-func withServer<R>(_ backend: TestBackend, _ body: (ServerFixture) async throws -> R) async throws -> R {
+package func withServer<R>(_ backend: TestBackend, _ body: (ServerFixture) async throws -> R) async throws -> R {
     try await withTemporaryFolder { folder in
         func run(location: String, postgres: PostgresURL?) async throws -> R {
             let server = try await ServerChild.start(executable: try serverExecutable(), store: location, directory: folder.path,
@@ -151,4 +150,19 @@ func withServer<R>(_ backend: TestBackend, _ body: (ServerFixture) async throws 
             }
         }
     }
+}
+
+/// The `coffer` executable next to the test bundle (the folder of /proc/self/exe), if built.
+package func cofferExecutable() -> URL? {
+    guard let exe = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe") else { return nil }
+    let url = URL(fileURLWithPath: exe).deletingLastPathComponent().appendingPathComponent("coffer")
+    return FileManager.default.isExecutableFile(atPath: url.path) ? url : nil
+}
+
+/// Runs `coffer` with `arguments` and `environment`; kills it after `timeout` seconds.
+package func runCoffer(_ executable: URL, _ arguments: [String], environment: [String: String],
+                     timeout: TimeInterval = 60) async throws -> (status: Int32, out: String, err: String) {
+    let run = try await ChildProcess.run(executable.path, arguments, environment: environment, timeout: timeout)
+    if run.timedOut { throw TestTimeout(seconds: Int(timeout)) }
+    return (run.status, String(decoding: run.stdout, as: UTF8.self), String(decoding: run.stderr, as: UTF8.self))
 }

@@ -8,11 +8,11 @@ import Testing
 // The store tests' helpers. Every vault made here uses `Argon2id.Parameters.min`; every test
 // works in a fresh temporary folder that is removed afterwards (see ``withStore(_:_:)``).
 
-let testPassphrase = "store-tests-passphrase-K8v2"
+package let testPassphrase = "store-tests-passphrase-K8v2"
 
 /// Creates a vault (fast KDF, ``testPassphrase``) in `folder/vaults/`, in a file named `file`
 /// or one of its own.
-func makeVault(in folder: URL, file: String? = nil, name: String = "Alice", email: String? = "alice@example.com") throws -> Vault {
+package func makeVault(in folder: URL, file: String? = nil, name: String = "Alice", email: String? = "alice@example.com") throws -> Vault {
     let vaults = folder.appendingPathComponent("vaults", isDirectory: true)
     try FileManager.default.createDirectory(at: vaults, withIntermediateDirectories: true)
     return try Vault.create(at: vaults.appendingPathComponent(file ?? "\(UUID().uuidString).coffer"), name: name, email: email,
@@ -20,11 +20,11 @@ func makeVault(in folder: URL, file: String? = nil, name: String = "Alice", emai
 }
 
 /// The store file of a test folder.
-func storePath(in folder: URL) -> String { folder.appendingPathComponent("store.sqlite").path }
+package func storePath(in folder: URL) -> String { folder.appendingPathComponent("store.sqlite").path }
 
 /// Runs `body` and checks that it throws a ``StoreError`` with exactly `code`; returns the error.
 @discardableResult
-func expectStoreError<T>(_ code: StoreError.Code, _ comment: Comment? = nil,
+package func expectStoreError<T>(_ code: StoreError.Code, _ comment: Comment? = nil,
                          sourceLocation: SourceLocation = #_sourceLocation,
                          _ body: () async throws -> T) async -> StoreError? {
     await expectStoreError(oneOf: [code], comment, sourceLocation: sourceLocation, body)
@@ -32,7 +32,7 @@ func expectStoreError<T>(_ code: StoreError.Code, _ comment: Comment? = nil,
 
 /// Runs `body` and checks that it throws a ``StoreError`` whose code is one of `codes`.
 @discardableResult
-func expectStoreError<T>(oneOf codes: [StoreError.Code], _ comment: Comment? = nil,
+package func expectStoreError<T>(oneOf codes: [StoreError.Code], _ comment: Comment? = nil,
                          sourceLocation: SourceLocation = #_sourceLocation,
                          _ body: () async throws -> T) async -> StoreError? {
     let context = comment.map { " (\($0))" } ?? ""
@@ -52,7 +52,7 @@ func expectStoreError<T>(oneOf codes: [StoreError.Code], _ comment: Comment? = n
 
 /// The synchronous form, for codec and validation calls.
 @discardableResult
-func expectStoreErrorSync<T>(_ code: StoreError.Code, _ comment: Comment? = nil,
+package func expectStoreErrorSync<T>(_ code: StoreError.Code, _ comment: Comment? = nil,
                              sourceLocation: SourceLocation = #_sourceLocation,
                              _ body: () throws -> T) -> StoreError? {
     let context = comment.map { " (\($0))" } ?? ""
@@ -71,7 +71,7 @@ func expectStoreErrorSync<T>(_ code: StoreError.Code, _ comment: Comment? = nil,
 }
 
 /// A record of `type` named `name` in `zone` with the given fields.
-func makeRecord(_ type: String, _ name: String, in zone: ZoneID, parent: String? = nil,
+package func makeRecord(_ type: String, _ name: String, in zone: ZoneID, parent: String? = nil,
                 plain: [String: RecordValue] = [:], encrypted: [String: RecordValue] = [:]) -> Record {
     var record = Record(type: type, name: name, zone: zone, parent: parent)
     record.values = plain
@@ -81,7 +81,7 @@ func makeRecord(_ type: String, _ name: String, in zone: ZoneID, parent: String?
 
 /// The record's string values' UTF-8 bytes: Swift's `==` on strings is canonical
 /// equivalence, so exact round trips compare bytes too.
-func utf8Fields(_ values: [String: RecordValue]) -> [String: [[UInt8]]] {
+package func utf8Fields(_ values: [String: RecordValue]) -> [String: [[UInt8]]] {
     values.compactMapValues { value -> [[UInt8]]? in
         switch value {
         case .string(let s), .reference(let s): return [Array(s.utf8)]
@@ -98,10 +98,10 @@ func utf8Fields(_ values: [String: RecordValue]) -> [String: [[UInt8]]] {
 }
 
 /// The record names of a query page, in order.
-func recordNames(_ records: [Record]) -> [String] { records.map(\.name) }
+package func recordNames(_ records: [Record]) -> [String] { records.map(\.name) }
 
 /// A note: plain title (the name unless given), encrypted body, and an optional parent.
-func makeNote(_ name: String, in zone: ZoneID, title: String? = nil, body: String? = nil, parent: String? = nil) -> CofferStore.Record {
+package func makeNote(_ name: String, in zone: ZoneID, title: String? = nil, body: String? = nil, parent: String? = nil) -> CofferStore.Record {
     var record = CofferStore.Record(type: "Note", name: name, zone: zone, parent: parent)
     record.values["title"] = .string(title ?? name)
     record.encryptedValues["body"] = .string(body ?? "body of \(name)")
@@ -109,29 +109,29 @@ func makeNote(_ name: String, in zone: ZoneID, title: String? = nil, body: Strin
 }
 
 /// The body of a fetched note.
-func noteBody(_ record: CofferStore.Record) -> String? { record.encryptedValues["body"]?.stringValue }
+package func noteBody(_ record: CofferStore.Record) -> String? { record.encryptedValues["body"]?.stringValue }
 
 /// An audit finding reduced to what identifies it.
-struct Finding: Hashable, CustomStringConvertible {
-    let kind: AuditFinding.Kind
-    let subject: String
-    init(_ kind: AuditFinding.Kind, _ subject: String) {
+package struct Finding: Hashable, CustomStringConvertible {
+    package let kind: AuditFinding.Kind
+    package let subject: String
+    package init(_ kind: AuditFinding.Kind, _ subject: String) {
         self.kind = kind
         self.subject = subject
     }
-    var description: String { "\(kind.rawValue):\(subject)" }
+    package var description: String { "\(kind.rawValue):\(subject)" }
 }
 
 extension AuditReport {
     /// The findings as (kind, subject), for exact comparison.
-    var findingKeys: Set<Finding> { Set(findings.map { Finding($0.kind, $0.subject) }) }
+    package var findingKeys: Set<Finding> { Set(findings.map { Finding($0.kind, $0.subject) }) }
 }
 
 /// One item of a zone change feed, in feed order.
-enum FeedItem: Hashable, CustomStringConvertible {
+package enum FeedItem: Hashable, CustomStringConvertible {
     case changed(String)
     case deleted(String)
-    var description: String {
+    package var description: String {
         switch self {
         case .changed(let n): return "+\(n)"
         case .deleted(let n): return "-\(n)"
@@ -142,7 +142,7 @@ enum FeedItem: Hashable, CustomStringConvertible {
 /// Items of a page in feed order, (seq, name): changed records carry their change tag's
 /// sequence; deletions are placed by the caller's knowledge, so this returns both lists merged
 /// by the sequence numbers given in `deletedSeqs`.
-func pageItems(_ page: ZoneChanges, deletedSeqs: [String: Int64]) throws -> [FeedItem] {
+package func pageItems(_ page: ZoneChanges, deletedSeqs: [String: Int64]) throws -> [FeedItem] {
     var keyed = [(Int64, String, FeedItem)]()
     for record in page.changed {
         let seq = try ChangeTag.parse(try #require(record.changeTag))
@@ -156,27 +156,27 @@ func pageItems(_ page: ZoneChanges, deletedSeqs: [String: Int64]) throws -> [Fee
 }
 
 /// base64url without padding, written independently of the library.
-func base64URL(_ bytes: [UInt8]) -> String {
+package func base64URL(_ bytes: [UInt8]) -> String {
     Data(bytes).base64EncodedString()
         .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
 }
 
 /// Decodes base64url without padding.
-func base64URLDecode(_ text: String) -> [UInt8]? {
+package func base64URLDecode(_ text: String) -> [UInt8]? {
     var b64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
     while b64.count % 4 != 0 { b64 += "=" }
     return Data(base64Encoded: b64).map(Array.init)
 }
 
 /// Thrown when a raced operation took too long.
-struct TestTimeout: Error, CustomStringConvertible {
-    let seconds: Int
-    var description: String { "timed out after \(seconds) s" }
+package struct TestTimeout: Error, CustomStringConvertible {
+    package let seconds: Int
+    package var description: String { "timed out after \(seconds) s" }
 }
 
 /// Runs `body`, failing with ``TestTimeout`` if it has not finished after `seconds` (a guard
 /// against a hang, generous: hundreds of tests share two cores).
-func withTimeout<T: Sendable>(seconds: Int = 30, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
+package func withTimeout<T: Sendable>(seconds: Int = 30, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
     try await withThrowingTaskGroup(of: T.self) { group in
         group.addTask { try await body() }
         group.addTask {
@@ -189,12 +189,12 @@ func withTimeout<T: Sendable>(seconds: Int = 30, _ body: @escaping @Sendable () 
 }
 
 /// What an operation did: allowed, or refused with a store error code.
-enum Outcome: Equatable, CustomStringConvertible {
+package enum Outcome: Equatable, CustomStringConvertible {
     case allowed
     case refused(StoreError.Code)
     case otherError(String)
 
-    var description: String {
+    package var description: String {
         switch self {
         case .allowed: return "allowed"
         case .refused(let code): return "\(code)"
@@ -204,7 +204,7 @@ enum Outcome: Equatable, CustomStringConvertible {
 }
 
 /// Runs `body` and reports what happened.
-func attempt<T>(_ body: () async throws -> T) async -> Outcome {
+package func attempt<T>(_ body: () async throws -> T) async -> Outcome {
     do {
         _ = try await body()
         return .allowed
@@ -217,13 +217,14 @@ func attempt<T>(_ body: () async throws -> T) async -> Outcome {
 
 extension Share {
     /// The participant with this user id.
-    func testParticipant(_ userID: String) -> Share.Participant? { participants.first { $0.userID == userID } }
+    package func testParticipant(_ userID: String) -> Share.Participant? { participants.first { $0.userID == userID } }
 }
 
 /// Thread-safe collector for @Sendable callbacks.
-final class ProgressCalls: @unchecked Sendable {
+package final class ProgressCalls: @unchecked Sendable {
+    package init() {}
     private let lock = NSLock()
     private var items = [[Int]]()
-    func append(_ done: Int, _ total: Int) { lock.lock(); items.append([done, total]); lock.unlock() }
-    var calls: [[Int]] { lock.lock(); defer { lock.unlock() }; return items }
+    package func append(_ done: Int, _ total: Int) { lock.lock(); items.append([done, total]); lock.unlock() }
+    package var calls: [[Int]] { lock.lock(); defer { lock.unlock() }; return items }
 }

@@ -9,17 +9,17 @@ import Testing
 /// - `skip`: the PostgreSQL tests are skipped, and each says so in the output;
 /// - unset: they fail, saying how to run them (`make test` starts a throwaway server through
 ///   `.ci/with-postgres`).
-enum PostgresTestServer {
-    static let variable = ProcessInfo.processInfo.environment["COFFER_TEST_POSTGRES"]
+package enum PostgresTestServer {
+    package static let variable = ProcessInfo.processInfo.environment["COFFER_TEST_POSTGRES"]
 
-    static var isSkipped: Bool { variable == "skip" }
+    package static var isSkipped: Bool { variable == "skip" }
 
     /// Timeouts for tests that do not test timeouts: generous, since a busy test process can
     /// keep a connection waiting for a thread for longer than the library's defaults.
-    static let timeouts = PostgresConnector.Timeouts(connect: .seconds(60), query: .seconds(60))
+    package static let timeouts = PostgresConnector.Timeouts(connect: .seconds(60), query: .seconds(60))
 
     /// The server's URL, or an error that fails the test.
-    static func url() throws -> PostgresURL {
+    package static func url() throws -> PostgresURL {
         guard let variable, !variable.isEmpty else {
             throw StoreError(.invalidArguments, "COFFER_TEST_POSTGRES is not set: run the tests with `make test` (it starts a "
                 + "throwaway PostgreSQL), or set COFFER_TEST_POSTGRES to a postgres:// URL, or to `skip` to leave them out")
@@ -31,12 +31,12 @@ enum PostgresTestServer {
     /// hundreds of test cases together, and their connection pools went past the server's
     /// `max_connections` (then a connect waits until its timeout). The others wait their turn
     /// before they start.
-    static let slots = TestSlots(8)
+    package static let slots = TestSlots(8)
 
     /// Runs `body` with a connector to a new, empty database, which is dropped afterwards.
     /// `timeouts` are the connector's; creating and dropping the database keep the generous
     /// ``timeouts`` (on a busy machine, `CREATE DATABASE` alone can take seconds).
-    static func withDatabase<Result>(
+    package static func withDatabase<Result>(
         timeouts: PostgresConnector.Timeouts = PostgresTestServer.timeouts,
         _ body: (PostgresConnector) async throws -> Result
     ) async throws -> Result {
@@ -71,19 +71,19 @@ enum PostgresTestServer {
 
 extension Trait where Self == ConditionTrait {
     /// Runs the test unless `COFFER_TEST_POSTGRES=skip`; unset, the test runs and fails.
-    static var postgres: Self {
+    package static var postgres: Self {
         .enabled(if: !PostgresTestServer.isSkipped, "COFFER_TEST_POSTGRES=skip: the PostgreSQL tests are left out")
     }
 }
 
 /// A counting semaphore for async tests: `acquire` suspends while every slot is taken.
-actor TestSlots {
+package actor TestSlots {
     private var free: Int
     private var waiting = [CheckedContinuation<Void, Never>]()
 
-    init(_ count: Int) { free = count }
+    package init(_ count: Int) { free = count }
 
-    func acquire() async {
+    package func acquire() async {
         if free > 0 {
             free -= 1
             return
@@ -91,7 +91,7 @@ actor TestSlots {
         await withCheckedContinuation { waiting.append($0) }
     }
 
-    func release() {
+    package func release() {
         if waiting.isEmpty { free += 1 } else { waiting.removeFirst().resume() }
     }
 }

@@ -12,14 +12,14 @@ extension TestStore {
     /// Runs `body` on a connection of its own to the PostgreSQL database, as someone with access
     /// to it would.
     @discardableResult
-    func postgresAdmin<T>(_ body: (PostgresConnector) async throws -> T) async throws -> T {
+    package func postgresAdmin<T>(_ body: (PostgresConnector) async throws -> T) async throws -> T {
         try await withPostgresAdmin(postgres, body)
     }
 
     /// Runs `body` in a write transaction of a second SQLite connection on the store's file
     /// (the server's, behind a server), outside the library: what anyone with write access to
     /// the file can do.
-    func sqlite<T>(_ body: (Database) throws -> T) throws -> T {
+    package func sqlite<T>(_ body: (Database) throws -> T) throws -> T {
         var config = Configuration()
         config.busyMode = .timeout(10)
         let queue = try DatabaseQueue(path: path, configuration: config)
@@ -28,7 +28,7 @@ extension TestStore {
     }
 
     /// The row id of one of Alice's zones in the SQLite file.
-    func zoneRowID(_ zone: ZoneID) throws -> Int64 {
+    package func zoneRowID(_ zone: ZoneID) throws -> Int64 {
         try sqlite { db in
             try #require(try Int64.fetchOne(db, sql: "SELECT id FROM zone WHERE owner_id = ? AND name = ?",
                                             arguments: [zone.ownerID, zone.name]))
@@ -36,7 +36,7 @@ extension TestStore {
     }
 
     /// (epoch, member) of every `zone_key` row of the zone, sorted.
-    func zoneKeyRows(_ zone: ZoneID) async throws -> [KeyRow] {
+    package func zoneKeyRows(_ zone: ZoneID) async throws -> [KeyRow] {
         if postgres != nil {
             return try await postgresAdmin { admin in
                 try await admin.query("""
@@ -56,7 +56,7 @@ extension TestStore {
     }
 
     /// The wrapped key of `member` at `epoch`, if any.
-    func wrappedKey(_ zone: ZoneID, member: String, epoch: Int64) async throws -> [UInt8]? {
+    package func wrappedKey(_ zone: ZoneID, member: String, epoch: Int64) async throws -> [UInt8]? {
         if postgres != nil {
             return try await postgresAdmin { admin in
                 try await admin.query("""
@@ -73,7 +73,7 @@ extension TestStore {
     }
 
     /// The epochs of `zone_key_chain` rows of the zone.
-    func chainEpochs(_ zone: ZoneID) async throws -> [Int64] {
+    package func chainEpochs(_ zone: ZoneID) async throws -> [Int64] {
         if postgres != nil {
             return try await postgresAdmin { admin in
                 try await admin.query("""
@@ -89,7 +89,7 @@ extension TestStore {
     }
 
     /// Record name → epoch column, from the file.
-    func recordEpochs(_ zone: ZoneID) async throws -> [String: Int64] {
+    package func recordEpochs(_ zone: ZoneID) async throws -> [String: Int64] {
         if postgres != nil {
             return try await postgresAdmin { admin in
                 var out = [String: Int64]()
@@ -113,7 +113,7 @@ extension TestStore {
     }
 
     /// The raw `sealed` column of a record.
-    func sealedBlob(_ zone: ZoneID, _ name: String) async throws -> [UInt8] {
+    package func sealedBlob(_ zone: ZoneID, _ name: String) async throws -> [UInt8] {
         if postgres != nil {
             return try await postgresAdmin { admin in
                 Array(try #require(try await admin.query("""
@@ -130,7 +130,7 @@ extension TestStore {
     }
 
     /// What the zone's log says, as its owner verifies it now.
-    func state(_ zone: ZoneID) async throws -> ZoneState {
+    package func state(_ zone: ZoneID) async throws -> ZoneState {
         let alice = self.alice
         return try await store.read { db in
             guard let row = try db.zoneRow(zone) else { throw StoreError(.zoneNotFound, "no zone \(zone.name)") }
@@ -138,11 +138,11 @@ extension TestStore {
         }
     }
 
-    enum LogCount { case share, participants, acceptances }
+    package enum LogCount { case share, participants, acceptances }
 
     /// From the zone's verified log: 1 when it is shared (else 0), its named participants (removed
     /// ones included), or the acceptances in force (named participants and link joiners).
-    func logCount(_ what: LogCount, _ zone: ZoneID) async throws -> Int {
+    package func logCount(_ what: LogCount, _ zone: ZoneID) async throws -> Int {
         let state = try await state(zone)
         switch what {
         case .share: return state.share == nil ? 0 : 1
@@ -153,23 +153,23 @@ extension TestStore {
     }
 
     /// The share uid of the zone's share, from its log.
-    func shareUID(_ zone: ZoneID) async throws -> [UInt8] {
+    package func shareUID(_ zone: ZoneID) async throws -> [UInt8] {
         try #require(try await state(zone).share?.shareUID)
     }
 
     /// The zone's row, read from the SQLite file (for synchronous checks).
-    func sqliteZoneRow(_ zone: ZoneID) throws -> ZoneRow {
+    package func sqliteZoneRow(_ zone: ZoneID) throws -> ZoneRow {
         try sqlite { db in try #require(try SQLiteTransaction(db).zoneRow(zone)) }
     }
 
     /// The zone's uid (bound into record associated data).
-    func zoneRow(_ zone: ZoneID) async throws -> ZoneRow {
+    package func zoneRow(_ zone: ZoneID) async throws -> ZoneRow {
         try #require(try await store.read { db in try db.zoneRow(zone) })
     }
 
     /// Number of record entries (commits and rewrites) in a zone's log, by the kind each
     /// entry's body says.
-    func commitCount(_ zone: ZoneID) async throws -> Int {
+    package func commitCount(_ zone: ZoneID) async throws -> Int {
         try await store.read { db in
             guard let row = try db.zoneRow(zone) else { return -1 }
             return try db.logEntries(zoneRowID: row.rowID, after: 0).filter { stored in
@@ -180,8 +180,12 @@ extension TestStore {
 }
 
 /// A `zone_key` row: the epoch and the member it wraps the key to.
-struct KeyRow: Hashable, CustomStringConvertible {
-    let epoch: Int64
-    let member: String
-    var description: String { "\(epoch):\(member.prefix(8))" }
+package struct KeyRow: Hashable, CustomStringConvertible {
+    package let epoch: Int64
+    package let member: String
+    package init(epoch: Int64, member: String) {
+        self.epoch = epoch
+        self.member = member
+    }
+    package var description: String { "\(epoch):\(member.prefix(8))" }
 }
