@@ -11,7 +11,7 @@ extension RecordDatabase {
     /// - Throws: `.zoneNotFound`; `.integrityFailure` for a schema row Coffer could not have written.
     public func schema(in zone: ZoneID) async throws -> [String: [String: FieldSchema]] {
         try requireScope(zone)
-        return try await session.schemaRegistry.zoneSchema(zone: zone)
+        return try await session.schemaChanges.zoneSchema(zone: zone)
     }
 
     /// Fixes, as the zone's owner, each declared field the zone does not have yet, in one
@@ -27,7 +27,7 @@ extension RecordDatabase {
     @discardableResult
     public func addFields(_ declarations: [FieldDeclaration], in zone: ZoneID) async throws -> [FieldDeclaration] {
         try requireScope(zone)
-        return try await session.schemaRegistry.addFields(declarations, zone: zone)
+        return try await session.schemaChanges.addFields(declarations, zone: zone)
     }
 
     /// Removes a field from a record type's schema, as the zone's owner, when no record of the
@@ -42,7 +42,7 @@ extension RecordDatabase {
     ///   type fails verification; `.permissionFailure` for anyone but the owner.
     public func dropField(_ field: String, of recordType: String, in zone: ZoneID) async throws {
         try requireScope(zone)
-        try await session.schemaRegistry.dropFields([field], of: recordType, zone: zone, label: transactionAuthor)
+        try await session.schemaChanges.dropFields([field], of: recordType, zone: zone, label: transactionAuthor)
     }
 
     /// Removes a record type (all its fields) from a zone's schema, as the zone's owner, when
@@ -51,6 +51,6 @@ extension RecordDatabase {
     ///   `.unknownItem` when the schema has no such type; `.permissionFailure` for anyone but the owner.
     public func dropRecordType(_ recordType: String, in zone: ZoneID) async throws {
         try requireScope(zone)
-        try await session.schemaRegistry.dropFields(nil, of: recordType, zone: zone, label: transactionAuthor)
+        try await session.schemaChanges.dropFields(nil, of: recordType, zone: zone, label: transactionAuthor)
     }
 }

@@ -15,7 +15,7 @@ public final class Session: Sendable {
     /// The zone keys this user opened.
     let keyRing: KeyRing
     /// (zone row id, record type) → field → spec. A field's entry keeps its type until its
-    /// zone's owner drops it (``dropFields(_:of:zone:label:)``), when no record uses it.
+    /// zone's owner drops it (``SchemaChanges/dropFields(_:of:zone:label:)``), when no record uses it.
     let schemas = Locked<[SchemaKey: [String: FieldSchema]]>([:])
     /// Counts the times this session saw a cached schema lose or change a field (a drop, here or
     /// by another process): a ``RowContext`` notes it, so that a ``DecodeWorker`` does not take a
@@ -30,19 +30,19 @@ public final class Session: Sendable {
     /// Zone row id → the context of a row by its commit, type, epoch and whether it has sealed
     /// values (see ``RecordReader/context(_:zone:row:)``), kept between reads. Each is made from the
     /// caches above, so a zone's are dropped whenever its schema or key caches change
-    /// (``forgetRowContexts(zoneRowID:)``). One made while another thread changes them may be
+    /// (`forget(zoneRowID:)` of ``RowContexts``). One made while another thread changes them may be
     /// kept with the older schema: its rows then decode as `.staleSchema` (a field it lacks, or a
     /// row that does not match its entry under it), which reads the schema afresh and decodes
     /// once more: slower once, never wrong.
-    let rowContexts = Locked<[Int64: [RowContextKey: RowContext]]>([:])
+    let rowContexts = RowContexts([:])
     /// Decode workers kept between reads (see ``DecodeWorker``).
     let decodeWorkers = Locked<[DecodeWorker]>([])
-    /// When ``advanceMark(_:flush:)`` last wrote the marks file (seconds since 1970).
+    /// When ``VerifiedLogs/advanceMark(_:flush:)`` last wrote the marks file (seconds since 1970).
     let lastMarkSave = Locked<Double>(Date().timeIntervalSince1970)
 
     /// Advances of zone logs and marks by the sessions of this process: a counter, and for each
     /// zone uid the counter's value at its last advance. A read notes the counter when it begins
-    /// (``read(_:)``), so that a read which began before a zone advanced is known to possibly see
+    /// (``VerifiedLogs/read(_:)``), so that a read which began before a zone advanced is known to possibly see
     /// an older head of that zone's log.
     static let advances = Locked<(counter: Int, zones: [[UInt8]: Int])>((0, [:]))
     /// The counter each running read began at, by its connection.
@@ -62,17 +62,30 @@ public final class Session: Sendable {
         keyRing = KeyRing(vault: vault)
     }
 
-    // The services this session's work goes through (see each type).
-    var verifiedLogs: VerifiedLogs { VerifiedLogs(session: self) }
-    var sharing: ShareService { ShareService(session: self) }
-    var accessControl: AccessControl { AccessControl(session: self) }
-    var reader: RecordReader { RecordReader(session: self) }
+    // The services this session's work goes through (see each type): the engine's own, made of
+    // the parts each uses; the others hold the session.
+    var verifiedLogs: VerifiedLogs {
+        VerifiedLogs(store: store, vault: vault, logs: logs, commits: commits, commitHooks: commitHooks, lastMarkSave: lastMarkSave,
+                     schemaRegistry: schemaRegistry)
+    }
+    var schemaRegistry: SchemaRegistry {
+        SchemaRegistry(store: store, schemas: schemas, schemaGeneration: schemaGeneration, rowContexts: rowContexts)
+    }
+    var accessControl: AccessControl { AccessControl(userID: userID, keyRing: keyRing, verifiedLogs: verifiedLogs) }
+    var reader: RecordReader {
+        RecordReader(store: store, keyRing: keyRing, verifiedLogs: verifiedLogs, accessControl: accessControl, schemaRegistry: schemaRegistry,
+                     rowContexts: rowContexts, decodeWorkers: decodeWorkers)
+    }
     var writer: RecordWriter { RecordWriter(session: self) }
+    var schemaChanges: SchemaChanges {
+        SchemaChanges(store: store, keyRing: keyRing, verifiedLogs: verifiedLogs, accessControl: accessControl, schemaRegistry: schemaRegistry,
+                      reader: reader)
+    }
     var zoneDirectory: ZoneDirectory { ZoneDirectory(session: self) }
-    var schemaRegistry: SchemaRegistry { SchemaRegistry(session: self) }
+    var sharing: ShareService { ShareService(session: self) }
     var changeFeed: ChangeFeed { ChangeFeed(session: self) }
-    var legacyUpgrade: LegacyUpgrade { LegacyUpgrade(session: self) }
     var auditor: Auditor { Auditor(session: self) }
+    var legacyUpgrade: LegacyUpgrade { LegacyUpgrade(session: self) }
     var backupSource: BackupSource { BackupSource(session: self) }
 
     /// The acting user's id.
@@ -96,6 +109,12 @@ public final class Session: Sendable {
     /// they are released.
     /// - Throws: `.internalError` when the marks file cannot be written.
     public func saveMarks() throws {
+        try Self.saveMarks(of: vault)
+    }
+
+    /// ``saveMarks()`` for the marks of `vault` (also when ``VerifiedLogs/advanceMark(_:flush:)``
+    /// finds them due).
+    static func saveMarks(of vault: Vault) throws {
         guard vault.marks.hasUnsavedChanges else { return }
         let before = Set((try? vault.marks.all()) ?? [])
         do { try vault.marks.save() } catch {
@@ -108,23 +127,6 @@ public final class Session: Sendable {
 
     deinit {
         try? saveMarks()
-    }
-
-    /// Advances this user's mark for a zone (in memory). With `flush` (after a write commits),
-    /// also writes the marks file when it was last written more than two seconds ago: a
-    /// long-running session keeps its marks current without a file write per operation. A read
-    /// never writes the file (its lock, `fsync` and retries stay off the read path); what reads
-    /// advanced is written at the next commit, ``saveMarks()`` or the session's end.
-    func advanceMark(_ mark: ZoneMark, flush: Bool) {
-        vault.marks.advance(to: mark, in: store.storeID)
-        guard flush else { return }
-        let now = Date().timeIntervalSince1970
-        let due = lastMarkSave.withLock { last in
-            guard now - last >= 2 else { return false }
-            last = now
-            return true
-        }
-        if due { try? saveMarks() }
     }
 }
 

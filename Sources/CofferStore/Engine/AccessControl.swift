@@ -5,7 +5,12 @@ import Foundation
 /// Who may do what in a zone, from its verified log: the owner, accepted participants with
 /// their permission, joiners of the current link. Every read and write asks it first.
 struct AccessControl: Sendable {
-    let session: Session
+    /// The acting user's id.
+    let userID: String
+    /// The zone keys: a read or write checks that the current one opens.
+    let keyRing: KeyRing
+    /// The zones' logs, which say who may do what (and, for a missing zone, whether its owner deleted it).
+    let verifiedLogs: VerifiedLogs
 }
 
 /// What the acting user may do in a zone, from its verified log.
@@ -23,10 +28,10 @@ struct ZoneAccess: Sendable {
 extension AccessControl {
     /// The zone's row, found by name and owner; a missing zone's error names the acting user as
     /// "you", or says that its owner deleted it when the store kept a deletion this user can
-    /// verify (``provenDeletion(_:_:)``).
+    /// verify (``VerifiedLogs/provenDeletion(_:_:)``).
     func zoneRow(_ db: any StorageTransaction, _ zoneID: ZoneID) throws -> ZoneRow {
         guard let zone = try db.zoneRow(zoneID) else {
-            throw try session.zoneDirectory.provenDeletion(db, zoneID) ?? ZoneRow.notFound(zoneID, owner: session.verifiedLogs.describeUser(zoneID.ownerID))
+            throw try verifiedLogs.provenDeletion(db, zoneID) ?? ZoneRow.notFound(zoneID, owner: verifiedLogs.describeUser(zoneID.ownerID))
         }
         return zone
     }
@@ -36,14 +41,14 @@ extension AccessControl {
     /// Throws `.permissionFailure` (removed, left, not accepted, link turned off) or
     /// `.zoneNotFound` (never shared with this user).
     func access(_ db: any StorageTransaction, zone: ZoneRow) throws -> ZoneAccess {
-        let me = session.userID
-        let log = try session.verifiedLogs.zoneLog(db, zone: zone)
+        let me = userID
+        let log = try verifiedLogs.zoneLog(db, zone: zone)
         let state = log.state
         if state.ownerID == me {
             return ZoneAccess(zone: zone, log: log, isOwner: true, role: .owner, permission: .readWrite)
         }
         guard let share = state.share else {
-            throw StoreError(.zoneNotFound, "\(session.verifiedLogs.describeZone(zone)) is not shared with you")
+            throw StoreError(.zoneNotFound, "\(verifiedLogs.describeZone(zone)) is not shared with you")
         }
         if let p = share.participants[me], p.role == .privateUser {
             if p.status == .removed {
@@ -65,7 +70,7 @@ extension AccessControl {
                 throw StoreError(.permissionFailure, "the owner turned off the public link of zone '\(zone.id.name)'; you no longer take part")
             }
         }
-        throw StoreError(.zoneNotFound, "\(session.verifiedLogs.describeZone(zone)) is not shared with you")
+        throw StoreError(.zoneNotFound, "\(verifiedLogs.describeZone(zone)) is not shared with you")
     }
 
     func requireRead(_ db: any StorageTransaction, zone: ZoneRow) throws -> ZoneAccess {
@@ -81,23 +86,12 @@ extension AccessControl {
     }
 
     func requireOwner(_ db: any StorageTransaction, zone: ZoneRow, to action: String) throws -> ZoneAccess {
-        guard zone.id.ownerID == session.userID else {
+        guard zone.id.ownerID == userID else {
             // Not the owner by the row; the log would say the same (its genesis names the owner).
             _ = try access(db, zone: zone)
             throw StoreError(.permissionFailure, "only the owner of zone '\(zone.id.name)' can \(action)")
         }
         return try access(db, zone: zone)
-    }
-
-    /// A user's signing key, from their verified contact card. A user id is a hash of the key,
-    /// so it names exactly one key.
-    /// - Throws: `.unknownItem` when the store has no card for the user; `.integrityFailure`
-    ///   when the stored card does not verify.
-    func signingKey(_ db: any StorageTransaction, of userID: String) throws -> Ed25519.PublicKey {
-        guard let contact = try session.store.verifiedContact(db, userID: userID) else {
-            throw StoreError(.unknownItem, "no contact with user id \(userID)")
-        }
-        return contact.identity.signingKey
     }
 }
 
@@ -119,7 +113,7 @@ extension AccessControl {
     @discardableResult
     func checkCanRead(_ db: any StorageTransaction, zone: ZoneRow) throws -> ZoneAccess {
         let access = try requireRead(db, zone: zone)
-        _ = try session.keyRing.zoneKey(db, zone: zone, epoch: access.state.epoch, state: access.state)
+        _ = try keyRing.zoneKey(db, zone: zone, epoch: access.state.epoch, state: access.state)
         return access
     }
 
@@ -127,7 +121,7 @@ extension AccessControl {
     @discardableResult
     func checkCanWrite(_ db: any StorageTransaction, zone: ZoneRow) throws -> ZoneAccess {
         let access = try requireWrite(db, zone: zone)
-        _ = try session.keyRing.zoneKey(db, zone: zone, epoch: access.state.epoch, state: access.state)
+        _ = try keyRing.zoneKey(db, zone: zone, epoch: access.state.epoch, state: access.state)
         return access
     }
 }

@@ -142,7 +142,7 @@ extension RecordReader {
             }
             guard case .success(let types) = plain else {
                 // A field another process added since this session read the schema: once more.
-                if attempt == 0 { schema = try self.session.schemaRegistry.schema(db, zoneRowID: zone.rowID, recordType: row.type, fresh: true); continue }
+                if attempt == 0 { schema = try self.schemaRegistry.schema(db, zoneRowID: zone.rowID, recordType: row.type, fresh: true); continue }
                 if case .failure(let error) = plain { throw Self.mismatch(row, zone: zone, plain: error) }
                 return
             }
@@ -185,16 +185,16 @@ extension RecordReader {
     func context(_ db: any StorageTransaction, zone: ZoneRow, row: StoredRow, key memoKey: RowContextKey? = nil,
                  log given: ZoneLog? = nil) -> Result<RowContext, any Error> {
         let memoKey = memoKey ?? RowContextKey(row)
-        if given == nil, let kept = session.rowContexts.withLock({ $0[zone.rowID]?[memoKey] }) { return .success(kept) }
+        if given == nil, let kept = rowContexts.withLock({ $0[zone.rowID]?[memoKey] }) { return .success(kept) }
         let made = Result { () throws -> RowContext in
-            let log = try given ?? session.verifiedLogs.zoneLog(db, zone: zone)
+            let log = try given ?? verifiedLogs.zoneLog(db, zone: zone)
             let commit: VerifiedCommit
-            do { commit = try session.verifiedLogs.verifiedCommit(db, zone: zone, seq: row.seq, log: log, cached: given == nil) } catch let e as StoreError where e.code == .integrityFailure {
+            do { commit = try verifiedLogs.verifiedCommit(db, zone: zone, seq: row.seq, log: log, cached: given == nil) } catch let e as StoreError where e.code == .integrityFailure {
                 throw CommitRefused(reason: e) // named per row by `rowError`: rows of one commit share this context
             }
-            let generation = session.schemaGeneration.withLock { $0 }
-            let schema = try self.session.schemaRegistry.schema(db, zoneRowID: zone.rowID, recordType: row.type)
-            let key = row.hasSealed ? Result { try session.keyRing.zoneKey(db, zone: zone, epoch: row.epoch, state: log.state, cached: given == nil) } : nil
+            let generation = schemaRegistry.schemaGeneration.withLock { $0 }
+            let schema = try self.schemaRegistry.schema(db, zoneRowID: zone.rowID, recordType: row.type)
+            let key = row.hasSealed ? Result { try keyRing.zoneKey(db, zone: zone, epoch: row.epoch, state: log.state, cached: given == nil) } : nil
             return RowContext(commit: commit, schema: schema, key: key, schemaGeneration: generation)
         }
         // Only whole contexts of the session's own log are kept: a missing key (no access yet,
@@ -203,7 +203,7 @@ extension RecordReader {
         switch made {
         case .success(let context):
             if case .failure? = context.key { break }
-            session.rowContexts.withLock { $0[zone.rowID, default: [:]][memoKey] = context }
+            rowContexts.withLock { $0[zone.rowID, default: [:]][memoKey] = context }
         case .failure: break
         }
         return made
@@ -224,9 +224,9 @@ extension RecordReader {
     /// Lends a decode worker pointed at `zone` (its caches kept from the session's earlier
     /// reads), for the length of `body`. Reads running at once each get their own.
     func withDecodeWorker<R>(zone: ZoneRow, _ body: (DecodeWorker) throws -> R) rethrows -> R {
-        let worker = session.decodeWorkers.withLock { $0.popLast() } ?? DecodeWorker(zone: zone)
+        let worker = decodeWorkers.withLock { $0.popLast() } ?? DecodeWorker(zone: zone)
         worker.begin(zone: zone)
-        defer { session.decodeWorkers.withLock { if $0.count < 8 { $0.append(worker) } } }
+        defer { decodeWorkers.withLock { if $0.count < 8 { $0.append(worker) } } }
         return try body(worker)
     }
 

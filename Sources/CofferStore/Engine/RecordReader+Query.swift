@@ -10,13 +10,13 @@ extension RecordReader {
         // to be valid and allowed (a refused query never writes). On PostgreSQL, where an index
         // depends on the field's type, once the query has run (see below).
         let fields = Set(query.predicates.map(\.field) + query.sort.map(\.field))
-        let known = session.store.knownIndexes.withLock { $0 }
+        let known = store.knownIndexes.withLock { $0 }
         let allIndexed = fields.allSatisfy { Names.isIdentifier($0) && known.contains(SQLiteFieldIndex.name(recordType: query.recordType, field: $0)) }
-        if session.store.isSQLite && !fields.isEmpty && !allIndexed {
-            let valid: [(field: String, type: FieldType)]? = try await session.read { db in
-                let zone = try self.session.accessControl.zoneRow(db, zoneID)
-                try self.session.accessControl.checkCanRead(db, zone: zone)
-                let schema = try self.session.schemaRegistry.schema(db, zoneRowID: zone.rowID, recordType: query.recordType, fresh: true)
+        if store.isSQLite && !fields.isEmpty && !allIndexed {
+            let valid: [(field: String, type: FieldType)]? = try await verifiedLogs.read { db in
+                let zone = try self.accessControl.zoneRow(db, zoneID)
+                try self.accessControl.checkCanRead(db, zone: zone)
+                let schema = try self.schemaRegistry.schema(db, zoneRowID: zone.rowID, recordType: query.recordType, fresh: true)
                 var typed = [(field: String, type: FieldType)]()
                 for field in fields.sorted() {
                     guard Names.isIdentifier(field), let spec = schema[field], !spec.encrypted, spec.type.isQueryable else { return nil }
@@ -25,20 +25,20 @@ extension RecordReader {
                 return typed
             }
             // An invalid query is refused by the read below, with the reason; it never creates an index.
-            if let valid { try await session.schemaRegistry.ensureIndexes(recordType: query.recordType, fields: valid) }
+            if let valid { try await schemaRegistry.ensureIndexes(recordType: query.recordType, fields: valid) }
         }
         let (result, plan) = try await run(query, zone: zoneID, cursor: cursor)
-        if session.store.isPostgres, !plan.predicates.isEmpty || !plan.sorts.isEmpty {
-            try await session.schemaRegistry.ensureIndexes(recordType: query.recordType, fields: plan.fields)
+        if store.isPostgres, !plan.predicates.isEmpty || !plan.sorts.isEmpty {
+            try await schemaRegistry.ensureIndexes(recordType: query.recordType, fields: plan.fields)
         }
         return result
     }
 
     /// Runs a query whose fields have their indexes; returns its result and its plan.
     private func run(_ query: Query, zone zoneID: ZoneID, cursor: QueryCursor?) async throws -> (QueryResult, QueryPlan) {
-        return try await session.read { db in
-            let zone = try self.session.accessControl.zoneRow(db, zoneID)
-            try self.session.accessControl.checkCanRead(db, zone: zone)
+        return try await verifiedLogs.read { db in
+            let zone = try self.accessControl.zoneRow(db, zoneID)
+            try self.accessControl.checkCanRead(db, zone: zone)
             let (plan, schema) = try self.plan(query, cursor: cursor, zone: zone, db)
             var more = false
             var records = [Record]()
@@ -65,7 +65,7 @@ extension RecordReader {
                     records.append(record)
                 case .failure(let e as StoreError) where e.code == .integrityFailure:
                     refused[row.name] = e
-                    self.session.store.logger.warning("record refused", metadata: ["zone": "\(zoneID.name)", "record": "\(row.name)"])
+                    self.store.logger.warning("record refused", metadata: ["zone": "\(zoneID.name)", "record": "\(row.name)"])
                 case .failure(let error): throw error
                 }
             })
@@ -88,11 +88,11 @@ extension RecordReader {
                 throw StoreError(.invalidArguments, "this cursor belongs to another query or zone")
             }
         }
-        var schema = try session.schemaRegistry.schema(db, zoneRowID: zone.rowID, recordType: query.recordType)
+        var schema = try schemaRegistry.schema(db, zoneRowID: zone.rowID, recordType: query.recordType)
         func plainSpec(_ field: String, for use: String) throws -> FieldSchema {
             try Names.validateFieldKey(field)
             if schema[field] == nil { // another process may have added it since this session cached the schema
-                schema = try session.schemaRegistry.schema(db, zoneRowID: zone.rowID, recordType: query.recordType, fresh: true)
+                schema = try schemaRegistry.schema(db, zoneRowID: zone.rowID, recordType: query.recordType, fresh: true)
             }
             guard let spec = schema[field] else {
                 throw StoreError(.invalidArguments, "\(query.recordType) has no field '\(field)' in zone '\(zone.id.name)'")

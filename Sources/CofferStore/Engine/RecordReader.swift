@@ -5,7 +5,20 @@ import Foundation
 /// Reads records: fetches their rows, decodes them, checks each against the verified commit
 /// that wrote it, and opens the sealed values with the zone key of its epoch.
 struct RecordReader: Sendable {
-    let session: Session
+    /// The store read, and what it knows of its indexes.
+    let store: Store
+    /// The zone keys that open sealed values.
+    let keyRing: KeyRing
+    /// The zones' logs, with the verified commits each row is checked against.
+    let verifiedLogs: VerifiedLogs
+    /// Who may read a zone.
+    let accessControl: AccessControl
+    /// The schemas that type each row's plain values.
+    let schemaRegistry: SchemaRegistry
+    /// The contexts of rows kept between reads (``Session/rowContexts``).
+    let rowContexts: RowContexts
+    /// Decode workers kept between reads (``Session/decodeWorkers``).
+    let decodeWorkers: Locked<[DecodeWorker]>
 }
 
 extension RecordReader {
@@ -26,7 +39,7 @@ extension RecordReader {
         case .failed(let error): throw error
         case .staleSchema:
             // Another process may have added fields since this session cached the schema.
-            _ = try session.schemaRegistry.schema(db, zoneRowID: zone.rowID, recordType: row.type, fresh: true)
+            _ = try schemaRegistry.schema(db, zoneRowID: zone.rowID, recordType: row.type, fresh: true)
             switch Self.decode(row, context: try context(), zone: zone, final: true) {
             case .record(let record): return record
             case .failed(let error): throw error
@@ -46,9 +59,9 @@ extension RecordReader {
     }
 
     func fetch(zone zoneID: ZoneID, names: [String]) async throws -> [String: Result<Record, StoreError>] {
-        try await session.read { db in
-            let zone = try self.session.accessControl.zoneRow(db, zoneID)
-            try self.session.accessControl.checkCanRead(db, zone: zone)
+        try await verifiedLogs.read { db in
+            let zone = try self.accessControl.zoneRow(db, zoneID)
+            try self.accessControl.checkCanRead(db, zone: zone)
             var out = [String: Result<Record, StoreError>](minimumCapacity: names.count)
             try self.decodeRows(db, zone: zone, expected: names.count, read: { add in
                 try db.readRecordRows(zoneRowID: zone.rowID, names: names, into: add)

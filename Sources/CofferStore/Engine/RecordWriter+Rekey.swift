@@ -60,7 +60,7 @@ extension RecordWriter {
                     let rowID = zone.rowID
                     db.afterTransaction(onCommit: { [self] in
                         self.session.keyRing.keepOnly(epoch: current, zoneRowID: rowID)
-                        self.session.forgetRowContexts(zoneRowID: rowID) // they hold the dropped keys too
+                        self.session.rowContexts.forget(zoneRowID: rowID) // they hold the dropped keys too
                     }, onRollback: {})
                     return (0, latest, through)
                 }
@@ -96,7 +96,7 @@ extension RecordWriter {
         var commit = CommitBuilder(zoneUID: zone.uid, seq: seq)
         try writeVersions(db, zone: zone, records: records, seq: seq, epoch: state.epoch, ownerSeq: state.ownerSeq,
                           key: try session.keyRing.zoneKey(db, zone: zone, epoch: state.epoch, state: state), into: &commit)
-        try commit.write(db, session: session, zone: zone, log: &log, kind: .rewrite, label: label, time: Date().timeIntervalSince1970)
+        try commit.write(db, logs: session.verifiedLogs, zone: zone, log: &log, kind: .rewrite, label: label, time: Date().timeIntervalSince1970)
     }
 
     /// Seals and stores each record as the version of entry `seq` (updating its row), adding its

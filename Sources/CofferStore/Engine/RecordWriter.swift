@@ -212,7 +212,7 @@ extension RecordWriter {
                 throw StoreError(.partialFailure, "\(failures.count) of \(total) records failed (\(names.prefix(5).joined(separator: ", "))\(names.count > 5 ? ", …" : "")); nothing was saved",
                                  partialErrors: failures)
             }
-            try commit.write(db, session: session, zone: zone, log: &log, kind: .commit, label: authorLabel, time: now)
+            try commit.write(db, logs: session.verifiedLogs, zone: zone, log: &log, kind: .commit, label: authorLabel, time: now)
             return ModifyResult(saved: saved, deleted: deleted)
         }
     }

@@ -42,3 +42,14 @@ struct SchemaKey: Hashable {
     let zoneRowID: Int64
     let recordType: String
 }
+
+/// Zone row id → the contexts of its rows kept between reads (``Session/rowContexts``).
+typealias RowContexts = Locked<[Int64: [RowContextKey: RowContext]]>
+
+extension Locked where Value == [Int64: [RowContextKey: RowContext]] {
+    /// Drops the kept row contexts of a zone: called wherever the schema or key caches they
+    /// were made from change.
+    func forget(zoneRowID: Int64) {
+        withLock { _ = $0.removeValue(forKey: zoneRowID) }
+    }
+}

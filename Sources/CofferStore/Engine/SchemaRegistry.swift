@@ -4,14 +4,21 @@ import Foundation
 /// The schema of each zone's record types: declared by signed entries of the zone's log,
 /// cached per session, and kept in the store's field indexes.
 struct SchemaRegistry: Sendable {
-    let session: Session
+    /// The store whose field indexes it keeps.
+    let store: Store
+    /// (zone row id, record type) → field → spec (``Session/schemas``).
+    let schemas: Locked<[SchemaKey: [String: FieldSchema]]>
+    /// Counts the cached schemas that lost or changed a field (``Session/schemaGeneration``).
+    let schemaGeneration: Locked<Int>
+    /// The kept row contexts, made from the cached schemas: dropped when a zone's schema changes.
+    let rowContexts: RowContexts
 }
 
 extension SchemaRegistry {
     /// The schema of a record type in a zone, from the cache or the database.
     func schema(_ db: any StorageTransaction, zoneRowID: Int64, recordType: String, fresh: Bool = false) throws -> [String: FieldSchema] {
         let key = SchemaKey(zoneRowID: zoneRowID, recordType: recordType)
-        if !fresh, let cached = session.schemas.withLock({ $0[key] }) { return cached }
+        if !fresh, let cached = schemas.withLock({ $0[key] }) { return cached }
         var fields = [String: FieldSchema]()
         for row in try db.fieldSchemaRows(zoneRowID: zoneRowID, recordType: recordType) {
             let name = row.valueType
@@ -26,14 +33,14 @@ extension SchemaRegistry {
             }
             fields[field] = FieldSchema(type: type, encrypted: row.encrypted)
         }
-        let before = session.schemas.withLock { cache in
+        let before = schemas.withLock { cache in
             defer { cache[key] = fields }
             return cache[key]
         }
         // The contexts kept were made with the schema cached: they stand while it is unchanged.
         if before != fields {
-            if let before, before.contains(where: { fields[$0.key] != $0.value }) { session.schemaGeneration.withLock { $0 += 1 } }
-            session.forgetRowContexts(zoneRowID: zoneRowID)
+            if let before, before.contains(where: { fields[$0.key] != $0.value }) { schemaGeneration.withLock { $0 += 1 } }
+            rowContexts.forget(zoneRowID: zoneRowID)
         }
         return fields
     }
@@ -73,11 +80,11 @@ extension SchemaRegistry {
         // Only cache after the transaction commits; until then, a rollback must not leave fields behind.
         let snapshot = known
         db.afterTransaction(onCommit: { [self] in
-            self.session.schemas.withLock { $0[key] = snapshot }
-            self.session.forgetRowContexts(zoneRowID: zoneRowID)
+            self.schemas.withLock { $0[key] = snapshot }
+            self.rowContexts.forget(zoneRowID: zoneRowID)
         }, onRollback: { [self] in
-            self.session.schemas.withLock { _ = $0.removeValue(forKey: key) }
-            self.session.forgetRowContexts(zoneRowID: zoneRowID)
+            self.schemas.withLock { _ = $0.removeValue(forKey: key) }
+            self.rowContexts.forget(zoneRowID: zoneRowID)
         })
     }
 
@@ -109,11 +116,25 @@ extension SchemaRegistry {
         guard !changed.isEmpty else { return [] }
         let keys = changed.map { SchemaKey(zoneRowID: zoneRowID, recordType: $0) }
         let forget: @Sendable () -> Void = { [self] in
-            self.session.schemas.withLock { for key in keys { _ = $0.removeValue(forKey: key) } }
-            self.session.forgetRowContexts(zoneRowID: zoneRowID)
+            self.schemas.withLock { for key in keys { _ = $0.removeValue(forKey: key) } }
+            self.rowContexts.forget(zoneRowID: zoneRowID)
         }
         db.afterTransaction(onCommit: forget, onRollback: forget)
         return changed
+    }
+
+    /// Forgets the cached schema of a type whose fields were dropped (``SchemaChanges/dropFields(_:of:zone:label:)``),
+    /// with the row contexts made from it.
+    func forgetDropped(_ key: SchemaKey) {
+        schemas.withLock { _ = $0.removeValue(forKey: key) }
+        schemaGeneration.withLock { $0 += 1 }
+        rowContexts.forget(zoneRowID: key.zoneRowID)
+    }
+
+    /// Forgets the cached schemas of a zone, with its row contexts (after it is deleted).
+    func forget(zoneRowID: Int64) {
+        rowContexts.forget(zoneRowID: zoneRowID)
+        schemas.withLock { cache in cache = cache.filter { $0.key.zoneRowID != zoneRowID } }
     }
 
     /// Whether a field saved with `value`, plain or encrypted, agrees with its fixed spec.
@@ -134,7 +155,7 @@ extension SchemaRegistry {
     /// ``PostgresStorage/ensureQueryIndexes(recordType:fields:)``). The store remembers the
     /// (type, field) pairs it has seen indexed, by their SQLite index name.
     func ensureIndexes(recordType: String, fieldNames: [String]) async throws {
-        switch session.store.backend {
+        switch store.backend {
         case .sqlite: try await ensureIndexes(recordType: recordType, fields: fieldNames.map { ($0, .string) }) // one index serves every type
         case .postgres(let storage):
             try await storage.ensureQueryIndexes(recordType: recordType, fields: try await storage.fieldTypes(recordType: recordType, fields: fieldNames))
@@ -146,13 +167,13 @@ extension SchemaRegistry {
         // On PostgreSQL a field's index depends on its type (``PostgresQueries``): the store
         // remembers those it has seen by their PostgreSQL names.
         let names = fields.map { item in
-            (field: item.field, type: item.type, index: session.store.isPostgres ? PostgresQueries.indexName(recordType: recordType, field: item.field, type: item.type)
+            (field: item.field, type: item.type, index: store.isPostgres ? PostgresQueries.indexName(recordType: recordType, field: item.field, type: item.type)
                                                                          : SQLiteFieldIndex.name(recordType: recordType, field: item.field))
         }
-        let known = session.store.knownIndexes.withLock { $0 }
+        let known = store.knownIndexes.withLock { $0 }
         let missing = names.filter { !known.contains($0.index) }
         guard !missing.isEmpty else { return }
-        switch session.store.backend {
+        switch store.backend {
         case .postgres(let storage):
             try await storage.ensureQueryIndexes(recordType: recordType, fields: missing.map { ($0.field, $0.type) })
         case .snapshot:
@@ -160,9 +181,9 @@ extension SchemaRegistry {
         case .sqlite(let sqlite):
             let created = try await SQLiteLocalStorage(storage: sqlite).ensureFieldIndexes(recordType: recordType, fields: missing.map(\.field))
             if !created.isEmpty {
-                session.store.logger.info("query index created", metadata: ["type": "\(recordType)", "fields": "\(created)"])
+                store.logger.info("query index created", metadata: ["type": "\(recordType)", "fields": "\(created)"])
             }
         }
-        session.store.knownIndexes.withLock { set in for item in missing { set.insert(item.index) } }
+        store.knownIndexes.withLock { set in for item in missing { set.insert(item.index) } }
     }
 }

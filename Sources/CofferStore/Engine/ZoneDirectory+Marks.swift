@@ -22,7 +22,7 @@ extension ZoneDirectory {
     /// leaves out. Each is a `.log` finding, unless the store holds the zone and its log, verified
     /// from its genesis, extends the mark and says this user may not read it now (removed, left,
     /// invited only, the share stopped), or the store kept the zone's genesis and its owner's
-    /// signed deletion at or past the mark (``verifiedDeletion(_:_:mark:)``): the mark is then
+    /// signed deletion at or past the mark (``VerifiedLogs/verifiedDeletion(_:_:mark:)``): the mark is then
     /// closed (made a deletion mark), and later audits skip it. The store's lists are not signed,
     /// and a zone left out of them otherwise is hidden or lost (a rollback to before it existed,
     /// an interrupted restore).
@@ -51,7 +51,7 @@ extension ZoneDirectory {
             do { outcome = try await session.read { db in try self.checkUnlisted(db, mark) } } catch let error as StoreError {
                 // A store (a server) that refuses to show it.
                 findings.append(AuditFinding(kind: .log, zone: nil, subject: "zone \(Hex.encode(mark.zoneUID))",
-                                             message: "\(describeZone(uid: mark.zoneUID, ownerID: mark.ownerID)) cannot be read (you verified its log up to entry \(mark.seq)): \(error.message)",
+                                             message: "\(session.verifiedLogs.describeZone(uid: mark.zoneUID, ownerID: mark.ownerID)) cannot be read (you verified its log up to entry \(mark.seq)): \(error.message)",
                                              zoneOwnerID: mark.ownerID))
                 continue
             }
@@ -80,12 +80,12 @@ extension ZoneDirectory {
             .finding(AuditFinding(kind: .log, zone: zone, subject: zone == nil ? "zone \(uid)" : "log", message: message, zoneOwnerID: mark.ownerID))
         }
         let seen = "you verified its log up to entry \(mark.seq)"
-        let named = describeZone(uid: mark.zoneUID, ownerID: mark.ownerID)
+        let named = session.verifiedLogs.describeZone(uid: mark.zoneUID, ownerID: mark.ownerID)
         // Deleted by its owner, if the store kept the genesis and the owner's signed deletion
         // (a server does not show a participant the owner's list of zones).
         do {
             if let kept = try db.deletedZone(uid: mark.zoneUID) {
-                _ = try verifiedDeletion(db, kept, mark: mark)
+                _ = try session.verifiedLogs.verifiedDeletion(db, kept, mark: mark)
                 return .deleted
             }
         } catch let error as StoreError {
@@ -121,11 +121,6 @@ extension ZoneDirectory {
             throw StoreError(.internalError, "your marks file could not be written: \(error)", underlying: error as? VaultError)
         }
         session.store.logger.info("zone mark closed by its owner's deletion", metadata: ["zone": "\(Hex.encode(mark.zoneUID))"])
-    }
-
-    /// "your zone 0a1b…" or "zone 0a1b… of Bob (id)", for a zone known by its uid only.
-    func describeZone(uid: [UInt8], ownerID: String) -> String {
-        ownerID == session.userID ? "your zone \(Hex.encode(uid))" : "zone \(Hex.encode(uid)) of \(session.verifiedLogs.describeUser(ownerID))"
     }
 
     /// The row of the zone `uid` owned by `ownerID`, among the zones this user owns or is listed

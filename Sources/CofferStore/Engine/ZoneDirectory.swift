@@ -31,8 +31,8 @@ extension ZoneDirectory {
             return rowID
         }
         session.keyRing.replace(zoneRowID: rowID, with: zoneKey, epoch: 1)
-        session.forgetRowContexts(zoneRowID: rowID) // a new zone may have the row id of a deleted one
-        session.commits.withLock { _ = $0.removeValue(forKey: rowID) }
+        session.rowContexts.forget(zoneRowID: rowID) // a new zone may have the row id of a deleted one
+        session.verifiedLogs.forgetCommits(zoneRowID: rowID)
         session.store.logger.info("zone created", metadata: ["zone": "\(name)"])
         return Zone(id: ZoneID(name: name, ownerID: owner), created: now, keyEpoch: 1, sequence: 1, recordCount: 0)
     }
@@ -98,7 +98,10 @@ extension ZoneDirectory {
             try db.deleteZone(zoneRowID: zone.rowID)
             return (zone.rowID, zone.uid)
         }
-        session.forget(zoneRowID: rowID)
+        // Its cached keys, logs and schemas go with it.
+        session.keyRing.forget(zoneRowID: rowID)
+        session.verifiedLogs.forget(zoneRowID: rowID)
+        session.schemaRegistry.forget(zoneRowID: rowID)
         // The zone is gone on purpose: this user's mark says so, and a copy of it put back in
         // the file later is refused.
         try? session.vault.marks.reset(zone: uid, to: ZoneMark.deletion(zoneUID: uid, ownerID: me))

@@ -64,7 +64,7 @@ extension LegacyUpgrade {
             guard zone.sequence >= 0, zone.sequence < Limits.maxLogSequence else {
                 throw StoreError(.integrityFailure, "zone '\(zone.id.name)' cannot be upgraded: its sequence is out of range; the store was changed")
             }
-            let verified = try LegacyZone(db: db, tables: tables, zone: zone, storeID: self.session.store.storeID, session: session).verify()
+            let verified = try LegacyZone(db: db, tables: tables, zone: zone, store: self.session.store, vault: self.session.vault, schemaRegistry: self.session.schemaRegistry).verify()
             let seq = zone.sequence + 1
             let epoch = verified.epoch + 1, key = SymmetricKey()
             try db.deleteWrappedKeys(zoneRowID: zone.rowID, memberID: nil)
@@ -95,7 +95,7 @@ extension LegacyUpgrade {
             let rowID = zone.rowID
             db.afterTransaction(onCommit: { [self] in
                 self.session.keyRing.replace(zoneRowID: rowID, with: key, epoch: epoch)
-                self.session.forgetRowContexts(zoneRowID: rowID)
+                self.session.rowContexts.forget(zoneRowID: rowID)
             }, onRollback: {})
         }
     }

@@ -13,8 +13,15 @@ struct LegacyZone {
     /// The zone's rows of the earlier format.
     let tables: LegacyTables
     let zone: ZoneRow
-    let storeID: [UInt8]
-    let session: Session
+    /// The store, whose id the ciphertexts bind and whose cards sign the zone's entries.
+    let store: Store
+    /// The owner's vault: their id and the key their zone keys are wrapped to.
+    let vault: Vault
+    /// The zone's schema, which types its plain values.
+    let schemaRegistry: SchemaRegistry
+
+    var storeID: [UInt8] { store.storeID }
+    var userID: String { vault.identity.userID }
 
     /// What the verification found: everything the owner's first log entry carries.
     struct Verified {
@@ -98,7 +105,7 @@ struct LegacyZone {
                 }
             }
             // The plain values, typed by the zone's schema: the new version hash signs each type.
-            if schemas[type] == nil { schemas[type] = try session.schemaRegistry.schema(db, zoneRowID: zone.rowID, recordType: type, fresh: true) }
+            if schemas[type] == nil { schemas[type] = try schemaRegistry.schema(db, zoneRowID: zone.rowID, recordType: type, fresh: true) }
             let schema = schemas[type] ?? [:]
             let plainTypes: [UInt8]
             do { plainTypes = try Array(plain.utf8).withUnsafeBytes { try RecordReader.typeCodes($0, schema: schema) } } catch {
@@ -118,8 +125,8 @@ struct LegacyZone {
     func key(epoch: Int64, share: LegacyShare?, current: (Int64, SymmetricKey)? = nil) throws -> SymmetricKey {
         if let current, current.0 == epoch { return current.1 }
         let key: SymmetricKey
-        if let wrapped = try db.wrappedKey(zoneRowID: zone.rowID, epoch: epoch, memberID: session.userID) {
-            guard let opened = try? KeyRing.unwrapZoneKey(wrapped, zoneUID: zone.uid, epoch: epoch, with: session.vault.boxKey) else {
+        if let wrapped = try db.wrappedKey(zoneRowID: zone.rowID, epoch: epoch, memberID: userID) {
+            guard let opened = try? KeyRing.unwrapZoneKey(wrapped, zoneUID: zone.uid, epoch: epoch, with: vault.boxKey) else {
                 throw refuse("the key of epoch \(epoch) wrapped to its owner does not open")
             }
             key = opened
@@ -151,7 +158,7 @@ struct LegacyZone {
         guard entries.count % 32 == 0 else { throw refuse("commit \(seq) is damaged") }
         let bytes = Self.commitBytes(zoneUID: zone.uid, seq: seq, membershipSeq: membershipSeq, epoch: epoch, authorID: author, authorLabel: label,
                                      time: time, prevHash: prev, entries: entries, names: names)
-        guard try session.accessControl.signingKey(db, of: author).isValidSignature(signature, for: bytes) else {
+        guard try store.signingKey(db, of: author).isValidSignature(signature, for: bytes) else {
             throw refuse("commit \(seq) fails its author's signature")
         }
         if author != zone.id.ownerID {
@@ -178,7 +185,7 @@ struct LegacyZone {
     func membership(_ seq: Int64, cache: inout [Int64: LegacyMembership]) throws -> LegacyMembership {
         if let known = cache[seq] { return known }
         guard let (content, signature) = try tables.membership(zoneRowID: zone.rowID, seq: seq) else { throw refuse("membership \(seq) is missing") }
-        guard try session.accessControl.signingKey(db, of: zone.id.ownerID).isValidSignature(signature, for: content),
+        guard try store.signingKey(db, of: zone.id.ownerID).isValidSignature(signature, for: content),
               let entry = Self.decodeMembership(content, zoneUID: zone.uid, seq: seq) else {
             throw refuse("membership \(seq) fails its owner's signature")
         }
@@ -252,7 +259,7 @@ struct LegacyZone {
                                   keyCommitment: row.keyCommitment, linkSealedKey: row.linkSealedKey, linkSecretSealed: row.linkSecretSealed,
                                   entries: entries, created: row.created, modified: row.modified)
         let signature = row.signature
-        guard try session.accessControl.signingKey(db, of: zone.id.ownerID).isValidSignature(signature, for: shareBytes(content)) else {
+        guard try store.signingKey(db, of: zone.id.ownerID).isValidSignature(signature, for: shareBytes(content)) else {
             throw refuse("its share fails its owner's signature")
         }
         return (content, signature)

@@ -46,12 +46,12 @@ package struct CommitBuilder {
     package var summary: RecordsSummary { RecordsSummary(entries: entries, names: names) }
 
     /// Signs the records as the zone's next log entry (a commit, or the owner's rewrite) at
-    /// `log`'s head, which must be at `seq - 1`.
-    func write(_ db: any StorageTransaction, session: Session, zone: ZoneRow, log: inout ZoneLog, kind: LogEntry.Kind, label: String?,
+    /// `log`'s head, which must be at `seq - 1`, through `logs` (which signs and keeps it).
+    func write(_ db: any StorageTransaction, logs: VerifiedLogs, zone: ZoneRow, log: inout ZoneLog, kind: LogEntry.Kind, label: String?,
                time: Double) throws {
         precondition(log.state.headSeq + 1 == seq, "a commit is written at the head it was built for")
         let payload = RecordsPayload(epoch: log.state.epoch, ownerSeq: log.state.ownerSeq, label: label, records: summary)
-        try session.verifiedLogs.appendEntry(db, zone: zone, log: &log, kind: kind, payload: payload.encoded, time: time, entries: entries, names: names)
+        try logs.appendEntry(db, zone: zone, log: &log, kind: kind, payload: payload.encoded, time: time, entries: entries, names: names)
     }
 
     /// The entries' names, in entry order, or nil when `names` is not

@@ -41,7 +41,7 @@ extension VerifiedLogs {
     /// signs. Cached per session.
     /// With `cached` false (a log of audit's own walk), the session's cache is neither read nor filled.
     func verifiedCommit(_ db: any StorageTransaction, zone: ZoneRow, seq: Int64, log: ZoneLog, cached useCache: Bool = true) throws -> VerifiedCommit {
-        if useCache, let cached = session.commits.withLock({ $0[zone.rowID]?[seq] }) { return cached }
+        if useCache, let cached = commits.withLock({ $0[zone.rowID]?[seq] }) { return cached }
         func damaged(_ why: String) -> StoreError {
             StoreError(.integrityFailure, "entry \(seq) of the log of zone '\(zone.id.name)' \(why): the store was changed")
         }
@@ -58,7 +58,7 @@ extension VerifiedLogs {
         let verified = VerifiedCommit(seq: seq, kind: entry.kind, authorID: entry.authorID, label: records.label, ownerSeq: records.ownerSeq,
                                       epoch: records.epoch, time: entry.time, entries: entries.withUnsafeBytes { DigestSet(entries: $0) },
                                       names: records.names)
-        if useCache { session.commits.withLock { $0[zone.rowID, default: [:]][seq] = verified } }
+        if useCache { commits.withLock { $0[zone.rowID, default: [:]][seq] = verified } }
         return verified
     }
 }
@@ -115,5 +115,10 @@ extension VerifiedLogs {
         throw StoreError(.integrityFailure, last.deleted
             ? "record '\(name)' in zone '\(zone.id.name)' was deleted by entry \(last.seq), but its version of entry \(seq) is in the file: it was put back"
             : "record '\(name)' in zone '\(zone.id.name)' is its version of entry \(seq), but entry \(last.seq) wrote a later one: it was rolled back in the file")
+    }
+
+    /// Forgets the verified commits of a zone (its row id may be reused by a new zone).
+    func forgetCommits(zoneRowID: Int64) {
+        commits.withLock { _ = $0.removeValue(forKey: zoneRowID) }
     }
 }

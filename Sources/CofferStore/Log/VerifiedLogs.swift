@@ -6,7 +6,23 @@ import Foundation
 /// entry it was verified up to before) against the user's marks, kept in the session's cache,
 /// and extended by the entries this user signs. Access, reads and writes all start from here.
 struct VerifiedLogs: Sendable {
-    let session: Session
+    /// The store the logs are read from, with its verified cards (the authors' keys).
+    let store: Store
+    /// The acting user's vault: their id, the key they sign entries with, their marks.
+    let vault: Vault
+    /// Zone row id → the zone's log as verified so far (``Session/logs``).
+    let logs: Locked<[Int64: ZoneLog]>
+    /// Zone row id → entry seq → a verified record entry (``Session/commits``).
+    let commits: Locked<[Int64: [Int64: VerifiedCommit]]>
+    /// What a write leaves for after its transaction commits (``Session/commitHooks``).
+    let commitHooks: CommitHooks
+    /// When ``advanceMark(_:flush:)`` last wrote the marks file (``Session/lastMarkSave``).
+    let lastMarkSave: Locked<Double>
+    /// The zones' schemas, for checking a zone of the store's earlier format (``LegacyZone``).
+    let schemaRegistry: SchemaRegistry
+
+    /// The acting user's id.
+    var userID: String { vault.identity.userID }
 }
 
 extension VerifiedLogs {
@@ -23,10 +39,10 @@ extension VerifiedLogs {
             // A zone this user verified before has a log: without one, its log was taken away,
             // whatever its row says of its format.
             if let mark = try storedMark(zone) { throw mark.isDeletion ? deletedBefore(zone) : rolledBack(zone, storeHead: 0, seen: mark.seq) }
-            if zone.logFormat == 0, zone.id.ownerID == session.userID, let tables = LegacyTables.of(db) {
+            if zone.logFormat == 0, zone.id.ownerID == userID, let tables = LegacyTables.of(db) {
                 // Its upgrade, when this session began, was refused: say why. (Only SQLite
                 // stores hold zones of the earlier format.)
-                _ = try LegacyZone(db: db, tables: tables, zone: zone, storeID: session.store.storeID, session: session).verify()
+                _ = try LegacyZone(db: db, tables: tables, zone: zone, store: store, vault: vault, schemaRegistry: schemaRegistry).verify()
                 throw StoreError(.integrityFailure, "zone '\(zone.id.name)' is still in the store's earlier format: a new session upgrades it")
             }
             if zone.logFormat == 0 {
@@ -34,7 +50,7 @@ extension VerifiedLogs {
             }
             throw StoreError(.integrityFailure, "zone '\(zone.id.name)' has no log: the store was changed")
         }
-        if var known = session.logs.withLock({ $0[zone.rowID] }), known.state.zoneUID == zone.uid {
+        if var known = logs.withLock({ $0[zone.rowID] }), known.state.zoneUID == zone.uid {
             if head.seq == known.state.headSeq {
                 guard head.hash == known.state.headHash else { throw forked(zone, at: head.seq) }
                 guard try extendsMark(db, known, zone: zone) else { return try loadLog(db, zone: zone) }
@@ -43,7 +59,7 @@ extension VerifiedLogs {
             if head.seq < known.state.headSeq {
                 // A read that began before another of this session's operations advanced the log
                 // sees an older head of the same chain: not a rollback.
-                if session.isLaggingRead(db, zone: zone), known.hash(at: head.seq) == head.hash { return known }
+                if Session.isLaggingRead(db, zone: zone), known.hash(at: head.seq) == head.hash { return known }
                 throw rolledBack(zone, storeHead: head.seq, seen: known.state.headSeq)
             }
             try extend(db, &known, zone: zone, entries: try db.logEntries(zoneRowID: zone.rowID, after: known.state.headSeq),
@@ -98,7 +114,7 @@ extension VerifiedLogs {
                 try verify(stored, zone: zone, into: &log, verifier: verifier, checkSignature: stored.seq > signaturesAfter)
             } catch let error as StoreError where error.code == .integrityFailure {
                 log.refusedTail = (stored.seq, error)
-                session.store.logger.warning("log entry refused", metadata: ["zone": "\(zone.id.name)", "entry": "\(stored.seq)"])
+                store.logger.warning("log entry refused", metadata: ["zone": "\(zone.id.name)", "entry": "\(stored.seq)"])
                 return
             }
         }
@@ -113,7 +129,7 @@ extension VerifiedLogs {
         guard let mark = try given ?? storedMark(zone) else { return true }
         if mark.isDeletion { throw deletedBefore(zone) }
         if log.state.headSeq < mark.seq {
-            if session.isLaggingRead(db, zone: zone) { return false }
+            if Session.isLaggingRead(db, zone: zone) { return false }
             throw rolledBack(zone, storeHead: log.state.headSeq, seen: mark.seq)
         }
         guard log.hash(at: mark.seq)?.bytes == mark.hash else { throw forked(zone, at: mark.seq) }
@@ -131,25 +147,48 @@ extension VerifiedLogs {
     /// The zone's log verifier, its authors' keys from the store's verified cards.
     func verifier(_ db: any StorageTransaction, zone: ZoneRow) -> ZoneLogVerifier {
         ZoneLogVerifier(uid: zone.uid, zone: zone.id, describe: { [self] in describeUser($0) }) { [self] author in
-            do { return try session.accessControl.signingKey(db, of: author) } catch let error as StoreError where error.code == .unknownItem { return nil }
+            do { return try store.signingKey(db, of: author) } catch let error as StoreError where error.code == .unknownItem { return nil }
         }
     }
 
     /// Keeps a verified log for this session and advances the user's mark to its head (in
     /// memory: see ``advanceMark(_:flush:)``).
     func remember(_ log: ZoneLog, zoneRowID: Int64) {
-        session.logs.withLock { logs in
+        logs.withLock { logs in
             // Two reads may verify at once: keep the further one.
             if let known = logs[zoneRowID], known.state.zoneUID == log.state.zoneUID, known.state.headSeq > log.state.headSeq { return }
             logs[zoneRowID] = log
         }
         Session.noteAdvance([log.state.zoneUID])
-        session.advanceMark(log.mark, flush: false)
+        advanceMark(log.mark, flush: false)
+    }
+
+    /// Advances this user's mark for a zone (in memory). With `flush` (after a write commits),
+    /// also writes the marks file when it was last written more than two seconds ago: a
+    /// long-running session keeps its marks current without a file write per operation. A read
+    /// never writes the file (its lock, `fsync` and retries stay off the read path); what reads
+    /// advanced is written at the next commit, ``Session/saveMarks()`` or the session's end.
+    func advanceMark(_ mark: ZoneMark, flush: Bool) {
+        vault.marks.advance(to: mark, in: store.storeID)
+        guard flush else { return }
+        let now = Date().timeIntervalSince1970
+        let due = lastMarkSave.withLock { last in
+            guard now - last >= 2 else { return false }
+            last = now
+            return true
+        }
+        if due { try? Session.saveMarks(of: vault) }
+    }
+
+    /// Forgets the verified log and commits of a zone (after it is deleted).
+    func forget(zoneRowID: Int64) {
+        forgetCommits(zoneRowID: zoneRowID)
+        logs.withLock { _ = $0.removeValue(forKey: zoneRowID) }
     }
 
     /// This user's high-water mark for a zone, from the marks file.
     func storedMark(_ zone: ZoneRow) throws -> ZoneMark? {
-        do { return try session.vault.marks.mark(forZone: zone.uid) } catch let error as VaultError {
+        do { return try vault.marks.mark(forZone: zone.uid) } catch let error as VaultError {
             throw StoreError(.integrityFailure, "your marks file cannot be read: \(error.message)", underlying: error)
         }
     }
@@ -166,10 +205,10 @@ extension VerifiedLogs {
             // the entry may be genuine and only unverifiable here (a card missing, say).
             throw StoreError(.integrityFailure, "nothing can be written to zone '\(zone.id.name)' while its log holds entries that do not verify: \(tail.error.message)")
         }
-        let entry = LogEntry(zoneUID: zone.uid, seq: log.state.headSeq + 1, prev: log.state.headHash, kind: kind, authorID: session.userID,
+        let entry = LogEntry(zoneUID: zone.uid, seq: log.state.headSeq + 1, prev: log.state.headHash, kind: kind, authorID: userID,
                              time: time, payload: payload)
         let body = entry.body
-        let signature = session.vault.signingKey.signature(for: body)
+        let signature = vault.signingKey.signature(for: body)
         let hash = LogEntry.hash(body: body, signature: signature)
         // Verified first, as a reader will verify it: the session refuses to store what a reader
         // would refuse. (Its signature is the session's own, just made.)
@@ -185,10 +224,10 @@ extension VerifiedLogs {
     /// Keeps `log` for the session, and advances the user's mark to its head, once the caller's
     /// write transaction commits (a rolled-back write leaves both as they were).
     func keepOnCommit(_ db: any StorageTransaction, _ log: ZoneLog, zoneRowID: Int64) {
-        db.afterCommit(using: session.commitHooks) { [self] in
-            self.session.logs.withLock { $0[zoneRowID] = log }
+        db.afterCommit(using: commitHooks) { [self] in
+            self.logs.withLock { $0[zoneRowID] = log }
             Session.noteAdvance([log.state.zoneUID])
-            self.session.advanceMark(log.mark, flush: true)
+            self.advanceMark(log.mark, flush: true)
         }
     }
 
@@ -203,7 +242,7 @@ extension VerifiedLogs {
     }
 
     func deletedBefore(_ zone: ZoneRow) -> StoreError {
-        let who = zone.id.ownerID == session.userID ? "you deleted it" : "its owner deleted it (you verified the deletion)"
+        let who = zone.id.ownerID == userID ? "you deleted it" : "its owner deleted it (you verified the deletion)"
         return StoreError(.integrityFailure, "\(describeZone(zone)) is refused: \(who), and a copy of it was put back in the store",
                           underlying: DeletedZoneSeen(zone: zone.id, uid: zone.uid))
     }
@@ -220,8 +259,8 @@ extension VerifiedLogs {
     /// (`.zoneNotFound`); if it does, a copy was put back, and the refusal stands.
     func deletionRaced(_ error: StoreError) async -> StoreError {
         guard let seen = error.underlying as? DeletedZoneSeen else { return error }
-        let gone = try? await session.store.read { db in try db.zoneRow(seen.zone).map { $0.uid != seen.uid } ?? true }
-        let who = seen.zone.ownerID == session.userID ? "you deleted zone '\(seen.zone.name)'" : "zone '\(seen.zone.name)' was deleted by its owner"
+        let gone = try? await store.read { db in try db.zoneRow(seen.zone).map { $0.uid != seen.uid } ?? true }
+        let who = seen.zone.ownerID == userID ? "you deleted zone '\(seen.zone.name)'" : "zone '\(seen.zone.name)' was deleted by its owner"
         return gone == true ? StoreError(.zoneNotFound, "\(who) while this read ran") : error
     }
 
@@ -231,14 +270,19 @@ extension VerifiedLogs {
 
     /// "your zone 'Notes'", or "zone 'Notes' of Bob (id)": for messages.
     func describeZone(_ zone: ZoneRow) -> String {
-        zone.id.ownerID == session.userID ? "your zone '\(zone.id.name)'" : "zone '\(zone.id.name)' of \(describeUser(zone.id.ownerID))"
+        zone.id.ownerID == userID ? "your zone '\(zone.id.name)'" : "zone '\(zone.id.name)' of \(describeUser(zone.id.ownerID))"
+    }
+
+    /// "your zone 0a1b…" or "zone 0a1b… of Bob (id)", for a zone known by its uid only.
+    func describeZone(uid: [UInt8], ownerID: String) -> String {
+        ownerID == userID ? "your zone \(Hex.encode(uid))" : "zone \(Hex.encode(uid)) of \(describeUser(ownerID))"
     }
 
     /// "you" for the acting user, else the contact's name and id, or the id.
     func describeUser(_ id: String) -> String {
-        if id == session.userID { return "you" }
+        if id == userID { return "you" }
         // From the cards already verified (this may run inside a transaction: no new read).
-        if let name = session.store.verifiedCards.withLock({ $0[id]?.contact.name }) { return "\(name) (\(id))" }
+        if let name = store.verifiedCards.withLock({ $0[id]?.contact.name }) { return "\(name) (\(id))" }
         return id
     }
 }

@@ -253,7 +253,7 @@ extension Session {
                 do { outcome = try await read { db in try self.unshown(db, head, who: who) } } catch let error as StoreError {
                     // A store (a server) that refuses to show it.
                     outcome = .unshown(AuditFinding(kind: .log, zone: nil, subject: "zone \(Hex.encode(head.zoneUID))",
-                                                    message: "\(who) verified \(zoneDirectory.describeZone(uid: head.zoneUID, ownerID: head.ownerID)) up to entry \(head.seq), but this store does not let you read it: \(error.message)",
+                                                    message: "\(who) verified \(verifiedLogs.describeZone(uid: head.zoneUID, ownerID: head.ownerID)) up to entry \(head.seq), but this store does not let you read it: \(error.message)",
                                                     zoneOwnerID: head.ownerID))
                 }
             }
@@ -293,12 +293,12 @@ extension Session {
     private func unshown(_ db: any StorageTransaction, _ head: ZoneHeads.Head, who: String) throws -> HeadOutcome {
         let uid = Hex.encode(head.zoneUID)
         func finding(_ why: String) -> HeadOutcome {
-            .unshown(AuditFinding(kind: .log, zone: nil, subject: "zone \(uid)", message: "\(who) verified \(zoneDirectory.describeZone(uid: head.zoneUID, ownerID: head.ownerID)) up to entry \(head.seq), but \(why)",
+            .unshown(AuditFinding(kind: .log, zone: nil, subject: "zone \(uid)", message: "\(who) verified \(verifiedLogs.describeZone(uid: head.zoneUID, ownerID: head.ownerID)) up to entry \(head.seq), but \(why)",
                                   zoneOwnerID: head.ownerID))
         }
         if let kept = try db.deletedZone(uid: head.zoneUID),
            let seen = try? ZoneMark(zoneUID: head.zoneUID, ownerID: head.ownerID, seq: head.seq, hash: head.hash),
-           (try? zoneDirectory.verifiedDeletion(db, kept, mark: seen)) != nil {
+           (try? verifiedLogs.verifiedDeletion(db, kept, mark: seen)) != nil {
             return .notShared // its owner deleted it after the other's head
         }
         let found: ZoneRow?

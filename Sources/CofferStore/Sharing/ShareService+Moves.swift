@@ -63,8 +63,8 @@ extension ShareService {
                     try db.removeTombstone(zoneRowID: target.rowID, name: record.name)
                     try db.addTombstone(zoneRowID: source.rowID, name: record.name, seq: sourceSeq, authorID: me, label: "coffer.move", time: now)
                 }
-                try added.write(db, session: session, zone: target, log: &targetLog, kind: .commit, label: "coffer.move", time: now)
-                try removed.write(db, session: session, zone: source, log: &sourceLog, kind: .commit, label: "coffer.move", time: now)
+                try added.write(db, logs: session.verifiedLogs, zone: target, log: &targetLog, kind: .commit, label: "coffer.move", time: now)
+                try removed.write(db, logs: session.verifiedLogs, zone: source, log: &sourceLog, kind: .commit, label: "coffer.move", time: now)
                 try db.touchZone(zoneRowID: target.rowID)
                 try db.touchZone(zoneRowID: source.rowID)
                 return all

@@ -237,7 +237,7 @@ extension ShareService {
             let rowID = zone.rowID
             db.afterTransaction(onCommit: { [self] in
                 self.session.keyRing.forget(zoneRowID: rowID)
-                self.session.forgetRowContexts(zoneRowID: rowID)
+                self.session.rowContexts.forget(zoneRowID: rowID)
             }, onRollback: {})
         }
     }
@@ -390,7 +390,7 @@ extension ShareService {
         let rowID = zone.rowID
         db.afterTransaction(onCommit: { [self] in
             self.session.keyRing.remember(newKey, zoneRowID: rowID, epoch: newEpoch)
-            self.session.forgetRowContexts(zoneRowID: rowID)
+            self.session.rowContexts.forget(zoneRowID: rowID)
         }, onRollback: {})
     }
 

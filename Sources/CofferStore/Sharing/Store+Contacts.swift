@@ -161,6 +161,30 @@ extension Store {
     }
 }
 
+extension Store {
+    /// A user's signing key, from their verified contact card. A user id is a hash of the key,
+    /// so it names exactly one key.
+    /// - Throws: `.unknownItem` when the store has no card for the user; `.integrityFailure`
+    ///   when the stored card does not verify.
+    func signingKey(_ db: any StorageTransaction, of userID: String) throws -> Ed25519.PublicKey {
+        guard let contact = try verifiedContact(db, userID: userID) else {
+            throw StoreError(.unknownItem, "no contact with user id \(userID)")
+        }
+        return contact.identity.signingKey
+    }
+
+    /// ``Session/contact(matching:)`` for the user of `vault`.
+    func contact(matching who: String, for vault: Vault) async throws -> Contact {
+        guard !UserIDs.isValid(who) else { return try await contact(matching: who) }
+        let ids = Session.pinnedUserIDs(matching: who, in: vault)
+        guard !ids.isEmpty else {
+            throw StoreError(.unknownItem, "no contact you added matches '\(Names.printable(who))'; names and emails resolve only to cards you pinned ('coffer contact add CARD'), or give the user id")
+        }
+        guard ids.count == 1 else { throw StoreError(.invalidArguments, "'\(Names.printable(who))' matches \(ids.count) of your contacts; name one by its user id") }
+        return try await contact(matching: ids[0])
+    }
+}
+
 extension Session {
     /// The contact `who` names for this user: a user id (any verified card of that id is the
     /// user's: the id is the hash of their key), or an email or a name, which resolves only to a
@@ -169,13 +193,7 @@ extension Session {
     /// writers put there under any name and email, so it never decides who a name is.
     /// - Throws: `.unknownItem` when no pinned card matches; `.invalidArguments` when several do.
     public func contact(matching who: String) async throws -> Contact {
-        guard !UserIDs.isValid(who) else { return try await store.contact(matching: who) }
-        let ids = pinnedUserIDs(matching: who)
-        guard !ids.isEmpty else {
-            throw StoreError(.unknownItem, "no contact you added matches '\(Names.printable(who))'; names and emails resolve only to cards you pinned ('coffer contact add CARD'), or give the user id")
-        }
-        guard ids.count == 1 else { throw StoreError(.invalidArguments, "'\(Names.printable(who))' matches \(ids.count) of your contacts; name one by its user id") }
-        return try await store.contact(matching: ids[0])
+        try await store.contact(matching: who, for: vault)
     }
 
     /// Pins in this user's vault the store's card of `userID`, verified (a user id is the hash of
@@ -209,6 +227,11 @@ extension Session {
     /// The user ids an email or a name may mean for this user: their pinned cards' (by email,
     /// else by name), or their own.
     public func pinnedUserIDs(matching who: String) -> [String] {
+        Self.pinnedUserIDs(matching: who, in: vault)
+    }
+
+    /// ``pinnedUserIDs(matching:)`` for the user of `vault`.
+    static func pinnedUserIDs(matching who: String, in vault: Vault) -> [String] {
         let ids = vault.pinnedUserIDs(matching: who)
         let me = vault.identity
         if ids.isEmpty, me.email?.lowercased() == who.lowercased() || me.name.lowercased() == who.lowercased() { return [me.userID] }

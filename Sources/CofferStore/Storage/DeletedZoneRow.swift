@@ -4,7 +4,7 @@ import Foundation
 /// and last entries of its log, its genesis and its owner's deletion (each its signed body and
 /// signature, as stored). Its rows, keys and other entries are gone. A reader who verified the
 /// zone before learns from it that the zone's owner deleted it; nothing of it is believed until
-/// both entries verify against the owner's card (see ``ZoneDirectory/verifiedDeletion(_:_:mark:)``).
+/// both entries verify against the owner's card (see ``VerifiedLogs/verifiedDeletion(_:_:mark:)``).
 package struct DeletedZoneRow: Sendable {
     package let uid: [UInt8]
     package let id: ZoneID

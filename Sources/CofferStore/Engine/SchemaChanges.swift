@@ -1,11 +1,28 @@
 import Foundation
 
-extension SchemaRegistry {
+/// The owner's changes to a zone's schema (fields declared ahead of any save, fields dropped),
+/// and the whole schema as the store holds it.
+struct SchemaChanges: Sendable {
+    /// The store the changes are written to.
+    let store: Store
+    /// The zone keys: a change checks that the owner holds the current one.
+    let keyRing: KeyRing
+    /// The zones' logs: a drop signs an entry of its own.
+    let verifiedLogs: VerifiedLogs
+    /// Who may change a zone's schema (its owner) and read it.
+    let accessControl: AccessControl
+    /// The schemas cached and their checks.
+    let schemaRegistry: SchemaRegistry
+    /// The records of a type, decoded to see which fields they use before a drop.
+    let reader: RecordReader
+}
+
+extension SchemaChanges {
     /// Every record type of a zone with its fields, read from the store.
     func zoneSchema(zone zoneID: ZoneID) async throws -> [String: [String: FieldSchema]] {
-        try await session.read { db in
-            let zone = try self.session.accessControl.zoneRow(db, zoneID)
-            _ = try self.session.accessControl.checkCanRead(db, zone: zone)
+        try await verifiedLogs.read { db in
+            let zone = try self.accessControl.zoneRow(db, zoneID)
+            _ = try self.accessControl.checkCanRead(db, zone: zone)
             return try Self.schemaTable(db.allFieldSchemaRows(zoneRowID: zone.rowID), zone: zone)
         }
     }
@@ -35,10 +52,10 @@ extension SchemaRegistry {
             try Names.validateRecordType(declaration.recordType)
             try Names.validateFieldKey(declaration.field)
         }
-        return try await session.store.write { db in
-            let zone = try self.session.accessControl.zoneRow(db, zoneID)
-            let access = try self.session.accessControl.requireOwner(db, zone: zone, to: "change its schema")
-            _ = try self.session.keyRing.zoneKey(db, zone: zone, epoch: access.state.epoch, state: access.state)
+        return try await store.write { db in
+            let zone = try self.accessControl.zoneRow(db, zoneID)
+            let access = try self.accessControl.requireOwner(db, zone: zone, to: "change its schema")
+            _ = try self.keyRing.zoneKey(db, zone: zone, epoch: access.state.epoch, state: access.state)
             let current = try Self.schemaTable(db.allFieldSchemaRows(zoneRowID: zone.rowID), zone: zone)
             var new = [FieldDeclaration](), seen = Set<String>()
             for declaration in declarations {
@@ -50,7 +67,7 @@ extension SchemaRegistry {
                     new.append(declaration)
                 }
             }
-            _ = try self.declareFields(db, zoneRowID: zone.rowID, new)
+            _ = try self.schemaRegistry.declareFields(db, zoneRowID: zone.rowID, new)
             return new
         }
     }
@@ -69,11 +86,11 @@ extension SchemaRegistry {
         try Names.validateRecordType(recordType)
         for field in fields ?? [] { try Names.validateFieldKey(field) }
         let now = Date().timeIntervalSince1970
-        try await session.store.write { db in
-            let zone = try self.session.accessControl.zoneRow(db, zoneID)
-            var log = try self.session.accessControl.requireOwner(db, zone: zone, to: "change its schema").log
-            _ = try self.session.keyRing.zoneKey(db, zone: zone, epoch: log.state.epoch, state: log.state)
-            let current = try self.schema(db, zoneRowID: zone.rowID, recordType: recordType, fresh: true)
+        try await store.write { db in
+            let zone = try self.accessControl.zoneRow(db, zoneID)
+            var log = try self.accessControl.requireOwner(db, zone: zone, to: "change its schema").log
+            _ = try self.keyRing.zoneKey(db, zone: zone, epoch: log.state.epoch, state: log.state)
+            let current = try self.schemaRegistry.schema(db, zoneRowID: zone.rowID, recordType: recordType, fresh: true)
             let typeText = "record type \(recordType)"
             guard !current.isEmpty else { throw StoreError(.unknownItem, "zone '\(zoneID.name)' has no \(typeText) in its schema") }
             let dropped = fields ?? current.keys.sorted()
@@ -92,7 +109,7 @@ extension SchemaRegistry {
                 let wanted = Set(dropped)
                 var users = 0
                 var failed = [String]()
-                try self.session.reader.decodeRows(db, zone: zone, read: { add in _ = try db.queryRecordRows(zoneRowID: zone.rowID, plan: plan, into: add) },
+                try self.reader.decodeRows(db, zone: zone, read: { add in _ = try db.queryRecordRows(zoneRowID: zone.rowID, plan: plan, into: add) },
                                     deliver: { row, result in
                     switch consume result {
                     case .success(let record):
@@ -110,14 +127,10 @@ extension SchemaRegistry {
             }
             try db.touchZone(zoneRowID: zone.rowID)
             let commit = CommitBuilder(zoneUID: zone.uid, seq: log.state.headSeq + 1, capacity: 0)
-            try commit.write(db, session: session, zone: zone, log: &log, kind: .commit, label: label, time: now)
+            try commit.write(db, logs: verifiedLogs, zone: zone, log: &log, kind: .commit, label: label, time: now)
             for field in dropped { try db.deleteFieldSchema(zoneRowID: zone.rowID, recordType: recordType, field: field) }
             let key = SchemaKey(zoneRowID: zone.rowID, recordType: recordType)
-            let forget: @Sendable () -> Void = { [self] in
-                self.session.schemas.withLock { _ = $0.removeValue(forKey: key) }
-                self.session.schemaGeneration.withLock { $0 += 1 }
-                self.session.forgetRowContexts(zoneRowID: zone.rowID)
-            }
+            let forget: @Sendable () -> Void = { [schemaRegistry] in schemaRegistry.forgetDropped(key) }
             db.afterTransaction(onCommit: forget, onRollback: forget)
         }
     }
