@@ -17,6 +17,8 @@ public struct RecordDatabase: Sendable {
         case `private`, shared
     }
 
+    /// The whole session: a database is the session's public face (its zones, records and
+    /// schema in one scope), and its calls go through every one of the session's services.
     let session: Session
     public let scope: Scope
     /// A label stored with every commit made through this value, so that a change feed reader

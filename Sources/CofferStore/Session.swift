@@ -62,8 +62,7 @@ public final class Session: Sendable {
         keyRing = KeyRing(vault: vault)
     }
 
-    // The services this session's work goes through (see each type): the engine's own, made of
-    // the parts each uses; the others hold the session.
+    // The services this session's work goes through, each made of the parts it uses (see each type).
     var verifiedLogs: VerifiedLogs {
         VerifiedLogs(store: store, vault: vault, logs: logs, commits: commits, commitHooks: commitHooks, lastMarkSave: lastMarkSave,
                      schemaRegistry: schemaRegistry)
@@ -76,17 +75,34 @@ public final class Session: Sendable {
         RecordReader(store: store, keyRing: keyRing, verifiedLogs: verifiedLogs, accessControl: accessControl, schemaRegistry: schemaRegistry,
                      rowContexts: rowContexts, decodeWorkers: decodeWorkers)
     }
-    var writer: RecordWriter { RecordWriter(session: self) }
+    var writer: RecordWriter {
+        RecordWriter(userID: userID, store: store, keyRing: keyRing, verifiedLogs: verifiedLogs, accessControl: accessControl,
+                     schemaRegistry: schemaRegistry, reader: reader, rowContexts: rowContexts)
+    }
     var schemaChanges: SchemaChanges {
         SchemaChanges(store: store, keyRing: keyRing, verifiedLogs: verifiedLogs, accessControl: accessControl, schemaRegistry: schemaRegistry,
                       reader: reader)
     }
-    var zoneDirectory: ZoneDirectory { ZoneDirectory(session: self) }
-    var sharing: ShareService { ShareService(session: self) }
-    var changeFeed: ChangeFeed { ChangeFeed(session: self) }
-    var auditor: Auditor { Auditor(session: self) }
-    var legacyUpgrade: LegacyUpgrade { LegacyUpgrade(session: self) }
-    var backupSource: BackupSource { BackupSource(session: self) }
+    var zoneDirectory: ZoneDirectory {
+        ZoneDirectory(store: store, vault: vault, keyRing: keyRing, verifiedLogs: verifiedLogs, accessControl: accessControl,
+                      schemaRegistry: schemaRegistry, rowContexts: rowContexts)
+    }
+    var sharing: ShareService {
+        ShareService(store: store, vault: vault, keyRing: keyRing, verifiedLogs: verifiedLogs, accessControl: accessControl,
+                     schemaRegistry: schemaRegistry, reader: reader, writer: writer, zoneDirectory: zoneDirectory, rowContexts: rowContexts)
+    }
+    var changeFeed: ChangeFeed {
+        ChangeFeed(userID: userID, store: store, verifiedLogs: verifiedLogs, accessControl: accessControl, reader: reader)
+    }
+    var auditor: Auditor {
+        Auditor(store: store, keyRing: keyRing, verifiedLogs: verifiedLogs, accessControl: accessControl, reader: reader)
+    }
+    var legacyUpgrade: LegacyUpgrade {
+        LegacyUpgrade(store: store, vault: vault, keyRing: keyRing, verifiedLogs: verifiedLogs, schemaRegistry: schemaRegistry,
+                      writer: writer, zoneDirectory: zoneDirectory, sharing: sharing, rowContexts: rowContexts)
+    }
+    var backupSource: BackupSource { BackupSource(verifiedLogs: verifiedLogs, auditor: auditor) }
+    var backupRestore: BackupRestore { BackupRestore(store: store, vault: vault, auditor: auditor) }
 
     /// The acting user's id.
     public var userID: String { vault.identity.userID }

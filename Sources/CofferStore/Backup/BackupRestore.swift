@@ -6,42 +6,51 @@ import Foundation
 /// it does): checks the backup and the store, writes every zone whole in one batch, resets the
 /// marks it takes back and verifies what it wrote.
 struct BackupRestore: Sendable {
-    let session: Session
+    /// The store restored into.
+    let store: Store
+    /// The acting user's vault: their id and the marks a restore resets.
+    let vault: Vault
+    /// Verifies each zone restored.
+    let auditor: Auditor
+
+    /// The acting user's id.
+    var userID: String { vault.identity.userID }
+
 
     func restore(_ backup: Backup, resettingMarks: Bool, progress: @Sendable (String) -> Void) async throws -> RestoreResult {
-        guard backup.userID == session.userID else {
-            throw StoreError(.permissionFailure, "this backup is of user \(backup.userID), not of this vault's user \(session.userID)")
+        guard backup.userID == userID else {
+            throw StoreError(.permissionFailure, "this backup is of user \(backup.userID), not of this vault's user \(userID)")
         }
         let throughServer: Bool
-        if case .snapshot = session.store.backend { throughServer = true } else { throughServer = false }
+        if case .snapshot = store.backend { throughServer = true } else { throughServer = false }
         var zones = [ZoneCopy](), skipped = [(zone: ZoneID, reason: String)]()
         for zone in backup.zones {
-            if throughServer && zone.id.ownerID != session.userID {
+            if throughServer && zone.id.ownerID != userID {
                 skipped.append((zone.id, "zone '\(zone.id.name)' is owned by \(zone.id.ownerID): through a server only its owner restores it"))
             } else {
                 zones.append(zone)
             }
         }
         try Self.checkFirstEntries(of: zones)
-        let checks = try backup.markChecks(against: session.vault.marks).filter { check in zones.contains { $0.id == check.zone } }
+        let checks = try backup.markChecks(against: vault.marks).filter { check in zones.contains { $0.id == check.zone } }
         if !resettingMarks, let first = checks.first(where: \.isRollback) {
             throw StoreError(.invalidArguments, "the backup takes zone '\(first.zone.name)' back before what you saw; confirm resetting your marks to restore it")
         }
-        let target = try BackupSource.driver(of: session.store, reading: false)
-        let operation = SnapshotOperation(id: backup.restoreID, userID: session.userID)
+        let target = try BackupSource.driver(of: store, reading: false)
+        let operation = SnapshotOperation(id: backup.restoreID, userID: userID)
         let written = try await isWritten(zones, to: target, by: operation, throughServer: throughServer)
         var tookStoreID = false
-        if !throughServer, backup.storeID != session.store.storeID {
-            try await session.store.localStorage(for: "a restore's store id").adoptStoreID(backup.storeID)
+        if !throughServer, backup.storeID != store.storeID {
+            try await store.localStorage(for: "a restore's store id").adoptStoreID(backup.storeID)
             tookStoreID = true
         }
 
         // Every zone of the backup belongs in this store from now on: a mark of one that the
         // restore does not finish writing is looked for here by audits.
         for zone in zones {
-            if let mark = try? session.vault.marks.mark(forZone: zone.uid) { session.vault.marks.advance(to: mark, in: session.store.storeID) }
+            if let mark = try? vault.marks.mark(forZone: zone.uid) { vault.marks.advance(to: mark, in: store.storeID) }
         }
-        do { try session.vault.marks.save() } catch {
+        do { try vault.marks.save() } catch {
             throw StoreError(.internalError, "your marks file could not be written: \(error)", underlying: error as? VaultError)
         }
 
@@ -56,16 +65,16 @@ struct BackupRestore: Sendable {
         // The marks of zones taken back, set to the backup's heads; then what was written, verified.
         let resets = try backup.headMarks(for: checks).filter { mark in zones.contains { $0.uid == mark.zoneUID } }
         for mark in resets {
-            do { try session.vault.marks.reset(zone: mark.zoneUID, to: mark) } catch {
+            do { try vault.marks.reset(zone: mark.zoneUID, to: mark) } catch {
                 throw StoreError(.internalError, "the zones were restored, but your marks file could not be written: \(error)")
             }
         }
         var findings = [AuditFinding]()
         for zone in zones {
             progress("verifying zone \(zone.id.name)")
-            findings += try await session.store.withPinnedReads { try await session.auditor.auditZone(zone.id) }.findings
+            findings += try await store.withPinnedReads { try await auditor.auditZone(zone.id) }.findings
         }
-        session.store.logger.info("backup restored", metadata: ["zones": "\(zones.count)", "contacts": "\(cards)"])
+        store.logger.info("backup restored", metadata: ["zones": "\(zones.count)", "contacts": "\(cards)"])
         let restoredIDs = Set(zones.map(\.id))
         return RestoreResult(restored: backup.summaries.filter { restoredIDs.contains($0.zone) }, skipped: skipped, contacts: cards,
                              marksReset: resets.compactMap { mark in zones.first { $0.uid == mark.zoneUID }?.id }, findings: findings,
@@ -92,7 +101,7 @@ struct BackupRestore: Sendable {
     /// stopped after its write, gone on with from there. Otherwise the store must be empty: no
     /// zone of this user's, none of the backup's (by name or uid), and locally no zone at all.
     func isWritten(_ zones: [ZoneCopy], to target: any SnapshotDriver, by operation: SnapshotOperation, throughServer: Bool) async throws -> Bool {
-        let userID = session.userID, store = session.store
+        let userID = userID, store = store
         var needs: [StorageSnapshot.Need] = [.ownedZones(userID)]
         for zone in zones { needs += [.zone(zone.id), .zoneUID(zone.uid)] }
         var found = try await ZonePush.fetch(needs, from: target)

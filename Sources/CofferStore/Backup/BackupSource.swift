@@ -5,7 +5,10 @@ import Foundation
 /// Reads what a backup holds from a store: each zone whole (its log, rows and tombstones, from one
 /// state of the store) and the cards of the users who signed them.
 struct BackupSource: Sendable {
-    let session: Session
+    /// The session's reads (of one state of the store, when pinned).
+    let verifiedLogs: VerifiedLogs
+    /// Verifies each zone as `audit` does before it is written.
+    let auditor: Auditor
 }
 
 extension BackupSource {
@@ -19,14 +22,14 @@ extension BackupSource {
         }
         progress("verifying \(label)")
         // The audit walks the log as the pin holds it, whatever this session verified since.
-        var audit = try await session.read { db in try self.session.auditor.beginZoneAudit(db, id) }
+        var audit = try await verifiedLogs.read { db in try self.auditor.beginZoneAudit(db, id) }
         if let finding = audit.report.findings.first { throw refused(finding) }
         guard let log = audit.log, let head = audit.head else { throw StoreError(.integrityFailure, "zone '\(id.name)' has no log: the store was changed") }
         let zone = audit.zone
         let copy = try await Self.zoneWithoutRows(zone, head: head, from: source, pin: pin)
         try payload.zoneHead(copy)
         var records = 0
-        try await session.auditor.auditRows(&audit, log: log) { findings, rows in
+        try await auditor.auditRows(&audit, log: log) { findings, rows in
             if let finding = findings.first { throw refused(finding) }
             for row in rows { try payload.row(row) }
             records += rows.count

@@ -133,7 +133,7 @@ extension Session {
     ///   is not empty (it has a zone, or one of the backup's); `.invalidArguments` when the backup
     ///   takes zones back and `resettingMarks` is false.
     public func restore(_ backup: Backup, resettingMarks: Bool, progress: @Sendable (String) -> Void = { _ in }) async throws -> RestoreResult {
-        try await BackupRestore(session: self).restore(backup, resettingMarks: resettingMarks, progress: progress)
+        try await backupRestore.restore(backup, resettingMarks: resettingMarks, progress: progress)
 
     }
 }

@@ -2,7 +2,16 @@ import Foundation
 
 /// A zone's and a database's changes since a token, and the compaction of a zone's history.
 struct ChangeFeed: Sendable {
-    let session: Session
+    /// The acting user's id.
+    let userID: String
+    /// The store the changes are read from (its id is in every token).
+    let store: Store
+    /// The zones' logs, whose commits list the changes.
+    let verifiedLogs: VerifiedLogs
+    /// Who may read a zone (and compact it: its owner).
+    let accessControl: AccessControl
+    /// Decodes the changed records.
+    let reader: RecordReader
 }
 
 extension ChangeFeed {
@@ -12,9 +21,9 @@ extension ChangeFeed {
         guard (1...Limits.maxQueryLimit).contains(limit) else {
             throw StoreError(.invalidArguments, "a change page holds 1 to \(Limits.maxQueryLimit) items")
         }
-        return try await session.read { db in
-            let zone = try self.session.accessControl.zoneRow(db, zoneID)
-            let access = try self.session.accessControl.checkCanRead(db, zone: zone)
+        return try await verifiedLogs.read { db in
+            let zone = try self.accessControl.zoneRow(db, zoneID)
+            let access = try self.accessControl.checkCanRead(db, zone: zone)
             let state = access.state
             let compacted = try db.compactedSeq(zoneRowID: zone.rowID)
             let (seq, name) = try self.start(of: token, db, zone: zone, state: state, compacted: compacted)
@@ -30,7 +39,7 @@ extension ChangeFeed {
             let deletionSeqs = Set(page.lazy.filter { !$0.record }.map { tombstones[$0.index].seq }).sorted()
             let deleting = try self.deletions(at: deletionSeqs, db, zone: zone, log: access.log)
             var decoded = [String: Result<Record, StoreError>](minimumCapacity: page.count)
-            try self.session.reader.decodeRows(db, zone: zone, expected: page.count, read: { add in
+            try self.reader.decodeRows(db, zone: zone, expected: page.count, read: { add in
                 for item in page where item.record {
                     switch rows[item.index].row {
                     case .success(let row): add(row)
@@ -71,9 +80,9 @@ extension ChangeFeed {
             // When caught up, the token says "all of the latest commit"; mid-commit, it names the last item.
             let next: ChangeToken
             if let last, more {
-                next = ChangeToken(kind: .zone, storeID: self.session.store.storeID, scopeID: zone.uid, seq: last.0, name: last.1)
+                next = ChangeToken(kind: .zone, storeID: self.store.storeID, scopeID: zone.uid, seq: last.0, name: last.1)
             } else {
-                next = ChangeToken(kind: .zone, storeID: self.session.store.storeID, scopeID: zone.uid, seq: state.headSeq, name: nil)
+                next = ChangeToken(kind: .zone, storeID: self.store.storeID, scopeID: zone.uid, seq: state.headSeq, name: nil)
             }
             return ZoneChanges(changed: changed, deleted: deleted, refused: refused, token: next, moreComing: more)
         }
@@ -85,7 +94,7 @@ extension ChangeFeed {
                        compacted: Int64) throws -> (seq: Int64, name: String?) {
         var seq: Int64 = 0, name: String? = nil
         if let token {
-            guard token.kind == .zone, token.storeID == session.store.storeID else {
+            guard token.kind == .zone, token.storeID == store.storeID else {
                 throw StoreError(.invalidArguments, "this change token belongs to another store or is not a zone token")
             }
             guard token.scopeID == zone.uid else {
@@ -139,7 +148,7 @@ extension ChangeFeed {
                            log: ZoneLog) throws -> [Int64: Result<(VerifiedCommit, Set<String>), StoreError>] {
         Dictionary(uniqueKeysWithValues: try db.eachGathering(seqs) { seq -> (Int64, Result<(VerifiedCommit, Set<String>), StoreError>)? in
             do {
-                let commit = try session.verifiedLogs.verifiedCommit(db, zone: zone, seq: seq, log: log)
+                let commit = try verifiedLogs.verifiedCommit(db, zone: zone, seq: seq, log: log)
                 let names = CommitBuilder.parseNames(commit.names, entries: commit.entries.count) ?? []
                 return (seq, .success((commit, Set(names.filter(\.deleted).map(\.name)))))
             } catch let error as StoreError {
@@ -150,13 +159,13 @@ extension ChangeFeed {
 
     /// Zones changed or gone since `token` in the private (owned) or shared (accepted) database.
     func databaseChanges(_ scope: RecordDatabase.Scope, since token: ChangeToken?) async throws -> DatabaseChanges {
-        let me = session.userID
+        let me = userID
         let kind: ChangeToken.Kind = scope == .private ? .privateDatabase : .sharedDatabase
-        return try await session.read { db in
+        return try await verifiedLogs.read { db in
             let (current, compacted) = try db.databaseCounter()
             var since: Int64 = 0
             if let token {
-                guard token.kind == kind, token.storeID == self.session.store.storeID, token.scopeID == ChangeToken.userScope(me) else {
+                guard token.kind == kind, token.storeID == self.store.storeID, token.scopeID == ChangeToken.userScope(me) else {
                     throw StoreError(.invalidArguments, "this change token is not a \(scope) database token of this user and store")
                 }
                 guard token.seq >= compacted, token.seq <= current else {
@@ -167,11 +176,11 @@ extension ChangeFeed {
             var changed = [ZoneID]()
             let zones = scope == .private ? try db.zoneRowsChanged(ownedBy: me, since: since) : try db.zoneRowsChanged(sharedWith: me, since: since)
             for zone in zones {
-                if scope == .shared, (try? self.session.accessControl.access(db, zone: zone)) == nil { continue }
+                if scope == .shared, (try? self.accessControl.access(db, zone: zone)) == nil { continue }
                 changed.append(zone.id)
             }
             let gone = try db.zoneTombstones(userID: me, since: since, owned: scope == .private)
-            let next = ChangeToken(kind: kind, storeID: self.session.store.storeID, scopeID: ChangeToken.userScope(me), seq: current, name: nil)
+            let next = ChangeToken(kind: kind, storeID: self.store.storeID, scopeID: ChangeToken.userScope(me), seq: current, name: nil)
             return DatabaseChanges(changed: changed, deleted: gone, token: next, moreComing: false)
         }
     }
@@ -179,9 +188,9 @@ extension ChangeFeed {
     /// Forgets the zone's deletion history up to commit `horizon` (owner only). Afterwards,
     /// tokens older than the horizon fail with `.changeTokenExpired`. Returns the tombstones removed.
     func compactHistory(zone zoneID: ZoneID, through horizon: Int64) async throws -> Int {
-        try await session.store.write { db in
-            let zone = try self.session.accessControl.zoneRow(db, zoneID)
-            let state = try self.session.accessControl.requireOwner(db, zone: zone, to: "compact its history").state
+        try await store.write { db in
+            let zone = try self.accessControl.zoneRow(db, zoneID)
+            let state = try self.accessControl.requireOwner(db, zone: zone, to: "compact its history").state
             return try db.compactTombstones(zoneRowID: zone.rowID, through: min(horizon, state.headSeq))
         }
     }

@@ -4,7 +4,16 @@ import Foundation
 /// Checks a user's view of a store for `coffer audit`: every zone's log from its genesis, its
 /// rows against their commits, the contacts' cards, and the session's caches against the store.
 struct Auditor: Sendable {
-    let session: Session
+    /// The store audited, and its cards.
+    let store: Store
+    /// The zone keys, checked without their cache.
+    let keyRing: KeyRing
+    /// The zones' logs, walked from their genesis.
+    let verifiedLogs: VerifiedLogs
+    /// Who may read a zone.
+    let accessControl: AccessControl
+    /// Decodes each row against its commit.
+    let reader: RecordReader
 }
 
 extension Auditor {
@@ -19,7 +28,7 @@ extension Auditor {
             func finding(_ message: String) { findings.append(AuditFinding(kind: .contact, zone: nil, subject: id, message: message)) }
             let contact: Contact
             do {
-                guard let verified = try session.store.verifiedContact(db, userID: id) else { continue }
+                guard let verified = try store.verifiedContact(db, userID: id) else { continue }
                 contact = verified
             } catch let error as StoreError {
                 finding(error.message)
@@ -58,7 +67,7 @@ extension Auditor {
     /// its rows a page at a time (run it with the store's reads pinned, ``Store/withPinnedReads(_:)``).
     /// `progress` is told how many records were checked after each page that more follow.
     func auditZone(_ zoneID: ZoneID, progress: (Int) -> Void = { _ in }) async throws -> AuditReport {
-        var audit = try await session.read { db in try self.beginZoneAudit(db, zoneID) }
+        var audit = try await verifiedLogs.read { db in try self.beginZoneAudit(db, zoneID) }
         guard let log = audit.log else { return audit.report }
         var records = 0
         try await auditRows(&audit, log: log) { _, rows in
@@ -78,7 +87,7 @@ extension Auditor {
         var after = ""
         while true {
             let start = after
-            let page: [(row: ZoneCopy.Row, failure: String?)] = try await session.read { db in
+            let page: [(row: ZoneCopy.Row, failure: String?)] = try await verifiedLogs.read { db in
                 // The zone's row, its log's head and the page in one round of reads (on backends
                 // that fetch what a read needs), then what opening every row needs in another.
                 var pending: (any StorageMiss)?
@@ -88,7 +97,7 @@ extension Auditor {
                         return nil
                     }
                 }
-                let current = try gathering { try self.session.accessControl.zoneRow(db, id) }
+                let current = try gathering { try self.accessControl.zoneRow(db, id) }
                 let head = try gathering { try db.logHead(zoneRowID: zone.rowID) }
                 var rows = [StoredRow]()
                 _ = try gathering { try db.readRecordRows(zoneRowID: zone.rowID, after: start, limit: Session.auditPage) { rows.append($0) } }
@@ -99,7 +108,7 @@ extension Auditor {
                     throw StoreError(.busy, "zone '\(id.name)' changed while it was read; try again")
                 }
                 return try db.eachGathering(rows) { row in
-                    (ZoneCopy.Row(stored: row), try Self.failure { _ = try self.session.reader.decodeOne(db, zone: current, row: row, log: log) })
+                    (ZoneCopy.Row(stored: row), try Self.failure { _ = try self.reader.decodeOne(db, zone: current, row: row, log: log) })
                 }
             }
             for (row, failure) in page { audit.check(name: row.stamp.name, seq: row.stamp.seq, failure: failure) }
@@ -121,7 +130,7 @@ extension Auditor {
     /// ``ZoneAudit/check(name:seq:failure:)`` (in one read or page by page), then
     /// ``ZoneAudit/finish()``.
     func beginZoneAudit(_ db: any StorageTransaction, _ zoneID: ZoneID) throws -> ZoneAudit {
-        let zone = try session.accessControl.zoneRow(db, zoneID)
+        let zone = try accessControl.zoneRow(db, zoneID)
         var audit = ZoneAudit(zone: zone)
         audit.head = try db.logHead(zoneRowID: zone.rowID)
         audit.report.zones += 1
@@ -129,7 +138,7 @@ extension Auditor {
         // The whole log again, every signature checked, whatever the marks say.
         let log: ZoneLog
         do {
-            log = try session.verifiedLogs.walkLog(db, zone: zone, signaturesAfter: 0)
+            log = try verifiedLogs.walkLog(db, zone: zone, signaturesAfter: 0)
         } catch let error as StoreError {
             finding(.log, "log", error.message)
             return audit
@@ -139,7 +148,7 @@ extension Auditor {
             finding(.log, "log", tail.error.message)
             whole = false
         }
-        do { _ = try session.verifiedLogs.extendsMark(db, log, zone: zone) } catch let error as StoreError {
+        do { _ = try verifiedLogs.extendsMark(db, log, zone: zone) } catch let error as StoreError {
             finding(.log, "log", error.message)
             whole = false
         }
@@ -150,7 +159,7 @@ extension Auditor {
         if state.share != nil { audit.report.shares += 1 }
         // Caches that repeat the log (they run ahead of a log whose tail is refused).
         if whole { try auditCaches(db, zone: zone, state: state, finding: finding) }
-        do { try session.keyRing.checkZoneKey(db, zone: zone, state: state) } catch let error as StoreError {
+        do { try keyRing.checkZoneKey(db, zone: zone, state: state) } catch let error as StoreError {
             finding(.key, "key", error.message)
         }
         // Each name's latest entry in the signed log.
@@ -168,7 +177,7 @@ extension Auditor {
             }
         }
         var latest = [String: LatestVersion]()
-        try session.verifiedLogs.latestVersions(db, zone: zone, log: log, after: 0, cached: false, into: &latest) { seq, error in
+        try verifiedLogs.latestVersions(db, zone: zone, log: log, after: 0, cached: false, into: &latest) { seq, error in
             finding(.commit, "entry \(seq)", error.message)
         }
         audit.log = log

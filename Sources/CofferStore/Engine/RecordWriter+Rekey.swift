@@ -19,16 +19,16 @@ extension RecordWriter {
         var latest = [String: LatestVersion](), through: Int64 = 0, total = 0, after = ""
         while true {
             let known = (latest, through), start = after
-            let page: (count: Int, last: String?, latest: [String: LatestVersion], through: Int64) = try await session.read { db in
-                let zone = try self.session.accessControl.zoneRow(db, zoneID)
-                let access = try self.session.accessControl.requireOwner(db, zone: zone, to: "re-key it")
+            let page: (count: Int, last: String?, latest: [String: LatestVersion], through: Int64) = try await verifiedLogs.read { db in
+                let zone = try self.accessControl.zoneRow(db, zoneID)
+                let access = try self.accessControl.requireOwner(db, zone: zone, to: "re-key it")
                 var latest = known.0
-                let through = try self.session.verifiedLogs.latestVersions(db, zone: zone, log: access.log, after: known.1, into: &latest)
+                let through = try self.verifiedLogs.latestVersions(db, zone: zone, log: access.log, after: known.1, into: &latest)
                 var rows = [StoredRow]()
                 try db.readRecordRows(zoneRowID: zone.rowID, sealedBefore: access.state.epoch, after: start, limit: 400) { rows.append($0) }
                 for row in rows {
                     do {
-                        _ = try self.session.reader.decodeOne(db, zone: zone, row: row)
+                        _ = try self.reader.decodeOne(db, zone: zone, row: row)
                         try VerifiedLogs.checkLatest(name: row.name, seq: row.seq, zone: zone, latest: latest)
                     } catch let error as StoreError where error.code == .integrityFailure {
                         throw StoreError(.integrityFailure, "re-key stopped before writing anything: \(error.message)", underlying: error)
@@ -46,12 +46,12 @@ extension RecordWriter {
         while true {
             let known = (latest, through)
             let count: Int
-            (count, latest, through) = try await session.store.write { db -> (Int, [String: LatestVersion], Int64) in
-                let zone = try self.session.accessControl.zoneRow(db, zoneID)
-                var log = try self.session.accessControl.requireOwner(db, zone: zone, to: "re-key it").log
+            (count, latest, through) = try await store.write { db -> (Int, [String: LatestVersion], Int64) in
+                let zone = try self.accessControl.zoneRow(db, zoneID)
+                var log = try self.accessControl.requireOwner(db, zone: zone, to: "re-key it").log
                 let current = log.state.epoch
                 var latest = known.0
-                let through = try self.session.verifiedLogs.latestVersions(db, zone: zone, log: log, after: known.1, into: &latest)
+                let through = try self.verifiedLogs.latestVersions(db, zone: zone, log: log, after: known.1, into: &latest)
                 var rows = [StoredRow]()
                 try db.readRecordRows(zoneRowID: zone.rowID, sealedBefore: current, after: "", limit: 400) { rows.append($0) }
                 if rows.isEmpty {
@@ -59,8 +59,8 @@ extension RecordWriter {
                     try db.deleteOlderKeys(zoneRowID: zone.rowID, before: current)
                     let rowID = zone.rowID
                     db.afterTransaction(onCommit: { [self] in
-                        self.session.keyRing.keepOnly(epoch: current, zoneRowID: rowID)
-                        self.session.rowContexts.forget(zoneRowID: rowID) // they hold the dropped keys too
+                        self.keyRing.keepOnly(epoch: current, zoneRowID: rowID)
+                        self.rowContexts.forget(zoneRowID: rowID) // they hold the dropped keys too
                     }, onRollback: {})
                     return (0, latest, through)
                 }
@@ -68,7 +68,7 @@ extension RecordWriter {
                 for stored in rows {
                     let record: Record
                     do {
-                        record = try self.session.reader.decodeOne(db, zone: zone, row: stored)
+                        record = try self.reader.decodeOne(db, zone: zone, row: stored)
                         try VerifiedLogs.checkLatest(name: stored.name, seq: stored.seq, zone: zone, latest: latest)
                     } catch let error as StoreError where error.code == .integrityFailure {
                         throw StoreError(.integrityFailure, "re-key stopped: \(error.message)", underlying: error)
@@ -83,7 +83,7 @@ extension RecordWriter {
             done += count
             progress(min(done, total), max(total, done))
         }
-        session.store.logger.info("zone re-keyed", metadata: ["zone": "\(zoneID.name)", "records": "\(done)"])
+        store.logger.info("zone re-keyed", metadata: ["zone": "\(zoneID.name)", "records": "\(done)"])
         return done
     }
 
@@ -95,8 +95,8 @@ extension RecordWriter {
         let seq = state.headSeq + 1
         var commit = CommitBuilder(zoneUID: zone.uid, seq: seq)
         try writeVersions(db, zone: zone, records: records, seq: seq, epoch: state.epoch, ownerSeq: state.ownerSeq,
-                          key: try session.keyRing.zoneKey(db, zone: zone, epoch: state.epoch, state: state), into: &commit)
-        try commit.write(db, logs: session.verifiedLogs, zone: zone, log: &log, kind: .rewrite, label: label, time: Date().timeIntervalSince1970)
+                          key: try keyRing.zoneKey(db, zone: zone, epoch: state.epoch, state: state), into: &commit)
+        try commit.write(db, logs: verifiedLogs, zone: zone, log: &log, kind: .rewrite, label: label, time: Date().timeIntervalSince1970)
     }
 
     /// Seals and stores each record as the version of entry `seq` (updating its row), adding its

@@ -8,7 +8,22 @@ import Foundation
 /// upgrades and moves (``storeVersion(_:zone:stamp:plain:plainTypes:sealedPlaintext:key:replacing:into:)``)
 /// write through it; a restore and `zone push` copy rows already sealed and signed, as stored.
 struct RecordWriter: Sendable {
-    let session: Session
+    /// The acting user's id: the author of what it writes.
+    let userID: String
+    /// The store written to.
+    let store: Store
+    /// The zone keys that seal what it writes (and, for a rekey, the keys it replaces).
+    let keyRing: KeyRing
+    /// The zones' logs: each write signs an entry.
+    let verifiedLogs: VerifiedLogs
+    /// Who may write a zone (and rekey it: its owner).
+    let accessControl: AccessControl
+    /// The schemas a write is checked against and extends.
+    let schemaRegistry: SchemaRegistry
+    /// The current rows a write replaces, checked before it does.
+    let reader: RecordReader
+    /// The kept row contexts: a rekey drops those that hold the keys it drops.
+    let rowContexts: RowContexts
 }
 
 extension RecordWriter {
@@ -138,12 +153,12 @@ extension RecordWriter {
     /// What a write begun now would seal and stamp with, checked as a write checks it (this
     /// user may write the zone; the key is the one its owner committed to).
     func sealingKey(for zoneID: ZoneID) async throws -> SealingKey {
-        try await session.read { db in
-            let zone = try self.session.accessControl.zoneRow(db, zoneID)
-            let access = try self.session.accessControl.checkCanWrite(db, zone: zone)
-            let key = try self.session.keyRing.zoneKey(db, zone: zone, epoch: access.state.epoch, state: access.state)
+        try await verifiedLogs.read { db in
+            let zone = try self.accessControl.zoneRow(db, zoneID)
+            let access = try self.accessControl.checkCanWrite(db, zone: zone)
+            let key = try self.keyRing.zoneKey(db, zone: zone, epoch: access.state.epoch, state: access.state)
             return SealingKey(zone: zone, epoch: access.state.epoch, key: key, headSeq: access.state.headSeq,
-                              membershipSeq: access.state.ownerSeq, authorID: self.session.userID)
+                              membershipSeq: access.state.ownerSeq, authorID: self.userID)
         }
     }
 
@@ -162,20 +177,20 @@ extension RecordWriter {
         precondition(prepared == nil || (prepared!.count == records.count && policy != .changedKeys), "prepared records are one a record, not for .changedKeys")
         let deleteSeqs = try Self.checkBatch(records, deleting: deletions, authorLabel: authorLabel)
         let total = records.count + deletions.count
-        let me = session.userID
+        let me = userID
         let now = time ?? Date().timeIntervalSince1970
         // A system call per 64 nonces instead of one per sealed record (no more drawn than the
         // batch can use: a single save draws one).
         let nonces = NonceReserve(chunk: min(64, records.count))
 
-        return try await session.store.write { db in
-            let zone = try self.session.accessControl.zoneRow(db, zoneID)
-            let access = try self.session.accessControl.checkCanWrite(db, zone: zone)
+        return try await store.write { db in
+            let zone = try self.accessControl.zoneRow(db, zoneID)
+            let access = try self.accessControl.checkCanWrite(db, zone: zone)
             var log = access.log
             try db.prefetchRecords(zoneRowID: zone.rowID, saving: records, deleting: deletions)
-            _ = try self.session.schemaRegistry.declareFields(db, zoneRowID: zone.rowID, declarations)
+            _ = try self.schemaRegistry.declareFields(db, zoneRowID: zone.rowID, declarations)
             let epoch = log.state.epoch
-            let key = try self.session.keyRing.zoneKey(db, zone: zone, epoch: epoch, state: log.state)
+            let key = try self.keyRing.zoneKey(db, zone: zone, epoch: epoch, state: log.state)
             let seq = log.state.headSeq + 1
             let membershipSeq = log.state.ownerSeq
             var commit = CommitBuilder(zoneUID: zone.uid, seq: seq, capacity: total)
@@ -212,7 +227,7 @@ extension RecordWriter {
                 throw StoreError(.partialFailure, "\(failures.count) of \(total) records failed (\(names.prefix(5).joined(separator: ", "))\(names.count > 5 ? ", …" : "")); nothing was saved",
                                  partialErrors: failures)
             }
-            try commit.write(db, logs: session.verifiedLogs, zone: zone, log: &log, kind: .commit, label: authorLabel, time: now)
+            try commit.write(db, logs: verifiedLogs, zone: zone, log: &log, kind: .commit, label: authorLabel, time: now)
             return ModifyResult(saved: saved, deleted: deleted)
         }
     }
@@ -237,7 +252,7 @@ extension RecordWriter {
             case .success(let sealed): write = sealed
             case .failure(let error): throw error
             }
-            if !write.schemaChecked { try self.session.schemaRegistry.applySchema(db, zoneRowID: zone.rowID, record: write.result) }
+            if !write.schemaChecked { try self.schemaRegistry.applySchema(db, zoneRowID: zone.rowID, record: write.result) }
             var written = false
             var stored: (creator: String, created: Double)?
             if write.expectedSeq == nil || policy != .ifServerRecordUnchanged {
@@ -246,7 +261,7 @@ extension RecordWriter {
             if !written && (write.expectedSeq != nil || policy != .ifServerRecordUnchanged) {
                 // The new version keeps the stored creator and creation time: they must be
                 // ones a signed entry vouches for, not an edit of the file.
-                try self.session.reader.verifyStoredRow(db, zone: zone, name: write.result.name)
+                try self.reader.verifyStoredRow(db, zone: zone, name: write.result.name)
                 stored = try writer.update(write.version, expectedSeq: policy == .ifServerRecordUnchanged ? write.expectedSeq : nil)
                 written = stored != nil
             }
@@ -313,7 +328,7 @@ extension RecordWriter {
             previous = records[i].recordType
         }
         for type in types where Names.isIdentifier(type) {
-            schemas[type] = try self.session.schemaRegistry.schema(db, zoneRowID: zone.rowID, recordType: type, fresh: true)
+            schemas[type] = try self.schemaRegistry.schema(db, zoneRowID: zone.rowID, recordType: type, fresh: true)
         }
         return schemas
     }
@@ -323,14 +338,14 @@ extension RecordWriter {
     /// failure. Returns the names deleted.
     private func delete(_ deletions: [RecordDeletion], expecting deleteSeqs: [Int64?], _ db: any StorageTransaction, zone: ZoneRow, seq: Int64,
                         label: String?, time now: Double, into commit: inout CommitBuilder, failures: inout [String: StoreError]) throws -> [String] {
-        let me = session.userID, zoneID = zone.id
+        let me = userID, zoneID = zone.id
         var deleted = [String]()
         for (deletion, expected) in zip(deletions, deleteSeqs) {
             if try db.deleteRecord(zoneRowID: zone.rowID, name: deletion.name, expectedSeq: expected) {
                 deleted.append(deletion.name)
                 commit.addDeletion(name: deletion.name)
                 try db.addTombstone(zoneRowID: zone.rowID, name: deletion.name, seq: seq, authorID: me, label: label, time: now)
-            } else if let server = try self.session.reader.fetchRow(db, zone: zone, name: deletion.name) {
+            } else if let server = try self.reader.fetchRow(db, zone: zone, name: deletion.name) {
                 failures[deletion.name] = StoreError(.serverRecordChanged, "record '\(deletion.name)' changed since change tag \(deletion.changeTag ?? "?"); fetch it and retry", serverRecord: server)
             } else {
                 failures[deletion.name] = StoreError(.unknownItem, "no record '\(deletion.name)' in zone '\(zoneID.name)'")
@@ -406,7 +421,7 @@ extension RecordWriter {
     /// `expectedSeq` is the change tag the save carried (`record` already holds the tag it would
     /// have been given).
     private func saveFailure(_ db: any StorageTransaction, zone: ZoneRow, record: Record, expectedSeq: Int64?) throws -> StoreError {
-        guard let server = try session.reader.fetchRow(db, zone: zone, name: record.name) else {
+        guard let server = try reader.fetchRow(db, zone: zone, name: record.name) else {
             return StoreError(.unknownItem, "record '\(record.name)' no longer exists in zone '\(zone.id.name)'; save it as new (without a change tag)")
         }
         if server.recordType != record.recordType {
@@ -420,7 +435,7 @@ extension RecordWriter {
     /// For `.changedKeys`: the stored record with only the keys this value changed applied
     /// (nil when nothing is stored under its name).
     private func mergeChangedKeys(_ db: any StorageTransaction, zone: ZoneRow, _ record: Record) throws -> Record? {
-        guard let server = try session.reader.fetchRow(db, zone: zone, name: record.name) else { return nil }
+        guard let server = try reader.fetchRow(db, zone: zone, name: record.name) else { return nil }
         guard server.recordType == record.recordType else {
             throw StoreError(.invalidArguments, "record '\(record.name)' is of type \(server.recordType); its type cannot change to \(record.recordType)")
         }

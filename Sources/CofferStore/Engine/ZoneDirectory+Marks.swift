@@ -8,9 +8,9 @@ extension ZoneDirectory {
     /// any other one by one.
     func zoneUIDs(_ zones: [ZoneID]) async throws -> Set<[UInt8]> {
         let wanted = Set(zones)
-        return try await session.read { db in
+        return try await verifiedLogs.read { db in
             var found = [ZoneID: [UInt8]]()
-            for row in try db.zoneRows(ownedByOrListing: self.session.userID) where wanted.contains(row.id) { found[row.id] = row.uid }
+            for row in try db.zoneRows(ownedByOrListing: self.userID) where wanted.contains(row.id) { found[row.id] = row.uid }
             for id in wanted where found[id] == nil {
                 if let row = try db.zoneRow(id) { found[id] = row.uid }
             }
@@ -34,10 +34,10 @@ extension ZoneDirectory {
     func unlistedMarkedZones(listed: [ZoneID], skipping: Set<[UInt8]> = []) async throws -> (checked: Int, findings: [AuditFinding]) {
         let open: [ZoneMark]
         do {
-            let here = session.store.storeID
-            open = try session.vault.marks.all().filter { mark in
+            let here = store.storeID
+            open = try vault.marks.all().filter { mark in
                 guard !mark.isDeletion else { return false }
-                let stores = try session.vault.marks.stores(ofZone: mark.zoneUID)
+                let stores = try vault.marks.stores(ofZone: mark.zoneUID)
                 return stores.isEmpty || stores.contains(here)
             }.sorted { $0.zoneUID.lexicographicallyPrecedes($1.zoneUID) }
         } catch let error as VaultError {
@@ -48,10 +48,10 @@ extension ZoneDirectory {
         var findings = [AuditFinding]()
         for mark in open where !shown.contains(mark.zoneUID) && !skipping.contains(mark.zoneUID) {
             let outcome: Unlisted
-            do { outcome = try await session.read { db in try self.checkUnlisted(db, mark) } } catch let error as StoreError {
+            do { outcome = try await verifiedLogs.read { db in try self.checkUnlisted(db, mark) } } catch let error as StoreError {
                 // A store (a server) that refuses to show it.
                 findings.append(AuditFinding(kind: .log, zone: nil, subject: "zone \(Hex.encode(mark.zoneUID))",
-                                             message: "\(session.verifiedLogs.describeZone(uid: mark.zoneUID, ownerID: mark.ownerID)) cannot be read (you verified its log up to entry \(mark.seq)): \(error.message)",
+                                             message: "\(verifiedLogs.describeZone(uid: mark.zoneUID, ownerID: mark.ownerID)) cannot be read (you verified its log up to entry \(mark.seq)): \(error.message)",
                                              zoneOwnerID: mark.ownerID))
                 continue
             }
@@ -80,12 +80,12 @@ extension ZoneDirectory {
             .finding(AuditFinding(kind: .log, zone: zone, subject: zone == nil ? "zone \(uid)" : "log", message: message, zoneOwnerID: mark.ownerID))
         }
         let seen = "you verified its log up to entry \(mark.seq)"
-        let named = session.verifiedLogs.describeZone(uid: mark.zoneUID, ownerID: mark.ownerID)
+        let named = verifiedLogs.describeZone(uid: mark.zoneUID, ownerID: mark.ownerID)
         // Deleted by its owner, if the store kept the genesis and the owner's signed deletion
         // (a server does not show a participant the owner's list of zones).
         do {
             if let kept = try db.deletedZone(uid: mark.zoneUID) {
-                _ = try session.verifiedLogs.verifiedDeletion(db, kept, mark: mark)
+                _ = try verifiedLogs.verifiedDeletion(db, kept, mark: mark)
                 return .deleted
             }
         } catch let error as StoreError {
@@ -100,14 +100,14 @@ extension ZoneDirectory {
                            + "it was hidden from you or lost (a rollback, an interrupted restore)")
         }
         guard zone.id.ownerID == mark.ownerID else {
-            return finding(zone.id, "zone '\(zone.id.name)' is owned by \(session.verifiedLogs.describeUser(zone.id.ownerID)) in this store, but you saw it owned by \(session.verifiedLogs.describeUser(mark.ownerID)): the store was changed")
+            return finding(zone.id, "zone '\(zone.id.name)' is owned by \(verifiedLogs.describeUser(zone.id.ownerID)) in this store, but you saw it owned by \(verifiedLogs.describeUser(mark.ownerID)): the store was changed")
         }
         do {
-            let log = try session.verifiedLogs.walkLog(db, zone: zone, signaturesAfter: 0)
+            let log = try verifiedLogs.walkLog(db, zone: zone, signaturesAfter: 0)
             if let tail = log.refusedTail { return finding(zone.id, tail.error.message) }
-            _ = try session.verifiedLogs.extendsMark(db, log, zone: zone, mark: mark)
-            guard AccessControl.mayRead(log.state, session.userID) else { return .unreadable } // the signed log says why
-            return finding(zone.id, "\(session.verifiedLogs.describeZone(zone)) is not in the store's list of your zones, yet its log says you may read it (\(seen)): it was hidden from you")
+            _ = try verifiedLogs.extendsMark(db, log, zone: zone, mark: mark)
+            guard AccessControl.mayRead(log.state, userID) else { return .unreadable } // the signed log says why
+            return finding(zone.id, "\(verifiedLogs.describeZone(zone)) is not in the store's list of your zones, yet its log says you may read it (\(seen)): it was hidden from you")
         } catch let error as StoreError {
             return finding(zone.id, error.message)
         }
@@ -117,17 +117,17 @@ extension ZoneDirectory {
     /// mark (see ``ZoneMark/deletion(zoneUID:ownerID:)``), which later audits skip and which
     /// refuses a copy of the zone put back.
     func closeMark(_ mark: ZoneMark) throws {
-        do { try session.vault.marks.reset(zone: mark.zoneUID, to: ZoneMark.deletion(zoneUID: mark.zoneUID, ownerID: mark.ownerID)) } catch {
+        do { try vault.marks.reset(zone: mark.zoneUID, to: ZoneMark.deletion(zoneUID: mark.zoneUID, ownerID: mark.ownerID)) } catch {
             throw StoreError(.internalError, "your marks file could not be written: \(error)", underlying: error as? VaultError)
         }
-        session.store.logger.info("zone mark closed by its owner's deletion", metadata: ["zone": "\(Hex.encode(mark.zoneUID))"])
+        store.logger.info("zone mark closed by its owner's deletion", metadata: ["zone": "\(Hex.encode(mark.zoneUID))"])
     }
 
     /// The row of the zone `uid` owned by `ownerID`, among the zones this user owns or is listed
     /// in, and those of `ownerID`; nil when the store shows it nowhere.
     func zoneRow(_ db: any StorageTransaction, uid: [UInt8], ownerID: String) throws -> ZoneRow? {
-        if let row = try db.zoneRows(ownedByOrListing: session.userID).first(where: { $0.uid == uid }) { return row }
-        guard ownerID != session.userID else { return nil }
+        if let row = try db.zoneRows(ownedByOrListing: userID).first(where: { $0.uid == uid }) { return row }
+        guard ownerID != userID else { return nil }
         return try db.zoneRows(ownedBy: ownerID).first { $0.zone.uid == uid }?.zone
     }
 

@@ -8,12 +8,12 @@ extension ZoneDirectory {
     /// ``sharedZones()``, and the zones shared with this user that are refused because their log
     /// fails verification (`.integrityFailure`): left out of the list, reported by `audit`.
     func sharedZoneAccess() async throws -> (zones: [Zone], refused: [(ZoneID, StoreError)]) {
-        let me = session.userID
-        return try await session.read { db in
+        let me = userID
+        return try await verifiedLogs.read { db in
             var refused = [(ZoneID, StoreError)]()
             let zones = try db.eachGathering(db.zoneRows(sharedWith: me)) { zone, recordCount -> Zone? in
                 let access: ZoneAccess
-                do { access = try self.session.accessControl.access(db, zone: zone) } catch let error as StoreError where error.code == .integrityFailure {
+                do { access = try self.accessControl.access(db, zone: zone) } catch let error as StoreError where error.code == .integrityFailure {
                     refused.append((zone.id, error))
                     return nil
                 } catch let miss as any StorageMiss {

@@ -5,7 +5,23 @@ import Foundation
 /// The zones a user owns or takes part in: creating and deleting them, listing them, and
 /// checking the store's lists against the user's marks (a zone left out of a list is found).
 struct ZoneDirectory: Sendable {
-    let session: Session
+    /// The store the zones are in.
+    let store: Store
+    /// The acting user's vault: their id, their signing key, the key zone keys are wrapped to, their marks.
+    let vault: Vault
+    /// Takes the key of a zone created, forgets that of one deleted.
+    let keyRing: KeyRing
+    /// The zones' logs: a zone's genesis and deletion are signed entries.
+    let verifiedLogs: VerifiedLogs
+    /// Who may read a zone (and delete it: its owner).
+    let accessControl: AccessControl
+    /// The cached schemas, forgotten with a zone deleted.
+    let schemaRegistry: SchemaRegistry
+    /// The kept row contexts: a new zone may have the row id of a deleted one.
+    let rowContexts: RowContexts
+
+    /// The acting user's id.
+    var userID: String { vault.identity.userID }
 }
 
 extension ZoneDirectory {
@@ -13,10 +29,10 @@ extension ZoneDirectory {
         try Names.validateZone(name)
         let zoneKey = SymmetricKey()
         let uid = SecureRandom.bytes(count: 16)
-        let wrapped = KeyRing.wrapZoneKey(zoneKey, zoneUID: uid, epoch: 1, to: session.vault.boxKey.publicKey)
-        let owner = session.userID
+        let wrapped = KeyRing.wrapZoneKey(zoneKey, zoneUID: uid, epoch: 1, to: vault.boxKey.publicKey)
+        let owner = userID
         let now = Date()
-        let rowID: Int64 = try await session.store.write { db in
+        let rowID: Int64 = try await store.write { db in
             let id = ZoneID(name: name, ownerID: owner)
             let rowID = try db.insertZone(uid: uid, id: id, created: now.timeIntervalSince1970)
             // The owner is the zone's first member: the key is wrapped to their X25519 key, and
@@ -30,10 +46,10 @@ extension ZoneDirectory {
             try db.touchZone(zoneRowID: rowID)
             return rowID
         }
-        session.keyRing.replace(zoneRowID: rowID, with: zoneKey, epoch: 1)
-        session.rowContexts.forget(zoneRowID: rowID) // a new zone may have the row id of a deleted one
-        session.verifiedLogs.forgetCommits(zoneRowID: rowID)
-        session.store.logger.info("zone created", metadata: ["zone": "\(name)"])
+        keyRing.replace(zoneRowID: rowID, with: zoneKey, epoch: 1)
+        rowContexts.forget(zoneRowID: rowID) // a new zone may have the row id of a deleted one
+        verifiedLogs.forgetCommits(zoneRowID: rowID)
+        store.logger.info("zone created", metadata: ["zone": "\(name)"])
         return Zone(id: ZoneID(name: name, ownerID: owner), created: now, keyEpoch: 1, sequence: 1, recordCount: 0)
     }
 
@@ -42,17 +58,17 @@ extension ZoneDirectory {
     @discardableResult
     func writeGenesis(_ db: any StorageTransaction, zone: ZoneRow, seq: Int64, payload: GenesisPayload, time: Double,
                       entries: [UInt8]? = nil, names: [UInt8]? = nil) throws -> ZoneLog {
-        let entry = LogEntry(zoneUID: zone.uid, seq: seq, prev: .zero, kind: .genesis, authorID: session.userID, time: time, payload: payload.encoded)
+        let entry = LogEntry(zoneUID: zone.uid, seq: seq, prev: .zero, kind: .genesis, authorID: userID, time: time, payload: payload.encoded)
         let body = entry.body
-        let signature = session.vault.signingKey.signature(for: body)
+        let signature = vault.signingKey.signature(for: body)
         let hash = LogEntry.hash(body: body, signature: signature)
         let log: ZoneLog
         let stored = StoredLogEntry(seq: entry.seq, body: body, signature: signature, entries: nil, names: nil)
-        do { log = ZoneLog(state: try session.verifiedLogs.verifier(db, zone: zone).genesis(stored, signed: false)) }
+        do { log = ZoneLog(state: try verifiedLogs.verifier(db, zone: zone).genesis(stored, signed: false)) }
         catch let refusal as ZoneState.Refusal { throw StoreError(.internalError, "zone '\(zone.id.name)': \(refusal.reason)") }
         try db.appendLogEntry(zoneRowID: zone.rowID, entry: entry, body: body, signature: signature, hash: hash, entries: entries, names: names)
         try db.markZoneLogged(zoneRowID: zone.rowID)
-        session.verifiedLogs.keepOnCommit(db, log, zoneRowID: zone.rowID)
+        verifiedLogs.keepOnCommit(db, log, zoneRowID: zone.rowID)
         return log
     }
 
@@ -62,12 +78,12 @@ extension ZoneDirectory {
     /// ``ownedZones()``, and the owned zones refused because their log fails verification
     /// (`.integrityFailure`): left out of the list, reported by `audit`.
     func ownedZoneAccess() async throws -> (zones: [Zone], refused: [(ZoneID, StoreError)]) {
-        let owner = session.userID
-        return try await session.read { db in
+        let owner = userID
+        return try await verifiedLogs.read { db in
             var refused = [(ZoneID, StoreError)]()
             let zones = try db.eachGathering(db.zoneRows(ownedBy: owner)) { zone, recordCount -> Zone? in
                 do {
-                    let state = try self.session.verifiedLogs.zoneState(db, zone: zone)
+                    let state = try self.verifiedLogs.zoneState(db, zone: zone)
                     return Zone(id: zone.id, created: Date(timeIntervalSince1970: state.created), keyEpoch: state.epoch, sequence: state.headSeq, recordCount: recordCount)
                 } catch let error as StoreError where error.code == .integrityFailure || error.code == .permissionFailure {
                     refused.append((zone.id, error))
@@ -79,32 +95,32 @@ extension ZoneDirectory {
     }
 
     func deleteZone(_ zoneID: ZoneID) async throws {
-        let me = session.userID
-        let (rowID, uid): (Int64, [UInt8]) = try await session.store.write { db in
-            let zone = try self.session.accessControl.zoneRow(db, zoneID)
+        let me = userID
+        let (rowID, uid): (Int64, [UInt8]) = try await store.write { db in
+            let zone = try self.accessControl.zoneRow(db, zoneID)
             guard zone.id.ownerID == me else {
                 throw StoreError(.permissionFailure, "only the owner can delete zone '\(zoneID.name)'")
             }
             var viewers = [me]
-            if var log = try? self.session.verifiedLogs.zoneLog(db, zone: zone), log.refusedTail == nil {
+            if var log = try? self.verifiedLogs.zoneLog(db, zone: zone), log.refusedTail == nil {
                 // The owner's signed deletion ends the log, in the same write: the store keeps it
                 // with the genesis, so that those who read the zone learn its owner deleted it (a
                 // server deletes a zone, and notes it gone for others, only with it). A zone whose
                 // log does not verify, or of the store's earlier format, goes without one.
                 viewers = log.state.readers
-                try self.session.verifiedLogs.appendEntry(db, zone: zone, log: &log, kind: .deletion, payload: [], time: Date().timeIntervalSince1970)
+                try self.verifiedLogs.appendEntry(db, zone: zone, log: &log, kind: .deletion, payload: [], time: Date().timeIntervalSince1970)
             }
             try db.noteZoneGone(zone, for: Set(viewers), reason: "deleted")
             try db.deleteZone(zoneRowID: zone.rowID)
             return (zone.rowID, zone.uid)
         }
         // Its cached keys, logs and schemas go with it.
-        session.keyRing.forget(zoneRowID: rowID)
-        session.verifiedLogs.forget(zoneRowID: rowID)
-        session.schemaRegistry.forget(zoneRowID: rowID)
+        keyRing.forget(zoneRowID: rowID)
+        verifiedLogs.forget(zoneRowID: rowID)
+        schemaRegistry.forget(zoneRowID: rowID)
         // The zone is gone on purpose: this user's mark says so, and a copy of it put back in
         // the file later is refused.
-        try? session.vault.marks.reset(zone: uid, to: ZoneMark.deletion(zoneUID: uid, ownerID: me))
-        session.store.logger.info("zone deleted", metadata: ["zone": "\(zoneID.name)"])
+        try? vault.marks.reset(zone: uid, to: ZoneMark.deletion(zoneUID: uid, ownerID: me))
+        store.logger.info("zone deleted", metadata: ["zone": "\(zoneID.name)"])
     }
 }

@@ -5,7 +5,27 @@ import Foundation
 /// Upgrades zones of the store's earlier format that the user owns: each is verified as it
 /// stands, re-sealed, and given a signed log.
 struct LegacyUpgrade: Sendable {
-    let session: Session
+    /// The store whose zones of the earlier format it upgrades.
+    let store: Store
+    /// The acting user's vault: their id and the key their zone keys are wrapped to.
+    let vault: Vault
+    /// Takes each upgraded zone's new key.
+    let keyRing: KeyRing
+    /// Reads the zones, and this user's marks of them.
+    let verifiedLogs: VerifiedLogs
+    /// The schemas the verification types plain values with.
+    let schemaRegistry: SchemaRegistry
+    /// Writes each zone's records again, re-sealed.
+    let writer: RecordWriter
+    /// Signs each zone's genesis.
+    let zoneDirectory: ZoneDirectory
+    /// Carries a zone's public link over.
+    let sharing: ShareService
+    /// The kept row contexts, dropped with the keys a zone had before.
+    let rowContexts: RowContexts
+
+    /// The acting user's id.
+    var userID: String { vault.identity.userID }
 }
 
 extension LegacyUpgrade {
@@ -24,16 +44,16 @@ extension LegacyUpgrade {
     /// upgraded.
     @_disfavoredOverload
     func upgradeLegacyZones() throws {
-        let me = session.userID
-        try upgrade(try session.store.readLegacy { tables in try tables.zones(ownedBy: me) })
+        let me = userID
+        try upgrade(try store.readLegacy { tables in try tables.zones(ownedBy: me) })
     }
 
     /// ``upgradeLegacyZones()`` with the zones to upgrade found by a read that suspends while it
     /// waits for a connection. A store with none (every store made since) writes nothing; the
     /// upgrade of one that has some, once, writes as the blocking form does.
     func upgradeLegacyZones() async throws {
-        let me = session.userID
-        let legacy = try await session.store.read { db in try LegacyTables.of(db)?.zones(ownedBy: me) ?? [] }
+        let me = userID
+        let legacy = try await store.read { db in try LegacyTables.of(db)?.zones(ownedBy: me) ?? [] }
         try upgrade(legacy)
     }
 
@@ -43,48 +63,48 @@ extension LegacyUpgrade {
         for zone in legacy {
             do {
                 try upgrade(zone)
-                session.store.logger.notice("zone upgraded to the signed log", metadata: ["zone": "\(zone.id.name)"])
+                store.logger.notice("zone upgraded to the signed log", metadata: ["zone": "\(zone.id.name)"])
             } catch let error as StoreError {
                 // Left as it is: its owner is told why when they use it, and `audit` reports it.
-                session.store.logger.error("zone not upgraded", metadata: ["zone": "\(zone.id.name)", "reason": "\(error.message)"])
+                store.logger.error("zone not upgraded", metadata: ["zone": "\(zone.id.name)", "reason": "\(error.message)"])
             }
         }
     }
 
     private func upgrade(_ listed: ZoneRow) throws {
-        try session.store.writeLegacy { db, tables in
+        try store.writeLegacy { db, tables in
             // Another process may have upgraded it since.
             guard let zone = try tables.zone(rowID: listed.rowID) else { return }
             guard zone.uid == listed.uid, zone.logFormat == 0, try db.logHead(zoneRowID: zone.rowID) == nil else { return }
             // A zone this user already saw with a log cannot turn back into the earlier format:
             // someone put old rows back, and upgrading them again would sign a rollback.
-            if try self.session.verifiedLogs.storedMark(zone) != nil {
+            if try self.verifiedLogs.storedMark(zone) != nil {
                 throw StoreError(.integrityFailure, "zone '\(zone.id.name)' was upgraded before, and its log is gone: the store was changed")
             }
             guard zone.sequence >= 0, zone.sequence < Limits.maxLogSequence else {
                 throw StoreError(.integrityFailure, "zone '\(zone.id.name)' cannot be upgraded: its sequence is out of range; the store was changed")
             }
-            let verified = try LegacyZone(db: db, tables: tables, zone: zone, store: self.session.store, vault: self.session.vault, schemaRegistry: self.session.schemaRegistry).verify()
+            let verified = try LegacyZone(db: db, tables: tables, zone: zone, store: self.store, vault: self.vault, schemaRegistry: self.schemaRegistry).verify()
             let seq = zone.sequence + 1
             let epoch = verified.epoch + 1, key = SymmetricKey()
             try db.deleteWrappedKeys(zoneRowID: zone.rowID, memberID: nil)
             for member in Set([zone.id.ownerID] + (verified.share?.activeNamed ?? [])).sorted() {
-                let contact = try self.session.store.contactRow(db, userID: member)
+                let contact = try self.store.contactRow(db, userID: member)
                 try db.insertWrappedKey(zoneRowID: zone.rowID, epoch: epoch, memberID: member,
                                         wrapped: KeyRing.wrapZoneKey(key, zoneUID: zone.uid, epoch: epoch, to: contact.identity.boxKey))
             }
             try db.noteZoneEpoch(zoneRowID: zone.rowID, epoch: epoch)
             var commit = CommitBuilder(zoneUID: zone.uid, seq: seq)
-            try self.session.writer.writeVersions(db, zone: zone, records: verified.records, seq: seq, epoch: epoch, ownerSeq: seq, key: key, into: &commit)
+            try self.writer.writeVersions(db, zone: zone, records: verified.records, seq: seq, epoch: epoch, ownerSeq: seq, key: key, into: &commit)
             if let share = verified.share, let secret = verified.linkSecret {
                 // The same link: its holders join again with the URL they have.
-                _ = try self.session.sharing.setLink(db, zone: zone, share: share, epoch: epoch, key: key, secret: secret)
+                _ = try self.sharing.setLink(db, zone: zone, share: share, epoch: epoch, key: key, secret: secret)
             }
             let genesis = GenesisPayload(zoneName: zone.id.name,
                                          state: StatePayload(epoch: epoch, newCommitments: [epoch: KeyRing.commitment(to: key, zoneUID: zone.uid, epoch: epoch)],
                                                              share: verified.share),
                                          records: commit.summary)
-            let log = try self.session.zoneDirectory.writeGenesis(db, zone: zone, seq: seq, payload: genesis, time: Date().timeIntervalSince1970,
+            let log = try self.zoneDirectory.writeGenesis(db, zone: zone, seq: seq, payload: genesis, time: Date().timeIntervalSince1970,
                                             entries: commit.entries, names: commit.names)
             // Every record is now under the new key: the rows of the earlier format go. Its
             // deletions are not in the log: change tokens from before the upgrade expire (their
@@ -94,8 +114,8 @@ extension LegacyUpgrade {
             try db.touchZone(zoneRowID: zone.rowID)
             let rowID = zone.rowID
             db.afterTransaction(onCommit: { [self] in
-                self.session.keyRing.replace(zoneRowID: rowID, with: key, epoch: epoch)
-                self.session.rowContexts.forget(zoneRowID: rowID)
+                self.keyRing.replace(zoneRowID: rowID, with: key, epoch: epoch)
+                self.rowContexts.forget(zoneRowID: rowID)
             }, onRollback: {})
         }
     }

@@ -6,7 +6,29 @@ import Foundation
 /// stopping a share, and moving records into a zone of their own. Each change is a signed
 /// entry of the zone's log.
 struct ShareService: Sendable {
-    let session: Session
+    /// The store written to, and its cards.
+    let store: Store
+    /// The acting user's vault: their id, the key their zone keys are wrapped to, their pinned cards.
+    let vault: Vault
+    /// The zone keys, rotated when someone leaves.
+    let keyRing: KeyRing
+    /// The zones' logs: each change is a signed entry.
+    let verifiedLogs: VerifiedLogs
+    /// Who may share a zone (its owner) or take part.
+    let accessControl: AccessControl
+    /// The schemas a move carries over.
+    let schemaRegistry: SchemaRegistry
+    /// Reads the records a move takes.
+    let reader: RecordReader
+    /// Writes the records a move puts in its new zone.
+    let writer: RecordWriter
+    /// Creates the zone of a move, and deletes the one it empties.
+    let zoneDirectory: ZoneDirectory
+    /// The kept row contexts, dropped with the keys they hold.
+    let rowContexts: RowContexts
+
+    /// The acting user's id.
+    var userID: String { vault.identity.userID }
 }
 
 extension ShareService {
@@ -14,34 +36,34 @@ extension ShareService {
 
     func createShare(zone zoneID: ZoneID, title: String, publicPermission: SharePermission) async throws -> Share {
         try Self.validateTitle(title)
-        return try await session.store.write { db in
-            let zone = try self.session.accessControl.zoneRow(db, zoneID)
-            var log = try self.session.accessControl.requireOwner(db, zone: zone, to: "share it").log
+        return try await store.write { db in
+            let zone = try self.accessControl.zoneRow(db, zoneID)
+            var log = try self.accessControl.requireOwner(db, zone: zone, to: "share it").log
             guard log.state.share == nil else {
                 throw StoreError(.alreadyExists, "zone '\(zoneID.name)' is already shared; see 'coffer share show \(zoneID.name)'")
             }
             var share = ShareState(shareUID: SecureRandom.bytes(count: 16), title: title, publicPermission: publicPermission,
                                    linkPublicKey: nil, participants: [:])
             if publicPermission != .none {
-                let key = try self.session.keyRing.zoneKey(db, zone: zone, epoch: log.state.epoch, state: log.state)
+                let key = try self.keyRing.zoneKey(db, zone: zone, epoch: log.state.epoch, state: log.state)
                 share.linkPublicKey = try self.setLink(db, zone: zone, share: share, epoch: log.state.epoch, key: key, secret: .random(count: 32))
             }
             try self.writeMembership(db, zone: zone, log: &log, share: share)
-            self.session.store.logger.info("zone shared", metadata: ["zone": "\(zoneID.name)"])
+            self.store.logger.info("zone shared", metadata: ["zone": "\(zoneID.name)"])
             return try self.describe(db, zone: zone, state: log.state)
         }
     }
 
     func addParticipant(_ who: String, permission: SharePermission, zone zoneID: ZoneID) async throws -> Share {
         guard permission != .none else { throw StoreError(.invalidArguments, "a participant's permission is read-only or read-write") }
-        let contact = try await session.contact(matching: who)
-        return try await session.store.write { db in
+        let contact = try await store.contact(matching: who, for: vault)
+        return try await store.write { db in
             let (zone, log0, loaded) = try self.ownedShare(db, zoneID, to: "add participants")
             var log = log0, share = loaded
             guard share.publicPermission == .none else {
                 throw StoreError(.invalidArguments, "named participants can be added only while the public permission is none (it is \(share.publicPermission)); run 'coffer share public \(zoneID.name) none' first")
             }
-            guard contact.userID != self.session.userID else { throw StoreError(.invalidArguments, "you own zone '\(zoneID.name)'; you cannot be its participant") }
+            guard contact.userID != self.userID else { throw StoreError(.invalidArguments, "you own zone '\(zoneID.name)'; you cannot be its participant") }
             if let existing = share.participants[contact.userID], existing.status != .removed {
                 throw StoreError(.alreadyExists, "\(contact.name) already takes part in the share of '\(zoneID.name)' (\(existing.permission)); use 'share permission' to change it")
             }
@@ -49,7 +71,7 @@ extension ShareService {
                 throw StoreError(.limitExceeded, "a share has at most \(Limits.maxParticipants) participants")
             }
             let epoch = log.state.epoch
-            let key = try self.session.keyRing.zoneKey(db, zone: zone, epoch: epoch, state: log.state)
+            let key = try self.keyRing.zoneKey(db, zone: zone, epoch: epoch, state: log.state)
             // Wrapped to the box key of their verified card.
             let wrapped = KeyRing.wrapZoneKey(key, zoneUID: zone.uid, epoch: epoch, to: contact.identity.boxKey)
             try db.storeWrappedKey(zoneRowID: zone.rowID, epoch: epoch, memberID: contact.userID, wrapped: wrapped)
@@ -62,8 +84,8 @@ extension ShareService {
 
     func setPermission(_ who: String, permission: SharePermission, zone zoneID: ZoneID) async throws -> Share {
         guard permission != .none else { throw StoreError(.invalidArguments, "to take away access, remove the participant") }
-        let contact = try await session.contact(matching: who)
-        return try await session.store.write { db in
+        let contact = try await store.contact(matching: who, for: vault)
+        return try await store.write { db in
             let (zone, log0, loaded) = try self.ownedShare(db, zoneID, to: "change permissions")
             var log = log0, share = loaded
             guard let p = share.participants[contact.userID], p.status != .removed, p.role == .privateUser else {
@@ -76,7 +98,7 @@ extension ShareService {
     }
 
     func setPublicPermission(_ permission: SharePermission, zone zoneID: ZoneID) async throws -> Share {
-        try await session.store.write { db in
+        try await store.write { db in
             let (zone, log0, loaded) = try self.ownedShare(db, zoneID, to: "change the public permission")
             var log = log0, share = loaded
             let old = share.publicPermission
@@ -113,7 +135,7 @@ extension ShareService {
                 let joiners = permission == .none ? [] : state.linkJoiners.filter { $0.value == .accepted }.map(\.key)
                 try self.rotate(db, zone: zone, log: &log, share: share, joiners: joiners)
             } else if old == .none {
-                let key = try self.session.keyRing.zoneKey(db, zone: zone, epoch: state.epoch, state: state)
+                let key = try self.keyRing.zoneKey(db, zone: zone, epoch: state.epoch, state: state)
                 share.linkPublicKey = try self.setLink(db, zone: zone, share: share, epoch: state.epoch, key: key, secret: .random(count: 32))
                 try self.writeMembership(db, zone: zone, log: &log, share: share)
             } else {
@@ -124,8 +146,8 @@ extension ShareService {
     }
 
     func removeParticipant(_ who: String, zone zoneID: ZoneID) async throws -> Share {
-        let contact = try await session.contact(matching: who)
-        return try await session.store.write { db in
+        let contact = try await store.contact(matching: who, for: vault)
+        return try await store.write { db in
             let (zone, log0, loaded) = try self.ownedShare(db, zoneID, to: "remove participants")
             var log = log0, share = loaded
             guard share.publicPermission == .none else {
@@ -139,13 +161,13 @@ extension ShareService {
                 try db.noteZoneGone(zone, for: Set([contact.userID]), reason: "removed")
             }
             try self.rotate(db, zone: zone, log: &log, share: share, joiners: [])
-            self.session.store.logger.info("participant removed, zone key rotated", metadata: ["zone": "\(zoneID.name)", "epoch": "\(log.state.epoch)"])
+            self.store.logger.info("participant removed, zone key rotated", metadata: ["zone": "\(zoneID.name)", "epoch": "\(log.state.epoch)"])
             return try self.describe(db, zone: zone, state: log.state)
         }
     }
 
     func stopShare(zone zoneID: ZoneID) async throws {
-        try await session.store.write { db in
+        try await store.write { db in
             let (zone, log0, _) = try self.ownedShare(db, zoneID, to: "stop sharing it")
             var log = log0
             try db.noteZoneGone(zone, for: Set(log.state.readers.filter { $0 != zone.id.ownerID }), reason: "share stopped")
@@ -153,22 +175,22 @@ extension ShareService {
             // From here on, the owner alone holds the key and may write: the log says so, signed.
             try self.rotate(db, zone: zone, log: &log, share: nil, joiners: [])
         }
-        session.store.logger.info("share stopped, zone key rotated", metadata: ["zone": "\(zoneID.name)"])
+        store.logger.info("share stopped, zone key rotated", metadata: ["zone": "\(zoneID.name)"])
     }
 
     // MARK: - Participant operations
 
     func accept(url: ShareURL) async throws -> Share {
-        guard url.storeID == session.store.storeID else {
+        guard url.storeID == store.storeID else {
             throw StoreError(.unknownItem, "this share URL belongs to another store (id \(Hex.encode(url.storeID)))")
         }
-        let me = session.userID
-        return try await session.store.write { db in
+        let me = userID
+        return try await store.write { db in
             // The URL names the share; the zone is the one whose verified log holds that share
             // (the `share_uid` column only finds it).
             var found: (ZoneRow, ZoneLog)?
             for zone in try db.zoneRows(shareUID: url.shareUID) {
-                let log = try self.session.verifiedLogs.zoneLog(db, zone: zone)
+                let log = try self.verifiedLogs.zoneLog(db, zone: zone)
                 guard log.state.share?.shareUID == url.shareUID else { continue }
                 found = (zone, log)
                 break
@@ -186,7 +208,7 @@ extension ShareService {
                 guard p.status != .removed else {
                     throw StoreError(.permissionFailure, "you were removed from the share of zone '\(zone.id.name)'")
                 }
-                _ = try self.session.keyRing.zoneKey(db, zone: zone, epoch: state.epoch, state: state) // wrapped to you, and the owner's
+                _ = try self.keyRing.zoneKey(db, zone: zone, epoch: state.epoch, state: state) // wrapped to you, and the owner's
                 if state.acceptances[me] != .accepted {
                     try self.writeAcceptance(db, zone: zone, log: &log, role: .privateUser, state: .accepted, proof: nil, time: now)
                 }
@@ -199,7 +221,7 @@ extension ShareService {
                     throw StoreError(.permissionFailure, "you were removed from the share of zone '\(zone.id.name)'")
                 }
                 let key = try self.openLinkKey(db, zone: zone, state: state, secret: secret)
-                let wrapped = KeyRing.wrapZoneKey(key, zoneUID: zone.uid, epoch: state.epoch, to: self.session.vault.boxKey.publicKey)
+                let wrapped = KeyRing.wrapZoneKey(key, zoneUID: zone.uid, epoch: state.epoch, to: self.vault.boxKey.publicKey)
                 try db.storeWrappedKey(zoneRowID: zone.rowID, epoch: state.epoch, memberID: me, wrapped: wrapped)
                 if state.linkJoiners[me] != .accepted {
                     let proof = signer.signature(for: AcceptancePayload.proofMessage(zoneUID: zone.uid, shareUID: share.shareUID, userID: me))
@@ -220,13 +242,13 @@ extension ShareService {
     }
 
     func leave(zone zoneID: ZoneID) async throws {
-        let me = session.userID
-        try await session.store.write { db in
-            let zone = try self.session.accessControl.zoneRow(db, zoneID)
+        let me = userID
+        try await store.write { db in
+            let zone = try self.accessControl.zoneRow(db, zoneID)
             guard zone.id.ownerID != me else {
                 throw StoreError(.invalidArguments, "you own zone '\(zoneID.name)'; stop the share instead ('coffer share stop')")
             }
-            let access = try self.session.accessControl.access(db, zone: zone)
+            let access = try self.accessControl.access(db, zone: zone)
             var log = access.log
             try self.writeAcceptance(db, zone: zone, log: &log, role: access.role, state: .left, proof: nil, time: Date().timeIntervalSince1970)
             try db.noteZoneGone(zone, for: Set([me]), reason: "left")
@@ -236,8 +258,8 @@ extension ShareService {
             }
             let rowID = zone.rowID
             db.afterTransaction(onCommit: { [self] in
-                self.session.keyRing.forget(zoneRowID: rowID)
-                self.session.rowContexts.forget(zoneRowID: rowID)
+                self.keyRing.forget(zoneRowID: rowID)
+                self.rowContexts.forget(zoneRowID: rowID)
             }, onRollback: {})
         }
     }
@@ -245,29 +267,29 @@ extension ShareService {
     // MARK: - Reading shares
 
     func loadShare(zone zoneID: ZoneID) async throws -> Share {
-        try await session.read { db in
-            let zone = try self.session.accessControl.zoneRow(db, zoneID)
-            let state = try self.session.verifiedLogs.zoneState(db, zone: zone)
+        try await verifiedLogs.read { db in
+            let zone = try self.accessControl.zoneRow(db, zoneID)
+            let state = try self.verifiedLogs.zoneState(db, zone: zone)
             guard state.share != nil else {
-                if zone.id.ownerID == self.session.userID { throw StoreError(.unknownItem, "zone '\(zoneID.name)' is not shared") }
+                if zone.id.ownerID == self.userID { throw StoreError(.unknownItem, "zone '\(zoneID.name)' is not shared") }
                 throw StoreError(.zoneNotFound, "zone '\(zoneID.name)' is not shared with you")
             }
-            if !self.isInvited(state) { _ = try self.session.accessControl.access(db, zone: zone) }
+            if !self.isInvited(state) { _ = try self.accessControl.access(db, zone: zone) }
             return try self.describe(db, zone: zone, state: state)
         }
     }
 
     /// Shares this user owns, and shares they take part in or are invited to.
     func shares() async throws -> [Share] {
-        let me = session.userID
-        return try await session.read { db in
+        let me = userID
+        return try await verifiedLogs.read { db in
             var result = [Share]()
             for zone in try db.zoneRows(ownedByOrListing: me) {
-                guard zone.logFormat == 1, let state = try? self.session.verifiedLogs.zoneState(db, zone: zone), state.share != nil else { continue }
+                guard zone.logFormat == 1, let state = try? self.verifiedLogs.zoneState(db, zone: zone), state.share != nil else { continue }
                 // Owners, invitees (a named participant who left is still invited: they may accept
                 // again), and participants who may read now; not those removed, nor link joiners
                 // who left or were removed.
-                let current = zone.id.ownerID == me || self.isInvited(state) || (try? self.session.accessControl.access(db, zone: zone)) != nil
+                let current = zone.id.ownerID == me || self.isInvited(state) || (try? self.accessControl.access(db, zone: zone)) != nil
                 if current { result.append(try self.describe(db, zone: zone, state: state)) }
             }
             return result
@@ -276,7 +298,7 @@ extension ShareService {
 
     /// Whether the acting user is a named participant of the share who was not removed.
     func isInvited(_ state: ZoneState) -> Bool {
-        guard let p = state.share?.participants[session.userID] else { return false }
+        guard let p = state.share?.participants[userID] else { return false }
         return p.role == .privateUser && p.status == .pending
     }
 
@@ -285,7 +307,7 @@ extension ShareService {
         guard let share = state.share else { throw StoreError(.unknownItem, "zone '\(zone.id.name)' is not shared") }
         try db.prefetchContacts(userIDs: [state.ownerID] + share.participants.keys + state.linkJoiners.keys)
         func contact(_ id: String) -> (String?, String?) {
-            guard let c = try? session.store.verifiedContact(db, userID: id) else { return (nil, nil) }
+            guard let c = try? store.verifiedContact(db, userID: id) else { return (nil, nil) }
             return (c.name, c.email)
         }
         let (ownerName, ownerEmail) = contact(state.ownerID)
@@ -310,7 +332,7 @@ extension ShareService {
                                       left: answer == .left))
         }
         let secret = try? linkSecret(db, zone: zone, state: state)
-        let url = ShareURL(storeID: session.store.storeID, shareUID: share.shareUID, linkSecret: secret ?? nil)
+        let url = ShareURL(storeID: store.storeID, shareUID: share.shareUID, linkSecret: secret ?? nil)
         return Share(zoneID: zone.id, title: share.title, publicPermission: share.publicPermission, participants: participants,
                      url: url.string, version: state.ownerSeq, keyEpoch: state.epoch,
                      created: Date(timeIntervalSince1970: state.shareCreated), modified: Date(timeIntervalSince1970: state.ownerTime))
@@ -319,8 +341,8 @@ extension ShareService {
     // MARK: - Internals
 
     func ownedShare(_ db: any StorageTransaction, _ zoneID: ZoneID, to action: String) throws -> (ZoneRow, ZoneLog, ShareState) {
-        let zone = try session.accessControl.zoneRow(db, zoneID)
-        let log = try session.accessControl.requireOwner(db, zone: zone, to: action).log
+        let zone = try accessControl.zoneRow(db, zoneID)
+        let log = try accessControl.requireOwner(db, zone: zone, to: action).log
         guard let share = log.state.share else {
             throw StoreError(.unknownItem, "zone '\(zoneID.name)' is not shared; create a share with 'coffer share create \(zoneID.name)'")
         }
@@ -336,7 +358,7 @@ extension ShareService {
                                    newCommitments: newEpoch.map { [$0.epoch: $0.commitment] } ?? [:], share: share)
         var w = ByteWriter()
         payload.encode(into: &w)
-        try session.verifiedLogs.appendEntry(db, zone: zone, log: &log, kind: .membership, payload: w.bytes, time: Date().timeIntervalSince1970)
+        try verifiedLogs.appendEntry(db, zone: zone, log: &log, kind: .membership, payload: w.bytes, time: Date().timeIntervalSince1970)
         try Self.recordMembers(db, zone: zone, state: log.state)
         try db.touchZone(zoneRowID: zone.rowID)
     }
@@ -353,7 +375,7 @@ extension ShareService {
         guard let share = log.state.share else { throw StoreError(.zoneNotFound, "zone '\(zone.id.name)' is not shared with you") }
         let payload = AcceptancePayload(shareUID: share.shareUID, ownerID: log.state.ownerID, version: log.state.ownerSeq, role: role,
                                         state: state, linkProof: proof)
-        try session.verifiedLogs.appendEntry(db, zone: zone, log: &log, kind: .acceptance, payload: payload.encoded, time: time)
+        try verifiedLogs.appendEntry(db, zone: zone, log: &log, kind: .acceptance, payload: payload.encoded, time: time)
     }
 
     /// Starts a new key epoch: a new zone key wrapped to the owner, the named participants of
@@ -364,7 +386,7 @@ extension ShareService {
     func rotate(_ db: any StorageTransaction, zone: ZoneRow, log: inout ZoneLog, share: ShareState?, joiners: [String]) throws {
         let state = log.state
         let oldEpoch = state.epoch, newEpoch = oldEpoch + 1
-        let oldKey = try session.keyRing.zoneKey(db, zone: zone, epoch: oldEpoch, state: state)
+        let oldKey = try keyRing.zoneKey(db, zone: zone, epoch: oldEpoch, state: state)
         let newKey = SymmetricKey()
         let link = Envelope.seal(oldKey.bytes, using: newKey, keyID: UInt32(truncatingIfNeeded: newEpoch),
                                  authenticating: KeyRing.chainAD(zoneUID: zone.uid, epoch: oldEpoch))
@@ -375,7 +397,7 @@ extension ShareService {
         try db.deleteWrappedKeys(zoneRowID: zone.rowID, memberID: nil)
         for member in members.sorted() {
             // To the box key of each member's verified card.
-            let contact = try session.store.contactRow(db, userID: member)
+            let contact = try store.contactRow(db, userID: member)
             let wrapped = KeyRing.wrapZoneKey(newKey, zoneUID: zone.uid, epoch: newEpoch, to: contact.identity.boxKey)
             try db.storeWrappedKey(zoneRowID: zone.rowID, epoch: newEpoch, memberID: member, wrapped: wrapped)
         }
@@ -389,8 +411,8 @@ extension ShareService {
                             newEpoch: (newEpoch, KeyRing.commitment(to: newKey, zoneUID: zone.uid, epoch: newEpoch)))
         let rowID = zone.rowID
         db.afterTransaction(onCommit: { [self] in
-            self.session.keyRing.remember(newKey, zoneRowID: rowID, epoch: newEpoch)
-            self.session.rowContexts.forget(zoneRowID: rowID)
+            self.keyRing.remember(newKey, zoneRowID: rowID, epoch: newEpoch)
+            self.rowContexts.forget(zoneRowID: rowID)
         }, onRollback: {})
     }
 
@@ -416,7 +438,7 @@ extension ShareService {
         guard let link = try db.shareLink(zoneRowID: zone.rowID), link.epoch == state.epoch else {
             throw StoreError(.integrityFailure, "the public link of zone '\(zone.id.name)' is missing: the store was changed")
         }
-        let key = try session.keyRing.zoneKey(db, zone: zone, epoch: state.epoch, state: state)
+        let key = try keyRing.zoneKey(db, zone: zone, epoch: state.epoch, state: state)
         let secret: SecureBytes
         do {
             secret = try Envelope(bytes: link.sealedSecret).openSecret(using: key,
