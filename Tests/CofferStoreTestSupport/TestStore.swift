@@ -94,6 +94,13 @@ package struct TestStore: Sendable {
         return try await otherStore(for: vault).openSession(vault: vault)
     }
 
+    /// The same store reached through `other` (another way to the same file or database, such
+    /// as a server's snapshot driver over its connections), with Alice's session opened on it.
+    package func reached(through other: Store) async throws -> TestStore {
+        TestStore(backend: backend, folder: folder, store: other, vault: vault, alice: try await other.openSession(vault: vault), postgres: postgres,
+                  server: server, others: others)
+    }
+
     /// A store on the database, with the tests' timeouts (``PostgresTestServer/timeouts``).
     package static func open(_ url: PostgresURL) async throws -> Store {
         try await Store(postgres: url, password: PostgresPassword.lookup(for: url), connectTimeout: PostgresTestServer.timeouts.connect,

@@ -16,36 +16,18 @@ enum DriverAccess: String, Sendable, CustomTestStringConvertible {
     var testDescription: String { rawValue }
 }
 
-/// An SQLite store in a fresh folder, Alice acting on it through ``access``.
-struct DriverFixture: Sendable {
-    let folder: URL
-    let access: DriverAccess
-    /// The store opened on the file.
-    let file: Store
-    /// What the operations go through: ``file`` itself, or a driver over its pool.
-    let store: Store
-    let alice: Session
-
-    /// A new user with a vault of their own, acting through ``store``, whose card Alice pinned.
-    func user(_ name: String, _ email: String) async throws -> Session {
-        let vault = try makeVault(in: folder, name: name, email: email)
-        try alice.vault.pin(ContactCard(vault: vault))
-        return try await store.openSession(vault: vault)
-    }
-
-    /// A new session of the same user through ``store``: nothing cached, everything read and verified again.
-    func fresh(_ session: Session) async throws -> Session { try await store.openSession(vault: session.vault) }
-
-    /// A session of the same user on the file itself, with nothing cached.
-    func onFile(_ session: Session) async throws -> Session { try await file.openSession(vault: session.vault) }
+/// How the driver tests reach the file besides their operations.
+extension TestStore {
+    /// A session of the same user on the file itself (a store object of its own), with nothing cached.
+    func onFile(_ session: Session) async throws -> Session { try await Store(path: path).openSession(vault: session.vault) }
 
     /// Another store object on the file (its own connections) reached through a driver of its
     /// own: another server process on the same file.
-    func otherDriverStore() throws -> Store { try Store(snapshotOver: try Store(path: file.url.path).dbPool) }
+    func otherDriverStore() throws -> Store { try Store(snapshotOver: try Store(path: path).dbPool) }
 
     /// The row ids of the file's zones, by name.
-    func zoneRowIDs() async throws -> [String: Int64] {
-        try await file.dbPool.read { db in
+    func zoneRowIDs() throws -> [String: Int64] {
+        try sqlite { db in
             var ids = [String: Int64]()
             for row in try Row.fetchAll(db, sql: "SELECT name, id FROM zone") {
                 let name: String = row[0], id: Int64 = row[1]
@@ -56,14 +38,12 @@ struct DriverFixture: Sendable {
     }
 }
 
-/// Runs `body` with a fresh SQLite store reached as `access` says; removes the folder afterwards.
-func withDriverStore<R>(_ access: DriverAccess, _ body: (DriverFixture) async throws -> R) async throws -> R {
-    let folder = try makeTemporaryFolder(prefix: "coffer-driver-tests")
-    defer { try? FileManager.default.removeItem(at: folder) }
-    let file = try Store(path: folder.appendingPathComponent("store.sqlite").path)
-    let store = access == .file ? file : try Store(snapshotOver: file.dbPool)
-    let alice = try await store.openSession(vault: try makeVault(in: folder, name: "Alice", email: "alice@example.com"))
-    return try await body(DriverFixture(folder: folder, access: access, file: file, store: store, alice: alice))
+/// Runs `body` with a fresh SQLite store (``withStore(_:_:)``), Alice acting on it as `access`
+/// says: on the file, or through a driver over the file's connections.
+func withDriverStore<R>(_ access: DriverAccess, _ body: (TestStore) async throws -> R) async throws -> R {
+    try await withStore(.sqlite) { f in
+        try await body(access == .file ? f : try await f.reached(through: try Store(snapshotOver: f.store.dbPool)))
+    }
 }
 
 /// The engine on an SQLite file through ``SQLiteSnapshotDriver``: each scenario runs once on the
@@ -104,7 +84,7 @@ struct SQLiteSnapshotDriverTests {
 
     /// Runs `scenario` on the file and through the driver; both must tell the same, and the
     /// file must audit clean after the driver's run, through the driver and read directly.
-    static func sameOnFileAndDriver(_ scenario: (DriverFixture) async throws -> [String],
+    static func sameOnFileAndDriver(_ scenario: (TestStore) async throws -> [String],
                                     sourceLocation: SourceLocation = #_sourceLocation) async throws {
         let onFile = try await withDriverStore(.file, scenario)
         let throughDriver = try await withDriverStore(.driver) { f in
@@ -127,7 +107,7 @@ struct SQLiteSnapshotDriverTests {
 
     // MARK: - The same results
 
-    static func records(_ f: DriverFixture) async throws -> [String] {
+    static func records(_ f: TestStore) async throws -> [String] {
         var t = [String]()
         let db = f.alice.privateDatabase
         let notes = try await db.createZone(named: "Notes")
@@ -196,7 +176,7 @@ struct SQLiteSnapshotDriverTests {
     @Test("records: saves, change tags, parents, batches, pages and zones give what they give on the file")
     func sameRecords() async throws { try await Self.sameOnFileAndDriver(Self.records) }
 
-    static func queries(_ f: DriverFixture) async throws -> [String] {
+    static func queries(_ f: TestStore) async throws -> [String] {
         var t = [String]()
         let db = f.alice.privateDatabase
         let zone = try await db.createZone(named: "Items")
@@ -235,7 +215,7 @@ struct SQLiteSnapshotDriverTests {
     @Test("queries: filters, sorts and cursor pages give what they give on the file")
     func sameQueries() async throws { try await Self.sameOnFileAndDriver(Self.queries) }
 
-    static func changeFeeds(_ f: DriverFixture) async throws -> [String] {
+    static func changeFeeds(_ f: TestStore) async throws -> [String] {
         var t = [String]()
         let db = f.alice.privateDatabase
         let start = try await db.databaseChanges(since: nil)
@@ -284,7 +264,7 @@ struct SQLiteSnapshotDriverTests {
     @Test("change feeds: a zone's changes and deletions in pages, compaction, the database feed, as on the file")
     func sameChangeFeeds() async throws { try await Self.sameOnFileAndDriver(Self.changeFeeds) }
 
-    static func shares(_ f: DriverFixture) async throws -> [String] {
+    static func shares(_ f: TestStore) async throws -> [String] {
         var t = [String]()
         let alice = f.alice
         let bob = try await f.user("Bob", "bob@example.com")
@@ -329,7 +309,7 @@ struct SQLiteSnapshotDriverTests {
         t.append("rekey: \(resealed) records, epoch \(try await alice.fetchShare(in: zone).keyEpoch)")
         let freshBob = try await f.fresh(bob)
         t.append("fresh bob reads: \(try await freshBob.sharedDatabase.records(in: zone).map { "\(describe($0))@\($0.keyEpoch ?? 0)" })")
-        t.append("chain and keys: \(try await f.file.dbPool.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM zone_key_chain") ?? -1 })")
+        t.append("chain and keys: \(try f.sqlite { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM zone_key_chain") ?? -1 })")
 
         // The public link, leaving, and stopping.
         let open = try await alice.setPublicPermission(.readOnly, in: zone)
@@ -348,7 +328,7 @@ struct SQLiteSnapshotDriverTests {
     @Test("shares: invite, accept from a second user's session, write as a participant, remove with key rotation, re-key, link, leave, stop")
     func sameShares() async throws { try await Self.sameOnFileAndDriver(Self.shares) }
 
-    static func contacts(_ f: DriverFixture) async throws -> [String] {
+    static func contacts(_ f: TestStore) async throws -> [String] {
         var t = [String]()
         let bobVault = try makeVault(in: f.folder, name: "Bob Builder", email: "Bob@Example.com")
         let card = ContactCard(vault: bobVault)
@@ -435,7 +415,7 @@ struct SQLiteSnapshotDriverTests {
     func zoneIDs() async throws {
         try await withDriverStore(.driver) { f in
             let gone = try await f.alice.privateDatabase.createZone(named: "Gone")
-            let goneID = try #require(try await f.zoneRowIDs()["Gone"])
+            let goneID = try #require(try f.zoneRowIDs()["Gone"])
             try await f.alice.privateDatabase.deleteZone(gone)
             let other = try f.otherDriverStore()
             let second = try await other.openSession(vault: f.alice.vault)
@@ -445,13 +425,13 @@ struct SQLiteSnapshotDriverTests {
                 }
                 try await group.waitForAll()
             }
-            let ids = try await f.zoneRowIDs()
+            let ids = try f.zoneRowIDs()
             #expect(ids.count == 10)
             #expect(Set(ids.values).count == 10)
             #expect(ids.values.allSatisfy { $0 > goneID })
             // The file's own inserts go on after the driver's ids.
             _ = try await f.onFile(f.alice).privateDatabase.createZone(named: "direct")
-            #expect(try await f.zoneRowIDs()["direct"] == (ids.values.max() ?? 0) + 1)
+            #expect(try f.zoneRowIDs()["direct"] == (ids.values.max() ?? 0) + 1)
             #expect(try await f.onFile(f.alice).audit().findings.isEmpty)
         }
     }
@@ -487,8 +467,8 @@ struct SQLiteSnapshotDriverTests {
         try await withDriverStore(.file) { f in
             let zone = try await f.alice.privateDatabase.createZone(named: "Z")
             _ = try await f.alice.privateDatabase.save(Self.note(zone, "n1", title: "t", body: "b"))
-            let driver = SQLiteSnapshotDriver(storage: try f.file.sqliteStorage(for: "a test"), logger: Vault.disabledLogger)
-            #expect(driver.storeDescription == "the SQLite store at \(f.file.url.path)")
+            let driver = SQLiteSnapshotDriver(storage: try f.store.sqliteStorage(for: "a test"), logger: Vault.disabledLogger)
+            #expect(driver.storeDescription == "the SQLite store at \(f.path)")
             let snapshot = StorageSnapshot(writable: true)
             let a = ZoneID(name: "New1", ownerID: f.alice.userID), b = ZoneID(name: "New2", ownerID: f.alice.userID)
             try await driver.fetch([.zone(zone), .newZoneID(a), .newZoneID(b), .contact(f.alice.userID), .contact("nobody")], into: snapshot)
@@ -531,9 +511,9 @@ struct SQLiteSnapshotDriverTests {
         try await withDriverStore(.file) { f in
             let zone = try await f.alice.privateDatabase.createZone(named: "Z")
             let saved = try await f.alice.privateDatabase.save(Self.note(zone, "n1", title: "t", body: "b"))
-            let driver = SQLiteSnapshotDriver(storage: try f.file.sqliteStorage(for: "a test"), logger: Vault.disabledLogger)
-            let rowID = try #require(try await f.zoneRowIDs()["Z"])
-            let counter: () async throws -> Int64 = { try await f.file.dbPool.read { db in try SQLiteTransaction(db).databaseCounter().current } }
+            let driver = SQLiteSnapshotDriver(storage: try f.store.sqliteStorage(for: "a test"), logger: Vault.disabledLogger)
+            let rowID = try #require(try f.zoneRowIDs()["Z"])
+            let counter: () async throws -> Int64 = { try await f.store.dbPool.read { db in try SQLiteTransaction(db).databaseCounter().current } }
             let before = try await counter()
             // Entry 3: the log has no entry 3, so the head check alone refuses it.
             let entry = LogEntry(zoneUID: [UInt8](repeating: 0, count: 16), seq: 3, prev: .zero, kind: .commit, authorID: f.alice.userID,
@@ -565,7 +545,7 @@ struct SQLiteSnapshotDriverTests {
             await #expect(throws: SnapshotConflict.self) {
                 try await driver.apply([.insertZone(rowID: reserved, uid: [UInt8](repeating: 7, count: 16), id: id, created: 0)], operation: nil)
             }
-            #expect(try await f.zoneRowIDs()["Late"] == nil)
+            #expect(try f.zoneRowIDs()["Late"] == nil)
             #expect(try await f.onFile(f.alice).audit().findings.isEmpty)
         }
     }
