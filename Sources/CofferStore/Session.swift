@@ -56,16 +56,22 @@ public final class Session: Sendable {
         }
     }
 
-    init(store: Store, vault: Vault) {
+    /// Whether verifying a zone's log advances the user's mark for it. A replica's session on
+    /// its server does not: only the replica's pulls advance marks, once what was verified is
+    /// stored in the replica, so that the marks never run ahead of it.
+    let advancesMarks: Bool
+
+    init(store: Store, vault: Vault, advancesMarks: Bool = true) {
         self.store = store
         self.vault = vault
+        self.advancesMarks = advancesMarks
         keyRing = KeyRing(vault: vault)
     }
 
     // The services this session's work goes through, each made of the parts it uses (see each type).
     var verifiedLogs: VerifiedLogs {
         VerifiedLogs(store: store, vault: vault, logs: logs, commits: commits, commitHooks: commitHooks, lastMarkSave: lastMarkSave,
-                     schemaRegistry: schemaRegistry)
+                     advancesMarks: advancesMarks, schemaRegistry: schemaRegistry)
     }
     var schemaRegistry: SchemaRegistry {
         SchemaRegistry(store: store, schemas: schemas, schemaGeneration: schemaGeneration, rowContexts: rowContexts)
@@ -183,12 +189,18 @@ extension Store {
     /// let alice = try await store.openSession(vault: aliceVault)
     /// ```
     public func openSession(vault: Vault) async throws -> Session {
+        try await openSession(vault: vault, advancesMarks: true)
+    }
+
+    /// ``openSession(vault:)``, whose verification advances the user's marks or not (see
+    /// ``Session/advancesMarks``).
+    func openSession(vault: Vault, advancesMarks: Bool) async throws -> Session {
         let identity = vault.identity
         if try await read({ db in try self.verifiedContact(db, userID: identity.userID) })?.identity != identity {
             try await addContact(ContactCard(vault: vault))
         }
         try Self.loadMarks(of: vault)
-        let session = Session(store: self, vault: vault)
+        let session = Session(store: self, vault: vault, advancesMarks: advancesMarks)
         // Only SQLite stores hold zones of the earlier format.
         if case .sqlite = backend { try await session.legacyUpgrade.upgradeLegacyZones() }
         return session

@@ -213,14 +213,21 @@ struct ZoneCopy: Sendable {
                 rows = []
                 bytes = 0
             }
-            let values = try row.plain.withUnsafeBytes { plain in
-                try PlainValuesCodec.decode(plain, typeOf: { types[row.stamp.type]?[$0] })
-            }
-            rows.append(.insertRecord(zoneRowID: zoneRowID, SealedVersion(stamp: row.stamp, plain: row.plain, plainTypes: PlainValuesCodec.typeCodes(values),
-                                                                          sealed: row.sealed, digest: .zero)))
+            rows.append(try Self.insertWrite(row, types: types, zoneRowID: zoneRowID))
             bytes += size
         }
         if !rows.isEmpty { batches.append(rows) }
         return batches
+    }
+
+    /// The write that inserts `row` as stored, in zone row `zoneRowID`, with its plain values'
+    /// types as the zone's schema (`types`: record type, field, type) gives them, which its
+    /// version hash signs.
+    static func insertWrite(_ row: Row, types: [String: [String: FieldType]], zoneRowID: Int64) throws -> StorageSnapshot.Write {
+        let values = try row.plain.withUnsafeBytes { plain in
+            try PlainValuesCodec.decode(plain, typeOf: { types[row.stamp.type]?[$0] })
+        }
+        return .insertRecord(zoneRowID: zoneRowID, SealedVersion(stamp: row.stamp, plain: row.plain, plainTypes: PlainValuesCodec.typeCodes(values),
+                                                                 sealed: row.sealed, digest: .zero))
     }
 }

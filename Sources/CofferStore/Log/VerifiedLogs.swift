@@ -18,6 +18,8 @@ struct VerifiedLogs: Sendable {
     let commitHooks: CommitHooks
     /// When ``advanceMark(_:flush:)`` last wrote the marks file (``Session/lastMarkSave``).
     let lastMarkSave: Locked<Double>
+    /// Whether verifying advances the user's marks (``Session/advancesMarks``).
+    let advancesMarks: Bool
     /// The zones' schemas, for checking a zone of the store's earlier format (``LegacyZone``).
     let schemaRegistry: SchemaRegistry
 
@@ -169,6 +171,7 @@ extension VerifiedLogs {
     /// never writes the file (its lock, `fsync` and retries stay off the read path); what reads
     /// advanced is written at the next commit, ``Session/saveMarks()`` or the session's end.
     func advanceMark(_ mark: ZoneMark, flush: Bool) {
+        guard advancesMarks else { return }
         vault.marks.advance(to: mark, in: store.storeID)
         guard flush else { return }
         let now = Date().timeIntervalSince1970

@@ -71,11 +71,14 @@ final class RemoteStorage: SnapshotDriver {
     ///
     /// Requests go to `server`; they name `origin` (by default `server`'s), as a client reaching
     /// a server's public URL through a tunnel or straight at one instance would.
-    static func open(server: URL, origin: ServerOrigin? = nil, vault: Vault, timeout: Duration, logger: Logger) async throws -> (RemoteStorage, storeID: [UInt8]) {
+    /// With `connectTimeout`, the first request (the store's id) must be answered within it
+    /// (a replica's client, which works offline rather than wait).
+    static func open(server: URL, origin: ServerOrigin? = nil, vault: Vault, timeout: Duration, connectTimeout: Duration? = nil,
+                     logger: Logger) async throws -> (RemoteStorage, storeID: [UInt8]) {
         _ = try ServerOrigin(server)
         let origin = try origin ?? ServerOrigin(server)
         let unsigned = RemoteStorage(server: server, origin: origin, storeID: [], vault: vault, timeout: timeout, logger: logger)
-        let info = try RemoteAPI.decode(RemoteAPI.Info.self, try await unsigned.send("GET", RemoteAPI.Path.info, signed: false), what: "server's answer")
+        let info = try RemoteAPI.decode(RemoteAPI.Info.self, try await unsigned.send("GET", RemoteAPI.Path.info, timeout: connectTimeout, signed: false), what: "server's answer")
         guard info.storeID.count == 16 else { throw StoreError(.integrityFailure, "the server at \(origin) sent a store id that is not 16 bytes") }
         let storeID = Array(info.storeID)
         let check: ServerPin.Check
@@ -346,9 +349,10 @@ extension Store {
 
     /// A store on the server reached at `server` whose requests name the origin `origin`
     /// (another instance, or a tunnel, to a server whose public URL is `origin`).
-    convenience init(server: URL, naming origin: URL?, vault: Vault, timeout: Duration = .seconds(30), logger: Logger = Vault.disabledLogger) async throws {
+    convenience init(server: URL, naming origin: URL?, vault: Vault, connectTimeout: Duration? = nil, timeout: Duration = .seconds(30),
+                     logger: Logger = Vault.disabledLogger) async throws {
         let (remote, storeID) = try await RemoteStorage.open(server: server, origin: try origin.map { try ServerOrigin($0) }, vault: vault,
-                                                             timeout: timeout, logger: logger)
+                                                             timeout: timeout, connectTimeout: connectTimeout, logger: logger)
         self.init(url: server, storeID: storeID, backend: .snapshot(remote), logger: logger)
         logger.debug("store opened", metadata: ["server": "\(remote.serverDescription)"])
     }

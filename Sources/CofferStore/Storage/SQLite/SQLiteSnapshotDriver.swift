@@ -314,6 +314,52 @@ package final class SQLiteSnapshotDriver: SnapshotDriver {
         }
     }
 
+    /// Applies a replica's pull (``ReplicaPull``) in one transaction: `writes` as
+    /// ``apply(_:operation:)`` applies them, except that a `.deleteRecord` deletes the name's row
+    /// whatever its sequence, and whether or not there is one; the zone `schema.zoneRowID`'s field
+    /// types made those of `schema.rows`; then `check`, whose throw leaves nothing written.
+    func applyPull<T: Sendable>(_ writes: [StorageSnapshot.Write], schema: (zoneRowID: Int64, rows: [String: [(field: String, valueType: String, encrypted: Bool)]]),
+                                check: @escaping @Sendable (any StorageTransaction) throws -> T) async throws -> T {
+        do {
+            let (value, deleted) = try await pool.write { db -> (T, Bool) in
+                let tx = SQLiteTransaction(db)
+                do {
+                    for write in writes {
+                        if case .deleteRecord(let zone, let name, _) = write {
+                            _ = try tx.deleteRecord(zoneRowID: zone, name: name, expectedSeq: nil)
+                        } else {
+                            try Self.apply(write, tx)
+                        }
+                    }
+                    let have = try tx.allFieldSchemaRows(zoneRowID: schema.zoneRowID)
+                    for (type, fields) in have {
+                        for field in fields where !(schema.rows[type] ?? []).contains(where: { $0 == field }) {
+                            try tx.deleteFieldSchema(zoneRowID: schema.zoneRowID, recordType: type, field: field.field)
+                        }
+                    }
+                    for (type, fields) in schema.rows {
+                        for field in fields where !(have[type] ?? []).contains(where: { $0 == field }) {
+                            guard let valueType = FieldType(name: field.valueType) else { throw StoreError(.integrityFailure, "a schema row of unknown type") }
+                            try tx.insertFieldSchema(zoneRowID: schema.zoneRowID, recordType: type, field: field.field,
+                                                     schema: FieldSchema(type: valueType, encrypted: field.encrypted))
+                        }
+                    }
+                    let value = try check(tx)
+                    return (value, WriteAheadLogScrub.take(db))
+                } catch {
+                    _ = WriteAheadLogScrub.take(db)
+                    throw error
+                }
+            }
+            if deleted { WriteAheadLogScrub.truncate(pool, logger: logger) }
+            return value
+        } catch let error as StoreError {
+            throw error
+        } catch {
+            throw Store.map(error)
+        }
+    }
+
     /// A unique, primary key or foreign key violation: what PostgreSQL's driver also takes for
     /// another writer's work.
     private static func isConflict(_ error: DatabaseError) -> Bool {

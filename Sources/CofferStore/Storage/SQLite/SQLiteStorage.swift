@@ -16,7 +16,8 @@ final class SQLiteStorage: Sendable {
 
     /// Opens the store file at `url` (see ``Store/init(path:create:logger:)``), setting it up
     /// under its folder's lock when it is new or lacks migrations, and returns it with its id.
-    static func open(url: URL, create: Bool) throws -> (Store.Backend, [UInt8]) {
+    /// A new store takes `newStoreID` as its id (a replica takes its server's), else a random one.
+    static func open(url: URL, create: Bool, newStoreID: [UInt8]? = nil) throws -> (Store.Backend, [UInt8]) {
         let setup = try StoreFileLock(path: url.path, create: create)
         defer { setup.close() }
         do {
@@ -30,7 +31,7 @@ final class SQLiteStorage: Sendable {
             } else {
                 try setup.lock()
                 try Store.migrator.migrate(dbPool)
-                storeID = try Store.makeStoreID(dbPool)
+                storeID = try Store.makeStoreID(dbPool, newID: newStoreID)
             }
             try Store.checkTables(dbPool, path: url.path)
             return (.sqlite(SQLiteStorage(pool: dbPool)), storeID)

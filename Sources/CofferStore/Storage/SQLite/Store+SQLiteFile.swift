@@ -63,10 +63,10 @@ extension Store {
     }
 
     /// The store's id, made when the store has none (under the set-up lock).
-    static func makeStoreID(_ pool: DatabasePool) throws -> [UInt8] {
+    static func makeStoreID(_ pool: DatabasePool, newID: [UInt8]? = nil) throws -> [UInt8] {
         try pool.write { db in
             if let existing = try Data.fetchOne(db, sql: "SELECT value FROM store_meta WHERE key = 'store_id'") { return Array(existing) }
-            let id = SecureRandom.bytes(count: 16)
+            let id = newID ?? SecureRandom.bytes(count: 16)
             try db.execute(sql: "INSERT INTO store_meta (key, value) VALUES ('store_id', ?)", arguments: [Data(id)])
             return id
         }

@@ -1,0 +1,170 @@
+import CofferCrypto
+import CofferVault
+import Foundation
+import Logging
+
+/// A user's local replica of the zones they sync with a Coffer server: an SQLite file that holds
+/// each zone as the server does, sealed as at rest, with its signed log. Reads of it are local
+/// (no round trip), so they go on while the server cannot be reached.
+///
+/// The replica is filled by ``pull(_:progress:)``: by log position, each zone's entries after
+/// the replica's confirmed head and the rows they still list, verified before they are stored
+/// (see ``ReplicaPull``). It holds confirmed entries only, so the user's marks never run ahead of
+/// the server because of it.
+///
+/// ```swift
+/// let replica = try await Replica.open(server: url, vault: alice, dataFolder: folder)
+/// try await replica.pull()
+/// let note = try await replica.session.privateDatabase.record(named: "n1", in: zone)
+/// ```
+public final class Replica: Sendable {
+    /// The replica file's store.
+    public let store: Store
+    /// The user's session on the replica: every read of it is local and verified.
+    public let session: Session
+    /// The server's store and the user's session on it; nil while offline.
+    public let server: (store: Store, session: Session)?
+    /// Why the server is not used (unreachable, or offline by choice); nil when it is.
+    public let offlineReason: String?
+    /// The server's origin (`http://host:port`).
+    public let origin: String
+    /// The replica file.
+    public var path: URL { store.url }
+
+    private init(store: Store, session: Session, server: (store: Store, session: Session)?, offlineReason: String?, origin: String) {
+        self.store = store
+        self.session = session
+        self.server = server
+        self.offlineReason = offlineReason
+        self.origin = origin
+    }
+
+    /// Where a replica lives by default: `DATA/replicas/<store id>/<user id>.sqlite`.
+    public static func defaultPath(dataFolder: URL, storeID: [UInt8], userID: String) -> URL {
+        dataFolder.appendingPathComponent("replicas").appendingPathComponent(Hex.encode(storeID)).appendingPathComponent("\(userID).sqlite")
+    }
+
+    /// Opens (creating it when it is missing) the replica of the server at `server` for the
+    /// vault's user, at `path` or the default path under `dataFolder`.
+    ///
+    /// Unless `offline`, it connects first, waiting at most `connectTimeout` for the connection;
+    /// a server that cannot be reached leaves the replica offline (``offlineReason``), with the
+    /// store id pinned for the server at an earlier contact.
+    /// - Throws: `.serviceUnavailable` when the server cannot be reached and there is no replica
+    ///   of it yet; `.integrityFailure` for a file that is not this server's replica for this
+    ///   user, or a server whose store id is not the one pinned; as ``Store/init(server:vault:timeout:logger:)``.
+    public static func open(server url: URL, vault: Vault, path: URL? = nil, dataFolder: URL, offline: Bool = false,
+                            connectTimeout: Duration = .seconds(1), timeout: Duration = .seconds(30),
+                            logger: Logger = Vault.disabledLogger) async throws -> Replica {
+        let origin = try ServerOrigin(url).text
+        var remote: Store?
+        var reason: String? = offline ? "offline (--offline)" : nil
+        if !offline {
+            do {
+                remote = try await Store(server: url, naming: nil, vault: vault, connectTimeout: connectTimeout, timeout: timeout, logger: logger)
+            } catch let error as StoreError where error.code == .serviceUnavailable {
+                reason = error.message
+            }
+        }
+        let storeID: [UInt8]
+        if let remote {
+            storeID = remote.storeID
+        } else {
+            let pinned: [UInt8]?
+            do { pinned = try vault.marks.pins().first { $0.origin == origin }?.storeID } catch let error as VaultError {
+                throw StoreError(.integrityFailure, "your marks file cannot be read: \(error.message)", underlying: error)
+            }
+            guard let pinned else {
+                throw StoreError(.serviceUnavailable, "\(reason ?? "the server at \(origin) cannot be reached"); you have no replica of it yet, so nothing can be read offline: connect once first")
+            }
+            storeID = pinned
+        }
+        let file = path ?? defaultPath(dataFolder: dataFolder, storeID: storeID, userID: vault.identity.userID)
+        let local: Store
+        do {
+            local = try Store.replica(at: file, storeID: storeID, origin: origin, userID: vault.identity.userID, create: remote != nil, logger: logger)
+        } catch let error as StoreError where error.code == .unknownItem && remote == nil {
+            throw StoreError(.serviceUnavailable, "\(reason ?? "the server at \(origin) cannot be reached"); you have no replica of it at \(file.path) yet, so nothing can be read offline: connect once first")
+        }
+        let session = try await local.openSession(vault: vault)
+        // Only the replica's pulls advance the marks (see ``Session/advancesMarks``).
+        let serverSession = try await remote?.openSession(vault: vault, advancesMarks: false)
+        return Replica(store: local, session: session, server: remote.flatMap { r in serverSession.map { (r, $0) } }, offlineReason: reason, origin: origin)
+    }
+
+    /// Whether the server answered when the replica was opened.
+    public var isOnline: Bool { server != nil }
+
+    /// What ``pull(_:progress:)`` did: the zones brought up to date, and those that failed, each
+    /// with why (the pull goes on past a failing zone).
+    public struct PullReport: Sendable {
+        public var pulled: [PulledZone] = []
+        public var failed: [(zone: ZoneID, error: StoreError)] = []
+    }
+
+    /// Brings `zones` (by default every zone the server shows this user: theirs, and those shared
+    /// with them) up to the server's verified state. `progress` gets each zone as it starts.
+    /// - Throws: `.serviceUnavailable` while offline.
+    @discardableResult
+    public func pull(_ zones: [ZoneID]? = nil, progress: @Sendable (ZoneID) -> Void = { _ in }) async throws -> PullReport {
+        guard let server else { throw StoreError(.serviceUnavailable, offlineReason ?? "the server cannot be reached") }
+        guard case .snapshot(let remote) = server.store.backend, case .sqlite(let sqlite) = store.backend else {
+            throw StoreError(.internalError, "a replica pulls from a server into an SQLite file")
+        }
+        var report = PullReport()
+        let list: [ZoneID]
+        if let zones {
+            list = zones
+        } else {
+            // A zone the server lists whose log fails verification is a failed zone, not a
+            // missing one.
+            let owned = try await server.session.privateDatabase.zoneList()
+            let shared = try await server.session.sharedDatabase.zoneList()
+            list = owned.zones.map(\.id) + shared.zones.map(\.id)
+            report.failed = (owned.refused + shared.refused).map { ($0.id, $0.error) }
+        }
+        let puller = ReplicaPull(replica: session, remote: remote, local: SQLiteSnapshotDriver(storage: sqlite, logger: store.logger))
+        for zone in list {
+            progress(zone)
+            do {
+                let pulled = try await puller.pull(zone)
+                report.pulled.append(pulled)
+                try await store.noteSync(of: zone, at: Date())
+            } catch let error as StoreError {
+                store.logger.warning("zone not pulled", metadata: ["zone": "\(zone.name)", "error": "\(error.message)"])
+                report.failed.append((zone, error))
+            }
+        }
+        return report
+    }
+
+    /// One zone of the replica, as ``status()`` shows it.
+    public struct ZoneStatus: Sendable {
+        public let zone: ZoneID
+        /// The confirmed head: the newest entry of the zone's log the replica holds, verified.
+        public let confirmedSeq: Int64
+        /// When a pull last brought the zone up to the server's state; nil before any.
+        public let lastSync: Date?
+        /// What fails verification in the replica's copy (empty when it verifies).
+        public let findings: [String]
+    }
+
+    /// Every zone the replica holds, with its confirmed head and last sync.
+    public func status() async throws -> [ZoneStatus] {
+        let zones = try await session.privateDatabase.zones().map(\.id) + session.sharedDatabase.zones().map(\.id)
+        let syncs = try await store.lastSyncs()
+        var statuses = [ZoneStatus]()
+        for zone in zones {
+            do {
+                let (head, uid) = try await session.read { db in
+                    let row = try self.session.accessControl.zoneRow(db, zone)
+                    return (try self.session.verifiedLogs.zoneState(db, zone: row).headSeq, row.uid)
+                }
+                statuses.append(ZoneStatus(zone: zone, confirmedSeq: head, lastSync: syncs[uid], findings: []))
+            } catch let error as StoreError {
+                statuses.append(ZoneStatus(zone: zone, confirmedSeq: 0, lastSync: nil, findings: [error.message]))
+            }
+        }
+        return statuses
+    }
+}

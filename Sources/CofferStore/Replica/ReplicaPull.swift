@@ -1,0 +1,245 @@
+import CofferCrypto
+import CofferVault
+import Foundation
+
+/// What one zone's pull brought into the replica.
+public struct PulledZone: Sendable {
+    public let zone: ZoneID
+    /// The zone's confirmed head in the replica after the pull.
+    public let headSeq: Int64
+    /// Log entries stored by this pull.
+    public let entries: Int
+    /// Record rows stored (new versions) and names deleted by this pull.
+    public let records: Int
+    public let deletions: Int
+}
+
+/// Brings one zone of a server into a replica by log position: the entries after the replica's
+/// confirmed head, and the rows those entries still list (a version superseded later is not
+/// fetched: the server holds only a name's newest row). Everything is read from one state of
+/// the server (a pin), written in one transaction of the replica, and verified in that
+/// transaction before it commits, as any read of the replica verifies it: the log from its
+/// genesis against the user's marks, each new row against its signed entry, and each name's row
+/// against the newest entry naming it. What fails verification is never stored, so a server that
+/// rolls back, cuts or forks a zone's log, or withholds or alters a row, leaves the replica as it
+/// was, and the pull fails naming the zone.
+struct ReplicaPull {
+    /// The session on the replica file, whose verification the pull runs.
+    let replica: Session
+    /// The server's driver.
+    let remote: any SnapshotDriver
+    /// The replica's driver.
+    let local: SQLiteSnapshotDriver
+
+    /// How many rows a page of the server's changes holds.
+    static let pageSize = 1_000
+
+    /// Pulls `zoneID` (which the server must show this user).
+    /// - Throws: `.zoneNotFound` when the server shows no such zone; `.integrityFailure` naming
+    ///   the zone when what the server holds fails verification or does not extend what the
+    ///   replica or the marks hold.
+    func pull(_ zoneID: ZoneID) async throws -> PulledZone {
+        // The replica's copy, verified: its confirmed head is where the pull starts. A copy that
+        // fails verification (the file was changed) is fetched again whole.
+        let current = try await replicaCopy(of: zoneID)
+        let pin = try await remote.pinReads()
+        do {
+            let pulled = try await pull(zoneID, current: current, pin: pin)
+            await pin?.close()
+            return pulled
+        } catch {
+            await pin?.close()
+            throw error
+        }
+    }
+
+    private func pull(_ zoneID: ZoneID, current: Copy?, pin: (any ReadPin)?) async throws -> PulledZone {
+        var t = try await ZonePush.fetch([.zone(zoneID)], from: remote, pin: pin)
+        guard case .some(.some(let zone)) = t.zones[zoneID] else {
+            throw StoreError(.zoneNotFound, "the server at \(remote.storeDescription) shows no zone '\(zoneID.name)' of \(zoneID.ownerID) to you")
+        }
+        // A copy of another zone of that name (deleted and made again), or one that failed
+        // verification, is replaced whole, under a new row id.
+        let keep = current.flatMap { $0.uid == zone.uid && $0.verified ? $0 : nil }
+        let after = keep?.headSeq ?? 0
+        var rowID = keep?.rowID ?? 0
+        if keep == nil {
+            guard let reserved = try await ZonePush.fetch([.newZoneID(zoneID)], from: local).newZoneIDs[zoneID] else {
+                throw StoreError(.internalError, "the replica reserved no zone id")
+            }
+            rowID = reserved
+        }
+        t.merge(try await ZonePush.fetch([.log(zoneRowID: zone.rowID, after: after)], from: remote, pin: pin)) { $0 }
+        guard case .some(.some(let head)) = t.heads[zone.rowID] else {
+            throw StoreError(.integrityFailure, "zone '\(zoneID.name)' has no log on the server: the server's store was changed")
+        }
+        if head.seq < after {
+            throw StoreError(.integrityFailure, "the server's log of zone '\(zoneID.name)' ends at entry \(head.seq), before entry \(after) that your replica holds: the server was rolled back; nothing was pulled")
+        }
+        let entries = (t.logs[zone.rowID]?.entries ?? []).filter { $0.seq > after && $0.seq <= head.seq }
+        guard entries.count == Int(head.seq - after), zip(entries, (after + 1)...).allSatisfy({ $0.seq == $1 }) else {
+            throw StoreError(.integrityFailure, "the server sent zone '\(zoneID.name)' with entries missing: nothing was pulled")
+        }
+        // The lists of the new record entries, and the cards of their authors.
+        let listed = entries.filter { ZoneCopy.isListed($0.body) }.map(\.seq)
+        for start in stride(from: 0, to: listed.count, by: 1_000) {
+            let part = listed[start..<min(start + 1_000, listed.count)].map { StorageSnapshot.Need.logEntry(zoneRowID: zone.rowID, seq: $0) }
+            t.merge(try await ZonePush.fetch(part, from: remote, pin: pin)) { $0 }
+        }
+        let authors = Set(entries.compactMap { LogEntry.decode($0.body)?.authorID })
+        t.merge(try await ZonePush.fetch(authors.sorted().map { .contact($0) }, from: remote, pin: pin)) { $0 }
+        // The rows written after the replica's head, a page at a time in log order.
+        var rows = [StoredRow]()
+        var cursor: (seq: Int64, name: String?) = (after, nil)
+        while true {
+            let need = StorageSnapshot.Need.changes(zoneRowID: zone.rowID, afterSeq: cursor.seq, afterName: cursor.name, limit: Self.pageSize)
+            let page = try await ZonePush.fetch([need], from: remote, pin: pin)
+            let names = page.changePages[zone.rowID]?[StorageSnapshot.pageKey(cursor.seq, cursor.name, Self.pageSize)] ?? []
+            for name in names { if let row = page.records[zone.rowID]?[name] ?? nil { rows.append(row) } }
+            guard names.count == Self.pageSize, let last = rows.last else { break }
+            cursor = (last.seq, last.name)
+        }
+        let writes = try self.writes(zone: zone, rowID: rowID, replacing: keep == nil ? current : nil, after: after, entries: entries, fetched: t, rows: rows)
+        let deletions = writes.filter { if case .addTombstone = $0 { true } else { false } }.count
+        let verified = try await apply(writes, schema: (rowID, t.schemaRows[zone.rowID] ?? [:]), zoneID: zoneID, after: after, head: head)
+        replica.verifiedLogs.remember(verified.log, zoneRowID: verified.rowID)
+        return PulledZone(zone: zoneID, headSeq: head.seq, entries: entries.count, records: rows.count, deletions: deletions)
+    }
+
+    /// The replica's copy of a zone: its row id, uid and confirmed head (its log verified from
+    /// the genesis, signatures past the user's mark included); nil when it has none.
+    struct Copy {
+        let rowID: Int64
+        let uid: [UInt8]
+        let headSeq: Int64
+        /// Whether its log verified whole; one that did not is replaced.
+        let verified: Bool
+    }
+
+    private func replicaCopy(of zoneID: ZoneID) async throws -> Copy? {
+        try await replica.store.read { db in
+            guard let zone = try db.zoneRow(zoneID) else { return nil }
+            let mark = try self.replica.verifiedLogs.storedMark(zone)
+            do {
+                let log = try self.replica.verifiedLogs.walkLog(db, zone: zone, signaturesAfter: mark?.seq ?? 0)
+                return Copy(rowID: zone.rowID, uid: zone.uid, headSeq: log.state.headSeq, verified: log.refusedTail == nil)
+            } catch let error as StoreError where error.code == .integrityFailure {
+                return Copy(rowID: zone.rowID, uid: zone.uid, headSeq: 0, verified: false)
+            }
+        }
+    }
+
+    /// The writes that bring the replica's copy (`keep`, or none) to the server's state.
+    /// The writes that bring the replica's copy of `zone` (row `rowID`; a new row when
+    /// `replacing` or there was none) from entry `after` to the server's state.
+    private func writes(zone: ZoneRow, rowID: Int64, replacing: Copy?, after base: Int64, entries: [StoredLogEntry],
+                        fetched t: StorageSnapshot.Tables<StoredRow>, rows: [StoredRow]) throws -> [StorageSnapshot.Write] {
+        var writes = [StorageSnapshot.Write]()
+        for author in Set(entries.compactMap { LogEntry.decode($0.body)?.authorID }).sorted() {
+            guard let stored = t.contacts[author] ?? nil else {
+                throw StoreError(.integrityFailure, "the server has no card of \(author), who signed zone '\(zone.id.name)': nothing was pulled")
+            }
+            writes.append(try ZonePush.contactWrite(card: stored.card, added: stored.added))
+        }
+        if base == 0 {
+            if let replacing { writes.append(.deleteZone(rowID: replacing.rowID)) }
+            writes.append(.insertZone(rowID: rowID, uid: zone.uid, id: zone.id, created: zone.created.timeIntervalSince1970))
+        }
+        var decoded = [Int64: LogEntry]()
+        for stored in entries {
+            guard let entry = LogEntry.decode(stored.body) else {
+                throw StoreError(.integrityFailure, "entry \(stored.seq) of zone '\(zone.id.name)' on the server is malformed: nothing was pulled")
+            }
+            decoded[stored.seq] = entry
+            let lists = ZoneCopy.isListed(stored.body) ? (t.entries[zone.rowID]?[stored.seq] ?? nil) : nil
+            if ZoneCopy.isListed(stored.body), lists == nil {
+                throw StoreError(.integrityFailure, "entry \(stored.seq) of zone '\(zone.id.name)' came without its record lists: nothing was pulled")
+            }
+            writes.append(.appendLog(zoneRowID: rowID, head: stored.seq - 1, entry: entry, body: stored.body, signature: stored.signature,
+                                     hash: stored.hash, entries: lists?.entries, names: lists?.names))
+        }
+        // Keys, link, members and schema as the server holds them now.
+        writes.append(.deleteWrappedKeys(zoneRowID: rowID, memberID: nil))
+        for (epoch, members) in (t.wrappedKeys[zone.rowID] ?? [:]).sorted(by: { $0.key < $1.key }) {
+            for (member, wrapped) in members.sorted(by: { $0.key < $1.key }) {
+                writes.append(.storeWrappedKey(zoneRowID: rowID, epoch: epoch, memberID: member, wrapped: wrapped))
+            }
+        }
+        for (epoch, sealed) in (t.chainedKeys[zone.rowID] ?? [:]).sorted(by: { $0.key < $1.key }) {
+            writes.append(.storeChainedKey(zoneRowID: rowID, epoch: epoch, sealed: sealed))
+        }
+        if let link = t.shareLinks[zone.rowID] ?? nil {
+            writes.append(.storeShareLink(zoneRowID: rowID, epoch: link.epoch, sealedKey: link.sealedKey, sealedSecret: link.sealedSecret))
+        } else {
+            writes.append(.deleteShareLink(zoneRowID: rowID))
+        }
+        writes.append(.setZoneMembers(zoneRowID: rowID, members: t.zoneMembers[zone.rowID] ?? [], shareUID: t.zoneShareUIDs[zone.rowID] ?? nil))
+        var types = [String: [String: FieldType]]()
+        for (recordType, fields) in t.schemaRows[zone.rowID] ?? [:] {
+            for field in fields {
+                guard let type = FieldType(name: field.valueType) else {
+                    throw StoreError(.integrityFailure, "zone '\(zone.id.name)' on the server has a schema row of unknown type: nothing was pulled")
+                }
+                types[recordType, default: [:]][field.field] = type
+            }
+        }
+        // Rows: each name's newest version replaces the replica's; a name whose newest entry
+        // deletes it goes, leaving a deleted name for the change feed.
+        var deleted = [String: Int64]()
+        for stored in entries {
+            guard let lists = t.entries[zone.rowID]?[stored.seq] ?? nil, let names = lists.names, let hashes = lists.entries,
+                  let parsed = CommitBuilder.parseNames(names, entries: hashes.count / 32) else { continue }
+            for item in parsed { if item.deleted { deleted[item.name] = stored.seq } else { deleted[item.name] = nil } }
+        }
+        for row in rows {
+            writes.append(.deleteRecord(zoneRowID: rowID, name: row.name, storedSeq: -1))
+            writes.append(.removeTombstone(zoneRowID: rowID, name: row.name))
+            writes.append(try ZoneCopy.insertWrite(ZoneCopy.Row(stored: row), types: types, zoneRowID: rowID))
+        }
+        for (name, seq) in deleted.sorted(by: { $0.key < $1.key }) where seq > base {
+            guard let entry = decoded[seq] else { continue }
+            writes.append(.deleteRecord(zoneRowID: rowID, name: name, storedSeq: -1))
+            writes.append(.addTombstone(zoneRowID: rowID, name: name, seq: seq, authorID: entry.authorID,
+                                        label: RecordsPayload.decode(entry.payload)?.label, time: entry.time))
+        }
+        writes.append(.touchZone(rowID: rowID))
+        return writes
+    }
+
+    /// Applies `writes` in one transaction of the replica and verifies the zone there before it
+    /// commits; returns its verified log.
+    private func apply(_ writes: [StorageSnapshot.Write], schema: (zoneRowID: Int64, rows: [String: [(field: String, valueType: String, encrypted: Bool)]]),
+                       zoneID: ZoneID, after: Int64, head: (seq: Int64, hash: Digest32)) async throws -> (log: ZoneLog, rowID: Int64) {
+        // Verified by a session of its own, whose caches (and in-memory marks) a refused pull
+        // leaves behind with the rolled-back transaction.
+        let checker = Session(store: replica.store, vault: replica.vault, advancesMarks: false)
+        let verifiedLogs = checker.verifiedLogs, reader = checker.reader
+        return try await local.applyPull(writes, schema: schema) { db in
+            guard let zone = try db.zoneRow(zoneID) else { throw StoreError(.internalError, "the pulled zone '\(zoneID.name)' is not in the replica") }
+            let mark = try verifiedLogs.storedMark(zone)
+            let log = try verifiedLogs.walkLog(db, zone: zone, signaturesAfter: mark?.seq ?? 0)
+            if let (seq, error) = log.refusedTail {
+                throw StoreError(.integrityFailure, "entry \(seq) of zone '\(zoneID.name)' on the server fails verification, so nothing was pulled: \(error.message)")
+            }
+            guard log.state.headSeq == head.seq, log.state.headHash == head.hash else {
+                throw StoreError(.integrityFailure, "the server's log of zone '\(zoneID.name)' does not extend the entries your replica holds (it was rolled back, cut or forked): nothing was pulled")
+            }
+            _ = try verifiedLogs.extendsMark(db, log, zone: zone, mark: mark)
+            // Each name an entry after the replica's head lists: its newest version, as signed.
+            var latest = [String: LatestVersion]()
+            try verifiedLogs.latestVersions(db, zone: zone, log: log, after: after, cached: false, into: &latest)
+            for (name, version) in latest {
+                let row = try db.recordRow(zoneRowID: zone.rowID, name: name)
+                if version.deleted {
+                    if row != nil { throw StoreError(.integrityFailure, "record '\(name)' of zone '\(zoneID.name)' was deleted by entry \(version.seq), but the server still holds it: nothing was pulled") }
+                    continue
+                }
+                guard let row, row.seq == version.seq else {
+                    throw StoreError(.integrityFailure, "the server withheld or rolled back record '\(name)' of zone '\(zoneID.name)' (entry \(version.seq) wrote it): nothing was pulled")
+                }
+                try reader.verifyStoredRow(db, zone: zone, name: name)
+            }
+            return (log, zone.rowID)
+        }
+    }
+}

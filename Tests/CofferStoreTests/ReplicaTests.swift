@@ -1,0 +1,202 @@
+import CofferCrypto
+import CofferStoreTestSupport
+import CofferTestSupport
+import CofferVault
+import Foundation
+import GRDB
+import Testing
+@testable import CofferStore
+
+// A client's local replica of a server (Sources/CofferStore/Replica): pulled by log position,
+// verified before it is stored, read locally, and read while the server is away. Each test runs
+// a real `coffer serve` process, over SQLite and (unless skipped) PostgreSQL.
+
+private var serverBackends: [TestBackend] { TestBackend.all.filter(\.isServer) }
+
+extension TestStore {
+    /// A replica for `vault` (Alice's by default) of the test's server, in the test's folder.
+    func replica(_ vault: Vault? = nil, offline: Bool = false, path: URL? = nil) async throws -> Replica {
+        try await Replica.open(server: try #require(server).url, vault: vault ?? self.vault, path: path,
+                               dataFolder: folder.appendingPathComponent("data"), offline: offline)
+    }
+}
+
+@Suite("Replica")
+struct ReplicaTests {
+    @Test("a pull brings every zone into the replica, whose reads are local and verified", arguments: serverBackends)
+    func pullAndRead(_ backend: TestBackend) async throws {
+        try await withStore(backend) { s in
+            let zone = try await s.makeZone(notes: ["n1", "n2"])
+            let replica = try await s.replica()
+            #expect(replica.isOnline)
+            #expect(replica.store.storeID == s.store.storeID, "a replica has its server's store id")
+            #expect(replica.path.path.hasSuffix("replicas/\(Hex.encode(s.store.storeID))/\(s.alice.userID).sqlite"))
+            let report = try await replica.pull()
+            #expect(report.failed.isEmpty)
+            #expect(report.pulled.map(\.zone) == [zone])
+            #expect(report.pulled.first?.records == 2)
+            let local = replica.session.privateDatabase
+            #expect(noteBody(try await local.record(named: "n1", in: zone)) == "body of n1")
+            let server = try await s.db.record(named: "n2", in: zone)
+            let copy = try await local.record(named: "n2", in: zone)
+            #expect(copy.changeTag == server.changeTag)
+            #expect(copy.encryptedValues == server.encryptedValues)
+            // Nothing of the records is in the replica file in the clear.
+            let bytes = try Data(contentsOf: replica.path)
+            #expect(bytes.range(of: Data("body of n1".utf8)) == nil)
+        }
+    }
+
+    @Test("a second pull fetches only what is new: entries after the replica's head and the rows they list; deletions go", arguments: serverBackends)
+    func incrementalPull(_ backend: TestBackend) async throws {
+        try await withStore(backend) { s in
+            let zone = try await s.makeZone(notes: ["n1", "n2", "n3"])
+            let replica = try await s.replica()
+            let first = try #require(try await replica.pull().pulled.first)
+            _ = try await s.db.save(makeNote("n4", in: zone))
+            var n1 = try await s.db.record(named: "n1", in: zone)
+            n1.encryptedValues["body"] = .string("edited")
+            _ = try await s.db.save(n1)
+            try await s.db.delete(recordNamed: "n2", in: zone)
+            let second = try #require(try await replica.pull().pulled.first)
+            #expect(second.entries == 3, "three commits after the first pull")
+            #expect(second.headSeq == first.headSeq + 3)
+            #expect(second.records == 2, "n4 and the new n1; n3 is not fetched again")
+            #expect(second.deletions == 1)
+            let local = replica.session.privateDatabase
+            #expect(noteBody(try await local.record(named: "n1", in: zone)) == "edited")
+            #expect(noteBody(try await local.record(named: "n4", in: zone)) == "body of n4")
+            await expectStoreError(.unknownItem) { _ = try await local.record(named: "n2", in: zone) }
+            // The change feed of the replica names the deletion.
+            let changes = try await local.changes(in: zone, since: nil)
+            #expect(changes.deleted.map(\.name).contains("n2"))
+            // Nothing new: nothing fetched.
+            let third = try #require(try await replica.pull().pulled.first)
+            #expect(third.entries == 0 && third.records == 0)
+        }
+    }
+
+    @Test("offline, the replica reads what was pulled; with no replica yet, offline is an error that says so", arguments: serverBackends)
+    func offlineReads(_ backend: TestBackend) async throws {
+        try await withStore(backend) { s in
+            let zone = try await s.makeZone(notes: ["n1"])
+            await expectStoreError(.serviceUnavailable) { _ = try await s.replica(offline: true) }
+            let online = try await s.replica()
+            try await online.pull()
+            // Written through the server and not pulled yet (nor, then, in the marks: only a
+            // replica's pulls advance them).
+            _ = try await #require(online.server).session.privateDatabase.save(makeNote("n2", in: zone))
+            let offline = try await s.replica(offline: true)
+            #expect(!offline.isOnline)
+            #expect(offline.offlineReason != nil)
+            #expect(noteBody(try await offline.session.privateDatabase.record(named: "n1", in: zone)) == "body of n1")
+            await expectStoreError(.unknownItem) { _ = try await offline.session.privateDatabase.record(named: "n2", in: zone) }
+            await expectStoreError(.serviceUnavailable) { try await offline.pull() }
+            let status = try await offline.status()
+            #expect(status.map(\.zone) == [zone])
+            #expect(status.first?.lastSync != nil)
+        }
+    }
+
+    @Test("a zone shared with a member is pulled into the member's replica and read there", arguments: serverBackends)
+    func sharedZone(_ backend: TestBackend) async throws {
+        try await withStore(backend) { s in
+            let bob = try await s.user("Bob", "bob@example.com")
+            let (zone, _) = try await s.sharedWith(bob, .readWrite)
+            let replica = try await s.replica(bob.vault)
+            let report = try await replica.pull()
+            #expect(report.failed.isEmpty)
+            #expect(report.pulled.map(\.zone) == [zone])
+            #expect(noteBody(try await replica.session.sharedDatabase.record(named: "n1", in: zone)) == "body of n1")
+        }
+    }
+
+    @Test("a file that is not this server's replica for this user is refused")
+    func wrongFile() async throws {
+        try await withStore(.server) { s in
+            _ = try await s.makeZone()
+            let bob = try await s.user("Bob", "bob@example.com")
+            let alices = try await s.replica()
+            try await alices.pull()
+            // Another user's replica.
+            await expectStoreError(.integrityFailure) { _ = try await s.replica(bob.vault, path: alices.path) }
+            // A store of its own.
+            let own = s.folder.appendingPathComponent("own.sqlite")
+            _ = try Store(path: own.path)
+            await expectStoreError(.integrityFailure) { _ = try await s.replica(path: own) }
+        }
+    }
+
+    @Test("a server that withholds the newest row of a name is refused naming the zone, and the replica keeps what it had")
+    func withheldRow() async throws {
+        try await withStore(.server) { s in
+            let zone = try await s.makeZone(notes: ["n1"])
+            let replica = try await s.replica()
+            let before = try #require(try await replica.pull().pulled.first)
+            let rowID = try s.zoneRowID(zone)
+            let writer = try #require(replica.server).session.privateDatabase
+            _ = try await writer.save(makeNote("n2", in: zone))
+            _ = try await writer.save(makeNote("n3", in: zone))
+            try s.sqlite { db in try db.execute(sql: "DELETE FROM record WHERE zone_id = ? AND name = 'n3'", arguments: [rowID]) }
+            let failure = try #require(try await replica.pull().failed.first)
+            #expect(failure.error.code == .integrityFailure)
+            #expect(failure.error.message.contains("'Notes'") && failure.error.message.contains("'n3'"))
+            // Nothing of the refused pull was stored.
+            #expect(try await replica.status().first?.confirmedSeq == before.headSeq)
+            await expectStoreError(.unknownItem) { _ = try await replica.session.privateDatabase.record(named: "n2", in: zone) }
+            #expect(noteBody(try await replica.session.privateDatabase.record(named: "n1", in: zone)) == "body of n1")
+        }
+    }
+
+    @Test("a server whose log is rolled back behind the replica, or forked at its head, is refused naming the zone")
+    func rolledBackOrForked() async throws {
+        try await withStore(.server) { s in
+            let zone = try await s.makeZone(notes: ["n1", "n2"])
+            _ = try await s.db.save(makeNote("n3", in: zone))
+            let replica = try await s.replica()
+            let pulled = try #require(try await replica.pull().pulled.first)
+            let rowID = try s.zoneRowID(zone)
+            func cut(to head: Int64) throws {
+                try s.sqlite { db in
+                    try db.execute(sql: "DELETE FROM record WHERE zone_id = ? AND seq > ?", arguments: [rowID, head])
+                    try db.execute(sql: "DELETE FROM zone_log WHERE zone_id = ? AND seq > ?", arguments: [rowID, head])
+                    try db.execute(sql: "UPDATE zone SET sequence = ? WHERE id = ?", arguments: [head, rowID])
+                }
+            }
+            // Forked: the head entry replaced by another that Alice's key signs.
+            try cut(to: pulled.headSeq - 1)
+            _ = try await s.forge(in: zone, signer: s.alice, name: "n9", title: "the other branch")
+            var failure = try #require(try await replica.pull().failed.first)
+            #expect(failure.error.code == .integrityFailure)
+            #expect(failure.error.message.contains("'Notes'") && failure.error.message.contains("forked"))
+            // Rolled back: behind the replica's head.
+            try cut(to: pulled.headSeq - 2)
+            failure = try #require(try await replica.pull().failed.first)
+            #expect(failure.error.code == .integrityFailure)
+            #expect(failure.error.message.contains("'Notes'") && failure.error.message.contains("rolled back"))
+            // The replica is as it was.
+            #expect(try await replica.status().first?.confirmedSeq == pulled.headSeq)
+            #expect(noteBody(try await replica.session.privateDatabase.record(named: "n3", in: zone)) == "body of n3")
+            await expectStoreError(.unknownItem) { _ = try await replica.session.privateDatabase.record(named: "n9", in: zone) }
+        }
+    }
+
+    @Test("an entry whose signature does not verify is refused, and nothing of it is stored")
+    func badSignature() async throws {
+        try await withStore(.server) { s in
+            let zone = try await s.makeZone(notes: ["n1"])
+            let replica = try await s.replica()
+            let before = try #require(try await replica.pull().pulled.first)
+            _ = try await #require(replica.server).session.privateDatabase.save(makeNote("n2", in: zone))
+            let rowID = try s.zoneRowID(zone)
+            try s.sqlite { db in
+                try db.execute(sql: "UPDATE zone_log SET signature = zeroblob(64) WHERE zone_id = ? AND seq = ?", arguments: [rowID, before.headSeq + 1])
+            }
+            let failure = try #require(try await replica.pull().failed.first)
+            #expect(failure.error.code == .integrityFailure)
+            #expect(failure.error.message.contains("'Notes'"))
+            #expect(try await replica.status().first?.confirmedSeq == before.headSeq, "the replica kept its head")
+            await expectStoreError(.unknownItem) { _ = try await replica.session.privateDatabase.record(named: "n2", in: zone) }
+        }
+    }
+}
