@@ -268,4 +268,9 @@ public struct ZoneList: Sendable {
 public struct RefusedZone: Sendable {
     public let id: ZoneID
     public let error: StoreError
+
+    public init(id: ZoneID, error: StoreError) {
+        self.id = id
+        self.error = error
+    }
 }

@@ -18,7 +18,7 @@ struct Coffer: AsyncParsableCommand {
             or busy, 77 wrong passphrase or not allowed, 130 or 143 stopped by Ctrl-C (SIGINT) or SIGTERM.
             """,
         version: "0.1.0",
-        subcommands: [VaultCommand.self, ContactCommand.self, ZoneCommand.self, RecordCommand.self, SchemaCommand.self, ShareCommand.self, Changes.self,
+        subcommands: [VaultCommand.self, ContactCommand.self, ZoneCommand.self, RecordCommand.self, SchemaCommand.self, ShareCommand.self, Changes.self, Sync.self, Status.self,
                       Audit.self, BackupCommand.self, RestoreCommand.self, Unlock.self, Lock.self, ServerCommand.self, Serve.self, Demo.self, AgentRun.self]
     )
 }
@@ -53,6 +53,7 @@ enum CofferMain {
             } else {
                 try command.run()
             }
+            await SessionContext.pullWrittenZones()
             SessionContext.finish()
         } catch {
             ErrorReporter.exit(with: error)

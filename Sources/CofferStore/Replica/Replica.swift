@@ -138,6 +138,13 @@ public final class Replica: Sendable {
         return report
     }
 
+    /// Waits until a commit may have changed a zone on the server, or `interval` has passed.
+    /// - Throws: `.serviceUnavailable` while offline, or when the server stops answering.
+    public func waitForServerChange(upTo interval: Duration) async throws {
+        guard let server else { throw StoreError(.serviceUnavailable, offlineReason ?? "the server cannot be reached") }
+        try await server.store.waitForChange(upTo: interval)
+    }
+
     /// One zone of the replica, as ``status()`` shows it.
     public struct ZoneStatus: Sendable {
         public let zone: ZoneID

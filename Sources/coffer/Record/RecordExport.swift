@@ -42,7 +42,7 @@ extension Coffer.RecordCommand {
             if let output, output != "-" {
                 try PrivateFile.checkTarget(output, force: force)
             }
-            let context = try await SessionContext(global, createStore: false)
+            let context = try await SessionContext(global, createStore: false, readsLocally: true)
             let zoneID = try await context.zone(zone)
             guard let output, output != "-" else {
                 let count = try await context.db(zoneID).exportRecords(in: zoneID) { Output.out($0) }
@@ -66,7 +66,7 @@ extension Coffer.RecordCommand {
             if FileManager.default.fileExists(atPath: folder, isDirectory: &isFolder), !isFolder.boolValue {
                 throw CLIError(ExitStatus.alreadyExists, "\(folder) is a file; --all writes into a folder")
             }
-            let context = try await SessionContext(global, createStore: false)
+            let context = try await SessionContext(global, createStore: false, readsLocally: true)
             let me = context.session.userID
             let zones = try await context.db.zones() + context.session.sharedDatabase.zones()
             let targets = zones.map { zone in

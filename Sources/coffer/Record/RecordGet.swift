@@ -26,7 +26,7 @@ extension Coffer.RecordCommand {
         }
 
         func run() async throws {
-            let context = try await SessionContext(global, createStore: false)
+            let context = try await SessionContext(global, createStore: false, readsLocally: true)
             let zoneID = try await context.zone(zone)
             let record = try await context.db(zoneID).record(named: name, in: zoneID)
             let schema = try await context.db(zoneID).schema(of: record.recordType, in: zoneID)

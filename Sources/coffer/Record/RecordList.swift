@@ -21,7 +21,7 @@ extension Coffer.RecordCommand {
         }
 
         func run() async throws {
-            let context = try await SessionContext(global, createStore: false)
+            let context = try await SessionContext(global, createStore: false, readsLocally: true)
             let zoneID = try await context.zone(zone)
             let db = context.db(zoneID)
             var records = [Record]()

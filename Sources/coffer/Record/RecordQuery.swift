@@ -35,7 +35,7 @@ extension Coffer.RecordCommand {
         }
 
         func run() async throws {
-            let context = try await SessionContext(global, createStore: false)
+            let context = try await SessionContext(global, createStore: false, readsLocally: true)
             let zoneID = try await context.zone(zone)
             let schema = try await context.db(zoneID).schema(of: type, in: zoneID)
             var query = CofferStore.Query(recordType: type, limit: limit)

@@ -19,7 +19,7 @@ extension Coffer.SchemaCommand {
         @OptionGroup var global: GlobalOptions
 
         func run() async throws {
-            let context = try await SessionContext(global, createStore: false)
+            let context = try await SessionContext(global, createStore: false, readsLocally: true)
             let zoneID = try await context.zone(zone)
             let file = SchemaFile(schema: try await context.db(zoneID).schema(in: zoneID))
             let fields = file.types.reduce(0) { $0 + $1.fields.count }

@@ -17,7 +17,7 @@ extension Coffer.SchemaCommand {
         @OptionGroup var global: GlobalOptions
 
         func run() async throws {
-            let context = try await SessionContext(global, createStore: false)
+            let context = try await SessionContext(global, createStore: false, readsLocally: true)
             let zoneID = try await context.zone(zone)
             var schema = try await context.db(zoneID).schema(in: zoneID)
             if let type {

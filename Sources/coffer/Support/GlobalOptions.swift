@@ -10,8 +10,14 @@ struct StoreFlags: ParsableArguments {
     @Option(name: .customLong("store"), help: ArgumentHelp("The store: an SQLite file (only zone create and contact add create a missing one), or a PostgreSQL database as postgres://USER@HOST[:PORT]/DB or postgres://USER@/DB?host=/socket/dir.", valueName: "path|url"))
     var storePath: String?
 
-    @Option(name: .customLong("server"), help: ArgumentHelp("Work through a Coffer server (coffer serve) instead of a local store; the vault stays local.", valueName: "url"))
+    @Option(name: .customLong("server"), help: ArgumentHelp("Work through a Coffer server (coffer serve) instead of a local store, with a local replica of the zones you read; the vault stays local.", valueName: "url"))
     var server: String?
+
+    @Option(name: .customLong("replica"), help: ArgumentHelp("With --server: the replica file (default DATA/coffer/replicas/STORE-ID/USER-ID.sqlite).", valueName: "path"))
+    var replicaPath: String?
+
+    @Flag(help: "With --server: do not try the server; reads come from the replica.")
+    var offline = false
 }
 
 /// Who acts, and how output is shaped: the flags of every command that opens a vault.
@@ -66,6 +72,7 @@ protocol CommandOptions {
 extension CommandOptions {
     var storePath: String? { storeFlags.storePath }
     var server: String? { storeFlags.server }
+    var offline: Bool { storeFlags.offline }
     var vaultPath: String? { userFlags.vaultPath }
     var passphraseFile: String? { userFlags.passphraseFile }
     var keyFile: String? { userFlags.keyFile }
@@ -83,7 +90,8 @@ extension CommandOptions {
     /// default: `--store ""` would otherwise act on the default store.
     func validateOptions() throws {
         _ = try ConfigFile.profile(named: userFlags.profile, environment: ProcessInfo.processInfo.environment)
-        for (flag, value) in [("--store", storePath), ("--vault", vaultPath), ("--passphrase-file", passphraseFile), ("--key-file", keyFile)]
+        for (flag, value) in [("--store", storePath), ("--vault", vaultPath), ("--passphrase-file", passphraseFile), ("--key-file", keyFile),
+                              ("--replica", storeFlags.replicaPath)]
         where value?.isEmpty == true {
             throw CLIError.usage("\(flag) was given an empty path")
         }
@@ -91,6 +99,22 @@ extension CommandOptions {
         if storePath != nil { try checkPostgresStore() }
         if storePath != nil && server != nil { throw CLIError.usage("give --store or --server, not both") }
         if server != nil { _ = try serverURL() }
+        if storeFlags.replicaPath != nil || offline, try serverURL() == nil {
+            throw CLIError.usage("\(offline ? "--offline" : "--replica") works with --server (or COFFER_SERVER)")
+        }
+    }
+
+    /// The replica file `--replica` or `COFFER_REPLICA` names; nil for the default path.
+    var replicaURL: URL? {
+        guard let path = storeFlags.replicaPath ?? environment["COFFER_REPLICA"], !path.isEmpty else { return nil }
+        return URL(fileURLWithPath: path)
+    }
+
+    /// Opens the replica of the server the command works through (see ``Replica``): connected
+    /// unless `--offline`, waiting at most a second for the server.
+    func openReplica(server: URL, vault: Vault) async throws -> Replica {
+        try await Replica.open(server: server, vault: vault, path: replicaURL, dataFolder: Self.defaultFolder(environment), offline: offline,
+                               logger: CLILog.logger)
     }
 
     /// The Coffer server the command works through: `--server`, else `COFFER_SERVER` unless

@@ -12,22 +12,77 @@ struct SessionContext {
     private let contacts: [String: Contact]?
     /// Whether the store is a server's.
     let throughServer: Bool
+    /// With a server: the user's replica of it (see ``Replica``).
+    let replica: Replica?
+    /// Whether the command's reads come from the replica (a command that only reads records,
+    /// schemas and zone lists): each zone it names is pulled first when the server answers.
+    let readsLocally: Bool
 
     /// Opens the vault and the store. Each command states whether it may `createStore`: only one
     /// that can succeed on a new store (`zone create`, and `contact add` through
     /// ``GlobalOptions/openStore(create:)``). Every other command needs what only a store that
     /// exists holds (a zone, a share), so it fails with 66 instead of leaving an empty store.
-    init(_ global: GlobalOptions, createStore: Bool) async throws {
+    ///
+    /// With a server, the command works through the user's replica of it: a command that only
+    /// reads (`readsLocally`) reads the replica, after pulling each zone it names when the server
+    /// answers, and reads it offline when the server does not; any other command needs the server
+    /// (exit 69 without it), and the zones it names are pulled into the replica when it succeeds
+    /// (``pullWrittenZones()``).
+    init(_ global: GlobalOptions, createStore: Bool, readsLocally: Bool = false) async throws {
         // A mistyped --store fails at once, before any passphrase prompt.
         try global.checkPostgresStore()
         if !createStore { try global.requireStore() }
         // The vault before the store: a wrong passphrase leaves no new store behind.
         let vault = try global.openVault()
-        store = try await global.openStore(create: createStore) { vault }
-        session = try await store.openSession(vault: vault)
-        throughServer = try global.serverURL() != nil
-        contacts = try global.postgresStore() != nil || global.serverURL() != nil ? Dictionary(try await store.contacts().map { ($0.userID, $0) }) { a, _ in a } : nil
+        self.readsLocally = readsLocally
+        if let server = try global.serverURL() {
+            let replica = try await global.openReplica(server: server, vault: vault)
+            self.replica = replica
+            if readsLocally {
+                (store, session) = (replica.store, replica.session)
+                if let reason = replica.offlineReason, !global.offline {
+                    Output.note("offline: \(Output.oneLine(reason)); reading your replica as of its last sync")
+                }
+            } else {
+                guard let remote = replica.server else {
+                    throw CLIError(ExitStatus.unavailable, "\(Output.oneLine(replica.offlineReason ?? "the server cannot be reached")); this command needs the server (record reads, lists, queries, exports and schemas work offline from your replica)")
+                }
+                (store, session) = remote
+            }
+            Self.opened.withLock { $0.append(replica.session) }
+            throughServer = true
+            contacts = readsLocally ? nil : Dictionary(try await store.contacts().map { ($0.userID, $0) }) { a, _ in a }
+        } else {
+            replica = nil
+            store = try await global.openStore(create: createStore) { vault }
+            session = try await store.openSession(vault: vault)
+            throughServer = false
+            contacts = try global.postgresStore() != nil ? Dictionary(try await store.contacts().map { ($0.userID, $0) }) { a, _ in a } : nil
+        }
         Self.opened.withLock { $0.append(session) }
+    }
+
+    /// The zones commands named through a server, with the replica each is pulled into when the
+    /// command succeeds.
+    private static let written = Locked<[(Replica, ZoneID)]>([])
+
+    /// Pulls into the user's replica the zones the command named through the server (after it
+    /// succeeded): the replica then holds what the command wrote, for reads offline, and the
+    /// user's marks advance to it. A pull that fails is a warning: the command's work is done.
+    static func pullWrittenZones() async {
+        let pending = written.withLock { list in
+            defer { list = [] }
+            return list
+        }
+        for (replica, zone) in pending where replica.isOnline {
+            do {
+                if let failure = try await replica.pull([zone]).failed.first {
+                    Output.note("warning: your replica was not updated: \(Output.oneLine(failure.error.message))")
+                }
+            } catch {
+                Output.note("warning: your replica was not updated: \(Output.oneLine("\(error)"))")
+            }
+        }
     }
 
     /// The sessions this process opened: their marks are written when the command ends.
@@ -64,12 +119,47 @@ struct SessionContext {
     /// Zone names cannot contain `@`, so the first `@` splits.
     func zone(_ argument: String) async throws -> ZoneID {
         guard let at = argument.firstIndex(of: "@") else {
-            return ZoneID(name: argument, ownerID: session.userID)
+            return try await synced(ZoneID(name: argument, ownerID: session.userID))
         }
         let name = String(argument[..<at]), owner = String(argument[argument.index(after: at)...])
         guard !name.isEmpty, !owner.isEmpty else { throw CLIError(ExitStatus.dataError, "'\(argument)' is not ZONE or ZONE@OWNER") }
         let ownerID = try await contact(matching: owner).userID
-        return ZoneID(name: name, ownerID: ownerID)
+        return try await synced(ZoneID(name: name, ownerID: ownerID))
+    }
+
+    /// With a replica that reads locally and a server that answers: pulls every zone the server
+    /// shows this user, and returns those that failed (a server that stops answering meanwhile
+    /// leaves the replica as it was, with a note).
+    func pullAll() async throws -> [RefusedZone] {
+        guard let replica, readsLocally, replica.isOnline else { return [] }
+        let report: Replica.PullReport
+        do { report = try await replica.pull() } catch let error as StoreError where error.code == .serviceUnavailable {
+            Output.note("offline: \(Output.oneLine(error.message)); reading your replica as of its last sync")
+            return []
+        }
+        return report.failed.map { RefusedZone(id: $0.zone, error: $0.error) }
+    }
+
+    /// A zone the command names: with a replica, pulled first for a command that reads it
+    /// locally (a server that stops answering meanwhile leaves the replica as it was, with a
+    /// note), or noted for ``pullWrittenZones()``.
+    private func synced(_ zone: ZoneID) async throws -> ZoneID {
+        guard let replica else { return zone }
+        guard readsLocally else {
+            Self.written.withLock { $0.append((replica, zone)) }
+            return zone
+        }
+        guard replica.isOnline else { return zone }
+        let report: Replica.PullReport
+        do { report = try await replica.pull([zone]) } catch let error as StoreError where error.code == .serviceUnavailable {
+            Output.note("offline: \(Output.oneLine(error.message)); reading your replica as of its last sync")
+            return zone
+        }
+        if let failure = report.failed.first {
+            guard failure.error.code == .serviceUnavailable else { throw failure.error }
+            Output.note("offline: \(Output.oneLine(failure.error.message)); reading your replica as of its last sync")
+        }
+        return zone
     }
 
     /// The contact `who` names: a user id (any verified card of that id in the store is the
@@ -78,6 +168,9 @@ struct SessionContext {
     /// cards holds whatever its writers put there, under any name and email, on a server and on a
     /// local store alike.
     func contact(matching who: String) async throws -> Contact {
+        // Cards are looked up on the server when it answers: the replica holds only those of
+        // the users who signed its zones.
+        let store = replica?.server?.store ?? self.store
         guard !isUserID(who) else { return try await store.contact(matching: who) }
         let ids = session.pinnedUserIDs(matching: who)
         guard !ids.isEmpty else {

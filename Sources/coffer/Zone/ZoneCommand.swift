@@ -45,9 +45,13 @@ extension Coffer.ZoneCommand {
         @OptionGroup var global: GlobalOptions
 
         func run() async throws {
-            let context = try await SessionContext(global, createStore: false)
+            let context = try await SessionContext(global, createStore: false, readsLocally: true)
+            // Through a server: every zone it shows is pulled first; one it holds that fails
+            // verification is listed as refused, whatever the replica's older copy says.
+            let failed = try await context.pullAll()
             let owned = try await context.db.zoneList(), shared = try await context.session.sharedDatabase.zoneList()
-            let zones = owned.zones + shared.zones, refused = owned.refused + shared.refused
+            let zones = (owned.zones + shared.zones).filter { zone in !failed.contains { $0.id == zone.id } }
+            let refused = owned.refused + shared.refused + failed
             func database(_ id: ZoneID) -> String { id.ownerID == context.session.userID ? "private" : "shared" }
             func name(_ id: ZoneID) -> String {
                 id.ownerID == context.session.userID ? id.name : "\(id.name)@\(context.displayName(id.ownerID))"

@@ -1,0 +1,134 @@
+import ArgumentParser
+import CofferStore
+import Foundation
+
+extension Coffer {
+    /// `coffer sync [--watch]`: brings the replica up to the server's state.
+    struct Sync: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Pull every zone the server shows you into your replica now.",
+            discussion: """
+                Each zone's new log entries and the records they still list are fetched, verified as any read \
+                is, and stored in your replica (--replica, default DATA/coffer/replicas/STORE-ID/USER-ID.sqlite), \
+                from where record reads, lists, queries, exports and schemas are served, also offline. A zone \
+                that fails (its log does not verify or does not extend what your replica holds) is reported and \
+                the others go on; the command then exits with the worst zone's code (65, then 77, then 69). With \
+                --watch it keeps syncing, woken by the server's changes, and reconnects after the server goes \
+                away. Needs --server (or COFFER_SERVER); without one it is a usage error (64).
+                """)
+
+        @Flag(help: "Keep syncing, woken by the server's changes; reconnect when the server goes away.") var watch = false
+        @OptionGroup var global: GlobalOptions
+
+        func run() async throws {
+            guard let server = try global.serverURL() else { throw CLIError.usage("sync works with --server (or COFFER_SERVER)") }
+            if global.offline { throw CLIError.usage("sync needs the server: give it without --offline") }
+            let vault = try global.openVault()
+            var delay = 1
+            while true {
+                let replica = try await global.openReplica(server: server, vault: vault)
+                defer { try? replica.session.saveMarks() }
+                guard replica.isOnline else {
+                    let reason = Output.oneLine(replica.offlineReason ?? "the server cannot be reached")
+                    guard watch else { throw CLIError(ExitStatus.unavailable, "\(reason); nothing was synced") }
+                    Output.note("warning: \(reason); trying again in \(delay) s")
+                    try await Task.sleep(for: .seconds(delay))
+                    delay = min(delay * 2, 30)
+                    continue
+                }
+                delay = 1
+                do {
+                    while true {
+                        let status = try await syncOnce(replica)
+                        guard watch else {
+                            if status != 0 { throw ExitCode(status) }
+                            return
+                        }
+                        try await replica.waitForServerChange(upTo: .seconds(30))
+                    }
+                } catch let error as StoreError where error.code == .serviceUnavailable && watch {
+                    Output.note("warning: \(Output.oneLine(error.message)); reconnecting in \(delay) s")
+                    try await Task.sleep(for: .seconds(delay))
+                }
+            }
+        }
+
+        /// One pull of every zone; prints what it did and returns the exit status (0, or the
+        /// worst failed zone's).
+        private func syncOnce(_ replica: Replica) async throws -> Int32 {
+            let terminal = isatty(STDERR_FILENO) != 0 && !global.json
+            let report = try await replica.pull { zone in
+                if terminal { Output.note("syncing \(zone.name)…") }
+            }
+            try replica.session.saveMarks()
+            let label = { (zone: ZoneID) in zone.ownerID == replica.session.userID ? zone.name : "\(zone.name)@\(zone.ownerID)" }
+            if global.json {
+                struct Pulled: Encodable { let zone: String, confirmedSeq: Int64, entries: Int, records: Int, deleted: Int }
+                struct Failed: Encodable { let zone: String, error: String, code: Int32 }
+                struct Report: Encodable { let synced: [Pulled], failed: [Failed], server: String, replica: String }
+                try Output.json(Report(
+                    synced: report.pulled.map { Pulled(zone: label($0.zone), confirmedSeq: $0.headSeq, entries: $0.entries, records: $0.records, deleted: $0.deletions) },
+                    failed: report.failed.map { Failed(zone: label($0.zone), error: $0.error.message, code: ErrorReporter.status(for: $0.error.code)) },
+                    server: replica.origin, replica: replica.path.path))
+            } else {
+                for zone in report.pulled {
+                    let news = zone.entries == 0 ? "up to date" : "\(zone.entries == 1 ? "1 new entry" : "\(zone.entries) new entries"), \(Output.count(zone.records, "record")) fetched, \(zone.deletions) deleted"
+                    Output.line("\(label(zone.zone)): \(news) (confirmed entry \(zone.headSeq))")
+                }
+                for failed in report.failed { Output.note("error: \(label(failed.zone)): \(Output.oneLine(failed.error.message))") }
+            }
+            return Self.worst(report.failed.map { ErrorReporter.status(for: $0.error.code) })
+        }
+
+        /// The exit status of a sync whose zones failed with `statuses`: 65 first, then 77,
+        /// then 69, then any other.
+        static func worst(_ statuses: [Int32]) -> Int32 {
+            for status in [ExitStatus.dataError, ExitStatus.denied, ExitStatus.unavailable] where statuses.contains(status) { return status }
+            return statuses.first ?? 0
+        }
+    }
+
+    /// `coffer status`: the replica's zones and the server's reachability.
+    struct Status: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Show each zone of your replica: confirmed head, pending changes, conflicts, refusals, last sync.",
+            discussion: """
+                Reads your replica (it pulls nothing; 'coffer sync' does) and tries the server for at most a \
+                second to say whether it is reachable. Needs --server (or COFFER_SERVER); without one it is a \
+                usage error (64). This version queues no change offline, so pending, conflicts and refused are 0.
+                """)
+
+        @OptionGroup var global: GlobalOptions
+
+        func run() async throws {
+            guard let server = try global.serverURL() else { throw CLIError.usage("status works with --server (or COFFER_SERVER)") }
+            let replica = try await global.openReplica(server: server, vault: try global.openVault())
+            let zones = try await replica.status()
+            let label = { (zone: ZoneID) in zone.ownerID == replica.session.userID ? zone.name : "\(zone.name)@\(zone.ownerID)" }
+            if global.json {
+                struct Zone: Encodable {
+                    let zone: String, owner: String, confirmedSeq: Int64, pending: Int, conflicts: Int, refused: Int
+                    let lastSync: String?, findings: [String], rotationsPending: Int, ownerStatementAge: Int?
+                }
+                struct Report: Encodable { let zones: [Zone], serverReachable: Bool, server: String, replica: String }
+                try Output.json(Report(zones: zones.map {
+                    Zone(zone: $0.zone.name, owner: $0.zone.ownerID, confirmedSeq: $0.confirmedSeq, pending: 0, conflicts: 0, refused: 0,
+                         lastSync: $0.lastSync.map(Output.iso), findings: $0.findings, rotationsPending: 0, ownerStatementAge: nil)
+                }, serverReachable: replica.isOnline, server: replica.origin, replica: replica.path.path))
+                return
+            }
+            Output.line("server: \(replica.origin) (\(replica.isOnline ? "reachable" : "not reachable"))")
+            Output.line("replica: \(replica.path.path)")
+            guard !zones.isEmpty else {
+                Output.line("No zones in the replica yet; run 'coffer sync'.")
+                return
+            }
+            Table.print([["ZONE", "CONFIRMED", "PENDING", "CONFLICTS", "REFUSED", "LAST SYNC"]] + zones.map {
+                [label($0.zone), "\($0.confirmedSeq)", "0", "0", "0", $0.lastSync.map(Output.iso) ?? "never"]
+            })
+            for zone in zones where !zone.findings.isEmpty {
+                for finding in zone.findings { Output.note("warning: \(label(zone.zone)): \(Output.oneLine(finding))") }
+            }
+        }
+    }
+}
