@@ -199,4 +199,52 @@ struct ReplicaTests {
             await expectStoreError(.unknownItem) { _ = try await replica.session.privateDatabase.record(named: "n2", in: zone) }
         }
     }
+
+    @Test("a zone its owner deleted, or that a member was removed from, is dropped from the member's replica; one hidden without a signed entry is kept and reported", arguments: serverBackends)
+    func zonesGone(_ backend: TestBackend) async throws {
+        try await withStore(backend) { s in
+            let bob = try await s.user("Bob", "bob@example.com")
+            let (zone, _) = try await s.sharedWith(bob, .readOnly)
+            let replica = try await s.replica(bob.vault)
+            try await replica.pull()
+            #expect(noteBody(try await replica.session.sharedDatabase.record(named: "n1", in: zone)) == "body of n1")
+            // Removed: the signed log says Bob may no longer read it.
+            _ = try await s.alice.removeParticipant(bob.userID, from: zone)
+            var report = try await replica.pull()
+            #expect(report.dropped.map(\.zone) == [zone])
+            #expect(report.dropped.first?.why == "no longer shared with you")
+            #expect(report.failed.isEmpty)
+            await expectStoreError(.zoneNotFound) { _ = try await replica.session.sharedDatabase.record(named: "n1", in: zone) }
+            #expect(try await replica.status().isEmpty)
+
+            // Deleted by its owner.
+            let other = try await s.db.createZone(named: "Other")
+            _ = try await s.db.save(makeNote("o1", in: other))
+            try await s.share(other, with: [(bob, .readOnly)])
+            report = try await replica.pull()
+            #expect(report.pulled.map(\.zone) == [other])
+            try await s.db.deleteZone(other)
+            report = try await replica.pull()
+            #expect(report.dropped.map(\.zone) == [other])
+            #expect(report.dropped.first?.why == "deleted by its owner")
+        }
+    }
+
+    @Test("a zone the server hides from a member with no signed entry is kept in the replica and reported")
+    func zoneHidden() async throws {
+        try await withStore(.server) { s in
+            let bob = try await s.user("Bob", "bob@example.com")
+            let (zone, _) = try await s.sharedWith(bob, .readOnly)
+            let replica = try await s.replica(bob.vault)
+            try await replica.pull()
+            let rowID = try s.zoneRowID(zone)
+            try s.sqlite { db in try db.execute(sql: "DELETE FROM zone_member WHERE zone_id = ?", arguments: [rowID]) }
+            let report = try await replica.pull()
+            #expect(report.dropped.isEmpty)
+            let failure = try #require(report.failed.first)
+            #expect(failure.zone == zone && failure.error.code == .integrityFailure)
+            #expect(failure.error.message.contains("keeps its copy"))
+            #expect(noteBody(try await replica.session.sharedDatabase.record(named: "n1", in: zone)) == "body of n1")
+        }
+    }
 }

@@ -65,7 +65,7 @@ extension ZoneDirectory {
     }
 
     /// What ``checkUnlisted(_:_:)`` found of a marked zone the store does not list.
-    private enum Unlisted: Sendable {
+    enum Unlisted: Sendable {
         /// Its verified log says this user may not read it now.
         case unreadable
         /// Its owner deleted it after the mark, as the store's record of the deletion proves.
@@ -74,7 +74,7 @@ extension ZoneDirectory {
     }
 
     /// One marked zone the store does not list for this user.
-    private func checkUnlisted(_ db: any StorageTransaction, _ mark: ZoneMark) throws -> Unlisted {
+    func checkUnlisted(_ db: any StorageTransaction, _ mark: ZoneMark) throws -> Unlisted {
         let uid = Hex.encode(mark.zoneUID)
         func finding(_ zone: ZoneID?, _ message: String) -> Unlisted {
             .finding(AuditFinding(kind: .log, zone: zone, subject: zone == nil ? "zone \(uid)" : "log", message: message, zoneOwnerID: mark.ownerID))

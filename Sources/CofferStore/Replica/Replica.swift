@@ -100,6 +100,10 @@ public final class Replica: Sendable {
     public struct PullReport: Sendable {
         public var pulled: [PulledZone] = []
         public var failed: [(zone: ZoneID, error: StoreError)] = []
+        /// Zones the replica held that the server no longer shows this user, and whose signed
+        /// log or deletion says why (deleted by their owner, or the user removed or gone): their
+        /// rows and keys were dropped from the replica.
+        public var dropped: [(zone: ZoneID, why: String)] = []
     }
 
     /// Brings `zones` (by default every zone the server shows this user: theirs, and those shared
@@ -124,12 +128,25 @@ public final class Replica: Sendable {
             report.failed = (owned.refused + shared.refused).map { ($0.id, $0.error) }
         }
         let puller = ReplicaPull(replica: session, remote: remote, local: SQLiteSnapshotDriver(storage: sqlite, logger: store.logger))
+        if zones == nil {
+            let listed = Set(list + report.failed.map(\.zone))
+            let held = try await session.privateDatabase.zones().map(\.id) + session.sharedDatabase.zones().map(\.id)
+            try await dropGone(held.filter { !listed.contains($0) }, server: server.session, into: &report)
+        }
         for zone in list {
             progress(zone)
             do {
                 let pulled = try await puller.pull(zone)
                 report.pulled.append(pulled)
                 try await store.noteSync(of: zone, at: Date())
+            } catch let error as StoreError where zones != nil && [.zoneNotFound, .permissionFailure].contains(error.code) {
+                // A zone named that the server no longer shows this user (deleted, left,
+                // removed): dropped from the replica when its signed log or deletion says why.
+                // The error stays the zone's: the server's word on why.
+                var gone = PullReport()
+                try await dropGone([zone], server: server.session, into: &gone)
+                report.dropped += gone.dropped
+                report.failed.append((zone, error))
             } catch let error as StoreError {
                 store.logger.warning("zone not pulled", metadata: ["zone": "\(zone.name)", "error": "\(error.message)"])
                 report.failed.append((zone, error))
@@ -143,6 +160,52 @@ public final class Replica: Sendable {
     public func waitForServerChange(upTo interval: Duration) async throws {
         guard let server else { throw StoreError(.serviceUnavailable, offlineReason ?? "the server cannot be reached") }
         try await server.store.waitForChange(upTo: interval)
+    }
+
+    /// Of `candidates`, the zones the replica holds that the server does not show this user: each one whose
+    /// owner's signed deletion the server kept (at or past the replica's head), or whose signed
+    /// log says this user may no longer read it, is dropped from the replica (`secure_delete`
+    /// zeroes its pages, and the write-ahead log is truncated); any other is kept, and reported
+    /// as failed: a zone that disappears without a signed entry was hidden or lost.
+    private func dropGone(_ candidates: [ZoneID], server: Session, into report: inout PullReport) async throws {
+        guard case .sqlite(let sqlite) = store.backend else { return }
+        let driver = SQLiteSnapshotDriver(storage: sqlite, logger: store.logger)
+        for zone in candidates {
+            // The replica's copy, and its head; a zone the user's marks say they deleted goes.
+            let held: (rowID: Int64, mark: ZoneMark?)? = try await session.read { db in
+                guard let row = try db.zoneRow(zone) else { return nil }
+                if try self.session.verifiedLogs.storedMark(row)?.isDeletion == true { return (row.rowID, nil) }
+                return (row.rowID, try self.session.verifiedLogs.zoneLog(db, zone: row).mark)
+            }
+            guard let (rowID, known) = held else { continue }
+            guard let mark = known else {
+                try await driver.apply([.deleteZone(rowID: rowID)], operation: nil)
+                session.verifiedLogs.forget(zoneRowID: rowID)
+                report.dropped.append((zone, "deleted"))
+                continue
+            }
+            let directory = server.zoneDirectory
+            let outcome: ZoneDirectory.Unlisted
+            do { outcome = try await server.read { db in try directory.checkUnlisted(db, mark) } } catch let error as StoreError where error.code != .serviceUnavailable {
+                // A server that refuses to show it.
+                report.failed.append((zone, StoreError(.integrityFailure, "the server no longer shows you zone '\(zone.name)' of \(zone.ownerID), and no signed entry says why (it answers: \(error.message)): it was hidden or lost; your replica keeps its copy")))
+                continue
+            }
+            let why: String
+            switch outcome {
+            case .deleted:
+                try directory.closeMark(mark)
+                why = "deleted by its owner"
+            case .unreadable:
+                why = "no longer shared with you"
+            case .finding(let finding):
+                report.failed.append((zone, StoreError(.integrityFailure, finding.message + "; your replica keeps its copy")))
+                continue
+            }
+            try await driver.apply([.deleteZone(rowID: rowID)], operation: nil)
+            session.verifiedLogs.forget(zoneRowID: rowID)
+            report.dropped.append((zone, why))
+        }
     }
 
     /// One zone of the replica, as ``status()`` shows it.

@@ -56,7 +56,7 @@ struct ReplicaPull {
     private func pull(_ zoneID: ZoneID, current: Copy?, pin: (any ReadPin)?) async throws -> PulledZone {
         var t = try await ZonePush.fetch([.zone(zoneID)], from: remote, pin: pin)
         guard case .some(.some(let zone)) = t.zones[zoneID] else {
-            throw StoreError(.zoneNotFound, "the server at \(remote.storeDescription) shows no zone '\(zoneID.name)' of \(zoneID.ownerID) to you")
+            throw StoreError(.zoneNotFound, "\(remote.storeDescription) shows no zone '\(zoneID.name)' of \(zoneID.ownerID) to you")
         }
         // A copy of another zone of that name (deleted and made again), or one that failed
         // verification, is replaced whole, under a new row id.

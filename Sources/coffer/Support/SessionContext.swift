@@ -76,7 +76,9 @@ struct SessionContext {
         }
         for (replica, zone) in pending where replica.isOnline {
             do {
-                if let failure = try await replica.pull([zone]).failed.first {
+                // A zone the command deleted or left is dropped from the replica: nothing to say.
+                let report = try await replica.pull([zone])
+                if let failure = report.failed.first, !report.dropped.contains(where: { $0.zone == zone }) {
                     Output.note("warning: your replica was not updated: \(Output.oneLine(failure.error.message))")
                 }
             } catch {

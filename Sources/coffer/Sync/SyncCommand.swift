@@ -65,16 +65,19 @@ extension Coffer {
             if global.json {
                 struct Pulled: Encodable { let zone: String, confirmedSeq: Int64, entries: Int, records: Int, deleted: Int }
                 struct Failed: Encodable { let zone: String, error: String, code: Int32 }
-                struct Report: Encodable { let synced: [Pulled], failed: [Failed], server: String, replica: String }
+                struct Dropped: Encodable { let zone: String, why: String }
+                struct Report: Encodable { let synced: [Pulled], failed: [Failed], dropped: [Dropped], server: String, replica: String }
                 try Output.json(Report(
                     synced: report.pulled.map { Pulled(zone: label($0.zone), confirmedSeq: $0.headSeq, entries: $0.entries, records: $0.records, deleted: $0.deletions) },
                     failed: report.failed.map { Failed(zone: label($0.zone), error: $0.error.message, code: ErrorReporter.status(for: $0.error.code)) },
+                    dropped: report.dropped.map { Dropped(zone: label($0.zone), why: $0.why) },
                     server: replica.origin, replica: replica.path.path))
             } else {
                 for zone in report.pulled {
                     let news = zone.entries == 0 ? "up to date" : "\(zone.entries == 1 ? "1 new entry" : "\(zone.entries) new entries"), \(Output.count(zone.records, "record")) fetched, \(zone.deletions) deleted"
                     Output.line("\(label(zone.zone)): \(news) (confirmed entry \(zone.headSeq))")
                 }
+                for dropped in report.dropped { Output.line("\(label(dropped.zone)): dropped from your replica (\(dropped.why))") }
                 for failed in report.failed { Output.note("error: \(label(failed.zone)): \(Output.oneLine(failed.error.message))") }
             }
             return Self.worst(report.failed.map { ErrorReporter.status(for: $0.error.code) })
