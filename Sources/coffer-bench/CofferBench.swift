@@ -14,9 +14,9 @@ struct CofferBench: AsyncParsableCommand {
 
 extension CofferBench {
     #if COFFER_MICRO
-    static let commands: [any ParsableCommand.Type] = [RecordsBench.self, PostgresBench.self, ServerBench.self, ContentionBench.self, JSONBench.self, VaultUnlockBench.self, SigningBench.self, LogBench.self, MicroBench.self]
+    static let commands: [any ParsableCommand.Type] = [RecordsBench.self, PostgresBench.self, ServerBench.self, SyncBench.self, ContentionBench.self, JSONBench.self, VaultUnlockBench.self, SigningBench.self, LogBench.self, MicroBench.self]
     #else
-    static let commands: [any ParsableCommand.Type] = [RecordsBench.self, PostgresBench.self, ServerBench.self, ContentionBench.self, JSONBench.self, VaultUnlockBench.self, SigningBench.self, LogBench.self]
+    static let commands: [any ParsableCommand.Type] = [RecordsBench.self, PostgresBench.self, ServerBench.self, SyncBench.self, ContentionBench.self, JSONBench.self, VaultUnlockBench.self, SigningBench.self, LogBench.self]
     #endif
 }
 
