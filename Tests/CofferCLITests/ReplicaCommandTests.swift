@@ -149,4 +149,32 @@ struct ReplicaCommandTests {
             expectError(sync, 64, mentioning: "--server")
         }
     }
+
+    @Test("sync --watch pulls another user's write into the replica as it lands, and keeps going")
+    func watchPullsAsWritesLand() async throws {
+        try await Self.withServer([.alice, .bob]) { team, server in
+            try team.exchangeCards([.alice, .bob])
+            try team.createZone(.alice, "Live")
+            let url = try #require(try team.json(.alice, ["share", "create", "Live"])["url"] as? String)
+            try team.ok(.alice, ["share", "add", "Live", "--participant", Who.bob.email, "--permission", "read-write"])
+            try team.ok(.bob, ["share", "accept", url])
+            let watch = try ChildProcess.Running(try CofferProcess.executableURL().path,
+                                                 ["sync", "--watch", "--vault", team.vault(.alice), "--server", server.url],
+                                                 environment: team.sandbox.baseEnvironment.merging(["COFFER_PASSPHRASE": CofferProcess.passphrase]) { _, new in new },
+                                                 directory: team.sandbox.root.path, timeout: 300)
+            // Its first round, then Bob writes, twice.
+            let first = await watch.waitForOutput(seconds: 60) { $0.contains("Live:") ? true : nil }
+            #expect(first == true)
+            try team.put(.bob, "Live@\(Who.alice.email)", "from-bob", type: "Note", secret: ["body=live"])
+            let seen = await watch.waitForOutput(seconds: 60) { $0.contains("1 record fetched") ? true : nil }
+            try team.put(.bob, "Live@\(Who.alice.email)", "again", type: "Note", secret: ["body=again"])
+            let twice = await watch.waitForOutput(seconds: 60) { $0.components(separatedBy: "1 record fetched").count > 2 ? true : nil }
+            let result = await watch.stop(SIGTERM)
+            #expect(seen == true && twice == true, "sync --watch did not pull Bob's records: \(String(decoding: result.stdout, as: UTF8.self)) \(String(decoding: result.stderr, as: UTF8.self))")
+            // They are in Alice's replica: read with the server skipped.
+            let offline = try team.run(.alice, ["record", "get", "Live", "again", "--offline", "--json"])
+            #expect(offline.status == 0, "\(offline)")
+            #expect(json(try jsonObject(offline), "encryptedValues") == JSON(["body": "again"]))
+        }
+    }
 }

@@ -88,22 +88,70 @@ struct ReplicaPull {
         }
         let authors = Set(entries.compactMap { LogEntry.decode($0.body)?.authorID })
         t.merge(try await ZonePush.fetch(authors.sorted().map { .contact($0) }, from: remote, pin: pin)) { $0 }
-        // The rows written after the replica's head, a page at a time in log order.
-        var rows = [StoredRow]()
+        var writes = try self.writes(zone: zone, rowID: rowID, replacing: keep == nil ? current : nil, after: after, entries: entries, fetched: t)
+        // The rows written after the replica's head, a page at a time in log order, each kept
+        // only as the write that stores it.
+        let types = try Self.fieldTypes(t.schemaRows[zone.rowID] ?? [:], zone: zoneID)
+        var records = 0
         var cursor: (seq: Int64, name: String?) = (after, nil)
         while true {
             let need = StorageSnapshot.Need.changes(zoneRowID: zone.rowID, afterSeq: cursor.seq, afterName: cursor.name, limit: Self.pageSize)
             let page = try await ZonePush.fetch([need], from: remote, pin: pin)
             let names = page.changePages[zone.rowID]?[StorageSnapshot.pageKey(cursor.seq, cursor.name, Self.pageSize)] ?? []
-            for name in names { if let row = page.records[zone.rowID]?[name] ?? nil { rows.append(row) } }
-            guard names.count == Self.pageSize, let last = rows.last else { break }
+            var last: StoredRow?
+            for name in names {
+                guard let row = page.records[zone.rowID]?[name] ?? nil else { continue }
+                writes.append(.deleteRecord(zoneRowID: rowID, name: row.name, storedSeq: -1))
+                writes.append(.removeTombstone(zoneRowID: rowID, name: row.name))
+                writes.append(try ZoneCopy.insertWrite(ZoneCopy.Row(stored: row), types: types, zoneRowID: rowID))
+                records += 1
+                last = row
+            }
+            guard names.count == Self.pageSize, let last else { break }
             cursor = (last.seq, last.name)
         }
-        let writes = try self.writes(zone: zone, rowID: rowID, replacing: keep == nil ? current : nil, after: after, entries: entries, fetched: t, rows: rows)
-        let deletions = writes.filter { if case .addTombstone = $0 { true } else { false } }.count
+        let deletions = try Self.deletions(entries: entries, after: after, fetched: t, zone: zone, rowID: rowID)
+        writes += deletions
+        writes.append(.touchZone(rowID: rowID))
         let verified = try await apply(writes, schema: (rowID, t.schemaRows[zone.rowID] ?? [:]), zoneID: zoneID, after: after, head: head)
         replica.verifiedLogs.remember(verified.log, zoneRowID: verified.rowID)
-        return PulledZone(zone: zoneID, headSeq: head.seq, entries: entries.count, records: rows.count, deletions: deletions)
+        return PulledZone(zone: zoneID, headSeq: head.seq, entries: entries.count, records: records, deletions: deletions.count / 2)
+    }
+
+    /// The zone's field types by record type, from its schema rows.
+    private static func fieldTypes(_ rows: [String: [(field: String, valueType: String, encrypted: Bool)]], zone: ZoneID) throws -> [String: [String: FieldType]] {
+        var types = [String: [String: FieldType]]()
+        for (recordType, fields) in rows {
+            for field in fields {
+                guard let type = FieldType(name: field.valueType) else {
+                    throw StoreError(.integrityFailure, "zone '\(zone.name)' on the server has a schema row of unknown type: nothing was pulled")
+                }
+                types[recordType, default: [:]][field.field] = type
+            }
+        }
+        return types
+    }
+
+    /// The names the new entries delete last: each goes from the replica, leaving a deleted name
+    /// (with its entry's author, time and label) for the change feed. Two writes a name.
+    private static func deletions(entries: [StoredLogEntry], after base: Int64, fetched t: StorageSnapshot.Tables<StoredRow>, zone: ZoneRow,
+                                  rowID: Int64) throws -> [StorageSnapshot.Write] {
+        var deleted = [String: Int64]()
+        var decoded = [Int64: LogEntry]()
+        for stored in entries {
+            guard let lists = t.entries[zone.rowID]?[stored.seq] ?? nil, let names = lists.names, let hashes = lists.entries,
+                  let parsed = CommitBuilder.parseNames(names, entries: hashes.count / 32) else { continue }
+            decoded[stored.seq] = LogEntry.decode(stored.body)
+            for item in parsed { if item.deleted { deleted[item.name] = stored.seq } else { deleted[item.name] = nil } }
+        }
+        var writes = [StorageSnapshot.Write]()
+        for (name, seq) in deleted.sorted(by: { $0.key < $1.key }) where seq > base {
+            guard let entry = decoded[seq] else { continue }
+            writes.append(.deleteRecord(zoneRowID: rowID, name: name, storedSeq: -1))
+            writes.append(.addTombstone(zoneRowID: rowID, name: name, seq: seq, authorID: entry.authorID,
+                                        label: RecordsPayload.decode(entry.payload)?.label, time: entry.time))
+        }
+        return writes
     }
 
     /// The replica's copy of a zone: its row id, uid and confirmed head (its log verified from
@@ -129,11 +177,10 @@ struct ReplicaPull {
         }
     }
 
-    /// The writes that bring the replica's copy (`keep`, or none) to the server's state.
-    /// The writes that bring the replica's copy of `zone` (row `rowID`; a new row when
+    /// The writes, but for the rows, that bring the replica's copy of `zone` (row `rowID`; a new row when
     /// `replacing` or there was none) from entry `after` to the server's state.
     private func writes(zone: ZoneRow, rowID: Int64, replacing: Copy?, after base: Int64, entries: [StoredLogEntry],
-                        fetched t: StorageSnapshot.Tables<StoredRow>, rows: [StoredRow]) throws -> [StorageSnapshot.Write] {
+                        fetched t: StorageSnapshot.Tables<StoredRow>) throws -> [StorageSnapshot.Write] {
         var writes = [StorageSnapshot.Write]()
         for author in Set(entries.compactMap { LogEntry.decode($0.body)?.authorID }).sorted() {
             guard let stored = t.contacts[author] ?? nil else {
@@ -145,12 +192,10 @@ struct ReplicaPull {
             if let replacing { writes.append(.deleteZone(rowID: replacing.rowID)) }
             writes.append(.insertZone(rowID: rowID, uid: zone.uid, id: zone.id, created: zone.created.timeIntervalSince1970))
         }
-        var decoded = [Int64: LogEntry]()
         for stored in entries {
             guard let entry = LogEntry.decode(stored.body) else {
                 throw StoreError(.integrityFailure, "entry \(stored.seq) of zone '\(zone.id.name)' on the server is malformed: nothing was pulled")
             }
-            decoded[stored.seq] = entry
             let lists = ZoneCopy.isListed(stored.body) ? (t.entries[zone.rowID]?[stored.seq] ?? nil) : nil
             if ZoneCopy.isListed(stored.body), lists == nil {
                 throw StoreError(.integrityFailure, "entry \(stored.seq) of zone '\(zone.id.name)' came without its record lists: nothing was pulled")
@@ -174,35 +219,6 @@ struct ReplicaPull {
             writes.append(.deleteShareLink(zoneRowID: rowID))
         }
         writes.append(.setZoneMembers(zoneRowID: rowID, members: t.zoneMembers[zone.rowID] ?? [], shareUID: t.zoneShareUIDs[zone.rowID] ?? nil))
-        var types = [String: [String: FieldType]]()
-        for (recordType, fields) in t.schemaRows[zone.rowID] ?? [:] {
-            for field in fields {
-                guard let type = FieldType(name: field.valueType) else {
-                    throw StoreError(.integrityFailure, "zone '\(zone.id.name)' on the server has a schema row of unknown type: nothing was pulled")
-                }
-                types[recordType, default: [:]][field.field] = type
-            }
-        }
-        // Rows: each name's newest version replaces the replica's; a name whose newest entry
-        // deletes it goes, leaving a deleted name for the change feed.
-        var deleted = [String: Int64]()
-        for stored in entries {
-            guard let lists = t.entries[zone.rowID]?[stored.seq] ?? nil, let names = lists.names, let hashes = lists.entries,
-                  let parsed = CommitBuilder.parseNames(names, entries: hashes.count / 32) else { continue }
-            for item in parsed { if item.deleted { deleted[item.name] = stored.seq } else { deleted[item.name] = nil } }
-        }
-        for row in rows {
-            writes.append(.deleteRecord(zoneRowID: rowID, name: row.name, storedSeq: -1))
-            writes.append(.removeTombstone(zoneRowID: rowID, name: row.name))
-            writes.append(try ZoneCopy.insertWrite(ZoneCopy.Row(stored: row), types: types, zoneRowID: rowID))
-        }
-        for (name, seq) in deleted.sorted(by: { $0.key < $1.key }) where seq > base {
-            guard let entry = decoded[seq] else { continue }
-            writes.append(.deleteRecord(zoneRowID: rowID, name: name, storedSeq: -1))
-            writes.append(.addTombstone(zoneRowID: rowID, name: name, seq: seq, authorID: entry.authorID,
-                                        label: RecordsPayload.decode(entry.payload)?.label, time: entry.time))
-        }
-        writes.append(.touchZone(rowID: rowID))
         return writes
     }
 
