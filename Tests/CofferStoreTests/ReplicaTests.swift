@@ -247,4 +247,34 @@ struct ReplicaTests {
             #expect(noteBody(try await replica.session.sharedDatabase.record(named: "n1", in: zone)) == "body of n1")
         }
     }
+
+    @Test("a pull cut short goes on from its last stored page; nothing of it is visible until the whole pull is stored", arguments: serverBackends)
+    func resumedPull(_ backend: TestBackend) async throws {
+        try await withStore(backend) { s in
+            let zone = try await s.makeZone(notes: [])
+            _ = try await s.db.modify(saving: (0..<35).map { makeNote(String(format: "n%02d", $0), in: zone) }, in: zone)
+            let replica = try await s.replica()
+            // Cut after two pages of ten.
+            let cut = try await ReplicaPull.$pageSize.withValue(10) {
+                try await ReplicaPull.$stopAfterPages.withValue(2) { try await replica.pull() }
+            }
+            #expect(cut.failed.first?.error.code == .serviceUnavailable)
+            #expect(try await replica.status().isEmpty, "nothing of the cut pull is visible")
+            // Meanwhile a staged record changes on the server: its newer version comes too.
+            var n03 = try await s.db.record(named: "n03", in: zone)
+            n03.encryptedValues["body"] = .string("changed meanwhile")
+            _ = try await s.db.save(n03)
+            let resumed = try await ReplicaPull.$pageSize.withValue(10) { try await replica.pull() }
+            let pulled = try #require(resumed.pulled.first)
+            #expect(pulled.records == 35)
+            #expect(pulled.fetched == 16, "the 15 rows not staged yet, and n03's newer version")
+            let local = replica.session.privateDatabase
+            #expect(noteBody(try await local.record(named: "n03", in: zone)) == "changed meanwhile")
+            #expect(noteBody(try await local.record(named: "n34", in: zone)) == "body of n34")
+            #expect(try await local.records(in: zone, limit: 100).count == 35)
+            // Nothing is left staged.
+            let staged = try await replica.store.stageProgress(of: try await s.alice.read { db in try #require(try db.zoneRow(zone)).uid })
+            #expect(staged == nil)
+        }
+    }
 }

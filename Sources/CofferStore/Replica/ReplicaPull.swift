@@ -11,6 +11,8 @@ public struct PulledZone: Sendable {
     public let entries: Int
     /// Record rows stored (new versions) and names deleted by this pull.
     public let records: Int
+    /// Record rows fetched by this run (fewer than ``records`` when it went on from a pull cut short).
+    public let fetched: Int
     public let deletions: Int
 }
 
@@ -31,8 +33,10 @@ struct ReplicaPull {
     /// The replica's driver.
     let local: SQLiteSnapshotDriver
 
-    /// How many rows a page of the server's changes holds.
-    static let pageSize = 1_000
+    /// How many rows a page of the server's changes holds (tests set fewer).
+    @TaskLocal static var pageSize = 1_000
+    /// A test's hook: the pull of a zone fails, as a lost connection does, after this many pages.
+    @TaskLocal static var stopAfterPages: Int?
 
     /// Pulls `zoneID` (which the server must show this user).
     /// - Throws: `.zoneNotFound` when the server shows no such zone; `.integrityFailure` naming
@@ -88,34 +92,45 @@ struct ReplicaPull {
         }
         let authors = Set(entries.compactMap { LogEntry.decode($0.body)?.authorID })
         t.merge(try await ZonePush.fetch(authors.sorted().map { .contact($0) }, from: remote, pin: pin)) { $0 }
-        var writes = try self.writes(zone: zone, rowID: rowID, replacing: keep == nil ? current : nil, after: after, entries: entries, fetched: t)
-        // The rows written after the replica's head, a page at a time in log order, each kept
-        // only as the write that stores it.
+        let writes = try self.writes(zone: zone, rowID: rowID, replacing: keep == nil ? current : nil, after: after, entries: entries, fetched: t)
         let types = try Self.fieldTypes(t.schemaRows[zone.rowID] ?? [:], zone: zoneID)
-        var records = 0
+        let fetched = try await stageRows(of: zone, after: after, pin: pin)
+        let deletions = try Self.deletions(entries: entries, after: after, fetched: t, zone: zone, rowID: rowID)
+        let verified = try await apply(writes, stage: (zone.uid, rowID, types), later: deletions + [.touchZone(rowID: rowID)],
+                                       schema: (rowID, t.schemaRows[zone.rowID] ?? [:]), zoneID: zoneID, after: after, head: head)
+        replica.verifiedLogs.remember(verified.log, zoneRowID: verified.rowID)
+        return PulledZone(zone: zoneID, headSeq: head.seq, entries: entries.count, records: verified.moved, fetched: fetched,
+                          deletions: deletions.count / 2)
+    }
+
+    /// Fetches the rows written after the replica's head `after`, a page at a time in log
+    /// order, and stages each page in the replica (one transaction a page), so that memory holds
+    /// one page and a pull cut short goes on from its last page. A stage left by a pull that
+    /// started from another head is dropped first. Returns how many rows this run fetched.
+    private func stageRows(of zone: ZoneRow, after: Int64, pin: (any ReadPin)?) async throws -> Int {
+        let store = replica.store
         var cursor: (seq: Int64, name: String?) = (after, nil)
+        if let progress = try await store.stageProgress(of: zone.uid), progress.after == after {
+            cursor = (progress.seq, progress.name)
+        } else {
+            try await store.clearStage(of: zone.uid)
+        }
+        let size = Self.pageSize
+        var fetched = 0, pages = 0
         while true {
-            let need = StorageSnapshot.Need.changes(zoneRowID: zone.rowID, afterSeq: cursor.seq, afterName: cursor.name, limit: Self.pageSize)
-            let page = try await ZonePush.fetch([need], from: remote, pin: pin)
-            let names = page.changePages[zone.rowID]?[StorageSnapshot.pageKey(cursor.seq, cursor.name, Self.pageSize)] ?? []
-            var last: StoredRow?
-            for name in names {
-                guard let row = page.records[zone.rowID]?[name] ?? nil else { continue }
-                writes.append(.deleteRecord(zoneRowID: rowID, name: row.name, storedSeq: -1))
-                writes.append(.removeTombstone(zoneRowID: rowID, name: row.name))
-                writes.append(try ZoneCopy.insertWrite(ZoneCopy.Row(stored: row), types: types, zoneRowID: rowID))
-                records += 1
-                last = row
+            if let stop = Self.stopAfterPages, pages == stop {
+                throw StoreError(.serviceUnavailable, "the pull of zone '\(zone.id.name)' was cut short after \(pages) pages (a test's hook)")
             }
-            guard names.count == Self.pageSize, let last else { break }
+            let need = StorageSnapshot.Need.changes(zoneRowID: zone.rowID, afterSeq: cursor.seq, afterName: cursor.name, limit: size)
+            let page = try await ZonePush.fetch([need], from: remote, pin: pin)
+            let names = page.changePages[zone.rowID]?[StorageSnapshot.pageKey(cursor.seq, cursor.name, size)] ?? []
+            let rows = names.compactMap { page.records[zone.rowID]?[$0] ?? nil }
+            try await store.stage(rows, of: zone.uid, after: after)
+            fetched += rows.count
+            pages += 1
+            guard names.count == size, let last = rows.last else { return fetched }
             cursor = (last.seq, last.name)
         }
-        let deletions = try Self.deletions(entries: entries, after: after, fetched: t, zone: zone, rowID: rowID)
-        writes += deletions
-        writes.append(.touchZone(rowID: rowID))
-        let verified = try await apply(writes, schema: (rowID, t.schemaRows[zone.rowID] ?? [:]), zoneID: zoneID, after: after, head: head)
-        replica.verifiedLogs.remember(verified.log, zoneRowID: verified.rowID)
-        return PulledZone(zone: zoneID, headSeq: head.seq, entries: entries.count, records: records, deletions: deletions.count / 2)
     }
 
     /// The zone's field types by record type, from its schema rows.
@@ -224,13 +239,14 @@ struct ReplicaPull {
 
     /// Applies `writes` in one transaction of the replica and verifies the zone there before it
     /// commits; returns its verified log.
-    private func apply(_ writes: [StorageSnapshot.Write], schema: (zoneRowID: Int64, rows: [String: [(field: String, valueType: String, encrypted: Bool)]]),
-                       zoneID: ZoneID, after: Int64, head: (seq: Int64, hash: Digest32)) async throws -> (log: ZoneLog, rowID: Int64) {
+    private func apply(_ writes: [StorageSnapshot.Write], stage: (uid: [UInt8], zoneRowID: Int64, types: [String: [String: FieldType]]),
+                       later: [StorageSnapshot.Write], schema: (zoneRowID: Int64, rows: [String: [(field: String, valueType: String, encrypted: Bool)]]),
+                       zoneID: ZoneID, after: Int64, head: (seq: Int64, hash: Digest32)) async throws -> (log: ZoneLog, rowID: Int64, moved: Int) {
         // Verified by a session of its own, whose caches (and in-memory marks) a refused pull
         // leaves behind with the rolled-back transaction.
         let checker = Session(store: replica.store, vault: replica.vault, advancesMarks: false)
         let verifiedLogs = checker.verifiedLogs, reader = checker.reader
-        return try await local.applyPull(writes, schema: schema) { db in
+        let (verified, moved) = try await local.applyPull(writes, stage: stage, later: later, schema: schema) { db in
             guard let zone = try db.zoneRow(zoneID) else { throw StoreError(.internalError, "the pulled zone '\(zoneID.name)' is not in the replica") }
             let mark = try verifiedLogs.storedMark(zone)
             let log = try verifiedLogs.walkLog(db, zone: zone, signaturesAfter: mark?.seq ?? 0)
@@ -257,5 +273,6 @@ struct ReplicaPull {
             }
             return (log, zone.rowID)
         }
+        return (verified.0, verified.1, moved)
     }
 }

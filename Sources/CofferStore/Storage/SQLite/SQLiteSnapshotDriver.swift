@@ -316,21 +316,36 @@ package final class SQLiteSnapshotDriver: SnapshotDriver {
 
     /// Applies a replica's pull (``ReplicaPull``) in one transaction: `writes` as
     /// ``apply(_:operation:)`` applies them, except that a `.deleteRecord` deletes the name's row
-    /// whatever its sequence, and whether or not there is one; the zone `schema.zoneRowID`'s field
-    /// types made those of `schema.rows`; then `check`, whose throw leaves nothing written.
-    func applyPull<T: Sendable>(_ writes: [StorageSnapshot.Write], schema: (zoneRowID: Int64, rows: [String: [(field: String, valueType: String, encrypted: Bool)]]),
-                                check: @escaping @Sendable (any StorageTransaction) throws -> T) async throws -> T {
+    /// whatever its sequence, and whether or not there is one; then the rows staged for the zone
+    /// `stage.uid` (``Store/stage(_:of:after:)``), each replacing the row of its name in zone row
+    /// `stage.zoneRowID` with its plain values' types as `stage.types` says, and the stage
+    /// dropped; then `later` likewise; the zone's field types made those of `schema.rows`; then
+    /// `check`, whose throw leaves nothing written.
+    /// - Returns: what `check` returned, and how many staged rows were stored.
+    func applyPull<T: Sendable>(_ writes: [StorageSnapshot.Write], stage: (uid: [UInt8], zoneRowID: Int64, types: [String: [String: FieldType]]),
+                                later: [StorageSnapshot.Write], schema: (zoneRowID: Int64, rows: [String: [(field: String, valueType: String, encrypted: Bool)]]),
+                                check: @escaping @Sendable (any StorageTransaction) throws -> T) async throws -> (T, Int) {
         do {
-            let (value, deleted) = try await pool.write { db -> (T, Bool) in
+            let (value, moved, deleted) = try await pool.write { db -> (T, Int, Bool) in
                 let tx = SQLiteTransaction(db)
-                do {
-                    for write in writes {
-                        if case .deleteRecord(let zone, let name, _) = write {
-                            _ = try tx.deleteRecord(zoneRowID: zone, name: name, expectedSeq: nil)
-                        } else {
-                            try Self.apply(write, tx)
-                        }
+                func apply(_ write: StorageSnapshot.Write) throws {
+                    if case .deleteRecord(let zone, let name, _) = write {
+                        _ = try tx.deleteRecord(zoneRowID: zone, name: name, expectedSeq: nil)
+                    } else {
+                        try Self.apply(write, tx)
                     }
+                }
+                do {
+                    for write in writes { try apply(write) }
+                    var moved = 0
+                    try Store.eachStaged(db, uid: stage.uid) { row in
+                        _ = try tx.deleteRecord(zoneRowID: stage.zoneRowID, name: row.stamp.name, expectedSeq: nil)
+                        try tx.removeTombstone(zoneRowID: stage.zoneRowID, name: row.stamp.name)
+                        try Self.apply(try ZoneCopy.insertWrite(row, types: stage.types, zoneRowID: stage.zoneRowID), tx)
+                        moved += 1
+                    }
+                    try Store.clearStage(db, uid: stage.uid)
+                    for write in later { try apply(write) }
                     let have = try tx.allFieldSchemaRows(zoneRowID: schema.zoneRowID)
                     for (type, fields) in have {
                         for field in fields where !(schema.rows[type] ?? []).contains(where: { $0 == field }) {
@@ -345,14 +360,14 @@ package final class SQLiteSnapshotDriver: SnapshotDriver {
                         }
                     }
                     let value = try check(tx)
-                    return (value, WriteAheadLogScrub.take(db))
+                    return (value, moved, WriteAheadLogScrub.take(db))
                 } catch {
                     _ = WriteAheadLogScrub.take(db)
                     throw error
                 }
             }
             if deleted { WriteAheadLogScrub.truncate(pool, logger: logger) }
-            return value
+            return (value, moved)
         } catch let error as StoreError {
             throw error
         } catch {

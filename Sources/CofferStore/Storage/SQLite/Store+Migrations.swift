@@ -270,6 +270,29 @@ extension Store {
                 CREATE INDEX server_stage_staged ON server_stage (staged_at);
                 """)
         }
+        // A replica's pull in progress (see `ReplicaPull`): the rows fetched so far of a zone,
+        // as the server stores them, kept until the pull stores them in `record` with the log
+        // entries that sign them. Empty in any other store.
+        migrator.registerMigration("v11-replica-stage") { db in
+            try db.execute(sql: """
+                CREATE TABLE replica_stage (
+                    zone_uid BLOB NOT NULL CHECK (length(zone_uid) = 16),
+                    name TEXT NOT NULL,
+                    type TEXT NOT NULL,
+                    parent TEXT,
+                    seq INTEGER NOT NULL,
+                    epoch INTEGER NOT NULL,
+                    membership_seq INTEGER NOT NULL,
+                    creator_id TEXT NOT NULL,
+                    modifier_id TEXT NOT NULL,
+                    created REAL NOT NULL,
+                    modified REAL NOT NULL,
+                    plain BLOB NOT NULL,
+                    sealed BLOB,
+                    PRIMARY KEY (zone_uid, name)
+                ) STRICT, WITHOUT ROWID;
+                """)
+        }
         return migrator
     }
 }

@@ -90,4 +90,83 @@ extension Store {
             throw Store.map(error)
         }
     }
+
+    // MARK: - A pull's stage
+
+    /// Where a pull of the zone `uid` stands that stored pages and did not finish: the replica's
+    /// head it started from, and the last row it stored (its sequence and name); nil when none.
+    func stageProgress(of uid: [UInt8]) async throws -> (after: Int64, seq: Int64, name: String)? {
+        let storage = try sqliteStorage(for: "a replica's pull")
+        let hex = Hex.encode(uid)
+        do {
+            return try await storage.read { db in
+                func value(_ key: String) throws -> Data? { try Data.fetchOne(db, sql: "SELECT value FROM store_meta WHERE key = ?", arguments: [key + hex]) }
+                guard let after = try value("stage-after:").flatMap({ Int64(String(decoding: $0, as: UTF8.self)) }),
+                      let seq = try value("stage-seq:").flatMap({ Int64(String(decoding: $0, as: UTF8.self)) }),
+                      let name = try value("stage-name:").map({ String(decoding: $0, as: UTF8.self) }) else { return nil }
+                return (after, seq, name)
+            }
+        } catch {
+            throw Store.map(error)
+        }
+    }
+
+    /// Drops what a pull of the zone `uid` staged.
+    func clearStage(of uid: [UInt8]) async throws {
+        let storage = try sqliteStorage(for: "a replica's pull")
+        do {
+            try await storage.write(logger: logger) { db in try Self.clearStage(db, uid: uid) }
+        } catch {
+            throw Store.map(error)
+        }
+    }
+
+    static func clearStage(_ db: Database, uid: [UInt8]) throws {
+        let hex = Hex.encode(uid)
+        try db.execute(sql: "DELETE FROM replica_stage WHERE zone_uid = ?", arguments: [Data(uid)])
+        try db.execute(sql: "DELETE FROM store_meta WHERE key IN (?, ?, ?)", arguments: ["stage-after:" + hex, "stage-seq:" + hex, "stage-name:" + hex])
+    }
+
+    /// Stores a page of the zone `uid`'s rows fetched by a pull that started at the replica's
+    /// head `after`, with where the pull stands, in one transaction: a pull cut short goes on
+    /// from there. A row replaces a staged row of its name (a newer version).
+    func stage(_ rows: [StoredRow], of uid: [UInt8], after: Int64) async throws {
+        guard let last = rows.last else { return }
+        let copies = rows.map(ZoneCopy.Row.init(stored:)), progress = [("stage-after:", String(after)), ("stage-seq:", String(last.seq)), ("stage-name:", last.name)]
+        let storage = try sqliteStorage(for: "a replica's pull")
+        let hex = Hex.encode(uid)
+        do {
+            try await storage.write(logger: logger) { db in
+                let insert = try db.cachedStatement(sql: """
+                    INSERT OR REPLACE INTO replica_stage (zone_uid, name, type, parent, seq, epoch, membership_seq, creator_id, modifier_id,
+                                                          created, modified, plain, sealed)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    """)
+                for row in copies {
+                    let stamp = row.stamp
+                    try insert.execute(arguments: [Data(uid), stamp.name, stamp.type, stamp.parent, stamp.seq, stamp.epoch, stamp.membershipSeq,
+                                                   stamp.creatorID, stamp.modifierID, stamp.created, stamp.modified, Data(row.plain), row.sealed.map { Data($0) }])
+                }
+                for (key, value) in progress {
+                    try db.execute(sql: "INSERT OR REPLACE INTO store_meta (key, value) VALUES (?, ?)", arguments: [key + hex, Data(value.utf8)])
+                }
+            }
+        } catch {
+            throw Store.map(error)
+        }
+    }
+
+    /// Each staged row of the zone `uid`, in name order, read off a cursor (memory holds one).
+    static func eachStaged(_ db: Database, uid: [UInt8], _ body: (ZoneCopy.Row) throws -> Void) throws {
+        let rows = try Row.fetchCursor(db, sql: """
+            SELECT name, type, parent, seq, epoch, membership_seq, creator_id, modifier_id, created, modified, plain, sealed
+            FROM replica_stage WHERE zone_uid = ? ORDER BY name
+            """, arguments: [Data(uid)])
+        while let row = try rows.next() {
+            let stamp = VersionStamp(name: row[0], type: row[1], parent: row[2], seq: row[3], epoch: row[4], membershipSeq: row[5],
+                                     creatorID: row[6], modifierID: row[7], created: row[8], modified: row[9])
+            let plain: Data = row[10], sealed: Data? = row[11]
+            try body(ZoneCopy.Row(stamp: stamp, plain: Array(plain), sealed: sealed.map { Array($0) }))
+        }
+    }
 }
