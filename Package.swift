@@ -45,6 +45,8 @@ let package = Package(
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 // The client of a Coffer server (`Store(server:)`).
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                // A replica's `SyncEngine` runs as a service of an application's service group.
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
         // `coffer serve`: the sync server, over any local backend.

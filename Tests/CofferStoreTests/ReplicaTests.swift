@@ -277,4 +277,40 @@ struct ReplicaTests {
             #expect(staged == nil)
         }
     }
+
+    @Test("SyncEngine: fetchChanges reports each zone; run() pulls what lands on the server as it lands, and says when the server goes away", arguments: serverBackends)
+    func syncEngine(_ backend: TestBackend) async throws {
+        try await withStore(backend) { s in
+            let zone = try await s.makeZone(notes: ["n1"])
+            let engine = SyncEngine(replica: try await s.replica())
+            let first = try await engine.fetchChanges()
+            #expect(first.pulled.map(\.zone) == [zone])
+            var iterator = engine.events.makeAsyncIterator()
+            guard case .fetched(let fetched)? = await iterator.next() else { Issue.record("no fetched event"); return }
+            #expect(fetched.zone == zone && fetched.records == 1)
+
+            let running = Task { try await engine.run() }
+            _ = try await s.db.save(makeNote("n2", in: zone))
+            let seen = try await withTimeout(seconds: 30) { () -> Bool in
+                for await event in engine.events {
+                    if case .fetched(let pulled) = event, pulled.records == 1 { return true }
+                }
+                return false
+            }
+            #expect(seen)
+            #expect(noteBody(try await engine.replica.session.privateDatabase.record(named: "n2", in: zone)) == "body of n2")
+            // The server goes away: the engine says so and keeps trying; the replica still reads.
+            await try #require(s.server).kill()
+            let offline = try await withTimeout(seconds: 60) { () -> Bool in
+                for await event in engine.events {
+                    if case .offline = event { return true }
+                }
+                return false
+            }
+            #expect(offline)
+            #expect(noteBody(try await engine.replica.session.privateDatabase.record(named: "n1", in: zone)) == "body of n1")
+            running.cancel()
+            _ = await running.result
+        }
+    }
 }

@@ -31,12 +31,40 @@ public final class Replica: Sendable {
     /// The replica file.
     public var path: URL { store.url }
 
-    private init(store: Store, session: Session, server: (store: Store, session: Session)?, offlineReason: String?, origin: String) {
+    /// How the server is reached again (``reconnect()``).
+    private let serverURL: URL
+    private let timeouts: (connect: Duration, request: Duration)
+
+    private init(store: Store, session: Session, server: (store: Store, session: Session)?, offlineReason: String?, origin: String,
+                 serverURL: URL, timeouts: (connect: Duration, request: Duration)) {
         self.store = store
         self.session = session
         self.server = server
         self.offlineReason = offlineReason
         self.origin = origin
+        self.serverURL = serverURL
+        self.timeouts = timeouts
+    }
+
+    /// This replica, reaching its server anew (after it went away): the same file and session,
+    /// with a new connection, checked against the store id pinned for the server.
+    /// - Throws: `.serviceUnavailable` when the server still cannot be reached; as
+    ///   ``open(server:vault:path:dataFolder:offline:connectTimeout:timeout:logger:)``.
+    public func reconnect() async throws -> Replica {
+        let remote = try await Store(server: serverURL, naming: nil, vault: session.vault, connectTimeout: timeouts.connect, timeout: timeouts.request,
+                                     logger: store.logger)
+        guard remote.storeID == store.storeID else {
+            await remote.close()
+            throw StoreError(.integrityFailure, "the server at \(origin) now answers as another store than your replica's")
+        }
+        let serverSession = try await remote.openSession(vault: session.vault, advancesMarks: false)
+        return Replica(store: store, session: session, server: (remote, serverSession), offlineReason: nil, origin: origin, serverURL: serverURL,
+                       timeouts: timeouts)
+    }
+
+    /// This replica without its server (which stopped answering, as `reason` says).
+    public func offline(_ reason: String) -> Replica {
+        Replica(store: store, session: session, server: nil, offlineReason: reason, origin: origin, serverURL: serverURL, timeouts: timeouts)
     }
 
     /// Where a replica lives by default: `DATA/replicas/<store id>/<user id>.sqlite`.
@@ -89,7 +117,8 @@ public final class Replica: Sendable {
         let session = try await local.openSession(vault: vault)
         // Only the replica's pulls advance the marks (see ``Session/advancesMarks``).
         let serverSession = try await remote?.openSession(vault: vault, advancesMarks: false)
-        return Replica(store: local, session: session, server: remote.flatMap { r in serverSession.map { (r, $0) } }, offlineReason: reason, origin: origin)
+        return Replica(store: local, session: session, server: remote.flatMap { r in serverSession.map { (r, $0) } }, offlineReason: reason, origin: origin,
+                       serverURL: url, timeouts: (connectTimeout, timeout))
     }
 
     /// Whether the server answered when the replica was opened.

@@ -24,33 +24,52 @@ extension Coffer {
             guard let server = try global.serverURL() else { throw CLIError.usage("sync works with --server (or COFFER_SERVER)") }
             if global.offline { throw CLIError.usage("sync needs the server: give it without --offline") }
             let vault = try global.openVault()
-            var delay = 1
-            while true {
-                let replica = try await global.openReplica(server: server, vault: vault)
+            let replica = try await global.openReplica(server: server, vault: vault)
+            guard watch else {
                 defer { try? replica.session.saveMarks() }
                 guard replica.isOnline else {
-                    let reason = Output.oneLine(replica.offlineReason ?? "the server cannot be reached")
-                    guard watch else { throw CLIError(ExitStatus.unavailable, "\(reason); nothing was synced") }
-                    Output.note("warning: \(reason); trying again in \(delay) s")
-                    try await Task.sleep(for: .seconds(delay))
-                    delay = min(delay * 2, 30)
-                    continue
+                    throw CLIError(ExitStatus.unavailable, "\(Output.oneLine(replica.offlineReason ?? "the server cannot be reached")); nothing was synced")
                 }
-                delay = 1
-                do {
-                    while true {
-                        let status = try await syncOnce(replica)
-                        guard watch else {
-                            if status != 0 { throw ExitCode(status) }
-                            return
-                        }
-                        try await replica.waitForServerChange(upTo: .seconds(30))
-                    }
-                } catch let error as StoreError where error.code == .serviceUnavailable && watch {
-                    Output.note("warning: \(Output.oneLine(error.message)); reconnecting in \(delay) s")
-                    try await Task.sleep(for: .seconds(delay))
+                let status = try await syncOnce(replica)
+                if status != 0 { throw ExitCode(status) }
+                return
+            }
+            try await watchChanges(SyncEngine(replica: replica, logger: CLILog.logger))
+        }
+
+        /// `--watch`: runs the library's sync engine and prints its events as they come: each
+        /// zone once, then each zone that changed; failures, the server going away and coming
+        /// back on stderr.
+        private func watchChanges(_ engine: SyncEngine) async throws {
+            let userID = engine.replica.session.userID
+            let label = { (zone: ZoneID) in zone.ownerID == userID ? zone.name : "\(zone.name)@\(zone.ownerID)" }
+            let running = Task { try await engine.run() }
+            defer { running.cancel() }
+            if !engine.replica.isOnline {
+                Output.note("warning: \(Output.oneLine(engine.replica.offlineReason ?? "the server cannot be reached")); trying again")
+            }
+            var shown = Set<ZoneID>()
+            for await event in engine.events {
+                switch event {
+                case .fetched(let zone):
+                    guard zone.entries > 0 || shown.insert(zone.zone).inserted else { continue }
+                    shown.insert(zone.zone)
+                    Output.line("\(label(zone.zone)): \(Self.describe(zone))")
+                case .zoneRemoved(let zone, let why):
+                    Output.line("\(label(zone)): dropped from your replica (\(why))")
+                case .refused(let zone, let error):
+                    Output.note("error: \(label(zone)): \(Output.oneLine(error.message))")
+                case .offline(let reason, let delay):
+                    Output.note("warning: \(Output.oneLine(reason)); trying again in \(delay.components.seconds) s")
+                case .online:
+                    Output.note("the server answers again")
                 }
             }
+        }
+
+        static func describe(_ zone: PulledZone) -> String {
+            let news = zone.entries == 0 ? "up to date" : "\(zone.entries == 1 ? "1 new entry" : "\(zone.entries) new entries"), \(Output.count(zone.records, "record")) fetched, \(zone.deletions) deleted"
+            return "\(news) (confirmed entry \(zone.headSeq))"
         }
 
         /// One pull of every zone; prints what it did and returns the exit status (0, or the
@@ -73,10 +92,7 @@ extension Coffer {
                     dropped: report.dropped.map { Dropped(zone: label($0.zone), why: $0.why) },
                     server: replica.origin, replica: replica.path.path))
             } else {
-                for zone in report.pulled {
-                    let news = zone.entries == 0 ? "up to date" : "\(zone.entries == 1 ? "1 new entry" : "\(zone.entries) new entries"), \(Output.count(zone.records, "record")) fetched, \(zone.deletions) deleted"
-                    Output.line("\(label(zone.zone)): \(news) (confirmed entry \(zone.headSeq))")
-                }
+                for zone in report.pulled { Output.line("\(label(zone.zone)): \(Self.describe(zone))") }
                 for dropped in report.dropped { Output.line("\(label(dropped.zone)): dropped from your replica (\(dropped.why))") }
                 for failed in report.failed { Output.note("error: \(label(failed.zone)): \(Output.oneLine(failed.error.message))") }
             }

@@ -1,0 +1,113 @@
+import CofferCrypto
+import CofferVault
+import Foundation
+import Logging
+import ServiceLifecycle
+
+/// Keeps a user's ``Replica`` in step with its server, as a service of an application's
+/// `ServiceGroup` (swift-service-lifecycle): it pulls every zone, then waits for the server's
+/// next change (at most 30 s) and pulls again; when the server goes away it reopens the replica
+/// with a backoff of 1 s doubling to 30 s, reading nothing meanwhile but what the replica holds.
+/// Graceful shutdown ends ``run()`` between two steps.
+///
+/// Its state is the replica's: each zone's confirmed head, a pull's staged pages, the time of
+/// each zone's last sync; a new engine on the same file goes on from there. An app that
+/// schedules its own work calls ``fetchChanges()`` instead of running it.
+///
+/// ```swift
+/// let engine = try await SyncEngine(server: url, vault: vault, dataFolder: folder, logger: logger)
+/// let group = ServiceGroup(services: [engine], logger: logger)
+/// Task { for await event in engine.events { print(event) } }
+/// try await group.run()
+/// ```
+public final class SyncEngine: Service, Sendable {
+    /// What the engine did, in order.
+    public enum Event: Sendable {
+        /// A zone brought up to the server's state.
+        case fetched(PulledZone)
+        /// A zone dropped from the replica, and why (its owner deleted it, the user left or was removed).
+        case zoneRemoved(ZoneID, why: String)
+        /// A zone that could not be pulled, with why: one that fails verification on the server
+        /// (rolled back, cut or forked, or altered) is refused, and the replica keeps its copy.
+        case refused(ZoneID, StoreError)
+        /// The server cannot be reached; the engine tries again after the delay given.
+        case offline(String, retryIn: Duration)
+        /// The server answers again.
+        case online
+    }
+
+    /// The engine's events: every pull's zones, and the server going away and coming back.
+    /// Events are kept for a reader that falls behind, up to 10,000 (the oldest dropped first).
+    public let events: AsyncStream<Event>
+    private let continuation: AsyncStream<Event>.Continuation
+    private let current: Locked<Replica>
+    private let logger: Logger
+
+    /// An engine for the vault's replica of the server at `server` (see
+    /// ``Replica/open(server:vault:path:dataFolder:offline:connectTimeout:timeout:logger:)``),
+    /// opened now, online or not.
+    /// - Throws: as ``Replica/open(server:vault:path:dataFolder:offline:connectTimeout:timeout:logger:)``.
+    public convenience init(server: URL, vault: Vault, path: URL? = nil, dataFolder: URL, logger: Logger = Vault.disabledLogger) async throws {
+        self.init(replica: try await Replica.open(server: server, vault: vault, path: path, dataFolder: dataFolder, logger: logger), logger: logger)
+    }
+
+    /// An engine for an open replica.
+    public init(replica: Replica, logger: Logger = Vault.disabledLogger) {
+        (events, continuation) = AsyncStream.makeStream(of: Event.self, bufferingPolicy: .bufferingNewest(10_000))
+        current = Locked(replica)
+        self.logger = logger
+    }
+
+    deinit { continuation.finish() }
+
+    /// The replica as the engine last opened it (read it through its ``Replica/session``).
+    public var replica: Replica { current.withLock { $0 } }
+
+    /// Pulls every zone now, reporting each as an event, and writes the user's marks.
+    /// - Throws: `.serviceUnavailable` when the server cannot be reached (the engine then
+    ///   reopens the replica at the next call).
+    @discardableResult
+    public func fetchChanges() async throws -> Replica.PullReport {
+        var replica = self.replica
+        if !replica.isOnline {
+            replica = try await replica.reconnect()
+            current.withLock { $0 = replica }
+            continuation.yield(.online)
+        }
+        let report: Replica.PullReport
+        do { report = try await replica.pull() } catch let error as StoreError where error.code == .serviceUnavailable {
+            current.withLock { $0 = replica.offline(error.message) }
+            await replica.server?.store.close()
+            throw error
+        }
+        for zone in report.pulled { continuation.yield(.fetched(zone)) }
+        for (zone, why) in report.dropped { continuation.yield(.zoneRemoved(zone, why: why)) }
+        for (zone, error) in report.failed { continuation.yield(.refused(zone, error)) }
+        try replica.session.saveMarks()
+        return report
+    }
+
+    /// Syncs until the task is cancelled or the service group shuts down gracefully.
+    public func run() async throws {
+        try await cancelWhenGracefulShutdown {
+            var delay = Duration.seconds(1)
+            while !Task.isCancelled {
+                do {
+                    try await self.fetchChanges()
+                    delay = .seconds(1)
+                    let replica = self.replica
+                    do { try await replica.waitForServerChange(upTo: .seconds(30)) } catch let error as StoreError where error.code == .serviceUnavailable {
+                        self.current.withLock { $0 = replica.offline(error.message) }
+                        await replica.server?.store.close()
+                        throw error
+                    }
+                } catch let error as StoreError where error.code == .serviceUnavailable {
+                    self.logger.info("sync offline", metadata: ["error": "\(error.message)"])
+                    self.continuation.yield(.offline(error.message, retryIn: delay))
+                    try await Task.sleep(for: delay)
+                    delay = min(delay * 2, .seconds(30))
+                }
+            }
+        }
+    }
+}
