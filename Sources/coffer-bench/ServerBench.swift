@@ -145,7 +145,10 @@ struct BenchServer {
     let url: URL
     var pid: Int32 { process.processIdentifier }
 
-    static func start(executable: String, store: String) throws -> BenchServer {
+    /// `tied`: the server gets SIGTERM when the thread that started it ends (Linux's parent-death
+    /// signal, which follows the thread, not the process); a long benchmark whose starting thread
+    /// the concurrency runtime may retire passes false and stops the server itself.
+    static func start(executable: String, store: String, tied: Bool = true) throws -> BenchServer {
         let output = Pipe()
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
@@ -153,7 +156,8 @@ struct BenchServer {
         process.standardOutput = output
         process.standardError = FileHandle.nullDevice
         // It ends with the benchmark, however that ends (coffer serve's COFFER_SERVE_PARENT).
-        process.environment = ProcessInfo.processInfo.environment.merging(["COFFER_SERVE_PARENT": String(getpid())]) { _, new in new }
+        process.environment = tied ? ProcessInfo.processInfo.environment.merging(["COFFER_SERVE_PARENT": String(getpid())]) { _, new in new }
+            : ProcessInfo.processInfo.environment
         try process.run()
         // Its first line names the port.
         var text = ""

@@ -37,7 +37,7 @@ struct SyncBench: AsyncParsableCommand {
         let localSave = try await Clock.measure { try await save(localSession, localZone) }
         await local.close()
 
-        let server = try BenchServer.start(executable: executable, store: folder.appendingPathComponent("server.sqlite").path)
+        let server = try BenchServer.start(executable: executable, store: folder.appendingPathComponent("server.sqlite").path, tied: false)
         defer { server.stop() }
         let writer = try await Store(server: server.url, vault: vault)
         let writerSession = try await writer.openSession(vault: vault)
