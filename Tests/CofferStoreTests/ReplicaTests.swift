@@ -290,6 +290,7 @@ struct ReplicaTests {
             #expect(fetched.zone == zone && fetched.records == 1)
 
             let running = Task { try await engine.run() }
+            defer { running.cancel() }
             _ = try await s.db.save(makeNote("n2", in: zone))
             let seen = try await withTimeout(seconds: 30) { () -> Bool in
                 for await event in engine.events {

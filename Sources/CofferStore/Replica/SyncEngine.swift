@@ -75,7 +75,12 @@ public final class SyncEngine: Service, Sendable {
             continuation.yield(.online)
         }
         let report: Replica.PullReport
-        do { report = try await replica.pull() } catch let error as StoreError where error.code == .serviceUnavailable {
+        do {
+            // Where the server's change counter stands, read before the pull: a commit the pull
+            // misses moves it on, so the next wait returns at once rather than sleep through it.
+            try await replica.waitForServerChange(upTo: .zero)
+            report = try await replica.pull()
+        } catch let error as StoreError where error.code == .serviceUnavailable {
             current.withLock { $0 = replica.offline(error.message) }
             await replica.server?.store.close()
             throw error
