@@ -9,18 +9,21 @@ public struct PulledZone: Sendable {
     public let headSeq: Int64
     /// Log entries stored by this pull.
     public let entries: Int
-    /// Record rows stored (new versions) and names deleted by this pull.
+    /// Record rows stored by this pull (new versions).
     public let records: Int
     /// Record rows fetched by this run (fewer than ``records`` when it went on from a pull cut short).
     public let fetched: Int
+    /// Record names this pull deleted.
     public let deletions: Int
 }
 
 /// Brings one zone of a server into a replica by log position: the entries after the replica's
 /// confirmed head, and the rows those entries still list (a version superseded later is not
-/// fetched: the server holds only a name's newest row). Everything is read from one state of
-/// the server (a pin), written in one transaction of the replica, and verified in that
-/// transaction before it commits, as any read of the replica verifies it: the log from its
+/// fetched: the server holds only a name's newest row). Everything a run reads comes from one
+/// state of the server (a pin). The rows are staged in the replica a page a transaction (so memory
+/// holds a page, and a run cut short is followed by one that goes on from its last page); then
+/// one transaction of the replica stores the entries and the staged rows, and verifies the zone
+/// before it commits, as any read of the replica verifies it: the log from its
 /// genesis against the user's marks, each new row against its signed entry, and each name's row
 /// against the newest entry naming it. What fails verification is never stored, so a server that
 /// rolls back, cuts or forks a zone's log, or withholds or alters a row, leaves the replica as it
