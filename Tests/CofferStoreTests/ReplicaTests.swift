@@ -314,4 +314,26 @@ struct ReplicaTests {
             _ = await running.result
         }
     }
+
+    @Test("a replica behind what the user verified (an older copy of the file) is refused like a rolled-back store until a pull brings it forward", arguments: serverBackends)
+    func olderReplicaCopy(_ backend: TestBackend) async throws {
+        try await withStore(backend) { s in
+            let zone = try await s.makeZone(notes: ["n1"])
+            let old = try await s.replica(path: s.folder.appendingPathComponent("old.sqlite"))
+            try await old.pull()
+            // Another copy is pulled further, which advances the user's marks.
+            let newer = try await s.replica(path: s.folder.appendingPathComponent("newer.sqlite"))
+            _ = try await #require(newer.server).session.privateDatabase.save(makeNote("n2", in: zone))
+            try await newer.pull()
+            try newer.session.saveMarks()
+            // The older copy, opened again offline: refused, naming the zone.
+            let reopened = try await s.replica(offline: true, path: old.path)
+            let error = await expectStoreError(.integrityFailure) { _ = try await reopened.session.privateDatabase.record(named: "n1", in: zone) }
+            #expect(error?.message.contains("'Notes'") == true && error?.message.contains("rolled back") == true)
+            // A pull brings it forward.
+            try await old.pull()
+            let fresh = try await s.replica(offline: true, path: old.path)
+            #expect(noteBody(try await fresh.session.privateDatabase.record(named: "n2", in: zone)) == "body of n2")
+        }
+    }
 }
