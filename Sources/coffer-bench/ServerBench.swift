@@ -22,11 +22,7 @@ struct ServerBench: AsyncParsableCommand {
     func run() async throws {
         let folder = try Clock.temporaryFolder("coffer-bench-server")
         defer { try? FileManager.default.removeItem(at: folder) }
-        let executable = coffer ?? URL(fileURLWithPath: (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0])
-            .deletingLastPathComponent().appendingPathComponent("coffer").path
-        guard FileManager.default.isExecutableFile(atPath: executable) else {
-            throw ValidationError("no coffer executable at \(executable): build it (swift build -c release --product coffer) or pass --coffer")
-        }
+        let executable = try BenchServer.executable(coffer)
         let counts = clients.split(separator: ",").compactMap { Int($0) }
         guard !counts.isEmpty, counts.allSatisfy({ $0 > 0 && records % $0 == 0 && (records / $0) % batch == 0 }) else {
             throw ValidationError("--records must split into whole batches for every client count")
@@ -170,6 +166,17 @@ struct BenchServer {
             throw ValidationError("coffer serve printed no address: \(text)")
         }
         return BenchServer(process: process, url: url)
+    }
+
+    /// The `coffer` executable a benchmark serves with: `given` (its `--coffer`), else the one
+    /// next to `coffer-bench`.
+    static func executable(_ given: String?) throws -> String {
+        let executable = given ?? URL(fileURLWithPath: (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0])
+            .deletingLastPathComponent().appendingPathComponent("coffer").path
+        guard FileManager.default.isExecutableFile(atPath: executable) else {
+            throw ValidationError("no coffer executable at \(executable): build it (swift build -c release --product coffer) or pass --coffer")
+        }
+        return executable
     }
 
     /// The process's CPU seconds (user + system), from /proc/PID/stat.

@@ -22,11 +22,7 @@ struct SyncBench: AsyncParsableCommand {
     func run() async throws {
         let folder = try Clock.temporaryFolder("coffer-bench-sync")
         defer { try? FileManager.default.removeItem(at: folder) }
-        let executable = coffer ?? URL(fileURLWithPath: (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0])
-            .deletingLastPathComponent().appendingPathComponent("coffer").path
-        guard FileManager.default.isExecutableFile(atPath: executable) else {
-            throw ValidationError("no coffer executable at \(executable): build it (swift build -c release --product coffer) or pass --coffer")
-        }
+        let executable = try BenchServer.executable(coffer)
         guard records > 0, records % batch == 0 else { throw ValidationError("--records must be whole batches") }
         let vault = try Vault.create(at: folder.appendingPathComponent("bench.coffer"), name: "Bench", email: nil,
                                      passphrase: SecureBytes(copying: Array("bench passphrase".utf8)), kdf: .min)
