@@ -72,6 +72,9 @@ public struct RecordDatabase: Sendable {
     ///   - declarations: fields to fix before the save in its transaction (see ``FieldDeclaration``).
     public func save(_ record: Record, policy: SavePolicy = .ifServerRecordUnchanged, declaring declarations: [FieldDeclaration] = []) async throws -> Record {
         try requireScope(record.zoneID)
+        if let pending = session.pendingChanges {
+            return try await pending.enqueue(session: session, zone: record.zoneID, saving: [record], deleting: [], policy: policy).saved[0]
+        }
         return try await session.writer.modify(zone: record.zoneID, saving: [record], deleting: [], policy: policy, authorLabel: transactionAuthor,
                            declaring: declarations).saved[0]
     }
@@ -87,6 +90,9 @@ public struct RecordDatabase: Sendable {
     public func modify(saving records: [Record], deleting deletions: [RecordDeletion] = [], in zone: ZoneID,
                        policy: SavePolicy = .ifServerRecordUnchanged, declaring declarations: [FieldDeclaration] = []) async throws -> ModifyResult {
         try requireScope(zone)
+        if let pending = session.pendingChanges {
+            return try await pending.enqueue(session: session, zone: zone, saving: records, deleting: deletions, policy: policy)
+        }
         return try await session.writer.modify(zone: zone, saving: records, deleting: deletions, policy: policy, authorLabel: transactionAuthor,
                            declaring: declarations)
     }
@@ -97,6 +103,9 @@ public struct RecordDatabase: Sendable {
     func modify(saving records: [Record], prepared: [PreparedRecord], in zone: ZoneID, policy: SavePolicy,
                 declaring declarations: [FieldDeclaration], time: Double? = nil) async throws -> ModifyResult {
         try requireScope(zone)
+        if let pending = session.pendingChanges {
+            return try await pending.enqueue(session: session, zone: zone, saving: records, deleting: [], policy: policy)
+        }
         return try await session.writer.modify(zone: zone, saving: records, prepared: prepared, deleting: [], policy: policy,
                                         authorLabel: transactionAuthor, declaring: declarations, time: time)
     }
@@ -105,7 +114,7 @@ public struct RecordDatabase: Sendable {
     /// - Throws: `.unknownItem`, `.zoneNotFound`, `.integrityFailure` when its stored bytes fail authentication.
     public func record(named name: String, in zone: ZoneID) async throws -> Record {
         try requireScope(zone)
-        guard let result = try await session.reader.fetch(zone: zone, names: [name])[name] else {
+        guard let result = try await records(named: [name], in: zone)[name] else {
             throw StoreError(.unknownItem, "no record '\(name)' in zone '\(zone.name)'")
         }
         return try result.get()
@@ -114,12 +123,24 @@ public struct RecordDatabase: Sendable {
     /// Several records by name; each name maps to its record or its error.
     public func records(named names: [String], in zone: ZoneID) async throws -> [String: Result<Record, StoreError>] {
         try requireScope(zone)
-        return try await session.reader.fetch(zone: zone, names: names)
+        var found = try await session.reader.fetch(zone: zone, names: names)
+        // A replica shows its pending changes over the confirmed records.
+        if let pending = session.pendingChanges {
+            for (name, change) in try await pending.latest(in: zone, names: names) {
+                found[name] = change.record.map { .success($0) } ?? .failure(StoreError(.unknownItem, "no record '\(name)' in zone '\(zone.name)' (deleted while offline; not synced yet)"))
+            }
+        }
+        return found
     }
 
     /// Deletes one record, only if it is still at `changeTag` when one is given.
     public func delete(recordNamed name: String, in zone: ZoneID, ifMatch changeTag: String? = nil) async throws {
         try requireScope(zone)
+        if let pending = session.pendingChanges {
+            _ = try await pending.enqueue(session: session, zone: zone, saving: [], deleting: [RecordDeletion(name: name, ifMatch: changeTag)],
+                                          policy: .ifServerRecordUnchanged)
+            return
+        }
         _ = try await session.writer.modify(zone: zone, saving: [], deleting: [RecordDeletion(name: name, ifMatch: changeTag)],
                                policy: .ifServerRecordUnchanged, authorLabel: transactionAuthor)
     }
@@ -243,6 +264,23 @@ extension RecordDatabase {
     public func records(in zone: ZoneID, after name: String? = nil, limit: Int = 400) async throws -> [Record] {
         try requireScope(zone)
         precondition(limit > 0, "limit must be positive")
+        let session = self.session
+        let page = try await confirmedRecords(in: zone, after: name, limit: limit)
+        guard let pending = session.pendingChanges else { return page }
+        // A replica shows its pending changes over the confirmed records: those whose names
+        // fall in this page's range (to the end, for the last page).
+        let changes = try await pending.latest(in: zone)
+        guard !changes.isEmpty else { return page }
+        func precedes(_ a: String, _ b: String) -> Bool { Array(a.utf8).lexicographicallyPrecedes(Array(b.utf8)) }
+        let end = page.count == limit ? page.last?.name : nil
+        var byName = Dictionary(page.map { ($0.name, $0) }) { a, _ in a }
+        for (changed, change) in changes where (name.map { precedes($0, changed) } ?? true) && (end.map { !precedes($0, changed) } ?? true) {
+            byName[changed] = change.record
+        }
+        return byName.values.sorted { precedes($0.name, $1.name) }
+    }
+
+    private func confirmedRecords(in zone: ZoneID, after name: String?, limit: Int) async throws -> [Record] {
         let session = self.session
         return try await session.read { db in
             let row = try session.accessControl.zoneRow(db, zone)

@@ -61,6 +61,13 @@ public final class Session: Sendable {
     /// stored in the replica, so that the marks never run ahead of it.
     let advancesMarks: Bool
 
+    /// A replica's pending changes, when this is the replica's session: its saves and deletes
+    /// are kept there, unsigned, and its reads show them.
+    let pendingChangesBox = Locked<PendingChanges?>(nil)
+    /// A replica's pending changes, when this is the session of a replica (``Replica/session``):
+    /// every write through it is kept there until a push signs it.
+    public var pendingChanges: PendingChanges? { pendingChangesBox.withLock { $0 } }
+
     init(store: Store, vault: Vault, advancesMarks: Bool = true) {
         self.store = store
         self.vault = vault

@@ -63,6 +63,7 @@ struct ByteReader {
     mutating func u8() throws -> UInt8 { try take(1)[0] }
     mutating func u16() throws -> UInt16 { try take(2).reduce(0) { $0 << 8 | UInt16($1) } }
     mutating func u32() throws -> UInt32 { try take(4).reduce(0) { $0 << 8 | UInt32($1) } }
+    mutating func u64() throws -> UInt64 { try take(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) } }
     mutating func i64() throws -> Int64 { Int64(bitPattern: try take(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) }) }
 
     mutating func string(max: Int = 1 << 16) throws -> String {

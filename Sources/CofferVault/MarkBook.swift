@@ -212,11 +212,41 @@ public final class MarkBook: Sendable {
         logger.info("zone mark reset", metadata: ["path": "\(url.path)", "seq": "\(mark.map { String($0.seq) } ?? "none")"])
     }
 
+    // MARK: - Pending changes
+
+    /// The pending-change queue of the replica of the store `storeID`, as the file holds it now
+    /// (read again: another process may have changed it). An empty queue when there is none.
+    ///
+    /// - Throws: as ``mark(forZone:)``; `.invalidArguments` for a store id that is not 16 bytes.
+    public func intents(ofStore storeID: [UInt8]) throws -> IntentMarks {
+        try Self.checkStoreID(storeID)
+        return try readFile().intents[storeID] ?? IntentMarks()
+    }
+
+    /// Changes the pending-change queue of the replica of `storeID` under the marks lock, as
+    /// the file holds it then, and saves at once (with the marks advanced in memory). `change`
+    /// may issue numbers, finish them and set the queue's hashes; what it returns is returned.
+    /// Nothing is written when it throws.
+    ///
+    /// - Throws: what `change` throws; as ``save()``.
+    public func updateIntents<T>(ofStore storeID: [UInt8], _ change: (inout IntentMarks) throws -> T) throws -> T {
+        try Self.checkStoreID(storeID)
+        try load()
+        var result: T?
+        let advanced = state.withLock { $0.pending }
+        try rewrite(advanced) { contents in
+            var queue = contents.intents[storeID] ?? IntentMarks()
+            result = try change(&queue)
+            contents.intents[storeID] = queue
+        }
+        return result!
+    }
+
     // MARK: - Internals
 
     /// Under the marks lock: the file merged with `advanced`, then `adjust`ed, written when it
     /// differs from the file; then memory takes the result and forgets what was written.
-    private func rewrite(_ advanced: [[UInt8]: ZoneMark], adjust: (inout MarksFormat.Contents) -> Void) throws {
+    private func rewrite(_ advanced: [[UInt8]: ZoneMark], adjust: (inout MarksFormat.Contents) throws -> Void) throws {
         let noted = state.withLock { $0.pendingStores }
         let written = try VaultFile.withExclusiveLock(lockPath, guarding: "the marks file \(url.path)") {
             let onDisk = try readFile()
@@ -227,7 +257,7 @@ public final class MarkBook: Sendable {
                 for id in ids where !list.contains(id) { list.append(id) }
                 contents.stores[uid] = Array(list.suffix(MarksFormat.maxStoresPerZone))
             }
-            adjust(&contents)
+            try adjust(&contents)
             if contents != onDisk {
                 try VaultFile.replace(url, with: try MarksFormat.encode(contents, key: key, userID: userID))
             }
@@ -277,6 +307,12 @@ public final class MarkBook: Sendable {
         guard let first else { return second }
         guard let second, second.seq > first.seq else { return first }
         return second
+    }
+
+    private static func checkStoreID(_ storeID: [UInt8]) throws {
+        guard storeID.count == ServerPin.storeIDByteCount else {
+            throw VaultError(.invalidArguments, "a store id has \(ServerPin.storeIDByteCount) bytes, not \(storeID.count)")
+        }
     }
 
     private static func checkZoneUID(_ uid: [UInt8]) throws {

@@ -1,6 +1,6 @@
 import CofferCrypto
 
-/// Marks file format v3 (and v1 and v2, which it reads). `Docs/VaultFormat.md` ("Marks file")
+/// Marks file format v4 (and v1 to v3, which it reads). `Docs/VaultFormat.md` ("Marks file")
 /// specifies it byte by byte; this file is the only code that reads or writes it.
 ///
 /// `magic ‖ version ‖ XChaCha20-Poly1305 box (nonce ‖ ciphertext ‖ tag)`, the box sealed under a
@@ -10,15 +10,24 @@ import CofferCrypto
 /// holds the server pins: `u32 count`, then per pin, sorted by origin: `origin length (u8) ‖
 /// origin (ASCII, ``ServerPin``'s normal form) ‖ store id (16)`. Version 3 then holds where each
 /// zone was verified: `u32 count`, then per zone that has a mark, sorted by uid: `zone uid (16) ‖
-/// count (u8, 1 or more) ‖ store id (16) × count`, the store ids sorted.
+/// count (u8, 1 or more) ‖ store id (16) × count`, the store ids sorted. Version 4 then holds
+/// the replicas' pending-change queues (``IntentMarks``): `u32 count`, then per queue, sorted by
+/// store id: `store id (16) ‖ issued (u64) ‖ finished through (u64) ‖ u32 n ‖ n finished numbers
+/// above it (u64, ascending) ‖ queue hash (32) ‖ previous queue hash (32)`.
 enum MarksFormat {
     static let magic: [UInt8] = Array("COFFERMK".utf8)
     /// The version this build writes.
-    static let version: UInt16 = 3
+    static let version: UInt16 = 4
     /// The first version, without pins; still read.
     static let version1: UInt16 = 1
     /// The second version, with pins and without the stores zones were verified in; still read.
     static let version2: UInt16 = 2
+    /// The third version, without the replicas' queues; still read.
+    static let version3: UInt16 = 3
+    /// The most replica queues a file holds.
+    static let maxQueues = 64
+    /// The largest queue record.
+    static let maxQueueByteCount = ServerPin.storeIDByteCount + 8 + 8 + 4 + IntentMarks.maxFinishedAbove * 8 + 2 * IntentMarks.hashByteCount
     static let headerByteCount = 10 // magic, version
     /// `crypto_kdf` context and subkey id of the marks key.
     static let keyContext = "cofmarks"
@@ -37,6 +46,7 @@ enum MarksFormat {
     /// `maxStoresPerZone` stores); a larger one is refused unread.
     static let maxFileSize = headerByteCount + XChaCha20Poly1305.overhead + 4 + maxMarks * markByteCount + 4 + maxPins * maxPinByteCount
         + 4 + maxMarks * (ZoneMark.zoneUIDByteCount + 1 + maxStoresPerZone * ServerPin.storeIDByteCount)
+        + 4 + maxQueues * maxQueueByteCount
 
     /// Said by every error about a damaged file.
     static let deletionNote = "deleting it loses this user's rollback protection for every zone"
@@ -58,6 +68,7 @@ enum MarksFormat {
         var marks: [[UInt8]: ZoneMark] = [:]
         var pins: [String: [UInt8]] = [:]
         var stores: [[UInt8]: [[UInt8]]] = [:]
+        var intents: [[UInt8]: IntentMarks] = [:]
     }
 
     /// The file for `contents` (written sorted by zone uid and by origin).
@@ -93,6 +104,20 @@ enum MarksFormat {
             plaintext += uid
             plaintext.append(UInt8(kept.count))
             for id in kept.sorted(by: { $0.lexicographicallyPrecedes($1) }) { plaintext += id }
+        }
+        guard contents.intents.count <= maxQueues else {
+            throw VaultError(.invalidArguments, "a marks file holds at most \(maxQueues) replicas' pending changes, not \(contents.intents.count); nothing was saved")
+        }
+        plaintext += BigEndian.bytes(UInt32(contents.intents.count))
+        for (storeID, queue) in contents.intents.sorted(by: { $0.key.lexicographicallyPrecedes($1.key) }) {
+            precondition(storeID.count == ServerPin.storeIDByteCount, "store ids checked by MarkBook")
+            plaintext += storeID
+            plaintext += BigEndian.bytes(queue.issued)
+            plaintext += BigEndian.bytes(queue.finishedThrough)
+            plaintext += BigEndian.bytes(UInt32(queue.finishedAbove.count))
+            for n in queue.finishedAbove { plaintext += BigEndian.bytes(n) }
+            plaintext += queue.queueHash
+            plaintext += queue.previousQueueHash
         }
         return try seal(plaintext, key: key, userID: userID, version: version)
     }
@@ -201,8 +226,35 @@ enum MarksFormat {
                     stores[uid] = ids
                 }
             }
+            var intents = [[UInt8]: IntentMarks]()
+            if v >= 4 {
+                let queueCount = Int(try r.u32())
+                guard queueCount <= maxQueues else { throw VaultError(.integrityFailure, "it lists \(queueCount) replicas' pending changes, over \(maxQueues)") }
+                var previousStore: [UInt8]?
+                for _ in 0..<queueCount {
+                    let storeID = try r.bytes(ServerPin.storeIDByteCount)
+                    if let previousStore { guard previousStore.lexicographicallyPrecedes(storeID) else { throw VaultError(.integrityFailure, "its pending-change queues are not in order") } }
+                    previousStore = storeID
+                    let issued = try r.u64(), through = try r.u64()
+                    let count = Int(try r.u32())
+                    guard issued <= UInt64(Int64.max), through <= issued, count <= IntentMarks.maxFinishedAbove else {
+                        throw VaultError(.integrityFailure, "a pending-change queue's counters are out of range")
+                    }
+                    var above = [UInt64]()
+                    for _ in 0..<count {
+                        let n = try r.u64()
+                        guard n > (above.last ?? (through + 1)), n <= issued else {
+                            throw VaultError(.integrityFailure, "a pending-change queue's finished numbers are out of order")
+                        }
+                        above.append(n)
+                    }
+                    let hash = try r.bytes(IntentMarks.hashByteCount), previous = try r.bytes(IntentMarks.hashByteCount)
+                    intents[storeID] = IntentMarks(issued: issued, finishedThrough: through, finishedAbove: above, queueHash: hash,
+                                                   previousQueueHash: previous)
+                }
+            }
             guard r.remaining == 0 else { throw VaultError(.integrityFailure, "it has trailing bytes") }
-            return Contents(marks: marks, pins: pins, stores: stores)
+            return Contents(marks: marks, pins: pins, stores: stores, intents: intents)
         }
     }
 }

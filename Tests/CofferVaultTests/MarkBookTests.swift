@@ -42,8 +42,8 @@ struct MarkBookTests {
             let file = try readBytes(url)
             #expect(try permissions(url) & 0o777 == 0o600)
             #expect(Array(file[0..<8]) == Array("COFFERMK".utf8))
-            #expect(Array(file[8..<10]) == [0x00, 0x03])
-            #expect(file.count == 10 + 24 + 4 + 3 * 89 + 4 + 4 + 16, "header, nonce, count, three marks of 89 bytes, no pins, no stores, tag")
+            #expect(Array(file[8..<10]) == [0x00, 0x04])
+            #expect(file.count == 10 + 24 + 4 + 3 * 89 + 4 + 4 + 4 + 16, "header, nonce, count, three marks of 89 bytes, no pins, no stores, no queues, tag")
             for mark in marks {
                 #expect(!containsSubsequence(file, mark.hash), "a mark's hash is in the file in the clear")
                 #expect(!containsSubsequence(file, Array(mark.ownerID.utf8)))
@@ -259,7 +259,7 @@ struct MarkBookTests {
             magic.replaceSubrange(0..<8, with: Array("COFFERVT".utf8))
             try writeBytes(magic, to: Self.marksURL(vault))
             #expect(Self.expectRefused(vault, oneOf: [.malformed])?.message.contains("not a Coffer marks file") == true)
-            for version: UInt16 in [0, 4, 0x0100, 0xffff] {
+            for version: UInt16 in [0, 5, 0x0100, 0xffff] {
                 var other = file
                 putU16(version, into: &other, at: 8)
                 try writeBytes(other, to: Self.marksURL(vault))
@@ -291,7 +291,8 @@ struct MarkBookTests {
             let start = clock.now
             #expect(Self.expectRefused(vault, oneOf: [.malformed])?.message.contains("too large") == true)
             #expect(clock.now - start < .seconds(2))
-            #expect(MarksFormat.maxFileSize == 10 + 40 + 4 + 100_000 * 89 + 4 + 1_000 * (1 + 255 + 16) + 4 + 100_000 * (16 + 1 + 8 * 16))
+            #expect(MarksFormat.maxFileSize == 10 + 40 + 4 + 100_000 * 89 + 4 + 1_000 * (1 + 255 + 16) + 4 + 100_000 * (16 + 1 + 8 * 16)
+                    + 4 + 64 * (16 + 8 + 8 + 4 + 10_000 * 8 + 32 + 32))
         }
     }
 
@@ -399,7 +400,7 @@ struct MarkBookTests {
             #expect(try MarkBook(vault: vault).stores(ofZone: Self.zone(3)) == Array(many.suffix(8)).sorted { $0.lexicographicallyPrecedes($1) })
             try fresh.reset(zone: Self.zone(1), to: nil)
             #expect(try MarkBook(vault: vault).stores(ofZone: Self.zone(1)).isEmpty)
-            // A version 2 file (marks, no pins, no stores) opens, and is written as version 3.
+            // A version 2 file (marks, no pins, no stores) opens, and is written as version 4.
             let key = try MarksFormat.key(signingSeed: vault.read { $0.body.signingSeed })
             let v2 = BigEndian.bytes(UInt32(1)) + Self.mark(1, 1).zoneUID + [32] + Array(Self.ownerA.utf8) + BigEndian.bytes(UInt64(1))
                 + Self.mark(1, 1).hash + BigEndian.bytes(UInt32(0))
@@ -409,7 +410,7 @@ struct MarkBookTests {
             old.advance(to: Self.mark(1, 1), in: Self.storeA)
             try old.save()
             let written = try Data(contentsOf: Self.marksURL(vault))
-            #expect(written[9] == 3)
+            #expect(written[9] == 4)
             #expect(try MarkBook(vault: vault).stores(ofZone: Self.zone(1)) == [Self.storeA])
         }
     }
@@ -602,6 +603,44 @@ struct MarkBookTests {
             #expect(clock.now - start >= .milliseconds(250))
             released.wait()
             #expect(try MarkBook(vault: vault).mark(forZone: Self.zone(1)) == Self.mark(1, 2))
+        }
+    }
+
+    @Test("a replica's pending-change queue: numbers issued once, finished for good, kept across books and merged under the lock")
+    func pendingChangeQueues() throws {
+        try withTemporaryFolder { folder in
+            let vault = try makeVault(in: folder)
+            let other = [UInt8](repeating: 0xb2, count: 16)
+            #expect(try vault.marks.intents(ofStore: Self.storeA) == IntentMarks())
+            let numbers = try vault.marks.updateIntents(ofStore: Self.storeA) { q in
+                q.queueHash = Array(repeating: 7, count: 32)
+                return [try q.issue(), try q.issue(), try q.issue(), try q.issue()]
+            }
+            #expect(numbers == [1, 2, 3, 4])
+            // Another book (another process) issues on from where the file is.
+            #expect(try MarkBook(vault: vault).updateIntents(ofStore: Self.storeA) { try $0.issue() } == 5)
+            try vault.marks.updateIntents(ofStore: Self.storeA) { try $0.finish([2, 4]) }
+            var q = try MarkBook(vault: vault).intents(ofStore: Self.storeA)
+            #expect(q.issued == 5 && q.finishedThrough == 0 && q.finishedAbove == [2, 4])
+            #expect(q.queueHash == Array(repeating: 7, count: 32))
+            #expect(q.isFinished(2) && !q.isFinished(1) && q.isLive(1) && !q.isLive(6) && q.liveCount == 3)
+            try vault.marks.updateIntents(ofStore: Self.storeA) { try $0.finish([1]) }
+            q = try vault.marks.intents(ofStore: Self.storeA)
+            #expect(q.finishedThrough == 2 && q.finishedAbove == [4], "a finished prefix is compacted")
+            #expect(throws: VaultError.self) { try vault.marks.updateIntents(ofStore: Self.storeA) { try $0.finish([9]) } }
+            #expect(try vault.marks.intents(ofStore: other) == IntentMarks(), "queues are per store")
+            // Zone marks and queues live side by side.
+            vault.marks.advance(to: Self.mark(1, 3))
+            try vault.marks.save()
+            #expect(try MarkBook(vault: vault).intents(ofStore: Self.storeA).issued == 5)
+            #expect(try MarkBook(vault: vault).mark(forZone: Self.zone(1)) == Self.mark(1, 3))
+            // A queue's finished numbers out of order (written by a hand that holds the key) are refused.
+            let key = try MarksFormat.key(signingSeed: vault.read { $0.body.signingSeed })
+            let bad = BigEndian.bytes(UInt32(0)) + BigEndian.bytes(UInt32(0)) + BigEndian.bytes(UInt32(0)) + BigEndian.bytes(UInt32(1)) + Self.storeA
+                + BigEndian.bytes(UInt64(5)) + BigEndian.bytes(UInt64(0)) + BigEndian.bytes(UInt32(2)) + BigEndian.bytes(UInt64(4)) + BigEndian.bytes(UInt64(2))
+                + [UInt8](repeating: 0, count: 64)
+            try writeBytes(try MarksFormat.seal(bad, key: key, userID: vault.identity.userID, version: 4), to: Self.marksURL(vault))
+            #expect(Self.expectRefused(vault, oneOf: [.integrityFailure])?.message.contains("out of order") == true)
         }
     }
 }

@@ -173,7 +173,7 @@ extension RecordWriter {
     /// caller stamped `prepared` with it; now otherwise.
     func modify(zone zoneID: ZoneID, saving records: [Record], prepared: [PreparedRecord]? = nil, deleting deletions: [RecordDeletion],
                 policy: SavePolicy, authorLabel: String? = nil, declaring declarations: [FieldDeclaration] = [],
-                time: Double? = nil) async throws -> ModifyResult {
+                time: Double? = nil, confirming: [[UInt8]] = []) async throws -> ModifyResult {
         precondition(prepared == nil || (prepared!.count == records.count && policy != .changedKeys), "prepared records are one a record, not for .changedKeys")
         let deleteSeqs = try Self.checkBatch(records, deleting: deletions, authorLabel: authorLabel)
         let total = records.count + deletions.count
@@ -227,7 +227,7 @@ extension RecordWriter {
                 throw StoreError(.partialFailure, "\(failures.count) of \(total) records failed (\(names.prefix(5).joined(separator: ", "))\(names.count > 5 ? ", …" : "")); nothing was saved",
                                  partialErrors: failures)
             }
-            try commit.write(db, logs: verifiedLogs, zone: zone, log: &log, kind: .commit, label: authorLabel, time: now)
+            try commit.write(db, logs: verifiedLogs, zone: zone, log: &log, kind: .commit, label: authorLabel, time: now, confirming: confirming)
             return ModifyResult(saved: saved, deleted: deleted)
         }
     }

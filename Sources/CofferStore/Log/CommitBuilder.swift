@@ -47,11 +47,13 @@ package struct CommitBuilder {
 
     /// Signs the records as the zone's next log entry (a commit, or the owner's rewrite) at
     /// `log`'s head, which must be at `seq - 1`, through `logs` (which signs and keeps it).
+    /// `confirming`: the ids of the pending changes (a replica's intents) the commit carries.
     func write(_ db: any StorageTransaction, logs: VerifiedLogs, zone: ZoneRow, log: inout ZoneLog, kind: LogEntry.Kind, label: String?,
-               time: Double) throws {
+               time: Double, confirming: [[UInt8]] = []) throws {
         precondition(log.state.headSeq + 1 == seq, "a commit is written at the head it was built for")
         let payload = RecordsPayload(epoch: log.state.epoch, ownerSeq: log.state.ownerSeq, label: label, records: summary)
-        try logs.appendEntry(db, zone: zone, log: &log, kind: kind, payload: payload.encoded, time: time, entries: entries, names: names)
+        try logs.appendEntry(db, zone: zone, log: &log, kind: kind, payload: payload.encoded, time: time, entries: entries, names: names,
+                           confirming: confirming)
     }
 
     /// The entries' names, in entry order, or nil when `names` is not

@@ -202,14 +202,15 @@ extension VerifiedLogs {
     /// to `log`, and keeps the result for the session once the transaction commits.
     @discardableResult
     func appendEntry(_ db: any StorageTransaction, zone: ZoneRow, log: inout ZoneLog, kind: LogEntry.Kind, payload: [UInt8],
-                     time: Double, entries: [UInt8]? = nil, names: [UInt8]? = nil) throws -> LogEntry {
+                     time: Double, entries: [UInt8]? = nil, names: [UInt8]? = nil, confirming confirmed: [[UInt8]] = []) throws -> LogEntry {
         if let tail = log.refusedTail {
             // Nothing is signed on top of entries this user cannot verify, and none is deleted:
             // the entry may be genuine and only unverifiable here (a card missing, say).
             throw StoreError(.integrityFailure, "nothing can be written to zone '\(zone.id.name)' while its log holds entries that do not verify: \(tail.error.message)")
         }
-        let entry = LogEntry(zoneUID: zone.uid, seq: log.state.headSeq + 1, prev: log.state.headHash, kind: kind, authorID: userID,
+        var entry = LogEntry(zoneUID: zone.uid, seq: log.state.headSeq + 1, prev: log.state.headHash, kind: kind, authorID: userID,
                              time: time, payload: payload)
+        entry.confirmed = confirmed
         let body = entry.body
         let signature = vault.signingKey.signature(for: body)
         let hash = LogEntry.hash(body: body, signature: signature)

@@ -115,6 +115,8 @@ public final class Replica: Sendable {
             throw StoreError(.serviceUnavailable, "\(reason ?? "the server at \(origin) cannot be reached"); you have no replica of it at \(file.path) yet, so nothing can be read offline: connect once first")
         }
         let session = try await local.openSession(vault: vault)
+        let pending = try PendingChanges(store: local, vault: vault)
+        session.pendingChangesBox.withLock { $0 = pending }
         // Only the replica's pulls advance the marks (see ``Session/advancesMarks``).
         let serverSession = try await remote?.openSession(vault: vault, advancesMarks: false)
         return Replica(store: local, session: session, server: remote.flatMap { r in serverSession.map { (r, $0) } }, offlineReason: reason, origin: origin,

@@ -293,6 +293,23 @@ extension Store {
                 ) STRICT, WITHOUT ROWID;
                 """)
         }
+        // A replica's pending changes (see `PendingChanges`): offline writes, sealed under a key
+        // only the user's vault derives, numbered by a counter the user's marks file keeps.
+        // `state` 0: waiting for a push; 1: a conflict kept for the user; 2: refused by the
+        // server. Empty in any other store.
+        migrator.registerMigration("v12-replica-changes") { db in
+            try db.execute(sql: """
+                CREATE TABLE replica_change (
+                    number INTEGER PRIMARY KEY CHECK (number >= 1),
+                    zone_uid BLOB NOT NULL CHECK (length(zone_uid) = 16),
+                    name TEXT NOT NULL,
+                    state INTEGER NOT NULL CHECK (state IN (0, 1, 2)),
+                    sealed BLOB NOT NULL,
+                    note TEXT
+                ) STRICT;
+                CREATE INDEX replica_change_by_name ON replica_change (zone_uid, name);
+                """)
+        }
         return migrator
     }
 }

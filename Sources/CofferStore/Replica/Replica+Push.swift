@@ -1,0 +1,293 @@
+import CofferVault
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+extension Replica {
+    /// What a push does with a change that conflicts with the server's version (see
+    /// ``PendingMerge``): changes to fields that do not overlap are merged whatever the policy.
+    public enum ConflictPolicy: Sendable {
+        /// Keep the server's version, and the change as a conflict (``pendingConflicts()``) until
+        /// the user resolves it. The CLI's policy.
+        case keepBoth
+        /// Keep the server's version; the change is dropped.
+        case serverWins
+        /// Save the change's record over the server's version (a delete deletes it).
+        case localWins
+        /// Ask: the closure gets the conflict and returns the record to save, or nil to keep the
+        /// server's version. It runs for each conflict, on the pushing task.
+        case resolve(@Sendable (Conflict) -> Record?)
+    }
+
+    /// A change and the server's version of its record, which both changed the same fields.
+    public struct Conflict: Sendable {
+        public let zone: ZoneID
+        public let name: String
+        /// Why they conflict (`both-changed`, `created-upstream`, `deleted-upstream`,
+        /// `changed-upstream`, `type-changed`).
+        public let kind: String
+        /// The server's version (verified); nil when the server deleted it.
+        public let server: Record?
+        /// The record as the change left it; nil for a delete.
+        public let local: Record?
+        /// When the change was made.
+        public let made: Date
+    }
+
+    /// What ``push(_:policy:)`` did.
+    public struct PushReport: Sendable {
+        /// Changes the verified log now confirms, by zone.
+        public var confirmed: [(zone: ZoneID, count: Int)] = []
+        /// Conflicts kept for the user (``ConflictPolicy/keepBoth``).
+        public var conflicts: [Conflict] = []
+        /// Changes the server refused, each with why: kept, readable, until dropped.
+        public var refused: [(zone: ZoneID, name: String, why: String)] = []
+        /// Zones whose changes could not be pushed now, each with why (they stay pending).
+        public var failed: [(zone: ZoneID, error: StoreError)] = []
+        /// Changes the user's marks count as pending that the replica file no longer holds (an
+        /// older copy of it put back, or an edit): lost, and reported once.
+        public var lost: Int = 0
+    }
+
+    /// The replica's pending changes (offline writes).
+    public var pendingChanges: PendingChanges { session.pendingChanges! }
+
+    /// Test hook: a push stops (throws) right after the server accepted a batch, before it
+    /// confirms anything, as a client killed at that moment would.
+    @TaskLocal static var stopAfterSending = false
+
+    /// Pushes the pending changes of `zones` (by default every zone that has some): per zone,
+    /// pulls it, counts as confirmed each change whose id a commit of the user carries in the
+    /// verified log, merges the others three ways with the server's verified versions, signs
+    /// what is left as commits at the head just verified (each carrying its changes' ids), and
+    /// pulls again to confirm them. A change is confirmed only by the verified log: a server
+    /// that withholds an answer, or shows the commit on another branch, gains nothing, and a
+    /// change pushed twice is applied once (the second push finds the first's commit).
+    ///
+    /// One pusher per replica: the push holds `<replica file>.push-lock` (waiting up to 30 s).
+    /// - Throws: `.serviceUnavailable` while offline; `.busy` when another push holds the lock;
+    ///   `.integrityFailure` for a queue the marks do not vouch for.
+    public func push(_ zones: [ZoneID]? = nil, policy: ConflictPolicy = .keepBoth) async throws -> PushReport {
+        guard let server else { throw StoreError(.serviceUnavailable, offlineReason ?? "the server cannot be reached") }
+        let lock = try await PushLock(path: path.path + ".push-lock")
+        defer { lock.release() }
+        let pending = pendingChanges
+        var report = PushReport()
+        let queue = try await pending.queue()
+        if !queue.lost.isEmpty || !queue.stale.isEmpty {
+            report.lost = queue.lost.count
+            try await pending.update(finishing: queue.lost)
+            try await store.writePendingRows([], deleting: queue.stale)
+        }
+        var order = [ZoneID]()
+        var byZone = [ZoneID: [PendingChange]]()
+        for change in queue.changes where zones?.contains(change.zone) ?? true {
+            if byZone[change.zone] == nil { order.append(change.zone) }
+            byZone[change.zone, default: []].append(change)
+        }
+        for zone in order {
+            do {
+                try await push(byZone[zone]!, zone: zone, server: server.session, policy: policy, into: &report)
+            } catch let error as StoreError where error.code != .serviceUnavailable {
+                report.failed.append((zone, error))
+            }
+        }
+        return report
+    }
+
+    /// Pushes one zone's changes (see ``push(_:policy:)``), trying again (at most 5 times) when
+    /// the server's version moved between the pull and the push.
+    private func push(_ changes: [PendingChange], zone: ZoneID, server: Session, policy: ConflictPolicy, into report: inout PushReport) async throws {
+        let pending = pendingChanges
+        var remaining = changes
+        var attempts = 0
+        while !remaining.isEmpty {
+            attempts += 1
+            let pulled = try await pull([zone])
+            if let failure = pulled.failed.first {
+                guard pulled.dropped.contains(where: { $0.zone == zone }) || [.zoneNotFound, .permissionFailure].contains(failure.error.code) else {
+                    throw failure.error
+                }
+                // The zone went away (deleted, left, removed): every change is refused, and kept.
+                let why = failure.error.message
+                try await pending.update(keeping: remaining.map { ($0, .refused, why) })
+                report.refused += remaining.map { (zone, $0.name, why) }
+                return
+            }
+            // Confirmed: each change a commit of this user in the verified log names.
+            let confirmed = try await confirmedIDs(zone)
+            let done = remaining.filter { confirmed.contains(pending.id(of: $0.number)) }
+            if !done.isEmpty {
+                try await pending.update(finishing: done.map(\.number))
+                report.confirmed.append((zone, done.count))
+                remaining.removeAll { c in done.contains { $0.number == c.number } }
+            }
+            guard !remaining.isEmpty else { return }
+            guard attempts <= 6 else {
+                throw StoreError(.busy, "zone '\(zone.name)' kept changing on the server while your changes were pushed; they stay pending: sync again")
+            }
+            let batch = try await merge(remaining, zone: zone, policy: policy, into: &report)
+            remaining.removeAll { c in !batch.sending.contains { $0.number == c.number } }
+            guard !batch.sending.isEmpty else { return }
+            do {
+                try await send(batch, zone: zone, server: server)
+            } catch let error as StoreError where [.serverRecordChanged, .partialFailure].contains(error.code) {
+                continue // the server's version moved: pull and merge again
+            } catch let error as StoreError where [.permissionFailure, .zoneNotFound, .invalidArguments, .limitExceeded].contains(error.code) {
+                let why = error.message
+                try await pending.update(keeping: remaining.map { ($0, .refused, why) })
+                report.refused += remaining.map { (zone, $0.name, why) }
+                return
+            }
+            if Self.stopAfterSending { throw StoreError(.serviceUnavailable, "stopped after sending (test hook)") }
+        }
+    }
+
+    /// What one round of a push sends: records and deletions (at the server's versions), and
+    /// the changes they carry.
+    private struct Batch {
+        var saves: [Record] = []
+        var deletions: [RecordDeletion] = []
+        var sending: [PendingChange] = []
+    }
+
+    /// Merges each change with the server's verified version now in the replica; finishes the
+    /// changes with nothing left to do, keeps or settles the conflicts as `policy` says.
+    private func merge(_ changes: [PendingChange], zone: ZoneID, policy: ConflictPolicy, into report: inout PushReport) async throws -> Batch {
+        let pending = pendingChanges
+        let current = try await session.reader.fetch(zone: zone, names: changes.map(\.name))
+        var batch = Batch()
+        var finished = [UInt64]()
+        var kept = [(PendingChange, PendingChanges.State, String)]()
+        for change in changes {
+            let upstreamRecord: Record?
+            switch current[change.name] {
+            case .success(let record): upstreamRecord = record
+            case .failure(let error) where error.code != .unknownItem: throw error
+            default: upstreamRecord = nil
+            }
+            let upstream = upstreamRecord.map(PendingChange.Fields.init)
+            var outcome = PendingMerge.merge(base: change.base, upstream: upstream, change: change)
+            if case .conflict(let kind) = outcome {
+                let conflict = Conflict(zone: zone, name: change.name, kind: kind.rawValue, server: upstreamRecord, local: change.record,
+                                        made: Date(timeIntervalSince1970: change.time))
+                switch policy {
+                case .keepBoth:
+                    kept.append((change, .conflict, kind.rawValue))
+                    report.conflicts.append(conflict)
+                    continue
+                case .serverWins:
+                    outcome = .nothing
+                case .localWins:
+                    outcome = change.local.map { .save($0) } ?? (upstream == nil ? .nothing : .delete)
+                case .resolve(let resolver):
+                    outcome = resolver(conflict).map { .save(PendingChange.Fields($0)) } ?? .nothing
+                }
+            }
+            switch outcome {
+            case .save(var fields):
+                fields.changeTag = upstream?.changeTag
+                batch.saves.append(fields.record(name: change.name, zone: zone))
+                batch.sending.append(change)
+            case .delete:
+                batch.deletions.append(RecordDeletion(name: change.name, ifMatch: upstream?.changeTag))
+                batch.sending.append(change)
+            case .nothing, .conflict:
+                finished.append(change.number)
+            }
+        }
+        if !finished.isEmpty || !kept.isEmpty { try await pending.update(finishing: finished, keeping: kept) }
+        return batch
+    }
+
+    /// Signs and sends the batch as commits at the head the replica verified (each at most a
+    /// batch's records), each carrying its changes' ids.
+    private func send(_ batch: Batch, zone: ZoneID, server: Session) async throws {
+        let pending = pendingChanges
+        var saves = batch.saves[...], deletions = batch.deletions[...]
+        let numbers = Dictionary(batch.sending.map { ($0.name, $0.number) }) { a, _ in a }
+        while !saves.isEmpty || !deletions.isEmpty {
+            let s = saves.prefix(Limits.maxBatchRecords)
+            let d = deletions.prefix(Limits.maxBatchRecords - s.count)
+            saves = saves.dropFirst(s.count)
+            deletions = deletions.dropFirst(d.count)
+            let ids = (s.map(\.name) + d.map(\.name)).compactMap { numbers[$0] }.map { pending.id(of: $0) }
+            _ = try await server.writer.modify(zone: zone, saving: Array(s), deleting: Array(d), policy: .ifServerRecordUnchanged, confirming: ids)
+        }
+    }
+
+    /// The change ids the commits of this user carry in the zone's verified log, as the replica
+    /// holds it.
+    private func confirmedIDs(_ zone: ZoneID) async throws -> Set<[UInt8]> {
+        let session = self.session
+        let me = session.userID
+        return try await session.read { db in
+            guard let row = try db.zoneRow(zone) else { return [] }
+            let log = try session.verifiedLogs.zoneLog(db, zone: row)
+            var ids = Set<[UInt8]>()
+            for stored in try db.logEntries(zoneRowID: row.rowID, after: 0) where stored.seq <= log.state.headSeq {
+                guard let entry = LogEntry.decode(stored.body), entry.kind == .commit, entry.authorID == me else { continue }
+                ids.formUnion(entry.confirmed)
+            }
+            return ids
+        }
+    }
+
+    /// The conflicts the replica keeps, with the server's version of each as the replica holds it.
+    public func pendingConflicts() async throws -> [Conflict] {
+        var out = [Conflict]()
+        for kept in try await pendingChanges.kept(.conflict) {
+            let server = try? await session.reader.fetch(zone: kept.zone, names: [kept.name])[kept.name]?.get()
+            out.append(Conflict(zone: kept.zone, name: kept.name, kind: kept.note, server: server, local: kept.local, made: kept.made))
+        }
+        return out
+    }
+
+    /// The changes the server refused, kept readable until dropped.
+    public func refusedChanges() async throws -> [PendingChanges.Kept] {
+        try await pendingChanges.kept(.refused)
+    }
+
+    /// Resolves the conflict kept for `name` in `zone`: `record` is saved as a new pending
+    /// change over the server's version (nil: the server's version stays), and the conflict is
+    /// dropped. Pushed at the next ``push(_:policy:)``.
+    /// - Throws: `.unknownItem` when no conflict is kept for it.
+    public func resolveConflict(zone: ZoneID, name: String, with record: Record?) async throws {
+        guard let kept = try await pendingChanges.kept(.conflict).last(where: { $0.zone == zone && $0.name == name }) else {
+            throw StoreError(.unknownItem, "no conflict is kept for record '\(name)' in zone '\(zone.name)'")
+        }
+        if let record {
+            let database = session.database(for: zone)
+            var replacement = Record(type: record.recordType, name: name, zone: zone, parent: record.parent, values: record.values,
+                                     encryptedValues: record.encryptedValues)
+            replacement.changeTag = nil
+            _ = try await database.modify(saving: [replacement], in: zone, policy: .allKeys)
+        }
+        try await pendingChanges.drop(kept)
+    }
+}
+
+/// The replica's push lock: an exclusive `flock` on a file beside it, so that one process
+/// pushes at a time (another waits up to 30 s, sleeping between tries).
+private final class PushLock: @unchecked Sendable {
+    private let fd: Int32
+
+    init(path: String) async throws {
+        fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw StoreError(.internalError, "cannot open \(path): \(String(cString: strerror(errno)))") }
+        let deadline = ContinuousClock.now + .seconds(30)
+        while flock(fd, LOCK_EX | LOCK_NB) != 0 {
+            guard errno == EWOULDBLOCK || errno == EINTR, ContinuousClock.now < deadline else {
+                Glibc.close(fd)
+                throw StoreError(.busy, "another process is pushing this replica's changes (\(path) is locked); try again")
+            }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+    }
+
+    func release() {
+        flock(fd, LOCK_UN)
+        Glibc.close(fd)
+    }
+}

@@ -1,0 +1,53 @@
+import Foundation
+import GRDB
+
+/// A replica's table of pending changes (`replica_change`): each row one sealed change, its
+/// zone and name in the clear so that reads find it, and its state (see ``PendingChanges``).
+extension Store {
+    /// One row of `replica_change`.
+    struct PendingRow: Sendable {
+        var number: UInt64
+        var zoneUID: [UInt8]
+        var name: String
+        var state: PendingChanges.State
+        var sealed: [UInt8]
+        /// A conflict's kind and the server's change tag, or why the server refused it.
+        var note: String?
+    }
+
+    /// The rows in `states`, by number.
+    func pendingRows(in states: [PendingChanges.State]) async throws -> [PendingRow] {
+        let storage = try sqliteStorage(for: "a replica's pending changes")
+        let list = states.map { String($0.rawValue) }.joined(separator: ",")
+        do {
+            return try await storage.read { db in
+                try Row.fetchAll(db, sql: "SELECT number, zone_uid, name, state, sealed, note FROM replica_change WHERE state IN (\(list)) ORDER BY number")
+                    .compactMap { row in
+                        let number: Int64 = row[0], state: Int = row[3], uid: Data = row[1], sealed: Data = row[4]
+                        guard let s = PendingChanges.State(rawValue: state) else { return nil }
+                        return PendingRow(number: UInt64(number), zoneUID: Array(uid), name: row[2], state: s, sealed: Array(sealed), note: row[5])
+                    }
+            }
+        } catch {
+            throw Store.map(error)
+        }
+    }
+
+    /// In one transaction: deletes the rows numbered `deleting`, then inserts or replaces `rows`.
+    func writePendingRows(_ rows: [PendingRow], deleting: [UInt64]) async throws {
+        let storage = try sqliteStorage(for: "a replica's pending changes")
+        do {
+            try await storage.write(logger: logger) { db in
+                for number in deleting {
+                    try db.execute(sql: "DELETE FROM replica_change WHERE number = ?", arguments: [Int64(number)])
+                }
+                for row in rows {
+                    try db.execute(sql: "INSERT OR REPLACE INTO replica_change (number, zone_uid, name, state, sealed, note) VALUES (?, ?, ?, ?, ?, ?)",
+                                   arguments: [Int64(row.number), Data(row.zoneUID), row.name, row.state.rawValue, Data(row.sealed), row.note])
+                }
+            }
+        } catch {
+            throw Store.map(error)
+        }
+    }
+}

@@ -1,0 +1,271 @@
+import CofferCrypto
+import CofferStoreTestSupport
+import CofferTestSupport
+import CofferVault
+import Foundation
+import GRDB
+import Testing
+@testable import CofferStore
+
+// A replica's offline writes (Sources/CofferStore/Replica/PendingChanges.swift and
+// Replica+Push.swift): kept as sealed, unsigned intents numbered under the user's marks,
+// signed only at push on the head just verified, confirmed only by the verified log, merged
+// three ways. Each test runs a real `coffer serve` process.
+
+private var serverBackends: [TestBackend] { TestBackend.all.filter(\.isServer) }
+
+/// A row of the replica's table of pending changes, as a file writer sees it.
+private struct ChangeRow: Sendable {
+    let number: Int64, zoneUID: Data, name: String, state: Int, sealed: Data, note: String?
+}
+
+private func changeRows(_ replica: Replica) async throws -> [ChangeRow] {
+    try await replica.store.dbPool.read { db in
+        try Row.fetchAll(db, sql: "SELECT number, zone_uid, name, state, sealed, note FROM replica_change ORDER BY number").map {
+            ChangeRow(number: $0[0], zoneUID: $0[1], name: $0[2], state: $0[3], sealed: $0[4], note: $0[5])
+        }
+    }
+}
+
+/// Puts rows back into the replica's table of pending changes, as someone who writes the file
+/// (or puts back an older copy of it) would.
+private func putBack(_ rows: [ChangeRow], into replica: Replica) async throws {
+    try await replica.store.dbPool.write { db in
+        for row in rows {
+            try db.execute(sql: "INSERT OR REPLACE INTO replica_change (number, zone_uid, name, state, sealed, note) VALUES (?, ?, ?, ?, ?, ?)",
+                           arguments: [row.number, row.zoneUID, row.name, row.state, row.sealed, row.note])
+        }
+    }
+}
+
+/// The server's log head of `zone`, as Alice's session on it verifies it.
+private func head(_ s: TestStore, _ zone: ZoneID) async throws -> Int64 {
+    try await s.db.zones().first { $0.id == zone }!.sequence
+}
+
+@Suite("Pending changes")
+struct PendingChangesTests {
+    @Test("offline writes are kept sealed and unsigned, read back locally, and pushed as one commit that names them", arguments: serverBackends)
+    func offlineWritesPush(_ backend: TestBackend) async throws {
+        try await withStore(backend) { s in
+            let zone = try await s.makeZone(notes: ["n1", "n3"])
+            try await s.replica().pull()
+            let before = try await head(s, zone)
+            let offline = try await s.replica(offline: true)
+            let local = offline.session.privateDatabase
+            _ = try await local.save(makeNote("n2", in: zone, body: "written offline"))
+            var n1 = try await local.record(named: "n1", in: zone)
+            n1.values["title"] = .string("renamed offline")
+            _ = try await local.save(n1, policy: .changedKeys)
+            try await local.delete(recordNamed: "n3", in: zone)
+            // Read back from the replica; the server has none of it, and nothing was signed.
+            #expect(noteBody(try await local.record(named: "n2", in: zone)) == "written offline")
+            #expect(try await local.record(named: "n1", in: zone).values["title"] == .string("renamed offline"))
+            await expectStoreError(.unknownItem) { _ = try await local.record(named: "n3", in: zone) }
+            #expect(try await local.records(in: zone).map(\.name) == ["n1", "n2"])
+            #expect(try await head(s, zone) == before)
+            await expectStoreError(.unknownItem) { _ = try await s.db.record(named: "n2", in: zone) }
+            #expect(try await offline.pendingChanges.counts().values.first?.pending == 3)
+            // Sealed at rest: the secret is not in the file.
+            let rows = try await changeRows(offline)
+            #expect(rows.count == 3)
+            try await offline.store.dbPool.writeWithoutTransaction { db in try db.checkpoint(.truncate) }
+            #expect(try Data(contentsOf: offline.path).range(of: Data("written offline".utf8)) == nil)
+
+            // Online: one push, one commit that carries the three changes' ids.
+            let online = try await s.replica()
+            let report = try await online.push()
+            #expect(report.failed.isEmpty && report.conflicts.isEmpty && report.refused.isEmpty)
+            #expect(report.confirmed.map(\.count) == [3])
+            #expect(try await head(s, zone) == before + 1)
+            #expect(noteBody(try await s.db.record(named: "n2", in: zone)) == "written offline")
+            #expect(try await s.db.record(named: "n1", in: zone).values["title"] == .string("renamed offline"))
+            await expectStoreError(.unknownItem) { _ = try await s.db.record(named: "n3", in: zone) }
+            let entry = try await s.store.read { db in
+                let row = try #require(try db.zoneRow(zone))
+                return LogEntry.decode(try #require(try db.logEntries(zoneRowID: row.rowID, after: before).last).body)
+            }
+            #expect(entry?.confirmed.count == 3)
+            #expect(Set(entry?.confirmed ?? []) == Set((1...3).map { online.pendingChanges.id(of: UInt64($0)) }))
+            #expect(try await online.pendingChanges.counts().values.allSatisfy { $0.pending == 0 })
+            #expect(try await changeRows(online).isEmpty)
+            // Nothing left: a second push sends nothing.
+            _ = try await online.push()
+            #expect(try await head(s, zone) == before + 1)
+        }
+    }
+
+    @Test("conflicts: the same field changed on both sides is kept with both versions and resolves; disjoint fields and other records merge")
+    func conflicts() async throws {
+        try await withStore(.server) { s in
+            let zone = try await s.makeZone(notes: ["n1", "n2", "n3"])
+            try await s.replica().pull()
+            let offline = try await s.replica(offline: true)
+            let local = offline.session.privateDatabase
+            var n1 = try await local.record(named: "n1", in: zone)
+            n1.encryptedValues["body"] = .string("mine")
+            _ = try await local.save(n1, policy: .changedKeys)
+            var n2 = try await local.record(named: "n2", in: zone)
+            n2.values["title"] = .string("my title")
+            _ = try await local.save(n2, policy: .changedKeys)
+            // Meanwhile on the server: n1's body (the same field), n2's body (another field), n3.
+            for (name, body) in [("n1", "theirs"), ("n2", "their body"), ("n3", "their n3")] {
+                var r = try await s.db.record(named: name, in: zone)
+                r.encryptedValues["body"] = .string(body)
+                _ = try await s.db.save(r)
+            }
+            let online = try await s.replica()
+            let report = try await online.push()
+            #expect(report.conflicts.map(\.name) == ["n1"])
+            #expect(report.conflicts.first?.kind == "both-changed")
+            #expect(report.confirmed.map(\.count) == [1], "n2 merged and pushed")
+            let n2Now = try await s.db.record(named: "n2", in: zone)
+            #expect(n2Now.values["title"] == .string("my title") && noteBody(n2Now) == "their body")
+            #expect(noteBody(try await s.db.record(named: "n3", in: zone)) == "their n3")
+            // The server's version stands; both are kept until resolved.
+            #expect(noteBody(try await s.db.record(named: "n1", in: zone)) == "theirs")
+            let kept = try await online.pendingConflicts()
+            #expect(kept.count == 1)
+            #expect(kept.first.flatMap { $0.server.flatMap(noteBody) } == "theirs")
+            #expect(kept.first.flatMap { $0.local.flatMap(noteBody) } == "mine")
+            // Resolved with the local version: pushed over the server's.
+            try await online.resolveConflict(zone: zone, name: "n1", with: try #require(kept.first?.local))
+            #expect(try await online.pendingConflicts().isEmpty)
+            let second = try await online.push()
+            #expect(second.conflicts.isEmpty && second.confirmed.map(\.count) == [1])
+            #expect(noteBody(try await s.db.record(named: "n1", in: zone)) == "mine")
+        }
+    }
+
+    @Test("the merge is a pure function of base, upstream and local, of values not versions")
+    func mergeRules() throws {
+        let zone = ZoneID(name: "Z", ownerID: String(repeating: "a", count: 32))
+        func fields(_ values: [String: RecordValue], secret: [String: RecordValue] = [:], tag: String? = nil) -> PendingChange.Fields {
+            PendingChange.Fields(type: "Note", parent: nil, changeTag: tag, values: values, encryptedValues: secret)
+        }
+        func change(_ base: PendingChange.Fields?, _ local: PendingChange.Fields?, keys: [String]) -> PendingChange {
+            PendingChange(number: 1, kind: local == nil ? .delete : .save, zoneUID: Array(repeating: 1, count: 16), zone: zone, name: "r",
+                          time: 0, base: base, local: local, setKeys: keys)
+        }
+        let base = fields(["a": .int(1), "b": .int(1)], tag: "1")
+        // A re-seal upstream (new version, same values) is no change.
+        #expect(PendingMerge.merge(base: base, upstream: fields(["a": .int(1), "b": .int(1)], tag: "9"),
+                                   change: change(base, fields(["a": .int(2), "b": .int(1)]), keys: ["a"]))
+                == .save(fields(["a": .int(2), "b": .int(1)], tag: "9")))
+        // Disjoint: merged.
+        #expect(PendingMerge.merge(base: base, upstream: fields(["a": .int(1), "b": .int(5)]), change: change(base, fields(["a": .int(2), "b": .int(1)]), keys: ["a"]))
+                == .save(fields(["a": .int(2), "b": .int(5)])))
+        // Overlapping, different values: a conflict; the same value: nothing to do.
+        #expect(PendingMerge.merge(base: base, upstream: fields(["a": .int(3), "b": .int(1)]), change: change(base, fields(["a": .int(2), "b": .int(1)]), keys: ["a"]))
+                == .conflict(.bothChanged))
+        #expect(PendingMerge.merge(base: base, upstream: fields(["a": .int(2), "b": .int(1)]), change: change(base, fields(["a": .int(2), "b": .int(1)]), keys: ["a"]))
+                == .nothing)
+        // Typed differently upstream, or moved to encrypted.
+        #expect(PendingMerge.merge(base: base, upstream: fields(["a": .string("x"), "b": .int(1)]), change: change(base, fields(["a": .int(2), "b": .int(1)]), keys: ["a"]))
+                == .conflict(.typeChanged))
+        #expect(PendingMerge.merge(base: base, upstream: fields(["b": .int(1)], secret: ["a": .int(1)]), change: change(base, fields(["a": .int(2), "b": .int(1)]), keys: ["a"]))
+                == .conflict(.typeChanged))
+        // Created on both sides, updated after a delete upstream, deleted after a change upstream.
+        #expect(PendingMerge.merge(base: nil, upstream: fields(["a": .int(7)]), change: change(nil, fields(["a": .int(2)]), keys: ["a"])) == .conflict(.createdUpstream))
+        #expect(PendingMerge.merge(base: base, upstream: nil, change: change(base, fields(["a": .int(2), "b": .int(1)]), keys: ["a"])) == .conflict(.deletedUpstream))
+        #expect(PendingMerge.merge(base: base, upstream: fields(["a": .int(1), "b": .int(4)]), change: change(base, nil, keys: [])) == .conflict(.changedUpstream))
+        #expect(PendingMerge.merge(base: base, upstream: fields(["a": .int(1), "b": .int(1)], tag: "7"), change: change(base, nil, keys: [])) == .delete)
+        #expect(PendingMerge.merge(base: base, upstream: nil, change: change(base, nil, keys: [])) == .nothing)
+    }
+
+    @Test("a push cut off after the server accepted it (a client killed, an answer withheld) is applied once at the next push")
+    func pushCutOff() async throws {
+        try await withStore(.server) { s in
+            let zone = try await s.makeZone(notes: ["n1"])
+            try await s.replica().pull()
+            let offline = try await s.replica(offline: true)
+            _ = try await offline.session.privateDatabase.save(makeNote("n2", in: zone))
+            let before = try await head(s, zone)
+            let online = try await s.replica()
+            await #expect(throws: StoreError.self) {
+                try await Replica.$stopAfterSending.withValue(true) { _ = try await online.push() }
+            }
+            #expect(try await head(s, zone) == before + 1, "the server accepted the commit")
+            #expect(try await online.pendingChanges.counts().values.first?.pending == 1, "not confirmed yet")
+            let again = try await s.replica()
+            let report = try await again.push()
+            #expect(report.confirmed.map(\.count) == [1], "found in the verified log")
+            #expect(try await head(s, zone) == before + 1, "not signed again")
+            #expect(try await again.pendingChanges.counts().isEmpty)
+        }
+    }
+
+    @Test("an older copy of the replica's changes put back is never pushed again; changes cut from the file are reported lost")
+    func oldCopyPutBack() async throws {
+        try await withStore(.server) { s in
+            let zone = try await s.makeZone(notes: ["n1"])
+            try await s.replica().pull()
+            let offline = try await s.replica(offline: true)
+            _ = try await offline.session.privateDatabase.save(makeNote("n2", in: zone, body: "first"))
+            let copy = try await changeRows(offline)
+            #expect(copy.count == 1)
+            let online = try await s.replica()
+            #expect(try await online.push().confirmed.map(\.count) == [1])
+            // The user then deletes n2 through the server; the old rows are put back.
+            try await s.db.delete(recordNamed: "n2", in: zone)
+            let before = try await head(s, zone)
+            try await putBack(copy, into: online)
+            let report = try await s.replica().push()
+            #expect(report.confirmed.isEmpty && report.conflicts.isEmpty && report.lost == 0)
+            #expect(try await head(s, zone) == before, "nothing signed again")
+            await expectStoreError(.unknownItem) { _ = try await s.db.record(named: "n2", in: zone) }
+            #expect(try await changeRows(online).isEmpty, "the stale rows are dropped")
+            try await online.pull() // the user syncs (the deletion was made outside the replica)
+
+            // A conflict the user resolved (server wins) is not brought back either.
+            let offline2 = try await s.replica(offline: true)
+            var n1 = try await offline2.session.privateDatabase.record(named: "n1", in: zone)
+            n1.encryptedValues["body"] = .string("mine")
+            _ = try await offline2.session.privateDatabase.save(n1, policy: .changedKeys)
+            let pendingRows = try await changeRows(offline2)
+            var server = try await s.db.record(named: "n1", in: zone)
+            server.encryptedValues["body"] = .string("theirs")
+            _ = try await s.db.save(server)
+            try await online.pull()
+            let pushed = try await s.replica().push()
+            #expect(pushed.conflicts.count == 1)
+            try await online.resolveConflict(zone: zone, name: "n1", with: nil)
+            try await putBack(pendingRows, into: online)
+            let head2 = try await head(s, zone)
+            let after = try await s.replica().push()
+            #expect(after.confirmed.isEmpty && after.conflicts.isEmpty)
+            #expect(try await head(s, zone) == head2)
+            #expect(noteBody(try await s.db.record(named: "n1", in: zone)) == "theirs")
+            try await online.pull()
+
+            // Changes cut out of the file: reported lost, once. (The newest alone, cut, is
+            // taken for a write that failed before it stored its change.)
+            let offline3 = try await s.replica(offline: true)
+            _ = try await offline3.session.privateDatabase.save(makeNote("n5", in: zone))
+            _ = try await offline3.session.privateDatabase.save(makeNote("n6", in: zone))
+            try await offline3.store.dbPool.write { db in try db.execute(sql: "DELETE FROM replica_change") }
+            let cut = try await s.replica().push()
+            #expect(cut.lost == 2)
+            #expect(try await s.replica().push().lost == 0)
+        }
+    }
+
+    @Test("a change the server refuses (the writer was made read-only while offline) is kept, readable, and reported")
+    func refused() async throws {
+        try await withStore(.server) { s in
+            let bob = try await s.user("Bob", "bob@example.com")
+            let (zone, _) = try await s.sharedWith(bob, .readWrite)
+            try await s.replica(bob.vault).pull()
+            let offline = try await s.replica(bob.vault, offline: true)
+            _ = try await offline.session.sharedDatabase.save(makeNote("b1", in: zone, body: "bob's offline note"))
+            _ = try await s.alice.setPermission(.readOnly, for: bob.userID, in: zone)
+            let online = try await s.replica(bob.vault)
+            let report = try await online.push()
+            #expect(report.refused.map(\.name) == ["b1"])
+            let kept = try await online.refusedChanges()
+            #expect(kept.first.flatMap { $0.local.flatMap(noteBody) } == "bob's offline note")
+            #expect(try await online.pendingChanges.counts().values.first?.refused == 1)
+            await expectStoreError(.unknownItem) { _ = try await s.db.record(named: "b1", in: zone) }
+        }
+    }
+}
