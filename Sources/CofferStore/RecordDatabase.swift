@@ -127,7 +127,7 @@ public struct RecordDatabase: Sendable {
         // A replica shows its pending changes over the confirmed records.
         if let pending = session.pendingChanges {
             for (name, change) in try await pending.latest(in: zone, names: names) {
-                found[name] = change.record.map { .success($0) } ?? .failure(StoreError(.unknownItem, "no record '\(name)' in zone '\(zone.name)' (deleted while offline; not synced yet)"))
+                found[name] = change.record(modifier: session.userID).map { .success($0) } ?? .failure(StoreError(.unknownItem, "no record '\(name)' in zone '\(zone.name)' (deleted while offline; not synced yet)"))
             }
         }
         return found
@@ -275,7 +275,7 @@ extension RecordDatabase {
         let end = page.count == limit ? page.last?.name : nil
         var byName = Dictionary(page.map { ($0.name, $0) }) { a, _ in a }
         for (changed, change) in changes where (name.map { precedes($0, changed) } ?? true) && (end.map { !precedes($0, changed) } ?? true) {
-            byName[changed] = change.record
+            byName[changed] = change.record(modifier: session.userID)
         }
         return byName.values.sorted { precedes($0.name, $1.name) }
     }

@@ -18,7 +18,7 @@ struct Coffer: AsyncParsableCommand {
             or busy, 77 wrong passphrase or not allowed, 130 or 143 stopped by Ctrl-C (SIGINT) or SIGTERM.
             """,
         version: "0.1.0",
-        subcommands: [VaultCommand.self, ContactCommand.self, ZoneCommand.self, RecordCommand.self, SchemaCommand.self, ShareCommand.self, Changes.self, Sync.self, Status.self,
+        subcommands: [VaultCommand.self, ContactCommand.self, ZoneCommand.self, RecordCommand.self, SchemaCommand.self, ShareCommand.self, Changes.self, Sync.self, Status.self, ConflictCommand.self,
                       Audit.self, BackupCommand.self, RestoreCommand.self, Unlock.self, Lock.self, ServerCommand.self, Serve.self, Demo.self, AgentRun.self]
     )
 }

@@ -25,7 +25,7 @@ struct ReplicaCommandTests {
         }
     }
 
-    @Test("with the server stopped, reads come from the replica (a note on stderr); writes, sync need the server (69); status says it is unreachable")
+    @Test("with the server stopped, reads come from the replica (a note on stderr); sharing and sync need the server (69); status says it is unreachable")
     func offlineReads() async throws {
         try await Self.withServer { team, server in
             try team.createZone(.alice, "Notes")
@@ -50,7 +50,8 @@ struct ReplicaCommandTests {
             let list = try team.run(.alice, ["zone", "list", "--offline"])
             #expect(list.status == 0 && list.out.contains("Notes"), "\(list)")
 
-            try team.fails(.alice, team.putArguments("Notes", "n3", type: "Note", set: ["title=later"]), 69, mentioning: "needs the server")
+            // Record writes are kept offline (see OfflineWriteCommandTests); sharing needs the server.
+            try team.fails(.alice, ["share", "create", "Notes"], 69, mentioning: "needs the server")
             try team.fails(.alice, ["sync"], 69, mentioning: "cannot be reached")
             let status = try team.run(.alice, ["status", "--json"])
             #expect(status.status == 0, "\(status)")

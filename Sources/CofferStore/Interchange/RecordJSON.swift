@@ -52,9 +52,11 @@ public enum RecordJSON {
     /// encrypted fields) stands in place of `encryptedValues`: the shape a write prints. With
     /// `transactionAuthor`, that key is added (the change feed's shape). With `news`, `newFields`
     /// (the names of the fields the save added to the schema) and `newType` (whether it added the
-    /// record type): the shape `record put` prints.
+    /// record type): the shape `record put` prints. With `pending`, `"pending": true`: a write
+    /// kept in a replica offline, not synced yet.
     package static func write(_ record: Record, schema: [String: FieldSchema]?, userID: String?, secrets: Bool = true,
-                              transactionAuthor: Bool = false, news: (newType: Bool, newFields: [String])? = nil, into w: inout JSONWriter) throws {
+                              transactionAuthor: Bool = false, news: (newType: Bool, newFields: [String])? = nil, pending: Bool = false,
+                              into w: inout JSONWriter) throws {
         func optional(_ text: String?) { if let text { w.string(text) } else { w.null() } }
         w.beginObject()
         w.key("changeTag"); optional(record.changeTag)
@@ -80,6 +82,7 @@ public enum RecordJSON {
             w.key("newType"); w.bool(news.newType)
         }
         w.key("parent"); optional(record.parent)
+        if pending { w.key("pending"); w.bool(true) }
         if transactionAuthor { w.key("transactionAuthor"); optional(record.transactionAuthor) }
         w.key("type"); w.string(record.recordType)
         w.key("types")

@@ -183,11 +183,13 @@ package struct PendingChange: Sendable, Equatable {
         return Fields(type: type, parent: parent, changeTag: tag.isEmpty ? nil : tag, values: plain, encryptedValues: sealed)
     }
 
-    /// The record as this change leaves it (nil for a delete), as reads of the replica show it.
-    var record: Record? {
+    /// The record as this change leaves it (nil for a delete), as reads of the replica show it:
+    /// no change tag yet, modified by `modifier` when the change was made.
+    func record(modifier: String) -> Record? {
         guard var record = local?.record(name: name, zone: zone) else { return nil }
         record.changeTag = nil
         record.modified = Date(timeIntervalSince1970: time)
+        record.modifierID = modifier
         return record
     }
 }

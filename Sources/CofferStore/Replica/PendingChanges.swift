@@ -212,7 +212,7 @@ public final class PendingChanges: Sendable {
             let change = PendingChange(number: 0, kind: .save, zoneUID: zoneUID, zone: zoneID, name: record.name, time: now,
                                        base: prior?.base ?? base, local: local, setKeys: setKeys)
             adding.append(change)
-            saved.append(change.record!)
+            saved.append(change.record(modifier: userID)!)
         }
         for deletion in deletions {
             let base = try Self.confirmedFields(confirmed[deletion.name])
@@ -222,6 +222,8 @@ public final class PendingChanges: Sendable {
             if let tag = deletion.changeTag, prior != nil || base?.changeTag != tag {
                 throw StoreError(.serverRecordChanged, "record '\(deletion.name)' changed: it is not at change tag \(tag)\(prior != nil ? " (it has a pending change)" : ""); fetch it, and retry")
             }
+            // A record made offline and deleted offline: nothing is left to push.
+            if let prior, prior.base == nil { continue }
             adding.append(PendingChange(number: 0, kind: .delete, zoneUID: zoneUID, zone: zoneID, name: deletion.name, time: now,
                                         base: prior?.base ?? base, local: nil, setKeys: []))
         }
@@ -285,7 +287,7 @@ public final class PendingChanges: Sendable {
     package func kept(_ state: State) async throws -> [Kept] {
         try await store.pendingRows(in: [state]).compactMap { row in
             guard let change = PendingChange.open(row.sealed, number: row.number, key: key, storeID: storeID, userID: userID) else { return nil }
-            return Kept(zone: change.zone, name: change.name, local: change.record, note: row.note ?? "", made: Date(timeIntervalSince1970: change.time),
+            return Kept(zone: change.zone, name: change.name, local: change.record(modifier: userID), note: row.note ?? "", made: Date(timeIntervalSince1970: change.time),
                         change: change)
         }
     }

@@ -170,7 +170,7 @@ extension Replica {
             let upstream = upstreamRecord.map(PendingChange.Fields.init)
             var outcome = PendingMerge.merge(base: change.base, upstream: upstream, change: change)
             if case .conflict(let kind) = outcome {
-                let conflict = Conflict(zone: zone, name: change.name, kind: kind.rawValue, server: upstreamRecord, local: change.record,
+                let conflict = Conflict(zone: zone, name: change.name, kind: kind.rawValue, server: upstreamRecord, local: change.record(modifier: session.userID),
                                         made: Date(timeIntervalSince1970: change.time))
                 switch policy {
                 case .keepBoth:

@@ -248,23 +248,33 @@ public final class Replica: Sendable {
         public let lastSync: Date?
         /// What fails verification in the replica's copy (empty when it verifies).
         public let findings: [String]
+        /// Changes made offline and not pushed yet.
+        public var pending = 0
+        /// Changes kept as conflicts (``Replica/pendingConflicts()``).
+        public var conflicts = 0
+        /// Changes the server refused, kept (``Replica/refusedChanges()``).
+        public var refused = 0
     }
 
     /// Every zone the replica holds, with its confirmed head and last sync.
     public func status() async throws -> [ZoneStatus] {
         let zones = try await session.privateDatabase.zones().map(\.id) + session.sharedDatabase.zones().map(\.id)
         let syncs = try await store.lastSyncs()
+        let counts = try await pendingChanges.counts()
         var statuses = [ZoneStatus]()
         for zone in zones {
+            let uid = try await session.read { db in try db.zoneRow(zone)?.uid }
+            var status: ZoneStatus
             do {
-                let (head, uid) = try await session.read { db in
-                    let row = try self.session.accessControl.zoneRow(db, zone)
-                    return (try self.session.verifiedLogs.zoneState(db, zone: row).headSeq, row.uid)
+                let head = try await session.read { db in
+                    try self.session.verifiedLogs.zoneState(db, zone: try self.session.accessControl.zoneRow(db, zone)).headSeq
                 }
-                statuses.append(ZoneStatus(zone: zone, confirmedSeq: head, lastSync: syncs[uid], findings: []))
+                status = ZoneStatus(zone: zone, confirmedSeq: head, lastSync: uid.flatMap { syncs[$0] }, findings: [])
             } catch let error as StoreError {
-                statuses.append(ZoneStatus(zone: zone, confirmedSeq: 0, lastSync: nil, findings: [error.message]))
+                status = ZoneStatus(zone: zone, confirmedSeq: 0, lastSync: nil, findings: [error.message])
             }
+            if let uid, let c = counts[uid] { (status.pending, status.conflicts, status.refused) = c }
+            statuses.append(status)
         }
         return statuses
     }

@@ -13,12 +13,14 @@ extension Coffer.RecordCommand {
         @OptionGroup var global: GlobalOptions
 
         func run() async throws {
-            let context = try await SessionContext(global, createStore: false)
+            let context = try await SessionContext(global, createStore: false, queuesOffline: true)
             let zoneID = try await context.zone(zone)
             try await context.db(zoneID).delete(recordNamed: name, in: zoneID, ifMatch: ifMatch)
             quiet.apply()
+            context.notePending(1)
             if global.json {
-                try Output.json(["deleted": name, "zone": zoneID.name])
+                struct Deleted: Encodable { let deleted: String, zone: String, pending: Bool? }
+                try Output.json(Deleted(deleted: name, zone: zoneID.name, pending: context.writesPending ? true : nil))
             } else {
                 Output.line("Deleted record \(name) from \(zoneID.name).")
             }

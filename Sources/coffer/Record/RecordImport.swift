@@ -37,7 +37,7 @@ extension Coffer.RecordCommand {
 
         func run() async throws {
             let data = try readFile()
-            let context = try await SessionContext(global, createStore: createZone)
+            let context = try await SessionContext(global, createStore: createZone, queuesOffline: true)
             // From here on (past any passphrase prompt), Ctrl-C and SIGTERM stop the import
             // between two batches.
             let stop = StopSignal()
@@ -85,7 +85,7 @@ extension Coffer.RecordCommand {
                 throw CLIError(ErrorReporter.status(for: e.code), e.message)
             }
             if progress { Output.note("") }
-            try report(summary, skipped: skipped, delta: delta, createdZone: created, zoneID: zoneID, stop: stop)
+            try report(summary, skipped: skipped, delta: delta, createdZone: created, zoneID: zoneID, stop: stop, context: context)
         }
 
         /// The file's bytes, or standard input's for '-'.
@@ -100,8 +100,10 @@ extension Coffer.RecordCommand {
         /// Prints what the import did (the schema's new fields as notes; a line or `--json`), or,
         /// when a signal stopped it, how far it got, and exits 128 + the signal.
         private func report(_ summary: RecordImport.Summary, skipped: Int, delta: SchemaDelta, createdZone: Bool, zoneID: ZoneID,
-                            stop: StopSignal) throws {
+                            stop: StopSignal, context: SessionContext) throws {
             quiet.apply()
+            context.notePending(summary.records)
+            let pending: Bool? = context.writesPending ? true : nil
             for line in SchemaNotes.describe(delta, zone: zoneID.name) { Output.note("note: " + line) }
             let total = summary.total + skipped
             struct NewField: Encodable { let type: String, field: String }
@@ -110,12 +112,13 @@ extension Coffer.RecordCommand {
             struct ImportJSON: Encodable {
                 let imported: Int, skipped: Int, total: Int, batches: Int, stopped: Bool, signal: String?, createdZone: Bool
                 let newTypes: [String], newFields: [NewField]
+                var pending: Bool? = nil
             }
             if summary.stopped, let signal = stop.received {
                 let done = summary.records + skipped
                 if global.json {
                     try Output.json(ImportJSON(imported: summary.records, skipped: skipped, total: total, batches: summary.batches, stopped: true,
-                                               signal: signal == SIGINT ? "SIGINT" : "SIGTERM", createdZone: createdZone, newTypes: newTypes, newFields: newFields))
+                                               signal: signal == SIGINT ? "SIGINT" : "SIGTERM", createdZone: createdZone, newTypes: newTypes, newFields: newFields, pending: pending))
                 }
                 Output.note("Stopped after \(done) of \(total) records (\(summary.batches == 1 ? "1 atomic batch" : "\(summary.batches) atomic batches") saved"
                             + "\(skipped > 0 ? ", \(skipped) there before" : "")); run the same command with --resume to import the rest.")
@@ -123,7 +126,7 @@ extension Coffer.RecordCommand {
             }
             if global.json {
                 try Output.json(ImportJSON(imported: summary.records, skipped: skipped, total: total, batches: summary.batches, stopped: false,
-                                           signal: nil, createdZone: createdZone, newTypes: newTypes, newFields: newFields))
+                                           signal: nil, createdZone: createdZone, newTypes: newTypes, newFields: newFields, pending: pending))
             } else {
                 let records = summary.records == 1 ? "1 record" : "\(summary.records) records"
                 let skippedText = resume ? " (\(skipped == 1 ? "1 record" : "\(skipped) records") already there left out)" : ""

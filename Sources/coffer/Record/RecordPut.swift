@@ -50,7 +50,7 @@ extension Coffer.RecordCommand {
                 throw CLIError.usage("standard input ('-') can be read for one --secret-file only")
             }
             var fileBytes = try files.map(FieldAssignment.read)
-            let context = try await SessionContext(global, createStore: false)
+            let context = try await SessionContext(global, createStore: false, queuesOffline: true)
             let zoneID = try await context.zone(zone)
             let db = context.db(zoneID)
             // A field without a written type takes the type the zone's schema gives it.
@@ -110,6 +110,7 @@ extension Coffer.RecordCommand {
             let schema = try await db.schema(of: saved.recordType, in: zoneID)
             for line in SchemaNotes.describe(delta, zone: zoneID.name) { Output.note("note: " + line) }
             quiet.apply()
+            context.notePending(1)
             // A write prints no secret: encrypted fields by name only.
             if global.json {
                 try RecordOutput.printJSON(saved, context: context, schema: schema, secrets: false,

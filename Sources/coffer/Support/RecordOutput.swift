@@ -17,7 +17,8 @@ enum RecordOutput {
     static func printJSON(_ record: Record, context: SessionContext, schema: [String: FieldSchema]?, secrets: Bool = true,
                           news: (newType: Bool, newFields: [String])? = nil) throws {
         var writer = JSONWriter(pretty: true)
-        try RecordJSON.write(record, schema: schema, userID: context.session.userID, secrets: secrets, news: news, into: &writer)
+        try RecordJSON.write(record, schema: schema, userID: context.session.userID, secrets: secrets, news: news,
+                             pending: !secrets && context.writesPending, into: &writer)
         print(writer)
     }
 

@@ -17,6 +17,9 @@ struct SessionContext {
     /// Whether the command's reads come from the replica (a command that only reads records,
     /// schemas and zone lists): each zone it names is pulled first when the server answers.
     let readsLocally: Bool
+    /// Whether the command's writes are kept in the replica as pending changes: a record write
+    /// or import while the server cannot be reached (``init(_:createStore:readsLocally:queuesOffline:)``).
+    let writesPending: Bool
 
     /// Opens the vault and the store. Each command states whether it may `createStore`: only one
     /// that can succeed on a new store (`zone create`, and `contact add` through
@@ -27,14 +30,17 @@ struct SessionContext {
     /// reads (`readsLocally`) reads the replica, after pulling each zone it names when the server
     /// answers, and reads it offline when the server does not; any other command needs the server
     /// (exit 69 without it), and the zones it names are pulled into the replica when it succeeds
-    /// (``pullWrittenZones()``).
-    init(_ global: GlobalOptions, createStore: Bool, readsLocally: Bool = false) async throws {
+    /// (``pullWrittenZones()``). A command that `queuesOffline` (record writes and imports)
+    /// writes to the replica instead while the server cannot be reached: its writes are kept
+    /// there as pending changes (``writesPending``), pushed at the next sync.
+    init(_ global: GlobalOptions, createStore: Bool, readsLocally: Bool = false, queuesOffline: Bool = false) async throws {
         // A mistyped --store fails at once, before any passphrase prompt.
         try global.checkPostgresStore()
         if !createStore { try global.requireStore() }
         // The vault before the store: a wrong passphrase leaves no new store behind.
         let vault = try global.openVault()
         self.readsLocally = readsLocally
+        var pending = false
         if let server = try global.serverURL() {
             let replica = try await global.openReplica(server: server, vault: vault)
             self.replica = replica
@@ -43,17 +49,21 @@ struct SessionContext {
                 if let reason = replica.offlineReason, !global.offline {
                     Output.note("offline: \(Output.oneLine(reason)); reading your replica as of its last sync")
                 }
-            } else {
-                guard let remote = replica.server else {
-                    throw CLIError(ExitStatus.unavailable, "\(Output.oneLine(replica.offlineReason ?? "the server cannot be reached")); this command needs the server (record reads, lists, queries, exports and schemas work offline from your replica)")
-                }
+            } else if let remote = replica.server {
                 (store, session) = remote
+            } else if queuesOffline {
+                (store, session) = (replica.store, replica.session)
+                pending = true
+            } else {
+                throw CLIError(ExitStatus.unavailable, "\(Output.oneLine(replica.offlineReason ?? "the server cannot be reached")); this command needs the server (record reads, lists, queries, exports and schemas work offline from your replica, and record writes and imports are kept there until 'coffer sync')")
             }
             Self.opened.withLock { $0.append(replica.session) }
+            writesPending = pending
             throughServer = true
             contacts = readsLocally ? nil : Dictionary(try await store.contacts().map { ($0.userID, $0) }) { a, _ in a }
         } else {
             replica = nil
+            writesPending = false
             store = try await global.openStore(create: createStore) { vault }
             session = try await store.openSession(vault: vault)
             throughServer = false
@@ -76,6 +86,9 @@ struct SessionContext {
         }
         for (replica, zone) in pending where replica.isOnline {
             do {
+                // Changes kept offline in the zone go first: merged, signed and confirmed.
+                let pushed = try await replica.push([zone])
+                notePushed(pushed, replica: replica)
                 // A zone the command deleted or left is dropped from the replica: nothing to say.
                 let report = try await replica.pull([zone])
                 if let failure = report.failed.first, !report.dropped.contains(where: { $0.zone == zone }) {
@@ -85,6 +98,29 @@ struct SessionContext {
                 Output.note("warning: your replica was not updated: \(Output.oneLine("\(error)"))")
             }
         }
+    }
+
+    /// Says on stderr what a push did besides confirming: conflicts kept, refusals, losses.
+    static func notePushed(_ report: Replica.PushReport, replica: Replica) {
+        let label = { (zone: ZoneID) in zone.ownerID == replica.session.userID ? zone.name : "\(zone.name)@\(zone.ownerID)" }
+        for conflict in report.conflicts {
+            Output.note("conflict: \(label(conflict.zone)) \(conflict.name): your offline change and the server's version both changed it (\(conflict.kind)); the server's version is kept, yours is under 'coffer conflict list'")
+        }
+        for refused in report.refused {
+            Output.note("refused: \(label(refused.zone)) \(refused.name): \(Output.oneLine(refused.why)); your change is kept under 'coffer status'")
+        }
+        if report.lost > 0 {
+            Output.note("warning: \(Output.count(report.lost, "pending change")) your vault recorded are missing from your replica file (an older copy of it, or an edit): they cannot be pushed")
+        }
+        for failed in report.failed {
+            Output.note("warning: \(label(failed.zone)): your pending changes were not pushed: \(Output.oneLine(failed.error.message))")
+        }
+    }
+
+    /// Says on stderr that the command's writes were kept in the replica (offline).
+    func notePending(_ count: Int) {
+        guard writesPending else { return }
+        Output.note("offline: \(count == 1 ? "1 change" : "\(count) changes") saved locally, not yet synced")
     }
 
     /// The sessions this process opened: their marks are written when the command ends.

@@ -6,11 +6,16 @@ extension Coffer {
     /// `coffer sync [--watch]`: brings the replica up to the server's state.
     struct Sync: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Pull every zone the server shows you into your replica now.",
+            abstract: "Pull every zone the server shows you into your replica, and push your pending changes.",
             discussion: """
                 Each zone's new log entries and the records they still list are fetched, verified as any read \
                 is, and stored in your replica (--replica, default DATA/coffer/replicas/STORE-ID/USER-ID.sqlite), \
-                from where record reads, lists, queries, exports and schemas are served, also offline. A zone \
+                from where record reads, lists, queries, exports and schemas are served, also offline. Then the \
+                changes you made offline are pushed: each merged with the server's version (changes to different \
+                fields of a record merge; where both changed the same field, the server's version is kept and yours \
+                is listed by 'coffer conflict list' — conflicts are counted, not failures), signed, and confirmed \
+                once the server's verified log holds them. A change the server refuses (you lost write access, the \
+                zone went away) is kept and shown by 'coffer status' (exit 77). A zone \
                 that fails (its log does not verify or does not extend what your replica holds) is reported and \
                 the others go on; the command then exits with the worst zone's code (65, then 77, then 69). With \
                 --watch it keeps syncing, woken by the server's changes, and reconnects after the server goes \
@@ -80,23 +85,38 @@ extension Coffer {
                 if terminal { Output.note("syncing \(zone.name)…") }
             }
             try replica.session.saveMarks()
+            let pushed = try await replica.push()
+            try replica.session.saveMarks()
             let label = { (zone: ZoneID) in zone.ownerID == replica.session.userID ? zone.name : "\(zone.name)@\(zone.ownerID)" }
+            let failed = report.failed + pushed.failed
             if global.json {
                 struct Pulled: Encodable { let zone: String, confirmedSeq: Int64, entries: Int, records: Int, deleted: Int }
                 struct Failed: Encodable { let zone: String, error: String, code: Int32 }
                 struct Dropped: Encodable { let zone: String, why: String }
-                struct Report: Encodable { let synced: [Pulled], failed: [Failed], dropped: [Dropped], server: String, replica: String }
+                struct Pushed: Encodable { let zone: String, changes: Int }
+                struct Conflict: Encodable { let zone: String, name: String, kind: String }
+                struct Refused: Encodable { let zone: String, name: String, why: String }
+                struct Report: Encodable {
+                    let synced: [Pulled], failed: [Failed], dropped: [Dropped], pushed: [Pushed], conflicts: [Conflict], refused: [Refused], lost: Int
+                    let server: String, replica: String
+                }
                 try Output.json(Report(
                     synced: report.pulled.map { Pulled(zone: label($0.zone), confirmedSeq: $0.headSeq, entries: $0.entries, records: $0.records, deleted: $0.deletions) },
-                    failed: report.failed.map { Failed(zone: label($0.zone), error: $0.error.message, code: ErrorReporter.status(for: $0.error.code)) },
+                    failed: failed.map { Failed(zone: label($0.zone), error: $0.error.message, code: ErrorReporter.status(for: $0.error.code)) },
                     dropped: report.dropped.map { Dropped(zone: label($0.zone), why: $0.why) },
+                    pushed: pushed.confirmed.map { Pushed(zone: label($0.zone), changes: $0.count) },
+                    conflicts: pushed.conflicts.map { Conflict(zone: label($0.zone), name: $0.name, kind: $0.kind) },
+                    refused: pushed.refused.map { Refused(zone: label($0.zone), name: $0.name, why: $0.why) }, lost: pushed.lost,
                     server: replica.origin, replica: replica.path.path))
             } else {
                 for zone in report.pulled { Output.line("\(label(zone.zone)): \(Self.describe(zone))") }
                 for dropped in report.dropped { Output.line("\(label(dropped.zone)): dropped from your replica (\(dropped.why))") }
+                for (zone, count) in pushed.confirmed { Output.line("\(label(zone)): pushed \(Output.count(count, "pending change"))") }
                 for failed in report.failed { Output.note("error: \(label(failed.zone)): \(Output.oneLine(failed.error.message))") }
+                SessionContext.notePushed(pushed, replica: replica)
             }
-            return Self.worst(report.failed.map { ErrorReporter.status(for: $0.error.code) })
+            return Self.worst(failed.map { ErrorReporter.status(for: $0.error.code) } + (pushed.refused.isEmpty ? [] : [ExitStatus.denied])
+                              + (pushed.lost > 0 ? [ExitStatus.dataError] : []))
         }
 
         /// The exit status of a sync whose zones failed with `statuses`: 65 first, then 77,
@@ -114,7 +134,9 @@ extension Coffer {
             discussion: """
                 Reads your replica (it pulls nothing; 'coffer sync' does) and tries the server for at most a \
                 second to say whether it is reachable. Needs --server (or COFFER_SERVER); without one it is a \
-                usage error (64). This version queues no change offline, so pending, conflicts and refused are 0.
+                usage error (64). PENDING counts your changes kept offline and not pushed yet, CONFLICTS those \
+                whose record the server changed too ('coffer conflict list'), REFUSED those the server refused \
+                (kept, readable).
                 """)
 
         @OptionGroup var global: GlobalOptions
@@ -131,7 +153,8 @@ extension Coffer {
                 }
                 struct Report: Encodable { let zones: [Zone], serverReachable: Bool, server: String, replica: String }
                 try Output.json(Report(zones: zones.map {
-                    Zone(zone: $0.zone.name, owner: $0.zone.ownerID, confirmedSeq: $0.confirmedSeq, pending: 0, conflicts: 0, refused: 0,
+                    Zone(zone: $0.zone.name, owner: $0.zone.ownerID, confirmedSeq: $0.confirmedSeq, pending: $0.pending,
+                         conflicts: $0.conflicts, refused: $0.refused,
                          lastSync: $0.lastSync.map(Output.iso), findings: $0.findings, rotationsPending: 0, ownerStatementAge: nil)
                 }, serverReachable: replica.isOnline, server: replica.origin, replica: replica.path.path))
                 return
@@ -143,7 +166,8 @@ extension Coffer {
                 return
             }
             Table.print([["ZONE", "CONFIRMED", "PENDING", "CONFLICTS", "REFUSED", "LAST SYNC"]] + zones.map {
-                [label($0.zone), "\($0.confirmedSeq)", "0", "0", "0", $0.lastSync.map(Output.iso) ?? "never"]
+                [label($0.zone), "\($0.confirmedSeq)", "\($0.pending)", "\($0.conflicts)", "\($0.refused)",
+                 $0.lastSync.map(Output.iso) ?? "never"]
             })
             for zone in zones where !zone.findings.isEmpty {
                 for finding in zone.findings { Output.note("warning: \(label(zone.zone)): \(Output.oneLine(finding))") }
