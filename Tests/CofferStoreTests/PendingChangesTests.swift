@@ -268,4 +268,58 @@ struct PendingChangesTests {
             await expectStoreError(.unknownItem) { _ = try await s.db.record(named: "b1", in: zone) }
         }
     }
+
+    @Test("the library's conflict policies: server wins, local wins, a resolver; the sync engine sends and reports")
+    func policiesAndEngine() async throws {
+        try await withStore(.server) { s in
+            let zone = try await s.makeZone(notes: ["n1", "n2", "n3"])
+            try await s.replica().pull()
+            let offline = try await s.replica(offline: true)
+            for name in ["n1", "n2", "n3"] {
+                var r = try await offline.session.privateDatabase.record(named: name, in: zone)
+                r.encryptedValues["body"] = .string("mine \(name)")
+                _ = try await offline.session.privateDatabase.save(r, policy: .changedKeys)
+            }
+            for name in ["n1", "n2", "n3"] {
+                var r = try await s.db.record(named: name, in: zone)
+                r.encryptedValues["body"] = .string("theirs \(name)")
+                _ = try await s.db.save(r)
+            }
+            let online = try await s.replica()
+            try await online.pull()
+            // n1: server wins; n2: local wins; n3: a resolver that joins both.
+            let serverWins = try await online.push([zone], policy: .serverWins)
+            #expect(serverWins.conflicts.isEmpty && serverWins.confirmed.isEmpty)
+            #expect(noteBody(try await s.db.record(named: "n1", in: zone)) == "theirs n1")
+            #expect(try await online.pendingConflicts().isEmpty, "dropped, not kept")
+            // The other two again, for the other policies.
+            let again = try await s.replica(offline: true)
+            for name in ["n2", "n3"] {
+                var r = try await again.session.privateDatabase.record(named: name, in: zone)
+                r.encryptedValues["body"] = .string("mine \(name)")
+                _ = try await again.session.privateDatabase.save(r, policy: .changedKeys)
+            }
+            for name in ["n2", "n3"] {
+                var r = try await s.db.record(named: name, in: zone)
+                r.encryptedValues["body"] = .string("theirs again \(name)")
+                _ = try await s.db.save(r)
+            }
+            let engine = SyncEngine(replica: try await s.replica(), policy: .resolve { conflict in
+                guard conflict.name == "n3", var merged = conflict.server else { return conflict.local }
+                merged.encryptedValues["body"] = .string("\(noteBody(conflict.server!) ?? "") + \(noteBody(conflict.local!) ?? "")")
+                return merged
+            })
+            try await engine.fetchChanges()
+            let sent = try await engine.sendChanges()
+            #expect(sent.confirmed.map(\.count) == [2])
+            #expect(noteBody(try await s.db.record(named: "n2", in: zone)) == "mine n2")
+            #expect(noteBody(try await s.db.record(named: "n3", in: zone)) == "theirs again n3 + mine n3")
+            var sentEvents = 0
+            for await event in engine.events {
+                if case .sent(let z, let count) = event, z == zone { sentEvents += count }
+                if sentEvents == 2 { break }
+            }
+            #expect(sentEvents == 2)
+        }
+    }
 }

@@ -77,8 +77,9 @@ public final class PendingChanges: Sendable {
         var changes = [PendingChange]()
         changes.reserveCapacity(live.count)
         for row in live {
-            guard let change = PendingChange.open(row.sealed, number: row.number, key: key, storeID: storeID, userID: userID) else {
-                throw StoreError(.integrityFailure, "pending change \(row.number) in your replica does not open (the file was changed): nothing is pushed")
+            guard let change = PendingChange.open(row.sealed, number: row.number, key: key, storeID: storeID, userID: userID),
+                  change.name == row.name, change.zoneUID == row.zoneUID else {
+                throw StoreError(.integrityFailure, "pending change \(row.number) in your replica does not open, or is filed under another record (the file was changed): nothing is pushed")
             }
             changes.append(change)
         }
@@ -263,8 +264,13 @@ public final class PendingChanges: Sendable {
         let marks = try intentMarks()
         var found = [String: PendingChange]()
         for row in rows where marks.isLive(row.number) && (wanted?.contains(row.name) ?? true) {
-            guard let change = PendingChange.open(row.sealed, number: row.number, key: key, storeID: storeID, userID: userID),
-                  change.zone == zone else { continue }
+            guard let change = PendingChange.open(row.sealed, number: row.number, key: key, storeID: storeID, userID: userID) else {
+                throw StoreError(.integrityFailure, "pending change \(row.number) in your replica does not open (the file was changed)")
+            }
+            guard change.name == row.name else {
+                throw StoreError(.integrityFailure, "pending change \(row.number) in your replica is filed under another record (the file was changed)")
+            }
+            guard change.zone == zone else { continue }
             found[change.name] = change
         }
         return found

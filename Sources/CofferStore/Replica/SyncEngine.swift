@@ -6,13 +6,14 @@ import ServiceLifecycle
 
 /// Keeps a user's ``Replica`` in step with its server, as a service of an application's
 /// `ServiceGroup` (swift-service-lifecycle): it pulls every zone, then waits for the server's
-/// next change (at most 30 s) and pulls again; when the server goes away it reopens the replica
+/// next change (at most 30 s) and pulls again, pushing the replica's pending changes (writes made
+/// offline) after each pull; when the server goes away it reopens the replica
 /// with a backoff of 1 s doubling to 30 s, reading nothing meanwhile but what the replica holds.
 /// Graceful shutdown ends ``run()`` between two steps.
 ///
 /// Its state is the replica's: each zone's confirmed head, a pull's staged pages, the time of
 /// each zone's last sync; a new engine on the same file goes on from there. An app that
-/// schedules its own work calls ``fetchChanges()`` instead of running it.
+/// schedules its own work calls ``fetchChanges()`` and ``sendChanges()`` instead of running it.
 ///
 /// ```swift
 /// let engine = try await SyncEngine(server: url, vault: vault, dataFolder: folder, logger: logger)
@@ -34,6 +35,14 @@ public final class SyncEngine: Service, Sendable {
         case offline(String, retryIn: Duration)
         /// The server answers again.
         case online
+        /// Pending changes of a zone the server's verified log now confirms.
+        case sent(ZoneID, count: Int)
+        /// A pending change and the server's version both changed the same fields: what the
+        /// engine's ``Replica/ConflictPolicy`` did with it (kept both, by default).
+        case conflict(Replica.Conflict)
+        /// A pending change the server refused (the user lost write access, the zone went
+        /// away), kept readable (``Replica/refusedChanges()``).
+        case changeRefused(ZoneID, name: String, why: String)
     }
 
     /// The engine's events: every pull's zones, and the server going away and coming back.
@@ -41,20 +50,24 @@ public final class SyncEngine: Service, Sendable {
     public let events: AsyncStream<Event>
     private let continuation: AsyncStream<Event>.Continuation
     private let current: Locked<Replica>
+    private let policy: Replica.ConflictPolicy
     private let logger: Logger
 
     /// An engine for the vault's replica of the server at `server` (see
     /// ``Replica/open(server:vault:path:dataFolder:offline:connectTimeout:timeout:logger:)``),
     /// opened now, online or not.
     /// - Throws: as ``Replica/open(server:vault:path:dataFolder:offline:connectTimeout:timeout:logger:)``.
-    public convenience init(server: URL, vault: Vault, path: URL? = nil, dataFolder: URL, logger: Logger = Vault.disabledLogger) async throws {
-        self.init(replica: try await Replica.open(server: server, vault: vault, path: path, dataFolder: dataFolder, logger: logger), logger: logger)
+    public convenience init(server: URL, vault: Vault, path: URL? = nil, dataFolder: URL, policy: Replica.ConflictPolicy = .keepBoth,
+                            logger: Logger = Vault.disabledLogger) async throws {
+        self.init(replica: try await Replica.open(server: server, vault: vault, path: path, dataFolder: dataFolder, logger: logger), policy: policy,
+                  logger: logger)
     }
 
-    /// An engine for an open replica.
-    public init(replica: Replica, logger: Logger = Vault.disabledLogger) {
+    /// An engine for an open replica; `policy` says what its pushes do with conflicts.
+    public init(replica: Replica, policy: Replica.ConflictPolicy = .keepBoth, logger: Logger = Vault.disabledLogger) {
         (events, continuation) = AsyncStream.makeStream(of: Event.self, bufferingPolicy: .bufferingNewest(10_000))
         current = Locked(replica)
+        self.policy = policy
         self.logger = logger
     }
 
@@ -92,6 +105,26 @@ public final class SyncEngine: Service, Sendable {
         return report
     }
 
+    /// Pushes the replica's pending changes now (see ``Replica/push(_:policy:)``), reporting
+    /// them as events, and writes the user's marks.
+    /// - Throws: `.serviceUnavailable` when the server cannot be reached.
+    @discardableResult
+    public func sendChanges() async throws -> Replica.PushReport {
+        let replica = self.replica
+        let report: Replica.PushReport
+        do { report = try await replica.push(policy: policy) } catch let error as StoreError where error.code == .serviceUnavailable {
+            current.withLock { $0 = replica.offline(error.message) }
+            await replica.server?.store.close()
+            throw error
+        }
+        for (zone, count) in report.confirmed { continuation.yield(.sent(zone, count: count)) }
+        for conflict in report.conflicts { continuation.yield(.conflict(conflict)) }
+        for (zone, name, why) in report.refused { continuation.yield(.changeRefused(zone, name: name, why: why)) }
+        for (zone, error) in report.failed { continuation.yield(.refused(zone, error)) }
+        try replica.session.saveMarks()
+        return report
+    }
+
     /// Syncs until the task is cancelled or the service group shuts down gracefully.
     public func run() async throws {
         try await cancelWhenGracefulShutdown {
@@ -99,6 +132,7 @@ public final class SyncEngine: Service, Sendable {
             while !Task.isCancelled {
                 do {
                     try await self.fetchChanges()
+                    try await self.sendChanges()
                     delay = .seconds(1)
                     let replica = self.replica
                     do { try await replica.waitForServerChange(upTo: .seconds(30)) } catch let error as StoreError where error.code == .serviceUnavailable {

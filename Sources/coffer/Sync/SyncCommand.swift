@@ -68,6 +68,12 @@ extension Coffer {
                     Output.note("warning: \(Output.oneLine(reason)); trying again in \(delay.components.seconds) s")
                 case .online:
                     Output.note("the server answers again")
+                case .sent(let zone, let count):
+                    Output.line("\(label(zone)): pushed \(Output.count(count, "pending change"))")
+                case .conflict(let conflict):
+                    Output.note("conflict: \(label(conflict.zone)) \(conflict.name): your offline change and the server's version both changed it (\(conflict.kind)); the server's version is kept, yours is under 'coffer conflict list'")
+                case .changeRefused(let zone, let name, let why):
+                    Output.note("refused: \(label(zone)) \(name): \(Output.oneLine(why)); your change is kept under 'coffer status'")
                 }
             }
         }
