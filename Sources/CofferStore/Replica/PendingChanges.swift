@@ -59,6 +59,8 @@ public final class PendingChanges: Sendable {
         var changes: [PendingChange]
         /// Numbers the marks show as live that the replica does not hold.
         var lost: [UInt64]
+        /// The newest numbers, issued by a write that did not store its changes.
+        var unlanded: [UInt64]
         /// Rows of numbers the marks show as finished (never pushed again).
         var stale: [UInt64]
         var bytes: Int
@@ -90,24 +92,32 @@ public final class PendingChanges: Sendable {
             n += 1
             if marks.isLive(n), !held.contains(n) { lost.append(n) }
         }
-        // The newest number, issued by a write that then failed or was killed before it stored
-        // the change (the queue is as it was before it): not a loss.
-        if lost == [marks.issued], Self.hash(live) == marks.previousQueueHash { lost = [] }
-        return Queue(changes: changes, lost: lost, stale: rows.filter { !marks.isLive($0.number) }.map(\.number),
+        // The newest numbers, issued by a write that then failed or was killed before it
+        // stored its changes (the queue is as it was before it): not a loss.
+        var unlanded = [UInt64]()
+        let newestHeld = held.max() ?? 0
+        if !lost.isEmpty, lost.allSatisfy({ $0 > newestHeld }), Self.hash(live) == marks.previousQueueHash {
+            (unlanded, lost) = (lost, [])
+        }
+        return Queue(changes: changes, lost: lost, unlanded: unlanded, stale: rows.filter { !marks.isLive($0.number) }.map(\.number),
                      bytes: live.reduce(0) { $0 + $1.sealed.count })
     }
 
-    /// BLAKE2b-256 of the live rows, each `number (u64) ‖ BLAKE2b-256(sealed)`, by number; 32
-    /// zero bytes for none.
+    /// The hash of a set of live rows: the XOR of each row's BLAKE2b-256 of `number (u64) ‖
+    /// BLAKE2b-256(sealed)` (32 zero bytes for none), so that a write adds and removes rows from
+    /// it without reading the queue. (A row cannot be made without the vault's key.)
     static func hash(_ rows: [Store.PendingRow]) -> [UInt8] {
-        guard !rows.isEmpty else { return Array(repeating: 0, count: IntentMarks.hashByteCount) }
-        var bytes = [UInt8]()
-        bytes.reserveCapacity(rows.count * 40)
-        for row in rows.sorted(by: { $0.number < $1.number }) {
-            bytes += BigEndian.bytes(row.number)
-            bytes += BLAKE2b.hash(row.sealed)
-        }
-        return BLAKE2b.hash(bytes)
+        var out = [UInt8](repeating: 0, count: IntentMarks.hashByteCount)
+        for row in rows { xor(&out, rowHash(row)) }
+        return out
+    }
+
+    static func rowHash(_ row: Store.PendingRow) -> [UInt8] {
+        BLAKE2b.hash(BigEndian.bytes(row.number) + BLAKE2b.hash(row.sealed))
+    }
+
+    static func xor(_ a: inout [UInt8], _ b: [UInt8]) {
+        for i in a.indices { a[i] ^= b[i] }
     }
 
     private func intentMarks() throws -> IntentMarks {
@@ -122,24 +132,28 @@ public final class PendingChanges: Sendable {
     /// those finished. Returns the changes added, numbered.
     @discardableResult
     func update(adding: [PendingChange] = [], finishing: [UInt64] = [], keeping kept: [(PendingChange, State, String)] = []) async throws -> [PendingChange] {
-        let current = try await store.pendingRows(in: [.pending])
+        let finished = Set(finishing).union(kept.map(\.0.number))
+        let leaving = try await store.pendingRows(numbered: Array(finished)).filter { $0.state == .pending }
         var added = [PendingChange]()
         var newRows = [Store.PendingRow]()
-        let finished = Set(finishing).union(kept.map(\.0.number))
         do {
             try vault.marks.updateIntents(ofStore: storeID) { marks in
                 added = []
                 newRows = []
+                var hash = marks.queueHash
+                for row in leaving where marks.isLive(row.number) { Self.xor(&hash, Self.rowHash(row)) }
+                try marks.finish(finished)
+                let before = hash
                 for var change in adding {
                     change.number = try marks.issue()
-                    newRows.append(Store.PendingRow(number: change.number, zoneUID: change.zoneUID, name: change.name, state: .pending,
-                                                    sealed: try change.sealed(key: key, storeID: storeID, userID: userID), note: nil))
+                    let row = Store.PendingRow(number: change.number, zoneUID: change.zoneUID, name: change.name, state: .pending,
+                                               sealed: try change.sealed(key: key, storeID: storeID, userID: userID), note: nil)
+                    Self.xor(&hash, Self.rowHash(row))
+                    newRows.append(row)
                     added.append(change)
                 }
-                try marks.finish(finished)
-                let live = current.filter { marks.isLive($0.number) } + newRows
-                marks.previousQueueHash = adding.isEmpty ? Self.hash(live) : marks.queueHash
-                marks.queueHash = Self.hash(live)
+                marks.previousQueueHash = before
+                marks.queueHash = hash
             }
         } catch let error as VaultError {
             throw StoreError(.integrityFailure, "your marks file cannot be written: \(error.message); nothing was saved", underlying: error)
@@ -179,13 +193,16 @@ public final class PendingChanges: Sendable {
             _ = try session.accessControl.checkCanWrite(db, zone: zone)
             return zone.uid
         }
-        let queue = try await self.queue()
-        guard queue.changes.count + total <= Self.maxCount, queue.bytes < Self.maxBytes else {
-            throw StoreError(.busy, "your replica holds \(queue.changes.count) pending changes (\(queue.bytes >> 20) MiB), the most it keeps offline (\(Self.maxCount), \(Self.maxBytes >> 20) MiB): sync first")
+        let summary = try await store.pendingSummary()
+        guard summary.count + total <= Self.maxCount, summary.bytes < Self.maxBytes else {
+            throw StoreError(.busy, "your replica holds \(summary.count) pending changes (\(summary.bytes >> 20) MiB), the most it keeps offline (\(Self.maxCount), \(Self.maxBytes >> 20) MiB): sync first")
         }
         let confirmed = try await session.reader.fetch(zone: zoneID, names: names)
         var earlier = [String: PendingChange]()
-        for change in queue.changes where change.zoneUID == zoneUID && names.contains(change.name) { earlier[change.name] = change }
+        let marks = try intentMarks()
+        for row in try await store.pendingRows(zoneUID: zoneUID, names: names) where marks.isLive(row.number) {
+            earlier[row.name] = try open(row)
+        }
         let now = Date().timeIntervalSince1970
         var adding = [PendingChange]()
         var saved = [Record]()
@@ -258,22 +275,38 @@ public final class PendingChanges: Sendable {
 
     /// The newest pending change of each of `names` in `zone`: how reads of the replica show it.
     func latest(in zone: ZoneID, names: [String]? = nil) async throws -> [String: PendingChange] {
-        let rows = try await store.pendingRows(in: [.pending])
+        let rows: [Store.PendingRow]
+        if let names {
+            guard let uid = try await zoneUID(zone) else { return [:] }
+            rows = try await store.pendingRows(zoneUID: uid, names: names)
+        } else {
+            rows = try await store.pendingRows(in: [.pending])
+        }
         guard !rows.isEmpty else { return [:] }
-        let wanted = names.map(Set.init)
         let marks = try intentMarks()
         var found = [String: PendingChange]()
-        for row in rows where marks.isLive(row.number) && (wanted?.contains(row.name) ?? true) {
-            guard let change = PendingChange.open(row.sealed, number: row.number, key: key, storeID: storeID, userID: userID) else {
-                throw StoreError(.integrityFailure, "pending change \(row.number) in your replica does not open (the file was changed)")
-            }
-            guard change.name == row.name else {
-                throw StoreError(.integrityFailure, "pending change \(row.number) in your replica is filed under another record (the file was changed)")
-            }
+        for row in rows where marks.isLive(row.number) {
+            let change = try open(row)
             guard change.zone == zone else { continue }
             found[change.name] = change
         }
         return found
+    }
+
+    /// The zone's uid in the replica; nil when it holds no such zone.
+    private func zoneUID(_ zone: ZoneID) async throws -> [UInt8]? {
+        guard case .sqlite = store.backend else { return nil }
+        return try await store.read { db in try db.zoneRow(zone)?.uid }
+    }
+
+    /// A row's change, opened and checked against the clear columns it is filed under.
+    /// - Throws: `.integrityFailure` for one that does not open, or is filed under another record.
+    private func open(_ row: Store.PendingRow) throws -> PendingChange {
+        guard let change = PendingChange.open(row.sealed, number: row.number, key: key, storeID: storeID, userID: userID),
+              change.name == row.name, change.zoneUID == row.zoneUID else {
+            throw StoreError(.integrityFailure, "pending change \(row.number) in your replica does not open, or is filed under another record (the file was changed)")
+        }
+        return change
     }
 
     /// A change kept for the user: a conflict or a refusal, with the note stored with it.

@@ -75,9 +75,9 @@ extension Replica {
         let pending = pendingChanges
         var report = PushReport()
         let queue = try await pending.queue()
-        if !queue.lost.isEmpty || !queue.stale.isEmpty {
+        if !queue.lost.isEmpty || !queue.stale.isEmpty || !queue.unlanded.isEmpty {
             report.lost = queue.lost.count
-            try await pending.update(finishing: queue.lost)
+            try await pending.update(finishing: queue.lost + queue.unlanded)
             try await store.writePendingRows([], deleting: queue.stale)
         }
         var order = [ZoneID]()
