@@ -68,6 +68,29 @@ struct SyncBench: AsyncParsableCommand {
             guard pulled.pulled.first?.records == 1 else { throw ValidationError("the pull did not bring the new record") }
             latencies.append(Double(DispatchTime.now().uptimeNanoseconds - saved) / 1e9)
         }
+        // Pending changes: the same records written through the replica's session (kept,
+        // unsigned) into another zone, then pushed, a replica's limit (10,000) at a time.
+        let pushZone = try await writerSession.privateDatabase.createZone(named: "pushed")
+        try await replica.pull([pushZone])
+        var keep = (wall: 0.0, cpu: 0.0), push = (wall: 0.0, cpu: 0.0), pushServerCPU = 0.0
+        Memory.resetPeak(getpid())
+        Memory.resetPeak(server.pid)
+        for start in stride(from: 0, to: records, by: PendingChanges.maxCount) {
+            let range = start..<min(start + PendingChanges.maxCount, records)
+            let kept = try await Clock.measure { try await save(replica.session, pushZone, range: range) }
+            keep = (keep.wall + kept.wall, keep.cpu + kept.cpu)
+            let server2 = BenchServer.cpuSeconds(server.pid)
+            var confirmed = 0
+            let pushed = try await Clock.measure {
+                let report = try await replica.push([pushZone])
+                if let failure = report.failed.first { throw failure.error }
+                confirmed = report.confirmed.reduce(0) { $0 + $1.count }
+            }
+            pushServerCPU += BenchServer.cpuSeconds(server.pid) - server2
+            push = (push.wall + pushed.wall, push.cpu + pushed.cpu)
+            guard confirmed == range.count else { throw ValidationError("the push confirmed \(confirmed) changes, not \(range.count)") }
+        }
+        let pushClientPeak = Memory.peakMegabytes(getpid()), pushServerPeak = Memory.peakMegabytes(server.pid)
         await writer.close()
 
         let n = Double(records)
@@ -82,6 +105,10 @@ struct SyncBench: AsyncParsableCommand {
             "pullClientPeakMegabytes": clientPeak, "pullServerPeakMegabytes": serverPeak,
             "saveToPullMedianMilliseconds": (Clock.median(latencies) * 1e4).rounded() / 10,
             "saveToPullMaxMilliseconds": ((latencies.max() ?? 0) * 1e4).rounded() / 10,
+            "keepPendingRecordsPerSecond": (n / keep.wall).rounded(), "keepPendingCPUMicroseconds": micro(keep.cpu),
+            "pushRecordsPerSecond": (n / push.wall).rounded(), "pushClientCPUMicroseconds": micro(push.cpu),
+            "pushServerCPUMicroseconds": micro(pushServerCPU),
+            "pushClientPeakMegabytes": pushClientPeak, "pushServerPeakMegabytes": pushServerPeak,
         ]
         if json {
             Clock.emitJSON(result)
@@ -96,13 +123,19 @@ struct SyncBench: AsyncParsableCommand {
                      clientPeak, serverPeak))
         print(String(format: "a save seen in another replica by a pull: %.1f ms median of 20 (max %.1f ms)",
                      result["saveToPullMedianMilliseconds"] as! Double, result["saveToPullMaxMilliseconds"] as! Double))
+        print(String(format: "kept pending (offline): %8.0f records/s, %6.1f µs CPU a record",
+                     result["keepPendingRecordsPerSecond"] as! Double, result["keepPendingCPUMicroseconds"] as! Double))
+        print(String(format: "push of pending:     %8.0f records/s, %6.1f µs CPU a record on the client, %6.1f on the server; peak memory %d MB client, %d MB server",
+                     result["pushRecordsPerSecond"] as! Double, result["pushClientCPUMicroseconds"] as! Double, result["pushServerCPUMicroseconds"] as! Double,
+                     pushClientPeak, pushServerPeak))
     }
 
     /// Saves the benchmark's records into `zone`, `batch` a batch.
-    private func save(_ session: Session, _ zone: ZoneID) async throws {
+    private func save(_ session: Session, _ zone: ZoneID, range: Range<Int>? = nil) async throws {
         let body = String(repeating: "sealed payload ", count: 70)
-        for start in stride(from: 0, to: records, by: batch) {
-            let list = (start..<start + batch).map { i in
+        let range = range ?? 0..<records
+        for start in stride(from: range.lowerBound, to: range.upperBound, by: batch) {
+            let list = (start..<min(start + batch, range.upperBound)).map { i in
                 var record = Record(type: "Note", name: String(format: "r%06d", i), zone: zone)
                 record.values["title"] = .string("note \(i)")
                 record.values["count"] = .int(Int64(i))
