@@ -121,5 +121,11 @@ struct OfflineWriteCommandTests {
         let status = try team.json(.bob, ["status"])
         #expect((status["zones"] as? [[String: Any]])?.first?["refused"] as? Int == 1)
         try team.fails(.alice, ["record", "get", "Notes", "b1"], 66)
+        // Bob's change stays readable, flagged.
+        let kept = try team.run(.bob, ["record", "get", "Notes@\(Who.alice.email)", "b1", "--json"])
+        #expect(kept.status == 0 && kept.err.contains("refused"), "\(kept)")
+        let record = try jsonObject(kept)
+        #expect(record["refused"] as? Bool == true)
+        #expect(json(record, "values") == JSON(["title": "bob offline"]))
     }
 }

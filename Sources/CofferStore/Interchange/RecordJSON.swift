@@ -53,10 +53,11 @@ public enum RecordJSON {
     /// `transactionAuthor`, that key is added (the change feed's shape). With `news`, `newFields`
     /// (the names of the fields the save added to the schema) and `newType` (whether it added the
     /// record type): the shape `record put` prints. With `pending`, `"pending": true`: a write
-    /// kept in a replica offline, not synced yet.
+    /// kept in a replica offline, not synced yet. With `refused`, `"refused"` and why: a write
+    /// kept offline that the server refused.
     package static func write(_ record: Record, schema: [String: FieldSchema]?, userID: String?, secrets: Bool = true,
                               transactionAuthor: Bool = false, news: (newType: Bool, newFields: [String])? = nil, pending: Bool = false,
-                              into w: inout JSONWriter) throws {
+                              refused: String? = nil, into w: inout JSONWriter) throws {
         func optional(_ text: String?) { if let text { w.string(text) } else { w.null() } }
         w.beginObject()
         w.key("changeTag"); optional(record.changeTag)
@@ -83,6 +84,7 @@ public enum RecordJSON {
         }
         w.key("parent"); optional(record.parent)
         if pending { w.key("pending"); w.bool(true) }
+        if let refused { w.key("refused"); w.bool(true); w.key("refusedWhy"); w.string(refused) }
         if transactionAuthor { w.key("transactionAuthor"); optional(record.transactionAuthor) }
         w.key("type"); w.string(record.recordType)
         w.key("types")

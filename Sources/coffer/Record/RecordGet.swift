@@ -28,12 +28,21 @@ extension Coffer.RecordCommand {
         func run() async throws {
             let context = try await SessionContext(global, createStore: false, readsLocally: true)
             let zoneID = try await context.zone(zone)
-            let record = try await context.db(zoneID).record(named: name, in: zoneID)
-            let schema = try await context.db(zoneID).schema(of: record.recordType, in: zoneID)
+            // A change the server refused stays readable: the user's version, flagged.
+            let refused = try await context.replica?.refusedChanges().last { $0.zone == zoneID && $0.name == name }
+            let record: Record
+            if let refused, let local = refused.local {
+                record = local
+                Output.note("refused: this is your change of \(name), which the server refused (\(Output.oneLine(refused.note))); it is kept in your replica only")
+            } else {
+                record = try await context.db(zoneID).record(named: name, in: zoneID)
+            }
+            let schema = refused?.local == nil ? try await context.db(zoneID).schema(of: record.recordType, in: zoneID)
+                : (try? await context.db(zoneID).schema(of: record.recordType, in: zoneID)) ?? [:]
             if let field {
                 try printField(field, of: record, schema: schema)
             } else if global.json {
-                try RecordOutput.printJSON(record, context: context, schema: schema)
+                try RecordOutput.printJSON(record, context: context, schema: schema, refused: refused?.local == nil ? nil : refused?.note)
             } else {
                 RecordOutput.printText(record, context: context, schema: schema)
             }

@@ -14,11 +14,12 @@ enum RecordOutput {
 
     /// One record's JSON, pretty, on stdout.
     /// `news`: the `record put` keys `newType` and `newFields` (see ``RecordJSON``).
+    /// `refused`: why the server refused this version (a change kept offline).
     static func printJSON(_ record: Record, context: SessionContext, schema: [String: FieldSchema]?, secrets: Bool = true,
-                          news: (newType: Bool, newFields: [String])? = nil) throws {
+                          news: (newType: Bool, newFields: [String])? = nil, refused: String? = nil) throws {
         var writer = JSONWriter(pretty: true)
         try RecordJSON.write(record, schema: schema, userID: context.session.userID, secrets: secrets, news: news,
-                             pending: !secrets && context.writesPending, into: &writer)
+                             pending: !secrets && context.writesPending, refused: refused, into: &writer)
         print(writer)
     }
 
