@@ -37,7 +37,9 @@ extension Coffer {
 
         func run() async throws {
             let token = try since.map { try ChangeToken(string: $0) }
-            let context = try await SessionContext(global, createStore: false)
+            // A zone's changes, read once, come from the replica (pulled first when the server
+            // answers), with the changes kept offline flagged as pending.
+            let context = try await SessionContext(global, createStore: false, readsLocally: zone != nil && !follow)
             if let database {
                 let db = database == .private ? context.session.privateDatabase : context.session.sharedDatabase
                 if follow {
@@ -72,7 +74,9 @@ extension Coffer {
                 }
                 return
             }
-            try printZone(try await db.changes(in: zoneID, since: token, limit: pageSize), context: context, streaming: false)
+            let page = try await db.changes(in: zoneID, since: token, limit: pageSize)
+            try writeZone(page, context: context, streaming: false, pending: try await context.replica?.pendingRecords(in: zoneID) ?? [])
+            try RefusedRecords.check(page.refused, allowed: allowRefused)
         }
 
         /// Runs `follow` until it ends; when the store's server (a Coffer server, PostgreSQL) goes
@@ -99,7 +103,9 @@ extension Coffer {
             try RefusedRecords.check(page.refused, allowed: allowRefused)
         }
 
-        func writeZone(_ page: ZoneChanges, context: SessionContext, streaming: Bool) throws {
+        /// `pending`: with a replica, the changes kept offline (not in the page: a token names
+        /// confirmed positions only), each record as it leaves it, or nil for a delete.
+        func writeZone(_ page: ZoneChanges, context: SessionContext, streaming: Bool, pending: [(name: String, record: Record?)] = []) throws {
             if global.json {
                 var w = JSONWriter(pretty: !streaming)
                 w.beginObject()
@@ -123,6 +129,16 @@ extension Coffer {
                 }
                 w.endArray()
                 w.key("moreComing"); w.bool(page.moreComing)
+                if !pending.isEmpty {
+                    w.key("pending")
+                    w.beginArray()
+                    for (_, record) in pending { if let record { try RecordOutput.write(record, context: context, into: &w) } }
+                    w.endArray()
+                    w.key("pendingDeleted")
+                    w.beginArray()
+                    for (name, record) in pending where record == nil { w.string(name) }
+                    w.endArray()
+                }
                 w.key("refused")
                 w.beginArray()
                 for name in page.refused.keys.sorted() { w.string(name) }
@@ -139,6 +155,9 @@ extension Coffer {
             }
             for d in page.deleted {
                 Output.line(Output.oneLine("deleted \(d.name) by \(context.displayName(d.authorID))" + (d.transactionAuthor.map { " [\($0)]" } ?? "")))
+            }
+            for (name, record) in pending {
+                Output.line(Output.oneLine(record.map { "pending changed \(name) (\($0.recordType)), not synced yet" } ?? "pending deleted \(name), not synced yet"))
             }
             // Every page, streamed or not, ends with its token: the place to resume from.
             Output.line("token: \(page.token.string)")

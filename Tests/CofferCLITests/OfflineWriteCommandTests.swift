@@ -54,6 +54,14 @@ struct OfflineWriteCommandTests {
         let zones = try #require(status["zones"] as? [[String: Any]])
         #expect(zones.first?["pending"] as? Int == 4)
         #expect(status["serverReachable"] as? Bool == false)
+        // The change feed, read from the replica: confirmed changes under a confirmed token, the
+        // pending ones flagged.
+        let feed = try team.json(.alice, ["changes", "Notes", "--offline"])
+        #expect((feed["pending"] as? [[String: Any]])?.map { $0["name"] as? String } == ["n1", "n2", "n4"])
+        #expect(feed["pendingDeleted"] as? [String] == ["n3"])
+        #expect((feed["changed"] as? [[String: Any]])?.map { $0["name"] as? String } == ["n1", "n2", "n3"])
+        let feedText = try team.run(.alice, ["changes", "Notes", "--offline"])
+        #expect(feedText.out.contains("pending deleted n3, not synced yet"), "\(feedText)")
         // What changes who holds which key needs the server.
         try team.fails(.alice, ["share", "remove", "Notes", "--participant", Who.bob.email], 69, mentioning: "needs the server")
         try team.fails(.alice, ["sync"], 69)

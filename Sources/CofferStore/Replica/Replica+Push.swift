@@ -244,6 +244,14 @@ extension Replica {
         return out
     }
 
+    /// The pending changes of `zone` (made offline, not pushed yet), by record name: the record
+    /// as each leaves it, nil for a delete.
+    public func pendingRecords(in zone: ZoneID) async throws -> [(name: String, record: Record?)] {
+        let me = session.userID
+        return try await pendingChanges.latest(in: zone).sorted { Array($0.key.utf8).lexicographicallyPrecedes(Array($1.key.utf8)) }
+            .map { ($0.key, $0.value.record(modifier: me)) }
+    }
+
     /// The changes the server refused, kept readable until dropped.
     public func refusedChanges() async throws -> [PendingChanges.Kept] {
         try await pendingChanges.kept(.refused)
