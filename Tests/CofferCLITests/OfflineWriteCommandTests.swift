@@ -136,4 +136,52 @@ struct OfflineWriteCommandTests {
         #expect(record["refused"] as? Bool == true)
         #expect(json(record, "values") == JSON(["title": "bob offline"]))
     }
+
+    @Test("a sync killed (kill -9) once the server accepted its first commit: the next sync applies every change once, with no duplicate and no loss")
+    func killedPush() async throws {
+        let sandbox = try Sandbox()
+        let storePath = sandbox.path("server.sqlite")
+        var server = try await ServerProcess.start(store: storePath, in: sandbox)
+        defer { Task { [server] in await server.stop(SIGKILL) } }
+        let team = try Team([.alice], sandbox: sandbox, server: server.url)
+        try team.createZone(.alice, "Notes")
+        try team.ok(.alice, ["sync"])
+        await server.stop(SIGKILL)
+        // 2,000 records imported offline: five commits of 400 when pushed.
+        let lines = (0..<2_000).map { #"{"name": "r\#($0)", "type": "Note", "values": {"title": "t\#($0)"}, "encryptedValues": {"body": "secret \#($0)"}}"# }
+        let input = sandbox.path("notes.jsonl")
+        try Data((lines.joined(separator: "\n") + "\n").utf8).write(to: URL(fileURLWithPath: input))
+        let imported = try team.run(.alice, ["record", "import", "Notes", input, "--json"])
+        #expect(imported.status == 0 && imported.err.contains("offline: 2000 changes saved locally"), "\(imported)")
+        #expect(try jsonObject(imported)["pending"] as? Bool == true)
+
+        server = try await ServerProcess.start(store: storePath, in: sandbox, listen: Self.address(server))
+        let shell = try #require(["/usr/bin/sqlite3", "/usr/local/bin/sqlite3", "/bin/sqlite3"].first { FileManager.default.isExecutableFile(atPath: $0) },
+                                 "the sqlite3 shell is needed")
+        func count(_ sql: String) -> Int {
+            guard let run = try? ChildProcess.run(shell, ["-batch", storePath, sql], environment: ProcessInfo.processInfo.environment, timeout: 10),
+                  run.status == 0 else { return -1 }
+            return Int(String(decoding: run.stdout, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
+        }
+        let entries = count("SELECT count(*) FROM zone_log")
+        #expect(entries == 1, "the genesis")
+        let sync = try ChildProcess.Running(try CofferProcess.executableURL().path, ["sync", "--vault", team.vault(.alice), "--server", server.url],
+                                            environment: sandbox.baseEnvironment.merging(withPassphrase) { $1 }, directory: sandbox.root.path, timeout: 120)
+        let deadline = ContinuousClock.now + .seconds(90)
+        while count("SELECT count(*) FROM zone_log") <= entries && ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(2))
+        }
+        let killed = await sync.stop(SIGKILL)
+        let landed = count("SELECT count(*) FROM zone_log") - entries
+        #expect(landed >= 1, "the server accepted a commit before the kill")
+        if landed < 5 { #expect(killed.status != 0, "killed before it finished") }
+
+        let again = try team.run(.alice, ["sync", "--json"])
+        #expect(again.status == 0, "\(again)")
+        #expect(count("SELECT count(*) FROM zone_log") - entries == 5, "five commits of 400: none signed twice")
+        #expect(count("SELECT count(*) FROM record") == 2_000)
+        let status = try team.json(.alice, ["status"])
+        #expect((status["zones"] as? [[String: Any]])?.first?["pending"] as? Int == 0)
+        #expect(json(try team.json(.alice, ["record", "get", "Notes", "r1999"]), "encryptedValues") == JSON(["body": "secret 1999"]))
+    }
 }
