@@ -37,7 +37,12 @@ public struct RecordDatabase: Sendable {
     @discardableResult
     public func createZone(named name: String) async throws -> ZoneID {
         try requirePrivate()
-        return try await session.zoneDirectory.createZone(named: name).id
+        let zone = try await session.zoneDirectory.createZone(named: name).id
+        // A zone made in a replica is the replica's alone until a push copies it to the server.
+        if session.pendingChanges != nil, let uid = try await session.read({ db in try db.zoneRow(zone)?.uid }) {
+            try await session.store.noteUnpushed(uid, true)
+        }
+        return zone
     }
 
     /// The zones of this database: those you own (private), or those shared with you that you

@@ -322,4 +322,34 @@ struct PendingChangesTests {
             #expect(sentEvents == 2)
         }
     }
+
+    @Test("a zone made offline lives in the replica alone (pulls leave it be) until a push copies it to the server, records after it")
+    func zoneMadeOffline() async throws {
+        try await withStore(.server) { s in
+            _ = try await s.makeZone(notes: ["n1"])
+            try await s.replica().pull()
+            let offline = try await s.replica(offline: true)
+            let trips = try await offline.session.privateDatabase.createZone(named: "Trips")
+            _ = try await offline.session.privateDatabase.save(makeNote("t1", in: trips, body: "Oslo"))
+            // Online, a pull does not take it for a zone the server hid or lost.
+            let online = try await s.replica()
+            let pulled = try await online.pull()
+            #expect(pulled.failed.isEmpty && pulled.dropped.isEmpty)
+            _ = try await online.pull([trips])
+            #expect(noteBody(try await online.session.privateDatabase.record(named: "t1", in: trips)) == "Oslo")
+            await expectStoreError(.zoneNotFound) { _ = try await s.db.record(named: "t1", in: trips) }
+            let report = try await online.push()
+            #expect(report.zonesCreated == [trips])
+            #expect(report.confirmed.map(\.count) == [1])
+            #expect(noteBody(try await s.db.record(named: "t1", in: trips)) == "Oslo")
+            #expect(try await online.pull().failed.isEmpty)
+            // A name taken on the server meanwhile: the zone is not copied, and stays here.
+            let again = try await s.replica(offline: true)
+            let clash = try await again.session.privateDatabase.createZone(named: "Clash")
+            _ = try await s.db.createZone(named: "Clash")
+            let clashed = try await s.replica().push()
+            #expect(clashed.failed.map(\.zone) == [clash])
+            #expect(clashed.failed.first?.error.code == .alreadyExists)
+        }
+    }
 }

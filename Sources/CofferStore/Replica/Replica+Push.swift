@@ -45,6 +45,8 @@ extension Replica {
         public var refused: [(zone: ZoneID, name: String, why: String)] = []
         /// Zones whose changes could not be pushed now, each with why (they stay pending).
         public var failed: [(zone: ZoneID, error: StoreError)] = []
+        /// Zones made offline, now copied to the server.
+        public var zonesCreated: [ZoneID] = []
         /// Changes the user's marks count as pending that the replica file no longer holds (an
         /// older copy of it put back, or an edit): lost, and reported once.
         public var lost: Int = 0
@@ -79,6 +81,22 @@ extension Replica {
             report.lost = queue.lost.count
             try await pending.update(finishing: queue.lost + queue.unlanded)
             try await store.writePendingRows([], deleting: queue.stale)
+        }
+        // Zones made offline go first: copied whole (genesis, keys, schema) to the server.
+        for uid in try await store.unpushedZones() {
+            let me = session.userID
+            guard let zone = try await session.read({ db in try db.zoneRows(ownedBy: me).first { $0.zone.uid == uid }?.zone.id }) else {
+                try await store.noteUnpushed(uid, false)
+                continue
+            }
+            guard zones?.contains(zone) ?? true else { continue }
+            do {
+                _ = try await session.pushZone(zone, to: server.store)
+                try await store.noteUnpushed(uid, false)
+                report.zonesCreated.append(zone)
+            } catch let error as StoreError where error.code != .serviceUnavailable {
+                report.failed.append((zone, error))
+            }
         }
         var order = [ZoneID]()
         var byZone = [ZoneID: [PendingChange]]()

@@ -147,9 +147,14 @@ public final class Replica: Sendable {
             throw StoreError(.internalError, "a replica pulls from a server into an SQLite file")
         }
         var report = PullReport()
+        // Zones made here offline are not on the server yet: there is nothing to pull of them.
+        let unpushed = try await store.unpushedZones()
+        let local = try await session.privateDatabase.zones().map(\.id)
+        var mine = [ZoneID]()
+        for zone in local where unpushed.contains(try await session.read { db in try db.zoneRow(zone)?.uid } ?? []) { mine.append(zone) }
         let list: [ZoneID]
         if let zones {
-            list = zones
+            list = zones.filter { !mine.contains($0) }
         } else {
             // A zone the server lists whose log fails verification is a failed zone, not a
             // missing one.
@@ -160,8 +165,8 @@ public final class Replica: Sendable {
         }
         let puller = ReplicaPull(replica: session, remote: remote, local: SQLiteSnapshotDriver(storage: sqlite, logger: store.logger))
         if zones == nil {
-            let listed = Set(list + report.failed.map(\.zone))
-            let held = try await session.privateDatabase.zones().map(\.id) + session.sharedDatabase.zones().map(\.id)
+            let listed = Set(list + report.failed.map(\.zone) + mine)
+            let held = local + (try await session.sharedDatabase.zones().map(\.id))
             try await dropGone(held.filter { !listed.contains($0) }, server: server.session, into: &report)
         }
         for zone in list {

@@ -117,6 +117,7 @@ extension Coffer {
             } else {
                 for zone in report.pulled { Output.line("\(label(zone.zone)): \(Self.describe(zone))") }
                 for dropped in report.dropped { Output.line("\(label(dropped.zone)): dropped from your replica (\(dropped.why))") }
+                for zone in pushed.zonesCreated { Output.line("\(label(zone)): created on the server") }
                 for (zone, count) in pushed.confirmed { Output.line("\(label(zone)): pushed \(Output.count(count, "pending change"))") }
                 for failed in report.failed { Output.note("error: \(label(failed.zone)): \(Output.oneLine(failed.error.message))") }
                 SessionContext.notePushed(pushed, replica: replica)

@@ -21,11 +21,13 @@ extension Coffer.ZoneCommand {
         @OptionGroup var global: GlobalOptions
 
         func run() async throws {
-            let context = try await SessionContext(global, createStore: true)
+            let context = try await SessionContext(global, createStore: true, queuesOffline: true)
             let zone = try await context.db.createZone(named: name)
             quiet.apply()
+            context.notePending(1)
             if global.json {
-                try Output.json(["zone": zone.name, "owner": zone.ownerID, "database": "private"])
+                struct Created: Encodable { let zone: String, owner: String, database: String, pending: Bool? }
+                try Output.json(Created(zone: zone.name, owner: zone.ownerID, database: "private", pending: context.writesPending ? true : nil))
             } else {
                 Output.line("Created zone \(zone.name).")
             }

@@ -91,6 +91,36 @@ extension Store {
         }
     }
 
+    // MARK: - Zones made offline
+
+    /// The uids of the zones made in the replica while offline, not on the server yet.
+    func unpushedZones() async throws -> Set<[UInt8]> {
+        let storage = try sqliteStorage(for: "a replica's zones")
+        do {
+            return try await storage.read { db in
+                Set(try String.fetchAll(db, sql: "SELECT key FROM store_meta WHERE key LIKE 'unpushed:%'").compactMap { Hex.decode(String($0.dropFirst(9))) })
+            }
+        } catch {
+            throw Store.map(error)
+        }
+    }
+
+    /// Notes that the zone `uid` was made in the replica offline (`made`), or is on the server now.
+    func noteUnpushed(_ uid: [UInt8], _ made: Bool) async throws {
+        let storage = try sqliteStorage(for: "a replica's zones")
+        do {
+            try await storage.write(logger: logger) { db in
+                if made {
+                    try db.execute(sql: "INSERT OR REPLACE INTO store_meta (key, value) VALUES (?, ?)", arguments: ["unpushed:" + Hex.encode(uid), Data()])
+                } else {
+                    try db.execute(sql: "DELETE FROM store_meta WHERE key = ?", arguments: ["unpushed:" + Hex.encode(uid)])
+                }
+            }
+        } catch {
+            throw Store.map(error)
+        }
+    }
+
     // MARK: - A pull's stage
 
     /// Where a pull of the zone `uid` stands that stored pages and did not finish: the replica's
