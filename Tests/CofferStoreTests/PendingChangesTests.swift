@@ -266,6 +266,15 @@ struct PendingChangesTests {
             #expect(kept.first.flatMap { $0.local.flatMap(noteBody) } == "bob's offline note")
             #expect(try await online.pendingChanges.counts().values.first?.refused == 1)
             await expectStoreError(.unknownItem) { _ = try await s.db.record(named: "b1", in: zone) }
+            // The zone deleted by its owner: dropped from Bob's replica, which keeps only the
+            // refused change, still listed by status.
+            try await s.db.deleteZone(zone)
+            let after = try await s.replica(bob.vault)
+            #expect(try await after.pull().dropped.map(\.zone) == [zone])
+            let status = try await after.status()
+            #expect(status.map(\.zone) == [zone])
+            #expect(status.first?.refused == 1 && status.first?.findings.first?.contains("gone") == true)
+            #expect(try await after.refusedChanges().first.flatMap { $0.local.flatMap(noteBody) } == "bob's offline note")
         }
     }
 

@@ -281,6 +281,15 @@ public final class Replica: Sendable {
             if let uid, let c = counts[uid] { (status.pending, status.conflicts, status.refused) = c }
             statuses.append(status)
         }
+        // A zone dropped after a verified deletion or removal leaves only its refused changes.
+        var gone = [ZoneID: Int]()
+        for kept in try await pendingChanges.kept(.refused) where !zones.contains(kept.zone) { gone[kept.zone, default: 0] += 1 }
+        for (zone, count) in gone.sorted(by: { $0.key.name < $1.key.name }) {
+            var status = ZoneStatus(zone: zone, confirmedSeq: 0, lastSync: nil,
+                                    findings: ["the zone is gone from your replica; only your changes the server refused are kept"])
+            status.refused = count
+            statuses.append(status)
+        }
         return statuses
     }
 }
