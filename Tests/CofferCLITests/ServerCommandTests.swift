@@ -161,6 +161,11 @@ struct ServerCommandTests {
             #expect(json(result, "records") == .int(2))
             #expect(json(result, "zone") == .string("Notes"))
             expectError(try alice(["zone", "push", "Notes", "--to", server.url]), 73, mentioning: "already has")
+            // Moved: the local copy is gone, and a mark says where it went.
+            expectError(try alice(["record", "get", "Notes", "n1"]), 66, mentioning: "moved to the server at \(server.url)")
+            expectError(try alice(["zone", "create", "Notes"]), 73, mentioning: "moved to the server")
+            #expect(try SQLiteShell.run(local, "SELECT count(*) FROM zone; SELECT count(*) FROM record; SELECT count(*) FROM zone_log;")
+                        .split(separator: "\n") == ["0", "0", "0"], "nothing of the zone is left in the local store")
             // Through the server: Alice's records, her audit, the deletion in the change feed.
             #expect(json(try team.get(.alice, "Notes", "n3"), "encryptedValues") == JSON(["body": "secret 3"]))
             try team.fails(.alice, ["record", "get", "Notes", "n2"], 66)

@@ -27,6 +27,9 @@ struct ZoneDirectory: Sendable {
 extension ZoneDirectory {
     func createZone(named name: String) async throws -> Zone {
         try Names.validateZone(name)
+        if let origin = try await store.movedZoneOrigin(ZoneID(name: name, ownerID: userID)) {
+            throw StoreError(.alreadyExists, "zone '\(name)' was moved to the server at \(origin) ('coffer zone push'); work on it there, with --server \(origin)")
+        }
         let zoneKey = SymmetricKey()
         let uid = SecureRandom.bytes(count: 16)
         let wrapped = KeyRing.wrapZoneKey(zoneKey, zoneUID: uid, epoch: 1, to: vault.boxKey.publicKey)

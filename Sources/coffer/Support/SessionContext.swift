@@ -182,7 +182,14 @@ struct SessionContext {
     /// locally (a server that stops answering meanwhile leaves the replica as it was, with a
     /// note), or noted for ``pullWrittenZones()``.
     private func synced(_ zone: ZoneID) async throws -> ZoneID {
-        guard let replica else { return zone }
+        guard let replica else {
+            // A zone moved from this local store to a server: say where it went.
+            if !throughServer, let origin = try await store.movedZoneOrigin(zone),
+               try await !session.database(for: zone).zones().contains(where: { $0.id == zone }) {
+                throw CLIError(ExitStatus.notFound, "zone '\(zone.name)' was moved to the server at \(origin) with 'coffer zone push': work on it with --server \(origin)")
+            }
+            return zone
+        }
         guard readsLocally else {
             Self.written.withLock { $0.append((replica, zone)) }
             return zone

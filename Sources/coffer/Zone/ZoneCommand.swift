@@ -156,12 +156,14 @@ extension Coffer.ZoneCommand {
 extension Coffer.ZoneCommand {
     struct Push: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Copy a zone you own, whole, from the local store onto a Coffer server.",
+            abstract: "Move a zone you own, whole, from the local store onto a Coffer server.",
             discussion: """
                 The zone's signed log, keys, schema and records move as they are: nothing is sealed or \
-                signed again, and every signature stays valid. The zone is verified first, and stays in \
-                the local store (delete it there once you work through the server). Participants reach it \
-                on the server with the same share URL's zone.
+                signed again, and every signature stays valid. The zone is verified first; once the server \
+                shows the copy at the zone's head, the local copy is deleted (its pages zeroed), and the \
+                local store keeps a mark naming the server: a command on the zone there says where it went, \
+                and making a zone of that name there again is refused, so that the zone is never written in \
+                two places. Participants reach it on the server with the same share URL's zone.
                 """)
 
         @Argument(help: "The zone (one you own).") var zone: String
@@ -184,10 +186,15 @@ extension Coffer.ZoneCommand {
             serverOptions.storeFlags.server = text
             guard let server = try serverOptions.serverURL() else { throw CLIError.usage("zone push needs the server: --to URL") }
             let context = try await SessionContext(local, createStore: false)
+            let named = ZoneID(name: zone, ownerID: context.session.userID)
+            if !zone.contains("@"), let origin = try await context.store.movedZoneOrigin(named) {
+                throw CLIError(ExitStatus.alreadyExists, "the server at \(origin) already has zone '\(zone)': it was moved there with 'coffer zone push'")
+            }
             let zoneID = try await context.zone(zone)
             let target = try await Store(server: server, vault: context.session.vault, logger: CLILog.logger)
             let progress = isatty(STDERR_FILENO) != 0 && !global.json
-            let result = try await context.session.pushZone(zoneID, to: target) { done, total in
+            let origin = try ServerOrigin(server).text
+            let result = try await context.session.moveZone(zoneID, to: target, origin: origin) { done, total in
                 if progress { Output.err(Data("\rPushing: batch \(done) of \(total)\u{1b}[K".utf8)) }
             }
             if progress { Output.err(Data("\r\u{1b}[K".utf8)) }
@@ -197,8 +204,8 @@ extension Coffer.ZoneCommand {
                 struct Pushed: Encodable { let zone: String, server: String, entries: Int, records: Int }
                 try Output.json(Pushed(zone: zoneID.name, server: shown, entries: result.entries, records: result.records))
             } else {
-                Output.line("Pushed zone \(zoneID.name) to \(shown): \(result.entries) log entries, \(result.records) records, signatures intact.")
-                Output.line("It stays in the local store; work on it with --server \(shown), and delete the local copy with 'coffer zone delete \(zoneID.name)' when you are done.")
+                Output.line("Moved zone \(zoneID.name) to \(shown): \(result.entries) log entries, \(result.records) records, signatures intact.")
+                Output.line("The local copy is deleted; work on it with --server \(shown).")
             }
         }
     }

@@ -66,4 +66,35 @@ extension Session {
         return PushResult(entries: log.count, records: copy.rows.count)
     }
 
+
+    /// Moves a zone this user owns from this local store onto a server: ``pushZone(_:to:progress:)``
+    /// copies it; the copy is then read back through the server (its log, verified, reaches this
+    /// store's head); then the zone is dropped here, signing nothing (the user's marks hold on the
+    /// copy), its pages zeroed (`secure_delete`), and a "moved" mark naming `origin` stays in this
+    /// store: making a zone of that name here again is refused, so that one zone is never written
+    /// in two places (two copies of one log would fork it).
+    /// - Throws: as ``pushZone(_:to:progress:)``; `.integrityFailure` when the server does not
+    ///   show the copy (the zone then stays here); `.notSupported` for a store that is not an
+    ///   SQLite file.
+    public func moveZone(_ zoneID: ZoneID, to target: Store, origin: String,
+                         progress: @Sendable (_ done: Int, _ total: Int) -> Void = { _, _ in }) async throws -> PushResult {
+        guard case .sqlite(let sqlite) = store.backend else { throw StoreError(.notSupported, "only a zone of a local SQLite store is moved") }
+        let result = try await pushZone(zoneID, to: target, progress: progress)
+        let (rowID, head) = try await read { db in
+            let zone = try self.accessControl.zoneRow(db, zoneID)
+            return (zone.rowID, try self.verifiedLogs.zoneState(db, zone: zone).headSeq)
+        }
+        let remote = try await target.openSession(vault: vault, advancesMarks: false)
+        let there = try await remote.privateDatabase.zones().first { $0.id == zoneID }
+        guard there?.sequence == head else {
+            throw StoreError(.integrityFailure, "the server does not show the copy of zone '\(zoneID.name)' at its head (\(head)); the zone stays here: push it again")
+        }
+        try await store.noteMoved(zoneID, to: origin)
+        try await SQLiteSnapshotDriver(storage: sqlite, logger: store.logger).apply([.deleteZone(rowID: rowID)], operation: nil)
+        verifiedLogs.forget(zoneRowID: rowID)
+        keyRing.forget(zoneRowID: rowID)
+        store.truncateWriteAheadLog()
+        store.logger.info("zone moved", metadata: ["zone": "\(zoneID.name)", "to": "\(origin)"])
+        return result
+    }
 }

@@ -91,6 +91,37 @@ extension Store {
         }
     }
 
+    // MARK: - Zones moved to a server
+
+    /// The server (its origin) the zone `zone` was moved to from this local store
+    /// (``Session/moveZone(_:to:origin:progress:)``), or nil. A store that is not an SQLite file
+    /// has none.
+    public func movedZoneOrigin(_ zone: ZoneID) async throws -> String? {
+        guard case .sqlite(let storage) = backend else { return nil }
+        do {
+            return try await storage.read { db in
+                try Data.fetchOne(db, sql: "SELECT value FROM store_meta WHERE key = ?", arguments: [Self.movedKey(zone)])
+                    .map { String(decoding: $0, as: UTF8.self) }
+            }
+        } catch {
+            throw Store.map(error)
+        }
+    }
+
+    /// Notes that `zone` moved to the server at `origin`.
+    func noteMoved(_ zone: ZoneID, to origin: String) async throws {
+        let storage = try sqliteStorage(for: "moving a zone")
+        do {
+            try await storage.write(logger: logger) { db in
+                try db.execute(sql: "INSERT OR REPLACE INTO store_meta (key, value) VALUES (?, ?)", arguments: [Self.movedKey(zone), Data(origin.utf8)])
+            }
+        } catch {
+            throw Store.map(error)
+        }
+    }
+
+    private static func movedKey(_ zone: ZoneID) -> String { "moved:\(zone.ownerID):\(zone.name)" }
+
     // MARK: - Zones made offline
 
     /// The uids of the zones made in the replica while offline, not on the server yet.
