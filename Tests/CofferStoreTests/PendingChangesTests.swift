@@ -40,7 +40,7 @@ private func putBack(_ rows: [ChangeRow], into replica: Replica) async throws {
 
 /// The server's log head of `zone`, as Alice's session on it verifies it.
 private func head(_ s: TestStore, _ zone: ZoneID) async throws -> Int64 {
-    try await s.db.zones().first { $0.id == zone }!.sequence
+    try #require(try await s.db.zones().first { $0.id == zone }).sequence
 }
 
 @Suite("Pending changes")
@@ -359,6 +359,61 @@ struct PendingChangesTests {
             let clashed = try await s.replica().push()
             #expect(clashed.failed.map(\.zone) == [clash])
             #expect(clashed.failed.first?.error.code == .alreadyExists)
+        }
+    }
+
+    @Test("a server whose log was cut back or forked is refused at push, naming the zone, and the pending changes are kept as they were")
+    func hostileServerKeepsPendingWork() async throws {
+        try await withStore(.server) { s in
+            let zone = try await s.makeZone(notes: ["n1", "n2"])
+            _ = try await s.db.save(makeNote("n3", in: zone))
+            let pulled = try #require(try await s.replica().pull().pulled.first)
+            let offline = try await s.replica(offline: true)
+            _ = try await offline.session.privateDatabase.save(makeNote("p1", in: zone, body: "pending work"))
+            let rowID = try s.zoneRowID(zone)
+            func cut(to head: Int64) throws {
+                try s.sqlite { db in
+                    try db.execute(sql: "DELETE FROM record WHERE zone_id = ? AND seq > ?", arguments: [rowID, head])
+                    try db.execute(sql: "DELETE FROM zone_log WHERE zone_id = ? AND seq > ?", arguments: [rowID, head])
+                    try db.execute(sql: "UPDATE zone SET sequence = ? WHERE id = ?", arguments: [head, rowID])
+                }
+            }
+            for (what, fork) in [("forked", true), ("rolled back", false)] {
+                try cut(to: pulled.headSeq - (fork ? 1 : 2))
+                if fork { _ = try await s.forge(in: zone, signer: s.alice, name: "n9", title: "the other branch") }
+                func stored() throws -> Int64 { try s.sqlite { db in try Int64.fetchOne(db, sql: "SELECT count(*) FROM zone_log WHERE zone_id = ?", arguments: [rowID]) ?? 0 } }
+                let before = try stored()
+                let report = try await s.replica().push()
+                let failure = try #require(report.failed.first)
+                #expect(failure.zone == zone && failure.error.code == .integrityFailure)
+                #expect(failure.error.message.contains("'Notes'") && failure.error.message.contains(what))
+                #expect(report.confirmed.isEmpty && report.refused.isEmpty && report.conflicts.isEmpty)
+                #expect(try stored() == before, "nothing signed on the \(what) log")
+                let kept = try await s.replica(offline: true)
+                #expect(try await kept.pendingChanges.counts().values.first?.pending == 1)
+                #expect(noteBody(try await kept.session.privateDatabase.record(named: "p1", in: zone)) == "pending work")
+            }
+        }
+    }
+
+    @Test("a replica keeps at most 10,000 pending changes: the next write is refused as busy (sync first), and a push makes room")
+    func pendingLimit() async throws {
+        try await withStore(.server) { s in
+            let zone = try await s.makeZone(notes: [])
+            try await s.replica().pull()
+            let offline = try await s.replica(offline: true)
+            for start in stride(from: 0, to: PendingChanges.maxCount, by: Limits.maxBatchRecords) {
+                let batch = (start..<start + Limits.maxBatchRecords).map { makeNote("r\($0)", in: zone) }
+                _ = try await offline.session.privateDatabase.modify(saving: batch, in: zone)
+            }
+            let refused = await expectStoreError(.busy) { _ = try await offline.session.privateDatabase.save(makeNote("one-more", in: zone)) }
+            #expect(refused?.message.contains("sync first") == true)
+            // Changing a record that already has a pending change joins it: no new change.
+            _ = try await offline.session.privateDatabase.save(makeNote("r7", in: zone, body: "again"), policy: .allKeys)
+            #expect(noteBody(try await offline.session.privateDatabase.record(named: "r7", in: zone)) == "again")
+            let report = try await s.replica().push()
+            #expect(report.confirmed.map(\.count) == [PendingChanges.maxCount])
+            _ = try await s.replica(offline: true).session.privateDatabase.save(makeNote("one-more", in: zone))
         }
     }
 }

@@ -193,16 +193,17 @@ public final class PendingChanges: Sendable {
             _ = try session.accessControl.checkCanWrite(db, zone: zone)
             return zone.uid
         }
-        let summary = try await store.pendingSummary()
-        guard summary.count + total <= Self.maxCount, summary.bytes < Self.maxBytes else {
-            throw StoreError(.busy, "your replica holds \(summary.count) pending changes (\(summary.bytes >> 20) MiB), the most it keeps offline (\(Self.maxCount), \(Self.maxBytes >> 20) MiB): sync first")
-        }
-        let confirmed = try await session.reader.fetch(zone: zoneID, names: names)
         var earlier = [String: PendingChange]()
         let marks = try intentMarks()
         for row in try await store.pendingRows(zoneUID: zoneUID, names: names) where marks.isLive(row.number) {
             earlier[row.name] = try open(row)
         }
+        // A change of a record that has one already joins it: it takes no room of its own.
+        let summary = try await store.pendingSummary()
+        guard summary.count - earlier.count + total <= Self.maxCount, summary.bytes < Self.maxBytes else {
+            throw StoreError(.busy, "your replica holds \(summary.count) pending changes (\(summary.bytes >> 20) MiB), the most it keeps offline (\(Self.maxCount), \(Self.maxBytes >> 20) MiB): sync first")
+        }
+        let confirmed = try await session.reader.fetch(zone: zoneID, names: names)
         let now = Date().timeIntervalSince1970
         var adding = [PendingChange]()
         var saved = [Record]()
