@@ -19,6 +19,16 @@ extension TestStore {
     /// Runs `body` in a write transaction of a second SQLite connection on the store's file
     /// (the server's, behind a server), outside the library: what anyone with write access to
     /// the file can do.
+    /// Cuts the zone's log (row `rowID`) in the store's file back to entry `head`, with the rows
+    /// written after it: a server that rolled the zone back.
+    package func cutLog(zoneRowID rowID: Int64, to head: Int64) throws {
+        try sqlite { db in
+            try db.execute(sql: "DELETE FROM record WHERE zone_id = ? AND seq > ?", arguments: [rowID, head])
+            try db.execute(sql: "DELETE FROM zone_log WHERE zone_id = ? AND seq > ?", arguments: [rowID, head])
+            try db.execute(sql: "UPDATE zone SET sequence = ? WHERE id = ?", arguments: [head, rowID])
+        }
+    }
+
     package func sqlite<T>(_ body: (Database) throws -> T) throws -> T {
         var config = Configuration()
         config.busyMode = .timeout(10)

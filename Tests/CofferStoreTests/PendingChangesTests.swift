@@ -371,13 +371,7 @@ struct PendingChangesTests {
             let offline = try await s.replica(offline: true)
             _ = try await offline.session.privateDatabase.save(makeNote("p1", in: zone, body: "pending work"))
             let rowID = try s.zoneRowID(zone)
-            func cut(to head: Int64) throws {
-                try s.sqlite { db in
-                    try db.execute(sql: "DELETE FROM record WHERE zone_id = ? AND seq > ?", arguments: [rowID, head])
-                    try db.execute(sql: "DELETE FROM zone_log WHERE zone_id = ? AND seq > ?", arguments: [rowID, head])
-                    try db.execute(sql: "UPDATE zone SET sequence = ? WHERE id = ?", arguments: [head, rowID])
-                }
-            }
+            func cut(to head: Int64) throws { try s.cutLog(zoneRowID: rowID, to: head) }
             for (what, fork) in [("forked", true), ("rolled back", false)] {
                 try cut(to: pulled.headSeq - (fork ? 1 : 2))
                 if fork { _ = try await s.forge(in: zone, signer: s.alice, name: "n9", title: "the other branch") }

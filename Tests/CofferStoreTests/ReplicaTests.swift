@@ -156,13 +156,7 @@ struct ReplicaTests {
             let replica = try await s.replica()
             let pulled = try #require(try await replica.pull().pulled.first)
             let rowID = try s.zoneRowID(zone)
-            func cut(to head: Int64) throws {
-                try s.sqlite { db in
-                    try db.execute(sql: "DELETE FROM record WHERE zone_id = ? AND seq > ?", arguments: [rowID, head])
-                    try db.execute(sql: "DELETE FROM zone_log WHERE zone_id = ? AND seq > ?", arguments: [rowID, head])
-                    try db.execute(sql: "UPDATE zone SET sequence = ? WHERE id = ?", arguments: [head, rowID])
-                }
-            }
+            func cut(to head: Int64) throws { try s.cutLog(zoneRowID: rowID, to: head) }
             // Forked: the head entry replaced by another that Alice's key signs.
             try cut(to: pulled.headSeq - 1)
             _ = try await s.forge(in: zone, signer: s.alice, name: "n9", title: "the other branch")
