@@ -238,6 +238,17 @@ struct PendingChangesTests {
             #expect(noteBody(try await s.db.record(named: "n1", in: zone)) == "theirs")
             try await online.pull()
 
+            // A change filed in the clear under another record's name is refused, not pushed
+            // or shown under that name.
+            let offline4 = try await s.replica(offline: true)
+            _ = try await offline4.session.privateDatabase.save(makeNote("n7", in: zone, body: "seven"))
+            try await offline4.store.dbPool.write { db in try db.execute(sql: "UPDATE replica_change SET name = 'n1' WHERE name = 'n7'") }
+            await expectStoreError(.integrityFailure) { _ = try await offline4.session.privateDatabase.record(named: "n1", in: zone) }
+            await expectStoreError(.integrityFailure) { _ = try await s.replica().push() }
+            await expectStoreError(.unknownItem) { _ = try await s.db.record(named: "n7", in: zone) }
+            try await offline4.store.dbPool.write { db in try db.execute(sql: "UPDATE replica_change SET name = 'n7' WHERE name = 'n1'") }
+            #expect(try await s.replica().push().confirmed.map(\.count) == [1])
+
             // Changes cut out of the file: reported lost, once. (The newest alone, cut, is
             // taken for a write that failed before it stored its change.)
             let offline3 = try await s.replica(offline: true)

@@ -78,13 +78,7 @@ public final class PendingChanges: Sendable {
         let live = rows.filter { marks.isLive($0.number) }
         var changes = [PendingChange]()
         changes.reserveCapacity(live.count)
-        for row in live {
-            guard let change = PendingChange.open(row.sealed, number: row.number, key: key, storeID: storeID, userID: userID),
-                  change.name == row.name, change.zoneUID == row.zoneUID else {
-                throw StoreError(.integrityFailure, "pending change \(row.number) in your replica does not open, or is filed under another record (the file was changed): nothing is pushed")
-            }
-            changes.append(change)
-        }
+        for row in live { changes.append(try open(row)) }
         let held = Set(live.map(\.number))
         var lost = [UInt64]()
         var n = marks.finishedThrough

@@ -149,9 +149,11 @@ public final class Replica: Sendable {
         var report = PullReport()
         // Zones made here offline are not on the server yet: there is nothing to pull of them.
         let unpushed = try await store.unpushedZones()
-        let local = try await session.privateDatabase.zones().map(\.id)
         var mine = [ZoneID]()
-        for zone in local where unpushed.contains(try await session.read { db in try db.zoneRow(zone)?.uid } ?? []) { mine.append(zone) }
+        if !unpushed.isEmpty {
+            let me = session.userID
+            mine = try await session.read { db in try db.zoneRows(ownedBy: me).filter { unpushed.contains($0.zone.uid) }.map(\.zone.id) }
+        }
         let list: [ZoneID]
         if let zones {
             list = zones.filter { !mine.contains($0) }
@@ -166,7 +168,7 @@ public final class Replica: Sendable {
         let puller = ReplicaPull(replica: session, remote: remote, local: SQLiteSnapshotDriver(storage: sqlite, logger: store.logger))
         if zones == nil {
             let listed = Set(list + report.failed.map(\.zone) + mine)
-            let held = local + (try await session.sharedDatabase.zones().map(\.id))
+            let held = try await session.privateDatabase.zones().map(\.id) + session.sharedDatabase.zones().map(\.id)
             try await dropGone(held.filter { !listed.contains($0) }, server: server.session, into: &report)
         }
         for zone in list {
