@@ -270,6 +270,10 @@ extension RecordDatabase {
                     continuation.finish()
                 } catch is CancellationError {
                     continuation.finish()
+                } catch where Task.isCancelled {
+                    // Whatever a cancelled request failed with (a backend may wrap the
+                    // cancellation in its own error), the consumer asked the stream to end.
+                    continuation.finish()
                 } catch {
                     continuation.finish(throwing: error)
                 }

@@ -125,7 +125,8 @@ public final class SyncEngine: Service, Sendable {
         return report
     }
 
-    /// Syncs until the task is cancelled or the service group shuts down gracefully.
+    /// Syncs until the task is cancelled or the service group shuts down gracefully; then
+    /// returns (a cancellation is not an error here).
     public func run() async throws {
         try await cancelWhenGracefulShutdown {
             var delay = Duration.seconds(1)
@@ -140,10 +141,12 @@ public final class SyncEngine: Service, Sendable {
                         await replica.server?.store.close()
                         throw error
                     }
+                } catch is CancellationError {
+                    return
                 } catch let error as StoreError where error.code == .serviceUnavailable {
                     self.logger.info("sync offline", metadata: ["error": "\(error.message)"])
                     self.continuation.yield(.offline(error.message, retryIn: delay))
-                    try await Task.sleep(for: delay)
+                    do { try await Task.sleep(for: delay) } catch { return }
                     delay = min(delay * 2, .seconds(30))
                 }
             }

@@ -262,8 +262,11 @@ final class RemoteStorage: SnapshotDriver {
             throw StoreError(.serviceUnavailable, "the server at \(serverDescription) did not answer within \(Self.seconds(limit)); try again",
                              underlying: LostAnswer())
         } catch {
+            // A task cancelled mid-request is not a server away: whoever cancelled it ends
+            // quietly (a change stream finishes) rather than report the server unreachable.
+            if error is CancellationError || Task.isCancelled { throw CancellationError() }
             throw StoreError(.serviceUnavailable, "the server at \(serverDescription) cannot be reached (\(Self.describe(error))); check that it is running and the address",
-                             underlying: error is CancellationError ? nil : LostAnswer())
+                             underlying: LostAnswer())
         }
         let data = Data(received.readableBytesView)
         guard response.status == .ok else {
