@@ -137,6 +137,29 @@ struct OfflineWriteCommandTests {
         #expect(json(record, "values") == JSON(["title": "bob offline"]))
     }
 
+    @Test("sync on a terminal: one progress line on stderr, pulled rows and pushed changes, cleared before the report")
+    func progressOnTerminal() async throws {
+        let sandbox = try Sandbox()
+        var server = try await ServerProcess.start(store: sandbox.path("server.sqlite"), in: sandbox)
+        defer { Task { [server] in await server.stop(SIGKILL) } }
+        let team = try Team([.alice], sandbox: sandbox, server: server.url)
+        try team.createZone(.alice, "Notes")
+        try team.put(.alice, "Notes", "n1", type: "Note", set: ["title=one"])
+        await server.stop(SIGKILL)
+        for name in ["n2", "n3"] { try Self.offline(team, .alice, team.putArguments("Notes", name, type: "Note", set: ["title=\(name)"])) }
+        server = try await ServerProcess.start(store: sandbox.path("server.sqlite"), in: sandbox, listen: Self.address(server))
+        let command = [try CofferProcess.executableURL().path, "sync", "--vault", team.vault(.alice), "--server", server.url].joined(separator: " ")
+        let shown = try sandbox.shell("script -qec \"$0\" /dev/null < /dev/null", [command], env: withPassphrase)
+        #expect(shown.status == 0, "\(shown)")
+        #expect(shown.out.contains("\rSyncing Notes: 0 records fetched\u{1b}[K"), "\(shown)")
+        #expect(shown.out.contains("\rPushing Notes: 2 of 2 changes sent\u{1b}[K"), "\(shown)")
+        #expect(shown.out.contains("\r\u{1b}[KNotes: "), "the line is cleared before the report: \(shown)")
+        #expect(shown.out.contains("Notes: pushed 2 pending changes"), "\(shown)")
+        // Without a terminal (or with --json) there is no progress line.
+        let plain = try team.run(.alice, ["sync"])
+        #expect(plain.status == 0 && !plain.err.contains("Syncing") && !plain.out.contains("\u{1b}"), "\(plain)")
+    }
+
     @Test("a sync killed (kill -9) once the server accepted its first commit: the next sync applies every change once, with no duplicate and no loss")
     func killedPush() async throws {
         let sandbox = try Sandbox()

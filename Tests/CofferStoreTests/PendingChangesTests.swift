@@ -74,7 +74,9 @@ struct PendingChangesTests {
 
             // Online: one push, one commit that carries the three changes' ids.
             let online = try await s.replica()
-            let report = try await online.push()
+            let steps = Locked<[SyncProgress]>([])
+            let report = try await online.push { step in steps.withLock { $0.append(step) } }
+            #expect(steps.withLock { $0 } == [.pushing(zone, sent: 3, total: 3)])
             #expect(report.failed.isEmpty && report.conflicts.isEmpty && report.refused.isEmpty)
             #expect(report.confirmed.map(\.count) == [3])
             #expect(try await head(s, zone) == before + 1)

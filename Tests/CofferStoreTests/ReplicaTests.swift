@@ -258,7 +258,10 @@ struct ReplicaTests {
             var n03 = try await s.db.record(named: "n03", in: zone)
             n03.encryptedValues["body"] = .string("changed meanwhile")
             _ = try await s.db.save(n03)
-            let resumed = try await ReplicaPull.$pageSize.withValue(10) { try await replica.pull() }
+            let steps = Locked<[SyncProgress]>([])
+            let resumed = try await ReplicaPull.$pageSize.withValue(10) { try await replica.pull { step in steps.withLock { $0.append(step) } } }
+            // Progress: the zone's start, then the rows this run fetched after each page.
+            #expect(steps.withLock { $0 } == [0, 10, 16].map { .pulling(zone, records: $0) })
             let pulled = try #require(resumed.pulled.first)
             #expect(pulled.records == 35)
             #expect(pulled.fetched == 16, "the 15 rows not staged yet, and n03's newer version")

@@ -3,7 +3,7 @@ import CofferVault
 import Foundation
 
 /// A replica's pending changes: the writes made while the server could not be reached, kept
-/// as unsigned intents (``PendingChange``) until ``Replica/push(_:policy:)`` signs them at the
+/// as unsigned intents (``PendingChange``) until ``Replica/push(_:policy:progress:)`` signs them at the
 /// head it verified.
 ///
 /// Each change is sealed under a key only the user's vault derives, and numbered by a counter

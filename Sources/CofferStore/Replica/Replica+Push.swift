@@ -70,7 +70,10 @@ extension Replica {
     /// One pusher per replica: the push holds `<replica file>.push-lock` (waiting up to 30 s).
     /// - Throws: `.serviceUnavailable` while offline; `.busy` when another push holds the lock;
     ///   `.integrityFailure` for a queue the marks do not vouch for.
-    public func push(_ zones: [ZoneID]? = nil, policy: ConflictPolicy = .keepBoth) async throws -> PushReport {
+    ///
+    /// `progress` gets each zone's count of changes sent, after each signed commit.
+    public func push(_ zones: [ZoneID]? = nil, policy: ConflictPolicy = .keepBoth,
+                     progress: @escaping @Sendable (SyncProgress) -> Void = { _ in }) async throws -> PushReport {
         guard let server else { throw StoreError(.serviceUnavailable, offlineReason ?? "the server cannot be reached") }
         let lock = try await PushLock(path: path.path + ".push-lock")
         defer { lock.release() }
@@ -106,7 +109,7 @@ extension Replica {
         }
         for zone in order {
             do {
-                try await push(byZone[zone]!, zone: zone, server: server.session, policy: policy, into: &report)
+                try await push(byZone[zone]!, zone: zone, server: server.session, policy: policy, progress: progress, into: &report)
             } catch let error as StoreError where error.code != .serviceUnavailable {
                 report.failed.append((zone, error))
             }
@@ -116,13 +119,14 @@ extension Replica {
 
     /// Pushes one zone's changes (see ``push(_:policy:)``), trying again (at most 5 times) when
     /// the server's version moved between the pull and the push.
-    private func push(_ changes: [PendingChange], zone: ZoneID, server: Session, policy: ConflictPolicy, into report: inout PushReport) async throws {
+    private func push(_ changes: [PendingChange], zone: ZoneID, server: Session, policy: ConflictPolicy,
+                      progress: @Sendable (SyncProgress) -> Void, into report: inout PushReport) async throws {
         let pending = pendingChanges
         var remaining = changes
         var attempts = 0
         while !remaining.isEmpty {
             attempts += 1
-            let pulled = try await pull([zone])
+            let pulled = try await pull([zone], progress: { _ in })
             if let failure = pulled.failed.first {
                 guard pulled.dropped.contains(where: { $0.zone == zone }) || [.zoneNotFound, .permissionFailure].contains(failure.error.code) else {
                     throw failure.error
@@ -149,7 +153,7 @@ extension Replica {
             remaining.removeAll { c in !batch.sending.contains { $0.number == c.number } }
             guard !batch.sending.isEmpty else { return }
             do {
-                try await send(batch, zone: zone, server: server)
+                try await send(batch, zone: zone, server: server, progress: progress)
             } catch let error as StoreError where [.serverRecordChanged, .partialFailure].contains(error.code) {
                 continue // the server's version moved: pull and merge again
             } catch let error as StoreError where [.permissionFailure, .zoneNotFound, .invalidArguments, .limitExceeded].contains(error.code) {
@@ -221,7 +225,7 @@ extension Replica {
 
     /// Signs and sends the batch as commits at the head the replica verified (each at most a
     /// batch's records), each carrying its changes' ids.
-    private func send(_ batch: Batch, zone: ZoneID, server: Session) async throws {
+    private func send(_ batch: Batch, zone: ZoneID, server: Session, progress: @Sendable (SyncProgress) -> Void) async throws {
         let pending = pendingChanges
         var saves = batch.saves[...], deletions = batch.deletions[...]
         let numbers = Dictionary(batch.sending.map { ($0.name, $0.number) }) { a, _ in a }
@@ -232,6 +236,8 @@ extension Replica {
             deletions = deletions.dropFirst(d.count)
             let ids = (s.map(\.name) + d.map(\.name)).compactMap { numbers[$0] }.map { pending.id(of: $0) }
             _ = try await server.writer.modify(zone: zone, saving: Array(s), deleting: Array(d), policy: .ifServerRecordUnchanged, confirming: ids)
+            progress(.pushing(zone, sent: batch.saves.count - saves.count + batch.deletions.count - deletions.count,
+                              total: batch.saves.count + batch.deletions.count))
         }
     }
 

@@ -138,10 +138,11 @@ public final class Replica: Sendable {
     }
 
     /// Brings `zones` (by default every zone the server shows this user: theirs, and those shared
-    /// with them) up to the server's verified state. `progress` gets each zone as it starts.
+    /// with them) up to the server's verified state. `progress` gets each zone as it starts
+    /// (`.pulling(zone, records: 0)`) and after each page of rows it fetches.
     /// - Throws: `.serviceUnavailable` while offline.
     @discardableResult
-    public func pull(_ zones: [ZoneID]? = nil, progress: @Sendable (ZoneID) -> Void = { _ in }) async throws -> PullReport {
+    public func pull(_ zones: [ZoneID]? = nil, progress: @escaping @Sendable (SyncProgress) -> Void = { _ in }) async throws -> PullReport {
         guard let server else { throw StoreError(.serviceUnavailable, offlineReason ?? "the server cannot be reached") }
         guard case .snapshot(let remote) = server.store.backend, case .sqlite(let sqlite) = store.backend else {
             throw StoreError(.internalError, "a replica pulls from a server into an SQLite file")
@@ -165,14 +166,14 @@ public final class Replica: Sendable {
             list = owned.zones.map(\.id) + shared.zones.map(\.id)
             report.failed = (owned.refused + shared.refused).map { ($0.id, $0.error) }
         }
-        let puller = ReplicaPull(replica: session, remote: remote, local: SQLiteSnapshotDriver(storage: sqlite, logger: store.logger))
+        let puller = ReplicaPull(replica: session, remote: remote, local: SQLiteSnapshotDriver(storage: sqlite, logger: store.logger), progress: progress)
         if zones == nil {
             let listed = Set(list + report.failed.map(\.zone) + mine)
             let held = try await session.privateDatabase.zones().map(\.id) + session.sharedDatabase.zones().map(\.id)
             try await dropGone(held.filter { !listed.contains($0) }, server: server.session, into: &report)
         }
         for zone in list {
-            progress(zone)
+            progress(.pulling(zone, records: 0))
             do {
                 let pulled = try await puller.pull(zone)
                 report.pulled.append(pulled)

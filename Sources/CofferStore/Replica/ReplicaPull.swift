@@ -2,6 +2,15 @@ import CofferCrypto
 import CofferVault
 import Foundation
 
+/// How far a replica's sync has come, told as it goes (``Replica/pull(_:progress:)``,
+/// ``Replica/push(_:policy:progress:)``).
+public enum SyncProgress: Sendable, Equatable {
+    /// A zone's pull: started (0), or `records` rows fetched so far by this run.
+    case pulling(ZoneID, records: Int)
+    /// A zone's push: `sent` of the `total` changes sent this round.
+    case pushing(ZoneID, sent: Int, total: Int)
+}
+
 /// What one zone's pull brought into the replica.
 public struct PulledZone: Sendable {
     public let zone: ZoneID
@@ -35,6 +44,8 @@ struct ReplicaPull {
     let remote: any SnapshotDriver
     /// The replica's driver.
     let local: SQLiteSnapshotDriver
+    /// Told how many rows of a zone this run fetched, after each page.
+    var progress: @Sendable (SyncProgress) -> Void = { _ in }
 
     /// How many rows a page of the server's changes holds (tests set fewer).
     @TaskLocal static var pageSize = 1_000
@@ -131,6 +142,7 @@ struct ReplicaPull {
             try await store.stage(rows, of: zone.uid, after: after)
             fetched += rows.count
             pages += 1
+            progress(.pulling(zone.id, records: fetched))
             guard names.count == size, let last = rows.last else { return fetched }
             cursor = (last.seq, last.name)
         }

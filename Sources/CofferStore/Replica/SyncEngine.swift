@@ -105,7 +105,7 @@ public final class SyncEngine: Service, Sendable {
         return report
     }
 
-    /// Pushes the replica's pending changes now (see ``Replica/push(_:policy:)``), reporting
+    /// Pushes the replica's pending changes now (see ``Replica/push(_:policy:progress:)``), reporting
     /// them as events, and writes the user's marks.
     /// - Throws: `.serviceUnavailable` when the server cannot be reached.
     @discardableResult

@@ -87,13 +87,27 @@ extension Coffer {
         /// worst failed zone's).
         private func syncOnce(_ replica: Replica) async throws -> Int32 {
             let terminal = isatty(STDERR_FILENO) != 0 && !global.json
-            let report = try await replica.pull { zone in
-                if terminal { Output.note("syncing \(zone.name)…") }
+            let userID = replica.session.userID
+            let label = { @Sendable (zone: ZoneID) in zone.ownerID == userID ? zone.name : "\(zone.name)@\(zone.ownerID)" }
+            // On a terminal, one line on stderr says how far the sync has come.
+            let show = { @Sendable (step: SyncProgress) in
+                guard terminal else { return }
+                switch step {
+                case .pulling(let zone, let records):
+                    Output.err(Data("\rSyncing \(label(zone)): \(Output.count(records, "record")) fetched\u{1b}[K".utf8))
+                case .pushing(let zone, let sent, let total):
+                    Output.err(Data("\rPushing \(label(zone)): \(sent) of \(Output.count(total, "change")) sent\u{1b}[K".utf8))
+                }
             }
+            // The line is cleared before the report (or an error) is printed.
+            var cleared = false
+            let clear = { if terminal && !cleared { Output.err(Data("\r\u{1b}[K".utf8)); cleared = true } }
+            defer { clear() }
+            let report = try await replica.pull(progress: show)
             try replica.session.saveMarks()
-            let pushed = try await replica.push()
+            let pushed = try await replica.push(progress: show)
             try replica.session.saveMarks()
-            let label = { (zone: ZoneID) in zone.ownerID == replica.session.userID ? zone.name : "\(zone.name)@\(zone.ownerID)" }
+            clear()
             let failed = report.failed + pushed.failed
             if global.json {
                 struct Pulled: Encodable { let zone: String, confirmedSeq: Int64, entries: Int, records: Int, deleted: Int }
