@@ -135,6 +135,34 @@ struct OfflineWriteCommandTests {
         let record = try jsonObject(kept)
         #expect(record["refused"] as? Bool == true)
         #expect(json(record, "values") == JSON(["title": "bob offline"]))
+        // And exportable: flagged, beside the zone's records.
+        func exported(_ arguments: [String]) throws -> [[String: Any]] {
+            let r = try team.run(.bob, ["record", "export"] + arguments)
+            #expect(r.status == 0, "\(r)")
+            return try r.out.split(separator: "\n").map { try #require(try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]) }
+        }
+        let lines = try exported(["Notes@\(Who.alice.email)"])
+        #expect(lines.map { $0["name"] as? String } == ["b1", "n1"])
+        #expect(lines.map { $0["refused"] as? Bool } == [true, nil])
+
+        // The zone deleted upstream: dropped from Bob's replica at his next sync, which keeps
+        // his refused change, still readable and exportable (alone, with a warning).
+        try team.ok(.alice, ["zone", "delete", "Notes", "--yes"])
+        _ = try team.run(.bob, ["sync"])
+        let after = try team.run(.bob, ["record", "get", "Notes@\(Who.alice.email)", "b1", "--json"])
+        #expect(after.status == 0, "\(after)")
+        #expect(json(try jsonObject(after), "values") == JSON(["title": "bob offline"]))
+        let alone = try team.run(.bob, ["record", "export", "Notes@\(Who.alice.email)"])
+        #expect(alone.status == 0 && alone.err.contains("only your refused changes are exported"), "\(alone)")
+        #expect(alone.out.split(separator: "\n").count == 1 && alone.out.contains(#""refused":true"#), "\(alone)")
+        let folder = sandbox.path("all")
+        let all = try team.json(.bob, ["record", "export", "--all", "--output", folder])
+        #expect(all["records"] as? Int == 1, "\(all)")
+        // A file of refused changes imports as records again (the flags are read past).
+        let file = sandbox.path("refused.jsonl")
+        try Data(alone.out.utf8).write(to: URL(fileURLWithPath: file))
+        try team.ok(.bob, ["record", "import", "Kept", file, "--create-zone"])
+        #expect(json(try team.json(.bob, ["record", "get", "Kept", "b1"]), "values") == JSON(["title": "bob offline"]))
     }
 
     @Test("sync on a terminal: one progress line on stderr, pulled rows and pushed changes, cleared before the report")

@@ -268,16 +268,30 @@ struct PendingChangesTests {
         try await withStore(.server) { s in
             let bob = try await s.user("Bob", "bob@example.com")
             let (zone, _) = try await s.sharedWith(bob, .readWrite)
+            _ = try await s.db.modify(saving: ["a0", "b0", "c0"].map { makeNote($0, in: zone) }, in: zone)
             try await s.replica(bob.vault).pull()
             let offline = try await s.replica(bob.vault, offline: true)
             _ = try await offline.session.sharedDatabase.save(makeNote("b1", in: zone, body: "bob's offline note"))
+            var c0 = try await offline.session.sharedDatabase.record(named: "c0", in: zone)
+            c0.encryptedValues["body"] = .string("bob's edit of c0")
+            _ = try await offline.session.sharedDatabase.save(c0)
             _ = try await s.alice.setPermission(.readOnly, for: bob.userID, in: zone)
             let online = try await s.replica(bob.vault)
             let report = try await online.push()
-            #expect(report.refused.map(\.name) == ["b1"])
+            #expect(report.refused.map(\.name).sorted() == ["b1", "c0"])
             let kept = try await online.refusedChanges()
-            #expect(kept.first.flatMap { $0.local.flatMap(noteBody) } == "bob's offline note")
-            #expect(try await online.pendingChanges.counts().values.first?.refused == 1)
+            #expect(kept.first { $0.name == "b1" }.flatMap { $0.local.flatMap(noteBody) } == "bob's offline note")
+            #expect(try await online.pendingChanges.counts().values.first?.refused == 2)
+            // Exported: each refused version in place of its name's record (or where its name
+            // falls), flagged with why; the others as the server holds them.
+            var lines = [[String: Any]]()
+            let exported = try await online.session.sharedDatabase.exportRecords(in: zone, pageSize: 2, refused: kept) { data in
+                for line in data.split(separator: 0x0a) { lines.append(try #require(try JSONSerialization.jsonObject(with: line) as? [String: Any])) }
+            }
+            #expect(exported == 6 && lines.map { $0["name"] as? String } == ["a0", "b0", "b1", "c0", "n1", "n2"])
+            #expect(lines.map { $0["refused"] as? Bool } == [nil, nil, true, true, nil, nil])
+            #expect((lines[3]["encryptedValues"] as? [String: Any])?["body"] as? String == "bob's edit of c0")
+            #expect((lines[2]["refusedWhy"] as? String)?.isEmpty == false)
             await expectStoreError(.unknownItem) { _ = try await s.db.record(named: "b1", in: zone) }
             // The zone deleted by its owner: dropped from Bob's replica, which keeps only the
             // refused change, still listed by status.
@@ -286,8 +300,8 @@ struct PendingChangesTests {
             #expect(try await after.pull().dropped.map(\.zone) == [zone])
             let status = try await after.status()
             #expect(status.map(\.zone) == [zone])
-            #expect(status.first?.refused == 1 && status.first?.findings.first?.contains("gone") == true)
-            #expect(try await after.refusedChanges().first.flatMap { $0.local.flatMap(noteBody) } == "bob's offline note")
+            #expect(status.first?.refused == 2 && status.first?.findings.first?.contains("gone") == true)
+            #expect(try await after.refusedChanges().first { $0.name == "b1" }.flatMap { $0.local.flatMap(noteBody) } == "bob's offline note")
         }
     }
 

@@ -24,7 +24,12 @@ struct RecordJSONTests {
         let text = String(decoding: data, as: UTF8.self)
         #expect(!text.contains("\n"))
         let object = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
-        #expect(Set(object.keys) == RecordJSON.knownKeys)
+        #expect(Set(object.keys) == RecordJSON.knownKeys.subtracting(["pending", "refused", "refusedWhy"]))
+        // The flags of a replica's offline change are of the shape too (an import reads past them).
+        var flagged = JSONWriter()
+        try RecordJSON.write(Self.sample(), schema: schema, userID: "alice-id", pending: true, refused: "why", into: &flagged)
+        let flaggedObject = try #require(try JSONSerialization.jsonObject(with: Data(flagged.bytes)) as? [String: Any])
+        #expect(Set(flaggedObject.keys) == RecordJSON.knownKeys)
         #expect(RecordJSON.knownKeys.allSatisfy(RecordJSON.isKnownKey))
         #expect(!["", "Name", "names", "encryptedFields", "transactionAuthor", "zone "].contains(where: RecordJSON.isKnownKey))
         #expect(object["zone"] as? String == "Notes")

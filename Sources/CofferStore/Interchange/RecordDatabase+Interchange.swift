@@ -12,32 +12,59 @@ extension RecordDatabase {
     /// - Parameters:
     ///   - zone: the zone to export.
     ///   - pageSize: records read and written at a time.
+    ///   - refused: changes a replica kept because the server refused them
+    ///     (``Replica/refusedChanges()``): each is written in place of the record of its name,
+    ///     or where its name falls, flagged `"refused": true` with `refusedWhy`; a refused
+    ///     deletion writes nothing of its own (the record stays as the server holds it).
     ///   - write: called with each page's lines.
     /// - Returns: the number of records written.
     /// - Throws: `.zoneNotFound`, `.permissionFailure`, `.integrityFailure` for a record that
     ///   fails authentication, and what `write` throws.
     @discardableResult
-    public func exportRecords(in zone: ZoneID, pageSize: Int = 400, to write: (Data) throws -> Void) async throws -> Int {
+    public func exportRecords(in zone: ZoneID, pageSize: Int = 400, refused: [PendingChanges.Kept] = [],
+                              to write: (Data) throws -> Void) async throws -> Int {
         var after: String?
         var count = 0
         var schemas = [String: [String: FieldSchema]]()
         var writer = JSONWriter(capacity: pageSize * 1536)
         let userID = session.userID
+        // The refused versions by name (the newest of a name), merged into the pages' name order.
+        var kept = [String: PendingChanges.Kept]()
+        for change in refused where change.zone == zone { kept[change.name] = change }
+        var waiting = kept.values.filter { $0.local != nil }.sorted { Array($0.name.utf8).lexicographicallyPrecedes(Array($1.name.utf8)) }[...]
+        /// Writes the refused versions whose names come up to `name` (all, for nil).
+        func writeRefused(upTo name: String?) async throws {
+            while let next = waiting.first, let local = next.local, name.map({ !Array($0.utf8).lexicographicallyPrecedes(Array(next.name.utf8)) }) ?? true {
+                if schemas[local.recordType] == nil {
+                    schemas[local.recordType] = (try? await schema(of: local.recordType, in: zone)) ?? [:]
+                }
+                try RecordJSON.write(local, schema: schemas[local.recordType], userID: userID, refused: next.note, into: &writer)
+                writer.bytes.append(0x0a)
+                count += 1
+                waiting = waiting.dropFirst()
+            }
+        }
         while true {
             let page = try await records(in: zone, after: after, limit: pageSize)
             guard let last = page.last else { break }
             writer.reset()
             for record in page {
+                try await writeRefused(upTo: record.name)
+                // A record with a refused version: that version was written in its place.
+                if kept[record.name]?.local != nil { continue }
                 if schemas[record.recordType] == nil {
                     schemas[record.recordType] = try await schema(of: record.recordType, in: zone)
                 }
                 try RecordJSON.write(record, schema: schemas[record.recordType], userID: userID, into: &writer)
                 writer.bytes.append(0x0a)
+                count += 1
             }
             try write(Data(writer.bytes))
-            count += page.count
             after = last.name
         }
+        writer.reset()
+        try await writeRefused(upTo: nil)
+        if !writer.bytes.isEmpty { try write(Data(writer.bytes)) }
         return count
     }
 

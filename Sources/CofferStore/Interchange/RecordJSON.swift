@@ -18,15 +18,17 @@ import Foundation
 /// bytes as base64, lists as arrays.
 public enum RecordJSON {
     /// The keys an imported line may hold; others are refused.
+    /// (`pending`, `refused` and `refusedWhy` flag a replica's offline change; an import reads
+    /// such a line as any other.)
     public static let knownKeys: Set<String> = ["zone", "name", "type", "parent", "changeTag", "values", "encryptedValues", "types",
-                                                "creator", "modifier", "created", "modified", "keyEpoch"]
+                                                "creator", "modifier", "created", "modified", "keyEpoch", "pending", "refused", "refusedWhy"]
 
     /// Whether `key` is one of ``knownKeys`` (compared, not hashed: an import asks for every key
     /// of every line).
     static func isKnownKey(_ key: String) -> Bool {
         switch key {
         case "zone", "name", "type", "parent", "changeTag", "values", "encryptedValues", "types",
-             "creator", "modifier", "created", "modified", "keyEpoch": true
+             "creator", "modifier", "created", "modified", "keyEpoch", "pending", "refused", "refusedWhy": true
         default: false
         }
     }

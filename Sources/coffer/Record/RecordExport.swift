@@ -13,7 +13,8 @@ extension Coffer.RecordCommand {
                 (a character other than a letter, a digit, '.', '_', '-' or '@' in a name is written %XX). DIR is \
                 made (mode 0700) if missing. An existing file is refused (73) unless --force. 'record import ZONE \
                 FILE --create-zone' reads a file back; records get new change tags and dates there. For a copy that \
-                keeps them, use 'coffer backup'.
+                keeps them, use 'coffer backup'. With --server, a change of yours the server refused is written in \
+                place of the server's version of that record, flagged "refused" with why.
                 """)
 
         @Argument(help: "The zone (not with --all).") var zone: String?
@@ -43,14 +44,27 @@ extension Coffer.RecordCommand {
                 try PrivateFile.checkTarget(output, force: force)
             }
             let context = try await SessionContext(global, createStore: false, readsLocally: true)
-            let zoneID = try await context.zone(zone)
+            let named = try await context.zoneID(naming: zone)
+            // Changes the server refused are exported in place of the records they change,
+            // flagged; of a zone gone from the replica (deleted upstream, or the user removed),
+            // they are all there is to export.
+            let refused = try await context.refusedChanges(in: named)
+            let export: ((Data) throws -> Void) async throws -> Int
+            do {
+                let zoneID = try await context.zone(zone)
+                export = { write in try await context.db(zoneID).exportRecords(in: zoneID, refused: refused, to: write) }
+            } catch let error as StoreError where !refused.isEmpty && [.zoneNotFound, .permissionFailure].contains(error.code) {
+                export = { write in try Self.writeRefused(refused, userID: context.session.userID, to: write) }
+                Output.note("warning: zone '\(named.name)' is gone from the server for you (\(Output.oneLine(error.message))); only your refused changes are exported")
+            }
+            let zoneID = named
             guard let output, output != "-" else {
-                let count = try await context.db(zoneID).exportRecords(in: zoneID) { Output.out($0) }
+                let count = try await export { Output.out($0) }
                 if isatty(STDERR_FILENO) != 0 { Output.note("Exported \(count) records from \(zoneID.name).") }
                 return
             }
             let file = try PrivateFile(output, force: force)
-            let count = try await context.db(zoneID).exportRecords(in: zoneID) { try file.write($0) }
+            let count = try await export { try file.write($0) }
             try file.commit()
             if global.json {
                 try RecordOutput.printJSON(["zone": zoneID.name, "owner": zoneID.ownerID, "file": output, "records": count] as [String: Any])
@@ -69,8 +83,12 @@ extension Coffer.RecordCommand {
             let context = try await SessionContext(global, createStore: false, readsLocally: true)
             let me = context.session.userID
             let zones = try await context.db.zones() + context.session.sharedDatabase.zones()
-            let targets = zones.map { zone in
-                (zone.id, URL(fileURLWithPath: folder).appendingPathComponent(Self.fileName(zone.id, me: me)).path)
+            // Zones gone from the replica whose refused changes it keeps get a file of those.
+            let refused = try await context.replica?.refusedChanges() ?? []
+            var gone = [ZoneID]()
+            for change in refused where !zones.contains(where: { $0.id == change.zone }) && !gone.contains(change.zone) { gone.append(change.zone) }
+            let targets = (zones.map(\.id) + gone).map { zone in
+                (zone, URL(fileURLWithPath: folder).appendingPathComponent(Self.fileName(zone, me: me)).path)
             }
             for (_, path) in targets { try PrivateFile.checkTarget(path, force: force) }
             if !isFolder.boolValue {
@@ -85,7 +103,9 @@ extension Coffer.RecordCommand {
             var total = 0
             for (zoneID, path) in targets {
                 let file = try PrivateFile(path, force: force)
-                let count = try await context.db(zoneID).exportRecords(in: zoneID) { try file.write($0) }
+                let mine = refused.filter { $0.zone == zoneID }
+                let count = gone.contains(zoneID) ? try Self.writeRefused(mine, userID: me) { try file.write($0) }
+                    : try await context.db(zoneID).exportRecords(in: zoneID, refused: mine) { try file.write($0) }
                 try file.commit()
                 total += count
                 written.append(["zone": zoneID.name, "owner": zoneID.ownerID, "file": path, "records": count])
@@ -96,8 +116,25 @@ extension Coffer.RecordCommand {
             if global.json {
                 try RecordOutput.printJSON(["folder": folder, "zones": written, "records": total] as [String: Any])
             } else {
-                Output.line("Exported \(total) records of \(zones.count == 1 ? "1 zone" : "\(zones.count) zones") to \(folder) (decrypted: keep it as safe as the vault).")
+                Output.line("Exported \(total) records of \(targets.count == 1 ? "1 zone" : "\(targets.count) zones") to \(folder) (decrypted: keep it as safe as the vault).")
             }
+        }
+
+        /// Writes the refused changes that leave a record (a refused deletion leaves none) as
+        /// JSON lines, flagged; returns how many.
+        static func writeRefused(_ refused: [PendingChanges.Kept], userID: String, to write: (Data) throws -> Void) throws -> Int {
+            var latest = [String: PendingChanges.Kept]()
+            for change in refused { latest[change.name] = change }
+            var writer = JSONWriter()
+            var count = 0
+            for change in latest.values.sorted(by: { Array($0.name.utf8).lexicographicallyPrecedes(Array($1.name.utf8)) }) {
+                guard let local = change.local else { continue }
+                try RecordJSON.write(local, schema: nil, userID: userID, refused: change.note, into: &writer)
+                writer.bytes.append(0x0a)
+                count += 1
+            }
+            if !writer.bytes.isEmpty { try write(Data(writer.bytes)) }
+            return count
         }
 
         /// `NAME.jsonl` for a zone of `me`'s, `NAME@OWNERID.jsonl` for another's; bytes other

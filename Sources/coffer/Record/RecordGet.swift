@@ -27,14 +27,16 @@ extension Coffer.RecordCommand {
 
         func run() async throws {
             let context = try await SessionContext(global, createStore: false, readsLocally: true)
-            let zoneID = try await context.zone(zone)
-            // A change the server refused stays readable: the user's version, flagged.
-            let refused = try await context.replica?.refusedChanges().last { $0.zone == zoneID && $0.name == name }
-            let record: Record
+            // A change the server refused stays readable: the user's version, flagged (also when
+            // the zone itself is gone from the replica: deleted upstream, or the user removed).
+            let named = try await context.zoneID(naming: zone)
+            let refused = try await context.refusedChanges(in: named).last { $0.name == name }
+            let record: Record, zoneID: ZoneID
             if let refused, let local = refused.local {
-                record = local
+                (record, zoneID) = (local, named)
                 Output.note("refused: this is your change of \(name), which the server refused (\(Output.oneLine(refused.note))); it is kept in your replica only")
             } else {
+                zoneID = try await context.zone(zone)
                 record = try await context.db(zoneID).record(named: name, in: zoneID)
             }
             let schema = refused?.local == nil ? try await context.db(zoneID).schema(of: record.recordType, in: zoneID)

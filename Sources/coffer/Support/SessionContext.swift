@@ -156,13 +156,21 @@ struct SessionContext {
     /// `NAME` (a zone I own) or `NAME@OWNER`, where OWNER is a user id, email or contact name.
     /// Zone names cannot contain `@`, so the first `@` splits.
     func zone(_ argument: String) async throws -> ZoneID {
-        guard let at = argument.firstIndex(of: "@") else {
-            return try await synced(ZoneID(name: argument, ownerID: session.userID))
-        }
+        try await synced(zoneID(naming: argument))
+    }
+
+    /// The zone `argument` names (`ZONE` or `ZONE@OWNER`), without pulling it or checking that
+    /// it exists.
+    func zoneID(naming argument: String) async throws -> ZoneID {
+        guard let at = argument.firstIndex(of: "@") else { return ZoneID(name: argument, ownerID: session.userID) }
         let name = String(argument[..<at]), owner = String(argument[argument.index(after: at)...])
         guard !name.isEmpty, !owner.isEmpty else { throw CLIError(ExitStatus.dataError, "'\(argument)' is not ZONE or ZONE@OWNER") }
-        let ownerID = try await contact(matching: owner).userID
-        return try await synced(ZoneID(name: name, ownerID: ownerID))
+        return ZoneID(name: name, ownerID: try await contact(matching: owner).userID)
+    }
+
+    /// The changes of `zone` the server refused, kept in the replica (none without one).
+    func refusedChanges(in zone: ZoneID) async throws -> [PendingChanges.Kept] {
+        try await replica?.refusedChanges().filter { $0.zone == zone } ?? []
     }
 
     /// With a replica that reads locally and a server that answers: pulls every zone the server
