@@ -7,8 +7,8 @@ import Foundation
 /// A replica's pull through a `coffer serve` on loopback, beside the same records saved on a
 /// local SQLite store in one run: the initial pull of every record into a fresh replica (records
 /// per second; CPU per record on the client, this process, and on the server, its process; peak
-/// memory of each), and the latency from a save through the server to its appearance in another
-/// replica by a pull.
+/// memory of each), the latency from a save through the server to its appearance in another
+/// replica (by a pull, and kept in step by a ``SyncEngine``), and a push of pending changes.
 struct SyncBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "sync",
@@ -68,6 +68,31 @@ struct SyncBench: AsyncParsableCommand {
             guard pulled.pulled.first?.records == 1 else { throw ValidationError("the pull did not bring the new record") }
             latencies.append(Double(DispatchTime.now().uptimeNanoseconds - saved) / 1e9)
         }
+        // The same, with the replica kept in step by a sync engine (`coffer sync --watch`),
+        // woken by the server's change stream: from the save's answer to the engine's event
+        // that the record is in the replica.
+        let engine = SyncEngine(replica: replica)
+        let watching = Task { try await engine.run() }
+        var events = engine.events.makeAsyncIterator()
+        func fetched(_ wanted: (PulledZone) -> Bool) async throws {
+            while let event = await events.next() {
+                if case .fetched(let pulled) = event, pulled.zone == zone, wanted(pulled) { return }
+            }
+            throw ValidationError("the sync engine stopped")
+        }
+        try await fetched { _ in true }
+        var watchLatencies = [Double]()
+        for i in 0..<20 {
+            var record = Record(type: "Note", name: "watched\(i)", zone: zone)
+            record.encryptedValues["body"] = "now"
+            _ = try await writerSession.privateDatabase.save(record)
+            let saved = DispatchTime.now().uptimeNanoseconds
+            try await fetched { $0.records == 1 }
+            watchLatencies.append(Double(DispatchTime.now().uptimeNanoseconds - saved) / 1e9)
+        }
+        watching.cancel()
+        _ = await watching.result
+
         // Pending changes: the same records written through the replica's session (kept,
         // unsigned) into another zone, then pushed, a replica's limit (10,000) at a time.
         let pushZone = try await writerSession.privateDatabase.createZone(named: "pushed")
@@ -105,6 +130,8 @@ struct SyncBench: AsyncParsableCommand {
             "pullClientPeakMegabytes": clientPeak, "pullServerPeakMegabytes": serverPeak,
             "saveToPullMedianMilliseconds": (Clock.median(latencies) * 1e4).rounded() / 10,
             "saveToPullMaxMilliseconds": ((latencies.max() ?? 0) * 1e4).rounded() / 10,
+            "saveToWatchMedianMilliseconds": (Clock.median(watchLatencies) * 1e4).rounded() / 10,
+            "saveToWatchMaxMilliseconds": ((watchLatencies.max() ?? 0) * 1e4).rounded() / 10,
             "keepPendingRecordsPerSecond": (n / keep.wall).rounded(), "keepPendingCPUMicroseconds": micro(keep.cpu),
             "pushRecordsPerSecond": (n / push.wall).rounded(), "pushClientCPUMicroseconds": micro(push.cpu),
             "pushServerCPUMicroseconds": micro(pushServerCPU),
@@ -123,6 +150,8 @@ struct SyncBench: AsyncParsableCommand {
                      clientPeak, serverPeak))
         print(String(format: "a save seen in another replica by a pull: %.1f ms median of 20 (max %.1f ms)",
                      result["saveToPullMedianMilliseconds"] as! Double, result["saveToPullMaxMilliseconds"] as! Double))
+        print(String(format: "a save seen in another replica kept in step (sync --watch): %.1f ms median of 20 (max %.1f ms)",
+                     result["saveToWatchMedianMilliseconds"] as! Double, result["saveToWatchMaxMilliseconds"] as! Double))
         print(String(format: "kept pending (offline): %8.0f records/s, %6.1f µs CPU a record",
                      result["keepPendingRecordsPerSecond"] as! Double, result["keepPendingCPUMicroseconds"] as! Double))
         print(String(format: "push of pending:     %8.0f records/s, %6.1f µs CPU a record on the client, %6.1f on the server; peak memory %d MB client, %d MB server",
