@@ -141,7 +141,9 @@ package enum CofferServer {
         return json(answer)
     }
 
+    /// An answer: JSON, or in the binary encoding (``WireBinary``) when its first bytes say so.
     static func json(_ data: Data, status: HTTPResponse.Status = .ok) -> Response {
-        Response(status: status, headers: [.contentType: "application/json"], body: ResponseBody(byteBuffer: ByteBuffer(bytes: data)))
+        Response(status: status, headers: [.contentType: WireBinary.isBinary(data) ? RemoteAPI.binaryType : "application/json"],
+                 body: ResponseBody(byteBuffer: ByteBuffer(bytes: data)))
     }
 }

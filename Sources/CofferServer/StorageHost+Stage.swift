@@ -40,7 +40,7 @@ extension StorageHost {
         default:
             throw StoreError(.invalidArguments, "a stage request puts a part (part and writes), commits (commit and digest), or asks what the stage holds (neither)")
         }
-        return try RemoteAPI.encoder.encode(response)
+        return try RemoteAPI.answer(response, to: body)
     }
 
     /// Keeps part `part` of the user's stage (its request body, with its hash), replacing one

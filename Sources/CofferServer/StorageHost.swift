@@ -150,7 +150,7 @@ package final class StorageHost: Sendable {
         let response = RemoteAPI.ReadResponse(tables: try await names.wire(snapshot.fetched, host: self), moved: snapshot.lastFetchMoved,
                                               pin: pin?.id)
         if let unpin = request.unpin { await release(unpin, userID: userID) }
-        return try RemoteAPI.encoder.encode(response)
+        return try RemoteAPI.answer(response, to: body)
     }
 
     // MARK: - Read pins
@@ -381,7 +381,7 @@ package final class StorageHost: Sendable {
             throw StoreError(.limitExceeded, "a batch carries at most \(RemoteAPI.maxWrites) writes")
         }
         let replayed = try await apply(request.writes, operation: SnapshotOperation(id: Array(request.operation), userID: userID))
-        return try RemoteAPI.encoder.encode(RemoteAPI.ModifyResponse(replayed: replayed))
+        return try RemoteAPI.answer(RemoteAPI.ModifyResponse(replayed: replayed), to: body)
     }
 
     /// Checks a batch of writes a user sent and applies it, whole or not at all (see

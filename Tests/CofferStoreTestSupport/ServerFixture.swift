@@ -75,16 +75,29 @@ package struct ServerFixture {
                                     publicURL: server.url)
     }
 
-    /// Sends a raw request to the server: the status and the body.
+    /// Sends a raw request to the server: the status and the body (a JSON object, or empty).
     package func raw(_ method: String, _ target: String, body: Data = Data(), headers: [(String, String)] = [], to other: ServerChild? = nil)
         async throws -> (status: Int, body: [String: Any]) {
+        let answer = try await rawData(method, target, body: body, headers: headers, to: other)
+        return (answer.status, (try? JSONSerialization.jsonObject(with: answer.body)) as? [String: Any] ?? [:])
+    }
+
+    /// Sends a raw request to the server: the status, the answer's content type and its bytes.
+    package func rawData(_ method: String, _ target: String, body: Data = Data(), headers: [(String, String)] = [], to other: ServerChild? = nil)
+        async throws -> (status: Int, contentType: String?, body: Data) {
         var request = HTTPClientRequest(url: (other ?? server).url + target)
         request.method = HTTPMethod(rawValue: method)
         for (name, value) in headers { request.headers.add(name: name, value: value) }
         if !body.isEmpty { request.body = .bytes(ByteBuffer(bytes: body)) }
         let response = try await HTTPClient.shared.execute(request, timeout: .seconds(60))
         let data = Data((try await response.body.collect(upTo: 1 << 26)).readableBytesView)
-        return (Int(response.status.code), (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] ?? [:])
+        return (Int(response.status.code), response.headers.first(name: "content-type"), data)
+    }
+
+    /// A request signed as `vault`, sent raw: the status, the answer's content type and bytes.
+    package func signedData(_ vault: Vault, _ method: String, _ target: String, body: Data = Data()) async throws
+        -> (status: Int, contentType: String?, body: Data) {
+        try await rawData(method, target, body: body, headers: try await signature(vault, method, target, body: body))
     }
 
     /// A request signed as `vault` (its date `now`) for the fixture's server (its URL and store

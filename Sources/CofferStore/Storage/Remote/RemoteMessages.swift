@@ -234,9 +234,30 @@ package enum RemoteAPI {
         return e
     }()
 
-    /// Decodes a body, as `.invalidArguments` when it is not the JSON `T` is, or holds a key `T`
-    /// does not know (anywhere in it).
+    /// The content type of a body in the binary encoding.
+    package static let binaryType = "application/x-coffer-wire"
+
+    /// A bulk message (a read's request or answer, a batch, a stage's part) in the binary
+    /// encoding (``WireBinary``), which the server answers in kind.
+    package static func wire<T: Encodable>(_ value: T) throws -> Data {
+        try WireBinary.encode(value)
+    }
+
+    /// The answer to a request whose body was `request`: in the binary encoding for a binary
+    /// request, JSON otherwise.
+    package static func answer<T: Encodable>(_ value: T, to request: Data) throws -> Data {
+        WireBinary.isBinary(request) ? try WireBinary.encode(value) : try encoder.encode(value)
+    }
+
+    /// Decodes a body, JSON or in the binary encoding (``WireBinary``, told by its first bytes),
+    /// as `.invalidArguments` when it is not the `T` it should be, or holds a key `T` does not
+    /// know (anywhere in it).
     package static func decode<T: Codable>(_ type: T.Type, _ data: Data, what: String) throws -> T {
+        if WireBinary.isBinary(data) {
+            do { return try WireBinary.decode(type, from: data) } catch {
+                throw StoreError(.invalidArguments, "the \(what) is not valid: \(Self.describe(error, binary: true))")
+            }
+        }
         let value: T
         do { value = try JSONDecoder().decode(type, from: data) } catch {
             throw StoreError(.invalidArguments, "the \(what) is not valid: \(Self.describe(error))")
@@ -345,7 +366,7 @@ package enum RemoteAPI {
     }
 
     /// A decoding error in a line, naming the field, never the value.
-    package static func describe(_ error: any Error) -> String {
+    package static func describe(_ error: any Error, binary: Bool = false) -> String {
         guard let error = error as? DecodingError else { return "malformed" }
         func path(_ context: DecodingError.Context) -> String {
             let p = context.codingPath.map { $0.intValue.map { "[\($0)]" } ?? ".\($0.stringValue)" }.joined()
@@ -355,7 +376,7 @@ package enum RemoteAPI {
         case .typeMismatch(_, let c): return "a value of the wrong type\(path(c))"
         case .valueNotFound(_, let c): return "a missing value\(path(c))"
         case .keyNotFound(let key, let c): return "no '\(key.stringValue)'\(path(c))"
-        case .dataCorrupted(let c): return "malformed JSON\(path(c))"
+        case .dataCorrupted(let c): return binary ? "malformed (\(c.debugDescription))\(path(c))" : "malformed JSON\(path(c))"
         @unknown default: return "malformed"
         }
     }

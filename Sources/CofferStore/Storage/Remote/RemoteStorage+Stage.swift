@@ -17,7 +17,7 @@ extension RemoteStorage {
         let held = try await stageRequest(RemoteAPI.StageRequest()).parts
         var hashes = Data()
         for (part, batch) in batches.enumerated() {
-            let body = try RemoteAPI.encoder.encode(RemoteAPI.StageRequest(part: part, writes: try batch.map { try WireWrite($0, names) }))
+            let body = try RemoteAPI.wire(RemoteAPI.StageRequest(part: part, writes: try batch.map { try WireWrite($0, names) }))
             let hash = Data(BLAKE2b.hash(body, outputByteCount: 16))
             hashes += hash
             let isHeld = part < held.count && held[part] == hash
@@ -42,7 +42,7 @@ extension RemoteStorage {
     }
 
     private func stageRequest(_ request: RemoteAPI.StageRequest, timeout: Duration? = nil) async throws -> RemoteAPI.StageResponse {
-        try await sendStage(try RemoteAPI.encoder.encode(request), timeout: timeout)
+        try await sendStage(try RemoteAPI.wire(request), timeout: timeout)
     }
 
     /// Sends a stage request (again, when its answer was lost: each is applied once) and

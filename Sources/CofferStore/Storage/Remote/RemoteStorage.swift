@@ -161,7 +161,7 @@ final class RemoteStorage: SnapshotDriver {
         if let replayed = replayedReadAnswers.withLock({ $0.isEmpty ? nil : $0.removeFirst() }) {
             data = replayed
         } else {
-            data = try await send("POST", RemoteAPI.Path.read, body: try RemoteAPI.encoder.encode(request))
+            data = try await send("POST", RemoteAPI.Path.read, body: try RemoteAPI.wire(request))
             if keepsReadAnswers.withLock({ $0 }) { readAnswers.withLock { $0.append(data) } }
         }
         let response: RemoteAPI.ReadResponse
@@ -184,7 +184,7 @@ final class RemoteStorage: SnapshotDriver {
     /// Asks the server to release a pin.
     func unpin(_ id: String) async throws {
         let request = RemoteAPI.ReadRequest(needs: [], basis: RemoteAPI.Basis(), unpin: id)
-        _ = try await send("POST", RemoteAPI.Path.read, body: try RemoteAPI.encoder.encode(request))
+        _ = try await send("POST", RemoteAPI.Path.read, body: try RemoteAPI.wire(request))
     }
 
     func apply(_ writes: [StorageSnapshot.Write], operation: SnapshotOperation?) async throws {
@@ -192,7 +192,7 @@ final class RemoteStorage: SnapshotDriver {
         for case .insertZone(let handle, let uid, _, _) in writes { zones.bind(handle, to: uid) }
         let names = requestNames()
         let request = RemoteAPI.ModifyRequest(operation: Data(SecureRandom.bytes(count: 16)), writes: try writes.map { try WireWrite($0, names) })
-        let body = try RemoteAPI.encoder.encode(request)
+        let body = try RemoteAPI.wire(request)
         var attempt = 0
         while true {
             do {
@@ -244,7 +244,7 @@ final class RemoteStorage: SnapshotDriver {
             for header in signature.headers { request.headers.add(name: header.name, value: header.value) }
         }
         if !body.isEmpty {
-            request.headers.add(name: "Content-Type", value: "application/json")
+            request.headers.add(name: "Content-Type", value: WireBinary.isBinary(body) ? RemoteAPI.binaryType : "application/json")
             request.body = .bytes(ByteBuffer(bytes: body))
         }
         let limit = timeout ?? self.timeout
@@ -311,7 +311,7 @@ final class RemoteReadPin: ReadPin {
     func keepAlive() async {
         guard let held = id.withLock({ $0 }) else { return }
         let request = RemoteAPI.ReadRequest(needs: [], basis: RemoteAPI.Basis(), pin: held)
-        do { _ = try await remote.send("POST", RemoteAPI.Path.read, body: try RemoteAPI.encoder.encode(request)) } catch {
+        do { _ = try await remote.send("POST", RemoteAPI.Path.read, body: try RemoteAPI.wire(request)) } catch {
             remote.logger.debug("a read pin was not kept alive", metadata: ["error": "\(error)"])
         }
     }
