@@ -77,6 +77,9 @@ struct PendingChangesTests {
             let steps = Locked<[SyncProgress]>([])
             let report = try await online.push { step in steps.withLock { $0.append(step) } }
             #expect(steps.withLock { $0 } == [.pushing(zone, sent: 3, total: 3)])
+            // The rows its commit wrote were kept, not fetched back: the pull that confirmed
+            // them fetched nothing.
+            #expect(report.rowsFetched == 0)
             #expect(report.failed.isEmpty && report.conflicts.isEmpty && report.refused.isEmpty)
             #expect(report.confirmed.map(\.count) == [3])
             #expect(try await head(s, zone) == before + 1)
@@ -194,6 +197,37 @@ struct PendingChangesTests {
             #expect(report.confirmed.map(\.count) == [1], "found in the verified log")
             #expect(try await head(s, zone) == before + 1, "not signed again")
             #expect(try await again.pendingChanges.counts().isEmpty)
+        }
+    }
+
+    @Test("the rows a push kept from its own commits are checked as fetched ones: changed in the file, they are dropped and fetched again")
+    func keptRowsChecked() async throws {
+        try await withStore(.server) { s in
+            let zone = try await s.makeZone(notes: ["n1"])
+            try await s.replica().pull()
+            let offline = try await s.replica(offline: true)
+            _ = try await offline.session.privateDatabase.save(makeNote("n2", in: zone, body: "kept"))
+            // Without keeping them, the confirming pull fetches the row back.
+            let fetching = try await Replica.$fetchesSentRows.withValue(true) { try await s.replica().push() }
+            #expect(fetching.confirmed.map(\.count) == [1] && fetching.rowsFetched == 1)
+
+            _ = try await offline.session.privateDatabase.save(makeNote("n3", in: zone, body: "kept too"))
+            let before = try await head(s, zone)
+            let online = try await s.replica()
+            await #expect(throws: StoreError.self) {
+                try await Replica.$stopAfterSending.withValue(true) { _ = try await online.push() }
+            }
+            // The kept row changed in the file before the pull that confirms it.
+            let changed = try await online.store.dbPool.write { db in
+                try db.execute(sql: "UPDATE replica_stage SET sealed = zeroblob(length(sealed)) WHERE name = 'n3'")
+                return db.changesCount
+            }
+            #expect(changed == 1, "the push kept the row its commit wrote")
+            let report = try await s.replica().push()
+            #expect(report.confirmed.map(\.count) == [1] && report.failed.isEmpty, "\(report.failed)")
+            #expect(report.rowsFetched == 1, "fetched again from the server")
+            #expect(try await head(s, zone) == before + 1, "not signed again")
+            #expect(noteBody(try await s.replica(offline: true).session.privateDatabase.record(named: "n3", in: zone)) == "kept too")
         }
     }
 

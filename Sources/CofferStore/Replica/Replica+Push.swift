@@ -1,3 +1,4 @@
+import CofferCrypto
 import CofferVault
 import Foundation
 #if canImport(Glibc)
@@ -50,6 +51,9 @@ extension Replica {
         /// Changes the user's marks count as pending that the replica file no longer holds (an
         /// older copy of it put back, or an edit): lost, and reported once.
         public var lost: Int = 0
+        /// Record rows the push's pulls fetched from the server (a push keeps the rows its own
+        /// commits wrote, so its confirming pull fetches only what others wrote meanwhile).
+        public var rowsFetched: Int = 0
     }
 
     /// The replica's pending changes (offline writes).
@@ -127,6 +131,7 @@ extension Replica {
         while !remaining.isEmpty {
             attempts += 1
             let pulled = try await pull([zone], progress: { _ in })
+            report.rowsFetched += pulled.pulled.reduce(0) { $0 + $1.fetched }
             if let failure = pulled.failed.first {
                 guard pulled.dropped.contains(where: { $0.zone == zone }) || [.zoneNotFound, .permissionFailure].contains(failure.error.code) else {
                     throw failure.error
@@ -229,16 +234,80 @@ extension Replica {
         let pending = pendingChanges
         var saves = batch.saves[...], deletions = batch.deletions[...]
         let numbers = Dictionary(batch.sending.map { ($0.name, $0.number) }) { a, _ in a }
-        while !saves.isEmpty || !deletions.isEmpty {
-            let s = saves.prefix(Limits.maxBatchRecords)
-            let d = deletions.prefix(Limits.maxBatchRecords - s.count)
-            saves = saves.dropFirst(s.count)
-            deletions = deletions.dropFirst(d.count)
-            let ids = (s.map(\.name) + d.map(\.name)).compactMap { numbers[$0] }.map { pending.id(of: $0) }
-            _ = try await server.writer.modify(zone: zone, saving: Array(s), deleting: Array(d), policy: .ifServerRecordUnchanged, confirming: ids)
-            progress(.pushing(zone, sent: batch.saves.count - saves.count + batch.deletions.count - deletions.count,
-                              total: batch.saves.count + batch.deletions.count))
+        let applied = Locked<[[StorageSnapshot.Write]]>([])
+        try await RemoteStorage.$appliedBatches.withValue(applied) {
+            while !saves.isEmpty || !deletions.isEmpty {
+                let s = saves.prefix(Limits.maxBatchRecords)
+                let d = deletions.prefix(Limits.maxBatchRecords - s.count)
+                saves = saves.dropFirst(s.count)
+                deletions = deletions.dropFirst(d.count)
+                let ids = (s.map(\.name) + d.map(\.name)).compactMap { numbers[$0] }.map { pending.id(of: $0) }
+                _ = try await server.writer.modify(zone: zone, saving: Array(s), deleting: Array(d), policy: .ifServerRecordUnchanged, confirming: ids)
+                progress(.pushing(zone, sent: batch.saves.count - saves.count + batch.deletions.count - deletions.count,
+                                  total: batch.saves.count + batch.deletions.count))
+            }
         }
+        if Self.fetchesSentRows { return }
+        try await stageSent(applied.withLock { $0 }, zone: zone)
+    }
+
+    /// A test's hook: the rows a push wrote are fetched back by the pull that confirms them,
+    /// not staged from what was sent.
+    @TaskLocal static var fetchesSentRows = false
+
+    /// Stages in the replica the rows that `batches` (this push's commits, as the server
+    /// applied them) wrote, as if the pull that confirms them had fetched them: that pull then
+    /// fetches only what was written after them. Only when the commits follow the replica's
+    /// confirmed head one after the other, with nothing of anyone else's between. Nothing here
+    /// is believed: the pull verifies each staged row against the signed entries the server
+    /// holds, as it verifies what it fetches, and fetches the zone again when they differ.
+    private func stageSent(_ batches: [[StorageSnapshot.Write]], zone: ZoneID) async throws {
+        let session = self.session, me = session.userID
+        guard !batches.isEmpty, let (rowID, uid, head) = try await session.read({ db -> (Int64, [UInt8], Int64)? in
+            guard let row = try db.zoneRow(zone) else { return nil }
+            return (row.rowID, row.uid, try session.verifiedLogs.zoneLog(db, zone: row).state.headSeq)
+        }) else { return }
+        guard try await store.stageProgress(of: uid) == nil else { return }
+        var next = head
+        var rows = [ZoneCopy.Row]()
+        var keeping = [(index: Int, storedSeq: Int64)]()
+        for writes in batches {
+            var entries = 0
+            for write in writes {
+                switch write {
+                case .appendLog(_, let extends, let entry, _, _, _, _, _):
+                    guard extends == next, entry.authorID == me, entry.kind == .commit else { return }
+                    next += 1
+                    entries += 1
+                case .insertRecord(_, let version):
+                    rows.append(ZoneCopy.Row(stamp: version.stamp, plain: version.plain, sealed: version.sealed))
+                case .replaceRecord(_, let version, let storedSeq, let keep):
+                    rows.append(ZoneCopy.Row(stamp: version.stamp, plain: version.plain, sealed: version.sealed))
+                    if keep { keeping.append((rows.count - 1, storedSeq)) }
+                case .deleteRecord, .addTombstone, .removeTombstone, .touchZone, .fieldSchema:
+                    continue // the pull applies deletions and the schema from the entries
+                default:
+                    return
+                }
+            }
+            guard entries == 1 else { return }
+        }
+        // An update keeps the creator and creation time of the row it replaces, which the
+        // replica holds at the sequence the server replaced.
+        if !keeping.isEmpty {
+            let stored = try await store.storedStamps(zoneRowID: rowID, names: keeping.map { rows[$0.index].stamp.name })
+            for (index, storedSeq) in keeping {
+                guard let row = stored[rows[index].stamp.name], row.seq == storedSeq else { return }
+                var stamp = rows[index].stamp
+                stamp.creatorID = row.creatorID
+                stamp.created = row.created
+                rows[index] = ZoneCopy.Row(stamp: stamp, plain: rows[index].plain, sealed: rows[index].sealed)
+            }
+        }
+        // In the server's order of changes (sequence, then name): the last is where the pull
+        // goes on from.
+        rows.sort { $0.stamp.seq != $1.stamp.seq ? $0.stamp.seq < $1.stamp.seq : Array($0.stamp.name.utf8).lexicographicallyPrecedes(Array($1.stamp.name.utf8)) }
+        try await store.stage(copies: rows, of: uid, after: head)
     }
 
     /// The change ids the commits of this user carry in the zone's verified log, as the replica

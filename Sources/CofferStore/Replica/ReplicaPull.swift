@@ -60,9 +60,21 @@ struct ReplicaPull {
         // The replica's copy, verified: its confirmed head is where the pull starts. A copy that
         // fails verification (the file was changed) is fetched again whole.
         let current = try await replicaCopy(of: zoneID)
+        // Rows staged before this run (a pull cut short, or a push's own rows): when the zone
+        // fails verification with them, they are dropped and the zone fetched again, once.
+        var staged: (after: Int64, seq: Int64, name: String)?
+        if let current { staged = try await replica.store.stageProgress(of: current.uid) }
         let pin = try await remote.pinReads()
         do {
-            let pulled = try await pull(zoneID, current: current, pin: pin)
+            let pulled: PulledZone
+            do {
+                pulled = try await pull(zoneID, current: current, pin: pin)
+            } catch let error as StoreError where error.code == .integrityFailure && staged != nil {
+                guard let uid = current?.uid else { throw error }
+                replica.store.logger.info("staged rows dropped", metadata: ["zone": "\(zoneID.name)", "error": "\(error.message)"])
+                try await replica.store.clearStage(of: uid)
+                pulled = try await pull(zoneID, current: current, pin: pin)
+            }
             await pin?.close()
             return pulled
         } catch {

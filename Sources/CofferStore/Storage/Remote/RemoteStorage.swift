@@ -187,6 +187,10 @@ final class RemoteStorage: SnapshotDriver {
         _ = try await send("POST", RemoteAPI.Path.read, body: try RemoteAPI.wire(request))
     }
 
+    /// Given, each batch the server applied (its answer received) is added to it: how a push
+    /// learns the rows its commits wrote, to keep them in the replica without fetching them back.
+    @TaskLocal static var appliedBatches: Locked<[[StorageSnapshot.Write]]>?
+
     func apply(_ writes: [StorageSnapshot.Write], operation: SnapshotOperation?) async throws {
         // A zone the batch creates is named from now on by the uid it is created with.
         for case .insertZone(let handle, let uid, _, _) in writes { zones.bind(handle, to: uid) }
@@ -203,6 +207,7 @@ final class RemoteStorage: SnapshotDriver {
                     return true
                 }
                 if lose { throw StoreError(.serviceUnavailable, "the answer was lost", underlying: LostAnswer()) }
+                Self.appliedBatches?.withLock { $0.append(writes) }
                 return
             } catch let error as StoreError where error.underlying is LostAnswer && attempt < Self.resends {
                 // The batch may have landed: the same operation id again is applied at most once.

@@ -50,9 +50,9 @@ package enum WireBinary {
         guard isBinary(data) else { throw corrupt([], "not a binary body") }
         return try data.withUnsafeBytes { raw in
             let reader = Reader(raw)
-            let end = try reader.end(of: 4, within: raw.count, path: [])
+            let end = try reader.end(of: 4, within: raw.count, nil)
             guard end == raw.count else { throw corrupt([], "bytes after the value") }
-            return try reader.value(T.self, at: 4, path: [], depth: 0)
+            return try reader.value(T.self, at: 4, nil, depth: 0)
         }
     }
 
@@ -62,6 +62,38 @@ package enum WireBinary {
 
     static func mismatch(_ type: Any.Type, _ path: [any CodingKey]) -> DecodingError {
         .typeMismatch(type, DecodingError.Context(codingPath: path, debugDescription: "a value of another type"))
+    }
+
+    /// Where a value is in the body, as a chain from the top: made into a coding path only for
+    /// an error (an array of keys made for every value cost more than the decoding).
+    final class PathNode: Sendable {
+        let parent: PathNode?
+        let key: String?
+        let index: Int?
+
+        init(parent: PathNode?, key: String? = nil, index: Int? = nil) {
+            self.parent = parent
+            self.key = key
+            self.index = index
+        }
+
+        static func path(_ node: PathNode?) -> [any CodingKey] {
+            var keys = [any CodingKey]()
+            var node = node
+            while let n = node {
+                if let key = n.key { keys.append(Name(key)) } else { keys.append(Index(n.index ?? 0)) }
+                node = n.parent
+            }
+            return keys.reversed()
+        }
+    }
+
+    struct Name: CodingKey {
+        var stringValue: String
+        var intValue: Int? { nil }
+        init(_ name: String) { stringValue = name }
+        init?(stringValue: String) { self.stringValue = stringValue }
+        init?(intValue: Int) { nil }
     }
 
     struct Index: CodingKey {
@@ -82,9 +114,9 @@ extension WireBinary {
 
         func tag(_ tag: Tag) { bytes.append(tag.rawValue) }
 
-        func uint32(_ n: Int, path: [any CodingKey]) throws {
+        func uint32(_ n: Int, path: @autoclosure () -> [any CodingKey]) throws {
             guard n >= 0, n <= Int(UInt32.max) else {
-                throw EncodingError.invalidValue(n, EncodingError.Context(codingPath: path, debugDescription: "over 4 GiB"))
+                throw EncodingError.invalidValue(n, EncodingError.Context(codingPath: path(), debugDescription: "over 4 GiB"))
             }
             withUnsafeBytes(of: UInt32(n).littleEndian) { bytes.append(contentsOf: $0) }
         }
@@ -94,30 +126,30 @@ extension WireBinary {
             withUnsafeBytes(of: n.littleEndian) { bytes.append(contentsOf: $0) }
         }
 
-        func double(_ d: Double, path: [any CodingKey]) throws {
+        func double(_ d: Double, path: @autoclosure () -> [any CodingKey]) throws {
             guard d.isFinite else {
-                throw EncodingError.invalidValue(d, EncodingError.Context(codingPath: path, debugDescription: "a double that is not finite"))
+                throw EncodingError.invalidValue(d, EncodingError.Context(codingPath: path(), debugDescription: "a double that is not finite"))
             }
             tag(.double)
             withUnsafeBytes(of: d.bitPattern.littleEndian) { bytes.append(contentsOf: $0) }
         }
 
-        func text(_ s: String, path: [any CodingKey]) throws {
+        func text(_ s: String, path: @autoclosure () -> [any CodingKey]) throws {
             var s = s
             try s.withUTF8 { utf8 in
-                try uint32(utf8.count, path: path)
+                try uint32(utf8.count, path: path())
                 bytes.append(contentsOf: utf8)
             }
         }
 
-        func string(_ s: String, path: [any CodingKey]) throws {
+        func string(_ s: String, path: @autoclosure () -> [any CodingKey]) throws {
             tag(.string)
-            try text(s, path: path)
+            try text(s, path: path())
         }
 
-        func data(_ d: Data, path: [any CodingKey]) throws {
+        func data(_ d: Data, path: @autoclosure () -> [any CodingKey]) throws {
             tag(.bytes)
-            try uint32(d.count, path: path)
+            try uint32(d.count, path: path())
             bytes.append(contentsOf: d)
         }
 
@@ -130,10 +162,10 @@ extension WireBinary {
         }
 
         /// Writes the length of the container whose length goes at `at`.
-        func close(_ at: Int, path: [any CodingKey]) throws {
+        func close(_ at: Int, path: @autoclosure () -> [any CodingKey]) throws {
             let length = bytes.count - at - 4
             guard length <= Int(UInt32.max) else {
-                throw EncodingError.invalidValue(length, EncodingError.Context(codingPath: path, debugDescription: "over 4 GiB"))
+                throw EncodingError.invalidValue(length, EncodingError.Context(codingPath: path(), debugDescription: "over 4 GiB"))
             }
             withUnsafeBytes(of: UInt32(length).littleEndian) { raw in
                 for i in 0..<4 { bytes[at + i] = raw[i] }
@@ -141,23 +173,25 @@ extension WireBinary {
         }
 
         /// Writes one value: the common types at once, any other through its `encode(to:)`.
-        func value<T: Encodable>(_ value: T, path: [any CodingKey]) throws {
-            switch value {
-            case let v as Data: try data(v, path: path)
-            case let v as String: try string(v, path: path)
-            case let v as Int64: int(v)
-            case let v as Int: int(Int64(v))
-            case let v as Bool: tag(v ? .yes : .no)
-            case let v as Double: try double(v, path: path)
-            default:
-                let encoder = ValueEncoder(writer: self, codingPath: path)
+        func value<T: Encodable>(_ value: T, path: @autoclosure () -> [any CodingKey]) throws {
+            // Compared by type first: a cast that fails costs a search of the runtime's tables.
+            if T.self == Data.self { return try data(value as! Data, path: path()) }
+            if T.self == String.self { return try string(value as! String, path: path()) }
+            if T.self == Int64.self { return int(value as! Int64) }
+            if T.self == Int.self { return int(Int64(value as! Int)) }
+            if T.self == Bool.self { return tag(value as! Bool ? .yes : .no) }
+            if T.self == Double.self { return try double(value as! Double, path: path()) }
+            do {
+                // The path is not kept below the top: building it for every value cost more
+                // than the encoding (an encoding error is the program's, not the input's).
+                let encoder = ValueEncoder(writer: self, codingPath: [])
                 let mark = bytes.count
                 try value.encode(to: encoder)
                 if let open = encoder.opened {
-                    try close(open, path: path)
+                    try close(open, path: path())
                 } else if bytes.count == mark {
                     // A value that encoded nothing: an empty object, as JSON writes `{}`.
-                    try close(self.open(.object), path: path)
+                    try close(self.open(.object), path: path())
                 }
             }
         }
@@ -201,7 +235,7 @@ extension WireBinary {
 
         mutating func encode<T: Encodable>(_ value: T, forKey key: Key) throws {
             try writer.text(key.stringValue, path: codingPath)
-            try writer.value(value, path: codingPath + [key])
+            try writer.value(value, path: codingPath)
         }
 
         mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type, forKey key: Key) -> KeyedEncodingContainer<NestedKey> {
@@ -229,7 +263,7 @@ extension WireBinary {
         }
 
         mutating func encode<T: Encodable>(_ value: T) throws {
-            try writer.value(value, path: codingPath + [Index(count)])
+            try writer.value(value, path: codingPath)
             count += 1
         }
 
@@ -277,14 +311,15 @@ extension WireBinary {
 // MARK: - Decoding
 
 extension WireBinary {
-    /// The body's bytes, and the reads every decoder and container of it share.
+    /// The body's bytes, and the reads every decoder and container of it share. A value's place
+    /// (`at`) is a chain of nodes, made into a coding path only for an error.
     final class Reader {
         let raw: UnsafeRawBufferPointer
 
         init(_ raw: UnsafeRawBufferPointer) { self.raw = raw }
 
-        func tag(at i: Int, path: [any CodingKey]) throws -> Tag {
-            guard i < raw.count, let tag = Tag(rawValue: raw[i]) else { throw corrupt(path, "an unknown value tag") }
+        func tag(at i: Int, _ at: @autoclosure () -> PathNode?) throws -> Tag {
+            guard i < raw.count, let tag = Tag(rawValue: raw[i]) else { throw corrupt(PathNode.path(at()), "an unknown value tag") }
             return tag
         }
 
@@ -297,68 +332,77 @@ extension WireBinary {
         }
 
         /// Where the value at `i` ends; it must end by `limit`.
-        func end(of i: Int, within limit: Int, path: [any CodingKey]) throws -> Int {
+        func end(of i: Int, within limit: Int, _ at: @autoclosure () -> PathNode?) throws -> Int {
             let end: Int
-            switch try tag(at: i, path: path) {
+            switch try tag(at: i, at()) {
             case .null, .no, .yes: end = i + 1
             case .int, .double: end = i + 9
             case .string, .bytes, .array, .object:
-                guard i + 5 <= limit else { throw corrupt(path, "a length that runs past its container") }
+                guard i + 5 <= limit else { throw corrupt(PathNode.path(at()), "a length that runs past its container") }
                 end = i + 5 + uint32(at: i + 1)
             }
-            guard end <= limit else { throw corrupt(path, "a length that runs past its container") }
+            guard end <= limit else { throw corrupt(PathNode.path(at()), "a length that runs past its container") }
             return end
         }
 
         /// The UTF-8 text of `count` bytes at `i`, which must be valid.
-        func text(at i: Int, count: Int, path: [any CodingKey]) throws -> String {
+        func text(at i: Int, count: Int, _ at: @autoclosure () -> PathNode?) throws -> String {
             guard let text = String(validating: UnsafeRawBufferPointer(rebasing: raw[i..<(i + count)]), as: UTF8.self) else {
-                throw corrupt(path, "text that is not UTF-8")
+                throw corrupt(PathNode.path(at()), "text that is not UTF-8")
             }
             return text
         }
 
+        /// Whether the `count` bytes at `i` are `name`'s UTF-8.
+        func bytes(at i: Int, count: Int, equal name: String) -> Bool {
+            var name = name
+            return name.withUTF8 { utf8 in
+                utf8.count == count && (count == 0 || memcmp(raw.baseAddress! + i, utf8.baseAddress!, count) == 0)
+            }
+        }
+
         /// Decodes the value at `i` (whose end was checked) as a `T`.
-        func value<T: Decodable>(_ type: T.Type, at i: Int, path: [any CodingKey], depth: Int) throws -> T {
+        func value<T: Decodable>(_ type: T.Type, at i: Int, _ at: @autoclosure () -> PathNode?, depth: Int) throws -> T {
             if T.self == Data.self {
-                guard try tag(at: i, path: path) == .bytes else { throw mismatch(T.self, path) }
+                guard try tag(at: i, at()) == .bytes else { throw mismatch(T.self, PathNode.path(at())) }
                 return Data(raw[(i + 5)..<(i + 5 + uint32(at: i + 1))]) as! T
             }
-            if T.self == String.self { return try string(at: i, path: path) as! T }
-            if T.self == Int64.self { return try int(at: i, path: path) as! T }
-            if T.self == Bool.self { return try bool(at: i, path: path) as! T }
-            if T.self == Double.self { return try double(at: i, path: path) as! T }
-            guard depth < maxDepth else { throw corrupt(path, "containers nested over \(maxDepth) deep") }
-            return try T(from: ValueDecoder(reader: self, at: i, codingPath: path, depth: depth + 1))
+            if T.self == String.self { return try string(at: i, at()) as! T }
+            if T.self == Int64.self { return try int(at: i, at()) as! T }
+            if T.self == Bool.self { return try bool(at: i, at()) as! T }
+            if T.self == Double.self { return try double(at: i, at()) as! T }
+            let node = at()
+            guard depth < maxDepth else { throw corrupt(PathNode.path(node), "containers nested over \(maxDepth) deep") }
+            return try T(from: ValueDecoder(reader: self, at: i, node: node, depth: depth + 1))
         }
 
-        func string(at i: Int, path: [any CodingKey]) throws -> String {
-            guard try tag(at: i, path: path) == .string else { throw mismatch(String.self, path) }
-            return try text(at: i + 5, count: uint32(at: i + 1), path: path)
+        func string(at i: Int, _ at: @autoclosure () -> PathNode?) throws -> String {
+            guard try tag(at: i, at()) == .string else { throw mismatch(String.self, PathNode.path(at())) }
+            return try text(at: i + 5, count: uint32(at: i + 1), at())
         }
 
-        func int(at i: Int, path: [any CodingKey]) throws -> Int64 {
-            guard try tag(at: i, path: path) == .int else { throw mismatch(Int64.self, path) }
+        func int(at i: Int, _ at: @autoclosure () -> PathNode?) throws -> Int64 {
+            guard try tag(at: i, at()) == .int else { throw mismatch(Int64.self, PathNode.path(at())) }
             return int64(at: i + 1)
         }
 
-        func bool(at i: Int, path: [any CodingKey]) throws -> Bool {
-            switch try tag(at: i, path: path) {
+        func bool(at i: Int, _ at: @autoclosure () -> PathNode?) throws -> Bool {
+            switch try tag(at: i, at()) {
             case .yes: return true
             case .no: return false
-            default: throw mismatch(Bool.self, path)
+            default: throw mismatch(Bool.self, PathNode.path(at()))
             }
         }
 
-        func double(at i: Int, path: [any CodingKey]) throws -> Double {
-            guard try tag(at: i, path: path) == .double else { throw mismatch(Double.self, path) }
+        func double(at i: Int, _ at: @autoclosure () -> PathNode?) throws -> Double {
+            guard try tag(at: i, at()) == .double else { throw mismatch(Double.self, PathNode.path(at())) }
             let d = Double(bitPattern: UInt64(bitPattern: int64(at: i + 1)))
-            guard d.isFinite else { throw corrupt(path, "a double that is not finite") }
+            guard d.isFinite else { throw corrupt(PathNode.path(at()), "a double that is not finite") }
             return d
         }
 
-        func exactly<N: FixedWidthInteger>(_ type: N.Type, at i: Int, path: [any CodingKey]) throws -> N {
-            guard let n = N(exactly: try int(at: i, path: path)) else { throw mismatch(N.self, path) }
+        func exactly<N: FixedWidthInteger>(_ type: N.Type, at i: Int, _ at: @autoclosure () -> PathNode?) throws -> N {
+            guard let n = N(exactly: try int(at: i, at())) else { throw mismatch(N.self, PathNode.path(at())) }
             return n
         }
     }
@@ -366,14 +410,15 @@ extension WireBinary {
     struct ValueDecoder: Decoder {
         let reader: Reader
         let at: Int
-        let codingPath: [any CodingKey]
+        let node: PathNode?
         let depth: Int
+        var codingPath: [any CodingKey] { PathNode.path(node) }
         var userInfo: [CodingUserInfoKey: Any] { [:] }
 
-        init(reader: Reader, at: Int, codingPath: [any CodingKey], depth: Int) {
+        init(reader: Reader, at: Int, node: PathNode?, depth: Int) {
             self.reader = reader
             self.at = at
-            self.codingPath = codingPath
+            self.node = node
             self.depth = depth
         }
 
@@ -382,65 +427,80 @@ extension WireBinary {
         }
 
         func unkeyedContainer() throws -> any UnkeyedDecodingContainer {
-            guard try reader.tag(at: at, path: codingPath) == .array else { throw mismatch([Any].self, codingPath) }
+            guard try reader.tag(at: at, node) == .array else { throw mismatch([Any].self, codingPath) }
             return UnkeyedReader(decoder: self, cursor: at + 5, end: at + 5 + reader.uint32(at: at + 1))
         }
 
         func singleValueContainer() throws -> any SingleValueDecodingContainer { SingleReader(decoder: self) }
     }
 
+    /// A member of an object: where its key's bytes and its value are.
+    struct Member {
+        let keyAt: Int, keyCount: Int, at: Int
+    }
+
     struct KeyedReader<Key: CodingKey>: KeyedDecodingContainerProtocol {
         let decoder: ValueDecoder
-        /// Each member: its key and where its value starts.
-        let members: [(key: Key, at: Int)]
+        let members: [Member]
         var codingPath: [any CodingKey] { decoder.codingPath }
-        var allKeys: [Key] { members.map(\.key) }
+        var allKeys: [Key] {
+            members.compactMap { (try? decoder.reader.text(at: $0.keyAt, count: $0.keyCount, nil)).flatMap(Key.init(stringValue:)) }
+        }
 
         /// Reads the object's members; refuses a key `Key` does not know, and one given twice.
         init(_ decoder: ValueDecoder) throws {
             self.decoder = decoder
-            let reader = decoder.reader, path = decoder.codingPath
-            guard try reader.tag(at: decoder.at, path: path) == .object else { throw mismatch([String: Any].self, path) }
+            let reader = decoder.reader, node = decoder.node
+            guard try reader.tag(at: decoder.at, node) == .object else { throw mismatch([String: Any].self, PathNode.path(node)) }
             let end = decoder.at + 5 + reader.uint32(at: decoder.at + 1)
-            var members = [(key: Key, at: Int)]()
+            var members = [Member]()
             var i = decoder.at + 5
             while i < end {
-                guard i + 4 <= end else { throw corrupt(path, "a key that runs past its object") }
+                guard i + 4 <= end else { throw corrupt(PathNode.path(node), "a key that runs past its object") }
                 let count = reader.uint32(at: i)
-                guard i + 4 + count <= end else { throw corrupt(path, "a key that runs past its object") }
-                let name = try reader.text(at: i + 4, count: count, path: path)
-                guard let key = Key(stringValue: name) else { throw corrupt(path, "an unknown field '\(Names.printable(name))'") }
-                guard !members.contains(where: { $0.key.stringValue == name }) else { throw corrupt(path, "the field '\(name)' twice") }
+                guard i + 4 + count <= end else { throw corrupt(PathNode.path(node), "a key that runs past its object") }
+                let name = try reader.text(at: i + 4, count: count, node)
+                guard Key(stringValue: name) != nil else { throw corrupt(PathNode.path(node), "an unknown field '\(Names.printable(name))'") }
+                guard !members.contains(where: { reader.bytes(at: $0.keyAt, count: $0.keyCount, equal: name) }) else {
+                    throw corrupt(PathNode.path(node), "the field '\(name)' twice")
+                }
                 let at = i + 4 + count
-                i = try reader.end(of: at, within: end, path: path + [key])
-                members.append((key, at))
+                i = try reader.end(of: at, within: end, PathNode(parent: node, key: name))
+                members.append(Member(keyAt: at - count, keyCount: count, at: at))
             }
             self.members = members
         }
 
+        func member(_ key: Key) -> Member? {
+            let name = key.stringValue
+            return members.first { decoder.reader.bytes(at: $0.keyAt, count: $0.keyCount, equal: name) }
+        }
+
         func at(_ key: Key) throws -> Int {
-            guard let member = members.first(where: { $0.key.stringValue == key.stringValue }) else {
+            guard let member = member(key) else {
                 throw DecodingError.keyNotFound(key, DecodingError.Context(codingPath: codingPath, debugDescription: "no value"))
             }
             return member.at
         }
 
-        func contains(_ key: Key) -> Bool { members.contains { $0.key.stringValue == key.stringValue } }
+        func node(_ key: Key) -> PathNode { PathNode(parent: decoder.node, key: key.stringValue) }
+
+        func contains(_ key: Key) -> Bool { member(key) != nil }
 
         func decodeNil(forKey key: Key) throws -> Bool {
-            try decoder.reader.tag(at: try at(key), path: codingPath + [key]) == .null
+            try decoder.reader.tag(at: try at(key), node(key)) == .null
         }
 
         func decode<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T {
-            try decoder.reader.value(T.self, at: try at(key), path: codingPath + [key], depth: decoder.depth)
+            try decoder.reader.value(T.self, at: try at(key), node(key), depth: decoder.depth)
         }
 
         func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type, forKey key: Key) throws -> KeyedDecodingContainer<NestedKey> {
-            try ValueDecoder(reader: decoder.reader, at: try at(key), codingPath: codingPath + [key], depth: decoder.depth + 1).container(keyedBy: type)
+            try ValueDecoder(reader: decoder.reader, at: try at(key), node: node(key), depth: decoder.depth + 1).container(keyedBy: type)
         }
 
         func nestedUnkeyedContainer(forKey key: Key) throws -> any UnkeyedDecodingContainer {
-            try ValueDecoder(reader: decoder.reader, at: try at(key), codingPath: codingPath + [key], depth: decoder.depth + 1).unkeyedContainer()
+            try ValueDecoder(reader: decoder.reader, at: try at(key), node: node(key), depth: decoder.depth + 1).unkeyedContainer()
         }
 
         func superDecoder() throws -> any Decoder { throw corrupt(codingPath, "no super decoder") }
@@ -462,36 +522,39 @@ extension WireBinary {
             self.end = end
         }
 
+        private var node: PathNode { PathNode(parent: decoder.node, index: currentIndex) }
+
         /// The next item's start, after checking where it ends; moves past it.
         private mutating func next() throws -> Int {
-            let path = codingPath + [Index(currentIndex)]
-            guard !isAtEnd else { throw DecodingError.valueNotFound(Any.self, DecodingError.Context(codingPath: path, debugDescription: "no more items")) }
+            guard !isAtEnd else {
+                throw DecodingError.valueNotFound(Any.self, DecodingError.Context(codingPath: PathNode.path(node), debugDescription: "no more items"))
+            }
             let at = cursor
-            cursor = try decoder.reader.end(of: at, within: end, path: path)
+            cursor = try decoder.reader.end(of: at, within: end, node)
             currentIndex += 1
             return at
         }
 
         mutating func decodeNil() throws -> Bool {
-            guard !isAtEnd, try decoder.reader.tag(at: cursor, path: codingPath) == .null else { return false }
+            guard !isAtEnd, try decoder.reader.tag(at: cursor, node) == .null else { return false }
             _ = try next()
             return true
         }
 
         mutating func decode<T: Decodable>(_ type: T.Type) throws -> T {
-            let path = codingPath + [Index(currentIndex)]
+            let here = currentIndex, parent = decoder.node
             let at = try next()
-            return try decoder.reader.value(T.self, at: at, path: path, depth: decoder.depth)
+            return try decoder.reader.value(T.self, at: at, PathNode(parent: parent, index: here), depth: decoder.depth)
         }
 
         mutating func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type) throws -> KeyedDecodingContainer<NestedKey> {
-            let path = codingPath + [Index(currentIndex)]
-            return try ValueDecoder(reader: decoder.reader, at: try next(), codingPath: path, depth: decoder.depth + 1).container(keyedBy: type)
+            let node = self.node
+            return try ValueDecoder(reader: decoder.reader, at: try next(), node: node, depth: decoder.depth + 1).container(keyedBy: type)
         }
 
         mutating func nestedUnkeyedContainer() throws -> any UnkeyedDecodingContainer {
-            let path = codingPath + [Index(currentIndex)]
-            return try ValueDecoder(reader: decoder.reader, at: try next(), codingPath: path, depth: decoder.depth + 1).unkeyedContainer()
+            let node = self.node
+            return try ValueDecoder(reader: decoder.reader, at: try next(), node: node, depth: decoder.depth + 1).unkeyedContainer()
         }
 
         mutating func superDecoder() throws -> any Decoder { throw corrupt(codingPath, "no super decoder") }
@@ -502,25 +565,26 @@ extension WireBinary {
         var codingPath: [any CodingKey] { decoder.codingPath }
         private var reader: Reader { decoder.reader }
         private var at: Int { decoder.at }
+        private var node: PathNode? { decoder.node }
 
-        func decodeNil() -> Bool { (try? reader.tag(at: at, path: codingPath)) == .null }
-        func decode(_ type: Bool.Type) throws -> Bool { try reader.bool(at: at, path: codingPath) }
-        func decode(_ type: String.Type) throws -> String { try reader.string(at: at, path: codingPath) }
-        func decode(_ type: Double.Type) throws -> Double { try reader.double(at: at, path: codingPath) }
+        func decodeNil() -> Bool { (try? reader.tag(at: at, node)) == .null }
+        func decode(_ type: Bool.Type) throws -> Bool { try reader.bool(at: at, node) }
+        func decode(_ type: String.Type) throws -> String { try reader.string(at: at, node) }
+        func decode(_ type: Double.Type) throws -> Double { try reader.double(at: at, node) }
         func decode(_ type: Float.Type) throws -> Float {
-            guard let f = Float(exactly: try reader.double(at: at, path: codingPath)) else { throw mismatch(Float.self, codingPath) }
+            guard let f = Float(exactly: try reader.double(at: at, node)) else { throw mismatch(Float.self, codingPath) }
             return f
         }
-        func decode(_ type: Int.Type) throws -> Int { try reader.exactly(Int.self, at: at, path: codingPath) }
-        func decode(_ type: Int8.Type) throws -> Int8 { try reader.exactly(Int8.self, at: at, path: codingPath) }
-        func decode(_ type: Int16.Type) throws -> Int16 { try reader.exactly(Int16.self, at: at, path: codingPath) }
-        func decode(_ type: Int32.Type) throws -> Int32 { try reader.exactly(Int32.self, at: at, path: codingPath) }
-        func decode(_ type: Int64.Type) throws -> Int64 { try reader.int(at: at, path: codingPath) }
-        func decode(_ type: UInt.Type) throws -> UInt { try reader.exactly(UInt.self, at: at, path: codingPath) }
-        func decode(_ type: UInt8.Type) throws -> UInt8 { try reader.exactly(UInt8.self, at: at, path: codingPath) }
-        func decode(_ type: UInt16.Type) throws -> UInt16 { try reader.exactly(UInt16.self, at: at, path: codingPath) }
-        func decode(_ type: UInt32.Type) throws -> UInt32 { try reader.exactly(UInt32.self, at: at, path: codingPath) }
-        func decode(_ type: UInt64.Type) throws -> UInt64 { try reader.exactly(UInt64.self, at: at, path: codingPath) }
-        func decode<T: Decodable>(_ type: T.Type) throws -> T { try reader.value(T.self, at: at, path: codingPath, depth: decoder.depth) }
+        func decode(_ type: Int.Type) throws -> Int { try reader.exactly(Int.self, at: at, node) }
+        func decode(_ type: Int8.Type) throws -> Int8 { try reader.exactly(Int8.self, at: at, node) }
+        func decode(_ type: Int16.Type) throws -> Int16 { try reader.exactly(Int16.self, at: at, node) }
+        func decode(_ type: Int32.Type) throws -> Int32 { try reader.exactly(Int32.self, at: at, node) }
+        func decode(_ type: Int64.Type) throws -> Int64 { try reader.int(at: at, node) }
+        func decode(_ type: UInt.Type) throws -> UInt { try reader.exactly(UInt.self, at: at, node) }
+        func decode(_ type: UInt8.Type) throws -> UInt8 { try reader.exactly(UInt8.self, at: at, node) }
+        func decode(_ type: UInt16.Type) throws -> UInt16 { try reader.exactly(UInt16.self, at: at, node) }
+        func decode(_ type: UInt32.Type) throws -> UInt32 { try reader.exactly(UInt32.self, at: at, node) }
+        func decode(_ type: UInt64.Type) throws -> UInt64 { try reader.exactly(UInt64.self, at: at, node) }
+        func decode<T: Decodable>(_ type: T.Type) throws -> T { try reader.value(T.self, at: at, node, depth: decoder.depth) }
     }
 }

@@ -192,8 +192,13 @@ extension Store {
     /// head `after`, with where the pull stands, in one transaction: a pull cut short goes on
     /// from there. A row replaces a staged row of its name (a newer version).
     func stage(_ rows: [StoredRow], of uid: [UInt8], after: Int64) async throws {
-        guard let last = rows.last else { return }
-        let copies = rows.map(ZoneCopy.Row.init(stored:)), progress = [("stage-after:", String(after)), ("stage-seq:", String(last.seq)), ("stage-name:", last.name)]
+        try await stage(copies: rows.map(ZoneCopy.Row.init(stored:)), of: uid, after: after)
+    }
+
+    /// Stages rows as ``stage(_:of:after:)`` does; the last row is where the pull stands.
+    func stage(copies: [ZoneCopy.Row], of uid: [UInt8], after: Int64) async throws {
+        guard let last = copies.last?.stamp else { return }
+        let progress = [("stage-after:", String(after)), ("stage-seq:", String(last.seq)), ("stage-name:", last.name)]
         let storage = try sqliteStorage(for: "a replica's pull")
         let hex = Hex.encode(uid)
         do {
