@@ -134,6 +134,11 @@ extension RecordReader {
     /// the name): before an update carries its creator and creation time into a new version.
     func verifyStoredRow(_ db: any StorageTransaction, zone: ZoneRow, name: String) throws {
         guard let row = try db.recordRow(zoneRowID: zone.rowID, name: name) else { return }
+        try verifyStoredRow(db, zone: zone, row: row)
+    }
+
+    /// Checks `row`, read from the zone, as ``verifyStoredRow(_:zone:name:)`` does.
+    func verifyStoredRow(_ db: any StorageTransaction, zone: ZoneRow, row: StoredRow) throws {
         let context = try context(db, zone: zone, row: row).mapError { Self.rowError($0, row: row, zone: zone) }.get()
         var schema = context.schema
         for attempt in 0..<2 {

@@ -122,7 +122,7 @@ struct ReplicaPull {
         let types = try Self.fieldTypes(t.schemaRows[zone.rowID] ?? [:], zone: zoneID)
         let fetched = try await stageRows(of: zone, after: after, pin: pin)
         let deletions = try Self.deletions(entries: entries, after: after, fetched: t, zone: zone, rowID: rowID)
-        let verified = try await apply(writes, stage: (zone.uid, rowID, types), later: deletions + [.touchZone(rowID: rowID)],
+        let verified = try await apply(writes, stage: (zone.uid, rowID, types, keep == nil), later: deletions + [.touchZone(rowID: rowID)],
                                        schema: (rowID, t.schemaRows[zone.rowID] ?? [:]), zoneID: zoneID, after: after, head: head)
         replica.verifiedLogs.remember(verified.log, zoneRowID: verified.rowID)
         return PulledZone(zone: zoneID, headSeq: head.seq, entries: entries.count, records: verified.moved, fetched: fetched,
@@ -266,7 +266,7 @@ struct ReplicaPull {
 
     /// Applies `writes` in one transaction of the replica and verifies the zone there before it
     /// commits; returns its verified log.
-    private func apply(_ writes: [StorageSnapshot.Write], stage: (uid: [UInt8], zoneRowID: Int64, types: [String: [String: FieldType]]),
+    private func apply(_ writes: [StorageSnapshot.Write], stage: (uid: [UInt8], zoneRowID: Int64, types: [String: [String: FieldType]], fresh: Bool),
                        later: [StorageSnapshot.Write], schema: (zoneRowID: Int64, rows: [String: [(field: String, valueType: String, encrypted: Bool)]]),
                        zoneID: ZoneID, after: Int64, head: (seq: Int64, hash: Digest32)) async throws -> (log: ZoneLog, rowID: Int64, moved: Int) {
         // Verified by a session of its own, whose caches (and in-memory marks) a refused pull
@@ -296,7 +296,7 @@ struct ReplicaPull {
                 guard let row, row.seq == version.seq else {
                     throw StoreError(.integrityFailure, "the server withheld or rolled back record '\(name)' of zone '\(zoneID.name)' (entry \(version.seq) wrote it): nothing was pulled")
                 }
-                try reader.verifyStoredRow(db, zone: zone, name: name)
+                try reader.verifyStoredRow(db, zone: zone, row: row)
             }
             return (log, zone.rowID)
         }

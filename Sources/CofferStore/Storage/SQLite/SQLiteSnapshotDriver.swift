@@ -322,7 +322,7 @@ package final class SQLiteSnapshotDriver: SnapshotDriver {
     /// dropped; then `later` likewise; the zone's field types made those of `schema.rows`; then
     /// `check`, whose throw leaves nothing written.
     /// - Returns: what `check` returned, and how many staged rows were stored.
-    func applyPull<T: Sendable>(_ writes: [StorageSnapshot.Write], stage: (uid: [UInt8], zoneRowID: Int64, types: [String: [String: FieldType]]),
+    func applyPull<T: Sendable>(_ writes: [StorageSnapshot.Write], stage: (uid: [UInt8], zoneRowID: Int64, types: [String: [String: FieldType]], fresh: Bool),
                                 later: [StorageSnapshot.Write], schema: (zoneRowID: Int64, rows: [String: [(field: String, valueType: String, encrypted: Bool)]]),
                                 check: @escaping @Sendable (any StorageTransaction) throws -> T) async throws -> (T, Int) {
         do {
@@ -339,8 +339,11 @@ package final class SQLiteSnapshotDriver: SnapshotDriver {
                     for write in writes { try apply(write) }
                     var moved = 0
                     try Store.eachStaged(db, uid: stage.uid) { row in
-                        _ = try tx.deleteRecord(zoneRowID: stage.zoneRowID, name: row.stamp.name, expectedSeq: nil)
-                        try tx.removeTombstone(zoneRowID: stage.zoneRowID, name: row.stamp.name)
+                        // A zone new to the replica (`fresh`) has no row or deleted mark to replace.
+                        if !stage.fresh {
+                            _ = try tx.deleteRecord(zoneRowID: stage.zoneRowID, name: row.stamp.name, expectedSeq: nil)
+                            try tx.removeTombstone(zoneRowID: stage.zoneRowID, name: row.stamp.name)
+                        }
                         try Self.apply(try ZoneCopy.insertWrite(row, types: stage.types, zoneRowID: stage.zoneRowID), tx)
                         moved += 1
                     }
