@@ -513,27 +513,12 @@ struct BackupCommandTests {
 
     // MARK: - PostgreSQL
 
-    static let postgres = ProcessInfo.processInfo.environment["COFFER_TEST_POSTGRES"]
-
     @Test("restore into an empty PostgreSQL database: it takes the backup's store id; audit clean, records identical",
-          .enabled(if: postgres != "skip", "COFFER_TEST_POSTGRES=skip: the PostgreSQL tests are left out"))
+          .enabled(if: ScratchDatabase.enabled, "COFFER_TEST_POSTGRES=skip: the PostgreSQL tests are left out"))
     func restoreIntoPostgres() throws {
-        let url = try #require(Self.postgres.flatMap { $0.isEmpty ? nil : $0 }, "COFFER_TEST_POSTGRES is not set: run the tests with `make test`")
-        let components = try #require(URLComponents(string: url))
-        let host = components.queryItems?.first { $0.name == "host" }?.value
-        let psql = try #require((["/usr/bin/psql"] + ((try? FileManager.default.contentsOfDirectory(atPath: "/usr/lib/postgresql")) ?? [])
-            .map { "/usr/lib/postgresql/\($0)/bin/psql" }).first { FileManager.default.isExecutableFile(atPath: $0) }, "psql is not installed")
-        let database = "coffer_backup_\(UInt32.random(in: 0...UInt32.max))"
-        func admin(_ sql: String) throws {
-            var args = ["-X", "-q", "-d", String(components.path.dropFirst()), "-U", components.user ?? "postgres", "-c", sql]
-            if let host { args += ["-h", host] }
-            let r = try ChildProcess.run(psql, args, environment: ProcessInfo.processInfo.environment, timeout: 60)
-            try #require(r.status == 0, "psql \(sql): \(String(decoding: r.stderr, as: UTF8.self))")
-        }
-        try admin("CREATE DATABASE \(database)")
-        defer { try? admin("DROP DATABASE \(database)") }
-        var target = URLComponents(string: url)!
-        target.path = "/" + database
+        let database = try ScratchDatabase(prefix: "coffer_backup")
+        defer { database.drop() }
+        let target = try #require(URLComponents(string: database.url))
         let team = try Team([.alice, .bob])
         try Self.fill(team)
         let file = team.sandbox.path("alice.backup")

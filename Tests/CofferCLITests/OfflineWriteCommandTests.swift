@@ -25,10 +25,17 @@ struct OfflineWriteCommandTests {
         JSON((list["records"] as? [[String: Any]])?.map { $0.filter { $0.key != "zone" } })
     }
 
-    @Test("two laptops, one server: Alice writes offline while Bob writes; after the server returns both converge, with conflicts kept and resolved")
-    func twoLaptops() async throws {
+    /// The server's stores: an SQLite file, and a PostgreSQL database unless those tests are left out.
+    static let serverStores = ScratchDatabase.enabled ? ["sqlite", "postgres"] : ["sqlite"]
+
+    @Test("two laptops, one server: Alice writes offline while Bob writes; after the server returns both converge, with conflicts kept and resolved",
+          arguments: serverStores)
+    func twoLaptops(_ backend: String) async throws {
         let sandbox = try Sandbox()
-        var server = try await ServerProcess.start(store: sandbox.path("server.sqlite"), in: sandbox)
+        let database = backend == "postgres" ? try ScratchDatabase(prefix: "coffer_laptops") : nil
+        defer { database?.drop() }
+        let store = database?.url ?? sandbox.path("server.sqlite")
+        var server = try await ServerProcess.start(store: store, in: sandbox)
         defer { Task { [server] in await server.stop(SIGKILL) } }
         let team = try Team([.alice, .bob], sandbox: sandbox, server: server.url)
         try team.createZone(.alice, "Notes")
@@ -67,7 +74,7 @@ struct OfflineWriteCommandTests {
         try team.fails(.alice, ["sync"], 69)
 
         // The server returns (the same address); Bob writes first: n1's title, n2's title.
-        server = try await ServerProcess.start(store: sandbox.path("server.sqlite"), in: sandbox, listen: Self.address(server))
+        server = try await ServerProcess.start(store: store, in: sandbox, listen: Self.address(server))
         try team.ok(.bob, ["record", "put", "Notes@\(Who.alice.email)", "n1", "--type", "Note", "--set", "title=bob's title", "--merge"])
         try team.ok(.bob, ["record", "put", "Notes@\(Who.alice.email)", "n2", "--type", "Note", "--set", "title=bob's n2", "--merge"])
 
