@@ -1,4 +1,5 @@
 import ArgumentParser
+import CofferStore
 import Foundation
 
 /// `coffer-bench`: measures Coffer. Numbers in Docs/Performance.md come from its runs.
@@ -53,6 +54,22 @@ enum Clock {
         let start = DispatchTime.now().uptimeNanoseconds
         try await body()
         return Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
+    }
+
+    /// Saves one small record named `prefix` and a number through `session` into `zone`, 20
+    /// times, each timed from the save's answer until `seen(name)` returns: seconds.
+    static func saveLatencies(_ session: Session, _ zone: ZoneID, prefix: String,
+                              until seen: (String) async throws -> Void) async throws -> [Double] {
+        var samples = [Double]()
+        for i in 0..<20 {
+            var record = Record(type: "Note", name: "\(prefix)\(i)", zone: zone)
+            record.encryptedValues["body"] = "now"
+            _ = try await session.privateDatabase.save(record)
+            let saved = DispatchTime.now().uptimeNanoseconds
+            try await seen(record.name)
+            samples.append(Double(DispatchTime.now().uptimeNanoseconds - saved) / 1e9)
+        }
+        return samples
     }
 
     static func median(_ values: [Double]) -> Double {

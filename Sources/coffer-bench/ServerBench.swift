@@ -69,20 +69,13 @@ struct ServerBench: AsyncParsableCommand {
         let zone = try await writer.privateDatabase.createZone(named: "latency-\(UUID().uuidString.prefix(8))")
         let start = try await follower.privateDatabase.changes(in: zone, since: nil).token
         var pages = follower.privateDatabase.changeStream(in: zone, since: start).makeAsyncIterator()
-        var samples = [Double]()
-        for i in 0..<20 {
-            var record = Record(type: "Note", name: "live\(i)", zone: zone)
-            record.encryptedValues["body"] = "now"
-            _ = try await writer.privateDatabase.save(record)
-            let saved = DispatchTime.now().uptimeNanoseconds
+        return try await Clock.saveLatencies(writer, zone, prefix: "live") { name in
             var seen = false
             while !seen {
                 guard let page = try await pages.next() else { throw ValidationError("the change stream ended") }
-                seen = page.changed.contains { $0.name == "live\(i)" }
+                seen = page.changed.contains { $0.name == name }
             }
-            samples.append(Double(DispatchTime.now().uptimeNanoseconds - saved) / 1e9)
         }
-        return samples
     }
 
     /// Saves then fetches `records` records split among `stores`, each client in a zone of its own.

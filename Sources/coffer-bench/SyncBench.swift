@@ -58,15 +58,9 @@ struct SyncBench: AsyncParsableCommand {
         let clientPeak = Memory.peakMegabytes(getpid()), serverPeak = Memory.peakMegabytes(server.pid)
 
         // A save through the server, then a pull of its zone by another replica: 20 times.
-        var latencies = [Double]()
-        for i in 0..<20 {
-            var record = Record(type: "Note", name: "latest\(i)", zone: zone)
-            record.encryptedValues["body"] = "now"
-            _ = try await writerSession.privateDatabase.save(record)
-            let saved = DispatchTime.now().uptimeNanoseconds
+        let latencies = try await Clock.saveLatencies(writerSession, zone, prefix: "latest") { _ in
             let pulled = try await replica.pull([zone])
             guard pulled.pulled.first?.records == 1 else { throw ValidationError("the pull did not bring the new record") }
-            latencies.append(Double(DispatchTime.now().uptimeNanoseconds - saved) / 1e9)
         }
         // The same, with the replica kept in step by a sync engine (`coffer sync --watch`),
         // woken by the server's change stream: from the save's answer to the engine's event
@@ -81,15 +75,7 @@ struct SyncBench: AsyncParsableCommand {
             throw ValidationError("the sync engine stopped")
         }
         try await fetched { _ in true }
-        var watchLatencies = [Double]()
-        for i in 0..<20 {
-            var record = Record(type: "Note", name: "watched\(i)", zone: zone)
-            record.encryptedValues["body"] = "now"
-            _ = try await writerSession.privateDatabase.save(record)
-            let saved = DispatchTime.now().uptimeNanoseconds
-            try await fetched { $0.records == 1 }
-            watchLatencies.append(Double(DispatchTime.now().uptimeNanoseconds - saved) / 1e9)
-        }
+        let watchLatencies = try await Clock.saveLatencies(writerSession, zone, prefix: "watched") { _ in try await fetched { $0.records == 1 } }
         watching.cancel()
         _ = await watching.result
 
