@@ -231,6 +231,34 @@ struct PendingChangesTests {
         }
     }
 
+    @Test("a server that loses a commit it acknowledged: the rows the push kept are not stored unsigned, and the change is pushed again, once")
+    func acknowledgedThenLost() async throws {
+        try await withStore(.server) { s in
+            let zone = try await s.makeZone(notes: ["n1"])
+            try await s.replica().pull()
+            let offline = try await s.replica(offline: true)
+            _ = try await offline.session.privateDatabase.save(makeNote("n2", in: zone, body: "pushed twice"))
+            // The server's head read from its file: a read through a session would verify the
+            // commit and advance the user's marks, as the replica's own pull never did.
+            let rowID = try s.zoneRowID(zone)
+            func serverHead() throws -> Int64 { try s.sqlite { db in try Int64.fetchOne(db, sql: "SELECT max(seq) FROM zone_log WHERE zone_id = ?", arguments: [rowID]) ?? 0 } }
+            let before = try serverHead()
+            await #expect(throws: StoreError.self) {
+                try await Replica.$stopAfterSending.withValue(true) { _ = try await s.replica().push() }
+            }
+            #expect(try serverHead() == before + 1, "the server acknowledged the commit")
+            // The server loses it: its log and rows cut back to before the commit.
+            try s.cutLog(zoneRowID: rowID, to: before)
+            let report = try await s.replica().push()
+            #expect(report.failed.isEmpty, "\(report.failed.map(\.error.message))")
+            #expect(report.confirmed.map(\.count) == [1])
+            #expect(try serverHead() == before + 1, "signed again, once")
+            let replica = try await s.replica(offline: true)
+            #expect(noteBody(try await replica.session.privateDatabase.record(named: "n2", in: zone)) == "pushed twice")
+            #expect(try await replica.session.privateDatabase.records(in: zone).map(\.name) == ["n1", "n2"])
+        }
+    }
+
     @Test("an older copy of the replica's changes put back is never pushed again; changes cut from the file are reported lost")
     func oldCopyPutBack() async throws {
         try await withStore(.server) { s in

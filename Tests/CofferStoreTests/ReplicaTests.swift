@@ -242,6 +242,28 @@ struct ReplicaTests {
         }
     }
 
+    @Test("a record row the server adds that no entry of its log writes is refused: nothing of the pull is stored")
+    func rowNoEntryWrites() async throws {
+        try await withStore(.server) { s in
+            let zone = try await s.makeZone(notes: ["n1", "n2"])
+            // A copy of n1 under another name, at the sequence of a real commit that does not list it.
+            let rowID = try s.zoneRowID(zone)
+            try s.sqlite { db in
+                try db.execute(sql: """
+                    INSERT INTO record (zone_id, name, type, parent, plain, sealed, epoch, seq, membership_seq, creator_id, modifier_id, created_at, modified_at)
+                    SELECT zone_id, 'ghost', type, parent, plain, sealed, epoch, seq, membership_seq, creator_id, modifier_id, created_at, modified_at
+                    FROM record WHERE zone_id = ? AND name = 'n2'
+                    """, arguments: [rowID])
+            }
+            let replica = try await s.replica()
+            let report = try await replica.pull()
+            let failure = try #require(report.failed.first)
+            #expect(failure.zone == zone && failure.error.code == .integrityFailure)
+            #expect(failure.error.message.contains("no entry of its log writes"), "\(failure.error.message)")
+            #expect(try await replica.status().isEmpty, "nothing of the pull is stored")
+        }
+    }
+
     @Test("a pull cut short goes on from its last stored page; nothing of it is visible until the whole pull is stored", arguments: serverBackends)
     func resumedPull(_ backend: TestBackend) async throws {
         try await withStore(backend) { s in

@@ -35,8 +35,8 @@ public struct PulledZone: Sendable {
 /// before it commits, as any read of the replica verifies it: the log from its
 /// genesis against the user's marks, each new row against its signed entry, and each name's row
 /// against the newest entry naming it. What fails verification is never stored, so a server that
-/// rolls back, cuts or forks a zone's log, or withholds or alters a row, leaves the replica as it
-/// was, and the pull fails naming the zone.
+/// rolls back, cuts or forks a zone's log, or withholds, alters or adds a row, leaves the replica
+/// as it was, and the pull fails naming the zone.
 struct ReplicaPull {
     /// The session on the replica file, whose verification the pull runs.
     let replica: Session
@@ -122,7 +122,7 @@ struct ReplicaPull {
         let types = try Self.fieldTypes(t.schemaRows[zone.rowID] ?? [:], zone: zoneID)
         let fetched = try await stageRows(of: zone, after: after, pin: pin)
         let deletions = try Self.deletions(entries: entries, after: after, fetched: t, zone: zone, rowID: rowID)
-        let verified = try await apply(writes, stage: (zone.uid, rowID, types, keep == nil), later: deletions + [.touchZone(rowID: rowID)],
+        let verified = try await apply(writes, stage: (zone.uid, rowID, types, keep == nil, after), later: deletions + [.touchZone(rowID: rowID)],
                                        schema: (rowID, t.schemaRows[zone.rowID] ?? [:]), zoneID: zoneID, after: after, head: head)
         replica.verifiedLogs.remember(verified.log, zoneRowID: verified.rowID)
         return PulledZone(zone: zoneID, headSeq: head.seq, entries: entries.count, records: verified.moved, fetched: fetched,
@@ -266,14 +266,14 @@ struct ReplicaPull {
 
     /// Applies `writes` in one transaction of the replica and verifies the zone there before it
     /// commits; returns its verified log.
-    private func apply(_ writes: [StorageSnapshot.Write], stage: (uid: [UInt8], zoneRowID: Int64, types: [String: [String: FieldType]], fresh: Bool),
+    private func apply(_ writes: [StorageSnapshot.Write], stage: (uid: [UInt8], zoneRowID: Int64, types: [String: [String: FieldType]], fresh: Bool, after: Int64),
                        later: [StorageSnapshot.Write], schema: (zoneRowID: Int64, rows: [String: [(field: String, valueType: String, encrypted: Bool)]]),
                        zoneID: ZoneID, after: Int64, head: (seq: Int64, hash: Digest32)) async throws -> (log: ZoneLog, rowID: Int64, moved: Int) {
         // Verified by a session of its own, whose caches (and in-memory marks) a refused pull
         // leaves behind with the rolled-back transaction.
         let checker = Session(store: replica.store, vault: replica.vault, advancesMarks: false)
         let verifiedLogs = checker.verifiedLogs, reader = checker.reader
-        let (verified, moved) = try await local.applyPull(writes, stage: stage, later: later, schema: schema) { db in
+        let (verified, moved) = try await local.applyPull(writes, stage: stage, later: later, schema: schema) { db, newRows in
             guard let zone = try db.zoneRow(zoneID) else { throw StoreError(.internalError, "the pulled zone '\(zoneID.name)' is not in the replica") }
             let mark = try verifiedLogs.storedMark(zone)
             let log = try verifiedLogs.walkLog(db, zone: zone, signaturesAfter: mark?.seq ?? 0)
@@ -297,6 +297,11 @@ struct ReplicaPull {
                     throw StoreError(.integrityFailure, "the server withheld or rolled back record '\(name)' of zone '\(zoneID.name)' (entry \(version.seq) wrote it): nothing was pulled")
                 }
                 try reader.verifyStoredRow(db, zone: zone, row: row)
+            }
+            // And no row beyond those: one the server sent (or a run before staged) that no
+            // entry after the head lists would be stored unsigned.
+            guard newRows == latest.values.count(where: { !$0.deleted }) else {
+                throw StoreError(.integrityFailure, "the server sent records of zone '\(zoneID.name)' that no entry of its log writes: nothing was pulled")
             }
             return (log, zone.rowID)
         }

@@ -322,9 +322,10 @@ package final class SQLiteSnapshotDriver: SnapshotDriver {
     /// dropped; then `later` likewise; the zone's field types made those of `schema.rows`; then
     /// `check`, whose throw leaves nothing written.
     /// - Returns: what `check` returned, and how many staged rows were stored.
-    func applyPull<T: Sendable>(_ writes: [StorageSnapshot.Write], stage: (uid: [UInt8], zoneRowID: Int64, types: [String: [String: FieldType]], fresh: Bool),
+    func applyPull<T: Sendable>(_ writes: [StorageSnapshot.Write],
+                                stage: (uid: [UInt8], zoneRowID: Int64, types: [String: [String: FieldType]], fresh: Bool, after: Int64),
                                 later: [StorageSnapshot.Write], schema: (zoneRowID: Int64, rows: [String: [(field: String, valueType: String, encrypted: Bool)]]),
-                                check: @escaping @Sendable (any StorageTransaction) throws -> T) async throws -> (T, Int) {
+                                check: @escaping @Sendable (_ tx: any StorageTransaction, _ newRows: Int) throws -> T) async throws -> (T, Int) {
         do {
             let (value, moved, deleted) = try await pool.write { db -> (T, Int, Bool) in
                 let tx = SQLiteTransaction(db)
@@ -362,7 +363,11 @@ package final class SQLiteSnapshotDriver: SnapshotDriver {
                                                      schema: FieldSchema(type: valueType, encrypted: field.encrypted))
                         }
                     }
-                    let value = try check(tx)
+                    // Every row written after the replica's head, for `check` to match against
+                    // the entries that list them: a row no entry lists is never stored.
+                    let newRows = try Int.fetchOne(db, sql: "SELECT count(*) FROM record WHERE zone_id = ? AND seq > ?",
+                                                   arguments: [stage.zoneRowID, stage.after]) ?? 0
+                    let value = try check(tx, newRows)
                     return (value, moved, WriteAheadLogScrub.take(db))
                 } catch {
                     _ = WriteAheadLogScrub.take(db)
