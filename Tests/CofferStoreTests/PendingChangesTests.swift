@@ -39,6 +39,13 @@ private func putBack(_ rows: [ChangeRow], into replica: Replica) async throws {
 }
 
 /// The server's log head of `zone`, as Alice's session on it verifies it.
+/// A push cut off right after the server accepted its commit, as a client killed then would be.
+private func pushStoppedAfterSending(_ replica: Replica, sourceLocation: SourceLocation = #_sourceLocation) async {
+    await #expect(throws: StoreError.self, sourceLocation: sourceLocation) {
+        try await Replica.$stopAfterSending.withValue(true) { _ = try await replica.push() }
+    }
+}
+
 private func head(_ s: TestStore, _ zone: ZoneID) async throws -> Int64 {
     try #require(try await s.db.zones().first { $0.id == zone }).sequence
 }
@@ -187,9 +194,7 @@ struct PendingChangesTests {
             _ = try await offline.session.privateDatabase.save(makeNote("n2", in: zone))
             let before = try await head(s, zone)
             let online = try await s.replica()
-            await #expect(throws: StoreError.self) {
-                try await Replica.$stopAfterSending.withValue(true) { _ = try await online.push() }
-            }
+            await pushStoppedAfterSending(online)
             #expect(try await head(s, zone) == before + 1, "the server accepted the commit")
             #expect(try await online.pendingChanges.counts().values.first?.pending == 1, "not confirmed yet")
             let again = try await s.replica()
@@ -214,9 +219,7 @@ struct PendingChangesTests {
             _ = try await offline.session.privateDatabase.save(makeNote("n3", in: zone, body: "kept too"))
             let before = try await head(s, zone)
             let online = try await s.replica()
-            await #expect(throws: StoreError.self) {
-                try await Replica.$stopAfterSending.withValue(true) { _ = try await online.push() }
-            }
+            await pushStoppedAfterSending(online)
             // The kept row changed in the file before the pull that confirms it.
             let changed = try await online.store.dbPool.write { db in
                 try db.execute(sql: "UPDATE replica_stage SET sealed = zeroblob(length(sealed)) WHERE name = 'n3'")
@@ -243,9 +246,7 @@ struct PendingChangesTests {
             let rowID = try s.zoneRowID(zone)
             func serverHead() throws -> Int64 { try s.sqlite { db in try Int64.fetchOne(db, sql: "SELECT max(seq) FROM zone_log WHERE zone_id = ?", arguments: [rowID]) ?? 0 } }
             let before = try serverHead()
-            await #expect(throws: StoreError.self) {
-                try await Replica.$stopAfterSending.withValue(true) { _ = try await s.replica().push() }
-            }
+            await pushStoppedAfterSending(try await s.replica())
             #expect(try serverHead() == before + 1, "the server acknowledged the commit")
             // The server loses it: its log and rows cut back to before the commit.
             try s.cutLog(zoneRowID: rowID, to: before)
