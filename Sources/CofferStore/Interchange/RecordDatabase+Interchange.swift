@@ -28,10 +28,9 @@ extension RecordDatabase {
         var schemas = [String: [String: FieldSchema]]()
         var writer = JSONWriter(capacity: pageSize * 1536)
         let userID = session.userID
-        // The refused versions by name (the newest of a name), merged into the pages' name order.
-        var kept = [String: PendingChanges.Kept]()
-        for change in refused where change.zone == zone { kept[change.name] = change }
-        var waiting = kept.values.filter { $0.local != nil }.sorted { Array($0.name.utf8).lexicographicallyPrecedes(Array($1.name.utf8)) }[...]
+        // The refused versions, merged into the pages' name order.
+        var waiting = PendingChanges.Kept.exportOrder(refused, in: zone)[...]
+        let replaced = Set(waiting.map(\.name))
         /// Writes the refused versions whose names come up to `name` (all, for nil).
         func writeRefused(upTo name: String?) async throws {
             while let next = waiting.first, let local = next.local, name.map({ !Array($0.utf8).lexicographicallyPrecedes(Array(next.name.utf8)) }) ?? true {
@@ -51,7 +50,7 @@ extension RecordDatabase {
             for record in page {
                 try await writeRefused(upTo: record.name)
                 // A record with a refused version: that version was written in its place.
-                if kept[record.name]?.local != nil { continue }
+                if replaced.contains(record.name) { continue }
                 if schemas[record.recordType] == nil {
                     schemas[record.recordType] = try await schema(of: record.recordType, in: zone)
                 }
@@ -66,6 +65,23 @@ extension RecordDatabase {
         try await writeRefused(upTo: nil)
         if !writer.bytes.isEmpty { try write(Data(writer.bytes)) }
         return count
+    }
+
+    /// Writes, as ``exportRecords(in:pageSize:refused:to:)`` writes them, only the refused
+    /// changes of `zone`: for a zone gone from the replica (deleted upstream, or the user removed),
+    /// whose refused changes are all there is left of it.
+    /// - Returns: the number of records written.
+    @discardableResult
+    public func exportRefused(_ refused: [PendingChanges.Kept], in zone: ZoneID, to write: (Data) throws -> Void) throws -> Int {
+        var writer = JSONWriter()
+        let changes = PendingChanges.Kept.exportOrder(refused, in: zone)
+        for change in changes {
+            guard let local = change.local else { continue }
+            try RecordJSON.write(local, schema: nil, userID: session.userID, refused: change.note, into: &writer)
+            writer.bytes.append(0x0a)
+        }
+        if !writer.bytes.isEmpty { try write(Data(writer.bytes)) }
+        return changes.count
     }
 
     /// Checks JSON lines of the `record get` shape against a zone, then saves them in atomic

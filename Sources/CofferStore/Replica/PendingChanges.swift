@@ -315,6 +315,14 @@ public final class PendingChanges: Sendable {
         /// When the change was made.
         public let made: Date
         let change: PendingChange
+
+        /// Of `kept`, the newest change of each record of `zone` that leaves a record (a refused
+        /// deletion leaves the server's version), by name (bytes): what an export writes.
+        static func exportOrder(_ kept: [Kept], in zone: ZoneID) -> [Kept] {
+            var newest = [String: Kept]()
+            for change in kept where change.zone == zone { newest[change.name] = change }
+            return newest.values.filter { $0.local != nil }.sorted { Array($0.name.utf8).lexicographicallyPrecedes(Array($1.name.utf8)) }
+        }
     }
 
     /// The conflicts (or refusals) the replica keeps, by zone and name.

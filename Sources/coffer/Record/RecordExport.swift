@@ -54,7 +54,7 @@ extension Coffer.RecordCommand {
                 let zoneID = try await context.zone(zone)
                 export = { write in try await context.db(zoneID).exportRecords(in: zoneID, refused: refused, to: write) }
             } catch let error as StoreError where !refused.isEmpty && [.zoneNotFound, .permissionFailure].contains(error.code) {
-                export = { write in try Self.writeRefused(refused, userID: context.session.userID, to: write) }
+                export = { write in try context.db(named).exportRefused(refused, in: named, to: write) }
                 Output.note("warning: zone '\(named.name)' is gone from the server for you (\(Output.oneLine(error.message))); only your refused changes are exported")
             }
             let zoneID = named
@@ -104,7 +104,7 @@ extension Coffer.RecordCommand {
             for (zoneID, path) in targets {
                 let file = try PrivateFile(path, force: force)
                 let mine = refused.filter { $0.zone == zoneID }
-                let count = gone.contains(zoneID) ? try Self.writeRefused(mine, userID: me) { try file.write($0) }
+                let count = gone.contains(zoneID) ? try context.db(zoneID).exportRefused(mine, in: zoneID) { try file.write($0) }
                     : try await context.db(zoneID).exportRecords(in: zoneID, refused: mine) { try file.write($0) }
                 try file.commit()
                 total += count
@@ -118,23 +118,6 @@ extension Coffer.RecordCommand {
             } else {
                 Output.line("Exported \(total) records of \(targets.count == 1 ? "1 zone" : "\(targets.count) zones") to \(folder) (decrypted: keep it as safe as the vault).")
             }
-        }
-
-        /// Writes the refused changes that leave a record (a refused deletion leaves none) as
-        /// JSON lines, flagged; returns how many.
-        static func writeRefused(_ refused: [PendingChanges.Kept], userID: String, to write: (Data) throws -> Void) throws -> Int {
-            var latest = [String: PendingChanges.Kept]()
-            for change in refused { latest[change.name] = change }
-            var writer = JSONWriter()
-            var count = 0
-            for change in latest.values.sorted(by: { Array($0.name.utf8).lexicographicallyPrecedes(Array($1.name.utf8)) }) {
-                guard let local = change.local else { continue }
-                try RecordJSON.write(local, schema: nil, userID: userID, refused: change.note, into: &writer)
-                writer.bytes.append(0x0a)
-                count += 1
-            }
-            if !writer.bytes.isEmpty { try write(Data(writer.bytes)) }
-            return count
         }
 
         /// `NAME.jsonl` for a zone of `me`'s, `NAME@OWNERID.jsonl` for another's; bytes other
