@@ -17,7 +17,11 @@ struct SyncBench: AsyncParsableCommand {
     @Option(help: "Records in the zone.") var records = 100_000
     @Option(help: "Records a batch saves.") var batch = 400
     @Option(help: "The coffer executable to serve with (default: next to this one).") var coffer: String?
+    @Option(help: "Only the local save and this phase: pull (the save through the server and the initial pull) or push (pending changes pushed), to profile one.")
+    var only: Phase?
     @Flag(help: "One JSON object on stdout.") var json = false
+
+    enum Phase: String, ExpressibleByArgument { case pull, push }
 
     func run() async throws {
         let folder = try Clock.temporaryFolder("coffer-bench-sync")
@@ -38,14 +42,63 @@ struct SyncBench: AsyncParsableCommand {
         let writer = try await Store(server: server.url, vault: vault)
         let writerSession = try await writer.openSession(vault: vault)
         let zone = try await writerSession.privateDatabase.createZone(named: "bench")
-        let server0 = BenchServer.cpuSeconds(server.pid)
-        let serverSave = try await Clock.measure { try await save(writerSession, zone) }
-        let serverSaveCPU = BenchServer.cpuSeconds(server.pid) - server0
+        let n = Double(records)
+        func micro(_ seconds: Double) -> Double { (seconds / n * 1e7).rounded() / 10 }
+        var result: [String: Any] = [
+            "records": records, "batch": batch,
+            "localSaveRecordsPerSecond": (n / localSave.wall).rounded(), "localSaveCPUMicroseconds": micro(localSave.cpu),
+        ]
+        let replica = try await Replica.open(server: server.url, vault: vault, dataFolder: folder.appendingPathComponent("data"))
+        if only != .push {
+            let server0 = BenchServer.cpuSeconds(server.pid)
+            let serverSave = try await Clock.measure { try await save(writerSession, zone) }
+            let serverSaveCPU = BenchServer.cpuSeconds(server.pid) - server0
+            result["serverSaveRecordsPerSecond"] = (n / serverSave.wall).rounded()
+            result["serverSaveClientCPUMicroseconds"] = micro(serverSave.cpu)
+            result["serverSaveServerCPUMicroseconds"] = micro(serverSaveCPU)
+            try await measurePull(replica, zone: zone, server: server, micro: micro, into: &result)
+        }
+        if only == nil {
+            try await measureLatencies(replica, writerSession, zone: zone, into: &result)
+        }
+        if only != .pull {
+            try await measurePush(replica, writerSession, server: server, micro: micro, into: &result)
+        }
+        await writer.close()
+        if json {
+            Clock.emitJSON(result)
+            return
+        }
+        func figure(_ key: String) -> Double { result[key] as? Double ?? .nan }
+        print("\(records) records of ~1.1 KB sealed, \(batch) a batch")
+        print(String(format: "local save:          %8.0f records/s, %6.1f µs CPU a record", figure("localSaveRecordsPerSecond"), figure("localSaveCPUMicroseconds")))
+        if result["pullRecordsPerSecond"] != nil {
+            print(String(format: "save through server: %8.0f records/s, %6.1f µs CPU a record on the client, %6.1f on the server",
+                         figure("serverSaveRecordsPerSecond"), figure("serverSaveClientCPUMicroseconds"), figure("serverSaveServerCPUMicroseconds")))
+            print(String(format: "initial pull:        %8.0f records/s, %6.1f µs CPU a record on the client, %6.1f on the server; peak memory %d MB client, %d MB server",
+                         figure("pullRecordsPerSecond"), figure("pullClientCPUMicroseconds"), figure("pullServerCPUMicroseconds"),
+                         result["pullClientPeakMegabytes"] as! Int, result["pullServerPeakMegabytes"] as! Int))
+        }
+        if result["saveToPullMedianMilliseconds"] != nil {
+            print(String(format: "a save seen in another replica by a pull: %.1f ms median of 20 (max %.1f ms)",
+                         figure("saveToPullMedianMilliseconds"), figure("saveToPullMaxMilliseconds")))
+            print(String(format: "a save seen in another replica kept in step (sync --watch): %.1f ms median of 20 (max %.1f ms)",
+                         figure("saveToWatchMedianMilliseconds"), figure("saveToWatchMaxMilliseconds")))
+        }
+        if result["pushRecordsPerSecond"] != nil {
+            print(String(format: "kept pending (offline): %8.0f records/s, %6.1f µs CPU a record",
+                         figure("keepPendingRecordsPerSecond"), figure("keepPendingCPUMicroseconds")))
+            print(String(format: "push of pending:     %8.0f records/s, %6.1f µs CPU a record on the client, %6.1f on the server; peak memory %d MB client, %d MB server",
+                         figure("pushRecordsPerSecond"), figure("pushClientCPUMicroseconds"), figure("pushServerCPUMicroseconds"),
+                         result["pushClientPeakMegabytes"] as! Int, result["pushServerPeakMegabytes"] as! Int))
+        }
+    }
 
-        // The initial pull into a fresh replica (peak memory counted from here on).
+    /// The initial pull of `zone` (every record) into the fresh `replica`, peak memory counted from its start.
+    private func measurePull(_ replica: Replica, zone: ZoneID, server: BenchServer, micro: (Double) -> Double,
+                             into result: inout [String: Any]) async throws {
         Memory.resetPeak(getpid())
         Memory.resetPeak(server.pid)
-        let replica = try await Replica.open(server: server.url, vault: vault, dataFolder: folder.appendingPathComponent("data"))
         let server1 = BenchServer.cpuSeconds(server.pid)
         var pulledRecords = 0
         let pull = try await Clock.measure {
@@ -55,9 +108,16 @@ struct SyncBench: AsyncParsableCommand {
         }
         let pullServerCPU = BenchServer.cpuSeconds(server.pid) - server1
         guard pulledRecords == records else { throw ValidationError("the pull brought \(pulledRecords) records, not \(records)") }
-        let clientPeak = Memory.peakMegabytes(getpid()), serverPeak = Memory.peakMegabytes(server.pid)
+        result["pullRecordsPerSecond"] = (Double(records) / pull.wall).rounded()
+        result["pullClientCPUMicroseconds"] = micro(pull.cpu)
+        result["pullServerCPUMicroseconds"] = micro(pullServerCPU)
+        result["pullClientPeakMegabytes"] = Memory.peakMegabytes(getpid())
+        result["pullServerPeakMegabytes"] = Memory.peakMegabytes(server.pid)
+    }
 
-        // A save through the server, then a pull of its zone by another replica: 20 times.
+    /// A save through the server, then a pull of its zone by another replica: 20 times; then
+    /// the same with the replica kept in step by a sync engine.
+    private func measureLatencies(_ replica: Replica, _ writerSession: Session, zone: ZoneID, into result: inout [String: Any]) async throws {
         let latencies = try await Clock.saveLatencies(writerSession, zone, prefix: "latest") { _ in
             let pulled = try await replica.pull([zone])
             guard pulled.pulled.first?.records == 1 else { throw ValidationError("the pull did not bring the new record") }
@@ -78,9 +138,16 @@ struct SyncBench: AsyncParsableCommand {
         let watchLatencies = try await Clock.saveLatencies(writerSession, zone, prefix: "watched") { _ in try await fetched { $0.records == 1 } }
         watching.cancel()
         _ = await watching.result
+        result["saveToPullMedianMilliseconds"] = (Clock.median(latencies) * 1e4).rounded() / 10
+        result["saveToPullMaxMilliseconds"] = ((latencies.max() ?? 0) * 1e4).rounded() / 10
+        result["saveToWatchMedianMilliseconds"] = (Clock.median(watchLatencies) * 1e4).rounded() / 10
+        result["saveToWatchMaxMilliseconds"] = ((watchLatencies.max() ?? 0) * 1e4).rounded() / 10
+    }
 
-        // Pending changes: the same records written through the replica's session (kept,
-        // unsigned) into another zone, then pushed, a replica's limit (10,000) at a time.
+    /// Pending changes: the records written through the replica's session (kept, unsigned)
+    /// into a zone of their own, then pushed, a replica's limit at a time.
+    private func measurePush(_ replica: Replica, _ writerSession: Session, server: BenchServer, micro: (Double) -> Double,
+                             into result: inout [String: Any]) async throws {
         let pushZone = try await writerSession.privateDatabase.createZone(named: "pushed")
         try await replica.pull([pushZone])
         var keep = (wall: 0.0, cpu: 0.0), push = (wall: 0.0, cpu: 0.0), pushServerCPU = 0.0
@@ -101,48 +168,13 @@ struct SyncBench: AsyncParsableCommand {
             push = (push.wall + pushed.wall, push.cpu + pushed.cpu)
             guard confirmed == range.count else { throw ValidationError("the push confirmed \(confirmed) changes, not \(range.count)") }
         }
-        let pushClientPeak = Memory.peakMegabytes(getpid()), pushServerPeak = Memory.peakMegabytes(server.pid)
-        await writer.close()
-
-        let n = Double(records)
-        func micro(_ seconds: Double) -> Double { (seconds / n * 1e7).rounded() / 10 }
-        let result: [String: Any] = [
-            "records": records, "batch": batch,
-            "localSaveRecordsPerSecond": (n / localSave.wall).rounded(), "localSaveCPUMicroseconds": micro(localSave.cpu),
-            "serverSaveRecordsPerSecond": (n / serverSave.wall).rounded(), "serverSaveClientCPUMicroseconds": micro(serverSave.cpu),
-            "serverSaveServerCPUMicroseconds": micro(serverSaveCPU),
-            "pullRecordsPerSecond": (n / pull.wall).rounded(), "pullClientCPUMicroseconds": micro(pull.cpu),
-            "pullServerCPUMicroseconds": micro(pullServerCPU),
-            "pullClientPeakMegabytes": clientPeak, "pullServerPeakMegabytes": serverPeak,
-            "saveToPullMedianMilliseconds": (Clock.median(latencies) * 1e4).rounded() / 10,
-            "saveToPullMaxMilliseconds": ((latencies.max() ?? 0) * 1e4).rounded() / 10,
-            "saveToWatchMedianMilliseconds": (Clock.median(watchLatencies) * 1e4).rounded() / 10,
-            "saveToWatchMaxMilliseconds": ((watchLatencies.max() ?? 0) * 1e4).rounded() / 10,
-            "keepPendingRecordsPerSecond": (n / keep.wall).rounded(), "keepPendingCPUMicroseconds": micro(keep.cpu),
-            "pushRecordsPerSecond": (n / push.wall).rounded(), "pushClientCPUMicroseconds": micro(push.cpu),
-            "pushServerCPUMicroseconds": micro(pushServerCPU),
-            "pushClientPeakMegabytes": pushClientPeak, "pushServerPeakMegabytes": pushServerPeak,
-        ]
-        if json {
-            Clock.emitJSON(result)
-            return
-        }
-        print("\(records) records of ~1.1 KB sealed, \(batch) a batch")
-        print(String(format: "local save:          %8.0f records/s, %6.1f µs CPU a record", result["localSaveRecordsPerSecond"] as! Double, result["localSaveCPUMicroseconds"] as! Double))
-        print(String(format: "save through server: %8.0f records/s, %6.1f µs CPU a record on the client, %6.1f on the server",
-                     result["serverSaveRecordsPerSecond"] as! Double, result["serverSaveClientCPUMicroseconds"] as! Double, result["serverSaveServerCPUMicroseconds"] as! Double))
-        print(String(format: "initial pull:        %8.0f records/s, %6.1f µs CPU a record on the client, %6.1f on the server; peak memory %d MB client, %d MB server",
-                     result["pullRecordsPerSecond"] as! Double, result["pullClientCPUMicroseconds"] as! Double, result["pullServerCPUMicroseconds"] as! Double,
-                     clientPeak, serverPeak))
-        print(String(format: "a save seen in another replica by a pull: %.1f ms median of 20 (max %.1f ms)",
-                     result["saveToPullMedianMilliseconds"] as! Double, result["saveToPullMaxMilliseconds"] as! Double))
-        print(String(format: "a save seen in another replica kept in step (sync --watch): %.1f ms median of 20 (max %.1f ms)",
-                     result["saveToWatchMedianMilliseconds"] as! Double, result["saveToWatchMaxMilliseconds"] as! Double))
-        print(String(format: "kept pending (offline): %8.0f records/s, %6.1f µs CPU a record",
-                     result["keepPendingRecordsPerSecond"] as! Double, result["keepPendingCPUMicroseconds"] as! Double))
-        print(String(format: "push of pending:     %8.0f records/s, %6.1f µs CPU a record on the client, %6.1f on the server; peak memory %d MB client, %d MB server",
-                     result["pushRecordsPerSecond"] as! Double, result["pushClientCPUMicroseconds"] as! Double, result["pushServerCPUMicroseconds"] as! Double,
-                     pushClientPeak, pushServerPeak))
+        result["keepPendingRecordsPerSecond"] = (Double(records) / keep.wall).rounded()
+        result["keepPendingCPUMicroseconds"] = micro(keep.cpu)
+        result["pushRecordsPerSecond"] = (Double(records) / push.wall).rounded()
+        result["pushClientCPUMicroseconds"] = micro(push.cpu)
+        result["pushServerCPUMicroseconds"] = micro(pushServerCPU)
+        result["pushClientPeakMegabytes"] = Memory.peakMegabytes(getpid())
+        result["pushServerPeakMegabytes"] = Memory.peakMegabytes(server.pid)
     }
 
     /// Saves the benchmark's records into `zone`, `batch` a batch.
