@@ -148,14 +148,16 @@ extension Replica {
             if !done.isEmpty {
                 try await pending.update(finishing: done.map(\.number))
                 report.confirmed.append((zone, done.count))
-                remaining.removeAll { c in done.contains { $0.number == c.number } }
+                let finished = Set(done.map(\.number))
+                remaining.removeAll { finished.contains($0.number) }
             }
             guard !remaining.isEmpty else { return }
             guard attempts <= 6 else {
                 throw StoreError(.busy, "zone '\(zone.name)' kept changing on the server while your changes were pushed; they stay pending: sync again")
             }
             let batch = try await merge(remaining, zone: zone, policy: policy, into: &report)
-            remaining.removeAll { c in !batch.sending.contains { $0.number == c.number } }
+            let sending = Set(batch.sending.map(\.number))
+            remaining.removeAll { !sending.contains($0.number) }
             guard !batch.sending.isEmpty else { return }
             do {
                 try await send(batch, zone: zone, server: server, progress: progress)
@@ -306,7 +308,7 @@ extension Replica {
         }
         // In the server's order of changes (sequence, then name): the last is where the pull
         // goes on from.
-        rows.sort { $0.stamp.seq != $1.stamp.seq ? $0.stamp.seq < $1.stamp.seq : Array($0.stamp.name.utf8).lexicographicallyPrecedes(Array($1.stamp.name.utf8)) }
+        rows.sort { $0.stamp.seq != $1.stamp.seq ? $0.stamp.seq < $1.stamp.seq : $0.stamp.name.utf8.lexicographicallyPrecedes($1.stamp.name.utf8) }
         try await store.stage(copies: rows, of: uid, after: head)
     }
 

@@ -85,12 +85,15 @@ extension Store {
         let storage = try sqliteStorage(for: "a replica's pending changes")
         do {
             try await storage.write(logger: logger) { db in
-                for number in deleting {
-                    try db.execute(sql: "DELETE FROM replica_change WHERE number = ?", arguments: [Int64(number)])
+                // A statement a slice of numbers (within SQLite's limit of bound values).
+                for start in stride(from: 0, to: deleting.count, by: 500) {
+                    let slice = deleting[start..<min(start + 500, deleting.count)]
+                    try db.execute(sql: "DELETE FROM replica_change WHERE number IN (\(slice.map { _ in "?" }.joined(separator: ",")))",
+                                   arguments: StatementArguments(slice.map { Int64($0) }))
                 }
+                let insert = try db.cachedStatement(sql: "INSERT OR REPLACE INTO replica_change (number, zone_uid, name, state, sealed, note) VALUES (?, ?, ?, ?, ?, ?)")
                 for row in rows {
-                    try db.execute(sql: "INSERT OR REPLACE INTO replica_change (number, zone_uid, name, state, sealed, note) VALUES (?, ?, ?, ?, ?, ?)",
-                                   arguments: [Int64(row.number), Data(row.zoneUID), row.name, row.state.rawValue, Data(row.sealed), row.note])
+                    try insert.execute(arguments: [Int64(row.number), Data(row.zoneUID), row.name, row.state.rawValue, Data(row.sealed), row.note])
                 }
             }
         } catch {
