@@ -297,6 +297,53 @@ struct ReplicaTests {
         }
     }
 
+    @Test("a pull cut short in a replica made before the stage became a rowid table goes on from its last page after the upgrade")
+    func resumedPullAcrossUpgrade() async throws {
+        try await withStore(.server) { s in
+            let zone = try await s.makeZone(notes: [])
+            _ = try await s.db.modify(saving: (0..<35).map { makeNote(String(format: "n%02d", $0), in: zone) }, in: zone)
+            let path = s.folder.appendingPathComponent("upgraded.sqlite")
+            let replica = try await s.replica(path: path)
+            let cut = try await ReplicaPull.$pageSize.withValue(10) {
+                try await ReplicaPull.$stopAfterPages.withValue(2) { try await replica.pull() }
+            }
+            #expect(cut.failed.first?.error.code == .serviceUnavailable)
+            // The file as the migrations before the upgrade left it: the stage a WITHOUT ROWID
+            // table, holding the 20 rows of the cut pull, and the upgrade not run.
+            let pool = try DatabasePool(path: path.path)
+            try await pool.write { db in
+                try db.execute(sql: """
+                    CREATE TABLE replica_stage_old (
+                        zone_uid BLOB NOT NULL CHECK (length(zone_uid) = 16), name TEXT NOT NULL, type TEXT NOT NULL, parent TEXT,
+                        seq INTEGER NOT NULL, epoch INTEGER NOT NULL, membership_seq INTEGER NOT NULL, creator_id TEXT NOT NULL,
+                        modifier_id TEXT NOT NULL, created REAL NOT NULL, modified REAL NOT NULL, plain BLOB NOT NULL, sealed BLOB,
+                        PRIMARY KEY (zone_uid, name)
+                    ) STRICT, WITHOUT ROWID;
+                    INSERT INTO replica_stage_old SELECT zone_uid, name, type, parent, seq, epoch, membership_seq, creator_id, modifier_id,
+                                                         created, modified, plain, sealed FROM replica_stage;
+                    DROP TABLE replica_stage;
+                    ALTER TABLE replica_stage_old RENAME TO replica_stage;
+                    DELETE FROM grdb_migrations WHERE identifier = 'v13-replica-stage-rowid';
+                    """)
+                #expect(try Int.fetchOne(db, sql: "SELECT count(*) FROM replica_stage") == 20)
+            }
+            try pool.close()
+            // Opened again: upgraded, with the staged rows kept, so the pull goes on from them.
+            let reopened = try await s.replica(path: path)
+            let reader = try DatabasePool(path: path.path)
+            let tableSQL = try await reader.read { db in
+                try String.fetchOne(db, sql: "SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = 'replica_stage'")
+            }
+            try reader.close()
+            #expect(tableSQL?.contains("WITHOUT ROWID") == false)
+            let resumed = try await ReplicaPull.$pageSize.withValue(10) { try await reopened.pull() }
+            let pulled = try #require(resumed.pulled.first)
+            #expect(pulled.records == 35)
+            #expect(pulled.fetched == 15, "only the rows not staged before the upgrade")
+            #expect(try await reopened.session.privateDatabase.records(in: zone, limit: 100).count == 35)
+        }
+    }
+
     @Test("SyncEngine: fetchChanges reports each zone; run() pulls what lands on the server as it lands, and says when the server goes away", arguments: serverBackends)
     func syncEngine(_ backend: TestBackend) async throws {
         try await withStore(backend) { s in

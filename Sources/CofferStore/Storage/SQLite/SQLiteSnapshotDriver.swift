@@ -339,12 +339,16 @@ package final class SQLiteSnapshotDriver: SnapshotDriver {
                 do {
                     for write in writes { try apply(write) }
                     var moved = 0
+                    // The rows and deleted marks the staged rows replace, in two statements (a
+                    // zone new to the replica, `fresh`, has none).
+                    if !stage.fresh {
+                        try db.execute(sql: "DELETE FROM record WHERE zone_id = ? AND name IN (SELECT name FROM replica_stage WHERE zone_uid = ?)",
+                                       arguments: [stage.zoneRowID, Data(stage.uid)])
+                        if db.changesCount > 0 { WriteAheadLogScrub.note(db) }
+                        try db.execute(sql: "DELETE FROM record_tombstone WHERE zone_id = ? AND name IN (SELECT name FROM replica_stage WHERE zone_uid = ?)",
+                                       arguments: [stage.zoneRowID, Data(stage.uid)])
+                    }
                     try Store.eachStaged(db, uid: stage.uid) { row in
-                        // A zone new to the replica (`fresh`) has no row or deleted mark to replace.
-                        if !stage.fresh {
-                            _ = try tx.deleteRecord(zoneRowID: stage.zoneRowID, name: row.stamp.name, expectedSeq: nil)
-                            try tx.removeTombstone(zoneRowID: stage.zoneRowID, name: row.stamp.name)
-                        }
                         try Self.apply(try ZoneCopy.insertWrite(row, types: stage.types, zoneRowID: stage.zoneRowID), tx)
                         moved += 1
                     }
