@@ -264,6 +264,20 @@ struct ReplicaTests {
         }
     }
 
+    @Test("a record row whose plain values the server made other than JSON is refused naming it: nothing of the pull is stored")
+    func plainNotJSON() async throws {
+        try await withStore(.server) { s in
+            let zone = try await s.makeZone(notes: ["n1", "n2"])
+            let rowID = try s.zoneRowID(zone)
+            try s.sqlite { db in try db.execute(sql: "UPDATE record SET plain = '{\"title\": ' WHERE zone_id = ? AND name = 'n2'", arguments: [rowID]) }
+            let replica = try await s.replica()
+            let failure = try #require(try await replica.pull().failed.first)
+            #expect(failure.zone == zone && failure.error.code == .integrityFailure)
+            #expect(failure.error.message.contains("'n2'") && failure.error.message.contains("'Notes'"), "\(failure.error.message)")
+            #expect(try await replica.status().isEmpty, "nothing of the pull is stored")
+        }
+    }
+
     @Test("a pull cut short goes on from its last stored page; nothing of it is visible until the whole pull is stored", arguments: serverBackends)
     func resumedPull(_ backend: TestBackend) async throws {
         try await withStore(backend) { s in
@@ -341,6 +355,48 @@ struct ReplicaTests {
             #expect(pulled.records == 35)
             #expect(pulled.fetched == 15, "only the rows not staged before the upgrade")
             #expect(try await reopened.session.privateDatabase.records(in: zone, limit: 100).count == 35)
+        }
+    }
+
+    @Test("an older version of a record put in the replica's stage (a copy of the file) is dropped, never stored over the newer one")
+    func oldRowStaged() async throws {
+        try await withStore(.server) { s in
+            let zone = try await s.makeZone(notes: ["n1"])
+            let path = s.folder.appendingPathComponent("staged.sqlite")
+            let replica = try await s.replica(path: path)
+            try await replica.pull()
+            let uid = try await s.alice.read { db in try #require(try db.zoneRow(zone)).uid }
+            let file = try DatabasePool(path: path.path)
+            defer { try? file.close() }
+            // n1 as first pulled, signed by its entry: kept aside.
+            let old = try #require(try await file.read { db in try Row.fetchOne(db, sql: """
+                SELECT name, type, parent, seq, epoch, membership_seq, creator_id, modifier_id, created_at, modified_at, CAST(plain AS BLOB), sealed
+                FROM record WHERE name = 'n1'
+                """).map { Array($0.databaseValues) } })
+            var n1 = try await s.db.record(named: "n1", in: zone)
+            n1.encryptedValues["body"] = .string("the newer body")
+            _ = try await s.db.save(n1)
+            let head = try #require(try await replica.pull().pulled.first).headSeq
+            _ = try await s.db.save(makeNote("n2", in: zone))
+            // The old row staged as if a pull from the replica's head had fetched it.
+            try await file.write { db in
+                try db.execute(sql: """
+                    INSERT INTO replica_stage (zone_uid, name, type, parent, seq, epoch, membership_seq, creator_id, modifier_id, created, modified, plain, sealed)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    """, arguments: StatementArguments([Data(uid)] + Array(old)))
+                let hex = uid.map { String(format: "%02x", $0) }.joined()
+                for (key, value) in [("stage-after:", "\(head)"), ("stage-seq:", "\(head)"), ("stage-name:", "n1")] {
+                    try db.execute(sql: "INSERT OR REPLACE INTO store_meta (key, value) VALUES (?, ?)", arguments: [key + hex, Data(value.utf8)])
+                }
+            }
+            let pulled = try #require(try await replica.pull().pulled.first)
+            #expect(pulled.records == 1, "n2 alone: the old row was dropped with the stage")
+            let local = replica.session.privateDatabase
+            #expect(noteBody(try await local.record(named: "n1", in: zone)) == "the newer body")
+            #expect(try await file.read { db in try Int64.fetchOne(db, sql: "SELECT seq FROM record WHERE name = 'n1'") } == head,
+                    "the file holds n1's row of the entry that wrote it last")
+            #expect(noteBody(try await local.record(named: "n2", in: zone)) == "body of n2")
+            #expect(try await replica.store.stageProgress(of: uid) == nil)
         }
     }
 

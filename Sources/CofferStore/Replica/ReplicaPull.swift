@@ -119,10 +119,10 @@ struct ReplicaPull {
         let authors = Set(entries.compactMap { LogEntry.decode($0.body)?.authorID })
         t.merge(try await ZonePush.fetch(authors.sorted().map { .contact($0) }, from: remote, pin: pin)) { $0 }
         let writes = try self.writes(zone: zone, rowID: rowID, replacing: keep == nil ? current : nil, after: after, entries: entries, fetched: t)
-        let types = try Self.fieldTypes(t.schemaRows[zone.rowID] ?? [:], zone: zoneID)
+        try Self.checkFieldTypes(t.schemaRows[zone.rowID] ?? [:], zone: zoneID)
         let fetched = try await stageRows(of: zone, after: after, pin: pin)
         let deletions = try Self.deletions(entries: entries, after: after, fetched: t, zone: zone, rowID: rowID)
-        let verified = try await apply(writes, stage: (zone.uid, rowID, types, keep == nil, after), later: deletions + [.touchZone(rowID: rowID)],
+        let verified = try await apply(writes, stage: (zone.uid, rowID, keep == nil, after, zoneID.name), later: deletions + [.touchZone(rowID: rowID)],
                                        schema: (rowID, t.schemaRows[zone.rowID] ?? [:]), zoneID: zoneID, after: after, head: head)
         replica.verifiedLogs.remember(verified.log, zoneRowID: verified.rowID)
         return PulledZone(zone: zoneID, headSeq: head.seq, entries: entries.count, records: verified.moved, fetched: fetched,
@@ -160,18 +160,11 @@ struct ReplicaPull {
         }
     }
 
-    /// The zone's field types by record type, from its schema rows.
-    private static func fieldTypes(_ rows: [String: [(field: String, valueType: String, encrypted: Bool)]], zone: ZoneID) throws -> [String: [String: FieldType]] {
-        var types = [String: [String: FieldType]]()
-        for (recordType, fields) in rows {
-            for field in fields {
-                guard let type = FieldType(name: field.valueType) else {
-                    throw StoreError(.integrityFailure, "zone '\(zone.name)' on the server has a schema row of unknown type: nothing was pulled")
-                }
-                types[recordType, default: [:]][field.field] = type
-            }
+    /// Refuses a zone whose schema rows name a type Coffer does not know.
+    private static func checkFieldTypes(_ rows: [String: [(field: String, valueType: String, encrypted: Bool)]], zone: ZoneID) throws {
+        for field in rows.values.joined() where FieldType(name: field.valueType) == nil {
+            throw StoreError(.integrityFailure, "zone '\(zone.name)' on the server has a schema row of unknown type: nothing was pulled")
         }
-        return types
     }
 
     /// The names the new entries delete last: each goes from the replica, leaving a deleted name
@@ -266,7 +259,7 @@ struct ReplicaPull {
 
     /// Applies `writes` in one transaction of the replica and verifies the zone there before it
     /// commits; returns its verified log.
-    private func apply(_ writes: [StorageSnapshot.Write], stage: (uid: [UInt8], zoneRowID: Int64, types: [String: [String: FieldType]], fresh: Bool, after: Int64),
+    private func apply(_ writes: [StorageSnapshot.Write], stage: (uid: [UInt8], zoneRowID: Int64, fresh: Bool, after: Int64, zoneName: String),
                        later: [StorageSnapshot.Write], schema: (zoneRowID: Int64, rows: [String: [(field: String, valueType: String, encrypted: Bool)]]),
                        zoneID: ZoneID, after: Int64, head: (seq: Int64, hash: Digest32)) async throws -> (log: ZoneLog, rowID: Int64, moved: Int) {
         // Verified by a session of its own, whose caches (and in-memory marks) a refused pull
@@ -287,21 +280,48 @@ struct ReplicaPull {
             // Each name an entry after the replica's head lists: its newest version, as signed.
             var latest = [String: LatestVersion]()
             try verifiedLogs.latestVersions(db, zone: zone, log: log, after: after, cached: false, into: &latest)
-            for (name, version) in latest {
-                let row = try db.recordRow(zoneRowID: zone.rowID, name: name)
-                if version.deleted {
-                    if row != nil { throw StoreError(.integrityFailure, "record '\(name)' of zone '\(zoneID.name)' was deleted by entry \(version.seq), but the server still holds it: nothing was pulled") }
-                    continue
-                }
-                guard let row, row.seq == version.seq else {
-                    throw StoreError(.integrityFailure, "the server withheld or rolled back record '\(name)' of zone '\(zoneID.name)' (entry \(version.seq) wrote it): nothing was pulled")
-                }
-                try reader.verifyStoredRow(db, zone: zone, row: row)
+            func deletedButHeld(_ name: String, _ version: LatestVersion) -> StoreError {
+                StoreError(.integrityFailure, "record '\(name)' of zone '\(zoneID.name)' was deleted by entry \(version.seq), but the server still holds it: nothing was pulled")
             }
-            // And no row beyond those: one the server sent (or a run before staged) that no
-            // entry after the head lists would be stored unsigned.
-            guard newRows == latest.values.count(where: { !$0.deleted }) else {
-                throw StoreError(.integrityFailure, "the server sent records of zone '\(zoneID.name)' that no entry of its log writes: nothing was pulled")
+            func withheld(_ name: String, _ version: LatestVersion) -> StoreError {
+                StoreError(.integrityFailure, "the server withheld or rolled back record '\(name)' of zone '\(zoneID.name)' (entry \(version.seq) wrote it): nothing was pulled")
+            }
+            let unlisted = StoreError(.integrityFailure, "the server sent records of zone '\(zoneID.name)' that no entry of its log writes: nothing was pulled")
+            if stage.fresh {
+                // A zone new to the replica holds only what this pull stored: its rows are read
+                // once, in name order, each checked against the newest entry naming it.
+                var checked = 0, cursor = ""
+                while true {
+                    var page = [StoredRow]()
+                    try db.readRecordRows(zoneRowID: zone.rowID, after: cursor, limit: 1_000) { page.append($0) }
+                    for row in page {
+                        guard let version = latest[row.name] else { throw unlisted }
+                        if version.deleted { throw deletedButHeld(row.name, version) }
+                        guard row.seq == version.seq else { throw withheld(row.name, version) }
+                        try reader.verifyStoredRow(db, zone: zone, row: row)
+                        checked += 1
+                    }
+                    guard page.count == 1_000, let last = page.last else { break }
+                    cursor = last.name
+                }
+                if checked != latest.values.count(where: { !$0.deleted }) {
+                    let missing = latest.filter { !$0.value.deleted }.keys.sorted()
+                    for name in missing where try db.recordRow(zoneRowID: zone.rowID, name: name) == nil { throw withheld(name, latest[name]!) }
+                    throw unlisted
+                }
+            } else {
+                for (name, version) in latest {
+                    let row = try db.recordRow(zoneRowID: zone.rowID, name: name)
+                    if version.deleted {
+                        if row != nil { throw deletedButHeld(name, version) }
+                        continue
+                    }
+                    guard let row, row.seq == version.seq else { throw withheld(name, version) }
+                    try reader.verifyStoredRow(db, zone: zone, row: row)
+                }
+                // And no row beyond those: one the server sent (or a run before staged) that no
+                // entry after the head lists would be stored unsigned.
+                guard newRows == latest.values.count(where: { !$0.deleted }) else { throw unlisted }
             }
             return (log, zone.rowID)
         }

@@ -318,12 +318,12 @@ package final class SQLiteSnapshotDriver: SnapshotDriver {
     /// ``apply(_:operation:)`` applies them, except that a `.deleteRecord` deletes the name's row
     /// whatever its sequence, and whether or not there is one; then the rows staged for the zone
     /// `stage.uid` (``Store/stage(_:of:after:)``), each replacing the row of its name in zone row
-    /// `stage.zoneRowID` with its plain values' types as `stage.types` says, and the stage
-    /// dropped; then `later` likewise; the zone's field types made those of `schema.rows`; then
+    /// `stage.zoneRowID` (``Store/moveStaged(_:uid:zoneRowID:after:zoneName:)``), and the stage dropped;
+    /// then `later` likewise; the zone's field types made those of `schema.rows`; then
     /// `check`, whose throw leaves nothing written.
     /// - Returns: what `check` returned, and how many staged rows were stored.
     func applyPull<T: Sendable>(_ writes: [StorageSnapshot.Write],
-                                stage: (uid: [UInt8], zoneRowID: Int64, types: [String: [String: FieldType]], fresh: Bool, after: Int64),
+                                stage: (uid: [UInt8], zoneRowID: Int64, fresh: Bool, after: Int64, zoneName: String),
                                 later: [StorageSnapshot.Write], schema: (zoneRowID: Int64, rows: [String: [(field: String, valueType: String, encrypted: Bool)]]),
                                 check: @escaping @Sendable (_ tx: any StorageTransaction, _ newRows: Int) throws -> T) async throws -> (T, Int) {
         do {
@@ -338,7 +338,7 @@ package final class SQLiteSnapshotDriver: SnapshotDriver {
                 }
                 do {
                     for write in writes { try apply(write) }
-                    var moved = 0
+                    let moved: Int
                     // The rows and deleted marks the staged rows replace, in two statements (a
                     // zone new to the replica, `fresh`, has none).
                     if !stage.fresh {
@@ -348,10 +348,7 @@ package final class SQLiteSnapshotDriver: SnapshotDriver {
                         try db.execute(sql: "DELETE FROM record_tombstone WHERE zone_id = ? AND name IN (SELECT name FROM replica_stage WHERE zone_uid = ?)",
                                        arguments: [stage.zoneRowID, Data(stage.uid)])
                     }
-                    try Store.eachStaged(db, uid: stage.uid) { row in
-                        try Self.apply(try ZoneCopy.insertWrite(row, types: stage.types, zoneRowID: stage.zoneRowID), tx)
-                        moved += 1
-                    }
+                    moved = try Store.moveStaged(db, uid: stage.uid, zoneRowID: stage.zoneRowID, after: stage.after, zoneName: stage.zoneName)
                     try Store.clearStage(db, uid: stage.uid)
                     for write in later { try apply(write) }
                     let have = try tx.allFieldSchemaRows(zoneRowID: schema.zoneRowID)
