@@ -97,6 +97,8 @@ struct WireBinaryTests {
         // Text that is not UTF-8, in a value and in a key.
         #expect(refusal(Outer.self, Self.body(Self.object([("items", Self.array([])), ("name", [5] + Self.u32(2) + [0xc3, 0x28])])))?.contains("UTF-8") == true)
         #expect(refusal(Outer.self, Self.body([8] + Self.u32(7) + Self.u32(2) + [0xff, 0xfe] + [0]))?.contains("UTF-8") == true)
+        // ASCII up to a byte that is not (ASCII text is taken without the validating initializer).
+        #expect(refusal(Outer.self, Self.body(Self.object([("items", Self.array([])), ("name", [5] + Self.u32(3) + [0x61, 0x62, 0xff])])))?.contains("UTF-8") == true)
         // Numbers: not finite, or out of the type's range.
         let nan = [4] + withUnsafeBytes(of: Double.nan.bitPattern.littleEndian) { Array($0) }
         #expect(refusal(Outer.self, Self.body(Self.object(good + [("ratio", nan)])))?.contains("not finite") == true)

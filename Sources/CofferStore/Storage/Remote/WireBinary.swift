@@ -347,7 +347,11 @@ extension WireBinary {
 
         /// The UTF-8 text of `count` bytes at `i`, which must be valid.
         func text(at i: Int, count: Int, _ at: @autoclosure () -> PathNode?) throws -> String {
-            guard let text = String(validating: UnsafeRawBufferPointer(rebasing: raw[i..<(i + count)]), as: UTF8.self) else {
+            let bytes = UnsafeRawBufferPointer(rebasing: raw[i..<(i + count)])
+            // ASCII (keys, names, user ids) is valid UTF-8 as it is: made into a string without
+            // the validating initializer's generic path, which led a pull's profile.
+            if bytes.allSatisfy({ $0 < 0x80 }) { return String(decoding: bytes, as: UTF8.self) }
+            guard let text = String(validating: bytes, as: UTF8.self) else {
                 throw corrupt(PathNode.path(at()), "text that is not UTF-8")
             }
             return text

@@ -251,8 +251,12 @@ package struct WireVersion: Codable, Sendable, Equatable {
         return SealedVersion(stamp: stamp, plain: Array(plain), plainTypes: Array(plainTypes), sealed: sealed.map(Array.init), digest: .zero)
     }
 
+    /// The row, its bytes copied once (straight from the decoded values).
     package var row: StoredRow {
-        StoredRow.make(name: name, type: type, parent: parent, epoch: epoch, seq: seq, membershipSeq: membershipSeq, creatorID: creator,
-                       modifierID: modifier, created: created, modified: modified, plain: Array(plain), sealed: sealed.map(Array.init))
+        plain.withUnsafeBytes { plain in
+            RecordReader.withOptionalBytes(sealed) { sealed in
+                StoredRow.make((name, type, parent, epoch, seq, membershipSeq, creator, modifier, created, modified), plain: plain, sealed: sealed)
+            }
+        }
     }
 }

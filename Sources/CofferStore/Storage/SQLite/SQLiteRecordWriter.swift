@@ -1,9 +1,11 @@
 import Foundation
 import GRDB
 
-/// The SQLite ``RecordRowWriter``, and the only SQL that writes a record row on SQLite: a save's
-/// hot path, a rewrite's (re-key, upgrade) and a move's rows, and the rows a server applies from a
-/// client's batch all go through its two statements. Each version is bound in place through
+/// The SQLite ``RecordRowWriter``, and the only SQL that writes a record row on SQLite from
+/// values: a save's hot path, a rewrite's (re-key, upgrade) and a move's rows, and the rows a
+/// server applies from a client's batch all go through its two statements. (A replica's pull
+/// copies its staged rows between tables in one statement, `Store.moveStaged`, and checks them
+/// after.) Each version is bound in place through
 /// SQLite's C API (its fields' bytes borrowed, not copied), and the author's id, the same for
 /// every row of a save, is bound from one buffer the writer keeps.
 final class SQLiteRecordWriter: RecordRowWriter {
