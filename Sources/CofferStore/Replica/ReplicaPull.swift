@@ -310,14 +310,22 @@ struct ReplicaPull {
                     throw unlisted
                 }
             } else {
-                for (name, version) in latest {
-                    let row = try db.recordRow(zoneRowID: zone.rowID, name: name)
-                    if version.deleted {
-                        if row != nil { throw deletedButHeld(name, version) }
-                        continue
+                // The names in order, a thousand a statement: rows stored in name order are
+                // read in the order they lie in the file.
+                let names = latest.keys.sorted()
+                for start in stride(from: 0, to: names.count, by: 1_000) {
+                    let part = Array(names[start..<min(start + 1_000, names.count)])
+                    var rows = [String: StoredRow](minimumCapacity: part.count)
+                    try db.readRecordRows(zoneRowID: zone.rowID, names: part) { rows[$0.name] = $0 }
+                    for name in part {
+                        let version = latest[name]!, row = rows[name]
+                        if version.deleted {
+                            if row != nil { throw deletedButHeld(name, version) }
+                            continue
+                        }
+                        guard let row, row.seq == version.seq else { throw withheld(name, version) }
+                        try reader.verifyStoredRow(db, zone: zone, row: row)
                     }
-                    guard let row, row.seq == version.seq else { throw withheld(name, version) }
-                    try reader.verifyStoredRow(db, zone: zone, row: row)
                 }
                 // And no row beyond those: one the server sent (or a run before staged) that no
                 // entry after the head lists would be stored unsigned.
