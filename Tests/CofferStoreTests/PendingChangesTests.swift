@@ -422,7 +422,7 @@ struct PendingChangesTests {
         }
     }
 
-    @Test("a zone made offline lives in the replica alone (pulls leave it be) until a push copies it to the server, records after it")
+    @Test("a zone made offline lives in the replica alone (pulls leave it be) until a push copies it to the server, records after it; one whose name the user took on the server meanwhile joins that zone")
     func zoneMadeOffline() async throws {
         try await withStore(.server) { s in
             _ = try await s.makeZone(notes: ["n1"])
@@ -442,13 +442,47 @@ struct PendingChangesTests {
             #expect(report.confirmed.map(\.count) == [1])
             #expect(noteBody(try await s.db.record(named: "t1", in: trips)) == "Oslo")
             #expect(try await online.pull().failed.isEmpty)
-            // A name taken on the server meanwhile: the zone is not copied, and stays here.
+            // A name the user took on the server meanwhile (another device): the zone is not
+            // copied; the server's zone takes its place, and the changes made here go to it.
             let again = try await s.replica(offline: true)
             let clash = try await again.session.privateDatabase.createZone(named: "Clash")
+            _ = try await again.session.privateDatabase.save(makeNote("c1", in: clash, body: "made offline"))
             _ = try await s.db.createZone(named: "Clash")
-            let clashed = try await s.replica().push()
-            #expect(clashed.failed.map(\.zone) == [clash])
-            #expect(clashed.failed.first?.error.code == .alreadyExists)
+            _ = try await s.db.save(makeNote("s1", in: clash, body: "made on the server"))
+            let replica = try await s.replica()
+            let joined = try await replica.push()
+            #expect(joined.failed.isEmpty, "\(joined.failed.map(\.error.message))")
+            #expect(joined.zonesJoined == [clash] && joined.zonesCreated.isEmpty)
+            #expect(joined.confirmed.map(\.zone) == [clash] && joined.confirmed.map(\.count) == [1])
+            #expect(noteBody(try await s.db.record(named: "c1", in: clash)) == "made offline")
+            let local = replica.session.privateDatabase
+            #expect(noteBody(try await local.record(named: "c1", in: clash)) == "made offline")
+            #expect(noteBody(try await local.record(named: "s1", in: clash)) == "made on the server")
+            #expect(try await replica.pull().failed.isEmpty)
+            #expect(try await replica.pendingChanges.counts().isEmpty)
+        }
+    }
+
+    @Test("a zone made offline that cannot be copied (it fails verification) is reported once, and its changes stay pending: none is sent")
+    func zoneNotCopiedKeepsChanges() async throws {
+        try await withStore(.server) { s in
+            _ = try await s.makeZone(notes: ["n1"])
+            try await s.replica().pull()
+            let offline = try await s.replica(offline: true)
+            let trips = try await offline.session.privateDatabase.createZone(named: "Trips")
+            _ = try await offline.session.privateDatabase.save(makeNote("t1", in: trips, body: "Oslo"))
+            // The copy fails: the zone's genesis in the replica was changed, so it does not verify.
+            let path = offline.path
+            let file = try DatabasePool(path: path.path)
+            try await file.write { db in
+                try db.execute(sql: "UPDATE zone_log SET signature = zeroblob(64) WHERE seq = 1 AND zone_id = (SELECT id FROM zone WHERE name = 'Trips')")
+            }
+            try file.close()
+            let report = try await s.replica().push()
+            #expect(report.failed.map(\.zone) == [trips], "reported once: \(report.failed.map(\.error.message))")
+            #expect(report.confirmed.isEmpty && report.zonesCreated.isEmpty)
+            await expectStoreError(.zoneNotFound) { _ = try await s.db.record(named: "t1", in: trips) }
+            #expect(try await s.replica(offline: true).pendingChanges.counts().values.first?.pending == 1)
         }
     }
 

@@ -48,6 +48,10 @@ extension Replica {
         public var failed: [(zone: ZoneID, error: StoreError)] = []
         /// Zones made offline, now copied to the server.
         public var zonesCreated: [ZoneID] = []
+        /// Zones made offline whose name the server already had for this user (made on
+        /// another device meanwhile): the replica took the server's zone in their place, and
+        /// their pending changes went to it (merged as any others; see ``confirmed``).
+        public var zonesJoined: [ZoneID] = []
         /// Changes the user's marks count as pending that the replica file no longer holds (an
         /// older copy of it put back, or an edit): lost, and reported once.
         public var lost: Int = 0
@@ -89,7 +93,9 @@ extension Replica {
             try await pending.update(finishing: queue.lost + queue.unlanded)
             try await store.writePendingRows([], deleting: queue.stale)
         }
-        // Zones made offline go first: copied whole (genesis, keys, schema) to the server.
+        // Zones made offline go first: copied whole (genesis, keys, schema) to the server. The
+        // changes of one that could not be copied stay pending.
+        var notCopied = Set<ZoneID>()
         for uid in try await store.unpushedZones() {
             let me = session.userID
             guard let zone = try await session.read({ db in try db.zoneRows(ownedBy: me).first { $0.zone.uid == uid }?.zone.id }) else {
@@ -101,13 +107,21 @@ extension Replica {
                 _ = try await session.pushZone(zone, to: server.store)
                 try await store.noteUnpushed(uid, false)
                 report.zonesCreated.append(zone)
+            } catch let error as StoreError where error.code == .alreadyExists {
+                // The user made a zone of this name elsewhere meanwhile: the replica takes that
+                // zone in place of the one made here (which holds no records of its own: every
+                // write to it is a pending change), and those changes go to it, merged three
+                // ways as any others: nothing made offline is lost.
+                try await store.noteUnpushed(uid, false)
+                report.zonesJoined.append(zone)
             } catch let error as StoreError where error.code != .serviceUnavailable {
                 report.failed.append((zone, error))
+                notCopied.insert(zone)
             }
         }
         var order = [ZoneID]()
         var byZone = [ZoneID: [PendingChange]]()
-        for change in queue.changes where zones?.contains(change.zone) ?? true {
+        for change in queue.changes where zones?.contains(change.zone) ?? true && !notCopied.contains(change.zone) {
             if byZone[change.zone] == nil { order.append(change.zone) }
             byZone[change.zone, default: []].append(change)
         }

@@ -132,6 +132,9 @@ extension Coffer {
                 for zone in report.pulled { Output.line("\(label(zone.zone)): \(Self.describe(zone))") }
                 for dropped in report.dropped { Output.line("\(label(dropped.zone)): dropped from your replica (\(dropped.why))") }
                 for zone in pushed.zonesCreated { Output.line("\(label(zone)): created on the server") }
+                for zone in pushed.zonesJoined {
+                    Output.line("\(label(zone)): the server already had a zone of this name of yours; its copy replaced the one made here, and your changes went to it")
+                }
                 for (zone, count) in pushed.confirmed { Output.line("\(label(zone)): pushed \(Output.count(count, "pending change"))") }
                 for failed in report.failed { Output.note("error: \(label(failed.zone)): \(Output.oneLine(failed.error.message))") }
                 SessionContext.notePushed(pushed, replica: replica)
