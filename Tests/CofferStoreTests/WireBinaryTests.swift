@@ -64,9 +64,11 @@ struct WireBinaryTests {
         // Bytes travel as themselves: the sealed row is in the body as is.
         #expect(data.range(of: Data(repeating: 0xfe, count: 300)) != nil)
 
+        var version = Self.version
+        version.parent = "p0"
         var write = WireWrite(op: "records/insert")
         write.zone = Data(repeating: 5, count: 16)
-        write.version = Self.version
+        write.version = version
         write.keep = true
         let batch = RemoteAPI.ModifyRequest(operation: Data(repeating: 7, count: 16), writes: [write, WireWrite(op: "zones/touch")])
         let decoded = try RemoteAPI.decode(RemoteAPI.ModifyRequest.self, try RemoteAPI.wire(batch), what: "batch")
@@ -113,6 +115,65 @@ struct WireBinaryTests {
         var shallow = Self.object([])
         for _ in 0..<20 { shallow = Self.object([("child", shallow)]) }
         #expect(refusal(Node.self, Self.body(shallow)) == nil)
+    }
+
+    /// `T` decoded from a body by `Codable`'s keyed containers, as every type but the bulk ones is.
+    static func viaCodable<T: Decodable>(_ type: T.Type, _ data: Data) throws -> T {
+        guard WireBinary.isBinary(data) else { throw WireBinary.corrupt([], "not a binary body") }
+        return try data.withUnsafeBytes { raw in
+            let reader = WireBinary.Reader(raw)
+            guard try reader.end(of: 4, within: raw.count, nil) == raw.count else { throw WireBinary.corrupt([], "bytes after the value") }
+            return try T(from: WireBinary.ValueDecoder(reader: reader, at: 4, node: nil, depth: 1))
+        }
+    }
+
+    /// The outcome of a decoding, as a value or as the line an error is reported with.
+    static func outcome<T: Decodable>(_ decode: () throws -> T) -> Result<T, WireError> {
+        Result { try decode() }.mapError { WireError(line: RemoteAPI.describe($0, binary: true)) }
+    }
+    struct WireError: Error, Equatable { let line: String }
+
+    @Test("a record version and a write, read in one pass, decode as Codable decodes them: the same value, or the same refusal for every cut and changed byte")
+    func onePassAsCodable() throws {
+        // The keys it reads are the types' stored properties, in order.
+        #expect(Mirror(reflecting: Self.version).children.map(\.label) == WireVersion.wireKeys.map { Optional($0) })
+        #expect(Mirror(reflecting: WireWrite(op: "x")).children.map(\.label) == WireWrite.wireKeys.map { Optional($0) })
+        var version = Self.version
+        version.parent = "p0"
+        var write = WireWrite(op: "records/insert")
+        write.zone = Data(repeating: 5, count: 16)
+        write.version = version
+        write.keep = true
+        write.users = ["alice", "bob"]
+        write.head = 3
+        write.time = 1.5
+        write.encrypted = false
+        write.label = "é"
+        let bodies = [try WireBinary.encode(write), try WireBinary.encode(version)]
+        #expect(try WireBinary.decode(WireWrite.self, from: bodies[0]) == write)
+        #expect(try WireBinary.decode(WireVersion.self, from: bodies[1]) == version)
+        var generator = SystemRandomNumberGenerator()
+        for (index, data) in bodies.enumerated() {
+            var variants = (0..<data.count).map { data.prefix($0) }
+            for _ in 0..<4_000 {
+                var changed = data
+                changed[Int.random(in: 4..<data.count, using: &generator)] = UInt8.random(in: 0...255, using: &generator)
+                variants.append(changed)
+            }
+            for variant in variants {
+                if index == 0 {
+                    #expect(Self.outcome { try WireBinary.decode(WireWrite.self, from: variant) } == Self.outcome { try Self.viaCodable(WireWrite.self, variant) })
+                } else {
+                    #expect(Self.outcome { try WireBinary.decode(WireVersion.self, from: variant) } == Self.outcome { try Self.viaCodable(WireVersion.self, variant) })
+                }
+            }
+        }
+        // And what the keyed container refuses, named the same way.
+        let object = Self.object([("op", Self.string("zones/touch")), ("keep", Self.string("yes"))])
+        #expect(refusal(WireWrite.self, Self.body(object))?.contains("wrong type at .keep") == true)
+        #expect(refusal(WireWrite.self, Self.body(Self.object([("keep", [2])])))?.contains("no 'op'") == true)
+        #expect(refusal(WireWrite.self, Self.body(Self.object([("op", Self.string("a")), ("op", Self.string("b"))])))?.contains("the field 'op' twice") == true)
+        #expect(refusal(WireWrite.self, Self.body(Self.object([("op", Self.string("a")), ("opp", [0])])))?.contains("an unknown field 'opp'") == true)
     }
 
     @Test("every cut and every changed byte of a real body is refused or decoded, never a crash")

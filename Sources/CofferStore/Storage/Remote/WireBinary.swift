@@ -377,7 +377,11 @@ extension WireBinary {
             if T.self == Double.self { return try double(at: i, at()) as! T }
             let node = at()
             guard depth < maxDepth else { throw corrupt(PathNode.path(node), "containers nested over \(maxDepth) deep") }
-            return try T(from: ValueDecoder(reader: self, at: i, node: node, depth: depth + 1))
+            let decoder = ValueDecoder(reader: self, at: i, node: node, depth: depth + 1)
+            // The two types a body carries by the thousand read their members in one pass (see ``Members``).
+            if T.self == WireVersion.self { return try WireVersion(wire: decoder) as! T }
+            if T.self == WireWrite.self { return try WireWrite(wire: decoder) as! T }
+            return try T(from: decoder)
         }
 
         func string(at i: Int, _ at: @autoclosure () -> PathNode?) throws -> String {
@@ -590,5 +594,74 @@ extension WireBinary {
         func decode(_ type: UInt32.Type) throws -> UInt32 { try reader.exactly(UInt32.self, at: at, node) }
         func decode(_ type: UInt64.Type) throws -> UInt64 { try reader.exactly(UInt64.self, at: at, node) }
         func decode<T: Decodable>(_ type: T.Type) throws -> T { try reader.value(T.self, at: at, node, depth: decoder.depth) }
+    }
+}
+
+// MARK: - The bulk types, read in one pass
+
+extension WireBinary {
+    /// An object's members for a type that reads them itself (``WireVersion``, ``WireWrite``),
+    /// where `Codable`'s keyed container looks each key up among the members, a key at a time
+    /// (a `records/modify` batch and a pull's page carry thousands of them). The checks, their
+    /// order and the errors are the keyed container's: first every member (lengths, the key's
+    /// text, a key the type does not know, a key given twice), then the values, read in `keys`'
+    /// order, which must be the order of the type's stored properties (its synthesized
+    /// `init(from:)` reads them in that order, for any other decoder).
+    struct Members {
+        let decoder: ValueDecoder
+        let keys: [String]
+        /// Where each key's value starts, in `keys`' order; nil when the object leaves it out.
+        private var at: [Int?]
+
+        init(_ decoder: ValueDecoder, keys: [String]) throws {
+            self.decoder = decoder
+            self.keys = keys
+            at = Array(repeating: nil, count: keys.count)
+            let reader = decoder.reader, node = decoder.node
+            guard try reader.tag(at: decoder.at, node) == .object else { throw mismatch([String: Any].self, PathNode.path(node)) }
+            let end = decoder.at + 5 + reader.uint32(at: decoder.at + 1)
+            var i = decoder.at + 5
+            while i < end {
+                guard i + 4 <= end else { throw corrupt(PathNode.path(node), "a key that runs past its object") }
+                let count = reader.uint32(at: i)
+                guard i + 4 + count <= end else { throw corrupt(PathNode.path(node), "a key that runs past its object") }
+                guard let index = keys.firstIndex(where: { reader.bytes(at: i + 4, count: count, equal: $0) }) else {
+                    let name = try reader.text(at: i + 4, count: count, node) // text that is not UTF-8 is refused as such
+                    throw corrupt(PathNode.path(node), "an unknown field '\(Names.printable(name))'")
+                }
+                guard at[index] == nil else { throw corrupt(PathNode.path(node), "the field '\(keys[index])' twice") }
+                let value = i + 4 + count
+                i = try reader.end(of: value, within: end, PathNode(parent: node, key: keys[index]))
+                at[index] = value
+            }
+        }
+
+        private func node(_ key: Int) -> PathNode { PathNode(parent: decoder.node, key: keys[key]) }
+
+        private func required(_ key: Int) throws -> Int {
+            guard let at = at[key] else {
+                throw DecodingError.keyNotFound(Name(keys[key]), DecodingError.Context(codingPath: decoder.codingPath, debugDescription: "no value"))
+            }
+            return at
+        }
+
+        /// Whether an optional's key is left out or null (what `decodeIfPresent` takes for nil).
+        private func absent(_ key: Int) throws -> Bool {
+            guard let at = at[key] else { return true }
+            return try decoder.reader.tag(at: at, node(key)) == .null
+        }
+
+        func string(_ key: Int) throws -> String { try decoder.reader.string(at: try required(key), node(key)) }
+        func int(_ key: Int) throws -> Int64 { try decoder.reader.int(at: try required(key), node(key)) }
+        func double(_ key: Int) throws -> Double { try decoder.reader.double(at: try required(key), node(key)) }
+        func value<T: Decodable>(_ type: T.Type, _ key: Int) throws -> T {
+            try decoder.reader.value(T.self, at: try required(key), node(key), depth: decoder.depth)
+        }
+
+        func string(ifPresent key: Int) throws -> String? { try absent(key) ? nil : string(key) }
+        func int(ifPresent key: Int) throws -> Int64? { try absent(key) ? nil : int(key) }
+        func double(ifPresent key: Int) throws -> Double? { try absent(key) ? nil : double(key) }
+        func bool(ifPresent key: Int) throws -> Bool? { try absent(key) ? nil : decoder.reader.bool(at: try required(key), node(key)) }
+        func value<T: Decodable>(ifPresent type: T.Type, _ key: Int) throws -> T? { try absent(key) ? nil : value(T.self, key) }
     }
 }

@@ -260,3 +260,71 @@ package struct WireVersion: Codable, Sendable, Equatable {
         }
     }
 }
+
+extension WireVersion {
+    /// The keys of its stored properties, in their order (see ``WireBinary/Members``).
+    static let wireKeys = ["name", "type", "parent", "seq", "epoch", "membershipSeq", "creator", "modifier", "created", "modified", "plain",
+                           "plainTypes", "sealed"]
+
+    /// Reads a version in the binary encoding in one pass, as `init(from:)` reads it from any decoder.
+    init(wire decoder: WireBinary.ValueDecoder) throws {
+        let m = try WireBinary.Members(decoder, keys: Self.wireKeys)
+        name = try m.string(0)
+        type = try m.string(1)
+        parent = try m.string(ifPresent: 2)
+        seq = try m.int(3)
+        epoch = try m.int(4)
+        membershipSeq = try m.int(5)
+        creator = try m.string(6)
+        modifier = try m.string(7)
+        created = try m.double(8)
+        modified = try m.double(9)
+        plain = try m.value(Data.self, 10)
+        plainTypes = try m.value(ifPresent: Data.self, 11)
+        sealed = try m.value(ifPresent: Data.self, 12)
+    }
+}
+
+extension WireWrite {
+    /// The keys of its stored properties, in their order (see ``WireBinary/Members``).
+    static let wireKeys = ["op", "zone", "uid", "owner", "name", "created", "users", "user", "reason", "head", "body", "signature", "entries",
+                           "names", "epoch", "bytes", "secret", "recordType", "field", "valueType", "encrypted", "version", "storedSeq", "keep",
+                           "seq", "label", "time", "card", "email", "signingKey", "boxKey", "cardCreated"]
+
+    /// Reads a write in the binary encoding in one pass, as `init(from:)` reads it from any decoder.
+    init(wire decoder: WireBinary.ValueDecoder) throws {
+        let m = try WireBinary.Members(decoder, keys: Self.wireKeys)
+        op = try m.string(0)
+        zone = try m.value(ifPresent: Data.self, 1)
+        uid = try m.value(ifPresent: Data.self, 2)
+        owner = try m.string(ifPresent: 3)
+        name = try m.string(ifPresent: 4)
+        created = try m.double(ifPresent: 5)
+        users = try m.value(ifPresent: [String].self, 6)
+        user = try m.string(ifPresent: 7)
+        reason = try m.string(ifPresent: 8)
+        head = try m.int(ifPresent: 9)
+        body = try m.value(ifPresent: Data.self, 10)
+        signature = try m.value(ifPresent: Data.self, 11)
+        entries = try m.value(ifPresent: Data.self, 12)
+        names = try m.value(ifPresent: Data.self, 13)
+        epoch = try m.int(ifPresent: 14)
+        bytes = try m.value(ifPresent: Data.self, 15)
+        secret = try m.value(ifPresent: Data.self, 16)
+        recordType = try m.string(ifPresent: 17)
+        field = try m.string(ifPresent: 18)
+        valueType = try m.string(ifPresent: 19)
+        encrypted = try m.bool(ifPresent: 20)
+        version = try m.value(ifPresent: WireVersion.self, 21)
+        storedSeq = try m.int(ifPresent: 22)
+        keep = try m.bool(ifPresent: 23)
+        seq = try m.int(ifPresent: 24)
+        label = try m.string(ifPresent: 25)
+        time = try m.double(ifPresent: 26)
+        card = try m.value(ifPresent: Data.self, 27)
+        email = try m.string(ifPresent: 28)
+        signingKey = try m.value(ifPresent: Data.self, 29)
+        boxKey = try m.value(ifPresent: Data.self, 30)
+        cardCreated = try m.string(ifPresent: 31)
+    }
+}
