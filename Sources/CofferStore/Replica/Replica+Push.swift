@@ -108,12 +108,14 @@ extension Replica {
                 try await store.noteUnpushed(uid, false)
                 report.zonesCreated.append(zone)
             } catch let error as StoreError where error.code == .alreadyExists {
-                // The user made a zone of this name elsewhere meanwhile: the replica takes that
-                // zone in place of the one made here (which holds no records of its own: every
-                // write to it is a pending change), and those changes go to it, merged three
-                // ways as any others: nothing made offline is lost.
+                // The server's zone of this name is this one when a push copied it and was cut
+                // short before it noted so. Otherwise the user made a zone of this name elsewhere
+                // meanwhile: the replica takes that zone in place of the one made here (which
+                // holds no records of its own: every write to it is a pending change), and those
+                // changes go to it, merged three ways as any others: nothing made offline is lost.
                 try await store.noteUnpushed(uid, false)
-                report.zonesJoined.append(zone)
+                let theirs = try await server.session.read { db in try db.zoneRow(zone)?.uid }
+                if theirs == uid { report.zonesCreated.append(zone) } else { report.zonesJoined.append(zone) }
             } catch let error as StoreError where error.code != .serviceUnavailable {
                 report.failed.append((zone, error))
                 notCopied.insert(zone)
