@@ -422,14 +422,20 @@ struct PendingChangesTests {
         }
     }
 
+    /// A replica that made the zone Trips offline, with t1 in it ("Oslo"), beside the server's Notes.
+    static func tripsMadeOffline(_ s: TestStore) async throws -> (Replica, ZoneID) {
+        _ = try await s.makeZone(notes: ["n1"])
+        try await s.replica().pull()
+        let offline = try await s.replica(offline: true)
+        let trips = try await offline.session.privateDatabase.createZone(named: "Trips")
+        _ = try await offline.session.privateDatabase.save(makeNote("t1", in: trips, body: "Oslo"))
+        return (offline, trips)
+    }
+
     @Test("a zone made offline lives in the replica alone (pulls leave it be) until a push copies it to the server, records after it (a push cut short after the copy goes on); one whose name the user took on the server meanwhile joins that zone")
     func zoneMadeOffline() async throws {
         try await withStore(.server) { s in
-            _ = try await s.makeZone(notes: ["n1"])
-            try await s.replica().pull()
-            let offline = try await s.replica(offline: true)
-            let trips = try await offline.session.privateDatabase.createZone(named: "Trips")
-            _ = try await offline.session.privateDatabase.save(makeNote("t1", in: trips, body: "Oslo"))
+            let (_, trips) = try await Self.tripsMadeOffline(s)
             // Online, a pull does not take it for a zone the server hid or lost.
             let online = try await s.replica()
             let pulled = try await online.pull()
@@ -469,11 +475,7 @@ struct PendingChangesTests {
     @Test("a zone made offline that cannot be copied (it fails verification) is reported once, and its changes stay pending: none is sent")
     func zoneNotCopiedKeepsChanges() async throws {
         try await withStore(.server) { s in
-            _ = try await s.makeZone(notes: ["n1"])
-            try await s.replica().pull()
-            let offline = try await s.replica(offline: true)
-            let trips = try await offline.session.privateDatabase.createZone(named: "Trips")
-            _ = try await offline.session.privateDatabase.save(makeNote("t1", in: trips, body: "Oslo"))
+            let (offline, trips) = try await Self.tripsMadeOffline(s)
             // The copy fails: the zone's genesis in the replica was changed, so it does not verify.
             let path = offline.path
             let file = try DatabasePool(path: path.path)

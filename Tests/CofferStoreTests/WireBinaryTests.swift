@@ -20,6 +20,17 @@ struct WireBinaryTests {
         return try! JSONDecoder().decode(WireVersion.self, from: try! JSONSerialization.data(withJSONObject: fields))
     }()
 
+    /// A record's insert, its version with a parent.
+    static func sampleWrite() -> WireWrite {
+        var version = Self.version
+        version.parent = "p0"
+        var write = WireWrite(op: "records/insert")
+        write.zone = Data(repeating: 5, count: 16)
+        write.version = version
+        write.keep = true
+        return write
+    }
+
     /// A read's answer with rows, entries, and a value known to be missing.
     static func sampleAnswer() -> RemoteAPI.ReadResponse {
         var tables = WireTables()
@@ -64,12 +75,7 @@ struct WireBinaryTests {
         // Bytes travel as themselves: the sealed row is in the body as is.
         #expect(data.range(of: Data(repeating: 0xfe, count: 300)) != nil)
 
-        var version = Self.version
-        version.parent = "p0"
-        var write = WireWrite(op: "records/insert")
-        write.zone = Data(repeating: 5, count: 16)
-        write.version = version
-        write.keep = true
+        let write = Self.sampleWrite()
         let batch = RemoteAPI.ModifyRequest(operation: Data(repeating: 7, count: 16), writes: [write, WireWrite(op: "zones/touch")])
         let decoded = try RemoteAPI.decode(RemoteAPI.ModifyRequest.self, try RemoteAPI.wire(batch), what: "batch")
         #expect(decoded.writes == batch.writes && decoded.operation == batch.operation)
@@ -138,12 +144,8 @@ struct WireBinaryTests {
         // The keys it reads are the types' stored properties, in order.
         #expect(Mirror(reflecting: Self.version).children.map(\.label) == WireVersion.wireKeys.map { Optional($0) })
         #expect(Mirror(reflecting: WireWrite(op: "x")).children.map(\.label) == WireWrite.wireKeys.map { Optional($0) })
-        var version = Self.version
-        version.parent = "p0"
-        var write = WireWrite(op: "records/insert")
-        write.zone = Data(repeating: 5, count: 16)
-        write.version = version
-        write.keep = true
+        var write = Self.sampleWrite()
+        let version = try #require(write.version)
         write.users = ["alice", "bob"]
         write.head = 3
         write.time = 1.5
