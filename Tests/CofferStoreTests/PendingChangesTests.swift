@@ -472,6 +472,25 @@ struct PendingChangesTests {
         }
     }
 
+    @Test("a zone made offline whose name the user took on the server meanwhile, pulled before the push (as sync does): its changes are kept and go to the server's zone")
+    func zoneMadeOfflinePulledFirst() async throws {
+        try await withStore(.server) { s in
+            let (_, trips) = try await Self.tripsMadeOffline(s)
+            _ = try await s.db.createZone(named: "Trips")
+            _ = try await s.db.save(makeNote("s1", in: trips, body: "made on the server"))
+            let replica = try await s.replica()
+            let pulled = try await replica.pull()
+            #expect(pulled.failed.isEmpty, "\(pulled.failed.map(\.error.message))")
+            #expect(try await replica.pendingChanges.counts().values.first?.pending == 1, "the change made offline is kept")
+            #expect(noteBody(try await replica.session.privateDatabase.record(named: "t1", in: trips)) == "Oslo")
+            let pushed = try await replica.push()
+            #expect(pushed.failed.isEmpty && pushed.lost == 0, "\(pushed.failed.map(\.error.message))")
+            #expect(pushed.confirmed.map(\.count) == [1])
+            #expect(noteBody(try await s.db.record(named: "t1", in: trips)) == "Oslo")
+            #expect(noteBody(try await s.db.record(named: "s1", in: trips)) == "made on the server")
+        }
+    }
+
     @Test("a zone made offline that cannot be copied (it fails verification) is reported once, and its changes stay pending: none is sent")
     func zoneNotCopiedKeepsChanges() async throws {
         try await withStore(.server) { s in

@@ -167,6 +167,31 @@ public final class PendingChanges: Sendable {
         return added
     }
 
+    /// Files the changes kept for the zone `old` under `new`: a pull replaced the replica's copy
+    /// of a zone by the server's zone of that name, whose uid is `new` (the copy was made here
+    /// offline and the user made the zone elsewhere too, or the zone was deleted and made again).
+    /// Each change is sealed again under its new zone; a pending one takes a new number (the
+    /// old one is finished), a kept one (a conflict, a refusal) keeps its own. A push then merges
+    /// them with the zone's versions as any others, so nothing made offline is lost.
+    func refile(from old: [UInt8], to new: [UInt8]) async throws {
+        let marks = try intentMarks()
+        let rows = try await store.pendingRows(in: [.pending, .conflict, .refused]).filter { $0.zoneUID == old }
+        var pending = [PendingChange](), finishing = [UInt64](), kept = [(PendingChange, State, String)]()
+        for row in rows {
+            var change = try open(row)
+            change.zoneUID = new
+            if row.state == .pending {
+                guard marks.isLive(row.number) else { continue }
+                pending.append(change)
+                finishing.append(row.number)
+            } else {
+                kept.append((change, row.state, row.note ?? ""))
+            }
+        }
+        guard !pending.isEmpty || !kept.isEmpty else { return }
+        try await update(adding: pending, finishing: finishing, keeping: kept)
+    }
+
     // MARK: - Writing
 
     /// Keeps a save or delete made on the replica's session as pending changes (see

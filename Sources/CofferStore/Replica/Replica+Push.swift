@@ -158,6 +158,11 @@ extension Replica {
                 report.refused += remaining.map { (zone, $0.name, why) }
                 return
             }
+            // A pull that replaced the replica's copy of the zone filed its changes anew, under
+            // the zone that took its place (see ``PendingChanges/refile(from:to:)``).
+            if pulled.pulled.contains(where: { $0.replaced != nil }) {
+                remaining = try await pending.queue().changes.filter { $0.zone == zone }
+            }
             // Confirmed: each change a commit of this user in the verified log names.
             let confirmed = try await confirmedIDs(zone)
             let done = remaining.filter { confirmed.contains(pending.id(of: $0.number)) }

@@ -176,6 +176,8 @@ public final class Replica: Sendable {
             progress(.pulling(zone, records: 0))
             do {
                 let pulled = try await puller.pull(zone)
+                // The changes kept for the copy it replaced go with the zone that took its place.
+                if let replaced = pulled.replaced { try await pendingChanges.refile(from: replaced.from, to: replaced.to) }
                 report.pulled.append(pulled)
                 try await store.noteSync(of: zone, at: Date())
             } catch let error as StoreError where zones != nil && [.zoneNotFound, .permissionFailure].contains(error.code) {

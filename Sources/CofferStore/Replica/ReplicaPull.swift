@@ -24,6 +24,9 @@ public struct PulledZone: Sendable {
     public let fetched: Int
     /// Record names this pull deleted.
     public let deletions: Int
+    /// The uids of the replica's copy this pull replaced by the server's zone of that name (a
+    /// zone made again, or one made here offline) and of that zone, when it did.
+    let replaced: (from: [UInt8], to: [UInt8])?
 }
 
 /// Brings one zone of a server into a replica by log position: the entries after the replica's
@@ -126,7 +129,7 @@ struct ReplicaPull {
                                        schema: (rowID, t.schemaRows[zone.rowID] ?? [:]), zoneID: zoneID, after: after, head: head)
         replica.verifiedLogs.remember(verified.log, zoneRowID: verified.rowID)
         return PulledZone(zone: zoneID, headSeq: head.seq, entries: entries.count, records: verified.moved, fetched: fetched,
-                          deletions: deletions.count / 2)
+                          deletions: deletions.count / 2, replaced: current.flatMap { $0.uid == zone.uid ? nil : ($0.uid, zone.uid) })
     }
 
     /// Fetches the rows written after the replica's head `after`, a page at a time in log
