@@ -449,6 +449,14 @@ struct PendingChangesTests {
             let report = try await online.push()
             #expect(report.zonesCreated == [trips] && report.zonesJoined.isEmpty && report.failed.isEmpty, "\(report.failed.map(\.error.message))")
             #expect(report.confirmed.map(\.count) == [1])
+            // A mark that says the zone was made here, where the server has this very zone (put
+            // in the file): a pull of the zone by name drops it, and pulls.
+            let uid = try await online.session.read { db in try #require(try db.zoneRow(trips)).uid }
+            try await online.store.noteUnpushed(uid, true)
+            _ = try await s.db.save(makeNote("t2", in: trips, body: "Bergen"))
+            let byName = try await online.pull([trips])
+            #expect(byName.pulled.map(\.zone) == [trips] && byName.pulled.first?.records == 1)
+            #expect(try await online.store.unpushedZones().isEmpty)
             #expect(noteBody(try await s.db.record(named: "t1", in: trips)) == "Oslo")
             #expect(try await online.pull().failed.isEmpty)
             // A name the user took on the server meanwhile (another device): the zone is not

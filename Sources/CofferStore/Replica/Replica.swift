@@ -153,7 +153,16 @@ public final class Replica: Sendable {
         var mine = [ZoneID]()
         if !unpushed.isEmpty {
             let me = session.userID
-            mine = try await session.read { db in try db.zoneRows(ownedBy: me).filter { unpushed.contains($0.zone.uid) }.map(\.zone.id) }
+            let made = try await session.read { db in try db.zoneRows(ownedBy: me).filter { unpushed.contains($0.zone.uid) }.map(\.zone) }
+            for zone in made {
+                // A mark the server contradicts (it has this very zone: a push copied it and was
+                // cut short, or the file was changed) is dropped, and the zone pulled.
+                if zones?.contains(zone.id) ?? false, try await server.session.read({ db in try db.zoneRow(zone.id)?.uid }) == zone.uid {
+                    try await store.noteUnpushed(zone.uid, false)
+                } else {
+                    mine.append(zone.id)
+                }
+            }
         }
         let list: [ZoneID]
         if let zones {
