@@ -318,7 +318,7 @@ package final class SQLiteSnapshotDriver: SnapshotDriver {
     /// ``apply(_:operation:)`` applies them, except that a `.deleteRecord` deletes the name's row
     /// whatever its sequence, and whether or not there is one; then the rows staged for the zone
     /// `stage.uid` (``Store/stage(_:of:after:)``), each replacing the row of its name in zone row
-    /// `stage.zoneRowID` (``Store/moveStaged(_:uid:zoneRowID:after:zoneName:)``), and the stage dropped;
+    /// `stage.zoneRowID` (``Store/moveStaged(_:uid:zoneRowID:after:replacing:zoneName:)``), and the stage dropped;
     /// then `later` likewise; the zone's field types made those of `schema.rows`; then
     /// `check`, whose throw leaves nothing written.
     /// - Returns: what `check` returned, and how many staged rows were stored.
@@ -338,17 +338,8 @@ package final class SQLiteSnapshotDriver: SnapshotDriver {
                 }
                 do {
                     for write in writes { try apply(write) }
-                    let moved: Int
-                    // The rows and deleted marks the staged rows replace, in two statements (a
-                    // zone new to the replica, `fresh`, has none).
-                    if !stage.fresh {
-                        try db.execute(sql: "DELETE FROM record WHERE zone_id = ? AND name IN (SELECT name FROM replica_stage WHERE zone_uid = ?)",
-                                       arguments: [stage.zoneRowID, Data(stage.uid)])
-                        if db.changesCount > 0 { WriteAheadLogScrub.note(db) }
-                        try db.execute(sql: "DELETE FROM record_tombstone WHERE zone_id = ? AND name IN (SELECT name FROM replica_stage WHERE zone_uid = ?)",
-                                       arguments: [stage.zoneRowID, Data(stage.uid)])
-                    }
-                    moved = try Store.moveStaged(db, uid: stage.uid, zoneRowID: stage.zoneRowID, after: stage.after, zoneName: stage.zoneName)
+                    let moved = try Store.moveStaged(db, uid: stage.uid, zoneRowID: stage.zoneRowID, after: stage.after, replacing: !stage.fresh,
+                                                     zoneName: stage.zoneName)
                     try Store.clearStage(db, uid: stage.uid)
                     for write in later { try apply(write) }
                     let have = try tx.allFieldSchemaRows(zoneRowID: schema.zoneRowID)

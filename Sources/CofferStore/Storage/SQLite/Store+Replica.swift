@@ -277,19 +277,27 @@ extension Store {
         _ = try insert.step()
     }
 
-    /// Stores the rows staged for the zone `uid` in zone row `zoneRowID`, in one statement (the
-    /// rows the names had are gone before: see ``SQLiteSnapshotDriver/applyPull``); returns how many.
+    /// Stores the rows staged for the zone `uid` in zone row `zoneRowID`, in one statement;
+    /// returns how many. With `replacing` (a zone the replica holds; one new to it has none),
+    /// the rows and deleted marks of the staged names go first, in two statements.
     /// Their plain values and hashes are checked afterwards in the same transaction, against the
     /// entries that list them. A staged row at or before the replica's head `after` is none of
     /// this pull's, and one whose plain values are not JSON would fail the field indexes: either
     /// refuses the pull (`.integrityFailure`), naming the record.
-    static func moveStaged(_ db: Database, uid: [UInt8], zoneRowID: Int64, after: Int64, zoneName: String) throws -> Int {
+    static func moveStaged(_ db: Database, uid: [UInt8], zoneRowID: Int64, after: Int64, replacing: Bool, zoneName: String) throws -> Int {
         if let bad = try Row.fetchOne(db, sql: """
             SELECT name, seq FROM replica_stage WHERE zone_uid = ? AND (seq <= ? OR NOT json_valid(CAST(plain AS TEXT))) ORDER BY name LIMIT 1
             """, arguments: [Data(uid), after]) {
             let name: String = bad[0], seq: Int64 = bad[1]
             let what = seq <= after ? "as entry \(seq) wrote it, not after entry \(after) that your replica holds" : "with plain values that are not JSON"
             throw StoreError(.integrityFailure, "the server sent record '\(name)' of zone '\(zoneName)' \(what): nothing was pulled")
+        }
+        if replacing {
+            try db.execute(sql: "DELETE FROM record WHERE zone_id = ? AND name IN (SELECT name FROM replica_stage WHERE zone_uid = ?)",
+                           arguments: [zoneRowID, Data(uid)])
+            if db.changesCount > 0 { WriteAheadLogScrub.note(db) }
+            try db.execute(sql: "DELETE FROM record_tombstone WHERE zone_id = ? AND name IN (SELECT name FROM replica_stage WHERE zone_uid = ?)",
+                           arguments: [zoneRowID, Data(uid)])
         }
         try db.execute(sql: """
             INSERT INTO record (zone_id, name, type, parent, plain, sealed, epoch, seq, membership_seq, creator_id, modifier_id, created_at, modified_at)
