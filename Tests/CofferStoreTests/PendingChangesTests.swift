@@ -457,6 +457,19 @@ struct PendingChangesTests {
             let byName = try await online.pull([trips])
             #expect(byName.pulled.map(\.zone) == [trips] && byName.pulled.first?.records == 1)
             #expect(try await online.store.unpushedZones().isEmpty)
+            // Only once the server's log of the zone verifies: a newest entry whose signature
+            // fails leaves the mark.
+            try await online.store.noteUnpushed(uid, true)
+            _ = try await s.db.save(makeNote("t3", in: trips, body: "Tromsø"))
+            let rowID = try s.zoneRowID(trips)
+            let newest = "SELECT max(seq) FROM zone_log WHERE zone_id = ?1"
+            let signature = try s.sqlite { db in try Data.fetchOne(db, sql: "SELECT signature FROM zone_log WHERE zone_id = ?1 AND seq = (\(newest))", arguments: [rowID]) }
+            try s.sqlite { db in try db.execute(sql: "UPDATE zone_log SET signature = zeroblob(64) WHERE zone_id = ?1 AND seq = (\(newest))", arguments: [rowID]) }
+            #expect(try await online.pull([trips]).failed.map(\.zone) == [trips])
+            #expect(try await online.store.unpushedZones() == [uid])
+            try s.sqlite { db in try db.execute(sql: "UPDATE zone_log SET signature = ?2 WHERE zone_id = ?1 AND seq = (\(newest))", arguments: [rowID, signature]) }
+            #expect(try await online.pull([trips]).failed.isEmpty)
+            #expect(try await online.store.unpushedZones().isEmpty)
             #expect(noteBody(try await s.db.record(named: "t1", in: trips)) == "Oslo")
             #expect(try await online.pull().failed.isEmpty)
             // A name the user took on the server meanwhile (another device): the zone is not

@@ -113,8 +113,14 @@ extension Replica {
                 // meanwhile: the replica takes that zone in place of the one made here (which
                 // holds no records of its own: every write to it is a pending change), and those
                 // changes go to it, merged three ways as any others: nothing made offline is lost.
+                // A server that no longer shows the zone it said it had: the mark stays, and the
+                // copy is tried again at the next push.
+                guard let theirs = try await server.session.read({ db in try db.zoneRow(zone)?.uid }) else {
+                    report.failed.append((zone, error))
+                    notCopied.insert(zone)
+                    continue
+                }
                 try await store.noteUnpushed(uid, false)
-                let theirs = try await server.session.read { db in try db.zoneRow(zone)?.uid }
                 if theirs == uid { report.zonesCreated.append(zone) } else { report.zonesJoined.append(zone) }
             } catch let error as StoreError where error.code != .serviceUnavailable {
                 report.failed.append((zone, error))

@@ -151,14 +151,16 @@ public final class Replica: Sendable {
         // Zones made here offline are not on the server yet: there is nothing to pull of them.
         let unpushed = try await store.unpushedZones()
         var mine = [ZoneID]()
+        var contradicted = [ZoneID: [UInt8]]()
         if !unpushed.isEmpty {
             let me = session.userID
             let made = try await session.read { db in try db.zoneRows(ownedBy: me).filter { unpushed.contains($0.zone.uid) }.map(\.zone) }
             for zone in made {
-                // A mark the server contradicts (it has this very zone: a push copied it and was
-                // cut short, or the file was changed) is dropped, and the zone pulled.
+                // A mark the server contradicts (it shows this very zone: a push copied it and
+                // was cut short, or the file was changed): the zone is pulled, and the mark
+                // dropped once the pull verified the server's log of it.
                 if zones?.contains(zone.id) ?? false, try await server.session.read({ db in try db.zoneRow(zone.id)?.uid }) == zone.uid {
-                    try await store.noteUnpushed(zone.uid, false)
+                    contradicted[zone.id] = zone.uid
                 } else {
                     mine.append(zone.id)
                 }
@@ -185,6 +187,7 @@ public final class Replica: Sendable {
             progress(.pulling(zone, records: 0))
             do {
                 let pulled = try await puller.pull(zone)
+                if let uid = contradicted[zone] { try await store.noteUnpushed(uid, false) }
                 // The changes kept for the copy it replaced go with the zone that took its place.
                 if let replaced = pulled.replaced { try await pendingChanges.refile(from: replaced.from, to: replaced.to) }
                 report.pulled.append(pulled)
