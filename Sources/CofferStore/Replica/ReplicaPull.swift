@@ -134,8 +134,10 @@ struct ReplicaPull {
 
     /// Fetches the rows written after the replica's head `after`, a page at a time in log
     /// order, and stages each page in the replica (one transaction a page), so that memory holds
-    /// one page and a pull cut short goes on from its last page. A stage left by a pull that
-    /// started from another head is dropped first. Returns how many rows this run fetched.
+    /// two pages and a pull cut short goes on from its last page. The next page is fetched while
+    /// one is staged: the server reads it, and this client decodes it, as the replica writes the
+    /// last. A stage left by a pull that started from another head is dropped first. Returns how
+    /// many rows this run fetched.
     private func stageRows(of zone: ZoneRow, after: Int64, pin: (any ReadPin)?) async throws -> Int {
         let store = replica.store
         var cursor: (seq: Int64, name: String?) = (after, nil)
@@ -144,22 +146,31 @@ struct ReplicaPull {
         } else {
             try await store.clearStage(of: zone.uid)
         }
-        let size = Self.pageSize
+        let size = Self.pageSize, remote = self.remote
+        /// The rows of the page after `cursor`, and whether it was full (so more may follow).
+        @Sendable func page(after cursor: (seq: Int64, name: String?)) async throws -> (rows: [StoredRow], full: Bool) {
+            let need = StorageSnapshot.Need.changes(zoneRowID: zone.rowID, afterSeq: cursor.seq, afterName: cursor.name, limit: size)
+            let page = try await ZonePush.fetch([need], from: remote, pin: pin)
+            let names = page.changePages[zone.rowID]?[StorageSnapshot.pageKey(cursor.seq, cursor.name, size)] ?? []
+            return (names.compactMap { page.records[zone.rowID]?[$0] ?? nil }, names.count == size)
+        }
         var fetched = 0, pages = 0
+        var current = try await page(after: cursor)
         while true {
             if let stop = Self.stopAfterPages, pages == stop {
                 throw StoreError(.serviceUnavailable, "the pull of zone '\(zone.id.name)' was cut short after \(pages) pages (a test's hook)")
             }
-            let need = StorageSnapshot.Need.changes(zoneRowID: zone.rowID, afterSeq: cursor.seq, afterName: cursor.name, limit: size)
-            let page = try await ZonePush.fetch([need], from: remote, pin: pin)
-            let names = page.changePages[zone.rowID]?[StorageSnapshot.pageKey(cursor.seq, cursor.name, size)] ?? []
-            let rows = names.compactMap { page.records[zone.rowID]?[$0] ?? nil }
+            let rows = current.rows
+            let more = current.full && !rows.isEmpty
+            if let last = rows.last { cursor = (last.seq, last.name) }
+            let from = cursor
+            async let next = more ? page(after: from) : nil
             try await store.stage(rows, of: zone.uid, after: after)
             fetched += rows.count
             pages += 1
             progress(.pulling(zone.id, records: fetched))
-            guard names.count == size, let last = rows.last else { return fetched }
-            cursor = (last.seq, last.name)
+            guard let following = try await next else { return fetched }
+            current = following
         }
     }
 
