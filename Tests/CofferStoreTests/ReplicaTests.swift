@@ -311,6 +311,35 @@ struct ReplicaTests {
         }
     }
 
+    @Test("a staged row of a zone new to the replica changed in the file before the pull goes on: the stage is dropped and the zone fetched whole, not refused at every pull")
+    func freshStageChanged() async throws {
+        try await withStore(.server) { s in
+            let zone = try await s.makeZone(notes: [])
+            _ = try await s.db.modify(saving: (0..<35).map { makeNote(String(format: "n%02d", $0), in: zone) }, in: zone)
+            let path = s.folder.appendingPathComponent("fresh.sqlite")
+            let replica = try await s.replica(path: path)
+            let cut = try await ReplicaPull.$pageSize.withValue(10) {
+                try await ReplicaPull.$stopAfterPages.withValue(2) { try await replica.pull() }
+            }
+            #expect(cut.failed.first?.error.code == .serviceUnavailable)
+            // n03, staged by the cut pull, changed wherever the stage keeps it.
+            let changed = try await replica.store.dbPool.write { db in
+                try db.execute(sql: "UPDATE replica_stage SET sealed = zeroblob(length(sealed)) WHERE name = 'n03'")
+                var count = db.changesCount
+                try db.execute(sql: "UPDATE record SET sealed = zeroblob(length(sealed)) WHERE name = 'n03' AND zone_id NOT IN (SELECT id FROM zone)")
+                count += db.changesCount
+                return count
+            }
+            #expect(changed == 1, "the cut pull staged n03")
+            let resumed = try await ReplicaPull.$pageSize.withValue(10) { try await replica.pull() }
+            #expect(resumed.failed.isEmpty, "\(resumed.failed)")
+            let pulled = try #require(resumed.pulled.first)
+            #expect(pulled.records == 35)
+            #expect(pulled.fetched == 35, "fetched again whole")
+            #expect(noteBody(try await replica.session.privateDatabase.record(named: "n03", in: zone)) == "body of n03")
+        }
+    }
+
     @Test("a pull cut short in a replica made before the stage became a rowid table goes on from its last page after the upgrade")
     func resumedPullAcrossUpgrade() async throws {
         try await withStore(.server) { s in

@@ -63,21 +63,9 @@ struct ReplicaPull {
         // The replica's copy, verified: its confirmed head is where the pull starts. A copy that
         // fails verification (the file was changed) is fetched again whole.
         let current = try await replicaCopy(of: zoneID)
-        // Rows staged before this run (a pull cut short, or a push's own rows): when the zone
-        // fails verification with them, they are dropped and the zone fetched again, once.
-        var staged: (after: Int64, seq: Int64, name: String)?
-        if let current { staged = try await replica.store.stageProgress(of: current.uid) }
         let pin = try await remote.pinReads()
         do {
-            let pulled: PulledZone
-            do {
-                pulled = try await pull(zoneID, current: current, pin: pin)
-            } catch let error as StoreError where error.code == .integrityFailure && staged != nil {
-                guard let uid = current?.uid else { throw error }
-                replica.store.logger.info("staged rows dropped", metadata: ["zone": "\(zoneID.name)", "error": "\(error.message)"])
-                try await replica.store.clearStage(of: uid)
-                pulled = try await pull(zoneID, current: current, pin: pin)
-            }
+            let pulled = try await pull(zoneID, current: current, pin: pin)
             await pin?.close()
             return pulled
         } catch {
@@ -86,11 +74,27 @@ struct ReplicaPull {
         }
     }
 
-    private func pull(_ zoneID: ZoneID, current: Copy?, pin: (any ReadPin)?) async throws -> PulledZone {
+    /// Pulls `zoneID` from `pin`'s state. Rows staged before this run (a pull cut short, or a
+    /// push's own rows): when the zone fails verification with them, they are dropped and the
+    /// zone fetched again, once (`droppingStage`).
+    private func pull(_ zoneID: ZoneID, current: Copy?, pin: (any ReadPin)?, droppingStage: Bool = false) async throws -> PulledZone {
         var t = try await ZonePush.fetch([.zone(zoneID)], from: remote, pin: pin)
         guard case .some(.some(let zone)) = t.zones[zoneID] else {
             throw StoreError(.zoneNotFound, "\(remote.storeDescription) shows no zone '\(zoneID.name)' of \(zoneID.ownerID) to you")
         }
+        if droppingStage { try await replica.store.clearStage(of: zone.uid) }
+        let staged = try await replica.store.stageProgress(of: zone.uid) != nil
+        do {
+            return try await pull(zone, fetched: &t, current: current, pin: pin)
+        } catch let error as StoreError where error.code == .integrityFailure && staged {
+            replica.store.logger.info("staged rows dropped", metadata: ["zone": "\(zoneID.name)", "error": "\(error.message)"])
+            return try await pull(zoneID, current: current, pin: pin, droppingStage: true)
+        }
+    }
+
+    /// Pulls `zone`, the server's row of it (in `t`, what was fetched so far).
+    private func pull(_ zone: ZoneRow, fetched t: inout StorageSnapshot.Tables<StoredRow>, current: Copy?, pin: (any ReadPin)?) async throws -> PulledZone {
+        let zoneID = zone.id
         // A copy of another zone of that name (deleted and made again), or one that failed
         // verification, is replaced whole, under a new row id.
         let keep = current.flatMap { $0.uid == zone.uid && $0.verified ? $0 : nil }
