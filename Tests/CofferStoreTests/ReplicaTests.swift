@@ -340,6 +340,48 @@ struct ReplicaTests {
         }
     }
 
+    @Test("a zone made in the replica while the pull of a zone new to it was cut short takes another row id than the one the pull's rows are stored under: neither zone shows the other's records")
+    func zoneMadeDuringCutPull() async throws {
+        try await withStore(.server) { s in
+            let zone = try await s.makeZone(notes: [])
+            _ = try await s.db.modify(saving: (0..<35).map { makeNote(String(format: "n%02d", $0), in: zone) }, in: zone)
+            let path = s.folder.appendingPathComponent("made.sqlite")
+            let replica = try await s.replica(path: path)
+            let cut = try await ReplicaPull.$pageSize.withValue(10) {
+                try await ReplicaPull.$stopAfterPages.withValue(2) { try await replica.pull() }
+            }
+            #expect(cut.failed.first?.error.code == .serviceUnavailable)
+            // Made offline in the replica, as `zone create --offline` does.
+            let offline = try await s.replica(offline: true, path: path)
+            let trips = try await offline.session.privateDatabase.createZone(named: "Trips")
+            #expect(try await offline.session.privateDatabase.records(in: trips, limit: 100).isEmpty)
+            let resumed = try await ReplicaPull.$pageSize.withValue(10) { try await replica.pull([zone]) }
+            let pulled = try #require(resumed.pulled.first, "\(resumed.failed)")
+            #expect(pulled.records == 35 && pulled.fetched == 15)
+            let local = try await s.replica(offline: true, path: path).session.privateDatabase
+            #expect(try await local.records(in: zone, limit: 100).count == 35)
+            #expect(try await local.records(in: trips, limit: 100).isEmpty)
+        }
+    }
+
+    @Test("a record whose plain values the server made other than JSON, pulled into a replica that has a field index of its type, is refused naming the zone: nothing of the pull is stored")
+    func plainNotJSONIndexed() async throws {
+        try await withStore(.server) { s in
+            let notes = try await s.makeZone(notes: ["n1"])
+            let replica = try await s.replica()
+            try await replica.pull()
+            // A query on a plain field makes the replica's index of it, for every zone's notes.
+            _ = try await replica.session.privateDatabase.query(Query(recordType: "Note", predicates: [.init("title", .equal, "x")]), in: notes)
+            let other = try await s.makeZone("Other", notes: ["o1", "o2"])
+            let rowID = try s.zoneRowID(other)
+            try s.sqlite { db in try db.execute(sql: "UPDATE record SET plain = '{\"title\": ' WHERE zone_id = ? AND name = 'o2'", arguments: [rowID]) }
+            let failure = try #require(try await replica.pull().failed.first)
+            #expect(failure.zone == other && failure.error.code == .integrityFailure)
+            #expect(failure.error.message.contains("'Other'") && failure.error.message.contains("JSON"), "\(failure.error.message)")
+            #expect(try await replica.status().map(\.zone) == [notes], "nothing of the pull is stored")
+        }
+    }
+
     @Test("a pull cut short in a replica made before the stage became a rowid table goes on from its last page after the upgrade")
     func resumedPullAcrossUpgrade() async throws {
         try await withStore(.server) { s in
@@ -351,10 +393,19 @@ struct ReplicaTests {
                 try await ReplicaPull.$stopAfterPages.withValue(2) { try await replica.pull() }
             }
             #expect(cut.failed.first?.error.code == .serviceUnavailable)
+            let uid = try await s.alice.read { db in try #require(try db.zoneRow(zone)).uid }
             // The file as the migrations before the upgrade left it: the stage a WITHOUT ROWID
-            // table, holding the 20 rows of the cut pull, and the upgrade not run.
+            // table, holding the 20 rows of the cut pull (versions before the upgrade staged the
+            // rows of a zone new to the replica there too, not in `record`), and the upgrade not run.
             let pool = try DatabasePool(path: path.path)
             try await pool.write { db in
+                try db.execute(sql: """
+                    INSERT INTO replica_stage (zone_uid, name, type, parent, seq, epoch, membership_seq, creator_id, modifier_id, created, modified, plain, sealed)
+                        SELECT ?, name, type, parent, seq, epoch, membership_seq, creator_id, modifier_id, created_at, modified_at, CAST(plain AS BLOB), sealed
+                        FROM record WHERE zone_id NOT IN (SELECT id FROM zone);
+                    DELETE FROM record WHERE zone_id NOT IN (SELECT id FROM zone);
+                    DELETE FROM store_meta WHERE key LIKE 'stage-zone:%';
+                    """, arguments: [Data(uid)])
                 try db.execute(sql: """
                     CREATE TABLE replica_stage_old (
                         zone_uid BLOB NOT NULL CHECK (length(zone_uid) = 16), name TEXT NOT NULL, type TEXT NOT NULL, parent TEXT,

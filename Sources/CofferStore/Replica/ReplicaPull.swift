@@ -100,7 +100,11 @@ struct ReplicaPull {
         let keep = current.flatMap { $0.uid == zone.uid && $0.verified ? $0 : nil }
         let after = keep?.headSeq ?? 0
         var rowID = keep?.rowID ?? 0
-        if keep == nil {
+        // A zone new to the replica whose pull was cut short goes on under the row id its rows
+        // were stored under.
+        if keep == nil, let progress = try await replica.store.stageProgress(of: zone.uid), progress.after == after, let staged = progress.zoneRowID {
+            rowID = staged
+        } else if keep == nil {
             guard let reserved = try await ZonePush.fetch([.newZoneID(zoneID)], from: local).newZoneIDs[zoneID] else {
                 throw StoreError(.internalError, "the replica reserved no zone id")
             }
@@ -127,7 +131,7 @@ struct ReplicaPull {
         t.merge(try await ZonePush.fetch(authors.sorted().map { .contact($0) }, from: remote, pin: pin)) { $0 }
         let writes = try self.writes(zone: zone, rowID: rowID, replacing: keep == nil ? current : nil, after: after, entries: entries, fetched: t)
         try Self.checkFieldTypes(t.schemaRows[zone.rowID] ?? [:], zone: zoneID)
-        let fetched = try await stageRows(of: zone, after: after, pin: pin)
+        let fetched = try await stageRows(of: zone, after: after, fresh: keep == nil ? rowID : nil, pin: pin)
         let deletions = try Self.deletions(entries: entries, after: after, fetched: t, zone: zone, rowID: rowID)
         let verified = try await apply(writes, stage: (zone.uid, rowID, keep == nil, after, zoneID.name), later: deletions + [.touchZone(rowID: rowID)],
                                        schema: (rowID, t.schemaRows[zone.rowID] ?? [:]), zoneID: zoneID, after: after, head: head)
@@ -140,12 +144,14 @@ struct ReplicaPull {
     /// order, and stages each page in the replica (one transaction a page), so that memory holds
     /// two pages and a pull cut short goes on from its last page. The next page is fetched while
     /// one is staged: the server reads it, and this client decodes it, as the replica writes the
-    /// last. A stage left by a pull that started from another head is dropped first. Returns how
-    /// many rows this run fetched.
-    private func stageRows(of zone: ZoneRow, after: Int64, pin: (any ReadPin)?) async throws -> Int {
+    /// last. The rows of a zone new to the replica are stored under the row id reserved for it,
+    /// `fresh` (see ``Store/stage(_:of:after:fresh:)``). A stage left by a pull that started
+    /// from another head, or under another row id, is dropped first. Returns how many rows this
+    /// run fetched.
+    private func stageRows(of zone: ZoneRow, after: Int64, fresh: Int64?, pin: (any ReadPin)?) async throws -> Int {
         let store = replica.store
         var cursor: (seq: Int64, name: String?) = (after, nil)
-        if let progress = try await store.stageProgress(of: zone.uid), progress.after == after {
+        if let progress = try await store.stageProgress(of: zone.uid), progress.after == after, progress.zoneRowID == nil || progress.zoneRowID == fresh {
             cursor = (progress.seq, progress.name)
         } else {
             try await store.clearStage(of: zone.uid)
@@ -169,7 +175,7 @@ struct ReplicaPull {
             if let last = rows.last { cursor = (last.seq, last.name) }
             let from = cursor
             async let next = more ? page(after: from) : nil
-            try await store.stage(rows, of: zone.uid, after: after)
+            try await store.stage(rows, of: zone.uid, after: after, fresh: fresh.map { ($0, zone.id.name) })
             fetched += rows.count
             pages += 1
             progress(.pulling(zone.id, records: fetched))

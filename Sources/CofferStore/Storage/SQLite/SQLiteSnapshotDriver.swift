@@ -397,8 +397,9 @@ package final class SQLiteSnapshotDriver: SnapshotDriver {
             // The id came from `.newZoneID`: one past every id the store had used when it was
             // read. An id used since (by a zone another writer added, even if deleted again) is
             // a conflict, never a reuse: a zone's row id then names one zone only, and another
-            // session's caches of a zone under that id cannot be taken for this one.
-            guard rowID > (try lastZoneID(tx)) else { throw SnapshotConflict() }
+            // session's caches of a zone under that id cannot be taken for this one. The one
+            // exception: the id a pull of this zone reserved, under which it stored its rows.
+            guard try rowID > lastZoneID(tx) || Store.stagedZoneRowID(tx.db, uid: uid) == rowID else { throw SnapshotConflict() }
             _ = try tx.insertZoneRow(rowID: rowID, uid: uid, id: id, created: created)
         case .deleteZone(let rowID):
             try tx.deleteZone(zoneRowID: rowID)

@@ -81,6 +81,29 @@ final class SQLiteStorage: Sendable {
         return result
     }
 
+    /// ``write(logger:_:)`` with SQLite's foreign keys not enforced during the transaction: for
+    /// rows put under a zone row id that a later transaction inserts (a pull's stage of a zone
+    /// new to a replica, ``Store/stage(_:of:after:fresh:)``). Enforced again after it.
+    func writeUnenforced<T: Sendable>(logger: Logger, _ body: @escaping @Sendable (GRDB.Database) throws -> T) async throws -> T {
+        let (result, deleted): (T, Bool)
+        do {
+            (result, deleted) = try await pool.writeWithoutTransaction { db in
+                try db.execute(sql: "PRAGMA foreign_keys = OFF")
+                defer { try? db.execute(sql: "PRAGMA foreign_keys = ON") }
+                var outcome: (T, Bool)?
+                try db.inTransaction {
+                    outcome = try WriteAheadLogScrub.noting(db, body)
+                    return .commit
+                }
+                return outcome!
+            }
+        } catch {
+            throw Store.map(error)
+        }
+        if deleted { truncateLog(logger: logger) }
+        return result
+    }
+
     /// ``write(logger:_:)`` on the calling thread, for the synchronous entry points.
     @_disfavoredOverload
     func write<T>(logger: Logger, _ body: (GRDB.Database) throws -> T) throws -> T {
