@@ -152,6 +152,18 @@ struct WireBinaryTests {
         write.encrypted = false
         write.label = "é"
         let bodies = [try WireBinary.encode(write), try WireBinary.encode(version)]
+        // Written in one pass, a version has the bytes Codable writes, with or without its optionals.
+        var bare = version
+        (bare.parent, bare.plainTypes, bare.sealed) = (nil, nil, nil)
+        for sample in [version, bare] {
+            let codable = WireBinary.Writer()
+            codable.bytes = WireBinary.magic
+            let encoder = WireBinary.ValueEncoder(writer: codable, codingPath: [])
+            try sample.encode(to: encoder)
+            try codable.close(try #require(encoder.opened), path: [])
+            #expect(Array(try WireBinary.encode(sample)) == codable.bytes)
+            #expect(try WireBinary.decode(WireVersion.self, from: WireBinary.encode(sample)) == sample)
+        }
         #expect(try WireBinary.decode(WireWrite.self, from: bodies[0]) == write)
         #expect(try WireBinary.decode(WireVersion.self, from: bodies[1]) == version)
         var generator = SystemRandomNumberGenerator()

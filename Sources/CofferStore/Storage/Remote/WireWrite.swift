@@ -266,6 +266,29 @@ extension WireVersion {
     static let wireKeys = ["name", "type", "parent", "seq", "epoch", "membershipSeq", "creator", "modifier", "created", "modified", "plain",
                            "plainTypes", "sealed"]
 
+    /// Writes the version in the binary encoding in one pass: the bytes `encode(to:)` writes
+    /// through the keyed container (an absent optional left out), without a lookup of each
+    /// member's type.
+    func write(to w: WireBinary.Writer) throws {
+        let keys = Self.wireKeys
+        let open = w.open(.object)
+        func key(_ index: Int) throws { try w.text(keys[index], path: []) }
+        try key(0); try w.string(name, path: [])
+        try key(1); try w.string(type, path: [])
+        if let parent { try key(2); try w.string(parent, path: []) }
+        try key(3); w.int(seq)
+        try key(4); w.int(epoch)
+        try key(5); w.int(membershipSeq)
+        try key(6); try w.string(creator, path: [])
+        try key(7); try w.string(modifier, path: [])
+        try key(8); try w.double(created, path: [])
+        try key(9); try w.double(modified, path: [])
+        try key(10); try w.data(plain, path: [])
+        if let plainTypes { try key(11); try w.data(plainTypes, path: []) }
+        if let sealed { try key(12); try w.data(sealed, path: []) }
+        try w.close(open, path: [])
+    }
+
     /// Reads a version in the binary encoding in one pass, as `init(from:)` reads it from any decoder.
     init(wire decoder: WireBinary.ValueDecoder) throws {
         let m = try WireBinary.Members(decoder, keys: Self.wireKeys)
