@@ -264,6 +264,36 @@ struct ReplicaTests {
         }
     }
 
+    @Test("a server whose pages end elsewhere than its entries' lists say (a row added, or one withheld) is refused as ever: the pages fetched ahead are dropped, and nothing is stored", arguments: ["added", "withheld"])
+    func pagesEndElsewhere(_ how: String) async throws {
+        try await withStore(.server) { s in
+            let zone = try await s.makeZone(notes: [])
+            _ = try await s.db.modify(saving: (0..<35).map { makeNote(String(format: "n%02d", $0), in: zone) }, in: zone)
+            let rowID = try s.zoneRowID(zone)
+            try s.sqlite { db in
+                if how == "added" {
+                    try db.execute(sql: """
+                        INSERT INTO record (zone_id, name, type, parent, plain, sealed, epoch, seq, membership_seq, creator_id, modifier_id, created_at, modified_at)
+                        SELECT zone_id, 'n05x', type, parent, plain, sealed, epoch, seq, membership_seq, creator_id, modifier_id, created_at, modified_at
+                        FROM record WHERE zone_id = ? AND name = 'n05'
+                        """, arguments: [rowID])
+                } else {
+                    try db.execute(sql: "DELETE FROM record WHERE zone_id = ? AND name = 'n05'", arguments: [rowID])
+                }
+            }
+            let replica = try await s.replica()
+            let report = try await ReplicaPull.$pageSize.withValue(10) { try await replica.pull() }
+            let failure = try #require(report.failed.first)
+            #expect(failure.zone == zone && failure.error.code == .integrityFailure)
+            let message = how == "added" ? "no entry of its log writes" : "withheld or rolled back record 'n05'"
+            #expect(failure.error.message.contains(message), "\(failure.error.message)")
+            #expect(try await replica.status().isEmpty, "nothing of the pull is stored")
+            // Every row the server sent was staged, none skipped by a page fetched ahead from where the lists said.
+            let staged = try await replica.store.dbPool.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM record WHERE zone_id NOT IN (SELECT id FROM zone)") }
+            #expect(staged == (how == "added" ? 36 : 34))
+        }
+    }
+
     @Test("a record row whose plain values the server made other than JSON is refused naming it: nothing of the pull is stored")
     func plainNotJSON() async throws {
         try await withStore(.server) { s in

@@ -93,6 +93,8 @@ extension VerifiedLogs {
                 return (seq, .failure(error))
             }
         }
+        // Room for every name at once: grown a name at a time, the table is copied over and over.
+        latest.reserveCapacity(latest.count + commits.reduce(0) { $0 + ((try? $1.1.get())?.entries.count ?? 0) })
         for (seq, commit) in commits {
             do {
                 let commit = try commit.get()

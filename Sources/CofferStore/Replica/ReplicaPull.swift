@@ -131,7 +131,8 @@ struct ReplicaPull {
         t.merge(try await ZonePush.fetch(authors.sorted().map { .contact($0) }, from: remote, pin: pin)) { $0 }
         let writes = try self.writes(zone: zone, rowID: rowID, replacing: keep == nil ? current : nil, after: after, entries: entries, fetched: t)
         try Self.checkFieldTypes(t.schemaRows[zone.rowID] ?? [:], zone: zoneID)
-        let fetched = try await stageRows(of: zone, after: after, fresh: keep == nil ? rowID : nil, pin: pin)
+        let fetched = try await stageRows(of: zone, after: after, fresh: keep == nil ? rowID : nil,
+                                          expected: Self.expectedRows(entries: entries, fetched: t, zone: zone), pin: pin)
         let deletions = try Self.deletions(entries: entries, after: after, fetched: t, zone: zone, rowID: rowID)
         let verified = try await apply(writes, stage: (zone.uid, rowID, keep == nil, after, zoneID.name), later: deletions + [.touchZone(rowID: rowID)],
                                        schema: (rowID, t.schemaRows[zone.rowID] ?? [:]), zoneID: zoneID, after: after, head: head)
@@ -140,48 +141,112 @@ struct ReplicaPull {
                           deletions: deletions.count / 2, replaced: current.flatMap { $0.uid == zone.uid ? nil : ($0.uid, zone.uid) })
     }
 
+    /// Where a page of the server's changes starts: after this sequence and name (none: the
+    /// sequence's first row).
+    typealias Cursor = (seq: Int64, name: String?)
+
+    /// How many pages are fetched ahead of the one staged (tests set fewer).
+    @TaskLocal static var pagesAhead = 2
+
     /// Fetches the rows written after the replica's head `after`, a page at a time in log
-    /// order, and stages each page in the replica (one transaction a page), so that memory holds
-    /// two pages and a pull cut short goes on from its last page. The next page is fetched while
-    /// one is staged: the server reads it, and this client decodes it, as the replica writes the
-    /// last. The rows of a zone new to the replica are stored under the row id reserved for it,
-    /// `fresh` (see ``Store/stage(_:of:after:fresh:)``). A stage left by a pull that started
-    /// from another head, or under another row id, is dropped first. Returns how many rows this
-    /// run fetched.
-    private func stageRows(of zone: ZoneRow, after: Int64, fresh: Int64?, pin: (any ReadPin)?) async throws -> Int {
+    /// order, and stages each page in the replica (one transaction a page, in order), so that a
+    /// pull cut short goes on from its last page. The rows of a zone new to the replica are
+    /// stored under the row id reserved for it, `fresh` (see ``Store/stage(_:of:after:fresh:)``).
+    /// A stage left by a pull that started from another head, or under another row id, is
+    /// dropped first. Returns how many rows this run fetched.
+    ///
+    /// `expected` is the rows the new entries' lists say the server holds (each name's newest
+    /// version, unless deleted), in the server's order: where each page will start is known
+    /// before the one before it arrives, so ``pagesAhead`` pages are fetched while one is
+    /// staged (the server reads them, and this client decodes them, as the replica writes).
+    /// Nothing rests on it: a page that ends elsewhere (a server that holds other rows, or
+    /// orders names otherwise) drops the pages fetched ahead, and the pull goes on from the
+    /// page's real end; what is stored is verified against the entries at the end either way.
+    /// Memory holds at most ``pagesAhead`` + 1 pages.
+    private func stageRows(of zone: ZoneRow, after: Int64, fresh: Int64?, expected: [(seq: Int64, name: String)],
+                           pin: (any ReadPin)?) async throws -> Int {
         let store = replica.store
-        var cursor: (seq: Int64, name: String?) = (after, nil)
+        var cursor: Cursor = (after, nil)
         if let progress = try await store.stageProgress(of: zone.uid), progress.after == after, progress.zoneRowID == nil || progress.zoneRowID == fresh {
             cursor = (progress.seq, progress.name)
         } else {
             try await store.clearStage(of: zone.uid)
         }
-        let size = Self.pageSize, remote = self.remote
+        let size = Self.pageSize, ahead = max(0, Self.pagesAhead), remote = self.remote
         /// The rows of the page after `cursor`, and whether it was full (so more may follow).
-        @Sendable func page(after cursor: (seq: Int64, name: String?)) async throws -> (rows: [StoredRow], full: Bool) {
+        @Sendable func page(after cursor: Cursor) async throws -> FetchedPage {
             let need = StorageSnapshot.Need.changes(zoneRowID: zone.rowID, afterSeq: cursor.seq, afterName: cursor.name, limit: size)
             let page = try await ZonePush.fetch([need], from: remote, pin: pin)
             let names = page.changePages[zone.rowID]?[StorageSnapshot.pageKey(cursor.seq, cursor.name, size)] ?? []
-            return (names.compactMap { page.records[zone.rowID]?[$0] ?? nil }, names.count == size)
+            return FetchedPage(rows: names.compactMap { page.records[zone.rowID]?[$0] ?? nil }, full: names.count == size)
         }
-        var fetched = 0, pages = 0
-        var current = try await page(after: cursor)
-        while true {
-            if let stop = Self.stopAfterPages, pages == stop {
-                throw StoreError(.serviceUnavailable, "the pull of zone '\(zone.id.name)' was cut short after \(pages) pages (a test's hook)")
+        func same(_ a: Cursor, _ b: Cursor) -> Bool { a.seq == b.seq && a.name == b.name }
+        // Where each page starts: this one, then after every `size`-th row expected past it.
+        let start = cursor
+        let planned = expected.drop { row in
+            row.seq < start.seq || (row.seq == start.seq && start.name.map { !Array($0.utf8).lexicographicallyPrecedes(Array(row.name.utf8)) } ?? false)
+        }
+        var starts: [Cursor] = [start] + stride(from: planned.startIndex + size - 1, to: planned.endIndex, by: size).map { (planned[$0].seq, planned[$0].name) }
+        return try await withThrowingTaskGroup(of: (plan: Int, index: Int, page: FetchedPage).self) { group in
+            // A page that ends elsewhere than planned starts a new plan; pages fetched for an
+            // earlier one are dropped as they arrive.
+            var plan = 0, launched = 0
+            func launch() {
+                guard launched < starts.count else { return }
+                let index = launched, from = starts[index], of = plan
+                group.addTask { (of, index, try await page(after: from)) }
+                launched += 1
             }
-            let rows = current.rows
-            let more = current.full && !rows.isEmpty
-            if let last = rows.last { cursor = (last.seq, last.name) }
-            let from = cursor
-            async let next = more ? page(after: from) : nil
-            try await store.stage(rows, of: zone.uid, after: after, fresh: fresh.map { ($0, zone.id.name) })
-            fetched += rows.count
-            pages += 1
-            progress(.pulling(zone.id, records: fetched))
-            guard let following = try await next else { return fetched }
-            current = following
+            for _ in 0...ahead { launch() }
+            var arrived = [Int: FetchedPage]()
+            var fetched = 0, index = 0
+            while true {
+                if let stop = Self.stopAfterPages, index == stop {
+                    throw StoreError(.serviceUnavailable, "the pull of zone '\(zone.id.name)' was cut short after \(index) pages (a test's hook)")
+                }
+                while arrived[index] == nil {
+                    guard let next = try await group.next() else { throw StoreError(.internalError, "a page of the pull was never fetched") }
+                    if next.plan == plan { arrived[next.index] = next.page }
+                }
+                let current = arrived.removeValue(forKey: index)!
+                let more = current.full && !current.rows.isEmpty
+                if let last = current.rows.last { cursor = (last.seq, last.name) }
+                if more {
+                    if index + 1 < starts.count, !same(starts[index + 1], cursor) {
+                        // Not where it was expected to end: the pages fetched ahead are dropped.
+                        plan += 1
+                        arrived.removeAll()
+                        starts.removeSubrange((index + 1)...)
+                        launched = index + 1
+                    }
+                    if index + 1 == starts.count { starts.append(cursor) }
+                    while launched <= min(index + 1 + ahead, starts.count - 1) { launch() }
+                }
+                try await store.stage(current.rows, of: zone.uid, after: after, fresh: fresh.map { ($0, zone.id.name) })
+                fetched += current.rows.count
+                index += 1
+                progress(.pulling(zone.id, records: fetched))
+                guard more else {
+                    group.cancelAll()
+                    return fetched
+                }
+            }
         }
+    }
+
+    /// The rows the server holds after the replica's head, as the new entries' lists say: each
+    /// name's newest version, unless that deleted it, by sequence and then name (the order of the
+    /// server's pages). Unverified here: it only says where pages will start.
+    private static func expectedRows(entries: [StoredLogEntry], fetched t: StorageSnapshot.Tables<StoredRow>, zone: ZoneRow) -> [(seq: Int64, name: String)] {
+        var newest = [String: (seq: Int64, deleted: Bool)]()
+        for stored in entries {
+            guard let lists = t.entries[zone.rowID]?[stored.seq] ?? nil, let names = lists.names, let hashes = lists.entries,
+                  let parsed = CommitBuilder.parseNames(names, entries: hashes.count / 32) else { continue }
+            if newest.isEmpty { newest.reserveCapacity(parsed.count * entries.count) }
+            for item in parsed { newest[item.name] = (stored.seq, item.deleted) }
+        }
+        return newest.compactMap { $0.value.deleted ? nil : ($0.value.seq, $0.key) }
+            .sorted { $0.seq != $1.seq ? $0.seq < $1.seq : Array($0.name.utf8).lexicographicallyPrecedes(Array($1.name.utf8)) }
     }
 
     /// Refuses a zone whose schema rows name a type Coffer does not know.
@@ -359,4 +424,14 @@ struct ReplicaPull {
         }
         return (verified.0, verified.1, moved)
     }
+}
+
+/// A page of rows a pull fetched, handed from the task that fetched it to the one that stages it.
+///
+/// `@unchecked Sendable`: its rows are ``StoredRow``s, which never change once made (see
+/// ``StoredRow``).
+private struct FetchedPage: @unchecked Sendable {
+    let rows: [StoredRow]
+    /// Whether the page was full, so that more may follow.
+    let full: Bool
 }
