@@ -152,17 +152,32 @@ struct WireBinaryTests {
         write.encrypted = false
         write.label = "é"
         let bodies = [try WireBinary.encode(write), try WireBinary.encode(version)]
-        // Written in one pass, a version has the bytes Codable writes, with or without its optionals.
-        var bare = version
-        (bare.parent, bare.plainTypes, bare.sealed) = (nil, nil, nil)
-        for sample in [version, bare] {
+        // Written in one pass, a version and a write have the bytes Codable writes, with or
+        // without their optionals.
+        func viaCodable(_ value: some Encodable) throws -> [UInt8] {
             let codable = WireBinary.Writer()
             codable.bytes = WireBinary.magic
             let encoder = WireBinary.ValueEncoder(writer: codable, codingPath: [])
-            try sample.encode(to: encoder)
+            try value.encode(to: encoder)
             try codable.close(try #require(encoder.opened), path: [])
-            #expect(Array(try WireBinary.encode(sample)) == codable.bytes)
+            return codable.bytes
+        }
+        var bare = version
+        (bare.parent, bare.plainTypes, bare.sealed) = (nil, nil, nil)
+        for sample in [version, bare] {
+            #expect(Array(try WireBinary.encode(sample)) == (try viaCodable(sample)))
             #expect(try WireBinary.decode(WireVersion.self, from: WireBinary.encode(sample)) == sample)
+        }
+        // Every member of a write set, one after another, and none but `op`.
+        var full = write
+        (full.zone, full.uid, full.owner, full.name, full.created, full.user, full.reason) = (Data([1]), Data([2]), "o", "n", 2.5, "u", "r")
+        (full.body, full.signature, full.entries, full.names, full.epoch, full.bytes, full.secret) = (Data([3]), Data([4]), Data([5]), Data([6]), 9, Data([7]), Data([8]))
+        (full.recordType, full.field, full.valueType, full.storedSeq, full.keep, full.seq) = ("T", "f", "string", 4, true, 5)
+        (full.card, full.email, full.signingKey, full.boxKey, full.cardCreated) = (Data([9]), "e@x", Data([10]), Data([11]), "2026")
+        #expect(Mirror(reflecting: full).children.allSatisfy { child in (child.value as Any?).map { "\($0)" } != "nil" })
+        for sample in [write, full, WireWrite(op: "zones/touch")] {
+            #expect(Array(try WireBinary.encode(sample)) == (try viaCodable(sample)))
+            #expect(try WireBinary.decode(WireWrite.self, from: WireBinary.encode(sample)) == sample)
         }
         #expect(try WireBinary.decode(WireWrite.self, from: bodies[0]) == write)
         #expect(try WireBinary.decode(WireVersion.self, from: bodies[1]) == version)

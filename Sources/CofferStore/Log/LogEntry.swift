@@ -91,8 +91,35 @@ package struct LogEntry: Sendable {
     package var deviceID: [UInt8] = []
     /// The author's user-log position the device signs under; 0 with no device.
     package var userLogSeq: Int64 = 0
-    /// Ids (16 bytes each) of the pending changes a commit confirms; empty for other kinds.
-    package var confirmed: [[UInt8]] = []
+    /// Ids (16 bytes each) of the pending changes a commit confirms, one after another; empty
+    /// for other kinds. Kept flat: a commit carries hundreds, read each time its entry is.
+    package var confirmedBytes: [UInt8] = []
+
+    /// ``confirmedBytes`` as one id each.
+    package var confirmed: [[UInt8]] {
+        get { stride(from: 0, to: confirmedBytes.count, by: Self.changeIDLength).map { Array(confirmedBytes[$0..<($0 + Self.changeIDLength)]) } }
+        set { confirmedBytes = newValue.flatMap { $0 } }
+    }
+
+    /// The confirmed changes' ids as keys, to look ids up among many without an array each.
+    package var confirmedKeys: some Sequence<ChangeKey> {
+        stride(from: 0, to: confirmedBytes.count, by: Self.changeIDLength).lazy.map { ChangeKey(confirmedBytes[$0..<($0 + Self.changeIDLength)]) }
+    }
+
+    /// A change's 16-byte id as a value that needs no allocation.
+    package struct ChangeKey: Hashable, Sendable {
+        let high: UInt64, low: UInt64
+
+        /// The key of `id` (`changeIDLength` bytes).
+        package init(_ id: some Collection<UInt8>) {
+            precondition(id.count == LogEntry.changeIDLength)
+            var (high, low) = (UInt64(0), UInt64(0))
+            for (i, byte) in id.enumerated() {
+                if i < 8 { high = high << 8 | UInt64(byte) } else { low = low << 8 | UInt64(byte) }
+            }
+            (self.high, self.low) = (high, low)
+        }
+    }
 
     /// The canonical bytes the author signs.
     package var body: [UInt8] {
@@ -116,8 +143,8 @@ package struct LogEntry: Sendable {
         }
         w.u64(time.bitPattern)
         if format == .v2 {
-            w.u16(confirmed.count)
-            for id in confirmed { w.append(id) }
+            w.u16(confirmedBytes.count / Self.changeIDLength)
+            w.append(confirmedBytes)
         }
         w.u32(payload.count)
         w.append(payload)
@@ -153,18 +180,21 @@ package struct LogEntry: Sendable {
                 }
                 let time = Double(bitPattern: try r.u64())
                 guard time.isFinite else { return nil }
-                var confirmed = [[UInt8]]()
+                var confirmed = [UInt8]()
                 if format == .v2 {
                     let count = Int(try r.u16())
                     guard count <= maxConfirmed, count == 0 || kind == .commit else { return nil }
-                    for _ in 0..<count { confirmed.append(Array(try r.take(changeIDLength))) }
-                    guard Set(confirmed).count == count else { return nil }
+                    confirmed = Array(try r.take(count * changeIDLength))
+                    var seen = Set<ChangeKey>(minimumCapacity: count)
+                    for start in stride(from: 0, to: confirmed.count, by: changeIDLength) {
+                        guard seen.insert(ChangeKey(confirmed[start..<(start + changeIDLength)])).inserted else { return nil }
+                    }
                 }
                 let count = Int(try r.u32())
                 let payload = Array(try r.take(count))
                 guard r.remaining == 0 else { return nil }
                 return LogEntry(zoneUID: uid, seq: seq, prev: prev, kind: kind, authorID: author, time: time, payload: payload,
-                                format: format, deviceID: deviceID, userLogSeq: userLogSeq, confirmed: confirmed)
+                                format: format, deviceID: deviceID, userLogSeq: userLogSeq, confirmedBytes: confirmed)
             } catch {
                 return nil
             }

@@ -171,7 +171,7 @@ extension Replica {
             }
             // Confirmed: each change a commit of this user in the verified log names.
             let confirmed = try await confirmedIDs(zone)
-            let done = remaining.filter { confirmed.contains(pending.id(of: $0.number)) }
+            let done = remaining.filter { confirmed.contains(LogEntry.ChangeKey(pending.id(of: $0.number))) }
             if !done.isEmpty {
                 try await pending.update(finishing: done.map(\.number))
                 report.confirmed.append((zone, done.count))
@@ -341,16 +341,16 @@ extension Replica {
 
     /// The change ids the commits of this user carry in the zone's verified log, as the replica
     /// holds it.
-    private func confirmedIDs(_ zone: ZoneID) async throws -> Set<[UInt8]> {
+    private func confirmedIDs(_ zone: ZoneID) async throws -> Set<LogEntry.ChangeKey> {
         let session = self.session
         let me = session.userID
         return try await session.read { db in
             guard let row = try db.zoneRow(zone) else { return [] }
             let log = try session.verifiedLogs.zoneLog(db, zone: row)
-            var ids = Set<[UInt8]>()
+            var ids = Set<LogEntry.ChangeKey>()
             for stored in try db.logEntries(zoneRowID: row.rowID, after: 0) where stored.seq <= log.state.headSeq {
                 guard let entry = LogEntry.decode(stored.body), entry.kind == .commit, entry.authorID == me else { continue }
-                ids.formUnion(entry.confirmed)
+                ids.formUnion(entry.confirmedKeys)
             }
             return ids
         }

@@ -181,8 +181,9 @@ extension WireBinary {
             if T.self == Int.self { return int(Int64(value as! Int)) }
             if T.self == Bool.self { return tag(value as! Bool ? .yes : .no) }
             if T.self == Double.self { return try double(value as! Double, path: path()) }
-            // The type an answer carries by the thousand writes its members in one pass.
+            // The types a body carries by the thousand write their members in one pass.
             if T.self == WireVersion.self { return try (value as! WireVersion).write(to: self) }
+            if T.self == WireWrite.self { return try (value as! WireWrite).write(to: self) }
             do {
                 // The path is not kept below the top: building it for every value cost more
                 // than the encoding (an encoding error is the program's, not the input's).

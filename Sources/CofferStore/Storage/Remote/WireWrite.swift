@@ -314,6 +314,52 @@ extension WireWrite {
                            "names", "epoch", "bytes", "secret", "recordType", "field", "valueType", "encrypted", "version", "storedSeq", "keep",
                            "seq", "label", "time", "card", "email", "signingKey", "boxKey", "cardCreated"]
 
+    /// Writes the write in the binary encoding in one pass: the bytes `encode(to:)` writes
+    /// through the keyed container (an absent optional left out).
+    func write(to w: WireBinary.Writer) throws {
+        let keys = Self.wireKeys
+        let open = w.open(.object)
+        func key(_ index: Int) throws { try w.text(keys[index], path: []) }
+        func string(_ index: Int, _ value: String?) throws { if let value { try key(index); try w.string(value, path: []) } }
+        func data(_ index: Int, _ value: Data?) throws { if let value { try key(index); try w.data(value, path: []) } }
+        func int(_ index: Int, _ value: Int64?) throws { if let value { try key(index); w.int(value) } }
+        func double(_ index: Int, _ value: Double?) throws { if let value { try key(index); try w.double(value, path: []) } }
+        func bool(_ index: Int, _ value: Bool?) throws { if let value { try key(index); w.tag(value ? .yes : .no) } }
+        try string(0, op)
+        try data(1, zone)
+        try data(2, uid)
+        try string(3, owner)
+        try string(4, name)
+        try double(5, created)
+        if let users { try key(6); try w.value(users, path: []) }
+        try string(7, user)
+        try string(8, reason)
+        try int(9, head)
+        try data(10, body)
+        try data(11, signature)
+        try data(12, entries)
+        try data(13, names)
+        try int(14, epoch)
+        try data(15, bytes)
+        try data(16, secret)
+        try string(17, recordType)
+        try string(18, field)
+        try string(19, valueType)
+        try bool(20, encrypted)
+        if let version { try key(21); try version.write(to: w) }
+        try int(22, storedSeq)
+        try bool(23, keep)
+        try int(24, seq)
+        try string(25, label)
+        try double(26, time)
+        try data(27, card)
+        try string(28, email)
+        try data(29, signingKey)
+        try data(30, boxKey)
+        try string(31, cardCreated)
+        try w.close(open, path: [])
+    }
+
     /// Reads a write in the binary encoding in one pass, as `init(from:)` reads it from any decoder.
     init(wire decoder: WireBinary.ValueDecoder) throws {
         let m = try WireBinary.Members(decoder, keys: Self.wireKeys)
