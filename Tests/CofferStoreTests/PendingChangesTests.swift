@@ -493,6 +493,29 @@ struct PendingChangesTests {
         }
     }
 
+    @Test("a server that says it has a zone made offline (a row of its name and uid, with no log) does not make the push drop the zone's mark: the zone is copied once that row is gone")
+    func zoneClaimedWithoutLog() async throws {
+        try await withStore(.server) { s in
+            let (_, trips) = try await Self.tripsMadeOffline(s)
+            let online = try await s.replica()
+            let uid = try await online.session.read { db in try #require(try db.zoneRow(trips)).uid }
+            // The server's file gets a row of that zone, and nothing else of it.
+            try s.sqlite { db in
+                try db.execute(sql: "INSERT INTO zone (uid, owner_id, name, current_epoch, sequence, created_at) VALUES (?, ?, 'Trips', 1, 0, 0)",
+                               arguments: [Data(uid), trips.ownerID])
+            }
+            let refused = try await online.push()
+            #expect(refused.failed.map(\.zone) == [trips] && refused.zonesCreated.isEmpty, "\(refused.zonesCreated)")
+            #expect(try await online.store.unpushedZones() == [uid], "the mark stays")
+            #expect(try await online.pendingChanges.counts().values.first?.pending == 1)
+            try s.sqlite { db in try db.execute(sql: "DELETE FROM zone WHERE uid = ?", arguments: [Data(uid)]) }
+            let report = try await online.push()
+            #expect(report.zonesCreated == [trips] && report.failed.isEmpty, "\(report.failed.map(\.error.message))")
+            #expect(report.confirmed.map(\.count) == [1])
+            #expect(noteBody(try await s.db.record(named: "t1", in: trips)) == "Oslo")
+        }
+    }
+
     @Test("a zone made offline whose name the user took on the server meanwhile, pulled before the push (as sync does): its changes are kept and go to the server's zone")
     func zoneMadeOfflinePulledFirst() async throws {
         try await withStore(.server) { s in

@@ -412,6 +412,28 @@ struct ReplicaTests {
         }
     }
 
+    @Test("a zone moved to a server that loses a record once it accepted the copy stays here whole: the copy there is checked record by record before this one is deleted")
+    func moveToLosingServer() async throws {
+        try await withStore(.server) { s in
+            let local = try Store(path: s.folder.appendingPathComponent("local.sqlite").path)
+            let session = try await local.openSession(vault: s.vault)
+            let zone = try await session.privateDatabase.createZone(named: "Moving")
+            _ = try await session.privateDatabase.modify(saving: ["m1", "m2", "m3"].map { makeNote($0, in: zone) }, in: zone)
+            // The server drops m2 from its copy once the copy is done, and still shows the zone at its head.
+            let refused = await expectStoreError(.integrityFailure) {
+                try await Session.$afterZoneCopied.withValue({
+                    try s.sqlite { db in
+                        try db.execute(sql: "DELETE FROM record WHERE name = 'm2' AND zone_id = (SELECT id FROM zone WHERE name = 'Moving')")
+                    }
+                }) { _ = try await session.moveZone(zone, to: s.store, origin: "http://test.invalid") }
+            }
+            #expect(refused?.message.contains("copy of zone 'Moving' does not check out") == true, "\(refused?.message ?? "")")
+            #expect(try await local.movedZoneOrigin(zone) == nil)
+            let kept = try await session.privateDatabase.records(in: zone, limit: 10)
+            #expect(kept.map(\.name).sorted() == ["m1", "m2", "m3"], "the local copy stays whole")
+        }
+    }
+
     @Test("a pull cut short in a replica made before the stage became a rowid table goes on from its last page after the upgrade")
     func resumedPullAcrossUpgrade() async throws {
         try await withStore(.server) { s in

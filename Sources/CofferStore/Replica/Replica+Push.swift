@@ -96,6 +96,7 @@ extension Replica {
         // Zones made offline go first: copied whole (genesis, keys, schema) to the server. The
         // changes of one that could not be copied stay pending.
         var notCopied = Set<ZoneID>()
+        var refiled = false
         for uid in try await store.unpushedZones() {
             let me = session.userID
             guard let zone = try await session.read({ db in try db.zoneRows(ownedBy: me).first { $0.zone.uid == uid }?.zone.id }) else {
@@ -113,14 +114,22 @@ extension Replica {
                 // meanwhile: the replica takes that zone in place of the one made here (which
                 // holds no records of its own: every write to it is a pending change), and those
                 // changes go to it, merged three ways as any others: nothing made offline is lost.
-                // A server that no longer shows the zone it said it had: the mark stays, and the
-                // copy is tried again at the next push.
+                // Either way the zone is pulled first, and the mark goes only once the pull
+                // verified the server's log of it (``pull(_:progress:)``). A server that shows no
+                // such zone, or one that does not verify: the mark stays, and the copy is tried
+                // again at the next push.
                 guard let theirs = try await server.session.read({ db in try db.zoneRow(zone)?.uid }) else {
                     report.failed.append((zone, error))
                     notCopied.insert(zone)
                     continue
                 }
-                try await store.noteUnpushed(uid, false)
+                let pulled = try await pull([zone])
+                guard let taken = pulled.pulled.first(where: { $0.zone == zone }) else {
+                    report.failed.append((zone, pulled.failed.first { $0.zone == zone }?.error ?? error))
+                    notCopied.insert(zone)
+                    continue
+                }
+                refiled = refiled || taken.replaced != nil
                 if theirs == uid { report.zonesCreated.append(zone) } else { report.zonesJoined.append(zone) }
             } catch let error as StoreError where error.code != .serviceUnavailable {
                 report.failed.append((zone, error))
@@ -129,7 +138,9 @@ extension Replica {
         }
         var order = [ZoneID]()
         var byZone = [ZoneID: [PendingChange]]()
-        for change in queue.changes where zones?.contains(change.zone) ?? true && !notCopied.contains(change.zone) {
+        // A pull that replaced a zone's copy filed its changes anew (``PendingChanges/refile(from:to:)``).
+        let changes = refiled ? try await pending.queue().changes : queue.changes
+        for change in changes where zones?.contains(change.zone) ?? true && !notCopied.contains(change.zone) {
             if byZone[change.zone] == nil { order.append(change.zone) }
             byZone[change.zone, default: []].append(change)
         }

@@ -156,10 +156,11 @@ public final class Replica: Sendable {
             let me = session.userID
             let made = try await session.read { db in try db.zoneRows(ownedBy: me).filter { unpushed.contains($0.zone.uid) }.map(\.zone) }
             for zone in made {
-                // A mark the server contradicts (it shows this very zone: a push copied it and
-                // was cut short, or the file was changed): the zone is pulled, and the mark
-                // dropped once the pull verified the server's log of it.
-                if zones?.contains(zone.id) ?? false, try await server.session.read({ db in try db.zoneRow(zone.id)?.uid }) == zone.uid {
+                // A zone named that the server has (this very zone: a push copied it and was cut
+                // short, or the file was changed; or one of that name the user made elsewhere,
+                // which this one joins): the zone is pulled, and the mark dropped once the pull
+                // verified the server's log of it.
+                if zones?.contains(zone.id) ?? false, try await server.session.read({ db in try db.zoneRow(zone.id) }) != nil {
                     contradicted[zone.id] = zone.uid
                 } else {
                     mine.append(zone.id)

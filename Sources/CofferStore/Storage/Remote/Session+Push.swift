@@ -69,17 +69,23 @@ extension Session {
 
     /// Moves a zone this user owns from this local store onto a server: ``pushZone(_:to:progress:)``
     /// copies it; the copy is then read back through the server (its log, verified, reaches this
-    /// store's head); then the zone is dropped here, signing nothing (the user's marks hold on the
+    /// store's head, and each of its records checks out against it, as ``audit(plaintexts:progress:)``
+    /// checks them); then the zone is dropped here, signing nothing (the user's marks hold on the
     /// copy), its pages zeroed (`secure_delete`), and a "moved" mark naming `origin` stays in this
     /// store: making a zone of that name here again is refused, so that one zone is never written
     /// in two places (two copies of one log would fork it).
     /// - Throws: as ``pushZone(_:to:progress:)``; `.integrityFailure` when the server does not
-    ///   show the copy (the zone then stays here); `.notSupported` for a store that is not an
+    ///   show the copy whole (the zone then stays here); `.notSupported` for a store that is not an
     ///   SQLite file.
+    /// A test's hook: runs once ``moveZone(_:to:origin:progress:)`` copied the zone, before it
+    /// checks the copy (a server that loses what it accepted).
+    @TaskLocal static var afterZoneCopied: (@Sendable () async throws -> Void)?
+
     public func moveZone(_ zoneID: ZoneID, to target: Store, origin: String,
                          progress: @Sendable (_ done: Int, _ total: Int) -> Void = { _, _ in }) async throws -> PushResult {
         guard case .sqlite(let sqlite) = store.backend else { throw StoreError(.notSupported, "only a zone of a local SQLite store is moved") }
         let result = try await pushZone(zoneID, to: target, progress: progress)
+        try await Self.afterZoneCopied?()
         let (rowID, head) = try await read { db in
             let zone = try self.accessControl.zoneRow(db, zoneID)
             return (zone.rowID, try self.verifiedLogs.zoneState(db, zone: zone).headSeq)
@@ -88,6 +94,14 @@ extension Session {
         let there = try await remote.privateDatabase.zones().first { $0.id == zoneID }
         guard there?.sequence == head else {
             throw StoreError(.integrityFailure, "the server does not show the copy of zone '\(zoneID.name)' at its head (\(head)); the zone stays here: push it again")
+        }
+        // And every record of the copy, read back through the server and checked against its
+        // log as an audit checks it: a server that shows the log and lost or changed a record
+        // would otherwise be left with the only copy.
+        let audit = try await remote.auditor.auditZone(zoneID)
+        guard audit.findings.isEmpty, audit.records == result.records else {
+            let why = audit.findings.first.map { Names.printable($0.message) } ?? "it shows \(audit.records) of the \(result.records) records copied"
+            throw StoreError(.integrityFailure, "the server's copy of zone '\(zoneID.name)' does not check out (\(why)); the zone stays here: delete the copy on the server and push again")
         }
         try await store.noteMoved(zoneID, to: origin)
         try await SQLiteSnapshotDriver(storage: sqlite, logger: store.logger).apply([.deleteZone(rowID: rowID)], operation: nil)
