@@ -238,11 +238,11 @@ struct ReplicaPull {
     /// name's newest version, unless that deleted it, by sequence and then name (the order of the
     /// server's pages). Unverified here: it only says where pages will start.
     private static func expectedRows(entries: [StoredLogEntry], fetched t: StorageSnapshot.Tables<StoredRow>, zone: ZoneRow) -> [(seq: Int64, name: String)] {
-        var newest = [String: (seq: Int64, deleted: Bool)]()
+        let listed = entries.reduce(0) { count, stored in count + ((t.entries[zone.rowID]?[stored.seq] ?? nil)?.entries?.count ?? 0) / 32 }
+        var newest = [String: (seq: Int64, deleted: Bool)](minimumCapacity: listed)
         for stored in entries {
             guard let lists = t.entries[zone.rowID]?[stored.seq] ?? nil, let names = lists.names, let hashes = lists.entries,
                   let parsed = CommitBuilder.parseNames(names, entries: hashes.count / 32) else { continue }
-            if newest.isEmpty { newest.reserveCapacity(parsed.count * entries.count) }
             for item in parsed { newest[item.name] = (stored.seq, item.deleted) }
         }
         return newest.compactMap { $0.value.deleted ? nil : ($0.value.seq, $0.key) }

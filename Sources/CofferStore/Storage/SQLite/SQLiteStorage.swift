@@ -89,13 +89,18 @@ final class SQLiteStorage: Sendable {
         do {
             (result, deleted) = try await pool.writeWithoutTransaction { db in
                 try db.execute(sql: "PRAGMA foreign_keys = OFF")
-                defer { try? db.execute(sql: "PRAGMA foreign_keys = ON") }
                 var outcome: (T, Bool)?
-                try db.inTransaction {
-                    outcome = try WriteAheadLogScrub.noting(db, body)
-                    return .commit
+                let done = Result {
+                    try db.inTransaction {
+                        outcome = try WriteAheadLogScrub.noting(db, body)
+                        return .commit
+                    }
                 }
-                return outcome!
+                // Enforced again whatever the transaction did; a connection left without it fails.
+                try db.execute(sql: "PRAGMA foreign_keys = ON")
+                try done.get()
+                guard let outcome else { throw StoreError(.internalError, "a stage transaction returned nothing") }
+                return outcome
             }
         } catch {
             throw Store.map(error)
