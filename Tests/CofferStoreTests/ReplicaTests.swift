@@ -19,6 +19,20 @@ extension TestStore {
         try await Replica.open(server: try #require(server).url, vault: vault ?? self.vault, path: path,
                                dataFolder: folder.appendingPathComponent("data"), offline: offline)
     }
+
+    /// Alice's zone of 35 notes (n00 to n34, in one commit), and a replica (the file `name` in
+    /// the test's folder) whose first pull of it was cut short after two pages of ten.
+    func cutPull(_ name: String) async throws -> (zone: ZoneID, replica: Replica, path: URL) {
+        let zone = try await makeZone(notes: [])
+        _ = try await db.modify(saving: (0..<35).map { makeNote(String(format: "n%02d", $0), in: zone) }, in: zone)
+        let path = folder.appendingPathComponent(name)
+        let replica = try await replica(path: path)
+        let cut = try await ReplicaPull.$pageSize.withValue(10) {
+            try await ReplicaPull.$stopAfterPages.withValue(2) { try await replica.pull() }
+        }
+        #expect(cut.failed.first?.error.code == .serviceUnavailable)
+        return (zone, replica, path)
+    }
 }
 
 @Suite("Replica")
@@ -344,14 +358,7 @@ struct ReplicaTests {
     @Test("a staged row of a zone new to the replica changed in the file before the pull goes on: the stage is dropped and the zone fetched whole, not refused at every pull")
     func freshStageChanged() async throws {
         try await withStore(.server) { s in
-            let zone = try await s.makeZone(notes: [])
-            _ = try await s.db.modify(saving: (0..<35).map { makeNote(String(format: "n%02d", $0), in: zone) }, in: zone)
-            let path = s.folder.appendingPathComponent("fresh.sqlite")
-            let replica = try await s.replica(path: path)
-            let cut = try await ReplicaPull.$pageSize.withValue(10) {
-                try await ReplicaPull.$stopAfterPages.withValue(2) { try await replica.pull() }
-            }
-            #expect(cut.failed.first?.error.code == .serviceUnavailable)
+            let (zone, replica, _) = try await s.cutPull("fresh.sqlite")
             // n03, staged by the cut pull, changed wherever the stage keeps it.
             let changed = try await replica.store.dbPool.write { db in
                 try db.execute(sql: "UPDATE replica_stage SET sealed = zeroblob(length(sealed)) WHERE name = 'n03'")
@@ -373,14 +380,7 @@ struct ReplicaTests {
     @Test("a zone made in the replica while the pull of a zone new to it was cut short takes another row id than the one the pull's rows are stored under: neither zone shows the other's records")
     func zoneMadeDuringCutPull() async throws {
         try await withStore(.server) { s in
-            let zone = try await s.makeZone(notes: [])
-            _ = try await s.db.modify(saving: (0..<35).map { makeNote(String(format: "n%02d", $0), in: zone) }, in: zone)
-            let path = s.folder.appendingPathComponent("made.sqlite")
-            let replica = try await s.replica(path: path)
-            let cut = try await ReplicaPull.$pageSize.withValue(10) {
-                try await ReplicaPull.$stopAfterPages.withValue(2) { try await replica.pull() }
-            }
-            #expect(cut.failed.first?.error.code == .serviceUnavailable)
+            let (zone, replica, path) = try await s.cutPull("made.sqlite")
             // Made offline in the replica, as `zone create --offline` does.
             let offline = try await s.replica(offline: true, path: path)
             let trips = try await offline.session.privateDatabase.createZone(named: "Trips")
@@ -437,14 +437,7 @@ struct ReplicaTests {
     @Test("a pull cut short in a replica made before the stage became a rowid table goes on from its last page after the upgrade")
     func resumedPullAcrossUpgrade() async throws {
         try await withStore(.server) { s in
-            let zone = try await s.makeZone(notes: [])
-            _ = try await s.db.modify(saving: (0..<35).map { makeNote(String(format: "n%02d", $0), in: zone) }, in: zone)
-            let path = s.folder.appendingPathComponent("upgraded.sqlite")
-            let replica = try await s.replica(path: path)
-            let cut = try await ReplicaPull.$pageSize.withValue(10) {
-                try await ReplicaPull.$stopAfterPages.withValue(2) { try await replica.pull() }
-            }
-            #expect(cut.failed.first?.error.code == .serviceUnavailable)
+            let (zone, _, path) = try await s.cutPull("upgraded.sqlite")
             let uid = try await s.alice.read { db in try #require(try db.zoneRow(zone)).uid }
             // The file as the migrations before the upgrade left it: the stage a WITHOUT ROWID
             // table, holding the 20 rows of the cut pull (versions before the upgrade staged the
