@@ -377,6 +377,37 @@ struct ReplicaTests {
         }
     }
 
+    @Test("what a pull cut short staged of a zone the owner then deleted leaves the replica with it: the zone's rows staged in record (a zone new to the replica) or in the stage (one it holds)", arguments: ["new", "held"])
+    func stageOfDeletedZone(_ how: String) async throws {
+        try await withStore(.server) { s in
+            let zone = try await s.makeZone(notes: [])
+            let path = s.folder.appendingPathComponent("gone.sqlite")
+            let replica = try await s.replica(path: path)
+            if how == "held" { try await replica.pull() }
+            _ = try await s.db.modify(saving: (0..<35).map { makeNote(String(format: "n%02d", $0), in: zone) }, in: zone)
+            let cut = try await ReplicaPull.$pageSize.withValue(10) {
+                try await ReplicaPull.$stopAfterPages.withValue(2) { try await replica.pull() }
+            }
+            #expect(cut.failed.first?.error.code == .serviceUnavailable)
+            func staged() async throws -> Int {
+                try await replica.store.dbPool.read { db in
+                    try Int.fetchOne(db, sql: """
+                        SELECT (SELECT count(*) FROM record WHERE zone_id NOT IN (SELECT id FROM zone)) + (SELECT count(*) FROM replica_stage)
+                            + (SELECT count(*) FROM store_meta WHERE key LIKE 'stage-%')
+                        """) ?? -1
+                }
+            }
+            #expect(try await staged() == 20 + 3 + (how == "new" ? 1 : 0), "two pages staged, and where the pull stands")
+            try await s.db.deleteZone(zone)
+            let report = try await replica.pull()
+            #expect(report.failed.isEmpty, "\(report.failed)")
+            #expect(report.dropped.map(\.zone) == (how == "held" ? [zone] : []))
+            #expect(try await staged() == 0, "nothing of the zone stays in the replica")
+            let left = try await replica.store.dbPool.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM zone") }
+            #expect(left == 0)
+        }
+    }
+
     @Test("a zone made in the replica while the pull of a zone new to it was cut short takes another row id than the one the pull's rows are stored under: neither zone shows the other's records")
     func zoneMadeDuringCutPull() async throws {
         try await withStore(.server) { s in

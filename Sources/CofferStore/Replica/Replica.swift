@@ -181,7 +181,12 @@ public final class Replica: Sendable {
         let puller = ReplicaPull(replica: session, remote: remote, local: SQLiteSnapshotDriver(storage: sqlite, logger: store.logger), progress: progress)
         if zones == nil {
             let listed = Set(list + report.failed.map(\.zone) + mine)
-            let held = try await session.privateDatabase.zones().map(\.id) + session.sharedDatabase.zones().map(\.id)
+            // Every zone the file holds, as stored: one that reads leave out (the user's marks
+            // say it was deleted, on another device) goes too.
+            let me = session.userID
+            let held = try await session.read { db in
+                try db.zoneRows(ownedBy: me).map(\.zone.id) + db.zoneRows(sharedWith: me).map(\.zone.id)
+            }
             try await dropGone(held.filter { !listed.contains($0) }, server: server.session, into: &report)
         }
         for zone in list {
@@ -206,6 +211,13 @@ public final class Replica: Sendable {
                 report.failed.append((zone, error))
             }
         }
+        // After a pull of every zone the server shows, with none failed: a stage left for a
+        // zone the replica does not hold (its pull was cut short, then the zone went from the
+        // server, or was made again under another uid) is no zone's, and its rows go. (A pull of
+        // that zone running in another process at this moment starts again at its next run.)
+        if zones == nil, report.failed.isEmpty {
+            for uid in try await store.stagesOfNoZone() { try await store.clearStage(of: uid) }
+        }
         return report
     }
 
@@ -226,14 +238,15 @@ public final class Replica: Sendable {
         let driver = SQLiteSnapshotDriver(storage: sqlite, logger: store.logger)
         for zone in candidates {
             // The replica's copy, and its head; a zone the user's marks say they deleted goes.
-            let held: (rowID: Int64, mark: ZoneMark?)? = try await session.read { db in
+            let held: (rowID: Int64, uid: [UInt8], mark: ZoneMark?)? = try await session.read { db in
                 guard let row = try db.zoneRow(zone) else { return nil }
-                if try self.session.verifiedLogs.storedMark(row)?.isDeletion == true { return (row.rowID, nil) }
-                return (row.rowID, try self.session.verifiedLogs.zoneLog(db, zone: row).mark)
+                if try self.session.verifiedLogs.storedMark(row)?.isDeletion == true { return (row.rowID, row.uid, nil) }
+                return (row.rowID, row.uid, try self.session.verifiedLogs.zoneLog(db, zone: row).mark)
             }
-            guard let (rowID, known) = held else { continue }
+            guard let (rowID, uid, known) = held else { continue }
             guard let mark = known else {
                 try await driver.apply([.deleteZone(rowID: rowID)], operation: nil)
+                try await store.clearStage(of: uid)
                 session.verifiedLogs.forget(zoneRowID: rowID)
                 report.dropped.append((zone, "deleted"))
                 continue
@@ -256,7 +269,9 @@ public final class Replica: Sendable {
                 report.failed.append((zone, StoreError(.integrityFailure, finding.message + "; your replica keeps its copy")))
                 continue
             }
+            // With its rows a pull had staged: nothing of the zone stays.
             try await driver.apply([.deleteZone(rowID: rowID)], operation: nil)
+            try await store.clearStage(of: uid)
             session.verifiedLogs.forget(zoneRowID: rowID)
             report.dropped.append((zone, why))
         }

@@ -184,6 +184,21 @@ extension Store {
         try stageProgress(db, uid: uid)?.zoneRowID
     }
 
+    /// The uids of the zones some pull staged rows of, and did not finish, that the replica
+    /// holds no zone of.
+    func stagesOfNoZone() async throws -> [[UInt8]] {
+        let storage = try sqliteStorage(for: "a replica's pull")
+        do {
+            return try await storage.read { db in
+                try String.fetchAll(db, sql: "SELECT key FROM store_meta WHERE key LIKE 'stage-after:%'")
+                    .compactMap { Hex.decode(String($0.dropFirst("stage-after:".count))) }
+                    .filter { try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM zone WHERE uid = ?)", arguments: [Data($0)]) != true }
+            }
+        } catch {
+            throw Store.map(error)
+        }
+    }
+
     /// Drops what a pull of the zone `uid` staged.
     func clearStage(of uid: [UInt8]) async throws {
         let storage = try sqliteStorage(for: "a replica's pull")
