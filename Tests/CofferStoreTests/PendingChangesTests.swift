@@ -483,6 +483,7 @@ struct PendingChangesTests {
             let joined = try await replica.push()
             #expect(joined.failed.isEmpty, "\(joined.failed.map(\.error.message))")
             #expect(joined.zonesJoined == [clash] && joined.zonesCreated.isEmpty)
+            #expect(joined.rowsFetched == 1, "s1, made on the server, fetched by the pull that took the server's zone")
             #expect(joined.confirmed.map(\.zone) == [clash] && joined.confirmed.map(\.count) == [1])
             #expect(noteBody(try await s.db.record(named: "c1", in: clash)) == "made offline")
             let local = replica.session.privateDatabase

@@ -124,6 +124,7 @@ extension Replica {
                     continue
                 }
                 let pulled = try await pull([zone])
+                report.rowsFetched += pulled.pulled.reduce(0) { $0 + $1.fetched }
                 guard let taken = pulled.pulled.first(where: { $0.zone == zone }) else {
                     report.failed.append((zone, pulled.failed.first { $0.zone == zone }?.error ?? error))
                     notCopied.insert(zone)
