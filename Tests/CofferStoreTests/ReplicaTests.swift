@@ -579,7 +579,7 @@ struct ReplicaTests {
             #expect(seen)
             #expect(noteBody(try await engine.replica.session.privateDatabase.record(named: "n2", in: zone)) == "body of n2")
             // The server goes away: the engine says so and keeps trying; the replica still reads.
-            await try #require(s.server).kill()
+            try await #require(s.server).kill()
             let offline = try await withTimeout(seconds: 60) { () -> Bool in
                 for await event in engine.events {
                     if case .offline = event { return true }

@@ -131,9 +131,9 @@ struct ReplicaPull {
         t.merge(try await ZonePush.fetch(authors.sorted().map { .contact($0) }, from: remote, pin: pin)) { $0 }
         let writes = try self.writes(zone: zone, rowID: rowID, replacing: keep == nil ? current : nil, after: after, entries: entries, fetched: t)
         try Self.checkFieldTypes(t.schemaRows[zone.rowID] ?? [:], zone: zoneID)
-        let fetched = try await stageRows(of: zone, after: after, fresh: keep == nil ? rowID : nil,
-                                          expected: Self.expectedRows(entries: entries, fetched: t, zone: zone), pin: pin)
-        let deletions = try Self.deletions(entries: entries, after: after, fetched: t, zone: zone, rowID: rowID)
+        let newest = Self.newestListed(entries: entries, fetched: t, zone: zone)
+        let fetched = try await stageRows(of: zone, after: after, fresh: keep == nil ? rowID : nil, expected: Self.expectedRows(newest), pin: pin)
+        let deletions = Self.deletions(newest, entries: entries, after: after, rowID: rowID)
         let verified = try await apply(writes, stage: (zone.uid, rowID, keep == nil, after, zoneID.name), later: deletions + [.touchZone(rowID: rowID)],
                                        schema: (rowID, t.schemaRows[zone.rowID] ?? [:]), zoneID: zoneID, after: after, head: head)
         replica.verifiedLogs.remember(verified.log, zoneRowID: verified.rowID)
@@ -145,8 +145,8 @@ struct ReplicaPull {
     /// sequence's first row).
     typealias Cursor = (seq: Int64, name: String?)
 
-    /// How many pages are fetched ahead of the one staged (tests set fewer).
-    @TaskLocal static var pagesAhead = 2
+    /// How many pages are fetched ahead of the one staged.
+    static let pagesAhead = 2
 
     /// Fetches the rows written after the replica's head `after`, a page at a time in log
     /// order, and stages each page in the replica (one transaction a page, in order), so that a
@@ -172,7 +172,7 @@ struct ReplicaPull {
         } else {
             try await store.clearStage(of: zone.uid)
         }
-        let size = Self.pageSize, ahead = max(0, Self.pagesAhead), remote = self.remote
+        let size = Self.pageSize, ahead = Self.pagesAhead, remote = self.remote
         /// The rows of the page after `cursor`, and whether it was full (so more may follow).
         @Sendable func page(after cursor: Cursor) async throws -> FetchedPage {
             let need = StorageSnapshot.Need.changes(zoneRowID: zone.rowID, afterSeq: cursor.seq, afterName: cursor.name, limit: size)
@@ -234,10 +234,10 @@ struct ReplicaPull {
         }
     }
 
-    /// The rows the server holds after the replica's head, as the new entries' lists say: each
-    /// name's newest version, unless that deleted it, by sequence and then name (the order of the
-    /// server's pages). Unverified here: it only says where pages will start.
-    private static func expectedRows(entries: [StoredLogEntry], fetched t: StorageSnapshot.Tables<StoredRow>, zone: ZoneRow) -> [(seq: Int64, name: String)] {
+    /// Each name the new entries' lists name, with the newest entry naming it and whether that
+    /// entry deleted it. Unverified here: the pull's last transaction checks the lists.
+    private static func newestListed(entries: [StoredLogEntry], fetched t: StorageSnapshot.Tables<StoredRow>,
+                                     zone: ZoneRow) -> [String: (seq: Int64, deleted: Bool)] {
         let listed = entries.reduce(0) { count, stored in count + ((t.entries[zone.rowID]?[stored.seq] ?? nil)?.entries?.count ?? 0) / 32 }
         var newest = [String: (seq: Int64, deleted: Bool)](minimumCapacity: listed)
         for stored in entries {
@@ -245,7 +245,14 @@ struct ReplicaPull {
                   let parsed = CommitBuilder.parseNames(names, entries: hashes.count / 32) else { continue }
             for item in parsed { newest[item.name] = (stored.seq, item.deleted) }
         }
-        return newest.compactMap { $0.value.deleted ? nil : ($0.value.seq, $0.key) }
+        return newest
+    }
+
+    /// The rows the server holds after the replica's head: each name's newest version, unless
+    /// that deleted it, by sequence and then name (the order of the server's pages). It only
+    /// says where pages will start.
+    private static func expectedRows(_ newest: [String: (seq: Int64, deleted: Bool)]) -> [(seq: Int64, name: String)] {
+        newest.compactMap { $0.value.deleted ? nil : ($0.value.seq, $0.key) }
             .sorted { $0.seq != $1.seq ? $0.seq < $1.seq : Array($0.name.utf8).lexicographicallyPrecedes(Array($1.name.utf8)) }
     }
 
@@ -258,21 +265,14 @@ struct ReplicaPull {
 
     /// The names the new entries delete last: each goes from the replica, leaving a deleted name
     /// (with its entry's author, time and label) for the change feed. Two writes a name.
-    private static func deletions(entries: [StoredLogEntry], after base: Int64, fetched t: StorageSnapshot.Tables<StoredRow>, zone: ZoneRow,
-                                  rowID: Int64) throws -> [StorageSnapshot.Write] {
-        var deleted = [String: Int64]()
-        var decoded = [Int64: LogEntry]()
-        for stored in entries {
-            guard let lists = t.entries[zone.rowID]?[stored.seq] ?? nil, let names = lists.names, let hashes = lists.entries,
-                  let parsed = CommitBuilder.parseNames(names, entries: hashes.count / 32) else { continue }
-            decoded[stored.seq] = LogEntry.decode(stored.body)
-            for item in parsed { if item.deleted { deleted[item.name] = stored.seq } else { deleted[item.name] = nil } }
-        }
+    private static func deletions(_ newest: [String: (seq: Int64, deleted: Bool)], entries: [StoredLogEntry], after base: Int64,
+                                  rowID: Int64) -> [StorageSnapshot.Write] {
+        let bySeq = Dictionary(entries.map { ($0.seq, $0) }) { first, _ in first }
         var writes = [StorageSnapshot.Write]()
-        for (name, seq) in deleted.sorted(by: { $0.key < $1.key }) where seq > base {
-            guard let entry = decoded[seq] else { continue }
+        for (name, last) in newest.sorted(by: { $0.key < $1.key }) where last.deleted && last.seq > base {
+            guard let stored = bySeq[last.seq], let entry = LogEntry.decode(stored.body) else { continue }
             writes.append(.deleteRecord(zoneRowID: rowID, name: name, storedSeq: -1))
-            writes.append(.addTombstone(zoneRowID: rowID, name: name, seq: seq, authorID: entry.authorID,
+            writes.append(.addTombstone(zoneRowID: rowID, name: name, seq: last.seq, authorID: entry.authorID,
                                         label: RecordsPayload.decode(entry.payload)?.label, time: entry.time))
         }
         return writes
