@@ -118,11 +118,6 @@ extension Replica {
                 // verified the server's log of it (``pull(_:progress:)``). A server that shows no
                 // such zone, or one that does not verify: the mark stays, and the copy is tried
                 // again at the next push.
-                guard let theirs = try await server.session.read({ db in try db.zoneRow(zone)?.uid }) else {
-                    report.failed.append((zone, error))
-                    notCopied.insert(zone)
-                    continue
-                }
                 let pulled = try await pull([zone])
                 report.rowsFetched += pulled.pulled.reduce(0) { $0 + $1.fetched }
                 guard let taken = pulled.pulled.first(where: { $0.zone == zone }) else {
@@ -130,8 +125,9 @@ extension Replica {
                     notCopied.insert(zone)
                     continue
                 }
+                // The server's zone replaced the copy made here, or (this very zone) kept it.
                 refiled = refiled || taken.replaced != nil
-                if theirs == uid { report.zonesCreated.append(zone) } else { report.zonesJoined.append(zone) }
+                if taken.replaced == nil { report.zonesCreated.append(zone) } else { report.zonesJoined.append(zone) }
             } catch let error as StoreError where error.code != .serviceUnavailable {
                 report.failed.append((zone, error))
                 notCopied.insert(zone)
